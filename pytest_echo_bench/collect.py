@@ -1,0 +1,123 @@
+"""Collection: a benchmark spec is a pytest File; each (task_id, arm) is a pytest Item."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .datasets import Example, load_examples
+from .errors import SpecError
+from .providers import PROVIDERS
+from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome
+from .scoring import get_scorer
+from .spec import Spec, load_spec
+
+if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionInfo, TerminalRepr
+
+    from .session import BenchSession
+
+OUTCOME = pytest.StashKey[Outcome]()
+SESSION = pytest.StashKey["BenchSession"]()
+_MARK_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+class WrongAnswer(Exception):
+    """Raised by an item whose answer was wrong, unparseable or an error; rendered briefly."""
+
+
+class NotRecorded(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """An item that did not complete (incomplete, aborted, unavailable): reported, never recorded."""
+
+
+def mark_name(prefix: str, value: str) -> str:
+    return f"{prefix}_{_MARK_SAFE.sub('_', value)}"
+
+
+class SpecFile(pytest.File):
+    """A benchmark spec YAML file."""
+
+    def collect(self) -> Iterator[BenchItem]:
+        try:
+            spec = load_spec(self.path)
+            check_spec(spec)
+            examples = load_examples(spec)
+        except SpecError as exc:
+            # pytest prints a CollectError's message alone: file, line, key and what to do.
+            raise self.CollectError(f"echo-bench: invalid benchmark spec: {exc}") from exc
+        for arm in spec.arms:
+            self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
+        for ex in examples:
+            for arm in spec.arms:
+                yield BenchItem.from_parent(self, name=f"{ex.id}[{arm}]", spec=spec, example=ex, arm=arm)
+
+
+def check_spec(spec: Spec) -> None:
+    """Names that must resolve before anything runs: scorer and providers."""
+    if get_scorer(spec.scorer) is None:
+        from .scoring import SCORERS
+        raise spec.error(f"unknown scorer {spec.scorer!r}; known: {', '.join(sorted(SCORERS))}", "scorer")
+    for arm in spec.arms.values():
+        if arm.provider not in PROVIDERS:
+            raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",
+                             "arms", arm.name, "provider")
+
+
+class BenchItem(pytest.Item):
+    """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``."""
+
+    def __init__(self, *, spec: Spec, example: Example, arm: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.example, self.arm = spec, example, arm
+        self.add_marker(mark_name("arm", arm))
+        self.add_marker(pytest.mark.bench_arm(arm))
+        if example.subtask:
+            self.add_marker(mark_name("subtask", example.subtask))
+            self.add_marker(pytest.mark.bench_subtask(example.subtask))
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.spec.benchmark, self.example.id, self.arm)
+
+    def runtest(self) -> None:
+        session: BenchSession = self.config.stash[SESSION]
+        outcome = session.outcome(self)
+        self.stash[OUTCOME] = outcome
+        if outcome.kind == ROW:
+            assert outcome.row is not None
+            if not outcome.row.passed:
+                raise WrongAnswer(outcome.row.detail)
+            return
+        raise NotRecorded(f"{outcome.kind}: {outcome.message}")
+
+    def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
+        outcome = self.stash.get(OUTCOME, None)
+        if isinstance(excinfo.value, WrongAnswer) and outcome and outcome.row:
+            return failure_text(outcome)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self.spec.arms[self.arm].line or None, f"{self.example.id}[{self.arm}]"
+
+
+def failure_text(outcome: Outcome) -> str:
+    """A few domain lines instead of a traceback: verdict, expected vs got, the output's tail."""
+    row = outcome.row
+    assert row is not None
+    tail = row.output.strip()[-300:]
+    lines = [f"{row.status}: {row.detail}", f"  target: {row.target}", f"  answer: {row.answer}"]
+    if tail:
+        lines.append("  output tail: " + tail.replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
+def report_kind(outcome: Outcome | None) -> str | None:
+    """The report category of an unrecorded outcome (incomplete / aborted / unavailable)."""
+    if outcome is None or outcome.kind == ROW:
+        return None
+    return outcome.kind
+
+__all__ = ["ABORTED", "INCOMPLETE", "UNAVAILABLE", "BenchItem", "SpecFile"]

@@ -1,0 +1,145 @@
+"""The run context: decided once on the controller, handed to every worker as plain JSON."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import __version__
+from .datasets import load_examples
+from .discovery import find_specs
+from .errors import EchoBenchError, StoreError
+from .fingerprint import combine, spec_fingerprint
+from .options import BenchOptions
+from .records import Meta
+from .spec import Spec, load_spec
+from .store import ResultsIndex, read_index, repair
+
+
+@dataclass
+class RunContext:
+    results: str
+    run_id: str
+    specs: list[str]
+    meta: dict[str, Any]
+    resume_upto: int | None = None
+    resume_recorded: int = 0
+    args: list[str] | None = None  # replacement positional args when resuming from the meta line
+    keyword: str | None = None
+    markexpr: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stop_marker(self) -> Path:
+        return Path(self.results + ".stop.json")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | None:
+    """Controller only: find the specs, decide the results file, check a resume. None = inert."""
+    index = _resume_index(opts.resume) if opts.resume else None
+    args, keyword, markexpr = _selection(config, index)
+    rootdir = config.rootpath
+    specs = find_specs(args, config.invocation_params.dir, list(config.getini("norecursedirs")))
+    if not specs:
+        if opts.resume:
+            raise pytest.UsageError(f"--bench-resume {opts.resume}: no benchmark spec found in {' '.join(args)}; "
+                                    "name the spec files on the command line")
+        return None
+    fingerprints, loaded = _fingerprints(specs)
+    run_id = uuid.uuid4().hex[:12]
+    created = datetime.now(timezone.utc)
+    names = sorted(loaded) or [p.stem for p in specs]
+    results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
+    meta = Meta(
+        benchmark="+".join(names), benchmarks={n: {"spec": _rel(s.path, rootdir), "fingerprint": fingerprints[n],
+                                                  "items": c} for n, (s, c) in loaded.items()},
+        spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
+        arms={n: list(s.arms) for n, (s, _) in loaded.items()},
+        selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in args],
+                   "keyword": keyword or "", "markexpr": markexpr or ""},
+        run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        fsync=opts.fsync,
+    )
+    ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
+                     args=args, keyword=keyword, markexpr=markexpr)
+    if index is not None:
+        _check_resume(opts, index, fingerprints)
+        ctx.resume_upto, ctx.resume_recorded = index.size, len(index.keys)
+        ctx.stop_marker.unlink(missing_ok=True)  # a stale marker would stop this run at once
+    return ctx
+
+
+def _resume_index(path: str) -> ResultsIndex:
+    file = Path(path)
+    if not file.is_file():
+        raise pytest.UsageError(f"--bench-resume {path}: no such results file")
+    try:
+        cut = repair(file)
+        index = read_index(file)
+    except StoreError as exc:
+        raise pytest.UsageError(f"--bench-resume: {exc}") from exc
+    if cut:
+        index_note = f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {path}.torn)"
+        print(index_note)
+    return index
+
+
+def _selection(config: pytest.Config, index: ResultsIndex | None) -> tuple[list[str], str | None, str | None]:
+    """Positional args, -k and -m; a bare ``--bench-resume PATH`` takes them from the meta line."""
+    args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
+    meta = index.meta if index else None
+    if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
+        selection = meta.get("selection") or {}
+        args = [str(config.rootpath / a) for a in selection.get("args") or meta.get("spec_files") or []]
+        keyword = keyword or selection.get("keyword") or None
+        markexpr = markexpr or selection.get("markexpr") or None
+    return args, keyword, markexpr
+
+
+def _fingerprints(specs: list[Path]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:
+    fingerprints: dict[str, str] = {}
+    loaded: dict[str, tuple[Spec, int]] = {}
+    for path in specs:
+        try:
+            spec = load_spec(path)
+            examples = load_examples(spec)
+        except EchoBenchError:
+            continue  # collection reports it, with file and line, in the usual way
+        if spec.benchmark in loaded:
+            raise pytest.UsageError(f"{path}: benchmark name {spec.benchmark!r} is also used by "
+                                    f"{loaded[spec.benchmark][0].path}; give each spec its own name")
+        fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
+        loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms))
+    return fingerprints, loaded
+
+
+def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
+    recorded = (index.meta or {}).get("benchmarks") or {}
+    for name, fp in fingerprints.items():
+        old = (recorded.get(name) or {}).get("fingerprint")
+        if old and old != fp and not opts.allow_mismatch:
+            raise pytest.UsageError(
+                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
+                f"but the spec now gives {fp} (dataset, scorer or arms changed). Start a new results file, "
+                "or pass --bench-allow-mismatch to append anyway."
+            )
+
+
+def _rel(path: Path, rootdir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(rootdir))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _rel_arg(arg: str, invocation_dir: Path, rootdir: Path) -> str:
+    path, sep, rest = arg.partition("::")
+    return _rel(invocation_dir / path, rootdir) + sep + rest

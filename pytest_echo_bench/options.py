@@ -1,0 +1,71 @@
+"""Command-line options and ini keys, resolved CLI -> environment -> ini -> default."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from .store import FSYNC_POLICIES
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    out: str | None
+    resume: str | None
+    allow_mismatch: bool
+    concurrency: int
+    fsync: str
+    strict: bool
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("echo-bench", "Benchmark sweeps (pytest-echo-bench)")
+    group.addoption("--bench-out", metavar="PATH", help="Results JSONL to write (default: "
+                    "bench_results/<UTC timestamp>_<benchmark>.jsonl under the rootdir)")
+    group.addoption("--bench-resume", metavar="PATH", help="Continue the sweep recorded in PATH: "
+                    "skip every recorded (task_id, arm) and append to the same file")
+    group.addoption("--bench-allow-mismatch", action="store_true", default=None,
+                    help="Resume even if the spec's fingerprint differs from the one in the results file")
+    group.addoption("--bench-concurrency", metavar="N", help="Provider calls in flight per process (default 8)")
+    group.addoption("--bench-fsync", choices=FSYNC_POLICIES, help="When to fsync the results file: "
+                    "always (every row), end (default: when each process finishes) or never")
+    group.addoption("--bench-strict", action="store_true", default=None,
+                    help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
+    parser.addini("bench_out", "Default results path for benchmark sweeps")
+    parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
+    parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
+    parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
+
+
+def _pick(config: pytest.Config, option: str, env: str, ini: str) -> str | None:
+    value = config.getoption(option)
+    if value is None:
+        value = os.environ.get(env) or None
+    if value is None:
+        value = config.getini(ini) or None
+    return value if value is None else str(value)
+
+
+def resolve(config: pytest.Config) -> BenchOptions:
+    """One place that validates every setting; a bad value is a UsageError naming its source."""
+    raw = _pick(config, "bench_concurrency", "ECHO_BENCH_CONCURRENCY", "bench_concurrency") or "8"
+    try:
+        concurrency = int(raw)
+    except ValueError:
+        concurrency = 0
+    if not 1 <= concurrency <= 1024:
+        raise pytest.UsageError(f"--bench-concurrency must be a whole number from 1 to 1024, got {raw!r}")
+    fsync = _pick(config, "bench_fsync", "ECHO_BENCH_FSYNC", "bench_fsync") or "end"
+    if fsync not in FSYNC_POLICIES:
+        raise pytest.UsageError(f"--bench-fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
+    strict = bool(config.getoption("bench_strict") or config.getini("bench_strict"))
+    return BenchOptions(
+        out=_pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out"),
+        resume=config.getoption("bench_resume"),
+        allow_mismatch=bool(config.getoption("bench_allow_mismatch")),
+        concurrency=concurrency,
+        fsync=fsync,
+        strict=strict,
+    )

@@ -1,0 +1,231 @@
+"""Running items: provider calls with retries, grading, recording, and several calls in flight.
+
+Each process owns one ``Runner``. A row is appended the moment its item is graded (from
+whichever thread made the call), so a crash loses at most the calls still in flight. The
+``Prefetcher`` starts the calls of the items this process will run next, up to
+``--bench-concurrency`` at once; pytest then reports each item in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .calls import Classifier, call_with_retries
+from .errors import (
+    AbortedError,
+    ExhaustedError,
+    IncompleteError,
+    PermanentError,
+    ProviderError,
+    UnavailableError,
+)
+from .providers import PROVIDERS, Completion, Provider, Request
+from .records import Row
+from .scoring import Verdict, get_scorer
+from .store import ResultsWriter
+
+if TYPE_CHECKING:
+    from .collect import BenchItem
+    from .spec import Spec
+
+# What an item came to: "row" (graded and recorded) or one of the unrecorded kinds.
+ROW, INCOMPLETE, ABORTED, UNAVAILABLE = "row", "incomplete", "aborted", "unavailable"
+
+
+@dataclass
+class Outcome:
+    kind: str
+    row: Row | None = None
+    message: str = ""
+    retries: int = 0
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class StopSignal:
+    """The run-wide stop: an in-process event plus a marker file every process can see."""
+
+    marker: Path
+    event: threading.Event = field(default_factory=threading.Event)
+
+    def is_set(self) -> bool:
+        if not self.event.is_set() and self.marker.exists():
+            self.event.set()  # another worker hit exhaustion: start no new call here either
+        return self.event.is_set()
+
+    def trigger(self, record: dict[str, Any]) -> None:
+        self.event.set()
+        write_marker(self.marker, record)
+
+
+def write_marker(marker: Path, record: dict[str, Any]) -> None:
+    """Write the stop marker atomically; the first reason wins."""
+    if marker.exists():
+        return
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    try:
+        os.link(tmp, marker)  # fails if another process got there first
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class ArmRuntime:
+    """Per (spec, arm): the provider (built once, lazily) and its concurrency limit."""
+
+    def __init__(self, runner: Runner, spec: Spec, arm: str) -> None:
+        self.runner, self.spec, self.arm = runner, spec, arm
+        limit = spec.arms[arm].concurrency
+        self.slots = threading.BoundedSemaphore(limit) if limit else None
+        self._provider: Provider | None = None
+        self._unavailable: UnavailableError | None = None
+        self._lock = threading.Lock()
+
+    def provider(self) -> Provider:
+        with self._lock:
+            if self._unavailable:
+                raise self._unavailable
+            if self._provider is None:
+                factory = PROVIDERS[self.spec.arms[self.arm].provider]
+                try:
+                    self._provider = factory(self.spec.arms[self.arm], self.spec, self.runner.caller_for(self.spec))
+                except UnavailableError as exc:
+                    self._unavailable = exc
+                    raise
+            return self._provider
+
+
+class Runner:
+    def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
+                 on_stop: Callable[[str], None], echo: Callable[[str], None]) -> None:
+        self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
+        self.on_stop, self.echo = on_stop, echo
+        self._arms: dict[tuple[str, str], ArmRuntime] = {}
+        self._lock = threading.Lock()
+
+    def arm(self, spec: Spec, name: str) -> ArmRuntime:
+        with self._lock:
+            key = (str(spec.path), name)
+            if key not in self._arms:
+                self._arms[key] = ArmRuntime(self, spec, name)
+            return self._arms[key]
+
+    def caller_for(self, spec: Spec) -> Callable[[str, Request], Completion]:
+        """How a composite arm calls a sibling arm: the same retries and classification."""
+
+        def call(arm_name: str, request: Request) -> Completion:
+            if arm_name not in spec.arms:
+                raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
+            return self._attempt(spec, arm_name, request)[0]
+
+        return call
+
+    def _attempt(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
+        runtime = self.arm(spec, arm)
+        classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
+        slots = runtime.slots
+        if slots:
+            slots.acquire()
+        try:
+            done = call_with_retries(runtime.provider(), request, spec.retries, classifier, self.stop.event,
+                                     on_retry=self._log_retry)
+        finally:
+            if slots:
+                slots.release()
+        return done.completion, done.attempts, len(done.retries)
+
+    def _log_retry(self, request: Request, error: ProviderError, delay: float) -> None:
+        self.echo(f"echo-bench: retry {request.attempt + 1} of {request.example.id}[{request.arm}] "
+                  f"in {delay:.1f}s after: {error}")
+
+    def run(self, item: BenchItem) -> Outcome:
+        """Call, grade and record one item; never raises for provider trouble."""
+        if self.stop.is_set():
+            return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
+        started, t0 = utcnow(), time.perf_counter()
+        request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s)
+        try:
+            completion, attempts, retries = self._attempt(item.spec, item.arm, request)
+        except UnavailableError as exc:
+            return Outcome(UNAVAILABLE, message=str(exc))
+        except AbortedError as exc:
+            return Outcome(ABORTED, message=str(exc))
+        except IncompleteError as exc:
+            return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {exc}")
+        except ExhaustedError as exc:
+            self._exhausted(item, exc)
+            return Outcome(ABORTED, message=f"provider exhausted: {exc}")
+        except PermanentError as exc:
+            verdict = Verdict("error", None, f"error: {exc}")
+            return self._record(item, Completion(""), verdict, started, t0, 1, 0)
+        verdict = self._grade(item, completion.text)
+        return self._record(item, completion, verdict, started, t0, attempts, retries)
+
+    def _grade(self, item: BenchItem, output: str) -> Verdict:
+        scorer = get_scorer(item.spec.scorer)
+        assert scorer is not None  # checked at collection
+        try:
+            return scorer(output, item.example.target, item.spec.scorer_options)
+        except Exception as exc:  # a scorer crash is this item's failure, not the run's
+            return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {exc}")
+
+    def _record(self, item: BenchItem, done: Completion, verdict: Verdict, started: str, t0: float,
+                attempts: int, retries: int) -> Outcome:
+        row = Row(
+            task_id=item.example.id, arm=item.arm, passed=verdict.passed, detail=verdict.detail,
+            wall_seconds=round(time.perf_counter() - t0, 4), sub_calls=done.sub_calls,
+            benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
+            target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
+            worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
+            retries=retries, extra=done.extra,
+        )
+        self.writer.append(row.to_line())
+        return Outcome(ROW, row, retries=retries)
+
+    def _exhausted(self, item: BenchItem, exc: ExhaustedError) -> None:
+        self.stop.trigger({
+            "reason": "exhausted", "message": str(exc), "benchmark": item.spec.benchmark,
+            "task_id": item.example.id, "arm": item.arm, "worker": self.worker, "at": utcnow(),
+            "results": str(self.writer.path),
+        })
+        self.on_stop(f"echo-bench: provider exhausted on {item.nodeid}: {exc}")
+
+
+class Prefetcher:
+    """Keeps up to ``concurrency`` item calls in flight, in the order this process runs items."""
+
+    def __init__(self, runner: Runner, concurrency: int) -> None:
+        self.runner = runner
+        self.concurrency = concurrency
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="echo-bench")
+        self._futures: dict[str, Future[Outcome]] = {}
+
+    def outcome(self, item: BenchItem, upcoming: Sequence[BenchItem]) -> Outcome:
+        if self.concurrency == 1:
+            return self.runner.run(item)  # no threads: the simplest path stays the simplest
+        self._submit(item)
+        for nxt in upcoming[: self.concurrency - 1]:
+            self._submit(nxt)
+        return self._futures.pop(item.nodeid).result()
+
+    def _submit(self, item: BenchItem) -> None:
+        if item.nodeid not in self._futures:
+            self._futures[item.nodeid] = self._pool.submit(self.runner.run, item)
+
+    def close(self) -> None:
+        """Drop calls not yet started; wait for those in flight so their rows are written."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,158 @@
+"""Scorers: turn a model output and a target into a verdict (correct, wrong or unparseable)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # correct | wrong | unparseable
+    answer: str | None
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == CORRECT
+
+
+Scorer = Callable[[str, str, dict[str, Any]], Verdict]
+
+
+def judge(answer: str | None, target: str, same: bool) -> Verdict:
+    """The common tail of every scorer: the detail strings older readers expect."""
+    if answer is None:
+        return Verdict(UNPARSEABLE, None, "unparseable")
+    if same:
+        return Verdict(CORRECT, answer, "passed")
+    return Verdict(WRONG, answer, f"expected {target} got {_short(answer)}")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def exact(output: str, target: str, options: dict[str, Any]) -> Verdict:
+    answer = output.strip()
+    if not answer:
+        return judge(None, target, False)
+    if options.get("ignore_case"):
+        return judge(answer, target, answer.casefold() == target.strip().casefold())
+    return judge(answer, target, answer == target.strip())
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+def numeric(output: str, target: str, options: dict[str, Any]) -> Verdict:
+    """The last number in the output, compared with tolerance ``tol`` (default exact)."""
+    found = _NUMBER.findall(output)
+    if not found:
+        return judge(None, target, False)
+    answer = found[-1].replace(",", "")
+    try:
+        same = abs(float(answer) - float(target.replace(",", ""))) <= float(options.get("tol", 0.0))
+    except ValueError:
+        same = False
+    return judge(answer, target, same)
+
+
+def regex(output: str, target: str, options: dict[str, Any]) -> Verdict:
+    """Extract with ``pattern`` (the last match, first group if any), then compare exactly."""
+    matches = list(re.finditer(str(options.get("pattern", r"(.+)")), output))
+    if not matches:
+        return judge(None, target, False)
+    last = matches[-1]
+    answer = (last.group(1) if last.groups() else last.group(0)).strip()
+    return judge(answer, target, answer == target.strip())
+
+
+_DECLARED = re.compile(
+    r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)\s*:?\s*(?P<ans>[^\n]*)", re.IGNORECASE
+)
+_LETTER = re.compile(r"^\(?([A-R])\)?(?=$|[\s.,:;)])")
+_BINARY = {"yes": "Yes", "no": "No", "true": "True", "false": "False", "valid": "valid", "invalid": "invalid"}
+
+
+def declared_answers(output: str) -> list[str]:
+    """Every "the answer is X" / "Answer: X" in order; the latest declaration wins."""
+    return [m.group("ans").strip() for m in _DECLARED.finditer(output)]
+
+
+def choice(output: str, target: str, options: dict[str, Any]) -> Verdict:
+    """Multiple choice with letters: explicit declarations first, then a bare letter answer."""
+    letter = _choice_letter(output)
+    want = _LETTER.match(target.strip())
+    goal = want.group(1) if want else target.strip()
+    return judge(f"({letter})" if letter else None, target, letter == goal)
+
+
+def _choice_letter(output: str) -> str | None:
+    for text in reversed(declared_answers(output)):
+        m = _LETTER.match(text.strip())
+        if m:
+            return m.group(1)
+    m = _LETTER.match(output.strip())  # the whole output is just "(B)" or "B."
+    return m.group(1) if m and len(output.strip()) <= 4 else None
+
+
+def bbh(output: str, target: str, options: dict[str, Any]) -> Verdict:
+    """BIG-Bench Hard: choice letters and free-form answers; ``strict`` follows the paper exactly."""
+    if options.get("strict"):
+        return _bbh_strict(output, target)
+    if _LETTER.fullmatch(target.strip()) or re.fullmatch(r"\([A-R]\)", target.strip()):
+        return choice(output, target, options)
+    answer = _free_form(output)
+    if answer is None:
+        return judge(None, target, False)
+    return judge(answer, target, _normal(answer) == _normal(target))
+
+
+def _bbh_strict(output: str, target: str) -> Verdict:
+    # The paper: the text after the last "the answer is ", up to the final period, must equal the target.
+    if "the answer is " not in output:
+        return judge(None, target, False)
+    answer = output.split("the answer is ")[-1].strip()
+    if answer.endswith("."):
+        answer = answer[:-1]
+    return judge(answer, target, answer == target)
+
+
+def _free_form(output: str) -> str | None:
+    declared = declared_answers(output)
+    candidate = declared[-1] if declared else _last_line(output)
+    if candidate is None:
+        return None
+    candidate = candidate.strip().rstrip(".").strip().strip("*\"'`").strip()
+    if not candidate:
+        return None
+    word = candidate.split()[0].strip(".,;:!").lower() if candidate.split() else ""
+    if word in _BINARY:
+        return _BINARY[word]
+    return candidate
+
+
+def _last_line(output: str) -> str | None:
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    # A bare short answer counts; a paragraph of reasoning with no declaration does not.
+    return lines[-1] if lines and len(lines[-1]) <= 200 and len(lines) == 1 else None
+
+
+def _normal(text: str) -> str:
+    text = text.strip().rstrip(".")
+    if re.fullmatch(r"-?\d+(?:\.0+)?", text.replace(",", "")):
+        return str(int(float(text.replace(",", ""))))
+    return " ".join(text.replace(" ", "") if set(text) <= set("()[]{}<> ") else text.split()).casefold()
+
+
+SCORERS: dict[str, Scorer] = {"exact": exact, "numeric": numeric, "regex": regex, "choice": choice, "bbh": bbh}
+
+
+def get_scorer(name: str) -> Scorer | None:
+    return SCORERS.get(name)

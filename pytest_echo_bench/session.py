@@ -1,0 +1,246 @@
+"""The run session: resume deselection, item execution, abort, exit status and the summary."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .collect import OUTCOME, BenchItem, SpecFile
+from .context import RunContext
+from .options import BenchOptions
+from .records import Key
+from .runner import ABORTED, INCOMPLETE, ROW, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
+from .store import ResultsWriter, read_index
+from .summary import summarize
+
+NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
+
+
+class BenchSession:
+    """Registered only when a run has benchmark specs; holds every piece of run state."""
+
+    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> None:
+        self.config, self.opts, self.ctx = config, opts, ctx
+        self.is_worker = hasattr(config, "workerinput")
+        self.spec_paths = {Path(p) for p in ctx.specs}
+        worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
+        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
+        self.stop = StopSignal(ctx.stop_marker)
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop, lambda m: None)
+        self.prefetcher = Prefetcher(self.runner, opts.concurrency)
+        self.session: pytest.Session | None = None
+        self.to_run = 0
+        self.counts: dict[str, int] = {}
+        self.not_completed: dict[tuple[str, str], int] = {}
+        self.other_failures = 0
+        self.collect_errors = 0
+        self._resume_said = False
+        self._index: dict[str, int] | None = None
+        self._xdist: Any = None
+        self._lock = threading.Lock()
+
+    # -- collection --------------------------------------------------------------------------
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> SpecFile | None:
+        if file_path in self.spec_paths:
+            return SpecFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+        return None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.ctx.resume_upto is not None:
+            recorded = self._recorded()
+            kept = [i for i in items if not (isinstance(i, BenchItem) and i.key in recorded)]
+            dropped = [i for i in items if isinstance(i, BenchItem) and i.key in recorded]
+            if dropped:
+                items[:] = kept
+                config.hook.pytest_deselected(items=dropped)
+        self.to_run = sum(isinstance(i, BenchItem) for i in items)
+
+    def _recorded(self) -> set[Key]:
+        # Every process reads the same prefix of the file (up to the controller's offset), so all
+        # xdist workers deselect identically even while others append.
+        return read_index(Path(self.ctx.results), self.ctx.resume_upto).keys
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> str | None:
+        if self.ctx.resume_upto is None or self.is_worker:
+            return None
+        return self._resume_line(self.to_run)
+
+    def _resume_line(self, to_run: int) -> str:
+        return f"echo-bench: resuming {self.ctx.results}: {self.ctx.resume_recorded} recorded, {to_run} to run"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        if self.ctx.resume_upto is None or self._resume_said:
+            return
+        self._resume_said = True
+        self.to_run = len(ids)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(self._resume_line(len(ids)))
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})", *self.ctx.notes]
+
+    # -- running -----------------------------------------------------------------------------
+    def outcome(self, item: BenchItem) -> Outcome:
+        return self.prefetcher.outcome(item, self._upcoming(item))
+
+    def _upcoming(self, item: BenchItem) -> list[BenchItem]:
+        """The items this process will run next, so their calls can start now."""
+        if self.opts.concurrency == 1 or self.session is None:
+            return []
+        items = self.session.items
+        if self.is_worker:
+            indices = self._xdist_queue()
+        else:
+            if self._index is None:
+                self._index = {it.nodeid: n for n, it in enumerate(items)}
+            start = self._index.get(item.nodeid, len(items)) + 1
+            indices = list(range(start, min(len(items), start + self.opts.concurrency)))
+        return [items[i] for i in indices if isinstance(items[i], BenchItem)]
+
+    def _xdist_queue(self) -> list[int]:
+        # xdist's worker holds the indices the controller sent it. With --dist worksteal those may
+        # be taken back, so there only the next item (already dequeued, never stolen) is safe.
+        if self._xdist is None:
+            self._xdist = next((p for p in self.config.pluginmanager.get_plugins()
+                                if hasattr(p, "torun") and hasattr(p, "nextitem_index")), False)
+        if not self._xdist:
+            return []
+        nxt = self._xdist.nextitem_index
+        head = [nxt] if isinstance(nxt, int) else []
+        if self.config.getoption("dist", "load") == "worksteal":
+            return head
+        with self._xdist.torun.lock() as queue:
+            rest = [i for i in list(queue)[: self.opts.concurrency] if isinstance(i, int)]
+        return head + rest
+
+    def _request_stop(self, message: str) -> None:
+        if self.session is not None and not self.session.shouldstop:
+            self.session.shouldstop = message  # a worker passes this to the controller (xdist >= 3.6.1)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if isinstance(item, BenchItem) and call.when == "call":
+            outcome = item.stash.get(OUTCOME, None)
+            if outcome is not None:
+                report.bench = bench_payload(item, outcome)  # plain JSON: it travels to the controller
+        return report
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        bench = getattr(report, "bench", None)
+        if bench and report.when == "call" and bench["kind"] in NOT_RECORDED:
+            return NOT_RECORDED[bench["kind"]]
+        return None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.is_worker:
+            return
+        bench = getattr(report, "bench", None)
+        if bench is None:
+            if report.failed:
+                self.other_failures += 1
+            return
+        if report.when != "call":
+            return
+        self.counts[bench["kind"]] = self.counts.get(bench["kind"], 0) + 1
+        if bench["kind"] != ROW:
+            key = (bench["benchmark"], bench["arm"])
+            self.not_completed[key] = self.not_completed.get(key, 0) + 1
+        if bench.get("retries"):
+            self._write(f"echo-bench: {report.nodeid} took {bench['retries']} retries")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_errors += 1
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    # -- the end -----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.prefetcher.close()
+        self.writer.close()
+        if self.is_worker:
+            return
+        session.exitstatus = self.final_status(int(exitstatus))
+
+    def final_status(self, status: int) -> int:
+        marker = self.ctx.stop_marker
+        if marker.exists():
+            return pytest.ExitCode.INTERRUPTED
+        if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
+            return status
+        left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
+        if status == pytest.ExitCode.INTERRUPTED or left:
+            if self._has_rows() or left:
+                reason = "incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted"
+                write_marker(marker, {"reason": reason, "at": utcnow(), "results": self.ctx.results,
+                                      "message": f"{left} items not completed" if left else "the run was interrupted"})
+            return pytest.ExitCode.INTERRUPTED
+        if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
+            return pytest.ExitCode.OK  # resume found nothing left: the sweep is complete
+        if status == pytest.ExitCode.TESTS_FAILED and not self.opts.strict and not self.other_failures:
+            return pytest.ExitCode.OK  # wrong answers are results, not a failed run
+        return status
+
+    def _has_rows(self) -> bool:
+        path = Path(self.ctx.results)
+        return path.exists() and path.stat().st_size > 0
+
+    def resume_command(self) -> str:
+        cmd = ["pytest", "--bench-resume", self.ctx.results]
+        workers = self.config.getoption("numprocesses", None)
+        if workers:
+            cmd += ["-n", str(workers)]
+        return shlex.join(cmd)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if self.is_worker:
+            return
+        tr = terminalreporter
+        path = Path(self.ctx.results)
+        tr.section("echo-bench summary")
+        if path.exists():
+            for line in summarize(path, self.not_completed):
+                tr.write_line(line)
+        if self.ctx.resume_upto is not None and self.to_run == 0 and not self.ctx.stop_marker.exists():
+            tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
+        tr.write_line(f"results: {self.ctx.results}")
+        if self.ctx.stop_marker.exists():
+            why = _marker_reason(self.ctx.stop_marker)
+            tr.write_line(f"echo-bench: stopped early ({why}); resume with:", bold=True, red=True)
+            tr.write_line(f"  {self.resume_command()}", bold=True)
+
+
+def _marker_reason(marker: Path) -> str:
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "see " + str(marker)
+    return f"{data.get('reason')}: {data.get('message', '')}".strip()
+
+
+def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
+    row = outcome.row
+    return {
+        "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": item.example.id, "arm": item.arm,
+        "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
+        "retries": outcome.retries, "message": outcome.message,
+    }
+
+
+__all__ = ["ROW", "BenchSession"]

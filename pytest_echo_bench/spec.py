@@ -1,0 +1,248 @@
+"""Benchmark specs: YAML files loaded safely, validated with file/line/key in every error."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import SpecError
+
+KeyPath = tuple[Any, ...]
+
+TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency"}
+_SNIFF = re.compile(rb"^benchmark\s*:", re.MULTILINE)
+_SNIFF_ARMS = re.compile(rb"^arms\s*:", re.MULTILINE)
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    name: str
+    provider: str
+    options: dict[str, Any]
+    line: int
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    benchmark: str
+    dataset: dict[str, Any]
+    scorer: str
+    scorer_options: dict[str, Any]
+    arms: dict[str, ArmSpec]
+    retries: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float = 180.0
+    exhaustion_patterns: tuple[str, ...] = ()
+    transient_patterns: tuple[str, ...] = ()
+    concurrency: int | None = None
+    lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def line_of(self, *keys: Any) -> int | None:
+        return _nearest_line(self.lines, keys)
+
+    def error(self, message: str, *keys: Any) -> SpecError:
+        """A SpecError pointing at the line of ``keys`` (or its nearest parent)."""
+        return SpecError(message, str(self.path), self.line_of(*keys), ".".join(map(str, keys)))
+
+
+def looks_like_spec(path: Path) -> bool:
+    """Cheap sniff: a YAML file with top-level ``benchmark:`` and ``arms:`` keys."""
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return False
+    return bool(_SNIFF.search(head) and _SNIFF_ARMS.search(head))
+
+
+def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None) -> Spec:
+    """Parse and validate one spec file; raise SpecError naming file, line and key."""
+    env = os.environ if environ is None else environ
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec: {exc}", str(path)) from exc
+    data, lines = _parse_yaml(text, str(path))
+    return _build(path, data, lines, env)
+
+
+def _parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=yaml.SafeLoader)  # safe loader only: specs never run code
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError(f"malformed YAML: {getattr(exc, 'problem', exc)}", path, line) from exc
+    lines: dict[KeyPath, int] = {}
+    if node is not None:
+        _record_lines(node, (), lines)
+    return data, lines
+
+
+def _record_lines(node: yaml.Node, at: KeyPath, lines: dict[KeyPath, int]) -> None:
+    lines[at] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[at + (key,)] = key_node.start_mark.line + 1
+            _record_lines(value_node, at + (key,), lines)
+            lines[at + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            _record_lines(child, at + (i,), lines)
+
+
+def _nearest_line(lines: dict[KeyPath, int], keys: KeyPath) -> int | None:
+    for n in range(len(keys), -1, -1):
+        line = lines.get(tuple(keys[:n]))
+        if line is not None:
+            return line
+    return None
+
+
+def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
+    """Expand ``${VAR}`` / ``${VAR:-default}`` in every string of ``value``."""
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return str(env[name])
+            if default is not None:
+                return default
+            raise fail(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)", *where)
+        return _ENV.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: expand_env(v, env, where + (k,), fail) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, env, where + (i,), fail) for i, v in enumerate(value)]
+    return value
+
+
+def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
+    def fail(message: str, *keys: Any) -> SpecError:
+        return SpecError(message, str(path), _nearest_line(lines, keys), ".".join(map(str, keys)))
+
+    if not isinstance(data, dict):
+        raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
+    data = expand_env(data, env, (), fail)
+    unknown = sorted(set(map(str, data)) - TOP_KEYS)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r}; known keys: {', '.join(sorted(TOP_KEYS))}", unknown[0])
+    for key in ("benchmark", "dataset", "scorer", "arms"):
+        if key not in data:
+            raise fail(f"missing required key {key!r}")
+    benchmark = data["benchmark"]
+    if not isinstance(benchmark, str) or not _NAME.match(benchmark):
+        raise fail("benchmark must be a name of letters, digits, '_', '-' or '.'", "benchmark")
+    dataset = data["dataset"]
+    if not isinstance(dataset, dict) or "loader" not in dataset:
+        raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl or bbh)", "dataset")
+    scorer, scorer_options = _scorer(data["scorer"], fail)
+    errors = _mapping(data.get("errors", {}), "errors", fail)
+    return Spec(
+        path=path,
+        benchmark=benchmark,
+        dataset=dataset,
+        scorer=scorer,
+        scorer_options=scorer_options,
+        arms=_arms(data["arms"], lines, fail),
+        retries=_retries(data.get("retries", {}), fail),
+        timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail),
+        exhaustion_patterns=_strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
+        transient_patterns=_strings(errors.get("transient", []), ("errors", "transient"), fail),
+        concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail),
+        lines=lines,
+    )
+
+
+def _scorer(value: Any, fail: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"], {k: v for k, v in value.items() if k != "name"}
+    raise fail("scorer must be a name (exact, bbh, ...) or a mapping with a 'name' key", "scorer")
+
+
+def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec]:
+    if not isinstance(value, dict) or not value:
+        raise fail("arms must be a non-empty mapping of arm name to provider settings", "arms")
+    arms: dict[str, ArmSpec] = {}
+    for name, conf in value.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise fail(f"arm name {name!r} must be letters, digits, '_', '-' or '.'", "arms", name)
+        if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
+            raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
+        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency")}
+        concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail)
+        line = _nearest_line(lines, ("arms", name)) or 0
+        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency)
+    return arms
+
+
+def _retries(value: Any, fail: Any) -> RetryPolicy:
+    conf = _mapping(value, "retries", fail)
+    unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s"}
+    if unknown:
+        raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s", "retries")
+    attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail) or 1
+    backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail)
+    max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail)
+    return RetryPolicy(attempts, backoff, max_backoff)
+
+
+def _mapping(value: Any, key: str, fail: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise fail(f"{key} must be a mapping", key)
+    return value
+
+
+def _strings(value: Any, where: KeyPath, fail: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail("must be a list of strings", *where)
+    return tuple(value)
+
+
+def _optional_int(value: Any, where: KeyPath, fail: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(f"must be a whole number >= 1, got {value!r}", *where)
+    return value
+
+
+def _number(value: Any, key: str, fail: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(f"must be a number, got {value!r}", *key.split("."))
+    return float(value)
+
+
+def _positive(value: Any, key: str, fail: Any) -> float:
+    number = _number(value, key, fail)
+    if number <= 0:
+        raise fail(f"must be > 0, got {value!r}", *key.split("."))
+    return number
+
+
+def _non_negative(value: Any, key: str, fail: Any) -> float:
+    number = _number(value, key, fail)
+    if number < 0:
+        raise fail(f"must be >= 0, got {value!r}", *key.split("."))
+    return number

@@ -1,0 +1,171 @@
+"""The results file: file-locked appends, torn-tail repair, and a fast read for resume.
+
+Every process appends through ``ResultsWriter``: under a ``filelock`` lock it first checks that
+the file ends in a newline (a process killed mid-write leaves a torn line), cuts a torn tail off
+into ``PATH.torn`` so it is never merged with the next row, then writes the whole line with one
+``write`` call. ``fsync`` is ``always`` (after every row: survives power loss), ``end`` (once when
+the process finishes: the default; a killed process loses nothing already written, the OS
+keeps it) or ``never``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .errors import StoreError
+from .records import Key, row_key
+
+FSYNC_POLICIES = ("always", "end", "never")
+
+
+def lock_for(path: Path) -> FileLock:
+    return FileLock(str(path) + ".lock")
+
+
+class ResultsWriter:
+    """Appends rows; the first append to a new or empty file writes the meta line before it."""
+
+    def __init__(self, path: Path, fsync: str = "end", meta: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.fsync = fsync
+        self._meta = (json.dumps(meta, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii") if meta else b""
+        self._lock = lock_for(path)
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise StoreError(f"cannot open results file {self.path}: {exc.strerror}") from exc
+        return self._fd
+
+    def append(self, line: bytes) -> None:
+        """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
+        with self._lock:
+            fd = self._open()
+            repair_torn_tail(fd, self.path)
+            if self._meta and os.fstat(fd).st_size == 0:
+                self._write(fd, self._meta)
+            self._write(fd, line)
+            if self.fsync == "always":
+                os.fsync(fd)
+
+    def _write(self, fd: int, line: bytes) -> None:
+        size = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, line)
+        except OSError as exc:
+            written, error = -1, exc
+        else:
+            error = None
+        if written != len(line):
+            os.ftruncate(fd, size)  # never leave half a row behind (e.g. disk full)
+            reason = error.strerror if error else f"short write ({written} of {len(line)} bytes)"
+            raise StoreError(f"cannot append to {self.path}: {reason}; rows written so far are intact")
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            if self.fsync != "never":
+                os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+
+def repair_torn_tail(fd: int, path: Path) -> int:
+    """If the file does not end in a newline, move the torn tail to PATH.torn; return bytes cut."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    start = _last_newline(fd, size) + 1
+    torn = os.pread(fd, size - start, start)
+    with open(str(path) + ".torn", "ab") as keep:  # kept for inspection, never merged into a row
+        keep.write(torn + b"\n")
+    os.ftruncate(fd, start)
+    return size - start
+
+
+def _last_newline(fd: int, size: int) -> int:
+    pos, chunk = size, 1 << 16
+    while pos > 0:
+        begin = max(0, pos - chunk)
+        found = os.pread(fd, pos - begin, begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found
+        pos = begin
+    return -1
+
+
+def repair(path: Path) -> int:
+    """Repair a torn tail under the lock (used by resume before anyone appends)."""
+    with lock_for(path):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            return repair_torn_tail(fd, path)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class ResultsIndex:
+    """What resume needs from a results file: its meta and the set of recorded keys."""
+
+    meta: dict[str, Any] | None
+    keys: set[Key] = field(default_factory=set)
+    rows: int = 0
+    size: int = 0
+
+
+def read_meta(path: Path) -> dict[str, Any] | None:
+    with open(path, "rb") as f:
+        first = f.readline()
+    try:
+        data = json.loads(first)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("_meta") else None
+
+
+def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
+    """Read complete lines (up to byte ``upto``); a torn last line is ignored, garbage refused."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if upto is None else f.read(upto)
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {path}: {exc.strerror}") from exc
+    end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn tail
+    index = ResultsIndex(None, size=end)
+    default = ""
+    for lineno, raw in enumerate(data[:end].splitlines(), 1):
+        if not raw.strip():
+            continue
+        record = _parse(raw, path, lineno)
+        if record.get("_meta"):
+            if lineno == 1:
+                index.meta, default = record, str(record.get("benchmark", ""))
+            continue
+        index.keys.add(row_key(record, default))
+        index.rows += 1
+    return index
+
+
+def _parse(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not record.get("_meta") and not ("task_id" in record and "arm" in record):
+        raise StoreError(
+            f"{path}:{lineno}: not a results row ({raw[:60]!r}); remove or fix that line, then resume again"
+        )
+    return record

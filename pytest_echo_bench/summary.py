@@ -1,0 +1,67 @@
+"""The end-of-run table: per arm, what the results file holds (resumed runs included)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .records import Key, row_key
+
+
+@dataclass
+class ArmTally:
+    items: int = 0
+    correct: int = 0
+    unparseable: int = 0
+    errors: int = 0
+    wall: float = 0.0
+    not_completed: int = 0
+
+    @property
+    def pass_rate(self) -> float:
+        return self.correct / self.items if self.items else 0.0
+
+
+def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
+    """Count each (benchmark, task_id, arm) once, even in a file with duplicated rows."""
+    seen: set[Key] = set()
+    arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
+    default = ""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f):
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                continue  # a torn tail; resume reports garbage lines, the summary only counts
+            if not isinstance(row, dict):
+                continue
+            if row.get("_meta"):
+                default = str(row.get("benchmark", "")) if n == 0 else default
+                continue
+            key = row_key(row, default)
+            if key in seen:
+                continue
+            seen.add(key)
+            t = arms[(key[0], key[2])]
+            t.items += 1
+            t.correct += bool(row.get("passed"))
+            t.unparseable += row.get("status", row.get("detail")) == "unparseable"
+            t.errors += row.get("status") == "error"
+            t.wall += float(row.get("wall_seconds") or 0.0)
+    return arms
+
+
+def summarize(path: Path, not_completed: dict[tuple[str, str], int]) -> list[str]:
+    arms = tally(path)
+    for key, count in not_completed.items():
+        arms[key].not_completed += count
+    header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s")
+    rows = [header] + [
+        (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}", str(t.unparseable), str(t.errors),
+         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-")
+        for (b, a), t in sorted(arms.items())
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
