@@ -44,7 +44,8 @@ class RunContext:
 
 def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | None:
     """Controller only: find the specs, decide the results file, check a resume. None = inert."""
-    index = _resume_index(opts.resume) if opts.resume else None
+    notes: list[str] = []
+    index = _resume_index(opts.resume, notes) if opts.resume else None
     args, keyword, markexpr = _selection(config, index)
     rootdir = config.rootpath
     specs = find_specs(args, config.invocation_params.dir, list(config.getini("norecursedirs")))
@@ -69,7 +70,7 @@ def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | Non
         fsync=opts.fsync,
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
-                     args=args, keyword=keyword, markexpr=markexpr)
+                     args=args, keyword=keyword, markexpr=markexpr, notes=notes)
     if index is not None:
         _check_resume(opts, index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = index.size, len(index.keys)
@@ -77,7 +78,7 @@ def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | Non
     return ctx
 
 
-def _resume_index(path: str) -> ResultsIndex:
+def _resume_index(path: str, notes: list[str]) -> ResultsIndex:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
@@ -87,8 +88,7 @@ def _resume_index(path: str) -> ResultsIndex:
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
     if cut:
-        index_note = f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {path}.torn)"
-        print(index_note)
+        notes.append(f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {path}.torn)")
     return index
 
 

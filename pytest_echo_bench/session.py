@@ -53,6 +53,10 @@ class BenchSession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        if not self.is_worker:
+            self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
+            for note in self.ctx.notes:
+                self._write(note)
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if self.ctx.resume_upto is not None:
@@ -86,9 +90,6 @@ class BenchSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(self._resume_line(len(ids)))
-
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return [f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})", *self.ctx.notes]
 
     # -- running -----------------------------------------------------------------------------
     def outcome(self, item: BenchItem) -> Outcome:
@@ -177,6 +178,7 @@ class BenchSession:
         if self.is_worker:
             return
         session.exitstatus = self.final_status(int(exitstatus))
+        Path(self.ctx.results + ".lock").unlink(missing_ok=True)  # every worker has finished by now
 
     def final_status(self, status: int) -> int:
         marker = self.ctx.stop_marker
