@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +51,22 @@ class BenchSession:
             return SpecFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
         return None
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Iterator[None]:
         self.session = session
+        yield  # after the terminal reporter's header
         if not self.is_worker:
             self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
             for note in self.ctx.notes:
                 self._write(note)
 
+    @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
-            kept = [i for i in items if not (isinstance(i, BenchItem) and i.key in recorded)]
-            dropped = [i for i in items if isinstance(i, BenchItem) and i.key in recorded]
+            done = [isinstance(i, BenchItem) and is_recorded(recorded, i.key) for i in items]
+            kept = [i for i, d in zip(items, done) if not d]
+            dropped = [i for i, d in zip(items, done) if d]
             if dropped:
                 items[:] = kept
                 config.hook.pytest_deselected(items=dropped)
@@ -226,6 +230,12 @@ class BenchSession:
             why = _marker_reason(self.ctx.stop_marker)
             tr.write_line(f"echo-bench: stopped early ({why}); resume with:", bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
+
+
+def is_recorded(recorded: set[Key], key: Key) -> bool:
+    # Rows of the older format name no benchmark (and may have no meta line): match on
+    # (task_id, arm) alone for those.
+    return key in recorded or ("", key[1], key[2]) in recorded
 
 
 def _marker_reason(marker: Path) -> str:
