@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .datasets import Example, load_examples
-from .errors import SpecError
-from .providers import PROVIDERS
+from .errors import PermanentError, SpecError, UnavailableError
+from .providers import PROVIDERS, Completion, Request
 from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome
 from .scoring import get_scorer
 from .spec import Spec, load_spec
@@ -56,7 +56,7 @@ class SpecFile(pytest.File):
 
 
 def check_spec(spec: Spec) -> None:
-    """Names that must resolve before anything runs: scorer and providers."""
+    """Everything that can be checked before a call: scorer, provider names and options."""
     if get_scorer(spec.scorer) is None:
         from .scoring import SCORERS
         raise spec.error(f"unknown scorer {spec.scorer!r}; known: {', '.join(sorted(SCORERS))}", "scorer")
@@ -64,6 +64,16 @@ def check_spec(spec: Spec) -> None:
         if arm.provider not in PROVIDERS:
             raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",
                              "arms", arm.name, "provider")
+        try:
+            # Building validates the arm's options now, at collection, with file and line;
+            # a missing SDK or key is not a spec error: those items skip at run time.
+            PROVIDERS[arm.provider](arm, spec, _no_calls)
+        except UnavailableError:
+            pass
+
+
+def _no_calls(arm: str, request: Request) -> Completion:
+    raise PermanentError("no calls are made while checking a spec")
 
 
 class BenchItem(pytest.Item):

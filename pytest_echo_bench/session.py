@@ -38,6 +38,7 @@ class BenchSession:
         self.to_run = 0
         self.counts: dict[str, int] = {}
         self.not_completed: dict[tuple[str, str], int] = {}
+        self.unfinished: list[tuple[str, str]] = []
         self.other_failures = 0
         self.collect_errors = 0
         self._resume_said = False
@@ -162,6 +163,7 @@ class BenchSession:
         if bench["kind"] != ROW:
             key = (bench["benchmark"], bench["arm"])
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
+            self.unfinished.append((report.nodeid, bench["message"]))
         if bench.get("retries"):
             self._write(f"echo-bench: {report.nodeid} took {bench['retries']} retries")
 
@@ -220,9 +222,12 @@ class BenchSession:
         tr = terminalreporter
         path = Path(self.ctx.results)
         tr.section("echo-bench summary")
-        if path.exists():
-            for line in summarize(path, self.not_completed):
-                tr.write_line(line)
+        for line in summarize(path, self.not_completed):
+            tr.write_line(line)
+        for nodeid, message in self.unfinished[:5]:
+            tr.write_line(f"not completed: {nodeid}: {message}")
+        if len(self.unfinished) > 5:
+            tr.write_line(f"... and {len(self.unfinished) - 5} more not completed")
         if self.ctx.resume_upto is not None and self.to_run == 0 and not self.ctx.stop_marker.exists():
             tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
         tr.write_line(f"results: {self.ctx.results}")

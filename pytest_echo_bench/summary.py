@@ -29,6 +29,8 @@ def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
     seen: set[Key] = set()
     arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
     default = ""
+    if not path.exists():
+        return arms
     with open(path, "rb") as f:
         for n, raw in enumerate(f):
             try:
@@ -57,6 +59,8 @@ def summarize(path: Path, not_completed: dict[tuple[str, str], int]) -> list[str
     arms = tally(path)
     for key, count in not_completed.items():
         arms[key].not_completed += count
+    if not arms:
+        return []
     header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s")
     rows = [header] + [
         (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}", str(t.unparseable), str(t.errors),
