@@ -1,0 +1,126 @@
+"""The openai provider against a real OpenAI-compatible HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import Sweep, make_spec, sim_spec
+from openai_server import BAD_REQUEST, OVERLOADED, QUOTA, RATE_LIMIT, FakeOpenAI
+
+KEY = "sk-test-planted-secret-4f1d2c"
+
+
+def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", arm: str = "") -> str:
+    arms = arm or (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n"
+                   "    api_key_env: TEST_OPENAI_KEY\n    temperature: 0\n")
+    return sim_spec(n, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\n"
+                    "timeout_s: 1\n" + extra)
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+
+
+def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: "4"
+    make_spec(pytester, openai_spec(openai_server))
+    result, meta, rows = sweep.run()
+    result.assert_outcomes(passed=3)
+    assert [r["usage"]["completion_tokens"] for r in rows] == [1, 1, 1]
+    sent = openai_server.requests[0]
+    assert sent["body"]["model"] == "local-model" and sent["body"]["temperature"] == 0
+    assert sent["auth"] == f"Bearer {KEY}"
+    assert KEY not in sweep.out.read_text() and KEY not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [("error", (429, RATE_LIMIT, {"retry-after": "0.05"})), ("error", (529, OVERLOADED, {})),
+     ("error", (503, {"message": "upstream down"}, {})), ("hang", 2.0), ("reset", None)],
+    ids=["rate-limit", "overloaded", "5xx", "timeout", "connection-reset"],
+)
+def test_transient_faults_are_retried_not_graded(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, fault: tuple[str, object]
+) -> None:
+    openai_server.answer = lambda prompt: "4"
+    openai_server.push(*fault, times=2)
+    make_spec(pytester, openai_spec(openai_server, n=2))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    assert sorted(r["attempts"] for r in rows) == [1, 3]
+    result.stdout.fnmatch_lines(["*q0[[]gpt[]] took 2 retries*"])
+
+
+def test_quota_exhaustion_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: "4"
+    openai_server.quota_after = 2
+    make_spec(pytester, openai_spec(openai_server, n=6))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2
+    assert len(rows) == 2
+    quota_calls = [r for r in openai_server.requests][2:]
+    assert len(quota_calls) == 1  # never retried: one 429 insufficient_quota and the run stops
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["reason"] == "exhausted" and "insufficient_quota" in marker["message"]
+
+
+def test_exhaustion_under_xdist_then_resume_completes(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI
+) -> None:
+    openai_server.answer = lambda prompt: "4"
+    openai_server.quota_after = 5
+    make_spec(pytester, openai_spec(openai_server, n=20))
+    start = time.monotonic()
+    result, _, rows = sweep.run("-n", "2", "--bench-concurrency", "4")
+    assert time.monotonic() - start < 30
+    out = result.stdout.str()
+    assert result.ret == 2 and "crashed" not in out
+    assert len(rows) == 5 and out.count("resume with:") == 1
+    openai_server.quota_after = None  # the usage window has passed
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "-n", "2")
+    assert result.ret == 0
+    assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(20))
+
+
+def test_revoked_key_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.push("error", (401, {"message": "Incorrect API key", "code": "invalid_api_key"}, {}))
+    make_spec(pytester, openai_spec(openai_server))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and rows == []
+    result.stdout.fnmatch_lines(["*API key was refused*"])
+
+
+def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: "4"
+    openai_server.push("error", (400, BAD_REQUEST, {}))
+    make_spec(pytester, openai_spec(openai_server, n=2))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 0
+    bad = [r for r in rows if r["status"] == "error"]
+    assert len(bad) == 1 and "HTTP 400 invalid_prompt" in bad[0]["detail"] and bad[0]["attempts"] == 1
+
+
+def test_missing_key_skips_with_what_to_set(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_OPENAI_KEY")
+    make_spec(pytester, openai_spec(openai_server, n=2))
+    result, _, rows = sweep.run("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*needs an API key: set the environment variable TEST_OPENAI_KEY*"])
+    assert rows == [] and openai_server.requests == []
+
+
+def test_concurrent_calls_overlap(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: (time.sleep(0.2), "4")[1]
+    make_spec(pytester, openai_spec(openai_server, n=16))
+    start = time.monotonic()
+    result, _, rows = sweep.run("--bench-concurrency", "8")
+    elapsed = time.monotonic() - start
+    assert result.ret == 0 and len(rows) == 16
+    # serially this is 16 x 0.2 s = 3.2 s; eight in flight need about 0.4 s
+    assert elapsed < 2.5, elapsed
