@@ -1,0 +1,62 @@
+"""SIGKILL a running sweep (xdist workers included) and resume: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import make_spec, read_rows, sim_spec
+
+ARMS = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
+
+
+def run(cwd: Path, *args: str, kill_after: float | None = None) -> int | None:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # its own group: the kill reaches every worker
+    if kill_after is None:
+        return proc.wait(timeout=120)
+    try:
+        return proc.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
+def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(80, arms=ARMS))
+    out = pytester.path / "killed.jsonl"
+    rng = random.Random(1234)
+    kills = 0
+    status = run(pytester.path, "demo.yaml", "-n", "2", "--bench-concurrency", "2", "--bench-out", str(out), kill_after=rng.uniform(1.2, 2.5))
+    for _ in range(8):
+        if status == 0:
+            break
+        kills += status is None
+        if not out.exists():  # killed before the first row: start again
+            status = run(pytester.path, "demo.yaml", "-n", "2", "--bench-concurrency", "2", "--bench-out", str(out), kill_after=rng.uniform(1.2, 2.5))
+            continue
+        status = run(pytester.path, "--bench-resume", str(out), "-n", "2", "--bench-concurrency", "2", kill_after=rng.uniform(1.2, 2.5))
+    if status != 0:
+        status = run(pytester.path, "--bench-resume", str(out), "-n", "2")
+    assert status == 0
+    assert kills >= 1
+
+    meta, rows = read_rows(out)  # every line parses: no torn or merged lines
+    keys = [(r["task_id"], r["arm"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 160
+
+    reference = pytester.path / "reference.jsonl"
+    assert run(pytester.path, "demo.yaml", "--bench-out", str(reference)) == 0
+    _, expected = read_rows(reference)
+    verdict = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}  # noqa: E731
+    assert verdict(rows) == verdict(expected)
+    assert meta is not None and meta["benchmark"] == "demo"
