@@ -8,6 +8,7 @@ whichever thread made the call), so a crash loses at most the calls still in fli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -26,6 +27,7 @@ from .errors import (
     IncompleteError,
     PermanentError,
     ProviderError,
+    StoreError,
     UnavailableError,
 )
 from .providers import PROVIDERS, Completion, Provider, Request
@@ -74,14 +76,17 @@ def write_marker(marker: Path, record: dict[str, Any]) -> None:
     """Write the stop marker atomically; the first reason wins."""
     if marker.exists():
         return
-    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
+        tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         os.link(tmp, marker)  # fails if another process got there first
     except FileExistsError:
         pass
+    except OSError:
+        pass  # the directory itself is unwritable: the exit status and message still say why
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 class ArmRuntime:
@@ -193,7 +198,14 @@ class Runner:
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
             retries=retries, extra=done.extra,
         )
-        self.writer.append(row.to_line())
+        try:
+            self.writer.append(row.to_line())
+        except StoreError as exc:
+            # Disk full, read-only directory...: stop the run; the rows already written stay intact.
+            self.stop.trigger({"reason": "store-error", "message": str(exc), "at": utcnow(),
+                               "results": str(self.writer.path)})
+            self.on_stop(f"echo-bench: {exc}")
+            return Outcome(ABORTED, message=f"not recorded: {exc}")
         return Outcome(ROW, row, retries=retries)
 
     def _exhausted(self, item: BenchItem, exc: ExhaustedError) -> None:

@@ -73,9 +73,10 @@ def regex(output: str, target: str, options: dict[str, Any]) -> Verdict:
     return judge(answer, target, answer == target.strip())
 
 
-_DECLARED = re.compile(
-    r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)\s*:?\s*(?P<ans>[^\n]*)", re.IGNORECASE
-)
+_CUE = r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)"
+# The answer runs to the end of the line or to the next cue, so "... is (A). No: the answer is (C)"
+# yields both declarations and the later one wins.
+_DECLARED = re.compile(_CUE + r"\s*:?\s*(?P<ans>(?:(?!" + _CUE + r")[^\n])*)", re.IGNORECASE)
 _LETTER = re.compile(r"^\(?([A-R])\)?(?=$|[\s.,:;)])")
 _BINARY = {"yes": "Yes", "no": "No", "true": "True", "false": "False", "valid": "valid", "invalid": "invalid"}
 

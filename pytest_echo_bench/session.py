@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import threading
@@ -42,6 +43,7 @@ class BenchSession:
         self.other_failures = 0
         self.collect_errors = 0
         self._resume_said = False
+        self.stopped = ""  # why the run stopped early, once decided
         self._index: dict[str, int] | None = None
         self._xdist: Any = None
         self._lock = threading.Lock()
@@ -184,20 +186,24 @@ class BenchSession:
         if self.is_worker:
             return
         session.exitstatus = self.final_status(int(exitstatus))
-        Path(self.ctx.results + ".lock").unlink(missing_ok=True)  # every worker has finished by now
+        with contextlib.suppress(OSError):
+            Path(self.ctx.results + ".lock").unlink(missing_ok=True)  # every worker has finished by now
 
     def final_status(self, status: int) -> int:
+        """0 when the sweep completed (wrong answers included); 2 when it stopped early."""
         marker = self.ctx.stop_marker
         if marker.exists():
+            self.stopped = _marker_reason(marker)
             return pytest.ExitCode.INTERRUPTED
         if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
             return status
         left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
         if status == pytest.ExitCode.INTERRUPTED or left:
+            reason = "incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted"
+            message = f"{left} items not completed" if left else "the run was interrupted"
+            self.stopped = f"{reason}: {message}"
             if self._has_rows() or left:
-                reason = "incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted"
-                write_marker(marker, {"reason": reason, "at": utcnow(), "results": self.ctx.results,
-                                      "message": f"{left} items not completed" if left else "the run was interrupted"})
+                write_marker(marker, {"reason": reason, "at": utcnow(), "results": self.ctx.results, "message": message})
             return pytest.ExitCode.INTERRUPTED
         if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
             return pytest.ExitCode.OK  # resume found nothing left: the sweep is complete
@@ -228,12 +234,11 @@ class BenchSession:
             tr.write_line(f"not completed: {nodeid}: {message}")
         if len(self.unfinished) > 5:
             tr.write_line(f"... and {len(self.unfinished) - 5} more not completed")
-        if self.ctx.resume_upto is not None and self.to_run == 0 and not self.ctx.stop_marker.exists():
+        if self.ctx.resume_upto is not None and self.to_run == 0 and not self.stopped:
             tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
         tr.write_line(f"results: {self.ctx.results}")
-        if self.ctx.stop_marker.exists():
-            why = _marker_reason(self.ctx.stop_marker)
-            tr.write_line(f"echo-bench: stopped early ({why}); resume with:", bold=True, red=True)
+        if self.stopped:
+            tr.write_line(f"echo-bench: stopped early ({self.stopped}); resume with:", bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
 
 

@@ -43,14 +43,17 @@ class ResultsWriter:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                self._lock.acquire()  # creates the lock file now, so its failure is a StoreError too
+                self._lock.release()
             except OSError as exc:
-                raise StoreError(f"cannot open results file {self.path}: {exc.strerror}") from exc
+                self._fd = None
+                raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
         return self._fd
 
     def append(self, line: bytes) -> None:
         """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
+        fd = self._open()
         with self._lock:
-            fd = self._open()
             repair_torn_tail(fd, self.path)
             if self._meta and os.fstat(fd).st_size == 0:
                 self._write(fd, self._meta)

@@ -111,3 +111,12 @@ def test_a_permanent_error_is_a_failed_row_with_the_error(pytester: pytest.Pytes
     assert result.ret == 0
     assert [r["status"] for r in rows] == ["error", "error"]
     assert "prompt rejected" in rows[0]["detail"] and not rows[0]["passed"]
+
+
+def test_unwritable_results_file_stops_with_a_clear_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    (pytester.path / "blocker").write_text("a file where a directory should be")
+    make_spec(pytester, sim_spec(3))
+    result, _, _ = sweep.run("--bench-out", str(pytester.path / "blocker" / "r.jsonl"))
+    assert result.ret == 2
+    result.stdout.fnmatch_lines(["*cannot open results file*blocker/r.jsonl*", "*resume with:*"])
+    assert "Traceback" not in result.stdout.str()

@@ -1,0 +1,162 @@
+"""Pure modules: scoring, error classification and backoff, the results store."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_echo_bench.calls import Classifier, backoff_delay, call_with_retries
+from pytest_echo_bench.datasets import Example
+from pytest_echo_bench.errors import (
+    AbortedError,
+    ExhaustedError,
+    IncompleteError,
+    PermanentError,
+    StoreError,
+    TransientError,
+)
+from pytest_echo_bench.providers.base import Completion, Request
+from pytest_echo_bench.scoring import bbh, exact, numeric
+from pytest_echo_bench.spec import RetryPolicy
+from pytest_echo_bench.store import ResultsWriter, read_index
+
+
+@pytest.mark.parametrize(
+    ("output", "target", "status", "answer"),
+    [
+        ("Let's see. So the answer is (B).", "(B)", "correct", "(B)"),
+        ("The answer is (A). Wait, no: the answer is (C).", "(C)", "correct", "(C)"),
+        ("Answer: D", "(B)", "wrong", "(D)"),
+        ("(B)", "(B)", "correct", "(B)"),
+        ("the answer is straightforward once we look closely", "(A)", "unparseable", None),
+        ("So the answer is Yes.", "Yes", "correct", "Yes"),
+        ("so the answer is no", "Yes", "wrong", "No"),
+        ("So the answer is 1,024.", "1024", "correct", "1,024"),
+        ("Many lines\nof reasoning\nwithout any conclusion", "7", "unparseable", None),
+        ("So the answer is ) ] }.", ")]}", "correct", ") ] }"),
+    ],
+)
+def test_bbh_scorer(output: str, target: str, status: str, answer: str | None) -> None:
+    verdict = bbh(output, target, {})
+    assert (verdict.status, verdict.answer) == (status, answer)
+
+
+def test_bbh_strict_follows_the_paper() -> None:
+    assert bbh("So the answer is (B).", "(B)", {"strict": True}).passed
+    assert not bbh("So the answer is B.", "(B)", {"strict": True}).passed
+    assert bbh("The answer: (B)", "(B)", {"strict": True}).status == "unparseable"
+
+
+def test_exact_and_numeric_details_keep_the_old_format() -> None:
+    assert exact(" 4\n", "4", {}).detail == "passed"
+    assert exact("5", "4", {}).detail == "expected 4 got 5"
+    assert exact("  ", "4", {}).detail == "unparseable"
+    assert numeric("about 3.99 I think", "4", {"tol": 0.05}).passed
+
+
+class Flaky:
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors = errors
+        self.calls = 0
+
+    def complete(self, request: Request) -> Completion:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return Completion("ok")
+
+
+REQ = Request(Example("t1", "in", "out"), "arm", "in")
+FAST = RetryPolicy(attempts=3, backoff_s=0.001, max_backoff_s=0.002)
+
+
+def test_transient_errors_are_retried_then_succeed() -> None:
+    provider = Flaky([TransientError("529"), TimeoutError("slow")])
+    done = call_with_retries(provider, REQ, FAST, Classifier(), threading.Event())
+    assert (done.completion.text, done.attempts, len(done.retries)) == ("ok", 3, 2)
+
+
+def test_retries_run_out_as_incomplete() -> None:
+    provider = Flaky([TransientError("529")] * 5)
+    with pytest.raises(IncompleteError) as info:
+        call_with_retries(provider, REQ, FAST, Classifier(), threading.Event())
+    assert info.value.attempts == 3 and provider.calls == 3
+
+
+def test_exhaustion_is_never_retried() -> None:
+    provider = Flaky([RuntimeError("You exceeded your current quota")])
+    with pytest.raises(ExhaustedError):
+        call_with_retries(provider, REQ, FAST, Classifier(), threading.Event())
+    assert provider.calls == 1
+
+
+def test_a_stop_makes_no_call() -> None:
+    stop = threading.Event()
+    stop.set()
+    provider = Flaky([])
+    with pytest.raises(AbortedError):
+        call_with_retries(provider, REQ, FAST, Classifier(), stop)
+    assert provider.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("error", "patterns", "kind"),
+    [
+        (ValueError("bad prompt"), {}, PermanentError),
+        (ConnectionResetError("reset"), {}, TransientError),
+        (ValueError("Claude usage limit reached"), {}, ExhaustedError),
+        (ValueError("server overloaded"), {"transient": ("overloaded",)}, TransientError),
+        (TransientError("weird quota thing"), {"exhaustion": ("quota thing",)}, ExhaustedError),
+    ],
+)
+def test_classification(error: Exception, patterns: dict[str, tuple[str, ...]], kind: type) -> None:
+    assert type(Classifier(**patterns).classify(error)) is kind
+
+
+def test_backoff_grows_with_jitter_and_honours_retry_after() -> None:
+    policy = RetryPolicy(attempts=5, backoff_s=1.0, max_backoff_s=8.0)
+    rng = random.Random(0)
+    delays = [backoff_delay(policy, n, None, rng) for n in (1, 2, 3, 4, 5)]
+    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and all(d <= 8.0 for d in delays)
+    assert backoff_delay(policy, 1, 30.0, rng) == 30.0
+
+
+def test_writer_writes_meta_once_and_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path, "always", meta={"_meta": True, "benchmark": "b"})
+    threads = [threading.Thread(target=lambda i=i: writer.append(json.dumps({"task_id": f"t{i}", "arm": "a"}).encode() + b"\n"))
+               for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.close()
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["_meta"] and len(lines) == 51
+    assert read_index(path).keys == {("b", f"t{i}", "a") for i in range(50)}
+
+
+def test_writer_cuts_a_torn_tail_before_appending(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"_meta": true, "benchmark": "b"}\n{"task_id": "t0", "arm"')
+    writer = ResultsWriter(path)
+    writer.append(b'{"task_id":"t1","arm":"a"}\n')
+    writer.close()
+    assert path.read_text().splitlines()[1] == '{"task_id":"t1","arm":"a"}'
+    assert (tmp_path / "r.jsonl.torn").read_text() == '{"task_id": "t0", "arm"\n'
+
+
+def test_read_index_stops_at_the_offset(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"task_id":"t0","arm":"a","benchmark":"b"}\n{"task_id":"t1","arm":"a","benchmark":"b"}\n')
+    assert read_index(path, upto=43).keys == {("b", "t0", "a")}
+
+
+def test_unwritable_results_path_is_a_clear_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open results file"):
+        ResultsWriter(tmp_path / "file" / "r.jsonl").append(b"{}\n")
