@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .datasets import Example, load_examples
+from .datasets import Example, Loaded, load_benchmark
 from .errors import PermanentError, SpecError, UnavailableError
 from .providers import PROVIDERS, Completion, Request
 from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome
 from .scoring import get_scorer
-from .spec import Spec, load_spec
+from .spec import Spec
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 OUTCOME = pytest.StashKey[Outcome]()
 SESSION = pytest.StashKey["BenchSession"]()
+SPEC_CACHE = pytest.StashKey[dict[Path, Loaded]]()
 _MARK_SAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -42,9 +44,8 @@ class SpecFile(pytest.File):
 
     def collect(self) -> Iterator[BenchItem]:
         try:
-            spec = load_spec(self.path)
+            spec, examples = load_benchmark(self.path, self.config.stash.get(SPEC_CACHE, None))
             check_spec(spec)
-            examples = load_examples(spec)
         except SpecError as exc:
             # pytest prints a CollectError's message alone: file, line, key and what to do.
             raise self.CollectError(f"echo-bench: invalid benchmark spec: {exc}") from exc

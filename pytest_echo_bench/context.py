@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from . import __version__
-from .datasets import load_examples
+from .datasets import Loaded, load_benchmark
 from .discovery import find_specs
 from .errors import EchoBenchError, StoreError
 from .fingerprint import combine, spec_fingerprint
 from .options import BenchOptions
 from .records import Meta
-from .spec import Spec, load_spec
+from .spec import Spec
 from .store import ResultsIndex, read_index, repair
 
 
@@ -42,7 +42,7 @@ class RunContext:
         return asdict(self)
 
 
-def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | None:
+def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, Loaded]) -> RunContext | None:
     """Controller only: find the specs, decide the results file, check a resume. None = inert."""
     notes: list[str] = []
     index = _resume_index(opts.resume, notes) if opts.resume else None
@@ -54,7 +54,7 @@ def build_context(config: pytest.Config, opts: BenchOptions) -> RunContext | Non
             raise pytest.UsageError(f"--bench-resume {opts.resume}: no benchmark spec found in {' '.join(args)}; "
                                     "name the spec files on the command line")
         return None
-    fingerprints, loaded = _fingerprints(specs)
+    fingerprints, loaded = _fingerprints(specs, cache)
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(timezone.utc)
     names = sorted(loaded) or [p.stem for p in specs]
@@ -104,13 +104,12 @@ def _selection(config: pytest.Config, index: ResultsIndex | None) -> tuple[list[
     return args, keyword, markexpr
 
 
-def _fingerprints(specs: list[Path]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:
+def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:
     fingerprints: dict[str, str] = {}
     loaded: dict[str, tuple[Spec, int]] = {}
     for path in specs:
         try:
-            spec = load_spec(path)
-            examples = load_examples(spec)
+            spec, examples = load_benchmark(path, cache)
         except EchoBenchError:
             continue  # collection reports it, with file and line, in the usual way
         if spec.benchmark in loaded:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .spec import Spec
+from .spec import Spec, load_spec
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,18 @@ class Example:
 
 
 Loader = Callable[[Spec], list[Example]]
+Loaded = tuple[Spec, list[Example]]
+
+
+def load_benchmark(path: Path, cache: dict[Path, Loaded] | None = None) -> Loaded:
+    """Spec and examples of ``path``, parsed once per run (the controller and collection share it)."""
+    if cache is not None and path in cache:
+        return cache[path]
+    spec = load_spec(path)
+    loaded = (spec, load_examples(spec))
+    if cache is not None:
+        cache[path] = loaded
+    return loaded
 
 
 def load_examples(spec: Spec) -> list[Example]:

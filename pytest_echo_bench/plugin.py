@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from . import options
-from .collect import SESSION
+from .collect import SESSION, SPEC_CACHE
 from .context import RunContext, build_context
 from .errors import StoreError
 
@@ -27,7 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raw = workerinput.get(_WORKER_KEY)
         ctx = RunContext(**raw) if raw else None
     else:
-        ctx = build_context(config, opts)
+        ctx = build_context(config, opts, config.stash.setdefault(SPEC_CACHE, {}))
     if ctx is None:
         return
     _apply_selection(config, ctx)

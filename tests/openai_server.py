@@ -71,6 +71,12 @@ class FakeOpenAI:
             def log_message(self, *args: object) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in separate writes; without NODELAY, Nagle's algorithm
+                # and the client's delayed ACK add ~40 ms to every response.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with server.lock:
