@@ -230,9 +230,15 @@ class Prefetcher:
         if self.concurrency == 1:
             return self.runner.run(item)  # no threads: the simplest path stays the simplest
         self._submit(item)
-        for nxt in upcoming[: self.concurrency - 1]:
+        for nxt in upcoming[: self.lookahead]:
             self._submit(nxt)
         return self._futures.pop(item.nodeid).result()
+
+    @property
+    def lookahead(self) -> int:
+        # Twice the pool size: a thread that finishes picks up the next queued item at once,
+        # instead of waiting until pytest has reported (in order) the items before it.
+        return 2 * self.concurrency
 
     def _submit(self, item: BenchItem) -> None:
         if item.nodeid not in self._futures:

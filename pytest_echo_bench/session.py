@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import shlex
 import threading
@@ -113,7 +114,7 @@ class BenchSession:
             if self._index is None:
                 self._index = {it.nodeid: n for n, it in enumerate(items)}
             start = self._index.get(item.nodeid, len(items)) + 1
-            indices = list(range(start, min(len(items), start + self.opts.concurrency)))
+            indices = list(range(start, min(len(items), start + self.prefetcher.lookahead)))
         return [items[i] for i in indices if isinstance(items[i], BenchItem)]
 
     def _xdist_queue(self) -> list[int]:
@@ -129,7 +130,7 @@ class BenchSession:
         if self.config.getoption("dist", "load") == "worksteal":
             return head
         with self._xdist.torun.lock() as queue:
-            rest = [i for i in list(queue)[: self.opts.concurrency] if isinstance(i, int)]
+            rest = [i for i in itertools.islice(queue, self.prefetcher.lookahead) if isinstance(i, int)]
         return head + rest
 
     def _request_stop(self, message: str) -> None:
