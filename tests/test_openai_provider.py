@@ -13,9 +13,15 @@ from openai_server import BAD_REQUEST, OVERLOADED, QUOTA, RATE_LIMIT, FakeOpenAI
 KEY = "sk-test-planted-secret-4f1d2c"
 
 
-def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", arm: str = "") -> str:
-    arms = arm or (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n"
-                   "    api_key_env: TEST_OPENAI_KEY\n    temperature: 0\n")
+@pytest.fixture(params=["sdk", "http"])
+def client(request: pytest.FixtureRequest) -> str:
+    """Every test runs against both clients: the official SDK and the lean HTTP one."""
+    return str(request.param)
+
+
+def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", client: str = "sdk") -> str:
+    arms = (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n"
+            f"    api_key_env: TEST_OPENAI_KEY\n    temperature: 0\n    client: {client}\n")
     return sim_spec(n, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\n"
                     "timeout_s: 1\n" + extra)
 
@@ -25,9 +31,9 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
 
 
-def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.answer = lambda prompt: "4"
-    make_spec(pytester, openai_spec(openai_server))
+    make_spec(pytester, openai_spec(openai_server, client=client))
     result, meta, rows = sweep.run()
     result.assert_outcomes(passed=3)
     assert [r["usage"]["completion_tokens"] for r in rows] == [1, 1, 1]
@@ -44,11 +50,12 @@ def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep
     ids=["rate-limit", "overloaded", "5xx", "timeout", "connection-reset"],
 )
 def test_transient_faults_are_retried_not_graded(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, fault: tuple[str, object]
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, fault: tuple[str, object],
+    client: str,
 ) -> None:
     openai_server.answer = lambda prompt: "4"
     openai_server.push(*fault, times=2)
-    make_spec(pytester, openai_spec(openai_server, n=2))
+    make_spec(pytester, openai_spec(openai_server, n=2, client=client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     result.assert_outcomes(passed=2)
     assert result.ret == 0
@@ -56,10 +63,10 @@ def test_transient_faults_are_retried_not_graded(
     result.stdout.fnmatch_lines(["*q0[[]gpt[]] took 2 retries*"])
 
 
-def test_quota_exhaustion_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_quota_exhaustion_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.answer = lambda prompt: "4"
     openai_server.quota_after = 2
-    make_spec(pytester, openai_spec(openai_server, n=6))
+    make_spec(pytester, openai_spec(openai_server, n=6, client=client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2
     assert len(rows) == 2
@@ -70,11 +77,11 @@ def test_quota_exhaustion_stops_the_run(pytester: pytest.Pytester, sweep: Sweep,
 
 
 def test_exhaustion_under_xdist_then_resume_completes(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str
 ) -> None:
     openai_server.answer = lambda prompt: "4"
     openai_server.quota_after = 5
-    make_spec(pytester, openai_spec(openai_server, n=20))
+    make_spec(pytester, openai_spec(openai_server, n=20, client=client))
     start = time.monotonic()
     result, _, rows = sweep.run("-n", "2", "--bench-concurrency", "4")
     assert time.monotonic() - start < 30
@@ -87,18 +94,18 @@ def test_exhaustion_under_xdist_then_resume_completes(
     assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(20))
 
 
-def test_revoked_key_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_revoked_key_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.push("error", (401, {"message": "Incorrect API key", "code": "invalid_api_key"}, {}))
-    make_spec(pytester, openai_spec(openai_server))
+    make_spec(pytester, openai_spec(openai_server, client=client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and rows == []
     result.stdout.fnmatch_lines(["*API key was refused*"])
 
 
-def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.answer = lambda prompt: "4"
     openai_server.push("error", (400, BAD_REQUEST, {}))
-    make_spec(pytester, openai_spec(openai_server, n=2))
+    make_spec(pytester, openai_spec(openai_server, n=2, client=client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 0
     bad = [r for r in rows if r["status"] == "error"]
@@ -106,21 +113,32 @@ def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, s
 
 
 def test_missing_key_skips_with_what_to_set(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch, client: str) -> None:
     monkeypatch.delenv("TEST_OPENAI_KEY")
-    make_spec(pytester, openai_spec(openai_server, n=2))
+    make_spec(pytester, openai_spec(openai_server, n=2, client=client))
     result, _, rows = sweep.run("-rs")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*needs an API key: set the environment variable TEST_OPENAI_KEY*"])
     assert rows == [] and openai_server.requests == []
 
 
-def test_concurrent_calls_overlap(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_concurrent_calls_overlap(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.answer = lambda prompt: (time.sleep(0.2), "4")[1]
-    make_spec(pytester, openai_spec(openai_server, n=16))
+    make_spec(pytester, openai_spec(openai_server, n=16, client=client))
     start = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "8")
     elapsed = time.monotonic() - start
     assert result.ret == 0 and len(rows) == 16
     # serially this is 16 x 0.2 s = 3.2 s; eight in flight need about 0.4 s
     assert elapsed < 2.5, elapsed
+
+
+def test_missing_sdk_skips_with_what_to_install(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    monkeypatch.setitem(sys.modules, "openai", None)  # what `import openai` meets when it is not installed
+    make_spec(pytester, openai_spec(openai_server, n=2, client="sdk"))
+    result, _, rows = sweep.run("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*openai SDK is not installed: pip install 'pytest-echo-bench[[]openai[]]'*"])
+    assert rows == []
