@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +26,6 @@ from .errors import (
     ExhaustedError,
     IncompleteError,
     PermanentError,
-    ProviderError,
     StoreError,
     UnavailableError,
 )
@@ -96,9 +95,19 @@ class ArmRuntime:
         self.runner, self.spec, self.arm = runner, spec, arm
         limit = spec.arms[arm].concurrency
         self.slots = threading.BoundedSemaphore(limit) if limit else None
+        self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
         self._provider: Provider | None = None
         self._unavailable: UnavailableError | None = None
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """One of the arm's ``concurrency:`` slots (no limit when unset)."""
+        if self.slots is None:
+            yield
+            return
+        with self.slots:
+            yield
 
     def provider(self) -> Provider:
         with self._lock:
@@ -116,9 +125,9 @@ class ArmRuntime:
 
 class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
-                 on_stop: Callable[[str], None], echo: Callable[[str], None]) -> None:
+                 on_stop: Callable[[str], None]) -> None:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
-        self.on_stop, self.echo = on_stop, echo
+        self.on_stop = on_stop
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._lock = threading.Lock()
 
@@ -130,53 +139,43 @@ class Runner:
             return self._arms[key]
 
     def caller_for(self, spec: Spec) -> Callable[[str, Request], Completion]:
-        """How a composite arm calls a sibling arm: the same retries and classification."""
+        """How a composite arm calls a sibling arm: the same slots, retries and classification."""
 
         def call(arm_name: str, request: Request) -> Completion:
             if arm_name not in spec.arms:
                 raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
-            return self._attempt(spec, arm_name, request)[0]
+            with self.arm(spec, arm_name).slot():
+                return self._call(spec, arm_name, request)[0]
 
         return call
 
-    def _attempt(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
+    def _call(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
         runtime = self.arm(spec, arm)
-        classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
-        slots = runtime.slots
-        if slots:
-            slots.acquire()
-        try:
-            done = call_with_retries(runtime.provider(), request, spec.retries, classifier, self.stop.event,
-                                     on_retry=self._log_retry)
-        finally:
-            if slots:
-                slots.release()
+        done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop.event)
         return done.completion, done.attempts, len(done.retries)
-
-    def _log_retry(self, request: Request, error: ProviderError, delay: float) -> None:
-        self.echo(f"echo-bench: retry {request.attempt + 1} of {request.example.id}[{request.arm}] "
-                  f"in {delay:.1f}s after: {error}")
 
     def run(self, item: BenchItem) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
         if self.stop.is_set():
             return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
-        started, t0 = utcnow(), time.perf_counter()
         request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s)
-        try:
-            completion, attempts, retries = self._attempt(item.spec, item.arm, request)
-        except UnavailableError as exc:
-            return Outcome(UNAVAILABLE, message=str(exc))
-        except AbortedError as exc:
-            return Outcome(ABORTED, message=str(exc))
-        except IncompleteError as exc:
-            return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {exc}")
-        except ExhaustedError as exc:
-            self._exhausted(item, exc)
-            return Outcome(ABORTED, message=f"provider exhausted: {exc}")
-        except PermanentError as exc:
-            verdict = Verdict("error", None, f"error: {exc}")
-            return self._record(item, Completion(""), verdict, started, t0, 1, 0)
+        with self.arm(item.spec, item.arm).slot():
+            # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
+            started, t0 = utcnow(), time.perf_counter()
+            try:
+                completion, attempts, retries = self._call(item.spec, item.arm, request)
+            except UnavailableError as exc:
+                return Outcome(UNAVAILABLE, message=str(exc))
+            except AbortedError as exc:
+                return Outcome(ABORTED, message=str(exc))
+            except IncompleteError as exc:
+                return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {exc}")
+            except ExhaustedError as exc:
+                self._exhausted(item, exc)
+                return Outcome(ABORTED, message=f"provider exhausted: {exc}")
+            except PermanentError as exc:
+                verdict = Verdict("error", None, f"error: {exc}")
+                return self._record(item, Completion(""), verdict, started, t0, 1, 0)
         verdict = self._grade(item, completion.text)
         return self._record(item, completion, verdict, started, t0, attempts, retries)
 

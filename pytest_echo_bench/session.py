@@ -34,7 +34,7 @@ class BenchSession:
         worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
         self.stop = StopSignal(ctx.stop_marker)
-        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop, lambda m: None)
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency)
         self.session: pytest.Session | None = None
         self.to_run = 0

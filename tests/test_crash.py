@@ -60,3 +60,24 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) ->
     verdict = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}  # noqa: E731
     assert verdict(rows) == verdict(expected)
     assert meta is not None and meta["benchmark"] == "demo"
+
+
+def test_ctrl_c_exits_2_with_an_interrupted_marker_and_resumes(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(60, arms="  a: {provider: sim, accuracy: 1.0, latency_s: 0.05}"))
+    out = pytester.path / "r.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "demo.yaml",
+                             "--bench-out", str(out), "--bench-concurrency", "1"], cwd=pytester.path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 5):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2, output
+    assert '"reason": "interrupted"' in (pytester.path / "r.jsonl.stop.json").read_text()
+    assert "pytest --bench-resume" in output
+    _, rows = read_rows(out)
+    assert 4 <= len(rows) < 60
+    assert run(pytester.path, "--bench-resume", str(out)) == 0
+    _, rows = read_rows(out)
+    assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(60))

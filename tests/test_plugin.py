@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import Sweep, make_spec, sim_spec
+import json
+
+from conftest import SHARED_DATA, Sweep, make_spec, sim_spec
 
 
 def test_items_are_one_test_per_task_and_arm_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
@@ -129,6 +131,38 @@ def test_json_report_keeps_working(pytester: pytest.Pytester, sweep: Sweep) -> N
     report = pytester.path / "report.json"
     result, _, _ = sweep.run("--json-report", f"--json-report-file={report}")
     assert result.ret == 0
-    import json
     summary = json.loads(report.read_text())["summary"]
     assert summary["passed"] == 2 and summary["failed"] == 2
+
+
+def test_per_arm_concurrency_limit_is_respected(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    arms = ("  solo: {provider: sim, accuracy: 1.0, latency_s: 0.05, concurrency: 1}\n"
+            "  wide: {provider: sim, accuracy: 1.0, latency_s: 0.05}")
+    make_spec(pytester, sim_spec(8, arms=arms))
+    result, _, rows = sweep.run("--bench-concurrency", "8")
+    assert result.ret == 0
+
+    def most_in_flight(arm: str) -> int:
+        spans = [(r["started_at"], r["finished_at"]) for r in rows if r["arm"] == arm]
+        return max(sum(s <= start < f for s, f in spans) for start, _ in spans)
+
+    assert most_in_flight("solo") == 1
+    assert most_in_flight("wide") > 1
+
+
+BBH = SHARED_DATA / "bbh"
+
+
+@pytest.mark.skipif(not BBH.is_dir(), reason="needs ../shared/data/bbh beside the project")
+def test_bbh_loader_slices_subtasks_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    body = (f"benchmark: bbh\ndataset:\n  loader: bbh\n  path: {BBH}\n  subtasks: [navigate, word_sorting]\n"
+            f"  n_per_subtask: 3\n  start: 10\n  cot_prompts: {SHARED_DATA / 'bbh-cot-prompts'}\n"
+            "scorer: bbh\narms:\n  oracle: {provider: sim, accuracy: 1.0, template: 'So the answer is {answer}.'}\n")
+    make_spec(pytester, body)
+    result, meta, rows = sweep.run("-m", "subtask_navigate")
+    result.assert_outcomes(passed=3)
+    assert sorted(r["task_id"] for r in rows) == ["bbh/navigate/10", "bbh/navigate/11", "bbh/navigate/12"]
+    assert all(r["subtask"] == "navigate" for r in rows)
+    assert meta is not None and meta["benchmarks"]["bbh"]["items"] == 6
+    expected = json.loads((BBH / "navigate.json").read_text())["examples"][10]["target"]
+    assert next(r["target"] for r in rows if r["task_id"] == "bbh/navigate/10") == expected
