@@ -223,7 +223,10 @@ class BenchSession:
             cmd += ["-n", str(workers)]
         return shlex.join(cmd)
 
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> Iterator[None]:
+        # The outermost wrapper: the table comes after pytest's failure lists, where it is seen.
+        yield
         if self.is_worker:
             return
         tr = terminalreporter
