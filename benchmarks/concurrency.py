@@ -2,7 +2,9 @@
 
 Prints wall time against the ideal (items x latency / concurrency), the sweep's CPU seconds and
 peak memory, for the openai provider with the official SDK ("openai") and with the lean HTTP
-client ("http"), and for the offline sim provider with the same latency (the harness alone). Usage: python benchmarks/concurrency.py [--items 1000] [--levels 8,32,64]
+client ("http"), and for the offline sim provider with the same latency (the harness alone).
+
+Usage: python benchmarks/concurrency.py [--items 1000] [--levels 8,32,64]
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ class Attempted:
 def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, rng: random.Random) -> float:
     """Exponential backoff with jitter; a server's Retry-After is a floor, not a suggestion."""
     base = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
-    delay = base * (0.5 + rng.random() / 2)  # jitter keeps many workers from retrying in lockstep
+    delay: float = base * (0.5 + rng.random() / 2)  # jitter keeps many workers from retrying in lockstep
     return max(delay, retry_after or 0.0)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, L
         return None
     fingerprints, loaded = _fingerprints(specs, cache)
     run_id = uuid.uuid4().hex[:12]
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
     results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
     meta = Meta(

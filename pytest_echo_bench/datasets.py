@@ -76,7 +76,12 @@ def _inline(spec: Spec) -> list[Example]:
     items = spec.dataset.get("items")
     if not isinstance(items, list) or not items:
         raise spec.error("inline loader needs a non-empty 'items' list", "dataset", "items")
-    return [_from_record(rec, lambda m, i=i: spec.error(m, "dataset", "items", i)) for i, rec in enumerate(items)]
+    examples = []
+    for i, rec in enumerate(items):
+        def fail(message: str, i: int = i) -> Exception:
+            return spec.error(message, "dataset", "items", i)
+        examples.append(_from_record(rec, fail))
+    return examples
 
 
 def _dataset_path(spec: Spec) -> Path:

@@ -52,7 +52,7 @@ class BenchSession:
     # -- collection --------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> SpecFile | None:
         if file_path in self.spec_paths:
-            return SpecFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+            return SpecFile.from_parent(parent, path=file_path)
         return None
 
     @pytest.hookimpl(wrapper=True)
@@ -69,8 +69,8 @@ class BenchSession:
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
             done = [isinstance(i, BenchItem) and is_recorded(recorded, i.key) for i in items]
-            kept = [i for i, d in zip(items, done) if not d]
-            dropped = [i for i, d in zip(items, done) if d]
+            kept = [i for i, d in zip(items, done, strict=True) if not d]
+            dropped = [i for i, d in zip(items, done, strict=True) if d]
             if dropped:
                 items[:] = kept
                 config.hook.pytest_deselected(items=dropped)
@@ -115,7 +115,7 @@ class BenchSession:
                 self._index = {it.nodeid: n for n, it in enumerate(items)}
             start = self._index.get(item.nodeid, len(items)) + 1
             indices = list(range(start, min(len(items), start + self.prefetcher.lookahead)))
-        return [items[i] for i in indices if isinstance(items[i], BenchItem)]
+        return [it for it in (items[i] for i in indices) if isinstance(it, BenchItem)]
 
     def _xdist_queue(self) -> list[int]:
         # xdist's worker holds the indices the controller sent it. With --dist worksteal those may

@@ -63,12 +63,11 @@ class ResultsWriter:
 
     def _write(self, fd: int, line: bytes) -> None:
         size = os.fstat(fd).st_size
+        error: OSError | None = None
         try:
             written = os.write(fd, line)
         except OSError as exc:
             written, error = -1, exc
-        else:
-            error = None
         if written != len(line):
             os.ftruncate(fd, size)  # never leave half a row behind (e.g. disk full)
             reason = error.strerror if error else f"short write ({written} of {len(line)} bytes)"

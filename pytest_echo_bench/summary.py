@@ -68,4 +68,4 @@ def summarize(path: Path, not_completed: dict[tuple[str, str], int]) -> list[str
         for (b, a), t in sorted(arms.items())
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from openai_server import FakeOpenAI
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

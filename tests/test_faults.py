@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import Sweep, make_spec, read_rows, sim_spec
+from conftest import Sweep, make_spec, sim_spec
 
 FAST_RETRY = "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.02}\n"
 

@@ -6,9 +6,9 @@ import json
 import time
 
 import pytest
+from openai_server import BAD_REQUEST, OVERLOADED, RATE_LIMIT, FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from openai_server import BAD_REQUEST, OVERLOADED, QUOTA, RATE_LIMIT, FakeOpenAI
 
 KEY = "sk-test-planted-secret-4f1d2c"
 

@@ -144,7 +144,7 @@ class HTTPTransport:
             data = {"message": raw[:200].decode("utf-8", "replace")}
         if resp.status != 200:
             error = data.get("error") if isinstance(data, dict) else None
-            raise classify_status(resp.status, error if isinstance(error, dict) else data, resp.headers)
+            raise classify_status(resp.status, error if isinstance(error, dict) else data, {k.lower(): v for k, v in resp.headers.items()})
         return _reply(data)
 
 
