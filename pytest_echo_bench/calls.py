@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import re
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .errors import (
     AbortedError,
@@ -73,12 +73,20 @@ def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, 
     return max(delay, retry_after or 0.0)
 
 
+class Stop(Protocol):
+    """The run-wide stop: ``threading.Event`` fits, and so does the runner's marker-aware signal."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float) -> bool: ...
+
+
 def call_with_retries(
     provider: Provider,
     request: Request,
     policy: RetryPolicy,
     classifier: Classifier,
-    stop: threading.Event,
+    stop: Stop,
     on_retry: Callable[[Request, ProviderError, float], None] = lambda r, e, d: None,
     rng: random.Random | None = None,
 ) -> Attempted:

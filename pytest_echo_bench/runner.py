@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +67,14 @@ class StopSignal:
         if not self.event.is_set() and self.marker.exists():
             self.event.set()  # another worker hit exhaustion: start no new call here either
         return self.event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as the run stops (here or in another process)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.event.wait(min(left, 0.25)) or self.is_set():
+                return True
+        return self.is_set()
 
     def trigger(self, record: dict[str, Any]) -> None:
         self.event.set()
@@ -151,7 +161,7 @@ class Runner:
 
     def _call(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
         runtime = self.arm(spec, arm)
-        done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop.event)
+        done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
         return done.completion, done.attempts, len(done.retries)
 
     def run(self, item: BenchItem) -> Outcome:
@@ -216,13 +226,62 @@ class Runner:
         self.on_stop(f"echo-bench: provider exhausted on {item.nodeid}: {exc}")
 
 
+class DaemonPool:
+    """A fixed pool of daemon threads, started on first use.
+
+    Unlike ThreadPoolExecutor (whose threads the interpreter joins at exit), a stopping run
+    need not wait out a hung call: what is still in flight after the grace period is simply
+    not recorded, and resume runs it again.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Future[Outcome], Callable[[], Outcome]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[[], Outcome]) -> Future[Outcome]:
+        future: Future[Outcome] = Future()
+        self._queue.put((future, fn))
+        if len(self._threads) < self.size:
+            thread = threading.Thread(target=self._work, name=f"echo-bench-{len(self._threads)}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return future
+
+    def _work(self) -> None:
+        while (task := self._queue.get()) is not None:
+            future, fn = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # delivered to the item that waits on it
+                future.set_exception(exc)
+
+    def shutdown(self, grace: float | None) -> None:
+        """Cancel what has not started; wait for calls in flight (at most ``grace`` seconds)."""
+        while True:
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = None if grace is None else time.monotonic() + grace
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
 class Prefetcher:
     """Keeps up to ``concurrency`` item calls in flight, in the order this process runs items."""
 
-    def __init__(self, runner: Runner, concurrency: int) -> None:
+    def __init__(self, runner: Runner, concurrency: int, grace: float) -> None:
         self.runner = runner
         self.concurrency = concurrency
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="echo-bench")
+        self.grace = grace
+        self._pool = DaemonPool(concurrency)
         self._futures: dict[str, Future[Outcome]] = {}
 
     def outcome(self, item: BenchItem, upcoming: Sequence[BenchItem]) -> Outcome:
@@ -231,7 +290,20 @@ class Prefetcher:
         self._submit(item)
         for nxt in upcoming[: self.lookahead]:
             self._submit(nxt)
-        return self._futures.pop(item.nodeid).result()
+        return self._await(self._futures.pop(item.nodeid))
+
+    def _await(self, future: Future[Outcome]) -> Outcome:
+        """The item's outcome; once the run stops, wait at most the grace period for it."""
+        stopped_at: float | None = None
+        while True:
+            try:
+                return future.result(timeout=0.25)
+            except FuturesTimeout:
+                pass
+            if stopped_at is None and self.runner.stop.is_set():
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at > self.grace:
+                return Outcome(ABORTED, message="the run stopped while this call was in flight; not recorded")
 
     @property
     def lookahead(self) -> int:
@@ -241,8 +313,8 @@ class Prefetcher:
 
     def _submit(self, item: BenchItem) -> None:
         if item.nodeid not in self._futures:
-            self._futures[item.nodeid] = self._pool.submit(self.runner.run, item)
+            self._futures[item.nodeid] = self._pool.submit(lambda: self.runner.run(item))
 
-    def close(self) -> None:
-        """Drop calls not yet started; wait for those in flight so their rows are written."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, stopping: bool) -> None:
+        """Drop calls not yet started; when stopping, give those in flight the grace period."""
+        self._pool.shutdown(self.grace if stopping else None)

@@ -21,6 +21,7 @@ from .runner import ABORTED, INCOMPLETE, ROW, Outcome, Prefetcher, Runner, StopS
 from .store import ResultsWriter, read_index
 from .summary import summarize
 
+STOP_GRACE_S = 3.0
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
 
 
@@ -35,7 +36,7 @@ class BenchSession:
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
         self.stop = StopSignal(ctx.stop_marker)
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop)
-        self.prefetcher = Prefetcher(self.runner, opts.concurrency)
+        self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.session: pytest.Session | None = None
         self.to_run = 0
         self.counts: dict[str, int] = {}
@@ -182,7 +183,9 @@ class BenchSession:
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.prefetcher.close()
+        stopping = self.stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
+        # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
+        self.prefetcher.close(stopping)
         self.writer.close()
         if self.is_worker:
             return

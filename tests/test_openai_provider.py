@@ -142,3 +142,15 @@ def test_missing_sdk_skips_with_what_to_install(pytester: pytest.Pytester, sweep
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*openai SDK is not installed: pip install 'pytest-echo-bench[[]openai[]]'*"])
     assert rows == []
+
+
+def test_a_hung_call_does_not_hold_up_a_stopping_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: "4"
+    openai_server.push("hang", 30.0)  # the first call hangs far past the stop
+    openai_server.quota_after = 2
+    make_spec(pytester, openai_spec(openai_server, n=12, client="http").replace("timeout_s: 1", "timeout_s: 60"))
+    start = time.monotonic()
+    result, _, rows = sweep.run("--bench-concurrency", "4")
+    assert result.ret == 2
+    assert time.monotonic() - start < 12
+    assert "q0" not in {r["task_id"] for r in rows}
