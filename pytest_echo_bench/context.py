@@ -32,6 +32,7 @@ class RunContext:
     args: list[str] | None = None  # replacement positional args when resuming from the meta line
     keyword: str | None = None
     markexpr: str | None = None
+    shard: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -46,7 +47,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, L
     """Controller only: find the specs, decide the results file, check a resume. None = inert."""
     notes: list[str] = []
     index = _resume_index(opts.resume, notes) if opts.resume else None
-    args, keyword, markexpr = _selection(config, index)
+    args, keyword, markexpr, shard = _selection(config, opts, index)
     rootdir = config.rootpath
     specs = find_specs(args, config.invocation_params.dir, list(config.getini("norecursedirs")))
     if not specs:
@@ -65,12 +66,12 @@ def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, L
         spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
         arms={n: list(s.arms) for n, (s, _) in loaded.items()},
         selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in args],
-                   "keyword": keyword or "", "markexpr": markexpr or ""},
+                   "keyword": keyword or "", "markexpr": markexpr or "", "shard": shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         fsync=opts.fsync,
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
-                     args=args, keyword=keyword, markexpr=markexpr, notes=notes)
+                     args=args, keyword=keyword, markexpr=markexpr, shard=shard, notes=notes)
     if index is not None:
         _check_resume(opts, index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = index.size, len(index.keys)
@@ -92,16 +93,19 @@ def _resume_index(path: str, notes: list[str]) -> ResultsIndex:
     return index
 
 
-def _selection(config: pytest.Config, index: ResultsIndex | None) -> tuple[list[str], str | None, str | None]:
-    """Positional args, -k and -m; a bare ``--bench-resume PATH`` takes them from the meta line."""
+def _selection(config: pytest.Config, opts: BenchOptions,
+               index: ResultsIndex | None) -> tuple[list[str], str | None, str | None, str | None]:
+    """Positional args, -k, -m and the shard; a bare ``--bench-resume PATH`` takes them from the meta line."""
     args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
+    shard = str(opts.shard) if opts.shard else None
     meta = index.meta if index else None
     if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
         selection = meta.get("selection") or {}
         args = [str(config.rootpath / a) for a in selection.get("args") or meta.get("spec_files") or []]
         keyword = keyword or selection.get("keyword") or None
         markexpr = markexpr or selection.get("markexpr") or None
-    return args, keyword, markexpr
+        shard = shard or selection.get("shard") or None
+    return args, keyword, markexpr, shard
 
 
 def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from .gates import Gate, parse_gate
+from .shard import Shard, parse_shard
 from .store import FSYNC_POLICIES
 
 
@@ -18,6 +20,10 @@ class BenchOptions:
     concurrency: int
     fsync: str
     strict: bool
+    shard: Shard | None = None
+    gates: tuple[Gate, ...] = ()
+    html: str | None = None
+    progress_every: float = 30.0
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -33,10 +39,20 @@ def addoption(parser: pytest.Parser) -> None:
                     "always (every row), end (default: when each process finishes) or never")
     group.addoption("--bench-strict", action="store_true", default=None,
                     help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
+    group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
+                    "hash of benchmark, task_id and arm), e.g. 2/4")
+    group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
+                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
+                    "(repeatable)")
+    group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
+    group.addoption("--bench-progress-every", metavar="SECONDS",
+                    help="Print a per-arm progress line this often (default 30; 0 turns it off)")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
+    parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
+    parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
 
 
 def _pick(config: pytest.Config, option: str, env: str, ini: str) -> str | None:
@@ -61,6 +77,13 @@ def resolve(config: pytest.Config) -> BenchOptions:
     if fsync not in FSYNC_POLICIES:
         raise pytest.UsageError(f"--bench-fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
     strict = bool(config.getoption("bench_strict") or config.getini("bench_strict"))
+    every_raw = _pick(config, "bench_progress_every", "ECHO_BENCH_PROGRESS_EVERY", "bench_progress_every") or "30"
+    try:
+        every = float(every_raw)
+    except ValueError:
+        every = -1.0
+    if every < 0:
+        raise pytest.UsageError(f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}")
     return BenchOptions(
         out=_pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out"),
         resume=config.getoption("bench_resume"),
@@ -68,4 +91,8 @@ def resolve(config: pytest.Config) -> BenchOptions:
         concurrency=concurrency,
         fsync=fsync,
         strict=strict,
+        shard=parse_shard(config.getoption("bench_shard")),
+        gates=tuple(parse_gate(g) for g in config.getoption("bench_gate") or ()),
+        html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
+        progress_every=every,
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import shlex
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,10 @@ import pytest
 
 from .collect import OUTCOME, BenchItem, SpecFile
 from .context import RunContext
+from .live import LiveRun
 from .options import BenchOptions
 from .records import Key
+from .shard import parse_shard
 from .runner import ABORTED, INCOMPLETE, ROW, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
 from .store import ResultsWriter, read_index
 from .summary import summarize
@@ -48,7 +50,10 @@ class BenchSession:
         self.stopped = ""  # why the run stopped early, once decided
         self._index: dict[str, int] | None = None
         self._xdist: Any = None
-        self._lock = threading.Lock()
+        self.shard = parse_shard(ctx.shard)
+        self.live: LiveRun | None = None
+        self.gate_lines: list[str] = []
+        self.final: dict[str, Any] | None = None  # the end-of-run summary, once decided
 
     # -- collection --------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> SpecFile | None:
@@ -64,18 +69,27 @@ class BenchSession:
             self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
             for note in self.ctx.notes:
                 self._write(note)
+            self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
+                                Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
+                                self._write, list(self.opts.gates))
+            self.live.start()
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        shard = self.shard
+        if shard is not None:
+            _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
-            done = [isinstance(i, BenchItem) and is_recorded(recorded, i.key) for i in items]
-            kept = [i for i, d in zip(items, done, strict=True) if not d]
-            dropped = [i for i, d in zip(items, done, strict=True) if d]
-            if dropped:
-                items[:] = kept
-                config.hook.pytest_deselected(items=dropped)
+            _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
         self.to_run = sum(isinstance(i, BenchItem) for i in items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.live is not None:  # serial: the controller collected (xdist: see below)
+            self.live.expect((i.nodeid for i in session.items if isinstance(i, BenchItem)), self._spec_of())
+
+    def _spec_of(self) -> dict[str, str]:
+        return {str(info["spec"]): name for name, info in self.ctx.meta["benchmarks"].items()}
 
     def _recorded(self) -> set[Key]:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
@@ -92,13 +106,14 @@ class BenchSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        if self.ctx.resume_upto is None or self._resume_said:
+        if self._resume_said:  # every worker collects the same ids: take the first
             return
         self._resume_said = True
         self.to_run = len(ids)
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(self._resume_line(len(ids)))
+        if self.live is not None:
+            self.live.expect(ids, self._spec_of())
+        if self.ctx.resume_upto is not None:
+            self._write(self._resume_line(len(ids)))
 
     # -- running -----------------------------------------------------------------------------
     def outcome(self, item: BenchItem) -> Outcome:
@@ -164,12 +179,30 @@ class BenchSession:
         if report.when != "call":
             return
         self.counts[bench["kind"]] = self.counts.get(bench["kind"], 0) + 1
+        if self.live is not None:
+            self.live.record(bench)
         if bench["kind"] != ROW:
             key = (bench["benchmark"], bench["arm"])
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
             self.unfinished.append((report.nodeid, bench["message"]))
         if bench.get("retries"):
             self._write(f"echo-bench: {report.nodeid} took {bench['retries']} retries")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+        """pytest-json-report: each benchmark test's entry carries its result row."""
+        outcome = item.stash.get(OUTCOME, None) if isinstance(item, BenchItem) and call.when == "call" else None
+        if outcome is None:
+            return None
+        if outcome.row is None:
+            return {"echo_bench": {"kind": outcome.kind, "message": outcome.message}}
+        return {"echo_bench": dataclasses.asdict(outcome.row)}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
+        """pytest-json-report: the report's root carries the per-arm summary."""
+        if self.final is not None:
+            json_report["echo_bench"] = self.final
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -189,7 +222,16 @@ class BenchSession:
         self.writer.close()
         if self.is_worker:
             return
-        session.exitstatus = self.final_status(int(exitstatus))
+        status = self.final_status(int(exitstatus))
+        if self.live is not None:
+            if self.live.gates:
+                passed, self.gate_lines = self.live.check_gates()
+                if not passed and status == pytest.ExitCode.OK:
+                    status = pytest.ExitCode.TESTS_FAILED  # a CI gate failed: the sweep itself completed
+            partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
+            self.live.write_files(partial, int(status), self.stopped, self.gate_lines)
+        session.exitstatus = status
         with contextlib.suppress(OSError):
             Path(self.ctx.results + ".lock").unlink(missing_ok=True)  # every worker has finished by now
 
@@ -243,10 +285,20 @@ class BenchSession:
             tr.write_line(f"... and {len(self.unfinished) - 5} more not completed")
         if self.ctx.resume_upto is not None and self.to_run == 0 and not self.stopped:
             tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
+        for line in self.gate_lines:
+            tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         tr.write_line(f"results: {self.ctx.results}")
         if self.stopped:
             tr.write_line(f"echo-bench: stopped early ({self.stopped}); resume with:", bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]) -> None:
+    """Remove items the way --lf does: edit the list in place and tell the deselected hook."""
+    dropped = [i for i in items if drop(i)]
+    if dropped:
+        items[:] = [i for i in items if not drop(i)]
+        config.hook.pytest_deselected(items=dropped)
 
 
 def is_recorded(recorded: set[Key], key: Key) -> bool:

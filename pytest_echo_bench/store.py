@@ -171,3 +171,20 @@ def _parse(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
             f"{path}:{lineno}: not a results row ({raw[:60]!r}); remove or fix that line, then resume again"
         )
     return record
+
+
+def write_whole(out: Path, meta: dict[str, Any] | None, lines: list[bytes]) -> None:
+    """Write a complete results file atomically (merge, regrade): it appears whole or not at all."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            if meta is not None:
+                f.write((json.dumps(meta, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii"))
+            f.writelines(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot write {out}: {exc.strerror}") from exc

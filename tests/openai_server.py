@@ -29,6 +29,8 @@ class FakeOpenAI:
         self.answer = answer
         self.faults: deque[tuple[str, Any]] = deque()
         self.quota_after: int | None = None
+        self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
+        self.exhausted_at: float | None = None
         self.served = 0
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -58,7 +60,12 @@ class FakeOpenAI:
             if self.faults:
                 return self.faults.popleft()
             if self.quota_after is not None and self.served >= self.quota_after:
-                return ("error", (429, QUOTA, {}))
+                now = time.monotonic()
+                self.exhausted_at = self.exhausted_at or now
+                if self.quota_window_s is None or now - self.exhausted_at < self.quota_window_s:
+                    return ("error", (429, QUOTA, {}))
+                self.served, self.exhausted_at = 0, None  # a new usage window
+
             self.served += 1
             return ("ok", None)
 

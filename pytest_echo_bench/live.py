@@ -1,0 +1,149 @@
+"""What the controller shows while a sweep runs: a per-arm progress line, ``RUN.summary.json``
+(rewritten atomically, ``"partial": true`` until the sweep completes) and the HTML page."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .gates import Gate
+from .progress import LiveCounters, write_atomic, write_progress
+from .stats import wilson
+from .summary import ArmTally, tally
+
+FILE_EVERY_S = 5.0
+
+
+def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
+    """The arm's name, prefixed by its benchmark only when the run has several."""
+    return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
+
+
+@dataclass
+class LiveRun:
+    results: Path
+    run_id: str
+    benchmarks: list[str]
+    html: Path | None
+    line_every_s: float
+    write_line: Callable[[str], None]
+    gates: list[Gate] = field(default_factory=list)
+    expected: dict[str, int] = field(default_factory=dict)  # arm key -> items to run this session
+    done: dict[str, int] = field(default_factory=dict)  # arm key -> rows recorded this session
+    tallies: dict[tuple[str, str], ArmTally] = field(default_factory=dict)
+    retries: int = 0
+    incomplete: int = 0
+    aborted: int = 0
+    started: float = field(default_factory=time.time)
+    _last_line: float = field(default_factory=time.monotonic)
+    _last_file: float = 0.0
+
+    def start(self) -> None:
+        """Take what the file already holds (a resumed sweep) as the starting tallies."""
+        self.tallies = tally(self.results) if self.results.exists() else {}
+
+    def expect(self, nodeids: Iterable[str], spec_of: Mapping[str, str]) -> None:
+        """Items to run, from node ids ``<spec>::<task>[<arm>]`` and a spec -> benchmark map."""
+        for nodeid in nodeids:
+            spec, _, rest = nodeid.partition("::")
+            if spec in spec_of and rest.endswith("]") and "[" in rest:
+                key = self.key(spec_of[spec], rest[rest.rindex("[") + 1 : -1])
+                self.expected[key] = self.expected.get(key, 0) + 1
+        self.flush(force=True)
+
+    def key(self, benchmark: str, arm: str) -> str:
+        return arm_key(benchmark, arm, self.benchmarks)
+
+    def record(self, bench: Mapping[str, Any]) -> None:
+        """One item's report (the plain-JSON payload that travels from workers)."""
+        self.retries += int(bench.get("retries") or 0)
+        kind = bench["kind"]
+        if kind == "row":
+            t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
+            t.items += 1
+            t.correct += bench["status"] == "correct"
+            t.unparseable += bench["status"] == "unparseable"
+            t.errors += bench["status"] == "error"
+            t.wall += float(bench.get("wall_seconds") or 0.0)
+            key = self.key(bench["benchmark"], bench["arm"])
+            self.done[key] = self.done.get(key, 0) + 1
+        elif kind == "incomplete":
+            self.incomplete += 1
+        elif kind == "aborted":
+            self.aborted += 1
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_file >= FILE_EVERY_S:
+            self._last_file = now
+            self.write_files(partial=True)
+        if self.line_every_s and now - self._last_line >= self.line_every_s:
+            self._last_line = now
+            self.write_line(self.progress_line())
+
+    def progress_line(self) -> str:
+        total, done = sum(self.expected.values()), sum(self.done.values())
+        parts = [f"echo-bench: {done}/{total} done"]
+        for (benchmark, arm), t in sorted(self.tallies.items()):
+            key = self.key(benchmark, arm)
+            if key in self.expected:
+                parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}")
+        if self.retries:
+            parts.append(f"{self.retries} retries")
+        eta = self._eta(done, total)
+        if eta:
+            parts.append(f"ETA {eta}")
+        return " · ".join(parts)
+
+    def _eta(self, done: int, total: int) -> str:
+        elapsed = time.time() - self.started
+        if not done or done >= total or elapsed <= 0:
+            return ""
+        seconds = int((total - done) * elapsed / done)
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+    def rates(self) -> dict[str, float]:
+        return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
+
+    def summary(self, partial: bool, status: int | None = None, stopped: str = "",
+                gates: list[str] | None = None) -> dict[str, Any]:
+        arms = {}
+        for (benchmark, arm), t in sorted(self.tallies.items()):
+            lo, hi = wilson(t.correct, t.items)
+            arms[self.key(benchmark, arm)] = {
+                "benchmark": benchmark, "arm": arm, "n": t.items, "correct": t.correct,
+                "pass_rate": round(t.pass_rate, 6), "ci95": [round(lo, 6), round(hi, 6)],
+                "unparseable": t.unparseable, "errors": t.errors,
+                "wall_mean": round(t.wall / t.items, 4) if t.items else None,
+            }
+        total, done = sum(self.expected.values()), sum(self.done.values())
+        return {
+            "results": str(self.results), "run_id": self.run_id, "partial": partial,
+            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "status": status, "stopped": stopped, "to_run": total, "done": done,
+            "remaining": max(0, total - done), "retries": self.retries, "incomplete": self.incomplete,
+            "aborted": self.aborted, "arms": arms, "gates": gates or [],
+        }
+
+    def write_files(self, partial: bool, status: int | None = None, stopped: str = "",
+                    gates: list[str] | None = None) -> None:
+        # Best effort: a full disk must not turn a progress page into a failed sweep.
+        try:
+            text = json.dumps(self.summary(partial, status, stopped, gates), indent=1) + "\n"
+            write_atomic(Path(str(self.results) + ".summary.json"), text)
+            if self.html is not None:
+                live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
+                                    self.started, stopped)
+                write_progress(self.results, self.html, live)
+        except OSError:
+            pass
+
+    def check_gates(self) -> tuple[bool, list[str]]:
+        rates = self.rates()
+        results = [gate.check(rates) for gate in self.gates]
+        return all(ok for ok, _ in results), [text for _, text in results]

@@ -1,0 +1,541 @@
+"""The numbers behind ``echo-bench report``: per-arm rates, oracle, paired tests, and their renderings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .records import Key, row_key
+from .stats import mcnemar_exact, percentile, wilson
+
+FORMATS = ("table", "markdown", "json", "csv")
+STATUSES = ("correct", "wrong", "unparseable", "error")
+P_HINT = "p: exact McNemar test on the items both arms answered; p >= 0.05 means the difference is not significant"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One graded row, normalised so that older six-field rows read like current ones."""
+
+    benchmark: str
+    task_id: str
+    arm: str
+    passed: bool
+    status: str
+    subtask: str | None
+    wall_seconds: float | None
+    sub_calls: float | None
+    escalated: bool | None  # None when the row does not say
+    usage: tuple[int, int] | None  # (prompt_tokens, completion_tokens)
+    cost_usd: float | None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A repeated (benchmark, task_id, arm) whose verdict differs from the first one kept."""
+
+    key: Key
+    first: bool
+    second: bool
+
+
+@dataclass
+class Results:
+    """Rows of one or more results files, each key once (first occurrence wins)."""
+
+    rows: list[Item] = field(default_factory=list)
+    metas: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    """The totals of one arm of one benchmark, or of one subtask of it."""
+
+    benchmark: str
+    arm: str
+    subtask: str | None
+    n: int
+    correct: int
+    pass_rate: float
+    ci95: tuple[float, float]
+    unparseable: int
+    errors: int
+    not_completed: int
+    wall_mean: float | None
+    wall_p50: float | None
+    wall_p95: float | None
+    sub_calls_mean: float | None
+    escalation_rate: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """Correct when any of ``arms`` is, on the task ids that every one of them answered."""
+
+    benchmark: str
+    arms: tuple[str, ...]
+    n: int
+    correct: int
+    pass_rate: float | None
+    ci95: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Arm ``a`` against arm ``b`` on the task ids both answered."""
+
+    benchmark: str
+    a: str
+    b: str
+    n: int
+    a_only: int
+    b_only: int
+    both: int
+    neither: int
+    p_value: float
+    a_rate: float | None
+    b_rate: float | None
+
+
+@dataclass(frozen=True)
+class Complement:
+    """Per arm, the items only that arm gets right, among the ``n`` that every arm answered."""
+
+    benchmark: str
+    n: int
+    alone: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    arms: tuple[str, ...]
+    tasks: int  # distinct task ids recorded under any arm
+
+
+@dataclass
+class Report:
+    """Everything the renderings show; built by ``build_report``."""
+
+    benchmarks: list[Benchmark] = field(default_factory=list)
+    arms: list[ArmStats] = field(default_factory=list)
+    subtasks: list[ArmStats] = field(default_factory=list)
+    oracles: list[Oracle] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    complementarity: list[Complement] = field(default_factory=list)
+    duplicates: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def load_results(paths: Sequence[Path]) -> Results:
+    """Combine results files in order; a repeated key is counted once, and noted if its verdict differs."""
+    results = Results()
+    seen: dict[Key, Item] = {}
+    for path in paths:
+        meta, records = _read_file(path)
+        if meta is not None:
+            results.metas.append(meta)
+        default = str(meta.get("benchmark") or "") if meta else ""
+        for record in records:
+            _add(results, seen, _item(record, default))
+    return results
+
+
+def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
+    key = (item.benchmark, item.task_id, item.arm)
+    first = seen.get(key)
+    if first is None:
+        seen[key] = item
+        results.rows.append(item)
+        return
+    results.duplicates += 1
+    if first.passed != item.passed:
+        results.conflicts.append(Conflict(key, first.passed, item.passed))
+
+
+def _read_file(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+    meta: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        # Only the last piece can lack a newline: a writer killed mid-line.
+        record = _parse(raw, path, lineno, torn_ok=lineno == len(lines))
+        if record is None:
+            continue
+        if record.get("_meta"):
+            meta = record if lineno == 1 else meta
+            continue
+        records.append(record)
+    return meta, records
+
+
+def _parse(raw: bytes, path: Path, lineno: int, torn_ok: bool) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        if torn_ok:
+            return None
+        raise StoreError(f"{path}:{lineno}: invalid JSON ({raw[:60]!r}); fix or remove that line") from None
+    if not isinstance(record, dict) or not record.get("_meta") and not ("task_id" in record and "arm" in record):
+        raise StoreError(f"{path}:{lineno}: not a results row ({raw[:60]!r}); fix or remove that line")
+    return record
+
+
+def _item(record: dict[str, Any], default_benchmark: str) -> Item:
+    benchmark, task_id, arm = row_key(record, default_benchmark)
+    extra = record.get("extra")
+    escalated = extra.get("escalated") if isinstance(extra, dict) else None
+    return Item(benchmark, task_id, arm, bool(record.get("passed")), _status(record), _subtask(record, task_id),
+                _number(record.get("wall_seconds")), _number(record.get("sub_calls")),
+                None if escalated is None else bool(escalated), _usage(record.get("usage")), _number(record.get("cost_usd")))
+
+
+def _status(record: dict[str, Any]) -> str:
+    status = record.get("status")
+    if status in STATUSES:
+        return str(status)
+    # Rows written before `status` existed carry only the scorer's detail string.
+    detail = str(record.get("detail") or "")
+    if record.get("passed") or detail == "passed":
+        return "correct"
+    if detail == "unparseable":
+        return "unparseable"
+    return "error" if detail.startswith("error") else "wrong"
+
+
+def _subtask(record: dict[str, Any], task_id: str) -> str | None:
+    subtask = record.get("subtask")
+    if isinstance(subtask, str) and subtask:
+        return subtask
+    parts = task_id.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _usage(value: Any) -> tuple[int, int] | None:
+    if not isinstance(value, dict):
+        return None
+    return (int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
+
+
+# --- computing ---------------------------------------------------------------------------------
+
+Verdicts = dict[str, bool]  # task_id -> passed
+
+
+def build_report(results: Results, oracle_arms: Sequence[str] | None = None) -> Report:
+    """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all)."""
+    order = _arm_order(results)
+    known = {arm for arms in order.values() for arm in arms}
+    unknown = sorted(set(oracle_arms or ()) - known)
+    if unknown:
+        raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(sorted(known))}")
+    grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
+    for item in results.rows:
+        grouped[(item.benchmark, item.arm)].append(item)
+    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts))
+    for bench, arms in order.items():
+        _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms)
+    return report
+
+
+def _arm_order(results: Results) -> dict[str, list[str]]:
+    """Benchmarks and arms in spec order (from the meta lines), then in order of first appearance."""
+    present = {(r.benchmark, r.arm) for r in results.rows}
+    listed = [(b, a) for meta in results.metas for b, arms in _meta_arms(meta) for a in arms]
+    order: dict[str, list[str]] = {}
+    for bench, arm in listed + [(r.benchmark, r.arm) for r in results.rows]:
+        if (bench, arm) in present and arm not in order.setdefault(bench, []):
+            order[bench].append(arm)
+    return order
+
+
+def _meta_arms(meta: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    arms = meta.get("arms")
+    if not isinstance(arms, dict):
+        return []
+    return [(str(b), [str(a) for a in names]) for b, names in arms.items() if isinstance(names, list)]
+
+
+def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None) -> None:
+    universe = {i.task_id for items in by_arm.values() for i in items}
+    report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
+    subtask_ids: dict[str, set[str]] = defaultdict(set)
+    for item in (i for items in by_arm.values() for i in items if i.subtask is not None):
+        subtask_ids[str(item.subtask)].add(item.task_id)
+    for arm, items in by_arm.items():
+        report.arms.append(_arm_stats(bench, arm, None, items, universe))
+        for sub in sorted(subtask_ids):
+            chosen = [i for i in items if i.subtask == sub]
+            if chosen:
+                report.subtasks.append(_arm_stats(bench, arm, sub, chosen, subtask_ids[sub]))
+    verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
+    chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
+    # With one arm the oracle and complementarity only restate that arm, so they are left out.
+    if len(chosen_arms) >= 2:
+        report.oracles.append(_oracle(bench, chosen_arms, verdicts))
+    if len(by_arm) >= 2:
+        report.complementarity.append(_complement(bench, verdicts))
+    report.pairs.extend(_pair(bench, a, b, verdicts[a], verdicts[b]) for a, b in combinations(by_arm, 2))
+
+
+def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str]) -> ArmStats:
+    n, correct = len(items), sum(i.passed for i in items)
+    walls = [i.wall_seconds for i in items if i.wall_seconds is not None]
+    calls = [i.sub_calls for i in items if i.sub_calls is not None]
+    flags = [float(i.escalated) for i in items if i.escalated is not None]
+    usage = [i.usage for i in items if i.usage is not None]
+    costs = [i.cost_usd for i in items if i.cost_usd is not None]
+    return ArmStats(
+        bench, arm, subtask, n, correct, correct / n, wilson(correct, n),
+        unparseable=sum(i.status == "unparseable" for i in items),
+        errors=sum(i.status == "error" for i in items),
+        not_completed=len(universe - {i.task_id for i in items}),
+        wall_mean=_mean(walls),
+        wall_p50=percentile(walls, 50) if walls else None,
+        wall_p95=percentile(walls, 95) if walls else None,
+        sub_calls_mean=_mean(calls),
+        escalation_rate=_mean(flags),
+        prompt_tokens=sum(u[0] for u in usage) if usage else None,
+        completion_tokens=sum(u[1] for u in usage) if usage else None,
+        cost_usd=sum(costs) if costs else None,
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _rate(correct: int, n: int) -> float | None:
+    return correct / n if n else None
+
+
+def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
+    return set.intersection(*(set(v) for v in verdicts))
+
+
+def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracle:
+    shared = _shared(verdicts[a] for a in arms)
+    correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
+    return Oracle(bench, tuple(arms), len(shared), correct, _rate(correct, len(shared)), wilson(correct, len(shared)))
+
+
+def _pair(bench: str, a: str, b: str, va: Verdicts, vb: Verdicts) -> Pair:
+    shared = va.keys() & vb.keys()
+    a_only = sum(va[t] and not vb[t] for t in shared)
+    b_only = sum(vb[t] and not va[t] for t in shared)
+    both = sum(va[t] and vb[t] for t in shared)
+    n = len(shared)
+    return Pair(bench, a, b, n, a_only, b_only, both, n - a_only - b_only - both, mcnemar_exact(a_only, b_only),
+                _rate(a_only + both, n), _rate(b_only + both, n))
+
+
+def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:
+    shared = _shared(verdicts.values())
+    alone = dict.fromkeys(verdicts, 0)
+    for task in shared:
+        right = [arm for arm, v in verdicts.items() if v[task]]
+        if len(right) == 1:
+            alone[right[0]] += 1
+    return Complement(bench, len(shared), alone)
+
+
+# --- JSON and CSV ------------------------------------------------------------------------------
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as plain JSON data; arms are keyed ``arm``, or ``benchmark/arm`` when there are several benchmarks."""
+    label = _labeller(report)
+    subtasks: dict[str, dict[str, Any]] = {}
+    for s in report.subtasks:
+        subtasks.setdefault(label(s.benchmark, s.arm), {})[str(s.subtask)] = _stats_json(s)
+    return {
+        "benchmarks": {b.name: {"arms": list(b.arms), "tasks": b.tasks} for b in report.benchmarks},
+        "arms": {label(s.benchmark, s.arm): _stats_json(s) for s in report.arms},
+        "subtasks": subtasks,
+        "oracle": {o.benchmark: {**asdict(o), "arms": list(o.arms), "ci95": list(o.ci95)} for o in report.oracles},
+        "pairs": [asdict(p) for p in report.pairs],
+        "complementarity": {c.benchmark: {"n": c.n, "alone": dict(c.alone)} for c in report.complementarity},
+        "duplicates": report.duplicates,
+        "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], "first": c.first, "second": c.second}
+                      for c in report.conflicts],
+    }
+
+
+def _labeller(report: Report) -> Callable[[str, str], str]:
+    if len(report.benchmarks) == 1:
+        return lambda bench, arm: arm
+    return lambda bench, arm: f"{bench}/{arm}"
+
+
+def _stats_json(s: ArmStats) -> dict[str, Any]:
+    data = asdict(s)
+    data["ci95"] = list(s.ci95)
+    if s.subtask is None:
+        del data["subtask"]
+    return data
+
+
+CSV_FIELDS = ["benchmark", "arm", "subtask", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi", "unparseable", "errors",
+              "not_completed", "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate",
+              "prompt_tokens", "completion_tokens", "cost_usd"]
+
+
+def _csv(report: Report) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_FIELDS, restval="", lineterminator="\n")
+    writer.writeheader()
+    for bench in report.benchmarks:
+        for s in (s for s in report.arms if s.benchmark == bench.name):
+            writer.writerow(_flat(s))
+            writer.writerows(_flat(t) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
+        for o in (o for o in report.oracles if o.benchmark == bench.name):
+            writer.writerow({"benchmark": o.benchmark, "arm": "oracle", "n": o.n, "correct": o.correct,
+                             "pass_rate": o.pass_rate, "ci95_lo": o.ci95[0], "ci95_hi": o.ci95[1]})
+    return out.getvalue()
+
+
+def _flat(s: ArmStats) -> dict[str, Any]:
+    data = asdict(s)
+    data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
+    return data
+
+
+# --- text and markdown -------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    left: int  # leading text columns, left-aligned; the rest are numbers
+    note: str = ""
+
+
+Column = tuple[str, str, Callable[[ArmStats], str]]  # (header, optional group, cell)
+
+
+def _ci_text(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _opt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+STATS_COLUMNS: list[Column] = [
+    ("n", "", lambda s: str(s.n)),
+    ("correct", "", lambda s: str(s.correct)),
+    ("pass rate", "", lambda s: _opt(s.pass_rate, ".3f")),
+    ("95% CI", "", lambda s: _ci_text(s.ci95)),
+    ("unparseable", "", lambda s: str(s.unparseable)),
+    ("errors", "", lambda s: str(s.errors)),
+    ("not completed", "", lambda s: str(s.not_completed)),
+    ("wall mean", "", lambda s: _opt(s.wall_mean, ".3f")),
+    ("wall p50", "", lambda s: _opt(s.wall_p50, ".3f")),
+    ("wall p95", "", lambda s: _opt(s.wall_p95, ".3f")),
+    ("sub_calls mean", "", lambda s: _opt(s.sub_calls_mean, ".2f")),
+    ("escalation", "escalation", lambda s: _opt(s.escalation_rate, ".3f")),
+    ("prompt tokens", "tokens", lambda s: _opt(s.prompt_tokens, "d")),
+    ("completion tokens", "tokens", lambda s: _opt(s.completion_tokens, "d")),
+    ("cost usd", "cost", lambda s: _opt(s.cost_usd, ".4f")),
+]
+
+
+def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
+    groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
+              "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats)}
+    columns = [c for c in STATS_COLUMNS if groups[c[1]]]
+    keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
+    rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else []) + [cell(s) for _, _, cell in columns]
+            for s in stats]
+    return Table(title, keys + [c[0] for c in columns], rows, len(keys))
+
+
+def _tables(report: Report) -> list[Table]:
+    tables = [_stats_table("pass rates", report.arms, False)]
+    if report.oracles:
+        tables.append(Table("oracle: correct if any of the arms is, on items they all answered",
+                            ["benchmark", "arms", "n", "correct", "pass rate", "95% CI"],
+                            [[o.benchmark, ",".join(o.arms), str(o.n), str(o.correct), _opt(o.pass_rate, ".3f"), _ci_text(o.ci95)]
+                             for o in report.oracles], 2))
+    if report.pairs:
+        tables.append(Table("paired comparison", ["benchmark", "a", "b", "n", "a_only", "b_only", "a rate", "b rate", "p-value"],
+                            [[p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"),
+                              _opt(p.b_rate, ".3f"), f"{p.p_value:#.4g}"] for p in report.pairs], 3, P_HINT))
+    if report.complementarity:
+        tables.append(Table("complementarity: items only this arm gets right", ["benchmark", "arm", "shared items", "only this arm"],
+                            [[c.benchmark, arm, str(c.n), str(k)] for c in report.complementarity for arm, k in c.alone.items()], 2))
+    if report.subtasks:
+        tables.append(_stats_table("per subtask", report.subtasks, True))
+    if report.duplicates:
+        tables.append(_duplicates_table(report))
+    return tables
+
+
+def _duplicates_table(report: Report) -> Table:
+    title = (f"duplicates: {report.duplicates} repeated row(s) counted once (first kept); "
+             f"conflicts: {len(report.conflicts)}")
+    verdict = {True: "passed", False: "failed"}
+    rows = [[*c.key, verdict[c.first], verdict[c.second]] for c in report.conflicts]
+    return Table(title, ["benchmark", "task_id", "arm", "first", "later"] if rows else [], rows, 5)
+
+
+def _text(table: Table) -> str:
+    lines = [table.title]
+    if table.header:
+        grid = [table.header, *table.rows]
+        widths = [max(len(r[i]) for r in grid) for i in range(len(table.header))]
+        lines += ["  ".join(c.ljust(w) if i < table.left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                  for r in grid]
+    return "\n".join(lines + ([table.note] if table.note else []))
+
+
+def _markdown(table: Table) -> str:
+    lines = [f"### {table.title}", ""]
+    if table.header:
+        rule = [":--" if i < table.left else "--:" for i in range(len(table.header))]
+        lines += [_md_row(r) for r in (table.header, rule, *table.rows)]
+    return "\n".join(lines + (["", table.note] if table.note else []))
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def render(report: Report, fmt: str = "table") -> str:
+    """The report as ``table`` (terminal), ``markdown``, ``json`` or ``csv`` text."""
+    if fmt == "json":
+        return json.dumps(report_json(report), indent=2)
+    if fmt == "csv":
+        return _csv(report)
+    if fmt == "table":
+        return "\n\n".join(_text(t) for t in _tables(report)) + "\n"
+    if fmt == "markdown":
+        return "\n\n".join(_markdown(t) for t in _tables(report)) + "\n"
+    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")

@@ -1,0 +1,36 @@
+"""Shards: a stable partition of items by a hash of (benchmark, task_id, arm)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based, as CI matrices count
+    total: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.total}"
+
+    def owns(self, key: tuple[str, str, str]) -> bool:
+        # sha256, not hash(): every machine and process must agree on the partition.
+        digest = hashlib.sha256("\x1f".join(key).encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.total == self.index - 1
+
+
+def parse_shard(text: str | None) -> Shard | None:
+    """``"K/N"`` with 1 <= K <= N; None when unset; UsageError otherwise."""
+    if not text:
+        return None
+    head, sep, tail = text.partition("/")
+    try:
+        shard = Shard(int(head), int(tail))
+    except ValueError:
+        shard = Shard(0, 0)
+    if not sep or not 1 <= shard.index <= shard.total:
+        raise pytest.UsageError(f"--bench-shard must be K/N with 1 <= K <= N (e.g. 2/4), got {text!r}")
+    return shard

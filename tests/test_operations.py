@@ -1,0 +1,170 @@
+"""Sweep operations: shards and merge, regrade, gates, the supervisor, live artifacts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Sweep, make_spec, read_rows, sim_spec
+from openai_server import FakeOpenAI
+from pytest_echo_bench.cli import main
+
+ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
+
+
+def report_json(*files: Path) -> dict[str, Any]:
+    from pytest_echo_bench.report import build_report, load_results, report_json
+
+    return report_json(build_report(load_results(list(files))))
+
+
+def test_four_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, sweep: Sweep,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(40, arms=ARMS))
+    whole = pytester.path / "whole.jsonl"
+    sweep.run("--bench-out", str(whole))
+    shards = []
+    for k in range(1, 5):
+        shard = pytester.path / f"shard{k}.jsonl"
+        result, _, _ = sweep.run("--bench-out", str(shard), "--bench-shard", f"{k}/4")
+        assert result.ret == 0
+        shards.append(shard)
+    keys = [{(r["task_id"], r["arm"]) for r in read_rows(s)[1]} for s in shards]
+    assert sum(map(len, keys)) == 80 and len(set().union(*keys)) == 80  # disjoint and complete
+    assert all(5 < len(k) < 35 for k in keys)
+    merged = pytester.path / "merged.jsonl"
+    assert main(["merge", *map(str, shards), "-o", str(merged)]) == 0
+    assert "80 rows, 0 duplicates removed, 0 conflicts" in capsys.readouterr().out
+    verdicts = ("n", "correct", "pass_rate", "ci95", "unparseable", "errors", "not_completed", "sub_calls_mean")
+    numbers = lambda report: {arm: {k: v[k] for k in verdicts} for arm, v in report["arms"].items()}  # noqa: E731
+    assert numbers(report_json(merged)) == numbers(report_json(whole))  # wall times differ between runs
+    assert report_json(merged)["pairs"] == report_json(whole)["pairs"]
+    meta, _ = read_rows(merged)
+    assert meta is not None and meta["selection"]["shard"] == "" and len(meta["merged_from"]) == 4
+
+
+def test_merge_refuses_different_specs_and_reports_conflicts(pytester: pytest.Pytester, sweep: Sweep,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    one, two = pytester.path / "one.jsonl", pytester.path / "two.jsonl"
+    sweep.run("--bench-out", str(one))
+    rows = one.read_text().splitlines()
+    flipped = json.loads(rows[1])
+    flipped["passed"] = not flipped["passed"]
+    two.write_text("\n".join([rows[0], json.dumps(flipped), rows[2]]) + "\n")
+    out = pytester.path / "out.jsonl"
+    assert main(["merge", str(one), str(two), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "2 duplicates removed, 1 conflicts" in captured.out and "kept the first" in captured.err
+    make_spec(pytester, sim_spec(5, arms=ARMS))
+    other = pytester.path / "other.jsonl"
+    sweep.run("--bench-out", str(other))
+    assert main(["merge", str(one), str(other), "-o", str(pytester.path / "bad.jsonl")]) == 2
+    assert "cannot be merged" in capsys.readouterr().err
+    assert not (pytester.path / "bad.jsonl").exists()
+
+
+def test_regrade_with_a_changed_scorer_changes_exactly_the_expected_verdicts(
+    pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Outputs say "So the answer is 4.": exact marks every one wrong, bbh reads the answer.
+    arms = ("  right: {provider: sim, accuracy: 1.0, template: 'So the answer is {answer}.'}\n"
+            "  wrong: {provider: sim, accuracy: 0.0, template: 'So the answer is {answer}.'}")
+    spec = make_spec(pytester, sim_spec(5, arms=arms))
+    _, _, before = sweep.run()
+    assert not any(r["passed"] for r in before)
+    spec.write_text(spec.read_text().replace("scorer: exact", "scorer: bbh"))
+    new = pytester.path / "regraded.jsonl"
+    assert main(["regrade", str(sweep.out), "--spec", str(spec), "-o", str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "5 verdicts changed" in out
+    assert sorted(line.split(":")[0] for line in out.splitlines() if "->" in line and "[" in line) == \
+        [f"q{i}[right]" for i in range(5)]
+    meta, after = read_rows(new)
+    assert [r["passed"] for r in after if r["arm"] == "right"] == [True] * 5
+    assert not any(r["passed"] for r in after if r["arm"] == "wrong")
+    result, _, _ = sweep.run("--bench-resume", str(new))  # the regraded file matches the new spec
+    assert result.ret == 0
+
+
+@pytest.mark.parametrize(
+    ("gate", "status", "line"),
+    [("a>=0.5", 0, "passed"), ("b>=0.9", 1, "FAILED"), ("a>=b+0.1", 0, "passed"), ("a<b", 1, "FAILED"),
+     ("zz>=0.1", 1, "has no results")],
+)
+def test_gates_decide_the_exit_status(pytester: pytest.Pytester, sweep: Sweep, gate: str, status: int, line: str) -> None:
+    make_spec(pytester, sim_spec(20, arms=ARMS))
+    result, _, _ = sweep.run("--bench-gate", gate)
+    assert result.ret == status
+    result.stdout.fnmatch_lines([f"gate {gate}: *{line}*"])
+
+
+def test_bad_gate_is_a_usage_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2, arms=ARMS))
+    result, _, _ = sweep.run("--bench-gate", "a=0.5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_summary_json_json_report_html_and_progress_lines(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(6, arms=ARMS))
+    page, report = pytester.path / "status.html", pytester.path / "report.json"
+    result, _, rows = sweep.run("--bench-html", str(page), "--bench-progress-every", "0.000001",
+                                "--json-report", f"--json-report-file={report}")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["echo-bench: */12 done · a */6 pass * · b */6 pass *"])
+    summary = json.loads((pytester.path / "results.jsonl.summary.json").read_text())
+    assert summary["partial"] is False and summary["remaining"] == 0 and summary["arms"]["a"]["n"] == 6
+    assert "<progress" in page.read_text() or "arm-progress" in page.read_text()
+    data = json.loads(report.read_text())
+    assert data["echo_bench"]["arms"]["b"]["n"] == 6
+    entry = next(t for t in data["tests"] if t["nodeid"].endswith("q0[a]"))
+    assert entry["metadata"]["echo_bench"]["task_id"] == "q0" and "output" in entry["metadata"]["echo_bench"]
+    assert {r["task_id"] for r in rows} == {f"q{i}" for i in range(6)}
+
+
+def test_summary_json_is_partial_after_exhaustion(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(8, arms="  a: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 3}}"))
+    result, _, _ = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2
+    summary = json.loads((pytester.path / "results.jsonl.summary.json").read_text())
+    assert summary["partial"] is True and summary["stopped"].startswith("exhausted") and summary["remaining"] == 5
+
+
+def test_supervisor_resumes_through_quota_windows(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAI(lambda prompt: "4") as server:
+        server.quota_after, server.quota_window_s = 5, 1.0
+        arms = (f"  gpt:\n    provider: openai\n    client: http\n    model: m\n    base_url: {server.base_url}\n"
+                "    api_key_env: null")
+        make_spec(pytester, sim_spec(12, arms=arms, extra="retries: {attempts: 2, backoff_s: 0.01}\n"))
+        out = pytester.path / "sup.jsonl"
+        status = main(["run", "--backoff", "1.2", "--max-retries", "5", "--", sys.executable, "-m", "pytest", "-q",
+                       "-p", "no:cacheprovider", str(pytester.path / "demo.yaml"), "--bench-out", str(out),
+                       "--bench-concurrency", "1", "--rootdir", str(pytester.path)])
+    log = capsys.readouterr().out
+    assert status == 0, log
+    assert log.count("echo-bench run: attempt") == 3  # 5 + 5 + 2 items
+    assert "attempt 2 at" in log and "items remaining" in log and "sweep complete after 3 attempt(s)" in log
+    _, rows = read_rows(out)
+    assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(12))
+
+
+def test_supervisor_does_not_resume_other_stops(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(2, arms=ARMS))
+    status = main(["run", "--backoff", "0", "--", sys.executable, "-m", "pytest", str(pytester.path / "demo.yaml"),
+                   "--bench-concurrency", "zero", "--rootdir", str(pytester.path)])
+    assert status == 4
+    assert "exited with status 4; not resuming" in capsys.readouterr().out
+
+
+def test_report_command_reads_a_sweep(pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(10, arms=ARMS))
+    sweep.run()
+    capsys.readouterr()  # pytester echoes the inner run's output
+    assert main(["report", str(sweep.out), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["arms"]["a"]["n"] == 10 and data["pairs"][0]["a"] in ("a", "b")
+    assert main(["report", str(pytester.path / "missing.jsonl")]) == 2
