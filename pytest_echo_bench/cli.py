@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import EchoBenchError
+from .render import FORMATS
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import build_report, load_results, render
+    from .render import render
+    from .report import build_report, load_results
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
     print(render(build_report(load_results(args.files), oracle), args.format))
@@ -74,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command_name", required=True)
     r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
     r.add_argument("files", nargs="+", type=Path)
-    r.add_argument("--format", choices=("table", "markdown", "json", "csv"), default="table")
+    r.add_argument("--format", choices=FORMATS, default="table")
     r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
     r.set_defaults(func=_report)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from .errors import StoreError
 from .records import Key, row_key
+from .store import read_records
 
 
 @dataclass
@@ -18,30 +18,6 @@ class Merged:
     lines: list[bytes] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[str] = field(default_factory=list)
-
-
-def read_lines(path: Path) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], bytes]]]:
-    """(meta, [(row, raw line)]); a torn last line is left out, garbage elsewhere refused."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
-    body = data[: data.rfind(b"\n") + 1]
-    meta, rows = None, []
-    for lineno, raw in enumerate(body.splitlines(keepends=True), 1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            raise StoreError(f"{path}:{lineno}: not valid JSON; fix or remove that line") from None
-        if not isinstance(record, dict) or not (record.get("_meta") or ("task_id" in record and "arm" in record)):
-            raise StoreError(f"{path}:{lineno}: not a results row; fix or remove that line")
-        if record.get("_meta"):
-            meta = record if lineno == 1 else meta
-            continue
-        rows.append((record, raw if raw.endswith(b"\n") else raw + b"\n"))
-    return meta, rows
 
 
 def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]]) -> None:
@@ -57,13 +33,14 @@ def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]]) -> N
 
 
 def merge(paths: Sequence[Path]) -> Merged:
-    loaded = [(p, *read_lines(p)) for p in paths]
+    loaded = [(p, *read_records(p)) for p in paths]
     check_fingerprints([(p, meta) for p, meta, _ in loaded])
     merged = Merged(_merged_meta([meta for _, meta, _ in loaded], paths))
     first: dict[Key, tuple[bool, Path]] = {}
     for path, meta, rows in loaded:
         default = str((meta or {}).get("benchmark", ""))
-        for row, raw in rows:
+        for record in rows:
+            row, raw = record.data, record.raw
             key = row_key(row, default)
             if key in first:
                 merged.duplicates += 1

@@ -15,8 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .errors import StoreError
 from .records import row_key
 from .stats import wilson
+from .store import read_records
 
 RECENT = 10  # wrong/unparseable rows listed on the page
 TAIL = 200  # characters of raw output shown for each of them
@@ -123,26 +125,13 @@ class _Item:
     finished: float | None
 
 
-def read_records(results: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(meta, rows) of complete lines; a torn last line and unparseable lines are skipped."""
+def read_rows(results: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(meta, rows); best effort: a page must never break a run, so bad lines are skipped."""
     try:
-        data = results.read_bytes()
-    except OSError:
+        meta, records = read_records(results, strict=False)
+    except StoreError:
         return None, []  # not written yet: an empty page, not a crash
-    meta: dict[str, Any] | None = None
-    rows: list[dict[str, Any]] = []
-    for n, raw in enumerate(data[: data.rfind(b"\n") + 1].splitlines()):
-        try:
-            record = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(record, dict):
-            continue
-        if record.get("_meta"):
-            meta = record if n == 0 else meta
-        elif "task_id" in record and "arm" in record:
-            rows.append(record)
-    return meta, rows
+    return meta, [r.data for r in records]
 
 
 def read_stop(results: Path) -> str:
@@ -274,7 +263,7 @@ def _add_row(state: ProgressState, item: _Item, recent: deque[Failure]) -> None:
 def progress_state(results: Path, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
     """What the page shows, from the results file, its stop marker and the plugin's live counters."""
     now = time.time() if now is None else now
-    meta, rows = read_records(results)
+    meta, rows = read_rows(results)
     names = _benchmarks(meta, rows)
     single = len(names) <= 1
     items = _items(meta, rows, single)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,9 @@ from .collect import check_spec
 from .datasets import Loaded, load_benchmark
 from .errors import EchoBenchError, SpecError
 from .fingerprint import combine, spec_fingerprint
-from .merge import read_lines
 from .scoring import get_scorer
 from .spec import Spec
+from .store import read_records
 
 
 @dataclass
@@ -47,11 +47,12 @@ def _locate(name: str, results: Path) -> Path:
 
 
 def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
-    meta, rows = read_lines(results)
+    meta, rows = read_records(results)
     specs = find_specs(results, meta, given)
     default = str((meta or {}).get("benchmark", ""))
     out = Regraded(_new_meta(meta, specs, results))
-    for row, raw in rows:
+    for record in rows:
+        row, raw = record.data, record.raw
         loaded = specs.get(str(row.get("benchmark") or default)) or (next(iter(specs.values())) if len(specs) == 1 else None)
         if loaded is None:
             raise EchoBenchError(f"{results}: no spec for benchmark {row.get('benchmark')!r}; pass --spec")
@@ -89,5 +90,5 @@ def _new_meta(meta: dict[str, Any] | None, specs: dict[str, Loaded], source: Pat
         fingerprints[name] = str(info.get("fingerprint"))
     meta["fingerprint"] = combine(fingerprints)
     meta["regraded_from"] = str(source)
-    meta["regraded_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    meta["regraded_at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return meta

@@ -18,12 +18,13 @@ from .context import RunContext
 from .live import LiveRun
 from .options import BenchOptions
 from .records import Key
-from .shard import parse_shard
 from .runner import ABORTED, INCOMPLETE, ROW, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
+from .shard import parse_shard
 from .store import ResultsWriter, read_index
 from .summary import summarize
 
 STOP_GRACE_S = 3.0
+STOP_PREFIX = "echo-bench: "  # how the runner's stop messages begin
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
 
 
@@ -222,7 +223,7 @@ class BenchSession:
         self.writer.close()
         if self.is_worker:
             return
-        status = self.final_status(int(exitstatus))
+        status = self.final_status(int(exitstatus), session.shouldstop)
         if self.live is not None:
             if self.live.gates:
                 passed, self.gate_lines = self.live.check_gates()
@@ -235,11 +236,15 @@ class BenchSession:
         with contextlib.suppress(OSError):
             Path(self.ctx.results + ".lock").unlink(missing_ok=True)  # every worker has finished by now
 
-    def final_status(self, status: int) -> int:
+    def final_status(self, status: int, shouldstop: object = None) -> int:
         """0 when the sweep completed (wrong answers included); 2 when it stopped early."""
         marker = self.ctx.stop_marker
         if marker.exists():
             self.stopped = _marker_reason(marker)
+            return pytest.ExitCode.INTERRUPTED
+        if isinstance(shouldstop, str) and shouldstop.startswith(STOP_PREFIX):
+            # Our own stop whose marker could not be written (e.g. the directory is unwritable).
+            self.stopped = shouldstop.removeprefix(STOP_PREFIX)
             return pytest.ExitCode.INTERRUPTED
         if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
             return status

@@ -91,6 +91,9 @@ def repair_torn_tail(fd: int, path: Path) -> int:
         return 0
     start = _last_newline(fd, size) + 1
     torn = os.pread(fd, size - start, start)
+    if _parse(torn, path, 0, strict=False) is not None:
+        os.write(fd, b"\n")  # a whole row killed just before its newline: keep it
+        return 0
     with open(str(path) + ".torn", "ab") as keep:  # kept for inspection, never merged into a row
         keep.write(torn + b"\n")
     os.ftruncate(fd, start)
@@ -118,59 +121,69 @@ def repair(path: Path) -> int:
             os.close(fd)
 
 
+@dataclass(frozen=True)
+class Record:
+    lineno: int
+    data: dict[str, Any]
+    raw: bytes  # the line as stored, newline-terminated
+
+
+def read_records(path: Path, strict: bool = True, upto: int | None = None) -> tuple[dict[str, Any] | None, list[Record]]:
+    """The meta line and the rows of a results file (its first ``upto`` bytes).
+
+    A last line without a newline counts if it is a whole row (a writer killed just before the
+    newline) and is skipped otherwise (a torn row). Any other line that is not a row raises a
+    StoreError naming it when ``strict``, and is skipped when not (best-effort readers).
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if upto is None else f.read(upto)
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+    lines = data.split(b"\n")
+    meta: dict[str, Any] | None = None
+    rows: list[Record] = []
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        last = lineno == len(lines)
+        record = _parse(raw, path, lineno, strict and not last)
+        if record is None:
+            continue
+        if record.get("_meta"):
+            meta = record if lineno == 1 else meta
+            continue
+        rows.append(Record(lineno, record, raw + b"\n"))
+    return meta, rows
+
+
+def _parse(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        record = None
+    if isinstance(record, dict) and (record.get("_meta") or ("task_id" in record and "arm" in record)):
+        return record
+    if strict:
+        raise StoreError(f"{path}:{lineno}: not a results row ({raw[:60]!r}); remove or fix that line, then try again")
+    return None
+
+
 @dataclass
 class ResultsIndex:
     """What resume needs from a results file: its meta and the set of recorded keys."""
 
     meta: dict[str, Any] | None
     keys: set[Key] = field(default_factory=set)
-    rows: int = 0
     size: int = 0
 
 
-def read_meta(path: Path) -> dict[str, Any] | None:
-    with open(path, "rb") as f:
-        first = f.readline()
-    try:
-        data = json.loads(first)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and data.get("_meta") else None
-
-
 def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
-    """Read complete lines (up to byte ``upto``); a torn last line is ignored, garbage refused."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read() if upto is None else f.read(upto)
-    except OSError as exc:
-        raise StoreError(f"cannot read results file {path}: {exc.strerror}") from exc
-    end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn tail
-    index = ResultsIndex(None, size=end)
-    default = ""
-    for lineno, raw in enumerate(data[:end].splitlines(), 1):
-        if not raw.strip():
-            continue
-        record = _parse(raw, path, lineno)
-        if record.get("_meta"):
-            if lineno == 1:
-                index.meta, default = record, str(record.get("benchmark", ""))
-            continue
-        index.keys.add(row_key(record, default))
-        index.rows += 1
-    return index
-
-
-def _parse(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
-    try:
-        record = json.loads(raw)
-    except ValueError:
-        record = None
-    if not isinstance(record, dict) or not record.get("_meta") and not ("task_id" in record and "arm" in record):
-        raise StoreError(
-            f"{path}:{lineno}: not a results row ({raw[:60]!r}); remove or fix that line, then resume again"
-        )
-    return record
+    """Recorded keys (up to byte ``upto``); garbage refused with its line number."""
+    meta, rows = read_records(path, upto=upto)
+    default = str((meta or {}).get("benchmark", ""))
+    size = path.stat().st_size if upto is None else upto
+    return ResultsIndex(meta, {row_key(r.data, default) for r in rows}, size)
 
 
 def write_whole(out: Path, meta: dict[str, Any] | None, lines: list[bytes]) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import StoreError
 from .records import Key, row_key
+from .store import read_records
 
 
 @dataclass
@@ -26,32 +27,25 @@ class ArmTally:
 
 def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
     """Count each (benchmark, task_id, arm) once, even in a file with duplicated rows."""
-    seen: set[Key] = set()
     arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-    default = ""
-    if not path.exists():
+    try:
+        meta, records = read_records(path, strict=False)  # the table only counts; resume refuses garbage
+    except StoreError:
         return arms
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f):
-            try:
-                row = json.loads(raw)
-            except ValueError:
-                continue  # a torn tail; resume reports garbage lines, the summary only counts
-            if not isinstance(row, dict):
-                continue
-            if row.get("_meta"):
-                default = str(row.get("benchmark", "")) if n == 0 else default
-                continue
-            key = row_key(row, default)
-            if key in seen:
-                continue
-            seen.add(key)
-            t = arms[(key[0], key[2])]
-            t.items += 1
-            t.correct += bool(row.get("passed"))
-            t.unparseable += row.get("status", row.get("detail")) == "unparseable"
-            t.errors += row.get("status") == "error"
-            t.wall += float(row.get("wall_seconds") or 0.0)
+    default = str((meta or {}).get("benchmark", ""))
+    seen: set[Key] = set()
+    for record in records:
+        row = record.data
+        key = row_key(row, default)
+        if key in seen:
+            continue
+        seen.add(key)
+        t = arms[(key[0], key[2])]
+        t.items += 1
+        t.correct += bool(row.get("passed"))
+        t.unparseable += row.get("status", row.get("detail")) == "unparseable"
+        t.errors += row.get("status") == "error"
+        t.wall += float(row.get("wall_seconds") or 0.0)
     return arms
 
 

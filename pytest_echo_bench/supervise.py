@@ -12,7 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ def results_path(command: Sequence[str]) -> tuple[list[str], Path]:
                 return argv, Path(argv[i + 1])
             if arg.startswith(flag + "="):
                 return argv, Path(arg.split("=", 1)[1])
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = Path("bench_results") / f"{stamp}_supervised.jsonl"
     return argv + ["--bench-out", str(path)], path
 
@@ -93,4 +93,4 @@ def supervise(
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -8,16 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from openai_server import FakeOpenAI
 from pytest_echo_bench.cli import main
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 
 
 def report_json(*files: Path) -> dict[str, Any]:
-    from pytest_echo_bench.report import build_report, load_results, report_json
+    from pytest_echo_bench.render import report_json
+    from pytest_echo_bench.report import build_report, load_results
 
     return report_json(build_report(load_results(list(files))))
 

@@ -160,3 +160,13 @@ def test_unwritable_results_path_is_a_clear_store_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StoreError, match="cannot open results file"):
         ResultsWriter(tmp_path / "file" / "r.jsonl").append(b"{}\n")
+
+
+def test_a_whole_row_missing_only_its_newline_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"_meta": true, "benchmark": "b"}\n{"task_id": "t0", "arm": "a"}')
+    writer = ResultsWriter(path)
+    writer.append(b'{"task_id":"t1","arm":"a"}\n')
+    writer.close()
+    assert read_index(path).keys == {("b", "t0", "a"), ("b", "t1", "a")}
+    assert not (tmp_path / "r.jsonl.torn").exists()
