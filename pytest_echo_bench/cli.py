@@ -7,17 +7,27 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from .errors import EchoBenchError
+from .gates import Gate, parse_gate
 from .render import FORMATS
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .render import render
+    from .render import render, report_json
     from .report import build_report, load_results
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
-    print(render(build_report(load_results(args.files), oracle), args.format))
-    return 0
+    report = build_report(load_results(args.files), oracle)
+    print(render(report, args.format))
+    rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
+    failed = 0
+    for gate in args.gate:
+        ok, line = gate.check(rates)
+        failed += not ok
+        print(line, file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _progress(args: argparse.Namespace) -> int:
@@ -71,6 +81,13 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate(text: str) -> Gate:
+    try:
+        return parse_gate(text)
+    except pytest.UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
     sub = p.add_subparsers(dest="command_name", required=True)
@@ -78,6 +95,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+", type=Path)
     r.add_argument("--format", choices=FORMATS, default="table")
     r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
+    r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
+                   help="Exit 1 unless the rule holds, e.g. 'strong>=0.85' or 'judge>=strong-0.02' (repeatable)")
     r.set_defaults(func=_report)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
     g.add_argument("file", type=Path)

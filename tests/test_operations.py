@@ -169,3 +169,13 @@ def test_report_command_reads_a_sweep(pytester: pytest.Pytester, sweep: Sweep, c
     data = json.loads(capsys.readouterr().out)
     assert data["arms"]["a"]["n"] == 10 and data["pairs"][0]["a"] in ("a", "b")
     assert main(["report", str(pytester.path / "missing.jsonl")]) == 2
+
+
+def test_report_gates_for_merged_nightly_runs(pytester: pytest.Pytester, sweep: Sweep,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(20, arms=ARMS))
+    sweep.run()
+    capsys.readouterr()
+    assert main(["report", str(sweep.out), "--gate", "a>=0.5", "--gate", "a>=b"]) == 0
+    assert main(["report", str(sweep.out), "--gate", "b>=0.9"]) == 1
+    assert "gate b>=0.9: FAILED" in capsys.readouterr().err
