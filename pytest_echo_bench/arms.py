@@ -71,7 +71,7 @@ class ArmContext:
 
     def answer(self, output: str) -> str | None:
         """The answer the spec's scorer would extract from ``output`` (None if unparseable)."""
-        return self.scorer(output, self.example.target, self.scorer_options).answer
+        return self.scorer(output, self.example, self.scorer_options).answer
 
 
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .collect import check_spec
-from .datasets import Loaded, load_benchmark
+from .datasets import Example, Loaded, load_benchmark
 from .errors import EchoBenchError, SpecError
 from .fingerprint import combine, spec_fingerprint
 from .scoring import get_scorer
@@ -51,25 +51,32 @@ def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
     specs = find_specs(results, meta, given)
     default = str((meta or {}).get("benchmark", ""))
     out = Regraded(_new_meta(meta, specs, results))
+    indexes: dict[str, dict[str, Example]] = {}
     for record in rows:
         row, raw = record.data, record.raw
         loaded = specs.get(str(row.get("benchmark") or default)) or (next(iter(specs.values())) if len(specs) == 1 else None)
         if loaded is None:
             raise EchoBenchError(f"{results}: no spec for benchmark {row.get('benchmark')!r}; pass --spec")
-        spec = loaded[0]
+        spec, examples = loaded
+        by_id = indexes.setdefault(spec.benchmark, {ex.id: ex for ex in examples})
         if row.get("status") == "error" and not row.get("output"):
             out.kept += 1
             out.lines.append(raw)
             continue
-        out.lines.append(_regrade_row(row, spec, out.changes))
+        out.lines.append(_regrade_row(row, spec, _example(row, by_id), out.changes))
     return out
 
 
-def _regrade_row(row: dict[str, Any], spec: Spec, changes: list[str]) -> bytes:
+def _example(row: dict[str, Any], by_id: dict[str, Example]) -> Example:
+    """The dataset's item (scorers such as humaneval need more than the target), else one from the row."""
+    task_id = str(row["task_id"])
+    return by_id.get(task_id) or Example(task_id, "", str(row.get("target", "")))
+
+
+def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: list[str]) -> bytes:
     scorer = get_scorer(spec.scorer)
     assert scorer is not None  # check_spec verified it
-    target = str(row.get("target", ""))
-    verdict = scorer(str(row.get("output", "")), target, spec.scorer_options)
+    verdict = scorer(str(row.get("output", "")), example, spec.scorer_options)
     before = row.get("status") or ("correct" if row.get("passed") else "wrong")
     if verdict.status != before:
         changes.append(f"{row['task_id']}[{row['arm']}]: {before} -> {verdict.status} "

@@ -193,7 +193,7 @@ class Runner:
         scorer = get_scorer(item.spec.scorer)
         assert scorer is not None  # checked at collection
         try:
-            return scorer(output, item.example.target, item.spec.scorer_options)
+            return scorer(output, item.example, item.spec.scorer_options)
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
             return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {exc}")
 
@@ -205,7 +205,7 @@ class Runner:
             benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
             target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
-            retries=retries, extra=done.extra,
+            retries=retries, extra={**done.extra, **verdict.extra},
         )
         try:
             self.writer.append(row.to_line())

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .datasets import Example
 
 CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # correct | wrong | unparseable
+    status: str  # correct | wrong | unparseable | error
     answer: str | None
     detail: str
+    extra: dict[str, Any] = field(default_factory=dict)  # stored in the row's "extra"
 
     @property
     def passed(self) -> bool:
         return self.status == CORRECT
 
 
-Scorer = Callable[[str, str, dict[str, Any]], Verdict]
+TextScorer = Callable[[str, str, dict[str, Any]], Verdict]  # (output, target, options)
+Scorer = Callable[[str, Example, dict[str, Any]], Verdict]  # (output, item, options): may use more than the target
 
 
 def judge(answer: str | None, target: str, same: bool) -> Verdict:
@@ -152,7 +157,19 @@ def _normal(text: str) -> str:
     return " ".join(text.replace(" ", "") if set(text) <= set("()[]{}<> ") else text.split()).casefold()
 
 
-SCORERS: dict[str, Scorer] = {"exact": exact, "numeric": numeric, "regex": regex, "choice": choice, "bbh": bbh}
+def on_target(fn: TextScorer) -> Scorer:
+    """Most scorers compare with the target alone; this lets them stay functions of text."""
+
+    def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
+        return fn(output, example.target, options)
+
+    score.__name__ = fn.__name__
+    return score
+
+
+SCORERS: dict[str, Scorer] = {
+    name: on_target(fn) for name, fn in {"exact": exact, "numeric": numeric, "regex": regex, "choice": choice, "bbh": bbh}.items()
+}
 
 
 def get_scorer(name: str) -> Scorer | None:
