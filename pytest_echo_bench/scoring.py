@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .datasets import Example
+from .datasets import Example
 
 CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
 
