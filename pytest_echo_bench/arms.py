@@ -59,15 +59,31 @@ class ArmContext:
     sub_calls: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float | None = None
+    cache_hits: int = 0
+    _asked: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def call(self, arm_name: str, prompt: str | None = None) -> str:
-        """Ask ``arm_name`` (an arm of this spec) and return its text."""
-        request = Request(self.example, arm_name, self.prompt if prompt is None else prompt)
-        done = self.caller(arm_name, request)
+        """Ask ``arm_name`` (an arm of this spec) and return its text.
+
+        Asking the same arm the same prompt again is a new sample (its own cache entry); the
+        first ask shares the answer the arm gave as an arm of its own.
+        """
+        text = self.prompt if prompt is None else prompt
+        sample = self._asked.get((arm_name, text), 0)
+        self._asked[(arm_name, text)] = sample + 1
+        done = self.caller(arm_name, Request(self.example, arm_name, text, sample=sample))
         self.sub_calls += done.sub_calls
+        self.cache_hits += done.cache_hits
         for key, value in (done.usage or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
+        if done.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + done.cost_usd
         return done.text
+
+    def completion(self, text: str) -> Completion:
+        """The composite answer: ``text`` with every sub-call's accounting."""
+        return Completion(text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits)
 
     def answer(self, output: str) -> str | None:
         """The answer the spec's scorer would extract from ``output`` (None if unparseable)."""
@@ -87,7 +103,7 @@ class PythonArm:
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)
             return result
-        return Completion(str(result), ctx.usage or None, ctx.sub_calls, ctx.extra)
+        return ctx.completion(str(result))
 
 
 def resolve(name: str) -> ArmFunction | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import socket
@@ -96,7 +97,7 @@ def call_with_retries(
     for attempt in range(1, policy.attempts + 1):
         if stop.is_set():
             raise AbortedError("the run is stopping; no call was made")
-        req = Request(request.example, request.arm, request.prompt, attempt, request.timeout_s)
+        req = dataclasses.replace(request, attempt=attempt)
         try:
             return Attempted(provider.complete(req), attempt, retries)
         except (AbortedError, IncompleteError):

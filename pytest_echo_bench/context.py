@@ -33,6 +33,7 @@ class RunContext:
     keyword: str | None = None
     markexpr: str | None = None
     shard: str | None = None
+    cache: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -71,7 +72,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, L
         fsync=opts.fsync,
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
-                     args=args, keyword=keyword, markexpr=markexpr, shard=shard, notes=notes)
+                     args=args, keyword=keyword, markexpr=markexpr, shard=shard, notes=notes,
+                     cache=str(rootdir / "bench_results" / "cache.sqlite") if opts.cache == "" else opts.cache)
     if index is not None:
         _check_resume(opts, index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = index.size, len(index.keys)

@@ -20,12 +20,13 @@ def spec_fingerprint(spec: Spec, examples: list[Example]) -> str:
     data = {
         "dataset": _digest([[e.id, e.input, e.target] for e in examples]),
         "scorer": [spec.scorer, spec.scorer_options],
-        "arms": {name: _arm(spec, name) for name, arm in sorted(spec.arms.items())},
+        "arms": {name: arm_descriptor(spec, name) for name in sorted(spec.arms)},
     }
     return _digest(data)
 
 
-def _arm(spec: Spec, name: str) -> dict[str, Any]:
+def arm_descriptor(spec: Spec, name: str) -> dict[str, Any]:
+    """What an arm's answers depend on: its provider and options, not its name."""
     arm = spec.arms[name]
     options = {k: v for k, v in arm.options.items() if k not in _OPERATIONAL}
     if arm.provider == "python" and isinstance(options.get("function"), str):

@@ -24,6 +24,7 @@ class BenchOptions:
     gates: tuple[Gate, ...] = ()
     html: str | None = None
     progress_every: float = 30.0
+    cache: str | None = ""  # "" = the default file under bench_results/; None = off
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -44,6 +45,8 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
                     help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
                     "(repeatable)")
+    group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
+                    "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
     group.addoption("--bench-progress-every", metavar="SECONDS",
                     help="Print a per-arm progress line this often (default 30; 0 turns it off)")
@@ -52,6 +55,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
     parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
+    parser.addini("bench_cache", "Response cache file, or 'off'")
     parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
 
 
@@ -95,4 +99,11 @@ def resolve(config: pytest.Config) -> BenchOptions:
         gates=tuple(parse_gate(g) for g in config.getoption("bench_gate") or ()),
         html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
         progress_every=every,
+        cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
     )
+
+
+def _cache(value: str | None) -> str | None:
+    if value is None:
+        return ""
+    return None if value.lower() in ("off", "no", "none", "0", "false") else value

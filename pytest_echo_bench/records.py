@@ -54,6 +54,9 @@ class Row:
     subtask: str | None = None
     usage: dict[str, int] | None = None
     retries: int = 0
+    cost_usd: float | None = None
+    cost_units: float | None = None  # cost relative to the spec's pricing.unit reference call
+    cache_hits: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA
 

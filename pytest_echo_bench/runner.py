@@ -9,6 +9,7 @@ whichever thread made the call), so a crash loses at most the calls still in fli
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cache import CACHEABLE, ResponseCache, cache_key
 from .calls import Classifier, call_with_retries
 from .errors import (
     AbortedError,
@@ -31,6 +33,7 @@ from .errors import (
     StoreError,
     UnavailableError,
 )
+from .fingerprint import arm_descriptor
 from .providers import PROVIDERS, Completion, Provider, Request
 from .records import Row
 from .scoring import Verdict, get_scorer
@@ -106,9 +109,14 @@ class ArmRuntime:
         limit = spec.arms[arm].concurrency
         self.slots = threading.BoundedSemaphore(limit) if limit else None
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
+        cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
+        self.descriptor = arm_descriptor(spec, arm) if cacheable else None
         self._provider: Provider | None = None
         self._unavailable: UnavailableError | None = None
         self._lock = threading.Lock()
+
+    def cache_key(self, request: Request) -> str | None:
+        return cache_key(self.descriptor, request.prompt, request.sample) if self.descriptor is not None else None
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
@@ -135,9 +143,9 @@ class ArmRuntime:
 
 class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
-                 on_stop: Callable[[str], None]) -> None:
+                 on_stop: Callable[[str], None], cache: ResponseCache | None = None) -> None:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
-        self.on_stop = on_stop
+        self.on_stop, self.cache = on_stop, cache
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._lock = threading.Lock()
 
@@ -155,14 +163,26 @@ class Runner:
             if arm_name not in spec.arms:
                 raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
             with self.arm(spec, arm_name).slot():
-                return self._call(spec, arm_name, request)[0]
+                return self._call(spec, arm_name, dataclasses.replace(request, timeout_s=spec.timeout_s))[0]
 
         return call
 
     def _call(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
+        """(completion, attempts, retries); a cache hit makes no attempt at all."""
         runtime = self.arm(spec, arm)
-        done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
-        return done.completion, done.attempts, len(done.retries)
+        key = runtime.cache_key(request)
+        hit = self.cache.get(key) if self.cache is not None and key else None
+        if hit is not None:
+            completion, attempts, retries = hit, 0, 0
+        else:
+            done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
+            completion, attempts, retries = done.completion, done.attempts, len(done.retries)
+            if self.cache is not None and key:
+                self.cache.put(key, completion)
+        if completion.cost_usd is None:
+            # List price, cached or not: an arm's cost must not depend on what ran before it.
+            completion.cost_usd = spec.cost(arm, completion.usage)
+        return completion, attempts, retries
 
     def run(self, item: BenchItem) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
@@ -205,7 +225,8 @@ class Runner:
             benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
             target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
-            retries=retries, extra={**done.extra, **verdict.extra},
+            retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
+            cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
         )
         try:
             self.writer.append(row.to_line())
@@ -224,6 +245,10 @@ class Runner:
             "results": str(self.writer.path),
         })
         self.on_stop(f"echo-bench: provider exhausted on {item.nodeid}: {exc}")
+
+
+def _units(cost: float | None, unit: float | None) -> float | None:
+    return round(cost / unit, 6) if cost is not None and unit else None
 
 
 class DaemonPool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from .cache import ResponseCache
 from .collect import OUTCOME, BenchItem, SpecFile
 from .context import RunContext
 from .live import LiveRun
@@ -38,7 +39,8 @@ class BenchSession:
         worker = config.workerinput["workerid"] if self.is_worker else "main"  # type: ignore[attr-defined]
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
         self.stop = StopSignal(ctx.stop_marker)
-        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop)
+        cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker, self._request_stop, cache)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.session: pytest.Session | None = None
         self.to_run = 0

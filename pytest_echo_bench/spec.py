@@ -14,7 +14,7 @@ from .errors import SpecError
 
 KeyPath = tuple[Any, ...]
 
-TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency"}
+TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing"}
 _SNIFF = re.compile(rb"^benchmark\s*:", re.MULTILINE)
 _SNIFF_ARMS = re.compile(rb"^arms\s*:", re.MULTILINE)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -50,7 +50,16 @@ class Spec:
     exhaustion_patterns: tuple[str, ...] = ()
     transient_patterns: tuple[str, ...] = ()
     concurrency: int | None = None
+    pricing: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> USD per M (input, output)
+    cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
+        """USD of one call of ``arm`` with ``usage``, when the spec prices that arm."""
+        if arm not in self.pricing or not usage:
+            return None
+        per_input, per_output = self.pricing[arm]
+        return (usage.get("prompt_tokens", 0) * per_input + usage.get("completion_tokens", 0) * per_output) / 1e6
 
     def line_of(self, *keys: Any) -> int | None:
         return _nearest_line(self.lines, keys)
@@ -170,18 +179,22 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl or bbh)", "dataset")
     scorer, scorer_options = _scorer(data["scorer"], fail)
     errors = _mapping(data.get("errors", {}), "errors", fail)
+    arms = _arms(data["arms"], lines, fail)
+    pricing, unit = _pricing(data.get("pricing", {}), arms, fail)
     return Spec(
         path=path,
         benchmark=benchmark,
         dataset=dataset,
         scorer=scorer,
         scorer_options=scorer_options,
-        arms=_arms(data["arms"], lines, fail),
+        arms=arms,
         retries=_retries(data.get("retries", {}), fail),
         timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail),
         exhaustion_patterns=_strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
         transient_patterns=_strings(errors.get("transient", []), ("errors", "transient"), fail),
         concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail),
+        pricing=pricing,
+        cost_unit_usd=unit,
         lines=lines,
     )
 
@@ -208,6 +221,32 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         line = _nearest_line(lines, ("arms", name)) or 0
         arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency)
     return arms
+
+
+def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str, tuple[float, float]], float | None]:
+    """``{arm: {input, output}}`` in USD per million tokens, and an optional ``unit`` reference call."""
+    conf = _mapping(value, "pricing", fail)
+    prices: dict[str, tuple[float, float]] = {}
+    for arm, entry in conf.items():
+        if arm == "unit":
+            continue
+        if arm not in arms:
+            raise fail(f"pricing names arm {arm!r}, which the spec does not have", "pricing", arm)
+        entry = _mapping(entry, f"pricing.{arm}", fail)
+        prices[arm] = (_non_negative(entry.get("input", 0.0), f"pricing.{arm}.input", fail),
+                       _non_negative(entry.get("output", 0.0), f"pricing.{arm}.output", fail))
+    unit = conf.get("unit")
+    if unit is None:
+        return prices, None
+    unit = _mapping(unit, "pricing.unit", fail)
+    ref = unit.get("arm")
+    if ref not in prices:
+        raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
+    tokens = {k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail)) for k in ("prompt_tokens", "completion_tokens")}
+    usd = (tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]) / 1e6
+    if usd <= 0:
+        raise fail("the reference call must cost more than 0", "pricing", "unit")
+    return prices, usd
 
 
 def _retries(value: Any, fail: Any) -> RetryPolicy:

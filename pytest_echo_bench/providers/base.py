@@ -20,6 +20,7 @@ class Request:
     prompt: str
     attempt: int = 1
     timeout_s: float = 180.0
+    sample: int = 0  # the n-th ask of the same arm and prompt within one item (distinct cache entries)
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Completion:
     usage: dict[str, int] | None = None
     sub_calls: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float | None = None
+    cache_hits: int = 0
 
 
 class Provider(Protocol):

@@ -38,7 +38,8 @@ class SimProvider:
         ex = request.example
         if self.transient_rate and _rng(self.seed, ex.id, self.arm, f"fault{request.attempt}").random() < self.transient_rate:
             raise TransientError("simulated 529 overloaded", status=529)
-        rng = _rng(self.seed, ex.id, self.arm)
+        # A repeated ask (sample > 0) is an independent draw, as a model sampled again would be.
+        rng = _rng(self.seed, ex.id, self.arm, *([f"sample{request.sample}"] if request.sample else []))
         roll = rng.random()
         if roll < self.accuracy:
             answer = ex.target
