@@ -49,6 +49,8 @@ class SpecFile(pytest.File):
         except SpecError as exc:
             # pytest prints a CollectError's message alone: file, line, key and what to do.
             raise self.CollectError(f"echo-bench: invalid benchmark spec: {exc}") from exc
+        except UnavailableError as exc:
+            pytest.skip(f"echo-bench: {exc}")
         for arm in spec.arms:
             self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
         for ex in examples:

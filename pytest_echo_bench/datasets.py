@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import UnavailableError
 from .spec import Spec, load_spec
 
 
@@ -92,6 +93,10 @@ def _dataset_path(spec: Spec) -> Path:
     if not path.is_absolute():
         path = spec.path.parent / path  # relative to the spec, so a sweep runs from any directory
     if not path.exists():
+        if spec.dataset.get("optional") is True:
+            # An example spec shipped for data the user may not have: skip it, do not fail the run.
+            raise UnavailableError(f"dataset not found: {path} ({spec.path.name} marks it optional; "
+                                   "set the path to run this benchmark)")
         raise spec.error(f"dataset not found: {path}", "dataset", "path")
     return path
 

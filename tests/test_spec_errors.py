@@ -15,7 +15,7 @@ def spec_with(arms: str = "  a: {provider: sim}", scorer: str = "exact", dataset
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        (spec_with(arms="  a: {provider: nope}"), "*demo.yaml:9 [[]arms.a.provider[]]: unknown provider 'nope'; known: openai, python, sim*"),
+        (spec_with(arms="  a: {provider: nope}"), "*demo.yaml:9 [[]arms.a.provider[]]: unknown provider 'nope'; known: *"),
         (spec_with(scorer="fuzzy"), "*demo.yaml:7 [[]scorer[]]: unknown scorer 'fuzzy'*"),
         (spec_with() + "retrys: {attempts: 2}\n", "*demo.yaml:10 [[]retrys[]]: unknown key 'retrys'*"),
         (spec_with(arms="  a: {provider: sim, accuracy: 2}"), "*[[]arms.a.accuracy[]]: accuracy must be between 0 and 1*"),
@@ -73,3 +73,12 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, sweep: Sw
     result, _, _ = sweep.run("--bench-concurrency", "many")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--bench-concurrency must be a whole number from 1 to 1024, got 'many'*"])
+
+
+def test_an_optional_dataset_that_is_missing_skips_the_spec(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, spec_with(dataset="  loader: jsonl\n  path: ${NO_SUCH_DATA:-missing.jsonl}\n  optional: true"))
+    make_spec(pytester, sim_spec(2, benchmark="other"), name="other")
+    result, _, rows = sweep.run("-rs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*SKIPPED*dataset not found*missing.jsonl (demo.yaml marks it optional*"])
+    assert {r["benchmark"] for r in rows} == {"other"}
