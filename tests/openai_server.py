@@ -32,6 +32,8 @@ class FakeOpenAI:
         self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
         self.exhausted_at: float | None = None
         self.served = 0
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests the server was answering at once
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -90,6 +92,16 @@ class FakeOpenAI:
                     server.requests.append({"body": body, "auth": self.headers.get("authorization")})
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    return self._answer(body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, body: dict[str, Any]) -> None:
                 kind, value = server._next()
                 if kind == "hang":
                     time.sleep(value)

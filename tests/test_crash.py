@@ -17,12 +17,19 @@ from conftest import make_spec, read_rows, sim_spec
 ARMS = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
 
 
-def run(cwd: Path, *args: str, kill_after: float | None = None) -> int | None:
+def run(cwd: Path, *args: str, kill_after: float | None = None, watch: Path | None = None) -> int | None:
+    """Run pytest; with ``kill_after``, SIGKILL the whole group that long after ``watch`` gets rows."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its own group: the kill reaches every worker
     if kill_after is None:
         return proc.wait(timeout=120)
+    deadline = time.monotonic() + 60
+    # Kill mid-run, not mid-startup: wait for the first rows (a loaded machine starts slowly).
+    while watch is not None and proc.poll() is None and time.monotonic() < deadline:
+        if watch.exists() and watch.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
     try:
         return proc.wait(timeout=kill_after)
     except subprocess.TimeoutExpired:
@@ -35,16 +42,14 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) ->
     make_spec(pytester, sim_spec(80, arms=ARMS))
     out = pytester.path / "killed.jsonl"
     rng = random.Random(1234)
-    kills = 0
-    status = run(pytester.path, "demo.yaml", "-n", "2", "--bench-concurrency", "2", "--bench-out", str(out), kill_after=rng.uniform(1.2, 2.5))
-    for _ in range(8):
+    kills, status = 0, None
+    for attempt in range(6):
+        args = ["--bench-resume", str(out)] if attempt else ["demo.yaml", "--bench-out", str(out)]
+        status = run(pytester.path, *args, "-n", "2", "--bench-concurrency", "2",
+                     kill_after=rng.uniform(0.0, 1.0), watch=out)
         if status == 0:
             break
         kills += status is None
-        if not out.exists():  # killed before the first row: start again
-            status = run(pytester.path, "demo.yaml", "-n", "2", "--bench-concurrency", "2", "--bench-out", str(out), kill_after=rng.uniform(1.2, 2.5))
-            continue
-        status = run(pytester.path, "--bench-resume", str(out), "-n", "2", "--bench-concurrency", "2", kill_after=rng.uniform(1.2, 2.5))
     if status != 0:
         status = run(pytester.path, "--bench-resume", str(out), "-n", "2")
     assert status == 0

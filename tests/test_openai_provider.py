@@ -125,12 +125,10 @@ def test_missing_key_skips_with_what_to_set(pytester: pytest.Pytester, sweep: Sw
 def test_concurrent_calls_overlap(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.answer = lambda prompt: (time.sleep(0.2), "4")[1]
     make_spec(pytester, openai_spec(openai_server, n=16, client=client))
-    start = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "8")
-    elapsed = time.monotonic() - start
     assert result.ret == 0 and len(rows) == 16
-    # serially this is 16 x 0.2 s = 3.2 s; eight in flight need about 0.4 s
-    assert elapsed < 2.5, elapsed
+    # One process keeps several calls in flight (wall-clock figures live in benchmarks/concurrency.py).
+    assert 4 <= openai_server.max_in_flight <= 8
 
 
 def test_missing_sdk_skips_with_what_to_install(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
@@ -153,4 +151,4 @@ def test_a_hung_call_does_not_hold_up_a_stopping_run(pytester: pytest.Pytester, 
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert result.ret == 2
     assert time.monotonic() - start < 12
-    assert "q0" not in {r["task_id"] for r in rows}
+    assert len(rows) == 2  # the two calls the quota allowed; the hung one never landed
