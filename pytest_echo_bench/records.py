@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA = 1
@@ -61,11 +61,16 @@ class Row:
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
-        data = asdict(self)
+        # A shallow dict in field order: asdict() deep-copies every value, which cost more per
+        # row than the append itself. Nested values (usage, extra) are plain JSON already.
+        data = {name: getattr(self, name) for name in _ROW_FIELDS}
         if not data["extra"]:
             del data["extra"]
         # ensure_ascii keeps every line pure ASCII: no encoding surprises for odd model output.
         return (json.dumps(data, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+_ROW_FIELDS = tuple(f.name for f in fields(Row))
 
 
 def row_key(row: dict[str, Any], default_benchmark: str) -> Key:

@@ -82,7 +82,6 @@ _CUE = r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)"
 # yields both declarations and the later one wins.
 _DECLARED = re.compile(_CUE + r"\s*:?\s*(?P<ans>(?:(?!" + _CUE + r")[^\n])*)", re.IGNORECASE)
 _LETTER = re.compile(r"^\(?([A-R])\)?(?=$|[\s.,:;)])")
-_BINARY = {"yes": "Yes", "no": "No", "true": "True", "false": "False", "valid": "valid", "invalid": "invalid"}
 
 
 def declared_answers(output: str) -> list[str]:
@@ -108,52 +107,10 @@ def _choice_letter(output: str) -> str | None:
 
 
 def bbh(output: str, target: str, options: dict[str, Any]) -> Verdict:
-    """BIG-Bench Hard: choice letters and free-form answers; ``strict`` follows the paper exactly."""
-    if options.get("strict"):
-        return _bbh_strict(output, target)
-    if _LETTER.fullmatch(target.strip()) or re.fullmatch(r"\([A-R]\)", target.strip()):
-        return choice(output, target, options)
-    answer = _free_form(output)
-    if answer is None:
-        return judge(None, target, False)
-    return judge(answer, target, _normal(answer) == _normal(target))
+    """BIG-Bench Hard (see bbh.py): choice letters and free-form answers; ``strict`` follows the paper exactly."""
+    from .bbh import score  # imported here: bbh.py builds on this module's Verdict and judge
 
-
-def _bbh_strict(output: str, target: str) -> Verdict:
-    # The paper: the text after the last "the answer is ", up to the final period, must equal the target.
-    if "the answer is " not in output:
-        return judge(None, target, False)
-    answer = output.split("the answer is ")[-1].strip()
-    if answer.endswith("."):
-        answer = answer[:-1]
-    return judge(answer, target, answer == target)
-
-
-def _free_form(output: str) -> str | None:
-    declared = declared_answers(output)
-    candidate = declared[-1] if declared else _last_line(output)
-    if candidate is None:
-        return None
-    candidate = candidate.strip().rstrip(".").strip().strip("*\"'`").strip()
-    if not candidate:
-        return None
-    word = candidate.split()[0].strip(".,;:!").lower() if candidate.split() else ""
-    if word in _BINARY:
-        return _BINARY[word]
-    return candidate
-
-
-def _last_line(output: str) -> str | None:
-    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
-    # A bare short answer counts; a paragraph of reasoning with no declaration does not.
-    return lines[-1] if lines and len(lines[-1]) <= 200 and len(lines) == 1 else None
-
-
-def _normal(text: str) -> str:
-    text = text.strip().rstrip(".")
-    if re.fullmatch(r"-?\d+(?:\.0+)?", text.replace(",", "")):
-        return str(int(float(text.replace(",", ""))))
-    return " ".join(text.replace(" ", "") if set(text) <= set("()[]{}<> ") else text.split()).casefold()
+    return score(output, target, options)
 
 
 def on_target(fn: TextScorer) -> Scorer:
@@ -169,6 +126,15 @@ def on_target(fn: TextScorer) -> Scorer:
 SCORERS: dict[str, Scorer] = {
     name: on_target(fn) for name, fn in {"exact": exact, "numeric": numeric, "regex": regex, "choice": choice, "bbh": bbh}.items()
 }
+
+
+def _humaneval(output: str, example: Example, options: dict[str, Any]) -> Verdict:
+    from .humaneval import score  # the sandbox is loaded only when a spec uses it
+
+    return score(output, example, options)
+
+
+SCORERS["humaneval"] = _humaneval
 
 
 def get_scorer(name: str) -> Scorer | None:

@@ -40,7 +40,18 @@ def _oracle(arm, spec, caller):  # type: ignore[no-untyped-def]
     return build_oracle(arm, spec, caller)
 
 
+def _replay(arm, spec, caller):  # type: ignore[no-untyped-def]
+    from .replay import build
+    return build(arm, spec, caller)
+
+
+def _reference(arm, spec, caller):  # type: ignore[no-untyped-def]
+    from .reference import build
+    return build(arm, spec, caller)
+
+
 PROVIDERS: dict[str, Factory] = {"sim": _sim, "openai": _openai, "anthropic": _anthropic, "command": _command,
-                                 "python": _python, "cascade": _cascade, "oracle": _oracle}
+                                 "python": _python, "cascade": _cascade, "oracle": _oracle,
+                                 "replay": _replay, "reference": _reference}
 
 __all__ = ["PROVIDERS", "Caller", "Completion", "Factory", "Provider", "Request"]

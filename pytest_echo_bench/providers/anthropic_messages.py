@@ -1,0 +1,206 @@
+"""Anthropic Messages API: the official ``anthropic`` SDK, or a lean HTTP client.
+
+``client: sdk`` (default) uses the official SDK, imported lazily, with its own retries off.
+``client: http`` POSTs ``{base_url}/v1/messages`` over the standard library's ``http.client``
+with a keep-alive connection per thread. Both map errors through one ``classify_status``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from ..spec import ArmSpec, Spec
+from .base import Caller, Completion, Request, option
+from .openai_chat import retry_after
+
+_SAMPLING = ("temperature", "top_p", "stop_sequences")
+_KNOWN = {"model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
+# A key that lost access, or an account without credit: no retry can help, so the run stops.
+_EXHAUSTED_TYPES = {"billing_error", "permission_error", "authentication_error"}
+_TRANSIENT_TYPES = {"rate_limit_error", "overloaded_error", "api_error", "timeout_error"}
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+
+Reply = tuple[str, dict[str, int] | None]
+
+
+class Transport(Protocol):
+    def post(self, payload: dict[str, Any]) -> Reply: ...
+
+
+@dataclass
+class AnthropicProvider:
+    transport: Transport
+    model: str
+    system: str | None
+    params: dict[str, Any]
+
+    def complete(self, request: Request) -> Completion:
+        payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}], **self.params}
+        if self.system:
+            payload["system"] = self.system
+        text, usage = self.transport.post(payload)
+        return Completion(text, usage)
+
+
+def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
+    """Exhausted / transient / permanent from the status *and* the error type and message."""
+    kind = str(error.get("type") or "")
+    text = str(error.get("message") or "")
+    message = f"HTTP {status} {kind}: {text}".strip()
+    # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
+    if kind in _EXHAUSTED_TYPES or status in (401, 402, 403) or "credit balance is too low" in text.lower():
+        return ExhaustedError(f"{message}; top up the account or fix the key, then resume", status=status)
+    if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:  # 529 is "overloaded"
+        return TransientError(message, retry_after=retry_after(headers), status=status)
+    return PermanentError(message, status=status)
+
+
+def _error_of(body: Any) -> Mapping[str, Any]:
+    """The ``error`` object of ``{"type": "error", "error": {...}}``, or what there is."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        return inner if isinstance(inner, dict) else body
+    return {"message": str(body)[:200] if body is not None else ""}
+
+
+def _reply(data: Any) -> Reply:
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, list):
+        raise PermanentError("the server answered without content")
+    text = "".join(block.get("text") or "" for block in content if isinstance(block, dict) and block.get("type") == "text")
+    usage = data.get("usage") or {}
+    names = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+    tokens = {ours: int(usage[theirs]) for theirs, ours in names.items() if usage.get(theirs) is not None}
+    return text, tokens or None
+
+
+def _sdk_arguments(payload: dict[str, Any]) -> dict[str, Any]:
+    """Required fields as arguments, the rest as ``extra_body``: SDK releases differ in which
+    sampling parameters they accept as arguments (newer ones dropped temperature and top_p),
+    while the wire format takes them all."""
+    required = {k: payload[k] for k in ("model", "max_tokens", "messages")}
+    rest = {k: v for k, v in payload.items() if k not in required}
+    return {**required, "extra_body": rest} if rest else required
+
+
+@dataclass
+class SDKTransport:
+    client: Any
+    sdk: Any
+
+    def post(self, payload: dict[str, Any]) -> Reply:
+        sdk = self.sdk
+        try:
+            resp = self.client.messages.create(**_sdk_arguments(payload))
+        except sdk.APIConnectionError as exc:  # includes APITimeoutError
+            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+        except sdk.APIStatusError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
+            raise classify_status(exc.status_code, _error_of(body), exc.response.headers) from exc
+        except sdk.AnthropicError as exc:
+            raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
+        usage = getattr(resp, "usage", None)
+        return _reply({
+            "content": [{"type": block.type, "text": getattr(block, "text", None)} for block in resp.content or []],
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens} if usage else None,
+        })
+
+
+@dataclass
+class HTTPTransport:
+    base_url: str
+    key: str | None
+    timeout: float
+    _local: threading.local = field(default_factory=threading.local)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "localhost", parts.port
+        self._path = parts.path.rstrip("/") + "/v1/messages"
+        self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
+        if self.key:
+            self._headers["x-api-key"] = self.key
+        self._ssl = ssl.create_default_context() if self._https else None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def post(self, payload: dict[str, Any]) -> Reply:
+        conn = self._connection()
+        try:
+            conn.request("POST", self._path, json.dumps(payload), self._headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, refused, torn replies
+            conn.close()
+            self._local.conn = None
+            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode("utf-8", "replace")}
+        if resp.status != 200:
+            raise classify_status(resp.status, _error_of(data), {k.lower(): v for k, v in resp.headers.items()})
+        return _reply(data)
+
+
+def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
+    # The Messages API refuses a request without max_tokens, so there is always one.
+    max_tokens = option(arm, "max_tokens", int, 1024, spec)
+    if max_tokens < 1:
+        raise spec.error(f"max_tokens must be positive, got {max_tokens}", "arms", arm.name, "max_tokens")
+    params: dict[str, Any] = {"max_tokens": max_tokens}
+    for key, kind in (("temperature", (int, float)), ("top_p", (int, float)), ("stop_sequences", list)):
+        value = option(arm, key, kind, None, spec)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
+    unknown = sorted(set(arm.options) - _KNOWN)
+    if unknown:
+        raise spec.error(f"unknown anthropic option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    model = option(arm, "model", str, None, spec)
+    if not model:
+        raise spec.error("an anthropic arm needs a 'model'", "arms", arm.name)
+    client = option(arm, "client", str, "sdk", spec)
+    if client not in ("sdk", "http"):
+        raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
+    key_env = option(arm, "api_key_env", (str, type(None)), "ANTHROPIC_API_KEY", spec)
+    base_url = option(arm, "base_url", str, DEFAULT_BASE_URL, spec)
+    system = option(arm, "system", str, None, spec)
+    params = _params(arm, spec)
+    # "api_key_env: null" is for local proxies that take no key; then none is sent.
+    key = os.environ.get(key_env) if key_env else None
+    if key_env and not key:
+        raise UnavailableError(f"arm {arm.name!r} needs an API key: set the environment variable {key_env}")
+    if client == "http":
+        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params)
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise UnavailableError("the anthropic SDK is not installed: pip install 'pytest-echo-bench[anthropic]' "
+                               "(or set client: http)") from exc
+    # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
+    # The SDK insists on some credential, so a keyless arm sends a placeholder.
+    sdk_client = anthropic.Anthropic(api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s)
+    return AnthropicProvider(SDKTransport(sdk_client, anthropic), model, system, params)

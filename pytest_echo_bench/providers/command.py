@@ -1,0 +1,181 @@
+"""Model CLIs as a provider: run an argv, prompt on stdin or in an argument, answer on stdout.
+
+Every call runs isolated. A model CLI started inside a project reads that project's settings,
+hooks and instructions file (and the user's), and once answered as the wrong agent because of
+it. So each call gets an empty temporary working directory (removed afterwards), a HOME inside
+it, and an environment reduced to an allow-list plus the variable names the arm lists in
+``env:``. On timeout the whole process group is killed, helpers the CLI started included.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ExhaustedError, TransientError, UnavailableError
+from ..spec import ArmSpec, Spec
+from .base import Caller, Completion, Request, option
+
+_KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home"}
+# Locale and terminal only: no keys, no project variables, no config-directory overrides.
+_ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+PROMPT = "{prompt}"
+
+
+@dataclass(frozen=True)
+class Preset:
+    argv: tuple[str, ...]  # after the model is substituted for "{model}"
+    env: tuple[str, ...]
+    exhaustion: tuple[str, ...]
+
+
+PRESETS = {
+    # --setting-sources "" keeps the CLI from loading user and project settings, hooks and CLAUDE.md.
+    "claude": Preset(
+        argv=("claude", "--print", "--model", "{model}", "--setting-sources", ""),
+        env=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+        exhaustion=(r"Claude AI usage limit reached", r"usage limit reached", r"5-hour limit reached"),
+    ),
+}
+
+
+@dataclass
+class CommandProvider:
+    name: str
+    argv: tuple[str, ...]  # argv[0] is an absolute path, resolved once at build time
+    prompt_mode: str
+    env_names: tuple[str, ...]
+    keep_home: bool
+    exhaustion: re.Pattern[str] | None
+
+    def complete(self, request: Request) -> Completion:
+        with tempfile.TemporaryDirectory(prefix="echo-bench-cmd-") as tmp:
+            work, home = Path(tmp, "work"), Path(tmp, "home")
+            work.mkdir()
+            home.mkdir()
+            rc, out, err = self._run(request, work, home)
+        if rc != 0:
+            raise self._failure(rc, out, err)
+        return Completion(out.strip())
+
+    def _run(self, request: Request, work: Path, home: Path) -> tuple[int, str, str]:
+        argv = [a.replace(PROMPT, request.prompt) for a in self.argv] if self.prompt_mode == "arg" else list(self.argv)
+        stdin = request.prompt.encode() if self.prompt_mode == "stdin" else None
+        # A new session makes the CLI the leader of its own process group, so a timeout can
+        # kill everything it started, not just the direct child.
+        with subprocess.Popen(argv, cwd=work, env=self._env(home), start_new_session=True,
+                              stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            try:
+                out, err = proc.communicate(stdin, timeout=request.timeout_s)
+            except subprocess.TimeoutExpired:
+                raise TransientError(f"{self.name} timed out after {request.timeout_s:g} s; its process group was killed") from None
+            finally:
+                _kill_group(proc.pid)  # helpers left behind, a timeout or an interrupt: nothing outlives the call
+        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def _env(self, home: Path) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _ALLOWED_ENV if k in os.environ}
+        env["HOME"] = os.path.expanduser("~") if self.keep_home else str(home)
+        env.update({k: os.environ[k] for k in self.env_names if k in os.environ})
+        return env
+
+    def _failure(self, rc: int, out: str, err: str) -> Exception:
+        text = "\n".join(s for s in (err.strip(), out.strip()) if s)
+        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+        # The tail, long enough that the Classifier still sees a limit message after a traceback.
+        message = f"{self.name} {how}: {text[-2000:] or '(no output)'}"
+        if self.exhaustion is not None and self.exhaustion.search(text):
+            return ExhaustedError(message)
+        # An unrecognised non-zero exit is transient. A model CLI fails mostly the way its API
+        # does (overloaded, rate limited, network) and reports it only as text; a permanent
+        # error would be recorded as a failed row that resume never retries, while a transient
+        # one is retried and, if it persists, left incomplete for a resume. A CLI that fails on
+        # every call (a bad flag) then stops the run unrecorded instead of filling the results
+        # with errors. The Classifier still turns exhaustion text ("usage limit", spec
+        # `errors.exhaustion` patterns) into a stop.
+        return TransientError(message)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def _argv(arm: ArmSpec, spec: Spec) -> tuple[list[str], Preset | None]:
+    preset_name = option(arm, "preset", str, None, spec)
+    raw = arm.options.get("argv")
+    if isinstance(raw, str):
+        raise spec.error("argv must be a list of arguments, not a shell string: argv: [program, arg, ...] "
+                         "(it is never run through a shell)", "arms", arm.name, "argv")
+    model = option(arm, "model", str, None, spec)
+    if preset_name is None:
+        if raw is None:
+            raise spec.error(f"a command arm needs argv: [program, arg, ...] or preset: ({', '.join(PRESETS)})", "arms", arm.name)
+        if model is not None:
+            raise spec.error("model is only used with a preset; put the model in argv", "arms", arm.name, "model")
+        if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
+            raise spec.error(f"argv must be a non-empty list of strings, got {raw!r}", "arms", arm.name, "argv")
+        return list(raw), None
+    if raw is not None:
+        raise spec.error("give either argv or preset, not both", "arms", arm.name, "argv")
+    preset = PRESETS.get(preset_name)
+    if preset is None:
+        raise spec.error(f"unknown preset {preset_name!r}; known: {', '.join(PRESETS)}", "arms", arm.name, "preset")
+    if not model:
+        raise spec.error(f"preset {preset_name} needs a 'model'", "arms", arm.name, "model")
+    return [a.replace("{model}", model) for a in preset.argv], preset
+
+
+def _resolve(program: str, arm: ArmSpec, spec: Spec) -> str:
+    """The executable's absolute path: the call runs in a temporary directory, not here."""
+    if os.sep in program and not os.path.isabs(program):
+        program = str(spec.path.parent / program)  # relative to the spec, like dataset paths
+    found = shutil.which(program)
+    if found is None:
+        raise UnavailableError(f"arm {arm.name!r} runs {program!r}, which was not found on PATH: "
+                               f"install it or set binary: /path/to/{os.path.basename(program)}")
+    return os.path.abspath(found)
+
+
+def _env_names(arm: ArmSpec, spec: Spec, default: tuple[str, ...]) -> tuple[str, ...]:
+    names = option(arm, "env", list, list(default), spec)
+    for name in names:
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise spec.error(f"env lists variable names to pass through (e.g. ANTHROPIC_API_KEY), got {name!r}",
+                             "arms", arm.name, "env")
+    return tuple(names)
+
+
+def _check_prompt(argv: list[str], mode: str, arm: ArmSpec, spec: Spec) -> None:
+    if mode not in ("stdin", "arg"):
+        raise spec.error(f"prompt must be stdin or arg, got {mode!r}", "arms", arm.name, "prompt")
+    has_slot = any(PROMPT in a for a in argv[1:])
+    if mode == "arg" and not has_slot:
+        raise spec.error("prompt: arg needs an argument containing {prompt}", "arms", arm.name, "argv")
+    if mode == "stdin" and has_slot:
+        raise spec.error("argv contains {prompt} but the prompt goes to stdin: set prompt: arg", "arms", arm.name, "prompt")
+
+
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
+    unknown = sorted(set(arm.options) - _KNOWN)
+    if unknown:
+        raise spec.error(f"unknown command option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    argv, preset = _argv(arm, spec)
+    mode = option(arm, "prompt", str, "stdin", spec)
+    _check_prompt(argv, mode, arm, spec)
+    env_names = _env_names(arm, spec, preset.env if preset else ())
+    keep_home = option(arm, "keep_home", bool, False, spec)
+    argv[0] = _resolve(option(arm, "binary", str, argv[0], spec), arm, spec)
+    patterns = preset.exhaustion if preset else ()
+    exhaustion = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
+    return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home), exhaustion)

@@ -1,0 +1,33 @@
+"""Reference: answer with the dataset's own reference, a self-test of a loader and its scorer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..spec import ArmSpec, Spec
+from .base import Caller, Completion, Request, option
+
+_KNOWN = {"template"}
+
+
+@dataclass(frozen=True)
+class ReferenceProvider:
+    template: str
+
+    def complete(self, request: Request) -> Completion:
+        ex = request.example
+        # Code benchmarks carry a canonical solution; the target there is a test, not an answer.
+        solution = ex.metadata.get("canonical_solution")
+        text = solution if isinstance(solution, str) else self.template.replace("{target}", ex.target)
+        return Completion(text, usage=None, sub_calls=0, extra={"reference": True})
+
+
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> ReferenceProvider:
+    unknown = sorted(set(arm.options) - _KNOWN)
+    if unknown:
+        raise spec.error(f"unknown reference option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}",
+                         "arms", arm.name, unknown[0])
+    template = option(arm, "template", str, "{target}", spec)
+    if "{target}" not in template:
+        raise spec.error("template must contain {target}", "arms", arm.name, "template")
+    return ReferenceProvider(template)

@@ -1,0 +1,136 @@
+"""Replay: answer from recorded outputs (the BBH paper's files or our own results) with no model calls."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import PermanentError, StoreError
+from ..spec import ArmSpec, Spec
+from ..store import read_records
+from .base import Caller, Completion, Request, option
+
+T = TypeVar("T")
+_KNOWN = {"path", "arm"}
+_BBH_ID = re.compile(r"bbh/(?P<subtask>[^/]+)/(?P<index>\d+)")
+
+# One load per file per process, shared by every arm and thread that replays it.
+_loaded: dict[tuple[str, Path], Any] = {}  # (kind, path) -> what that kind's reader returned
+_load_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class BbhRecording:
+    """A directory of ``<subtask>.json[.gz]`` files, ``{"outputs": [{"input", "prediction", "target"}]}``."""
+
+    root: Path
+
+    def complete(self, request: Request) -> Completion:
+        ex = request.example
+        m = _BBH_ID.fullmatch(ex.id)
+        if m is None:
+            raise PermanentError(f"replay from a directory answers BBH task ids bbh/<subtask>/<index>, not {ex.id!r}")
+        file, outputs = _once("bbh", self._file(m.group("subtask")), _read_outputs)
+        index = int(m.group("index"))
+        if index >= len(outputs):
+            raise PermanentError(f"no recorded output for {ex.id}: {file} holds {len(outputs)} outputs")
+        record = outputs[index]
+        if str(record.get("target")) != ex.target:
+            # A file of another task or another ordering would otherwise score as plausible nonsense.
+            raise PermanentError(f"the recording does not line up with the dataset: {file} output {index} has target "
+                                 f"{record.get('target')!r} but {ex.id} has target {ex.target!r}")
+        return _replayed(str(record.get("prediction", "")))
+
+    def _file(self, subtask: str) -> Path:
+        for name in (f"{subtask}.json", f"{subtask}.json.gz"):
+            if (self.root / name).is_file():
+                return self.root / name
+        raise PermanentError(f"no recording for BBH task {subtask!r}: neither {subtask}.json nor {subtask}.json.gz in {self.root}")
+
+
+@dataclass(frozen=True)
+class ResultsRecording:
+    """One of our own results files: the output of the row with the item's task id and ``arm``."""
+
+    path: Path
+    arm: str | None  # None: the file's only arm, else the replaying arm's own name
+
+    def complete(self, request: Request) -> Completion:
+        arms, outputs = _once("results", self.path, _read_results)
+        arm = self.arm or (next(iter(arms)) if len(arms) == 1 else request.arm)
+        output = outputs.get((request.example.id, arm))
+        if output is None:
+            known = ", ".join(sorted(arms)) or "none"
+            raise PermanentError(f"no recorded output for {request.example.id} of arm {arm!r} in {self.path} (arms: {known})")
+        return _replayed(output)
+
+
+def _replayed(text: str) -> Completion:
+    return Completion(text, usage=None, sub_calls=0, extra={"replayed": True})
+
+
+def _once(kind: str, path: Path, read: Callable[[Path], T]) -> T:
+    key = (kind, path)
+    with _load_lock:
+        if key not in _loaded:
+            _loaded[key] = read(path)
+        loaded: T = _loaded[key]
+        return loaded
+
+
+def _read_outputs(path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            outputs = json.load(f)["outputs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PermanentError(f"cannot read recording {path}: {exc}") from exc
+    if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
+        raise PermanentError(f"recording {path} has no list of outputs")
+    return path, outputs
+
+
+def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str], str]]:
+    try:
+        _, records = read_records(path)
+    except StoreError as exc:
+        raise PermanentError(str(exc)) from exc
+    arms: set[str] = set()
+    outputs: dict[tuple[str, str], str] = {}
+    for rec in records:
+        row = rec.data
+        if isinstance(row.get("task_id"), str) and isinstance(row.get("arm"), str):
+            arms.add(row["arm"])
+            if isinstance(row.get("output"), str):
+                outputs[(row["task_id"], row["arm"])] = row["output"]  # a later row (a re-run) wins
+    return arms, outputs
+
+
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRecording:
+    unknown = sorted(set(arm.options) - _KNOWN)
+    if unknown:
+        raise spec.error(f"unknown replay option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    raw = option(arm, "path", str, None, spec)
+    if not raw:
+        raise spec.error("replay needs a 'path': a directory of BBH recordings or a .jsonl results file", "arms", arm.name)
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = spec.path.parent / path  # relative to the spec, like a dataset path
+    if not path.exists():
+        raise spec.error(f"replay path not found: {path}", "arms", arm.name, "path")
+    source = option(arm, "arm", str, None, spec)
+    if path.is_dir():
+        if source is not None:
+            raise spec.error("'arm' selects a row of a .jsonl results file; a directory of BBH recordings has none",
+                             "arms", arm.name, "arm")
+        return BbhRecording(path.resolve())
+    if path.suffix != ".jsonl":
+        raise spec.error(f"replay path must be a directory of BBH recordings or a .jsonl results file: {path}",
+                         "arms", arm.name, "path")
+    return ResultsRecording(path.resolve(), source)
