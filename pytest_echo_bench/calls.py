@@ -17,6 +17,7 @@ from .errors import (
     PermanentError,
     ProviderError,
     TransientError,
+    UnavailableError,
 )
 from .providers.base import Completion, Provider, Request
 from .spec import RetryPolicy
@@ -100,8 +101,8 @@ def call_with_retries(
         req = dataclasses.replace(request, attempt=attempt)
         try:
             return Attempted(provider.complete(req), attempt, retries)
-        except (AbortedError, IncompleteError):
-            raise  # a composite arm's sub-call already decided
+        except (AbortedError, IncompleteError, UnavailableError):
+            raise  # a composite arm's sub-call already decided, or a sub-arm cannot run here
         except Exception as exc:  # every error is classified; nothing escapes as a wrong answer
             error = classifier.classify(exc)
         if not isinstance(error, TransientError):

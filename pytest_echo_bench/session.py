@@ -19,7 +19,7 @@ from .context import RunContext
 from .live import LiveRun
 from .options import BenchOptions
 from .records import Key
-from .runner import ABORTED, INCOMPLETE, ROW, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
+from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
 from .shard import parse_shard
 from .store import ResultsWriter, read_index
 from .summary import summarize
@@ -47,6 +47,7 @@ class BenchSession:
         self.counts: dict[str, int] = {}
         self.not_completed: dict[tuple[str, str], int] = {}
         self.unfinished: list[tuple[str, str]] = []
+        self.unavailable: dict[tuple[str, str], int] = {}  # (arm, reason) -> items skipped
         self.other_failures = 0
         self.collect_errors = 0
         self._resume_said = False
@@ -165,6 +166,8 @@ class BenchSession:
             outcome = item.stash.get(OUTCOME, None)
             if outcome is not None:
                 report.bench = bench_payload(item, outcome)  # plain JSON: it travels to the controller
+        elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
+            del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
@@ -192,7 +195,11 @@ class BenchSession:
         if bench["kind"] != ROW:
             key = (bench["benchmark"], bench["arm"])
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
-            self.unfinished.append((report.nodeid, bench["message"]))
+            if bench["kind"] == UNAVAILABLE:  # one reason per arm, not one line per item
+                reason = (bench["arm"], bench["message"])
+                self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
+            else:
+                self.unfinished.append((report.nodeid, bench["message"]))
         if bench.get("retries"):
             self._write(f"echo-bench: {report.nodeid} took {bench['retries']} retries")
 
@@ -305,6 +312,8 @@ class BenchSession:
         tr.section("echo-bench summary")
         for line in summarize(path, self.not_completed):
             tr.write_line(line)
+        for (arm, reason), count in sorted(self.unavailable.items()):
+            tr.write_line(f"skipped: {count} items of arm {arm}: {reason}")
         for nodeid, message in self.unfinished[:5]:
             tr.write_line(f"not completed: {nodeid}: {message}")
         if len(self.unfinished) > 5:

@@ -1,0 +1,193 @@
+"""Fast paths give exactly what the plain ones gave: the key scan, the append lock, the row line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.keyscan import ROW
+from pytest_echo_bench.records import Row, row_key
+from pytest_echo_bench.store import ResultsWriter, read_index, read_records
+
+META = b'{"_meta":true,"benchmark":"b"}\n'
+
+
+def row(task_id: str = "t0", arm: str = "a", benchmark: str = "b", **changes: object) -> Row:
+    fields = dict(task_id=task_id, arm=arm, passed=True, detail="passed", wall_seconds=0.5, sub_calls=1,
+                  benchmark=benchmark, status="correct", output="so 4", answer="4", target="4", attempts=1,
+                  started_at="s", finished_at="f", worker="main", run_id="r", usage={"prompt_tokens": 3})
+    return Row(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def full_parser(path: Path, upto: int | None = None) -> tuple[dict[str, object] | None, set[tuple[str, str, str]]]:
+    """What read_index returned before the key scan: json.loads of every line."""
+    meta, records = read_records(path, upto=upto)
+    default = str((meta or {}).get("benchmark", ""))
+    return meta, {row_key(r.data, default) for r in records}
+
+
+def assert_same(path: Path, upto: int | None = None) -> set[tuple[str, str, str]]:
+    try:
+        expected = full_parser(path, upto)
+    except StoreError as exc:
+        with pytest.raises(StoreError) as got:
+            read_index(path, upto)
+        assert str(got.value) == str(exc)
+        return set()
+    index = read_index(path, upto)
+    assert (index.meta, index.keys) == expected
+    return index.keys
+
+
+TRICKY = [
+    row('q"1', "arm\\x").to_line(),  # escaped quote and backslash in the keys
+    row("caf\u00e9 \U0001f600", "\u2192", "b\u00e9").to_line(),  # unicode escapes, a surrogate pair
+    row("new\nline\ttab", "a").to_line(),
+    row("t1", "a", benchmark="").to_line(),  # an empty benchmark: the meta line's
+    row("t2", "a", extra={"sandbox": {"limits": {"cpu": [1, None]}}, "x": "}{"}).to_line(),
+    row("t3", "a", output='{"task_id":"fake","arm":"fake","benchmark":"fake"}').to_line(),
+    row("t4", "a", wall_seconds=1e-07, cost_usd=-0.0, usage=None).to_line(),
+    json.dumps({"task_id": "old", "arm": "a", "passed": True, "detail": "passed", "wall_seconds": 1.0,
+                "sub_calls": 1}).encode() + b"\n",  # the older six-field format, with spaces
+    b'{"task_id":"nobench","arm":"a","passed":true}\n',  # no benchmark field
+    b'{"task_id":"dup","arm":"a","benchmark":"b","task_id":"last"}\n',  # json.loads keeps the last
+    b'{"task_id":"m","arm":"a","benchmark":"b","_meta":true}\n',  # a meta line after the first
+    b'{"task_id":7,"arm":"a","benchmark":"b"}\n',  # a number for an id
+    '{"task_id":"raw caf\u00e9","arm":"a","benchmark":"b"}\n'.encode(),  # raw UTF-8
+    b'{"task_id":"crlf","arm":"a","benchmark":"b"}\r\n',
+    b'{"task_id":"nan","arm":"a","benchmark":"b","x":NaN}\n',
+    b'{"task_id":"deep","arm":"a","benchmark":"b","x":[[[[[[1]]]]]]}\n',
+    b"   \n",
+    b"\n",
+]
+
+
+def test_tricky_rows_read_the_same_keys(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(META + b"".join(TRICKY))
+    keys = assert_same(path)
+    assert ("b", 'q"1', "arm\\x") in keys and ("b\u00e9", "caf\u00e9 \U0001f600", "\u2192") in keys
+    assert ("b", "t1", "a") in keys and ("b", "old", "a") in keys and ("b", "last", "a") in keys
+    assert ("b", "7", "a") in keys and ("b", "m", "a") not in keys
+
+
+def test_the_pattern_reads_our_own_rows_and_not_the_others() -> None:
+    assert all(ROW.fullmatch(line.rstrip(b"\n")) for line in TRICKY[:7])
+    assert not any(ROW.fullmatch(line.rstrip(b"\n")) for line in TRICKY[7:])
+
+
+@pytest.mark.parametrize("garbage", [
+    b"this is not json",
+    b"[1, 2]",
+    b'{"task_id": "t9"}',
+    b'{"task_id":"q1","arm":"a","benchmark":"b","output":"to{"task_id":"q2","arm":"a","benchmark":"b"}',  # merged
+    b'{"task_id":"q1","arm":"a","benchmark":"b","x":01}',
+    b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\x01"}',
+    b'{"task_id":"q1","arm":"a","benchmark":"b","x":[1,]}',
+    b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\xff"}',
+    b'{"task_id":"q1","arm":"a","benchmark":"b"}}',
+])
+def test_garbage_in_the_middle_is_refused_with_the_same_message(tmp_path: Path, garbage: bytes) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(META + row("t0").to_line() + garbage + b"\n" + row("t1").to_line())
+    with pytest.raises(StoreError, match=r"r\.jsonl:3: not a results row"):
+        read_index(path)
+    assert_same(path)
+
+
+@pytest.mark.parametrize("tail", [b'{"task_id":"t9","arm":"a","pas', row("t9").to_line().rstrip(b"\n"), b"garbage"])
+def test_the_last_line_without_a_newline_counts_only_when_whole(tmp_path: Path, tail: bytes) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(META + row("t0").to_line() + tail)
+    assert assert_same(path) >= {("b", "t0", "a")}
+
+
+def test_every_offset_reads_the_same_keys(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(META + b"".join(row(f"t{i}", extra={"k": i}).to_line() for i in range(3)) + TRICKY[7])
+    for upto in range(0, path.stat().st_size + 1, 7):
+        assert_same(path, upto)
+
+
+def test_random_rows_read_the_same_keys(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    alphabet = 'ab"\\\n\t\x00\x1f\x7f /{}[],:\u00e9\u2028\U0001f600'
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(7 if depth < 6 else 4)
+        return [text, lambda: rng.random() * 10 ** rng.randint(-9, 9), lambda: rng.choice([True, False, None]),
+                lambda: rng.randint(-5, 5), lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))],
+                lambda: {text(): value(depth + 1) for _ in range(rng.randint(0, 3))}, text][kind]()
+
+    lines = [META]
+    for _ in range(300):
+        line = row(text(), text(), rng.choice(["", "b", text()]), output=text(), extra={"v": value(0)}).to_line()
+        lines.append(line if rng.random() < 0.8 else json.dumps(json.loads(line)).encode() + b"\n")
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(lines))
+    assert len(assert_same(path)) > 250
+
+
+def test_row_line_is_the_asdict_line() -> None:
+    for r in (row(), row(extra={"escalated": True}), row(usage=None, cost_usd=0.25)):
+        data = dataclasses.asdict(r)
+        if not data["extra"]:
+            del data["extra"]
+        assert r.to_line() == (json.dumps(data, separators=(",", ":")) + "\n").encode()
+
+
+def test_a_tail_torn_by_another_process_is_cut_before_the_next_row(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer, other = ResultsWriter(path), ResultsWriter(path)
+    writer.append(row("t0").to_line())
+    other.append(row("t1").to_line())
+    with open(path, "ab") as f:
+        f.write(b'{"task_id":"t2","arm":"a","pas')  # another process killed mid-write
+    writer.append(row("t3").to_line())
+    other.append(row("t4").to_line())
+    writer.close()
+    other.close()
+    assert [json.loads(line)["task_id"] for line in path.read_bytes().splitlines()] == ["t0", "t1", "t3", "t4"]
+    assert (tmp_path / "r.jsonl.torn").read_bytes() == b'{"task_id":"t2","arm":"a","pas\n'
+
+
+def test_the_append_lock_is_the_lock_filelock_takes(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path)
+    writer.append(row("t0").to_line())
+    (tmp_path / "r.jsonl.lock").unlink()  # the controller removes it at the end of a run
+    held = FileLock(str(path) + ".lock")
+    held.acquire()
+    done = threading.Event()
+    threading.Thread(target=lambda: (writer.append(row("t1").to_line()), done.set())).start()
+    time.sleep(0.3)
+    assert not done.is_set()  # waits for the holder of the new lock file
+    held.release()
+    assert done.wait(5)
+    writer.close()
+    assert len(path.read_bytes().splitlines()) == 2
+
+
+def test_silent_setup_and_teardown_reports_of_items_are_not_kept(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(3))
+    pytester.makeconftest("""
+        def pytest_terminal_summary(terminalreporter):
+            print("kept:", len(terminalreporter.stats.get("", [])))
+    """)
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result, _, rows = sweep.run(str(pytester.path))
+    result.assert_outcomes(passed=4, failed=3)
+    result.stdout.fnmatch_lines(["kept: 2"])  # the ordinary test's setup and teardown only
+    assert len(rows) == 6

