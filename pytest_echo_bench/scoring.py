@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -137,5 +138,33 @@ def _humaneval(output: str, example: Example, options: dict[str, Any]) -> Verdic
 SCORERS["humaneval"] = _humaneval
 
 
+def scorer(name: str) -> Callable[[Scorer], Scorer]:
+    """Register a custom scorer, e.g. in a conftest.py::
+
+        @pytest_echo_bench.scorer("contains")
+        def contains(output: str, example: Example, options: dict) -> Verdict:
+            found = example.target.lower() in output.lower()
+            return judge(example.target if found else output[-40:], example.target, found)
+
+    and use it as ``scorer: contains`` (options: ``scorer: {name: contains, ...}``).
+    """
+
+    def register(fn: Scorer) -> Scorer:
+        SCORERS[name] = fn
+        return fn
+
+    return register
+
+
 def get_scorer(name: str) -> Scorer | None:
-    return SCORERS.get(name)
+    """A built-in or registered scorer, or ``module:function``."""
+    if name in SCORERS:
+        return SCORERS[name]
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None
+        return found if callable(found) else None
+    return None

@@ -166,3 +166,28 @@ def test_bbh_loader_slices_subtasks_with_stable_ids(pytester: pytest.Pytester, s
     assert meta is not None and meta["benchmarks"]["bbh"]["items"] == 6
     expected = json.loads((BBH / "navigate.json").read_text())["examples"][10]["target"]
     assert next(r["target"] for r in rows if r["task_id"] == "bbh/navigate/10") == expected
+
+
+def test_custom_scorer_registered_in_a_conftest(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    pytester.makeconftest("""
+        from pytest_echo_bench import judge, scorer
+
+        @scorer("contains")
+        def contains(output, example, options):
+            found = example.target in output
+            return judge(example.target if found else output, example.target, found)
+    """)
+    arms = "  chatty: {provider: sim, accuracy: 1.0, template: 'Well, I think {answer}, really.'}"
+    make_spec(pytester, sim_spec(3, arms=arms).replace("scorer: exact", "scorer: contains"))
+    result, _, rows = sweep.run()
+    result.assert_outcomes(passed=3)
+    assert all(r["answer"] == "4" for r in rows)
+
+
+def test_junitxml_keeps_working(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2))
+    xml = pytester.path / "junit.xml"
+    result, _, _ = sweep.run(f"--junitxml={xml}")
+    assert result.ret == 0
+    text = xml.read_text()
+    assert 'tests="4"' in text and 'failures="2"' in text and "expected 4 got" in text

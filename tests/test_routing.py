@@ -113,3 +113,17 @@ def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pyte
         sweep.out.unlink()
         result, _, _ = sweep.run("--bench-cache", "off")
         assert len(server.requests) == 15 + 20  # no cache: the cascade asks both samples itself
+
+
+def test_cache_is_shared_by_xdist_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    with FakeOpenAI(lambda prompt: "4") as server:
+        make_spec(pytester, sim_spec(12, arms=openai_arms(server)))
+        cache = pytester.path / "cache.sqlite"
+        result, _, rows = sweep.run("-n", "2", "--bench-cache", str(cache))
+        assert result.ret == 0 and {r["worker"] for r in rows} == {"gw0", "gw1"}
+        first = len(server.requests)
+        assert 24 <= first <= 36  # small + big, plus cascade samples not already answered
+        sweep.out.unlink()
+        result, _, again = sweep.run("-n", "2", "--bench-cache", str(cache))
+        assert result.ret == 0 and len(again) == 36
+        assert len(server.requests) == first  # the other run's answers, from the shared file
