@@ -122,7 +122,9 @@ def test_cache_is_shared_by_xdist_workers(pytester: pytest.Pytester, sweep: Swee
         result, _, rows = sweep.run("-n", "2", "--bench-cache", str(cache))
         assert result.ret == 0 and {r["worker"] for r in rows} == {"gw0", "gw1"}
         first = len(server.requests)
-        assert 24 <= first <= 36  # small + big, plus cascade samples not already answered
+        # small + big + the cascade's second samples; its first samples are small's answers unless
+        # both asks were in flight at once (workers race: the cache saves what it can, never lies)
+        assert 36 <= first <= 48
         sweep.out.unlink()
         result, _, again = sweep.run("-n", "2", "--bench-cache", str(cache))
         assert result.ret == 0 and len(again) == 36
