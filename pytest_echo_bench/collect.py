@@ -131,7 +131,9 @@ def failure_text(outcome: Outcome) -> str:
     lines = [f"{row.status}: {row.detail}", f"  target: {row.target}", f"  answer: {row.answer}"]
     if tail:
         lines.append("  output tail: " + tail.replace("\n", "\n    "))
-    return "\n".join(lines)
+    # Lone surrogates (a model's broken output, kept exactly in the row) cannot cross to the xdist
+    # controller (execnet sends UTF-8) or reach a terminal: show them escaped.
+    return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def report_kind(outcome: Outcome | None) -> str | None:

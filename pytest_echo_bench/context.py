@@ -103,11 +103,26 @@ def _selection(config: pytest.Config, opts: BenchOptions,
     meta = index.meta if index else None
     if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
         selection = meta.get("selection") or {}
-        args = [str(config.rootpath / a) for a in selection.get("args") or meta.get("spec_files") or []]
+        base = _meta_base(config, meta)
+        args = [str(base / a) for a in selection.get("args") or meta.get("spec_files") or []]
         keyword = keyword or selection.get("keyword") or None
         markexpr = markexpr or selection.get("markexpr") or None
         shard = shard or selection.get("shard") or None
     return args, keyword, markexpr, shard
+
+
+def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
+    """The directory the meta line's relative paths start from: the rootdir of the run that wrote it.
+
+    pytest picks the rootdir before plugins add their options, so it takes the value of
+    ``--bench-resume PATH`` for a path argument: a results file outside the project (another
+    disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
+    """
+    files = meta.get("spec_files") or []
+    for base in (config.rootpath, config.invocation_params.dir):
+        if files and all((base / f).is_file() for f in files):
+            return base
+    return config.rootpath
 
 
 def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:

@@ -104,12 +104,16 @@ def _dataset_path(spec: Spec) -> Path:
 def _jsonl(spec: Spec) -> list[Example]:
     path = _dataset_path(spec)
     examples: list[Example] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as f:  # decoded per line, so a stray byte is reported with its line
+        for lineno, raw in enumerate(f, 1):
             def fail(m: str, lineno: int = lineno) -> Exception:
                 return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise fail(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from exc
+            if not line.strip():
+                continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:

@@ -181,6 +181,7 @@ class BenchSession:
         if report.when != "call" and report.passed and not report.sections:
             self._unfile(report)
         if self.is_worker:
+            _spend(report)  # xdist has sent it on by now
             return
         bench = getattr(report, "bench", None)
         if bench is None:
@@ -202,6 +203,7 @@ class BenchSession:
                 self.unfinished.append((report.nodeid, bench["message"]))
         if bench.get("retries"):
             self._write(f"echo-bench: {report.nodeid} took {bench['retries']} retries")
+        _spend(report)
 
     def _unfile(self, report: pytest.TestReport) -> None:
         """Drop a benchmark item's silent setup/teardown report from the terminal reporter's list.
@@ -348,6 +350,15 @@ def _marker_reason(marker: Path) -> str:
     except (OSError, ValueError):
         return "see " + str(marker)
     return f"{data.get('reason')}: {data.get('message', '')}".strip()
+
+
+def _spend(report: pytest.TestReport) -> None:
+    """Drop a recorded item's payload once every hook has read it: pytest keeps every report to
+    the end, and this copy cost about 300 bytes an item. Unrecorded kinds keep theirs: the
+    short summary asks ``pytest_report_teststatus`` again for their word."""
+    bench = getattr(report, "bench", None)
+    if bench is not None and bench["kind"] == ROW:
+        del report.bench
 
 
 def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:

@@ -85,9 +85,14 @@ def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = No
     """Parse and validate one spec file; raise SpecError naming file, line and key."""
     env = os.environ if environ is None else environ
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
         raise SpecError(f"cannot read spec: {exc}", str(path)) from exc
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        raise SpecError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}",
+                        str(path), raw.count(b"\n", 0, exc.start) + 1) from exc
     data, lines = _parse_yaml(text, str(path))
     return _build(path, data, lines, env)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,12 +124,16 @@ class ResultsWriter:
             self._end = size
 
     def _write(self, fd: int, line: bytes, size: int) -> int:
-        """Write ``line`` at the end (``size`` bytes) with one call; the file's new size."""
+        """Write ``line`` at the end (``size`` bytes), in one call unless the disk is filling; the new size."""
         error: OSError | None = None
+        written = 0
         try:
-            written = os.write(fd, line)
+            # A short write is how a filling disk first shows: write the rest (we hold the lock),
+            # so the line completes or the next write names the cause ("No space left on device").
+            while written < len(line) and (n := os.write(fd, line[written:])) > 0:
+                written += n
         except OSError as exc:
-            written, error = -1, exc
+            error = exc
         if written != len(line):
             os.ftruncate(fd, size)  # never leave half a row behind (e.g. disk full)
             reason = error.strerror if error else f"short write ({written} of {len(line)} bytes)"
@@ -177,12 +182,17 @@ def _last_newline(fd: int, size: int) -> int:
 
 def repair(path: Path) -> int:
     """Repair a torn tail under the lock (used by resume before anyone appends)."""
-    with lock_for(path):
-        fd = os.open(path, os.O_RDWR)
-        try:
-            return repair_torn_tail(fd, path)
-        finally:
-            os.close(fd)
+    try:
+        with lock_for(path):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                return repair_torn_tail(fd, path)
+            finally:
+                os.close(fd)
+    except OSError as exc:  # e.g. a read-only directory: the lock file cannot be created
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"cannot open {exc.filename or path} for appending: {exc.strerror or exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -199,22 +209,30 @@ def read_records(path: Path, strict: bool = True, upto: int | None = None) -> tu
     newline) and is skipped otherwise (a torn row). Any other line that is not a row raises a
     StoreError naming it when ``strict``, and is skipped when not (best-effort readers).
     """
-    data = _read(path, upto)
-    lines = data.split(b"\n")
     meta: dict[str, Any] | None = None
     rows: list[Record] = []
+    for record in iter_records(path, strict, upto):
+        if record.data.get("_meta"):
+            meta = record.data if record.lineno == 1 else meta
+        else:
+            rows.append(record)
+    return meta, rows
+
+
+def iter_records(path: Path, strict: bool = True, upto: int | None = None) -> Iterator[Record]:
+    """The records of ``read_records``, the meta line among them, one at a time.
+
+    For readers that only count (the end-of-run table): a list of a whole sweep's parsed rows
+    was the largest peak of a run's memory.
+    """
+    lines = _read(path, upto).split(b"\n")
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         last = lineno == len(lines)
         record = _parse(raw, path, lineno, strict and not last)
-        if record is None:
-            continue
-        if record.get("_meta"):
-            meta = record if lineno == 1 else meta
-            continue
-        rows.append(Record(lineno, record, raw + b"\n"))
-    return meta, rows
+        if record is not None:
+            yield Record(lineno, record, raw + b"\n")
 
 
 def _read(path: Path, upto: int | None) -> bytes:

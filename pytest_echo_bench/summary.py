@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import StoreError
 from .records import Key, row_key
-from .store import read_records
+from .store import iter_records
 
 
 @dataclass
@@ -28,25 +29,31 @@ class ArmTally:
 def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
     """Count each (benchmark, task_id, arm) once, even in a file with duplicated rows."""
     arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-    try:
-        meta, records = read_records(path, strict=False)  # the table only counts; resume refuses garbage
-    except StoreError:
-        return arms
-    default = str((meta or {}).get("benchmark", ""))
+    default = ""
     seen: set[Key] = set()
-    for record in records:
-        row = record.data
-        key = row_key(row, default)
-        if key in seen:
-            continue
-        seen.add(key)
-        t = arms[(key[0], key[2])]
-        t.items += 1
-        t.correct += bool(row.get("passed"))
-        t.unparseable += row.get("status", row.get("detail")) == "unparseable"
-        t.errors += row.get("status") == "error"
-        t.wall += float(row.get("wall_seconds") or 0.0)
+    try:
+        # One row at a time; the table only counts, and resume is what refuses garbage.
+        for record in iter_records(path, strict=False):
+            if record.data.get("_meta"):
+                default = str(record.data.get("benchmark", "")) if record.lineno == 1 else default
+                continue
+            _count(arms, seen, record.data, default)
+    except StoreError:
+        return defaultdict(ArmTally)
     return arms
+
+
+def _count(arms: dict[tuple[str, str], ArmTally], seen: set[Key], row: dict[str, Any], default: str) -> None:
+    key = row_key(row, default)
+    if key in seen:
+        return
+    seen.add(key)
+    t = arms[(key[0], key[2])]
+    t.items += 1
+    t.correct += bool(row.get("passed"))
+    t.unparseable += row.get("status", row.get("detail")) == "unparseable"
+    t.errors += row.get("status") == "error"
+    t.wall += float(row.get("wall_seconds") or 0.0)
 
 
 def summarize(path: Path, not_completed: dict[tuple[str, str], int]) -> list[str]:

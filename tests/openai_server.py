@@ -30,6 +30,8 @@ class FakeOpenAI:
         self.faults: deque[tuple[str, Any]] = deque()
         self.quota_after: int | None = None
         self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
+        # Asked (under the lock) for every request no queued fault claims: a fault or None (answer it).
+        self.fault_for: Callable[[dict[str, Any]], tuple[str, Any] | None] | None = None
         self.exhausted_at: float | None = None
         self.served = 0
         self.in_flight = 0
@@ -57,10 +59,13 @@ class FakeOpenAI:
         for _ in range(times):
             self.faults.append((kind, value))
 
-    def _next(self) -> tuple[str, Any]:
+    def _next(self, body: dict[str, Any]) -> tuple[str, Any]:
         with self.lock:
             if self.faults:
                 return self.faults.popleft()
+            fault = self.fault_for(body) if self.fault_for is not None else None
+            if fault is not None:
+                return fault
             if self.quota_after is not None and self.served >= self.quota_after:
                 now = time.monotonic()
                 self.exhausted_at = self.exhausted_at or now
@@ -102,7 +107,7 @@ class FakeOpenAI:
                         server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
-                kind, value = server._next()
+                kind, value = server._next(body)
                 if kind == "hang":
                     time.sleep(value)
                     return self._send(200, self._completion(body))
