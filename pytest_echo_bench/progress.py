@@ -448,7 +448,11 @@ def watch(results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], 
     while True:
         state = progress_state(results)
         write_atomic(out, render_progress(state, refresh))
-        if state.stopped or state.complete or _wait(interval_s, stop):
+        if state.stopped or state.complete:
+            # Rows written just before the marker may have missed the read above: once more.
+            write_atomic(out, render_progress(progress_state(results), refresh))
+            return
+        if _wait(interval_s, stop):
             return
 
 

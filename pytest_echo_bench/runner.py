@@ -230,6 +230,8 @@ class Runner:
         )
         try:
             self.writer.append(row.to_line())
+        except AbortedError as exc:
+            return Outcome(ABORTED, message=str(exc))
         except StoreError as exc:
             # Disk full, read-only directory...: stop the run; the rows already written stay intact.
             self.stop.trigger({"reason": "store-error", "message": str(exc), "at": utcnow(),

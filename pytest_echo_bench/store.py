@@ -21,7 +21,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from .errors import StoreError
+from .errors import AbortedError, StoreError
 from .keyscan import scan_keys
 from .records import Key
 
@@ -89,6 +89,7 @@ class ResultsWriter:
         self.fsync = fsync
         self._meta = (json.dumps(meta, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii") if meta else b""
         self._lock: AbstractContextManager[Any] = AppendLock(str(path) + ".lock") if fcntl else lock_for(path)
+        self._closed = False
         self._fd: int | None = None
         self._end: int | None = None  # the file's size right after our last append
 
@@ -106,6 +107,8 @@ class ResultsWriter:
 
     def append(self, line: bytes) -> None:
         """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
+        if self._closed:
+            raise AbortedError("the run ended while this call was in flight; not recorded")
         fd = self._open()
         with self._lock:
             size = os.fstat(fd).st_size
@@ -141,6 +144,7 @@ class ResultsWriter:
         return size + written
 
     def close(self) -> None:
+        self._closed = True  # a call still in flight when the run ends must not reopen the file
         if isinstance(self._lock, AppendLock):
             self._lock.close()
         if self._fd is None:
