@@ -90,11 +90,12 @@ def test_resume_into_a_directory_that_became_read_only(
 ) -> None:
     make_spec(pytester, sim_spec(6))
     out = small_disk / "r.jsonl"
-    result, _, _ = sweep.run("--bench-out", str(out), "-k", "q0 or q1")
+    # Each run in its own process, as in real use: the remount needs no file open on the disk.
+    result, _, _ = sweep.run("--bench-out", str(out), "-k", "q0 or q1", subprocess=True)
     assert result.ret == 0
     before = out.read_bytes()
     remount(small_disk, "ro")
-    result, _, _ = sweep.run("--bench-resume", str(out), "demo.yaml", *workers)
+    result, _, _ = sweep.run("--bench-resume", str(out), "demo.yaml", *workers, subprocess=True)
     # Refused before anything runs, like any other resume that cannot go ahead: a usage error.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--bench-resume: cannot open {out}.lock for appending: Read-only file system*"])
@@ -102,7 +103,7 @@ def test_resume_into_a_directory_that_became_read_only(
     assert out.read_bytes() == before  # nothing lost, nothing half-written
 
     remount(small_disk, "rw")
-    result, _, _ = sweep.run("--bench-resume", str(out), "demo.yaml", *workers)
+    result, _, _ = sweep.run("--bench-resume", str(out), "demo.yaml", *workers, subprocess=True)
     assert result.ret == 0
     _, rows = read_rows(out)
     assert len(rows) == 12 and len({(r["task_id"], r["arm"]) for r in rows}) == 12
