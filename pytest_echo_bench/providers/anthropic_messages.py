@@ -7,19 +7,15 @@ with a keep-alive connection per thread. Both map errors through one ``classify_
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import ssl
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
 from .base import Caller, Completion, Request, option
+from .http_json import JSONClient
 from .openai_chat import retry_after
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
@@ -121,44 +117,15 @@ class HTTPTransport:
     base_url: str
     key: str | None
     timeout: float
-    _local: threading.local = field(default_factory=threading.local)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname or "localhost", parts.port
-        self._path = parts.path.rstrip("/") + "/v1/messages"
-        self._headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
-        if self.key:
-            self._headers["x-api-key"] = self.key
-        self._ssl = ssl.create_default_context() if self._https else None
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-            self._local.conn = conn
-        return conn
+        headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
+        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout)
 
     def post(self, payload: dict[str, Any]) -> Reply:
-        conn = self._connection()
-        try:
-            conn.request("POST", self._path, json.dumps(payload), self._headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, refused, torn replies
-            conn.close()
-            self._local.conn = None
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            data = {"message": raw[:200].decode("utf-8", "replace")}
-        if resp.status != 200:
-            raise classify_status(resp.status, _error_of(data), {k.lower(): v for k, v in resp.headers.items()})
+        status, headers, data = self.client.post(payload)
+        if status != 200:
+            raise classify_status(status, _error_of(data), headers)
         return _reply(data)
 
 

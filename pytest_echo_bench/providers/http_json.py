@@ -1,0 +1,59 @@
+"""A lean JSON-over-HTTP client: one keep-alive connection per thread, standard library only.
+
+The official SDKs cost about ten times its CPU per call, which limits how many calls one
+process keeps in flight on a small machine (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import TransientError
+
+
+@dataclass
+class JSONClient:
+    url: str  # the endpoint, e.g. http://127.0.0.1:8000/v1/chat/completions
+    headers: dict[str, str]
+    timeout: float
+    _local: threading.local = field(default_factory=threading.local)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        self._https = parts.scheme == "https"
+        self._host, self._port, self._path = parts.hostname or "localhost", parts.port, parts.path
+        self._ssl = ssl.create_default_context() if self._https else None
+        self.headers = {"content-type": "application/json", **self.headers}
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def post(self, payload: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        """(status, lower-cased headers, parsed body); transport failures are TransientError."""
+        conn = self._connection()
+        try:
+            conn.request("POST", self._path, json.dumps(payload), self.headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, refused, torn replies
+            conn.close()
+            self._local.conn = None
+            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode("utf-8", "replace")}
+        return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
