@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
 from .base import Caller, Completion, Request, option
-from .http_json import JSONClient
+from .http_json import JSONClient, Reply, Transport
 from .openai_chat import retry_after
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
@@ -25,13 +25,6 @@ _EXHAUSTED_TYPES = {"billing_error", "permission_error", "authentication_error"}
 _TRANSIENT_TYPES = {"rate_limit_error", "overloaded_error", "api_error", "timeout_error"}
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-
-Reply = tuple[str, dict[str, int] | None]
-
-
-class Transport(Protocol):
-    def post(self, payload: dict[str, Any]) -> Reply: ...
-
 
 @dataclass
 class AnthropicProvider:

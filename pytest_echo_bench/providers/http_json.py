@@ -11,10 +11,18 @@ import json
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import TransientError
+
+Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
+
+
+class Transport(Protocol):
+    """How a chat provider reaches its API: the official SDK, or ``JSONClient`` below."""
+
+    def post(self, payload: dict[str, Any]) -> Reply: ...
 
 
 @dataclass

@@ -11,24 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
 from .base import Caller, Completion, Request, option
-from .http_json import JSONClient
+from .http_json import JSONClient, Reply, Transport
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
 _EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-Reply = tuple[str, dict[str, int] | None]
-
-
-class Transport(Protocol):
-    def post(self, payload: dict[str, Any]) -> Reply: ...
-
 
 @dataclass
 class OpenAIProvider:
