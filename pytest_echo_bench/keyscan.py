@@ -1,98 +1,89 @@
-"""The fast read of a results file's keys for resume: one compiled pattern over the bytes.
+"""The fast read of a results file: a few fields of every row, decoded by msgspec chunk by chunk.
 
-Resume reads every recorded ``(benchmark, task_id, arm)`` on the controller (and on every worker,
-up to the controller's offset). ``json.loads`` of each row costs about 6 s for a million rows;
-most of them are lines our own writer produced, which this pattern recognises whole, taking the
-three keys from the fields. The pattern accepts only a subset of JSON (no whitespace, ASCII,
-objects and arrays nested at most ``DEPTH`` deep, field names that need no escapes), so a line
-it accepts is a line ``json.loads`` reads to the same keys. Any other line goes to the full
-parser, which refuses garbage with its line number exactly as before.
+Resume reads every recorded key on the controller (and on every worker, up to the controller's
+offset), and the end-of-run table counts every row at the start and at the end of a run.
+``json.loads`` of each line costs about 6 s for a million rows because it builds every field of
+every row. msgspec decodes each line straight into a small Struct of the fields a reader needs,
+still validating the rest of the line as JSON, several times faster.
+
+A chunk of lines takes the fast path only when it is pure ASCII (our writer's lines always are;
+msgspec and Python disagree on some invalid UTF-8), holds no ``"_meta"`` field and msgspec reads
+every line of it into the Struct. Anything else (a number for an id, NaN, a blank line, a second
+meta line, garbage) sends that chunk to the full parser line by line, which keeps ``json.loads``'s
+semantics and refuses garbage with its line number, so a reader sees exactly what
+``store.read_records`` would give (tests/test_fastpaths.py).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from .records import Key, row_key
+import msgspec
 
-DEPTH = 4  # nesting of objects and arrays inside a field (e.g. extra.sandbox.limits)
-
-# A JSON string of printable ASCII with JSON's escapes; raw control characters are not JSON.
-_STR = rb'"(?:[\x20\x21\x23-\x5b\x5d-\x7f]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+"'
-_NUM = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][+-]?[0-9]++)?"
-_SCALAR = rb"(?:" + _STR + rb"|" + _NUM + rb"|true|false|null)"
-# The keys must not repeat elsewhere in the row: json.loads keeps the last of duplicates, and
-# ``_meta`` makes a line the meta line. Other field names are plain identifiers.
-_OTHER_NAME = rb'"(?!(?:task_id|arm|benchmark|_meta)")[A-Za-z0-9_]++"'
-
-
-def _value(depth: int) -> bytes:
-    if depth == 0:
-        return _SCALAR
-    inner = _value(depth - 1)
-    # Members separated by commas, none trailing: a comma must be followed by another member.
-    obj = rb"\{(?:" + _STR + rb":" + inner + rb"(?:,(?!\})|(?=\})))*+\}"
-    arr = rb"\[(?:" + inner + rb"(?:,(?!\])|(?=\])))*+\]"
-    return rb"(?:" + _SCALAR + rb"|" + obj + rb"|" + arr + rb")"
-
-
-_FIELD = rb"," + _OTHER_NAME + rb":" + _value(DEPTH)
-_KEY = rb'"((?:[\x20\x21\x23-\x5b\x5d-\x7f]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+)"'
-# task_id and arm open every row our writer produces; benchmark follows a few fields later.
-ROW = re.compile(rb'^\{"task_id":' + _KEY + rb',"arm":' + _KEY + rb"(?:" + _FIELD + rb')*+,"benchmark":' + _KEY
-                 + rb"(?:" + _FIELD + rb")*+\}$", re.MULTILINE)
+CHUNK = 1 << 22  # bytes read at a time: large enough to amortise, small enough to stay in cache
 
 Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]  # (line, line number, strict) -> record
+RowT = TypeVar("RowT", bound=msgspec.Struct)
+Batch = tuple["list[RowT]", "list[dict[str, Any]]"]  # rows read fast, rows the full parser read
 
 
-def scan_keys(data: bytes, parse: Parse) -> tuple[dict[str, Any] | None, set[Key]]:
-    """The meta line and the keys of every row of ``data``, with the semantics of ``read_records``.
+class RowScan(Generic[RowT]):
+    """The meta line and, batch by batch, the rows of a results file (its first ``upto`` bytes).
 
-    ``parse`` is the full parser for the lines the pattern does not read: it returns the record,
-    None for a line to skip, or raises for garbage (strict everywhere but on the last line).
+    ``parse`` is the full parser: it returns the record, None for a line to skip, or raises for
+    garbage (strict everywhere but on a last line without a newline, which may be torn).
+    ``meta`` is set once the first batch has been read.
     """
-    last = data.count(b"\n") + 1  # the line number of the last line (after the final newline)
-    fast: list[tuple[bytes, bytes, bytes]] = []
-    slow: list[dict[str, Any]] = []
-    meta: dict[str, Any] | None = None
-    pos, lineno = 0, 1
 
-    def read_slowly(chunk: bytes, first: int) -> None:
-        nonlocal meta
-        for n, raw in enumerate(chunk.split(b"\n"), first):
+    def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None) -> None:
+        self.path, self.parse, self.upto = path, parse, upto
+        self.decode = msgspec.json.Decoder(row_type).decode
+        self.meta: dict[str, Any] | None = None
+
+    def batches(self) -> Iterator[Batch[RowT]]:
+        with open(self.path, "rb") as f:
+            carry, lineno, left = b"", 1, self.upto
+            while left is None or left > 0:
+                buf = f.read(CHUNK if left is None else min(CHUNK, left))
+                if not buf:
+                    break
+                left = None if left is None else left - len(buf)
+                data = carry + buf if carry else buf
+                end = data.rfind(b"\n")
+                if end < 0:
+                    carry = data
+                    continue
+                carry = data[end + 1 :]
+                yield self._lines(data[:end], lineno)
+                lineno += data.count(b"\n", 0, end) + 1
+            if carry.strip():  # the last line without a newline: a whole row counts, a torn one not
+                yield self._slow([carry], lineno, strict=False)
+
+    def _lines(self, chunk: bytes, first: int) -> Batch[RowT]:
+        lines = chunk.split(b"\n")
+        if first == 1:  # the meta line, or a first row in a file without one
+            head = self._slow(lines[:1], 1)
+            fast, slow = self._lines(chunk[len(lines[0]) + 1 :], 2) if len(lines) > 1 else ([], [])
+            return fast, head[1] + slow
+        if chunk.isascii() and b'"_meta"' not in chunk:
+            try:
+                return list(map(self.decode, lines)), []
+            except (msgspec.DecodeError, RecursionError):
+                pass
+        return self._slow(lines, first)
+
+    def _slow(self, lines: list[bytes], first: int, strict: bool = True) -> Batch[RowT]:
+        rows: list[dict[str, Any]] = []
+        for n, raw in enumerate(lines, first):
             if not raw.strip():
                 continue
-            record = parse(raw, n, n != last)
+            record = self.parse(raw, n, strict)
             if record is None:
                 continue
-            if record.get("_meta"):
-                meta = record if n == 1 else meta
+            if record.get("_meta"):  # only line 1 is the meta line; another is skipped, not a row
+                self.meta = record if n == 1 else self.meta
             else:
-                slow.append(record)
-
-    for match in ROW.finditer(data):
-        start = match.start()
-        if start != pos:  # whole lines the pattern did not read, the newline before this match excluded
-            chunk = data[pos : start - 1]
-            read_slowly(chunk, lineno)
-            lineno += chunk.count(b"\n") + 1
-        fast.append((match[3], match[1], match[2]))
-        lineno += 1
-        pos = match.end() + 1
-    if pos <= len(data):
-        read_slowly(data[pos:], lineno)
-    default = str((meta or {}).get("benchmark", ""))
-    keys = {(_text(b) or default, _text(t), _text(a)) for b, t, a in fast}
-    keys.update(row_key(r, default) for r in slow)
-    return meta, keys
-
-
-def _text(raw: bytes) -> str:
-    """A JSON string's contents (without its quotes) as json.loads decodes them."""
-    if b"\\" not in raw:
-        return raw.decode("ascii")
-    text: str = json.loads(b'"' + raw + b'"')
-    return text
+                rows.append(record)
+        return [], rows

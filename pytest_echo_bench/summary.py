@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreError
+import msgspec
+
+from .keyscan import RowScan
 from .records import Key, row_key
-from .store import iter_records
+from .store import parse_line
 
 
 @dataclass
@@ -26,34 +28,52 @@ class ArmTally:
         return self.correct / self.items if self.items else 0.0
 
 
+class TallyRow(msgspec.Struct, gc=False):
+    """The fields the table counts; the rest of each row is validated, not built."""
+
+    task_id: str
+    arm: str
+    benchmark: str | None = None
+    passed: Any = None
+    status: Any = msgspec.UNSET  # older rows carry the verdict in ``detail`` only
+    detail: Any = None
+    wall_seconds: Any = None
+
+
 def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
     """Count each (benchmark, task_id, arm) once, even in a file with duplicated rows."""
     arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-    default = ""
     seen: set[Key] = set()
+    # The table only counts, and resume is what refuses garbage: skip what is not a row.
+    scan = RowScan(path, TallyRow, lambda raw, lineno, strict: parse_line(raw, path, lineno, False))
     try:
-        # One row at a time; the table only counts, and resume is what refuses garbage.
-        for record in iter_records(path, strict=False):
-            if record.data.get("_meta"):
-                default = str(record.data.get("benchmark", "")) if record.lineno == 1 else default
-                continue
-            _count(arms, seen, record.data, default)
-    except StoreError:
+        for fast, slow in scan.batches():
+            default = str((scan.meta or {}).get("benchmark", ""))
+            for r in fast:
+                status = None if r.status is msgspec.UNSET else r.status
+                verdict = r.detail if r.status is msgspec.UNSET else r.status
+                _count(arms, seen, (r.benchmark or default, r.task_id, r.arm), r.passed, status, verdict,
+                       r.wall_seconds)
+            for d in slow:
+                _count(arms, seen, row_key(d, default), d.get("passed"), d.get("status"),
+                       d.get("status", d.get("detail")), d.get("wall_seconds"))
+    except OSError:
         return defaultdict(ArmTally)
     return arms
 
 
-def _count(arms: dict[tuple[str, str], ArmTally], seen: set[Key], row: dict[str, Any], default: str) -> None:
-    key = row_key(row, default)
+def _count(arms: dict[tuple[str, str], ArmTally], seen: set[Key], key: Key, passed: Any, status: Any,
+           verdict: Any, wall: Any) -> None:
+    """``verdict`` is the status, or an older row's detail; only a status says error."""
     if key in seen:
         return
     seen.add(key)
     t = arms[(key[0], key[2])]
     t.items += 1
-    t.correct += bool(row.get("passed"))
-    t.unparseable += row.get("status", row.get("detail")) == "unparseable"
-    t.errors += row.get("status") == "error"
-    t.wall += float(row.get("wall_seconds") or 0.0)
+    t.correct += bool(passed)
+    t.unparseable += verdict == "unparseable"
+    t.errors += status == "error"
+    t.wall += float(wall or 0.0)
 
 
 def summarize(path: Path, not_completed: dict[tuple[str, str], int]) -> list[str]:

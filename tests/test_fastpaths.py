@@ -14,9 +14,10 @@ from filelock import FileLock
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.keyscan import ROW
+from pytest_echo_bench.keyscan import RowScan
 from pytest_echo_bench.records import Row, row_key
-from pytest_echo_bench.store import ResultsWriter, read_index, read_records
+from pytest_echo_bench.store import KeyRow, ResultsWriter, iter_records, read_index, read_records
+from pytest_echo_bench.summary import tally
 
 META = b'{"_meta":true,"benchmark":"b"}\n'
 
@@ -80,9 +81,17 @@ def test_tricky_rows_read_the_same_keys(tmp_path: Path) -> None:
     assert ("b", "7", "a") in keys and ("b", "m", "a") not in keys
 
 
-def test_the_pattern_reads_our_own_rows_and_not_the_others() -> None:
-    assert all(ROW.fullmatch(line.rstrip(b"\n")) for line in TRICKY[:7])
-    assert not any(ROW.fullmatch(line.rstrip(b"\n")) for line in TRICKY[7:])
+def test_our_own_rows_take_the_fast_path_and_the_others_the_full_parser(tmp_path: Path) -> None:
+    def batches(lines: list[bytes]) -> list[tuple[int, int]]:
+        path = tmp_path / "r.jsonl"
+        path.write_bytes(META + b"".join(lines))
+        scan = RowScan(path, KeyRow, lambda raw, n, strict: json.loads(raw))
+        return [(len(fast), len(slow)) for fast, slow in scan.batches()]
+
+    plain = TRICKY[:10] + [TRICKY[13], TRICKY[15]]  # any JSON object with string keys
+    assert batches(plain) == [(len(plain), 0)]
+    for line in TRICKY[10:13] + [TRICKY[14]] + TRICKY[16:]:  # meta, number id, UTF-8, NaN, blank
+        assert batches(plain + [line])[0][0] == 0
 
 
 @pytest.mark.parametrize("garbage", [
@@ -191,3 +200,50 @@ def test_silent_setup_and_teardown_reports_of_items_are_not_kept(pytester: pytes
     result.assert_outcomes(passed=4, failed=3)
     result.stdout.fnmatch_lines(["kept: 2"])  # the ordinary test's setup and teardown only
     assert len(rows) == 6
+
+
+@pytest.mark.parametrize("chunk", [1, 13, 200, 4096])
+def test_chunk_boundaries_anywhere_read_the_same_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       chunk: int) -> None:
+    """Lines cut across reads, a garbage line or a blank one at any place, a torn tail."""
+    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", chunk)
+    rng = random.Random(chunk)
+    lines = [row(f"t{i}", extra={"k": "}\n{" * (i % 3)}).to_line() for i in range(40)]
+    path = tmp_path / "r.jsonl"
+    for odd in [b"garbage\n", b"\n", TRICKY[11], TRICKY[12], TRICKY[10]]:
+        at = rng.randrange(len(lines))
+        path.write_bytes(META + b"".join(lines[:at] + [odd] + lines[at:]) + b'{"task_id":"torn')
+        keys = assert_same(path)
+        assert odd == b"garbage\n" or len(keys) >= 40
+        for upto in rng.sample(range(path.stat().st_size), 5):
+            assert_same(path, upto)
+
+
+def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", 64)
+    rng = random.Random(3)
+    lines = [META]
+    for i in range(200):
+        status = rng.choice(["correct", "wrong", "unparseable", "error"])
+        line = row(f"t{i % 150}", rng.choice(["a", "b"]), status=status, passed=status == "correct",
+                   wall_seconds=rng.random()).to_line()
+        lines.append(line if i % 7 else json.dumps({k: v for k, v in json.loads(line).items() if k != "status"}
+                                                   | {"detail": status}).encode() + b"\n")
+    lines[50:50] = [b"garbage\n"] + TRICKY
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(lines))
+    expected: dict[tuple[str, str], list[float]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for record in iter_records(path, strict=False):  # the table's rules, on json.loads of each line
+        if record.data.get("_meta") or row_key(record.data, "b") in seen:
+            continue
+        seen.add(key := row_key(record.data, "b"))
+        got = expected.setdefault((key[0], key[2]), [0, 0, 0, 0, 0.0])
+        verdict = record.data.get("status", record.data.get("detail"))
+        got[0] += 1
+        got[1] += bool(record.data.get("passed"))
+        got[2] += verdict == "unparseable"
+        got[3] += record.data.get("status") == "error"
+        got[4] += float(record.data.get("wall_seconds") or 0.0)
+    counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in tally(path).items()}
+    assert counted == expected and sum(v[0] for v in expected.values()) > 150
