@@ -16,9 +16,10 @@ from .discovery import find_specs
 from .errors import EchoBenchError, StoreError
 from .fingerprint import combine, spec_fingerprint
 from .options import BenchOptions
-from .records import Meta
+from .records import Key, Meta
 from .spec import Spec
-from .store import ResultsIndex, read_index, repair
+from .store import ResultsIndex, repair
+from .summary import FileTally
 
 
 @dataclass
@@ -44,10 +45,14 @@ class RunContext:
         return asdict(self)
 
 
+RECORDED = pytest.StashKey[set[Key]]()  # the controller's (or serial run's) resume keys
+COUNTED = pytest.StashKey[FileTally]()  # and its counts of the file, read in the same pass
+
+
 def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, Loaded]) -> RunContext | None:
     """Controller only: find the specs, decide the results file, check a resume. None = inert."""
     notes: list[str] = []
-    index = _resume_index(opts.resume, notes) if opts.resume else None
+    index = _resume_index(config, opts.resume, notes) if opts.resume else None
     args, keyword, markexpr, shard = _selection(config, opts, index)
     rootdir = config.rootpath
     specs = find_specs(args, config.invocation_params.dir, list(config.getini("norecursedirs")))
@@ -77,18 +82,22 @@ def build_context(config: pytest.Config, opts: BenchOptions, cache: dict[Path, L
     if index is not None:
         _check_resume(opts, index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = index.size, len(index.keys)
+        config.stash[RECORDED] = index.keys  # deselection in this process needs no second read
         ctx.stop_marker.unlink(missing_ok=True)  # a stale marker would stop this run at once
     return ctx
 
 
-def _resume_index(path: str, notes: list[str]) -> ResultsIndex:
+def _resume_index(config: pytest.Config, path: str, notes: list[str]) -> ResultsIndex:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
     try:
         cut = repair(file)
-        index = read_index(file)
-    except StoreError as exc:
+        # One pass gives the keys to deselect and the per-arm counts the run starts from.
+        counted = config.stash[COUNTED] = FileTally()
+        counted.update(file, strict=True)
+        index = ResultsIndex(counted.meta, counted.seen, file.stat().st_size)  # seen grows only at the end
+    except (StoreError, OSError) as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
     if cut:
         notes.append(f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {path}.torn)")

@@ -34,17 +34,22 @@ class RowScan(Generic[RowT]):
 
     ``parse`` is the full parser: it returns the record, None for a line to skip, or raises for
     garbage (strict everywhere but on a last line without a newline, which may be torn).
-    ``meta`` is set once the first batch has been read.
+    ``meta`` is set once the first batch has been read. ``start`` is where to begin (the byte
+    offset of a line, and its line number): a reader that has already read the file up to there.
+    Once done, ``end`` is that of the line after the last whole (newline-terminated) line.
     """
 
-    def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None) -> None:
-        self.path, self.parse, self.upto = path, parse, upto
+    def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None,
+                 start: tuple[int, int] = (0, 1)) -> None:
+        self.path, self.parse, self.upto, self.end = path, parse, upto, start
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
 
     def batches(self) -> Iterator[Batch[RowT]]:
         with open(self.path, "rb") as f:
-            carry, lineno, left = b"", 1, self.upto
+            base, lineno = self.end  # where ``data`` (the carried partial line, then the read) begins
+            f.seek(base)
+            carry, left = b"", None if self.upto is None else self.upto - base
             while left is None or left > 0:
                 buf = f.read(CHUNK if left is None else min(CHUNK, left))
                 if not buf:
@@ -58,6 +63,8 @@ class RowScan(Generic[RowT]):
                 carry = data[end + 1 :]
                 yield self._lines(data[:end], lineno)
                 lineno += data.count(b"\n", 0, end) + 1
+                base += end + 1
+                self.end = (base, lineno)
             if carry.strip():  # the last line without a newline: a whole row counts, a torn one not
                 yield self._slow([carry], lineno, strict=False)
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .gates import Gate
 from .progress import LiveCounters, write_atomic, write_progress
 from .stats import wilson
-from .summary import ArmTally, tally
+from .summary import ArmTally, FileTally
 
 FILE_EVERY_S = 5.0
 
@@ -35,6 +35,7 @@ class LiveRun:
     expected: dict[str, int] = field(default_factory=dict)  # arm key -> items to run this session
     done: dict[str, int] = field(default_factory=dict)  # arm key -> rows recorded this session
     tallies: dict[tuple[str, str], ArmTally] = field(default_factory=dict)
+    counted: FileTally = field(default_factory=FileTally)  # the file as read at start; updated by the table
     retries: int = 0
     incomplete: int = 0
     aborted: int = 0
@@ -44,7 +45,8 @@ class LiveRun:
 
     def start(self) -> None:
         """Take what the file already holds (a resumed sweep) as the starting tallies."""
-        self.tallies = tally(self.results) if self.results.exists() else {}
+        self.counted.update(self.results)
+        self.tallies = {k: replace(t) for k, t in self.counted.arms.items()}
 
     def expect(self, nodeids: Iterable[str], spec_of: Mapping[str, str]) -> None:
         """Items to run, from node ids ``<spec>::<task>[<arm>]`` and a spec -> benchmark map."""

@@ -15,14 +15,14 @@ import pytest
 
 from .cache import ResponseCache
 from .collect import OUTCOME, BenchItem, SpecFile
-from .context import RunContext
+from .context import COUNTED, RECORDED, RunContext
 from .live import LiveRun
 from .options import BenchOptions
 from .records import Key
 from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
 from .shard import parse_shard
 from .store import ResultsWriter, read_index
-from .summary import summarize
+from .summary import FileTally, summarize
 
 STOP_GRACE_S = 3.0
 STOP_PREFIX = "echo-bench: "  # how the runner's stop messages begin
@@ -77,7 +77,8 @@ class BenchSession:
                 self._write(note)
             self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                                 Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
-                                self._write, list(self.opts.gates))
+                                self._write, list(self.opts.gates),
+                                counted=self.config.stash.get(COUNTED, None) or FileTally())
             self.live.start()
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
@@ -99,8 +100,9 @@ class BenchSession:
 
     def _recorded(self) -> set[Key]:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
-        # xdist workers deselect identically even while others append.
-        return read_index(Path(self.ctx.results), self.ctx.resume_upto).keys
+        # xdist workers deselect identically even while others append; the controller read it.
+        recorded = self.config.stash.get(RECORDED, None)
+        return recorded if recorded is not None else read_index(Path(self.ctx.results), self.ctx.resume_upto).keys
 
     def pytest_report_collectionfinish(self, config: pytest.Config) -> str | None:
         if self.ctx.resume_upto is None or self.is_worker:
@@ -312,7 +314,7 @@ class BenchSession:
         tr = terminalreporter
         path = Path(self.ctx.results)
         tr.section("echo-bench summary")
-        for line in summarize(path, self.not_completed):
+        for line in summarize(path, self.not_completed, self.live.counted if self.live else None):
             tr.write_line(line)
         for (arm, reason), count in sorted(self.unavailable.items()):
             tr.write_line(f"skipped: {count} items of arm {arm}: {reason}")

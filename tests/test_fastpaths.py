@@ -17,7 +17,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.keyscan import RowScan
 from pytest_echo_bench.records import Row, row_key
 from pytest_echo_bench.store import KeyRow, ResultsWriter, iter_records, read_index, read_records
-from pytest_echo_bench.summary import tally
+from pytest_echo_bench.summary import FileTally, tally
 
 META = b'{"_meta":true,"benchmark":"b"}\n'
 
@@ -247,3 +247,24 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
         got[4] += float(record.data.get("wall_seconds") or 0.0)
     counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in tally(path).items()}
     assert counted == expected and sum(v[0] for v in expected.values()) > 150
+
+
+def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", 100)
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(META + b"".join(row(f"t{i}").to_line() for i in range(5)) + b'{"task_id":"torn')
+    counted = FileTally()
+    assert counted.update(path)["b", "a"].items == 5
+    start = counted.end[0]
+    with open(path, "r+b") as f:  # a writer repairs the torn tail and appends, with a duplicate
+        f.truncate(start)
+        f.seek(start)
+        f.write(b"".join(row(f"t{i}", passed=False).to_line() for i in range(3, 9)))
+    assert counted.end[0] == start and counted.update(path) == tally(path)
+    assert (counted.arms["b", "a"].items, counted.arms["b", "a"].correct) == (9, 5)
+    with open(path, "ab") as f:
+        f.write(b"garbage\n" + row("t9").to_line())
+    with pytest.raises(StoreError, match=r"r\.jsonl:13: not a results row"):
+        FileTally().update(path, strict=True)
+    assert counted.update(path)["b", "a"].items == 10
