@@ -7,8 +7,8 @@ every row. msgspec decodes each line straight into a small Struct of the fields 
 still validating the rest of the line as JSON, several times faster.
 
 A chunk of lines takes the fast path only when it is pure ASCII (our writer's lines always are;
-msgspec and Python disagree on some invalid UTF-8), holds no ``"_meta"`` field and msgspec reads
-every line of it into the Struct. Anything else (a number for an id, NaN, a blank line, a second
+msgspec and Python disagree on some invalid UTF-8) and msgspec reads every line of it into the
+Struct, none of them a meta line. Anything else (a number for an id, NaN, a blank line, a second
 meta line, garbage) sends that chunk to the full parser line by line, which keeps ``json.loads``'s
 semantics and refuses garbage with its line number, so a reader sees exactly what
 ``store.read_records`` would give (tests/test_fastpaths.py).
@@ -16,6 +16,8 @@ semantics and refuses garbage with its line number, so a reader sees exactly wha
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -25,7 +27,37 @@ import msgspec
 CHUNK = 1 << 22  # bytes read at a time: large enough to amortise, small enough to stay in cache
 
 Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]  # (line, line number, strict) -> record
-RowT = TypeVar("RowT", bound=msgspec.Struct)
+
+
+class ScanRow(msgspec.Struct, gc=False):
+    """The fields every reader needs: a row's key, and whether the line is a meta line instead.
+
+    A reader subclasses it with the fields it uses; the others are validated, never built.
+    """
+
+    task_id: str
+    arm: str
+    benchmark: str | None = None
+    meta: bool = msgspec.field(default=False, name="_meta")
+
+
+RowT = TypeVar("RowT", bound=ScanRow)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a read builds a million small acyclic objects.
+
+    Each collection would walk every key built so far; the objects made here (strings,
+    tuples of strings, Structs without GC) form no cycles, so nothing is left for it to find.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 Batch = tuple["list[RowT]", "list[dict[str, Any]]"]  # rows read fast, rows the full parser read
 
 
@@ -56,30 +88,32 @@ class RowScan(Generic[RowT]):
                     break
                 left = None if left is None else left - len(buf)
                 data = carry + buf if carry else buf
-                end = data.rfind(b"\n")
-                if end < 0:
-                    carry = data
+                lines = data.split(b"\n")
+                carry = lines.pop()  # the partial line after the last newline (often empty)
+                if not lines:
                     continue
-                carry = data[end + 1 :]
-                yield self._lines(data[:end], lineno)
-                lineno += data.count(b"\n", 0, end) + 1
-                base += end + 1
+                # ASCII-ness of the whole read (the carried part included: at worst a slower chunk).
+                yield self._lines(lines, lineno, data.isascii())
+                lineno += len(lines)
+                base += len(data) - len(carry)
                 self.end = (base, lineno)
             if carry.strip():  # the last line without a newline: a whole row counts, a torn one not
                 yield self._slow([carry], lineno, strict=False)
 
-    def _lines(self, chunk: bytes, first: int) -> Batch[RowT]:
-        lines = chunk.split(b"\n")
+    def _lines(self, lines: list[bytes], first: int, ascii: bool) -> Batch[RowT]:
         if first == 1:  # the meta line, or a first row in a file without one
             head = self._slow(lines[:1], 1)
-            fast, slow = self._lines(chunk[len(lines[0]) + 1 :], 2) if len(lines) > 1 else ([], [])
+            fast, slow = self._lines(lines[1:], 2, ascii) if len(lines) > 1 else ([], [])
             return fast, head[1] + slow
-        if chunk.isascii() and b'"_meta"' not in chunk:
-            try:
-                return list(map(self.decode, lines)), []
-            except (msgspec.DecodeError, RecursionError):
-                pass
-        return self._slow(lines, first)
+        if not ascii:  # Python's own UTF-8 decoding decides what such a line holds
+            return self._slow(lines, first)
+        try:
+            rows = list(map(self.decode, lines))
+        except (msgspec.DecodeError, RecursionError):
+            return self._slow(lines, first)
+        if any([r.meta for r in rows]):  # a meta line after the first is skipped, not a row
+            return self._slow(lines, first)
+        return rows, []
 
     def _slow(self, lines: list[bytes], first: int, strict: bool = True) -> Batch[RowT]:
         rows: list[dict[str, Any]] = []

@@ -127,6 +127,7 @@ def on_target(fn: TextScorer) -> Scorer:
 SCORERS: dict[str, Scorer] = {
     name: on_target(fn) for name, fn in {"exact": exact, "numeric": numeric, "regex": regex, "choice": choice, "bbh": bbh}.items()
 }
+IN_PROCESS = frozenset(SCORERS)  # pure text checks: microseconds, nothing to wait for
 
 
 def _humaneval(output: str, example: Example, options: dict[str, Any]) -> Verdict:

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from filelock import FileLock
 
 from .errors import AbortedError, StoreError
-from .keyscan import RowScan
+from .keyscan import RowScan, ScanRow, gc_paused
 from .records import Key, row_key
 
 try:
@@ -269,12 +268,7 @@ class ResultsIndex:
     size: int = 0
 
 
-class KeyRow(msgspec.Struct, gc=False):
-    """The fields of a row that make its key; the rest of the line is validated, not built."""
-
-    task_id: str
-    arm: str
-    benchmark: str | None = None
+KeyRow = ScanRow  # the key alone: the rest of each line is validated, not built
 
 
 def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
@@ -286,10 +280,11 @@ def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
     scan = RowScan(path, KeyRow, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict), upto)
     keys: set[Key] = set()
     try:
-        for fast, slow in scan.batches():
-            default = str((scan.meta or {}).get("benchmark", ""))
-            keys.update([(r.benchmark or default, r.task_id, r.arm) for r in fast])
-            keys.update([row_key(r, default) for r in slow])
+        with gc_paused():
+            for fast, slow in scan.batches():
+                default = str((scan.meta or {}).get("benchmark", ""))
+                keys.update([(r.benchmark or default, r.task_id, r.arm) for r in fast])
+                keys.update([row_key(r, default) for r in slow])
     except StoreError:
         raise
     except OSError as exc:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from .errors import StoreError
-from .keyscan import RowScan
+from .keyscan import RowScan, ScanRow, gc_paused
 from .records import Key
 from .store import parse_line
 
@@ -29,16 +29,17 @@ class ArmTally:
         return self.correct / self.items if self.items else 0.0
 
 
-class TallyRow(msgspec.Struct, gc=False):
-    """The fields the table counts; the rest of each row is validated, not built."""
+class TallyRow(ScanRow, gc=False):
+    """The fields the table counts; the rest of each row is validated, not built.
 
-    task_id: str
-    arm: str
-    benchmark: str | None = None
-    passed: Any = None
-    status: Any = msgspec.UNSET  # older rows carry the verdict in ``detail`` only
-    detail: Any = None
-    wall_seconds: Any = None
+    Typed as our writer writes them (faster to decode); a row with other types goes to the
+    full parser and is counted by the same rules.
+    """
+
+    passed: bool | None = None
+    status: str | None | msgspec.UnsetType = msgspec.UNSET  # older rows: the verdict is in detail
+    detail: str | None = None
+    wall_seconds: float | None = None
 
 
 class FileTally:
@@ -63,9 +64,10 @@ class FileTally:
         scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
                        start=self.end)
         try:
-            for fast, slow in scan.batches():
-                self.meta = scan.meta or self.meta
-                self._add(fast, slow)
+            with gc_paused():
+                for fast, slow in scan.batches():
+                    self.meta = scan.meta or self.meta
+                    self._add(fast, slow)
         except StoreError:
             raise
         except OSError as exc:
@@ -93,9 +95,10 @@ class FileTally:
 
 
 def _from_dict(d: dict[str, Any]) -> TallyRow:
-    """A row the full parser read, with the key rules of ``records.row_key``."""
-    return TallyRow(str(d["task_id"]), str(d["arm"]), str(d["benchmark"]) if d.get("benchmark") else None,
-                    d.get("passed"), d.get("status", msgspec.UNSET), d.get("detail"), d.get("wall_seconds"))
+    """A row the full parser read, with the key rules of ``records.row_key`` (its values kept as they are)."""
+    return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
+                    benchmark=str(d["benchmark"]) if d.get("benchmark") else None, passed=d.get("passed"),
+                    status=d.get("status", msgspec.UNSET), detail=d.get("detail"), wall_seconds=d.get("wall_seconds"))
 
 
 def tally(path: Path) -> dict[tuple[str, str], ArmTally]:

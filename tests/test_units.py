@@ -170,3 +170,32 @@ def test_a_whole_row_missing_only_its_newline_is_kept(tmp_path: Path) -> None:
     writer.close()
     assert read_index(path).keys == {("b", "t0", "a"), ("b", "t1", "a")}
     assert not (tmp_path / "r.jsonl.torn").exists()
+
+
+def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Instant providers graded by a text check skip the pool; anything that waits keeps it."""
+    from pytest_echo_bench.runner import Runner, StopSignal
+    from pytest_echo_bench.spec import load_spec
+
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"task_id":"q0","arm":"x","output":"4"}\n')
+    spec_text = (
+        "benchmark: b\ndataset: {loader: inline, items: [{id: q0, input: '2+2', target: '4'}]}\nscorer: SCORER\narms:\n"
+        "  plain: {provider: sim}\n  slow: {provider: sim, latency_s: 0.01}\n"
+        "  flaky: {provider: sim, faults: {transient_rate: 0.1}}\n  ref: {provider: reference}\n"
+        f"  again: {{provider: replay, path: {results}}}\n"
+        "  api: {provider: openai, model: m, client: http, base_url: 'http://127.0.0.1:9/v1', api_key_env: ECHO_TEST_KEY}\n"
+        "  nokey: {provider: openai, model: m, client: http, api_key_env: NO_SUCH_KEY}\n"
+    )
+    monkeypatch.setenv("ECHO_TEST_KEY", "k")
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    writer = ResultsWriter(tmp_path / "out.jsonl")
+    runner = Runner(writer, StopSignal(tmp_path / "stop.json"), "r", "main", on_stop=lambda reason: None)
+    (tmp_path / "exact.yaml").write_text(spec_text.replace("SCORER", "exact"))
+    (tmp_path / "code.yaml").write_text(spec_text.replace("SCORER", "humaneval"))
+    exact_spec, code_spec = load_spec(tmp_path / "exact.yaml"), load_spec(tmp_path / "code.yaml")
+    instant = {arm: runner.arm(exact_spec, arm).instant for arm in exact_spec.arms}
+    assert instant == {"plain": True, "slow": False, "flaky": False, "ref": True, "again": True, "api": False,
+                       "nokey": True}  # unavailable: it fails at once, with its reason
+    assert not any(runner.arm(code_spec, arm).instant for arm in code_spec.arms)  # a sandbox run per item
+    writer.close()

@@ -34,6 +34,10 @@ class Completion:
 
 
 class Provider(Protocol):
+    """A model behind an arm. A provider may also set ``instant = True``: it answers at once,
+    without I/O, sleeps or retries (sim without latency or faults, replay, reference), so its
+    items run on pytest's thread instead of being handed to a pool thread and back."""
+
     def complete(self, request: Request) -> Completion:
         """Return the model's answer or raise a ProviderError subclass."""
         ...

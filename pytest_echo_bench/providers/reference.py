@@ -12,6 +12,8 @@ _KNOWN = {"template"}
 
 @dataclass(frozen=True)
 class ReferenceProvider:
+
+    instant = True  # the dataset's own answer
     template: str
 
     def complete(self, request: Request) -> Completion:

@@ -29,6 +29,8 @@ _load_lock = threading.Lock()
 class BbhRecording:
     """A directory of ``<subtask>.json[.gz]`` files, ``{"outputs": [{"input", "prediction", "target"}]}``."""
 
+    instant = True  # recorded outputs, read once: nothing to wait for
+
     root: Path
 
     def complete(self, request: Request) -> Completion:
@@ -57,6 +59,8 @@ class BbhRecording:
 @dataclass(frozen=True)
 class ResultsRecording:
     """One of our own results files: the output of the row with the item's task id and ``arm``."""
+
+    instant = True  # recorded outputs, read once: nothing to wait for
 
     path: Path
     arm: str | None  # None: the file's only arm, else the replaying arm's own name

@@ -31,6 +31,10 @@ class SimProvider:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
+    @property
+    def instant(self) -> bool:
+        return not self.latency_s and not self.transient_rate  # a transient fault means a backoff wait
+
     def complete(self, request: Request) -> Completion:
         self._count_call()
         if self.latency_s:
