@@ -75,8 +75,8 @@ from pytest_echo_bench.store import read_index
 from pytest_echo_bench.summary import FileTally
 path, what = Path(sys.argv[1]), sys.argv[2]
 start = time.perf_counter()
-read_index(path) if what == "keys" else FileTally().update(path, strict=True)
-print(time.perf_counter() - start)
+result = read_index(path) if what == "keys" else FileTally().update(path, strict=True)
+print(time.perf_counter() - start)  # before ``result`` is freed: a resuming process keeps it
 """
 
 
