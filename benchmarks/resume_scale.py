@@ -132,7 +132,7 @@ def main() -> None:
         print(f"{'keys and per-arm counts (controller)':44} {counts:8.2f} {counts / slow:11.2f}")
         first = args.rows // args.arms - args.items // 2  # half of the sweep is recorded in the file
         keys = [("scale", f"t{i}", f"a{j}") for i in range(first, first + args.items) for j in range(args.arms)]
-        check, _ = timed(lambda: sum(is_recorded(index.keys, k) for k in keys), args.repeat)  # type: ignore[attr-defined]
+        check, _ = timed(lambda: sum(is_recorded(index.keys, k) for k in keys), args.repeat)
         print(f"{f'deselect predicate, {len(keys)} items':44} {check:8.2f}")
 
         with open(workdir / "data.jsonl", "w", encoding="utf-8") as f:

@@ -16,7 +16,7 @@ from .discovery import find_specs
 from .errors import EchoBenchError, StoreError
 from .fingerprint import combine, spec_fingerprint
 from .options import BenchOptions
-from .records import Key, Meta
+from .records import KeySet, Meta
 from .spec import Spec
 from .store import ResultsIndex, repair
 from .summary import FileTally
@@ -45,7 +45,7 @@ class RunContext:
         return asdict(self)
 
 
-RECORDED = pytest.StashKey[set[Key]]()  # the controller's (or serial run's) resume keys
+RECORDED = pytest.StashKey[KeySet]()  # the controller's (or serial run's) resume keys
 COUNTED = pytest.StashKey[FileTally]()  # and its counts of the file, read in the same pass
 
 

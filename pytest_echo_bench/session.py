@@ -7,8 +7,9 @@ import dataclasses
 import itertools
 import json
 import shlex
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from .collect import OUTCOME, BenchItem, SpecFile
 from .context import COUNTED, RECORDED, RunContext
 from .live import LiveRun
 from .options import BenchOptions
-from .records import Key
+from .records import Key, KeySet
 from .runner import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Outcome, Prefetcher, Runner, StopSignal, utcnow, write_marker
 from .shard import parse_shard
 from .store import ResultsWriter, read_index
@@ -52,7 +53,7 @@ class BenchSession:
         self.collect_errors = 0
         self._resume_said = False
         self.stopped = ""  # why the run stopped early, once decided
-        self._index: dict[str, int] | None = None
+        self._pos = 0  # serial: where in session.items the next item to run should be
         self._xdist: Any = None
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
         self._prefixes: tuple[str, ...] = ()  # "<spec>::": node ids of benchmark items
@@ -98,7 +99,7 @@ class BenchSession:
     def _spec_of(self) -> dict[str, str]:
         return {str(info["spec"]): name for name, info in self.ctx.meta["benchmarks"].items()}
 
-    def _recorded(self) -> set[Key]:
+    def _recorded(self) -> KeySet:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
         # xdist workers deselect identically even while others append; the controller read it.
         recorded = self.config.stash.get(RECORDED, None)
@@ -135,11 +136,17 @@ class BenchSession:
         if self.is_worker:
             indices = self._xdist_queue()
         else:
-            if self._index is None:
-                self._index = {it.nodeid: n for n, it in enumerate(items)}
-            start = self._index.get(item.nodeid, len(items)) + 1
+            start = self._position(items, item) + 1
             indices = list(range(start, min(len(items), start + self.prefetcher.lookahead)))
         return [it for it in (items[i] for i in indices) if isinstance(it, BenchItem)]
+
+    def _position(self, items: list[pytest.Item], item: BenchItem) -> int:
+        """Serial runs go through the items in order: follow along instead of indexing them all."""
+        pos = self._pos  # the item after the last one seen; or the same one again (a rerun)
+        if not (pos < len(items) and items[pos] is item):
+            pos = next((n for n in (pos - 1, *range(len(items))) if 0 <= n < len(items) and items[n] is item), len(items))
+        self._pos = pos + 1
+        return pos
 
     def _xdist_queue(self) -> list[int]:
         # xdist's worker holds the indices the controller sent it. With --dist worksteal those may
@@ -340,7 +347,7 @@ def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[p
         config.hook.pytest_deselected(items=dropped)
 
 
-def is_recorded(recorded: set[Key], key: Key) -> bool:
+def is_recorded(recorded: KeySet, key: Key) -> bool:
     # Rows of the older format name no benchmark (and may have no meta line): match on
     # (task_id, arm) alone for those.
     return key in recorded or ("", key[1], key[2]) in recorded
@@ -354,13 +361,29 @@ def _marker_reason(marker: Path) -> str:
     return f"{data.get('reason')}: {data.get('message', '')}".strip()
 
 
+_NO_KEYWORDS: Mapping[str, Any] = MappingProxyType({})
+_NO_SECTIONS: Any = ()  # for the lists: immutable and shared, like the keywords
+
+
 def _spend(report: pytest.TestReport) -> None:
-    """Drop a recorded item's payload once every hook has read it: pytest keeps every report to
-    the end, and this copy cost about 300 bytes an item. Unrecorded kinds keep theirs: the
-    short summary asks ``pytest_report_teststatus`` again for their word."""
+    """Drop what every hook has now read from a benchmark item's call report.
+
+    pytest keeps every report to the end (the terminal reporter's counts and failure lists),
+    with a dict of the item's keywords, two lists and our payload each: about 500 bytes an
+    item that nothing reads after this hook. Unrecorded kinds keep their payload: the short
+    summary asks ``pytest_report_teststatus`` again for their word. A report with captured
+    output keeps its sections.
+    """
     bench = getattr(report, "bench", None)
-    if bench is not None and bench["kind"] == ROW:
+    if bench is None:
+        return
+    if bench["kind"] == ROW:
         del report.bench
+    report.keywords = _NO_KEYWORDS  # read-only: a late writer fails loudly instead of sharing
+    if not report.sections:
+        report.sections = _NO_SECTIONS
+    if not report.user_properties:
+        report.user_properties = _NO_SECTIONS
 
 
 def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from filelock import FileLock
 
 from .errors import AbortedError, StoreError
 from .keyscan import RowScan, ScanRow, gc_paused
-from .records import Key, row_key
+from .records import KeySet, row_key
 
 try:
     import fcntl
@@ -264,7 +264,7 @@ class ResultsIndex:
     """What resume needs from a results file: its meta and the set of recorded keys."""
 
     meta: dict[str, Any] | None
-    keys: set[Key] = field(default_factory=set)
+    keys: KeySet = field(default_factory=KeySet)
     size: int = 0
 
 
@@ -278,13 +278,14 @@ def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
     million rows in under two seconds instead of about eight.
     """
     scan = RowScan(path, KeyRow, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict), upto)
-    keys: set[Key] = set()
+    keys = KeySet()
     try:
         with gc_paused():
             for fast, slow in scan.batches():
                 default = str((scan.meta or {}).get("benchmark", ""))
-                keys.update([(r.benchmark or default, r.task_id, r.arm) for r in fast])
-                keys.update([row_key(r, default) for r in slow])
+                keys.add_rows(fast, default)
+                for record in slow:
+                    keys.add(row_key(record, default))
     except StoreError:
         raise
     except OSError as exc:

@@ -11,7 +11,7 @@ import msgspec
 
 from .errors import StoreError
 from .keyscan import RowScan, ScanRow, gc_paused
-from .records import Key
+from .records import KeySet
 from .store import parse_line
 
 
@@ -51,7 +51,7 @@ class FileTally:
 
     def __init__(self) -> None:
         self.arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-        self.seen: set[Key] = set()  # every key counted: the recorded keys resume deselects
+        self.seen = KeySet()  # every key counted: the recorded keys resume deselects
         self.meta: dict[str, Any] | None = None
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
 
@@ -77,15 +77,18 @@ class FileTally:
         return self.arms
 
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
-        arms, seen, default = self.arms, self.seen, str((self.meta or {}).get("benchmark", ""))
+        arms, by_arm, default = self.arms, self.seen.by_arm, str((self.meta or {}).get("benchmark", ""))
         unset = msgspec.UNSET
         # One loop, no call per row: a resumed million-row file is counted here.
         for r in fast + [_from_dict(d) for d in slow]:
-            key = (r.benchmark or default, r.task_id, r.arm)
-            if key in seen:
+            arm = (r.benchmark or default, r.arm)
+            ids = by_arm.get(arm)
+            if ids is None:
+                ids = by_arm[arm] = set()
+            elif r.task_id in ids:
                 continue
-            seen.add(key)
-            t = arms[key[0], key[2]]
+            ids.add(r.task_id)
+            t = arms[arm]
             t.items += 1
             t.correct += bool(r.passed)
             verdict = r.detail if r.status is unset else r.status  # older rows: the detail says it

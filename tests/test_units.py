@@ -199,3 +199,13 @@ def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path
                        "nokey": True}  # unavailable: it fails at once, with its reason
     assert not any(runner.arm(code_spec, arm).instant for arm in code_spec.arms)  # a sandbox run per item
     writer.close()
+
+
+def test_a_key_set_is_a_set_of_keys() -> None:
+    from pytest_echo_bench.records import KeySet
+
+    keys = KeySet([("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a"), ("b", "t1", "a")])
+    assert len(keys) == 4 and set(keys) == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")}
+    assert ("b", "t2", "a") in keys and ("b", "t2", "c") not in keys and ("c", "t1", "a") not in keys
+    assert ("b", "t1") not in keys and "bt1a" not in keys
+    assert keys == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")} and keys != {("b", "t1", "a")}
