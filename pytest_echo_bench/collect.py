@@ -98,6 +98,21 @@ class BenchItem(pytest.Item):
         for mark in item_marks(arm, example.subtask):
             self.add_marker(mark)
 
+    # pytest gives every node an empty set of extra -k names (216 bytes); a sweep has tens of
+    # thousands of items and no plugin of ours adds any. Made on first use, so a plugin that does
+    # add names still gets a set of its own.
+    @property
+    def extra_keyword_matches(self) -> set[str]:
+        extra: set[str] | None = self.__dict__.get("_extra_keyword_matches")
+        if extra is None:
+            extra = self.__dict__["_extra_keyword_matches"] = set()
+        return extra
+
+    @extra_keyword_matches.setter
+    def extra_keyword_matches(self, value: set[str]) -> None:
+        if value:
+            self.__dict__["_extra_keyword_matches"] = value
+
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.spec.benchmark, self.example.id, self.arm)
@@ -120,7 +135,7 @@ class BenchItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.arms[self.arm].line or None, f"{self.example.id}[{self.arm}]"
+        return self.path, self.spec.arms[self.arm].line or None, self.name  # the name is "<task_id>[<arm>]"
 
 
 def failure_text(outcome: Outcome) -> str:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .errors import UnavailableError
 from .spec import Spec, load_spec
 
+NO_METADATA: Mapping[str, Any] = MappingProxyType({})  # shared by every example without any
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)  # a sweep holds every example at once: no __dict__ each
 class Example:
     """One benchmark item as the loader produced it."""
 
@@ -20,7 +23,7 @@ class Example:
     input: str
     target: str
     subtask: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: NO_METADATA)
 
 
 Loader = Callable[[Spec], list[Example]]
@@ -70,7 +73,7 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
     metadata = record.get("metadata") or {k: v for k, v in record.items() if k not in ("id", "input", "target", "subtask")}
     subtask = record.get("subtask")
     return Example(_text(record["id"]), _text(record["input"]), _text(record["target"]),
-                   str(subtask) if subtask is not None else None, dict(metadata))
+                   str(subtask) if subtask is not None else None, dict(metadata) if metadata else NO_METADATA)
 
 
 def _inline(spec: Spec) -> list[Example]:

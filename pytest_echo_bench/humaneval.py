@@ -6,6 +6,7 @@ import ast
 import importlib
 import re
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from .datasets import Example, _slice
@@ -93,7 +94,7 @@ def _is_statement(text: str) -> bool:
     return bool(tree.body) and not all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) for node in tree.body)
 
 
-def build_program(code: str, metadata: dict[str, Any]) -> str:
+def build_program(code: str, metadata: Mapping[str, Any]) -> str:
     """The prompt, the completion and the task's tests, ending with ``check(<entry_point>)``."""
     prompt, entry = str(metadata["prompt"]), str(metadata["entry_point"])
     if _defines(code, entry):

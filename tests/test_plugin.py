@@ -44,6 +44,19 @@ def test_wrong_answer_shows_domain_lines_not_a_traceback(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*echo-bench summary*", "*demo*bad*1*0*0.000*", "*demo*good*1*1*1.000*"])
 
 
+def test_extra_keywords_a_plugin_adds_to_one_item_select_only_that_item(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(3))
+    pytester.makeconftest("""
+        def pytest_itemcollected(item):
+            if item.name == "q2[good]":
+                item.extra_keyword_matches.add("flagged")
+            assert not item.extra_keyword_matches or item.name == "q2[good]"
+    """)
+    result, _, rows = sweep.run("-k", "flagged")
+    result.assert_outcomes(passed=1)
+    assert [(r["task_id"], r["arm"]) for r in rows] == [("q2", "good")]
+
+
 def test_bench_strict_gives_pytest_exit_status(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(2))
     result, _, _ = sweep.run("--bench-strict")
