@@ -40,10 +40,11 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_ANTHROPIC_KEY", KEY)
 
 
-def anthropic_spec(server: FakeAnthropic, client: str, n: int = 3, options: str = "") -> str:
+def anthropic_spec(server: FakeAnthropic, client: str, n: int = 3, options: str = "", timeout: float = 10) -> str:
+    """``timeout`` only as short as a test of hangs needs: on a loaded machine 1 s can pass by itself."""
     arms = (f"  claude:\n    provider: anthropic\n    model: local-model\n    base_url: {server.base_url}\n"
             f"    api_key_env: TEST_ANTHROPIC_KEY\n    temperature: 0\n    client: {client}\n{options}")
-    return sim_spec(n, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\ntimeout_s: 1\n")
+    return sim_spec(n, arms=arms, extra=f"retries: {{attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}}\ntimeout_s: {timeout}\n")
 
 
 def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, client: str) -> None:
@@ -75,7 +76,7 @@ def test_transient_faults_are_retried_not_graded(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, fault: tuple[str, object], client: str
 ) -> None:
     server.push(*fault, times=2)
-    make_spec(pytester, anthropic_spec(server, client, n=2))
+    make_spec(pytester, anthropic_spec(server, client, n=2, timeout=1 if fault[0] == "hang" else 10))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     result.assert_outcomes(passed=2)
     assert result.ret == 0

@@ -19,11 +19,12 @@ def client(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", client: str = "sdk") -> str:
+def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", client: str = "sdk", timeout: float = 10) -> str:
+    """``timeout`` only as short as a test of hangs needs: on a loaded machine 1 s can pass by itself."""
     arms = (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n"
             f"    api_key_env: TEST_OPENAI_KEY\n    temperature: 0\n    client: {client}\n")
     return sim_spec(n, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\n"
-                    "timeout_s: 1\n" + extra)
+                    f"timeout_s: {timeout}\n" + extra)
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def test_transient_faults_are_retried_not_graded(
 ) -> None:
     openai_server.answer = lambda prompt: "4"
     openai_server.push(*fault, times=2)
-    make_spec(pytester, openai_spec(openai_server, n=2, client=client))
+    make_spec(pytester, openai_spec(openai_server, n=2, client=client, timeout=1 if fault[0] == "hang" else 10))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     result.assert_outcomes(passed=2)
     assert result.ret == 0
@@ -146,7 +147,7 @@ def test_a_hung_call_does_not_hold_up_a_stopping_run(pytester: pytest.Pytester, 
     openai_server.answer = lambda prompt: "4"
     openai_server.push("hang", 30.0)  # the first call hangs far past the stop
     openai_server.quota_after = 2
-    make_spec(pytester, openai_spec(openai_server, n=12, client="http").replace("timeout_s: 1", "timeout_s: 60"))
+    make_spec(pytester, openai_spec(openai_server, n=12, client="http", timeout=60))
     start = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert result.ret == 2
