@@ -15,8 +15,7 @@ from .errors import SpecError
 KeyPath = tuple[Any, ...]
 
 TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing"}
-_SNIFF = re.compile(rb"^benchmark\s*:", re.MULTILINE)
-_SNIFF_ARMS = re.compile(rb"^arms\s*:", re.MULTILINE)
+_SNIFFED = (("benchmark", re.compile(rb"benchmark\s*:")), ("arms", re.compile(rb"arms\s*:")))
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -70,15 +69,24 @@ class Spec:
 
 
 def looks_like_spec(path: Path) -> bool:
-    """Cheap sniff: a YAML file with top-level ``benchmark:`` and ``arms:`` keys."""
+    """Cheap sniff: a YAML file with top-level ``benchmark:`` and ``arms:`` keys.
+
+    Read line by line up to both keys, however far down: an inline dataset of thousands of
+    items can put ``arms:`` megabytes into the file.
+    """
     if path.suffix not in (".yaml", ".yml"):
         return False
+    found: set[str] = set()
     try:
         with open(path, "rb") as f:
-            head = f.read(1 << 16)
+            for line in f:
+                if line[:1] in (b"b", b"a"):  # top-level keys start the line; most lines do not
+                    found.update(name for name, key in _SNIFFED if key.match(line))
+                    if len(found) == len(_SNIFFED):
+                        return True
     except OSError:
         return False
-    return bool(_SNIFF.search(head) and _SNIFF_ARMS.search(head))
+    return False
 
 
 def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None) -> Spec:

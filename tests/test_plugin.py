@@ -57,6 +57,14 @@ def test_extra_keywords_a_plugin_adds_to_one_item_select_only_that_item(pytester
     assert [(r["task_id"], r["arm"]) for r in rows] == [("q2", "good")]
 
 
+def test_a_spec_whose_arms_come_after_a_large_inline_dataset_is_collected(pytester: pytest.Pytester) -> None:
+    spec = make_spec(pytester, sim_spec(2500))  # 2,500 items put `arms:` about 110 KB into the file
+    assert spec.read_text().index("\narms:") > 100_000
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", "demo.yaml")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*5000 tests collected*"])
+
+
 def test_bench_strict_gives_pytest_exit_status(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(2))
     result, _, _ = sweep.run("--bench-strict")
