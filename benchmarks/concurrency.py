@@ -1,8 +1,10 @@
 """Concurrency efficiency: N items against a local OpenAI-compatible server answering in 0.2 s.
 
-Prints wall time against the ideal (items x latency / concurrency), the sweep's CPU seconds and
-peak memory, for the openai provider with the official SDK ("openai") and with the lean HTTP
-client ("http"), and for the offline sim provider with the same latency (the harness alone).
+Prints wall time against the ideal (items x latency / concurrency), the span of the calls
+themselves against it (first call started to last row finished, from the rows' timestamps: the
+wall time without pytest's start-up, collection and summary), the sweep's CPU seconds and peak
+memory, for the openai provider with the official SDK ("openai") and with the lean HTTP client
+("http"), and for the offline sim provider with the same latency (the harness alone).
 
 Usage: python benchmarks/concurrency.py [--items 1000] [--levels 8,32,64]
 """
@@ -10,6 +12,7 @@ Usage: python benchmarks/concurrency.py [--items 1000] [--levels 8,32,64]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +43,14 @@ def spec(items: int, arm: str) -> str:
     return f"benchmark: perf\ndataset:\n  loader: inline\n  items:\n{rows}\nscorer: exact\narms:\n{arm}\n"
 
 
-def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, float, float]:
+def call_span(results: Path) -> float:
+    """Seconds from the first call's start to the last row's finish."""
+    rows = [json.loads(line) for line in results.read_text().splitlines()[1:]]
+    start = min(datetime.fromisoformat(r["started_at"]) for r in rows)
+    return (max(datetime.fromisoformat(r["finished_at"]) for r in rows) - start).total_seconds()
+
+
+def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, float, float, float]:
     out = workdir / f"r{time.monotonic_ns()}.jsonl"
     cmd = [sys.executable, "-m", "pytest", "perf.yaml", "-q", "-p", "no:cacheprovider", "--bench-out", str(out),
            "--bench-concurrency", str(concurrency)] + (["-n", str(workers)] if workers else [])
@@ -51,7 +62,7 @@ def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, flo
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 1024
+    return wall, call_span(out), cpu, after.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -72,13 +83,15 @@ def main() -> None:
                         "    api_key_env: null",
                 "sim": f"  sim: {{provider: sim, accuracy: 1.0, latency_s: {LATENCY}}}",
             }
-            print(f"{'provider':8} {'in flight':>9} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu s':>7} {'peak MB':>8}")
+            print(f"{'provider':8} {'in flight':>9} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'calls s':>8} {'ratio':>6} "
+                  f"{'cpu s':>7} {'peak MB':>8}")
             for name, arm in arms.items():
                 (workdir / "perf.yaml").write_text(spec(args.items, arm))
                 for level in map(int, args.levels.split(",")):
-                    wall, cpu, peak = run_sweep(workdir, level, args.workers)
+                    wall, span, cpu, peak = run_sweep(workdir, level, args.workers)
                     ideal = args.items * LATENCY / level
-                    print(f"{name:8} {level:9d} {wall:8.2f} {ideal:8.2f} {wall / ideal:6.2f} {cpu:7.2f} {peak:8.1f}")
+                    print(f"{name:8} {level:9d} {wall:8.2f} {ideal:8.2f} {wall / ideal:6.2f} {span:8.2f} {span / ideal:6.2f} "
+                          f"{cpu:7.2f} {peak:8.1f}")
     finally:
         server.kill()
 
