@@ -10,6 +10,7 @@ default; a killed process loses nothing already written, the OS keeps it) or ``n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -49,10 +50,13 @@ class AppendLock:
         self.path = path
         self._fd: int | None = None
         self._threads = threading.Lock()  # flock does not exclude threads sharing one descriptor
+        self._closed = False
 
     def __enter__(self) -> None:
         self._threads.acquire()
         try:
+            if self._closed:  # a late caller must not reopen (and leak) the lock file
+                raise AbortedError("the run ended while this call was in flight; not recorded")
             while True:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -76,6 +80,7 @@ class AppendLock:
 
     def close(self) -> None:
         with self._threads:
+            self._closed = True
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
@@ -90,6 +95,7 @@ class ResultsWriter:
         self._meta = (json.dumps(meta, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii") if meta else b""
         self._lock: AbstractContextManager[Any] = AppendLock(str(path) + ".lock") if fcntl else lock_for(path)
         self._closed = False
+        self._state = threading.Lock()  # append vs close, between this process's threads
         self._fd: int | None = None
         self._end: int | None = None  # the file's size right after our last append
 
@@ -98,8 +104,6 @@ class ResultsWriter:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-                with self._lock:  # creates the lock file now, so its failure is a StoreError too
-                    pass
             except OSError as exc:
                 self._fd = None
                 raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
@@ -107,10 +111,12 @@ class ResultsWriter:
 
     def append(self, line: bytes) -> None:
         """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
-        if self._closed:
-            raise AbortedError("the run ended while this call was in flight; not recorded")
-        fd = self._open()
-        with self._lock:
+        # ``_state`` orders appends against close(): the append lock already serialises this
+        # process's appends, so it costs no concurrency.
+        with self._state, self._locked():
+            if self._closed:  # a call landing after the run ended: the file must not be reopened
+                raise AbortedError("the run ended while this call was in flight; not recorded")
+            fd = self._open()
             size = os.fstat(fd).st_size
             if size != self._end:
                 # Someone else appended (or cut a torn tail) since our last row, or this is our first:
@@ -143,18 +149,36 @@ class ResultsWriter:
             raise StoreError(f"cannot append to {self.path}: {reason}; rows written so far are intact")
         return size + written
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The append lock; failing to create its file is failing to open the results file."""
+        try:
+            self._lock.__enter__()
+        except AbortedError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
+        try:
+            yield
+        finally:
+            self._lock.__exit__(None, None, None)
+
     def close(self) -> None:
-        self._closed = True  # a call still in flight when the run ends must not reopen the file
+        """Close for good; an append in flight in another thread finishes first, a later one is refused."""
+        with self._state:
+            self._shut()
         if isinstance(self._lock, AppendLock):
             self._lock.close()
-        if self._fd is None:
-            return
-        try:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+
+    def _shut(self) -> None:
+        self._closed = True
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                if self.fsync != "never":
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def repair_torn_tail(fd: int, path: Path) -> int:

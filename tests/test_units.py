@@ -209,3 +209,39 @@ def test_a_key_set_is_a_set_of_keys() -> None:
     assert ("b", "t2", "a") in keys and ("b", "t2", "c") not in keys and ("c", "t1", "a") not in keys
     assert ("b", "t1") not in keys and "bt1a" not in keys
     assert keys == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")} and keys != {("b", "t1", "a")}
+
+
+def test_appends_racing_close_leave_no_descriptor_open(tmp_path: Path) -> None:
+    """Calls that land while the run ends are refused; none reopens the file or its lock."""
+    import os
+
+    def open_fds() -> set[str]:
+        return set(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    rows = 0
+    for n in range(60):
+        writer = ResultsWriter(tmp_path / f"r{n}.jsonl")
+        writer.append(b'{"task_id":"t","arm":"a"}\n')
+        refused = threading.Event()
+
+        def hammer(writer: ResultsWriter = writer, refused: threading.Event = refused) -> None:
+            nonlocal rows
+            while True:
+                try:
+                    writer.append(b'{"task_id":"t","arm":"b"}\n')
+                    rows += 1
+                except AbortedError:
+                    refused.set()
+                    return
+
+        threads = [threading.Thread(target=hammer) for _ in range(3)]
+        for t in threads:
+            t.start()
+        writer.close()
+        for t in threads:
+            t.join(10)
+        assert refused.is_set() and not any(t.is_alive() for t in threads)
+        lines = (tmp_path / f"r{n}.jsonl").read_bytes().splitlines()
+        assert all(line.startswith(b'{"task_id":"t","arm":') and line.endswith(b"}") for line in lines)
+    assert open_fds() <= before and rows > 0
