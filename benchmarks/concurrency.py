@@ -53,7 +53,9 @@ def call_span(results: Path) -> float:
 def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, float, float, float]:
     out = workdir / f"r{time.monotonic_ns()}.jsonl"
     cmd = [sys.executable, "-m", "pytest", "perf.yaml", "-q", "-p", "no:cacheprovider", "--bench-out", str(out),
-           "--bench-concurrency", str(concurrency)] + (["-n", str(workers)] if workers else [])
+           "--bench-concurrency", str(concurrency),
+           "--bench-cache", "off"]  # every run makes its calls: no answers from the previous level's cache
+    cmd += ["-n", str(workers)] if workers else []
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
