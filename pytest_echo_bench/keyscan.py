@@ -48,8 +48,8 @@ RowT = TypeVar("RowT", bound=ScanRow)
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while a read builds a million small acyclic objects.
 
-    Each collection would walk every key built so far; the objects made here (strings,
-    tuples of strings, Structs without GC) form no cycles, so nothing is left for it to find.
+    A collection would walk the containers built so far; what a read makes (strings, sets of
+    strings, Structs without GC) forms no cycles, so there is nothing for it to find.
     """
     was = gc.isenabled()
     gc.disable()
