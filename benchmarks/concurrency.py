@@ -23,6 +23,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from overhead import run
+
 ROOT = Path(__file__).resolve().parents[1]
 LATENCY = 0.2
 
@@ -51,20 +53,12 @@ def call_span(results: Path) -> float:
 
 
 def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, float, float, float]:
+    """(wall s, calls s, CPU s, peak MB) of one sweep."""
     out = workdir / f"r{time.monotonic_ns()}.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "perf.yaml", "-q", "-p", "no:cacheprovider", "--bench-out", str(out),
-           "--bench-concurrency", str(concurrency),
-           "--bench-cache", "off"]  # every run makes its calls: no answers from the previous level's cache
-    cmd += ["-n", str(workers)] if workers else []
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"sweep failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, call_span(out), cpu, after.ru_maxrss / 1024
+    # The cache off: every run makes its calls, none is answered from the previous level's cache.
+    wall, cpu = run(workdir, ["perf.yaml", "--bench-out", str(out), "--bench-concurrency", str(concurrency),
+                              "--bench-cache", "off"], workers)
+    return wall, call_span(out), cpu, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def main() -> None:

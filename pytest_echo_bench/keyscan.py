@@ -16,8 +16,6 @@ semantics and refuses garbage with its line number, so a reader sees exactly wha
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -42,22 +40,6 @@ class ScanRow(msgspec.Struct, gc=False):
 
 
 RowT = TypeVar("RowT", bound=ScanRow)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a read builds a million small acyclic objects.
-
-    A collection would walk the containers built so far; what a read makes (strings, sets of
-    strings, Structs without GC) forms no cycles, so there is nothing for it to find.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 Batch = tuple["list[RowT]", "list[dict[str, Any]]"]  # rows read fast, rows the full parser read
 
 

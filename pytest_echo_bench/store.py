@@ -23,7 +23,7 @@ from typing import Any
 from filelock import FileLock
 
 from .errors import AbortedError, StoreError
-from .keyscan import RowScan, ScanRow, gc_paused
+from .keyscan import RowScan, ScanRow
 from .records import KeySet, row_key
 
 try:
@@ -304,12 +304,11 @@ def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
     scan = RowScan(path, KeyRow, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict), upto)
     keys = KeySet()
     try:
-        with gc_paused():
-            for fast, slow in scan.batches():
-                default = str((scan.meta or {}).get("benchmark", ""))
-                keys.add_rows(fast, default)
-                for record in slow:
-                    keys.add(row_key(record, default))
+        for fast, slow in scan.batches():
+            default = str((scan.meta or {}).get("benchmark", ""))
+            keys.add_rows(fast, default)
+            for record in slow:
+                keys.add(row_key(record, default))
     except StoreError:
         raise
     except OSError as exc:

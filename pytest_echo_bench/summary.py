@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from .errors import StoreError
-from .keyscan import RowScan, ScanRow, gc_paused
+from .keyscan import RowScan, ScanRow
 from .records import KeySet
 from .store import parse_line
 
@@ -64,10 +64,9 @@ class FileTally:
         scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
                        start=self.end)
         try:
-            with gc_paused():
-                for fast, slow in scan.batches():
-                    self.meta = scan.meta or self.meta
-                    self._add(fast, slow)
+            for fast, slow in scan.batches():
+                self.meta = scan.meta or self.meta
+                self._add(fast, slow)
         except StoreError:
             raise
         except OSError as exc:
@@ -102,11 +101,6 @@ def _from_dict(d: dict[str, Any]) -> TallyRow:
     return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
                     benchmark=str(d["benchmark"]) if d.get("benchmark") else None, passed=d.get("passed"),
                     status=d.get("status", msgspec.UNSET), detail=d.get("detail"), wall_seconds=d.get("wall_seconds"))
-
-
-def tally(path: Path) -> dict[tuple[str, str], ArmTally]:
-    """Count each (benchmark, task_id, arm) once, even in a file with duplicated rows."""
-    return FileTally().update(path)
 
 
 def summarize(path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None) -> list[str]:

@@ -17,7 +17,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.keyscan import RowScan
 from pytest_echo_bench.records import Row, row_key
 from pytest_echo_bench.store import KeyRow, ResultsWriter, iter_records, read_index, read_records
-from pytest_echo_bench.summary import FileTally, tally
+from pytest_echo_bench.summary import FileTally
 
 META = b'{"_meta":true,"benchmark":"b"}\n'
 
@@ -245,7 +245,7 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
         got[2] += verdict == "unparseable"
         got[3] += record.data.get("status") == "error"
         got[4] += float(record.data.get("wall_seconds") or 0.0)
-    counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in tally(path).items()}
+    counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in FileTally().update(path).items()}
     assert counted == expected and sum(v[0] for v in expected.values()) > 150
 
 
@@ -261,7 +261,7 @@ def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Pa
         f.truncate(start)
         f.seek(start)
         f.write(b"".join(row(f"t{i}", passed=False).to_line() for i in range(3, 9)))
-    assert counted.end[0] == start and counted.update(path) == tally(path)
+    assert counted.end[0] == start and counted.update(path) == FileTally().update(path)
     assert (counted.arms["b", "a"].items, counted.arms["b", "a"].correct) == (9, 5)
     with open(path, "ab") as f:
         f.write(b"garbage\n" + row("t9").to_line())

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, option
-from .http_json import JSONClient, Reply, Transport
+from .base import Caller, Completion, Request, chat_options, check_options, option
+from .http_json import JSONClient, Reply, Transport, sdk_errors
 from .openai_chat import retry_after
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
@@ -88,16 +88,9 @@ class SDKTransport:
     sdk: Any
 
     def post(self, payload: dict[str, Any]) -> Reply:
-        sdk = self.sdk
-        try:
+        with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
+                status, _error_of(body), headers)):
             resp = self.client.messages.create(**_sdk_arguments(payload))
-        except sdk.APIConnectionError as exc:  # includes APITimeoutError
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        except sdk.APIStatusError as exc:
-            body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
-            raise classify_status(exc.status_code, _error_of(body), exc.response.headers) from exc
-        except sdk.AnthropicError as exc:
-            raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
         usage = getattr(resp, "usage", None)
         return _reply({
             "content": [{"type": block.type, "text": getattr(block, "text", None)} for block in resp.content or []],
@@ -136,17 +129,8 @@ def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown anthropic option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
-    model = option(arm, "model", str, None, spec)
-    if not model:
-        raise spec.error("an anthropic arm needs a 'model'", "arms", arm.name)
-    client = option(arm, "client", str, "sdk", spec)
-    if client not in ("sdk", "http"):
-        raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
-    key_env = option(arm, "api_key_env", (str, type(None)), "ANTHROPIC_API_KEY", spec)
-    base_url = option(arm, "base_url", str, DEFAULT_BASE_URL, spec)
+    check_options(arm, spec, "anthropic", _KNOWN)
+    model, client, key_env, base_url = chat_options(arm, spec, "anthropic", "ANTHROPIC_API_KEY", DEFAULT_BASE_URL)
     system = option(arm, "system", str, None, spec)
     params = _params(arm, spec)
     # "api_key_env: null" is for local proxies that take no key; then none is sent.

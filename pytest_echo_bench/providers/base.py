@@ -48,6 +48,26 @@ Caller = Callable[[str, "Request"], Completion]
 Factory = Callable[["ArmSpec", "Spec", Caller], Provider]
 
 
+def check_options(arm: ArmSpec, spec: Spec, provider: str, known: set[str]) -> None:
+    """Refuse an option the provider does not know (a typo would otherwise be silently ignored)."""
+    unknown = sorted(set(arm.options) - known)
+    if unknown:
+        raise spec.error(f"unknown {provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
+                         "arms", arm.name, unknown[0])
+
+
+def chat_options(arm: ArmSpec, spec: Spec, provider: str, key_env: str, base_url: str) -> tuple[str, str, str | None, str]:
+    """What the chat providers share: model (required), client (sdk or http), api_key_env, base_url."""
+    model = option(arm, "model", str, None, spec)
+    if not model:
+        raise spec.error(f"an {provider} arm needs a 'model'", "arms", arm.name)
+    client = option(arm, "client", str, "sdk", spec)
+    if client not in ("sdk", "http"):
+        raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
+    return (model, client, option(arm, "api_key_env", (str, type(None)), key_env, spec),
+            option(arm, "base_url", str, base_url, spec))
+
+
 def option(arm: ArmSpec, key: str, kind: type | tuple[type, ...], default: Any, spec: Spec) -> Any:
     """Read an arm option, failing with the spec's file and line when its type is wrong."""
     if key not in arm.options:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import ExhaustedError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, option
+from .base import Caller, Completion, Request, check_options, option
 
 _KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home"}
 # Locale and terminal only: no keys, no project variables, no config-directory overrides.
@@ -167,9 +167,7 @@ def _check_prompt(argv: list[str], mode: str, arm: ArmSpec, spec: Spec) -> None:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown command option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    check_options(arm, spec, "command", _KNOWN)
     argv, preset = _argv(arm, spec)
     mode = option(arm, "prompt", str, "stdin", spec)
     _check_prompt(argv, mode, arm, spec)

@@ -6,15 +6,17 @@ process keeps in flight on a small machine (see docs/performance.md).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import ssl
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..errors import TransientError
+from ..errors import PermanentError, ProviderError, TransientError
 
 Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
 
@@ -23,6 +25,23 @@ class Transport(Protocol):
     """How a chat provider reaches its API: the official SDK, or ``JSONClient`` below."""
 
     def post(self, payload: dict[str, Any]) -> Reply: ...
+
+
+@contextlib.contextmanager
+def sdk_errors(sdk: Any, base_error: type[Exception],
+               classify: Callable[[int, Any, Mapping[str, str]], ProviderError]) -> Iterator[None]:
+    """An official SDK's exceptions in our terms, as the lean client reports the same failures:
+    no connection or a timeout is transient, an HTTP status is classified by the provider, and
+    anything else the SDK raises is permanent."""
+    try:
+        yield
+    except sdk.APIConnectionError as exc:  # includes APITimeoutError
+        raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+    except sdk.APIStatusError as exc:
+        body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
+        raise classify(exc.status_code, body, exc.response.headers) from exc
+    except base_error as exc:
+        raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
 
 
 @dataclass

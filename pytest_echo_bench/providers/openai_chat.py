@@ -15,8 +15,8 @@ from typing import Any
 
 from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, option
-from .http_json import JSONClient, Reply, Transport
+from .base import Caller, Completion, Request, chat_options, check_options, option
+from .http_json import JSONClient, Reply, Transport, sdk_errors
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
@@ -77,16 +77,8 @@ class SDKTransport:
     sdk: Any
 
     def post(self, payload: dict[str, Any]) -> Reply:
-        sdk = self.sdk
-        try:
+        with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status):
             resp = self.client.chat.completions.create(**payload)
-        except sdk.APIConnectionError as exc:  # includes APITimeoutError
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        except sdk.APIStatusError as exc:
-            body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
-            raise classify_status(exc.status_code, body, exc.response.headers) from exc
-        except sdk.OpenAIError as exc:
-            raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
         usage = resp.usage.model_dump() if getattr(resp, "usage", None) else None
         return _reply({"choices": [{"message": {"content": c.message.content}} for c in resp.choices or []],
                        "usage": usage})
@@ -111,17 +103,8 @@ class HTTPTransport:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown openai option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
-    model = option(arm, "model", str, None, spec)
-    if not model:
-        raise spec.error("an openai arm needs a 'model'", "arms", arm.name)
-    client = option(arm, "client", str, "sdk", spec)
-    if client not in ("sdk", "http"):
-        raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
-    key_env = option(arm, "api_key_env", (str, type(None)), "OPENAI_API_KEY", spec)
-    base_url = option(arm, "base_url", str, DEFAULT_BASE_URL, spec)
+    check_options(arm, spec, "openai", _KNOWN)
+    model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL)
     params = {k: arm.options[k] for k in _SAMPLING if k in arm.options}
     params.update(option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)

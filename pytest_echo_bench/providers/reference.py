@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, option
+from .base import Caller, Completion, Request, check_options, option
 
 _KNOWN = {"template"}
 
@@ -25,10 +25,7 @@ class ReferenceProvider:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> ReferenceProvider:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown reference option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}",
-                         "arms", arm.name, unknown[0])
+    check_options(arm, spec, "reference", _KNOWN)
     template = option(arm, "template", str, "{target}", spec)
     if "{target}" not in template:
         raise spec.error("template must contain {target}", "arms", arm.name, "template")

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from ..errors import PermanentError, StoreError
 from ..spec import ArmSpec, Spec
 from ..store import read_records
-from .base import Caller, Completion, Request, option
+from .base import Caller, Completion, Request, check_options, option
 
 T = TypeVar("T")
 _KNOWN = {"path", "arm"}
@@ -117,9 +117,7 @@ def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str], str]]:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRecording:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown replay option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    check_options(arm, spec, "replay", _KNOWN)
     raw = option(arm, "path", str, None, spec)
     if not raw:
         raise spec.error("replay needs a 'path': a directory of BBH recordings or a .jsonl results file", "arms", arm.name)

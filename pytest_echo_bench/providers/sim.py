@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import ExhaustedError, TransientError
 from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, option
+from .base import Caller, Completion, Request, check_options, option
 
 _KNOWN = {"accuracy", "latency_s", "faults", "seed", "template", "unparseable_rate"}
 
@@ -90,9 +90,7 @@ def wrong_answer(target: str, rng: random.Random) -> str:
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> SimProvider:
-    unknown = sorted(set(arm.options) - _KNOWN)
-    if unknown:
-        raise spec.error(f"unknown sim option {unknown[0]!r}; known: {', '.join(sorted(_KNOWN))}", "arms", arm.name, unknown[0])
+    check_options(arm, spec, "sim", _KNOWN)
     accuracy = float(option(arm, "accuracy", (int, float), 0.8, spec))
     if not 0 <= accuracy <= 1:
         raise spec.error("accuracy must be between 0 and 1", "arms", arm.name, "accuracy")
