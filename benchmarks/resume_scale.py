@@ -26,9 +26,9 @@ from pathlib import Path
 
 from overhead import machine
 
-from pytest_echo_bench.records import Row, row_key
-from pytest_echo_bench.session import is_recorded
-from pytest_echo_bench.store import read_index, read_records
+from pytest_echo_bench.plugin.worker import is_recorded
+from pytest_echo_bench.store.reader import read_index, read_records
+from pytest_echo_bench.store.records import Row, row_key
 
 TARGET_S = 2.0
 WORDS = ["the", "answer", "is", "so", "therefore", "let's", "think", "step", "by", "\"quoted\"", "caf\u00e9", "\u2192", "x"]
@@ -71,8 +71,8 @@ def full_parse(path: Path) -> set[tuple[str, str, str]]:
 FRESH_READ = """
 import sys, time
 from pathlib import Path
-from pytest_echo_bench.store import read_index
-from pytest_echo_bench.summary import FileTally
+from pytest_echo_bench.store.reader import read_index
+from pytest_echo_bench.store.tally import FileTally
 path, what = Path(sys.argv[1]), sys.argv[2]
 start = time.perf_counter()
 result = read_index(path) if what == "keys" else FileTally().update(path, strict=True)

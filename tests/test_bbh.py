@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from conftest import SHARED_DATA, Sweep, make_spec, read_rows
-from pytest_echo_bench.datasets import Example
+from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.errors import PermanentError
 from pytest_echo_bench.providers import replay
 from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.reference import ReferenceProvider
-from pytest_echo_bench.scoring import bbh
+from pytest_echo_bench.suites.bbh import score as bbh
 
 BBH = SHARED_DATA / "bbh"
 CODEX = SHARED_DATA / "bbh-codex-cot"

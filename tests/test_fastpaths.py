@@ -14,10 +14,11 @@ from filelock import FileLock
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.keyscan import RowScan
-from pytest_echo_bench.records import Row, row_key
-from pytest_echo_bench.store import KeyRow, ResultsWriter, iter_records, read_index, read_records
-from pytest_echo_bench.summary import FileTally
+from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.reader import iter_records, read_index, read_records
+from pytest_echo_bench.store.records import Row, row_key
+from pytest_echo_bench.store.tally import FileTally
+from pytest_echo_bench.store.writer import ResultsWriter
 
 META = b'{"_meta":true,"benchmark":"b"}\n'
 
@@ -85,7 +86,7 @@ def test_our_own_rows_take_the_fast_path_and_the_others_the_full_parser(tmp_path
     def batches(lines: list[bytes]) -> list[tuple[int, int]]:
         path = tmp_path / "r.jsonl"
         path.write_bytes(META + b"".join(lines))
-        scan = RowScan(path, KeyRow, lambda raw, n, strict: json.loads(raw))
+        scan = RowScan(path, ScanRow, lambda raw, n, strict: json.loads(raw))
         return [(len(fast), len(slow)) for fast, slow in scan.batches()]
 
     plain = TRICKY[:10] + [TRICKY[13], TRICKY[15]]  # any JSON object with string keys
@@ -206,7 +207,7 @@ def test_silent_setup_and_teardown_reports_of_items_are_not_kept(pytester: pytes
 def test_chunk_boundaries_anywhere_read_the_same_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        chunk: int) -> None:
     """Lines cut across reads, a garbage line or a blank one at any place, a torn tail."""
-    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", chunk)
+    monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", chunk)
     rng = random.Random(chunk)
     lines = [row(f"t{i}", extra={"k": "}\n{" * (i % 3)}).to_line() for i in range(40)]
     path = tmp_path / "r.jsonl"
@@ -220,7 +221,7 @@ def test_chunk_boundaries_anywhere_read_the_same_keys(tmp_path: Path, monkeypatc
 
 
 def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", 64)
+    monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", 64)
     rng = random.Random(3)
     lines = [META]
     for i in range(200):
@@ -251,7 +252,7 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
 
 def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pytest_echo_bench.keyscan.CHUNK", 100)
+    monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", 100)
     path = tmp_path / "r.jsonl"
     path.write_bytes(META + b"".join(row(f"t{i}").to_line() for i in range(5)) + b'{"task_id":"torn')
     counted = FileTally()

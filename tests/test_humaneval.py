@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from conftest import Sweep, make_spec
-from pytest_echo_bench.datasets import Example, load_examples
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.registry import load_examples
 from pytest_echo_bench.errors import SpecError
-from pytest_echo_bench.humaneval import build_program, extract_code, score
-from pytest_echo_bench.sandbox import OUTPUT_TAIL, Limits, run_python
-from pytest_echo_bench.scoring import get_scorer
-from pytest_echo_bench.spec import load_spec
+from pytest_echo_bench.scoring.registry import get_scorer
+from pytest_echo_bench.spec.load import load_spec
+from pytest_echo_bench.suites.humaneval import build_program, extract_code, score
+from pytest_echo_bench.suites.sandbox import OUTPUT_TAIL, Limits, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits are tested on Linux")
 

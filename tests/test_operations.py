@@ -11,14 +11,14 @@ import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.cli import main
+from pytest_echo_bench.ops.cli import main
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 
 
 def report_json(*files: Path) -> dict[str, Any]:
-    from pytest_echo_bench.render import report_json
-    from pytest_echo_bench.report import build_report, load_results
+    from pytest_echo_bench.ops.render import report_json
+    from pytest_echo_bench.ops.report import build_report, load_results
 
     return report_json(build_report(load_results(list(files))))
 

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.progress import LiveCounters, progress_state, render_progress, watch, write_atomic, write_progress
-from pytest_echo_bench.stats import wilson
+from pytest_echo_bench.ops.page.html import render_progress, watch, write_progress
+from pytest_echo_bench.ops.page.state import LiveCounters, progress_state
+from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.store.files import write_atomic
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
 PAYLOAD = "<script>alert(1)</script>\"><img src=x onerror=alert(1)>"
@@ -155,14 +157,14 @@ def test_stop_marker_is_shown(results: Path) -> None:
     page = render_progress(state)
     assert 'id="stopped"' in page and "exhausted: quota used up for arm b" in page and ">stopped</span>" in page
     marker.write_text("{torn")
-    assert progress_state(results).stopped == "stopped (see run.jsonl.stop.json)"
+    assert progress_state(results).stopped == "stopped: see run.jsonl.stop.json"
 
 
 def test_write_atomic_replaces_and_leaves_no_temp_file(tmp_path: Path) -> None:
     page = tmp_path / "status.html"
     page.write_text("old")
-    write_atomic(page, "new \ud800 page")  # a lone surrogate (valid JSON escape) must not fail the write
-    assert page.read_text() == "new ? page" and os.listdir(tmp_path) == ["status.html"]
+    write_atomic(page, b"new page")
+    assert page.read_text() == "new page" and os.listdir(tmp_path) == ["status.html"]
     assert page.stat().st_mode & 0o777 == 0o644
 
 
@@ -175,7 +177,7 @@ def test_write_atomic_failure_keeps_the_old_page(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(OSError):
-        write_atomic(page, "new")
+        write_atomic(page, b"new")
     assert page.read_text() == "old" and os.listdir(tmp_path) == ["status.html"]
 
 

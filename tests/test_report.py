@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.render import render, report_json
-from pytest_echo_bench.report import ArmStats, Conflict, Report, build_report, load_results
+from pytest_echo_bench.ops.render import render, report_json
+from pytest_echo_bench.ops.report import ArmStats, Conflict, Report, build_report, load_results
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 30}},
         "arms": {"demo": ["B", "A"]}}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_echo_bench.calls import Classifier, backoff_delay, call_with_retries
-from pytest_echo_bench.datasets import Example
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.engine.calls import Classifier, backoff_delay, call_with_retries
 from pytest_echo_bench.errors import (
     AbortedError,
     ExhaustedError,
@@ -20,9 +20,11 @@ from pytest_echo_bench.errors import (
     TransientError,
 )
 from pytest_echo_bench.providers.base import Completion, Request
-from pytest_echo_bench.scoring import bbh, exact, numeric
-from pytest_echo_bench.spec import RetryPolicy
-from pytest_echo_bench.store import ResultsWriter, read_index
+from pytest_echo_bench.scoring.text import exact, numeric
+from pytest_echo_bench.spec.load import RetryPolicy
+from pytest_echo_bench.store.reader import read_index
+from pytest_echo_bench.store.writer import ResultsWriter
+from pytest_echo_bench.suites.bbh import score as bbh
 
 
 @pytest.mark.parametrize(
@@ -174,8 +176,9 @@ def test_a_whole_row_missing_only_its_newline_is_kept(tmp_path: Path) -> None:
 
 def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Instant providers graded by a text check skip the pool; anything that waits keeps it."""
-    from pytest_echo_bench.runner import Runner, StopSignal
-    from pytest_echo_bench.spec import load_spec
+    from pytest_echo_bench.engine.runner import Runner
+    from pytest_echo_bench.engine.stop import StopSignal
+    from pytest_echo_bench.spec.load import load_spec
 
     results = tmp_path / "r.jsonl"
     results.write_text('{"task_id":"q0","arm":"x","output":"4"}\n')
@@ -190,7 +193,7 @@ def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path
     monkeypatch.setenv("ECHO_TEST_KEY", "k")
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     writer = ResultsWriter(tmp_path / "out.jsonl")
-    runner = Runner(writer, StopSignal(tmp_path / "stop.json"), "r", "main", on_stop=lambda reason: None)
+    runner = Runner(writer, StopSignal(tmp_path / "out.jsonl"), "r", "main", on_stop=lambda reason: None)
     (tmp_path / "exact.yaml").write_text(spec_text.replace("SCORER", "exact"))
     (tmp_path / "code.yaml").write_text(spec_text.replace("SCORER", "humaneval"))
     exact_spec, code_spec = load_spec(tmp_path / "exact.yaml"), load_spec(tmp_path / "code.yaml")
@@ -202,7 +205,7 @@ def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path
 
 
 def test_a_key_set_is_a_set_of_keys() -> None:
-    from pytest_echo_bench.records import KeySet
+    from pytest_echo_bench.store.records import KeySet
 
     keys = KeySet([("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a"), ("b", "t1", "a")])
     assert len(keys) == 4 and set(keys) == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")}

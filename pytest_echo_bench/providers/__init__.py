@@ -2,51 +2,51 @@
 
 from __future__ import annotations
 
-from .base import Caller, Completion, Factory, Provider, Request
+from pytest_echo_bench.providers.base import Caller, Completion, Factory, Provider, Request
 
 
 def _sim(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .sim import build
+    from pytest_echo_bench.providers.sim import build
     return build(arm, spec, caller)
 
 
 def _openai(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .openai_chat import build
+    from pytest_echo_bench.providers.openai_chat import build
     return build(arm, spec, caller)
 
 
 def _anthropic(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .anthropic_messages import build
+    from pytest_echo_bench.providers.anthropic_messages import build
     return build(arm, spec, caller)
 
 
 def _command(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .command import build
+    from pytest_echo_bench.providers.command import build
     return build(arm, spec, caller)
 
 
 def _python(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from ..arms import build
+    from pytest_echo_bench.providers.python_arm import build
     return build(arm, spec, caller)
 
 
 def _cascade(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from ..routing import build_cascade
+    from pytest_echo_bench.providers.routing import build_cascade
     return build_cascade(arm, spec, caller)
 
 
 def _oracle(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from ..routing import build_oracle
+    from pytest_echo_bench.providers.routing import build_oracle
     return build_oracle(arm, spec, caller)
 
 
 def _replay(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .replay import build
+    from pytest_echo_bench.providers.replay import build
     return build(arm, spec, caller)
 
 
 def _reference(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from .reference import build
+    from pytest_echo_bench.providers.reference import build
     return build(arm, spec, caller)
 
 

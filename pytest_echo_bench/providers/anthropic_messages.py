@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, chat_options, check_options, option
-from .http_json import JSONClient, Reply, Transport, sdk_errors
-from .openai_chat import retry_after
+from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option
+from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..datasets import Example
-    from ..spec import ArmSpec, Spec
+    from pytest_echo_bench.datasets.example import Example
+    from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ExhaustedError, TransientError, UnavailableError
-from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.errors import ExhaustedError, TransientError, UnavailableError
+from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home"}
 # Locale and terminal only: no keys, no project variables, no config-directory overrides.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..errors import PermanentError, ProviderError, TransientError
+from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError
 
 Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
 
@@ -84,3 +84,15 @@ class JSONClient:
         except ValueError:
             data = {"message": raw[:200].decode("utf-8", "replace")}
         return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asks us to wait (``retry-after-ms`` or ``retry-after``), if it says."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                return None  # an HTTP date: fall back to our own backoff
+    return None

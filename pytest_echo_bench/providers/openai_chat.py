@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, chat_options, check_options, option
-from .http_json import JSONClient, Reply, Transport, sdk_errors
+from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option
+from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
@@ -48,17 +48,6 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                return None  # an HTTP date: fall back to our own backoff
-    return None
 
 
 def _reply(data: Any) -> Reply:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"template"}
 

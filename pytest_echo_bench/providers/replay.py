@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import PermanentError, StoreError
-from ..spec import ArmSpec, Spec
-from ..store import read_records
-from .base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.errors import PermanentError, StoreError
+from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.reader import read_records
 
 T = TypeVar("T")
 _KNOWN = {"path", "arm"}

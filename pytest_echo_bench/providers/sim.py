@@ -9,9 +9,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..errors import ExhaustedError, TransientError
-from ..spec import ArmSpec, Spec
-from .base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.errors import ExhaustedError, TransientError
+from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"accuracy", "latency_s", "faults", "seed", "template", "unparseable_rate"}
 

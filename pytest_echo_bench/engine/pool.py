@@ -1,0 +1,124 @@
+"""Several calls in flight: a pool of daemon threads and the prefetcher that feeds it.
+
+The ``Prefetcher`` starts the calls of the items this process will run next, up to
+``--bench-concurrency`` at once; pytest then reports each item in order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
+
+from pytest_echo_bench.engine.outcome import ABORTED, Job, Outcome
+from pytest_echo_bench.engine.runner import Runner
+
+
+class DaemonPool:
+    """A fixed pool of daemon threads, started on first use.
+
+    Unlike ThreadPoolExecutor (whose threads the interpreter joins at exit), a stopping run
+    need not wait out a hung call: what is still in flight after the grace period is simply
+    not recorded, and resume runs it again.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Future[Outcome], Callable[[], Outcome]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[[], Outcome]) -> Future[Outcome]:
+        future: Future[Outcome] = Future()
+        self._queue.put((future, fn))
+        if len(self._threads) < self.size:
+            thread = threading.Thread(target=self._work, name=f"echo-bench-{len(self._threads)}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return future
+
+    def _work(self) -> None:
+        while (task := self._queue.get()) is not None:
+            future, fn = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # delivered to the item that waits on it
+                future.set_exception(exc)
+
+    def shutdown(self, grace: float | None) -> None:
+        """Cancel what has not started; wait for calls in flight (at most ``grace`` seconds)."""
+        while True:
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = None if grace is None else time.monotonic() + grace
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
+class Prefetcher:
+    """Keeps up to ``concurrency`` item calls in flight, in the order this process runs items."""
+
+    def __init__(self, runner: Runner, concurrency: int, grace: float) -> None:
+        self.runner = runner
+        self.concurrency = concurrency
+        self.grace = grace
+        self._pool = DaemonPool(concurrency)
+        self._futures: dict[str, Future[Outcome]] = {}
+        self._instants: dict[tuple[int, str], bool] = {}  # per (spec, arm): run on pytest's thread
+
+    def outcome(self, item: Job, upcoming: Sequence[Job]) -> Outcome:
+        if self.concurrency == 1:
+            return self.runner.run(item)  # no threads: the simplest path stays the simplest
+        inline = self._instant(item)
+        if not inline:
+            self._submit(item)
+        for nxt in upcoming[: self.lookahead]:
+            if not self._instant(nxt):
+                self._submit(nxt)
+        if inline:
+            return self.runner.run(item)
+        return self._await(self._futures.pop(item.nodeid))
+
+    def _instant(self, item: Job) -> bool:
+        key = (id(item.spec), item.arm)
+        instant = self._instants.get(key)
+        if instant is None:
+            instant = self._instants[key] = self.runner.arm(item.spec, item.arm).instant
+        return instant
+
+    def _await(self, future: Future[Outcome]) -> Outcome:
+        """The item's outcome; once the run stops, wait at most the grace period for it."""
+        stopped_at: float | None = None
+        while True:
+            try:
+                return future.result(timeout=0.25)
+            except FuturesTimeout:
+                pass
+            if stopped_at is None and self.runner.stop.is_set():
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at > self.grace:
+                return Outcome(ABORTED, message="the run stopped while this call was in flight; not recorded")
+
+    @property
+    def lookahead(self) -> int:
+        # Twice the pool size: a thread that finishes picks up the next queued item at once,
+        # instead of waiting until pytest has reported (in order) the items before it.
+        return 2 * self.concurrency
+
+    def _submit(self, item: Job) -> None:
+        if item.nodeid not in self._futures:
+            self._futures[item.nodeid] = self._pool.submit(lambda: self.runner.run(item))
+
+    def close(self, stopping: bool) -> None:
+        """Drop calls not yet started; when stopping, give those in flight the grace period."""
+        self._pool.shutdown(self.grace if stopping else None)

@@ -1,0 +1,200 @@
+"""Running one item: the provider call with retries and the cache, grading, and recording.
+
+Each process owns one ``Runner``. A row is appended the moment its item is graded (from
+whichever thread made the call), so a crash loses at most the calls still in flight; ``pool``
+decides which items are in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from pytest_echo_bench.engine.calls import Classifier, call_with_retries
+from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
+from pytest_echo_bench.engine.stop import StopSignal
+from pytest_echo_bench.errors import (
+    AbortedError,
+    ExhaustedError,
+    IncompleteError,
+    PermanentError,
+    StoreError,
+    UnavailableError,
+)
+from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
+from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
+from pytest_echo_bench.scoring.verdict import Verdict
+from pytest_echo_bench.spec.fingerprint import arm_descriptor
+from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
+from pytest_echo_bench.store.files import StopReason
+from pytest_echo_bench.store.records import Row
+from pytest_echo_bench.store.writer import ResultsWriter
+
+
+class ArmRuntime:
+    """Per (spec, arm): the provider (built once, lazily) and its concurrency limit."""
+
+    def __init__(self, runner: Runner, spec: Spec, arm: str) -> None:
+        self.runner, self.spec, self.arm = runner, spec, arm
+        limit = spec.arms[arm].concurrency
+        self.slots = threading.BoundedSemaphore(limit) if limit else None
+        self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
+        cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
+        self.descriptor = arm_descriptor(spec, arm) if cacheable else None
+        self._provider: Provider | None = None
+        self._unavailable: UnavailableError | None = None
+        self._lock = threading.Lock()
+
+    def cache_key(self, request: Request) -> str | None:
+        return cache_key(self.descriptor, request.prompt, request.sample) if self.descriptor is not None else None
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """One of the arm's ``concurrency:`` slots (no limit when unset)."""
+        if self.slots is None:
+            yield
+            return
+        with self.slots:
+            yield
+
+    @functools.cached_property
+    def instant(self) -> bool:
+        """Nothing to wait for: the provider answers at once and grading is a text check.
+
+        Such items run on pytest's own thread; a pool thread would add only hand-offs (about
+        0.7 ms of CPU per item, more than pytest spends on the item itself).
+        """
+        if self.spec.scorer not in IN_PROCESS:  # a sandbox run or a user's scorer may take time
+            return False
+        try:
+            return bool(getattr(self.provider(), "instant", False))
+        except UnavailableError:
+            return True  # it fails at once, with its reason
+
+    def provider(self) -> Provider:
+        with self._lock:
+            if self._unavailable:
+                raise self._unavailable
+            if self._provider is None:
+                factory = PROVIDERS[self.spec.arms[self.arm].provider]
+                try:
+                    self._provider = factory(self.spec.arms[self.arm], self.spec, self.runner.caller_for(self.spec))
+                except UnavailableError as exc:
+                    self._unavailable = exc
+                    raise
+            return self._provider
+
+
+class Runner:
+    def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
+                 on_stop: Callable[[str], None], cache: ResponseCache | None = None) -> None:
+        self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
+        self.on_stop, self.cache = on_stop, cache
+        self._arms: dict[tuple[str, str], ArmRuntime] = {}
+        self._lock = threading.Lock()
+
+    def arm(self, spec: Spec, name: str) -> ArmRuntime:
+        with self._lock:
+            key = (str(spec.path), name)
+            if key not in self._arms:
+                self._arms[key] = ArmRuntime(self, spec, name)
+            return self._arms[key]
+
+    def caller_for(self, spec: Spec) -> Callable[[str, Request], Completion]:
+        """How a composite arm calls a sibling arm: the same slots, retries and classification."""
+
+        def call(arm_name: str, request: Request) -> Completion:
+            if arm_name not in spec.arms:
+                raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
+            with self.arm(spec, arm_name).slot():
+                return self._call(spec, arm_name, dataclasses.replace(request, timeout_s=spec.timeout_s))[0]
+
+        return call
+
+    def _call(self, spec: Spec, arm: str, request: Request) -> tuple[Completion, int, int]:
+        """(completion, attempts, retries); a cache hit makes no attempt at all."""
+        runtime = self.arm(spec, arm)
+        key = runtime.cache_key(request)
+        hit = self.cache.get(key) if self.cache is not None and key else None
+        if hit is not None:
+            completion, attempts, retries = hit, 0, 0
+        else:
+            done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
+            completion, attempts, retries = done.completion, done.attempts, len(done.retries)
+            if self.cache is not None and key:
+                self.cache.put(key, completion)
+        if completion.cost_usd is None:
+            # List price, cached or not: an arm's cost must not depend on what ran before it.
+            completion.cost_usd = spec.cost(arm, completion.usage)
+        return completion, attempts, retries
+
+    def run(self, item: Job) -> Outcome:
+        """Call, grade and record one item; never raises for provider trouble."""
+        if self.stop.is_set():
+            return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
+        request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s)
+        with self.arm(item.spec, item.arm).slot():
+            # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
+            started, t0 = utcnow(), time.perf_counter()
+            try:
+                completion, attempts, retries = self._call(item.spec, item.arm, request)
+            except UnavailableError as exc:
+                return Outcome(UNAVAILABLE, message=str(exc))
+            except AbortedError as exc:
+                return Outcome(ABORTED, message=str(exc))
+            except IncompleteError as exc:
+                return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {exc}")
+            except ExhaustedError as exc:
+                return Outcome(ABORTED, message=f"provider exhausted: {exc}", stop=self._exhausted(item, exc))
+            except PermanentError as exc:
+                verdict = Verdict("error", None, f"error: {exc}")
+                return self._record(item, Completion(""), verdict, started, t0, 1, 0)
+        verdict = self._grade(item, completion.text)
+        return self._record(item, completion, verdict, started, t0, attempts, retries)
+
+    def _grade(self, item: Job, output: str) -> Verdict:
+        scorer = get_scorer(item.spec.scorer)
+        assert scorer is not None  # checked at collection
+        try:
+            return scorer(output, item.example, item.spec.scorer_options)
+        except Exception as exc:  # a scorer crash is this item's failure, not the run's
+            return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {exc}")
+
+    def _record(self, item: Job, done: Completion, verdict: Verdict, started: str, t0: float,
+                attempts: int, retries: int) -> Outcome:
+        row = Row(
+            task_id=item.example.id, arm=item.arm, passed=verdict.passed, detail=verdict.detail,
+            wall_seconds=round(time.perf_counter() - t0, 4), sub_calls=done.sub_calls,
+            benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
+            target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
+            worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
+            retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
+            cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
+        )
+        try:
+            self.writer.append(row.to_line())
+        except AbortedError as exc:
+            return Outcome(ABORTED, message=str(exc))
+        except StoreError as exc:
+            # Disk full, read-only directory...: stop the run; the rows already written stay intact.
+            reason = StopReason("store-error", str(exc))
+            self.stop.trigger(reason, at=utcnow(), results=str(self.writer.path))
+            self.on_stop(f"echo-bench: {exc}")
+            return Outcome(ABORTED, message=f"not recorded: {exc}", stop=reason)
+        return Outcome(ROW, row, retries=retries)
+
+    def _exhausted(self, item: Job, exc: ExhaustedError) -> StopReason:
+        reason = StopReason("exhausted", str(exc))
+        self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
+                          worker=self.worker, at=utcnow(), results=str(self.writer.path))
+        self.on_stop(f"echo-bench: provider exhausted on {item.nodeid}: {exc}")
+        return reason
+
+
+def _units(cost: float | None, unit: float | None) -> float | None:
+    return round(cost / unit, 6) if cost is not None and unit else None

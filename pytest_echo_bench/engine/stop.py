@@ -1,0 +1,43 @@
+"""The run-wide stop: an in-process event plus the stop marker every process can see."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.store.files import StopReason, stop_path, write_stop
+
+
+@dataclass
+class StopSignal:
+    """Set here by ``trigger``, or seen set elsewhere through the marker beside ``results``."""
+
+    results: Path
+    event: threading.Event = field(default_factory=threading.Event)
+    reason: StopReason | None = None  # this process's own stop, once triggered
+
+    @property
+    def marker(self) -> Path:
+        return stop_path(self.results)
+
+    def is_set(self) -> bool:
+        if not self.event.is_set() and self.marker.exists():
+            self.event.set()  # another worker hit exhaustion: start no new call here either
+        return self.event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as the run stops (here or in another process)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.event.wait(min(left, 0.25)) or self.is_set():
+                return True
+        return self.is_set()
+
+    def trigger(self, reason: StopReason, **details: Any) -> None:
+        """Stop the run everywhere; the first reason written to the marker wins."""
+        self.reason = self.reason or reason
+        self.event.set()
+        write_stop(self.results, reason, **details)

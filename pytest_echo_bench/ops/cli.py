@@ -1,0 +1,137 @@
+"""The ``echo-bench`` command: a thin layer over pure functions (report, progress, run, regrade, merge)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.ops.render import FORMATS
+from pytest_echo_bench.plugin.gates import Gate, parse_gate
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.render import render, report_json
+    from pytest_echo_bench.ops.report import build_report, load_results
+
+    oracle = [a for a in (args.oracle or "").split(",") if a] or None
+    report = build_report(load_results(args.files), oracle)
+    print(render(report, args.format))
+    rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
+    failed = 0
+    for gate in args.gate:
+        ok, line = gate.check(rates)
+        failed += not ok
+        print(line, file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _progress(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.page.html import watch, write_progress
+
+    if args.watch:
+        watch(args.file, args.output, args.interval)
+    else:
+        write_progress(args.file, args.output)
+    print(f"echo-bench: wrote {args.output}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.supervise import supervise
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print("echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest bench_specs -n 4",
+              file=sys.stderr)
+        return 4
+    return supervise(command, args.max_retries, args.backoff, log=lambda line: print(line, flush=True))
+
+
+def _regrade(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.regrade import regrade
+    from pytest_echo_bench.store.writer import write_whole
+
+    result = regrade(args.file, args.spec)
+    write_whole(args.output, result.meta, result.lines)
+    for change in result.changes:
+        print(change)
+    rows = len(result.lines)
+    print(f"echo-bench: regraded {rows} rows ({result.kept} provider errors kept as they were): "
+          f"{len(result.changes)} verdicts changed -> {args.output}")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.merge import merge
+    from pytest_echo_bench.store.writer import write_whole
+
+    merged = merge(args.files)
+    for conflict in merged.conflicts:
+        print(f"conflict: {conflict}", file=sys.stderr)
+    write_whole(args.output, merged.meta, merged.lines)
+    print(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
+          f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
+    return 0
+
+
+def _gate(text: str) -> Gate:
+    try:
+        return parse_gate(text)
+    except pytest.UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
+    sub = p.add_subparsers(dest="command_name", required=True)
+    r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
+    r.add_argument("files", nargs="+", type=Path)
+    r.add_argument("--format", choices=FORMATS, default="table")
+    r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
+    r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
+                   help="Exit 1 unless the rule holds, e.g. 'strong>=0.85' or 'judge>=strong-0.02' (repeatable)")
+    r.set_defaults(func=_report)
+    g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
+    g.add_argument("file", type=Path)
+    g.add_argument("-o", "--output", type=Path, required=True)
+    g.add_argument("--watch", action="store_true", help="Keep rewriting it until the run ends")
+    g.add_argument("--interval", type=float, default=5.0, help="Seconds between rewrites with --watch")
+    g.set_defaults(func=_progress)
+    u = sub.add_parser("run", help="Run a sweep unattended, resuming after exhaustion: echo-bench run -- pytest ...")
+    u.add_argument("--max-retries", type=int, default=10, help="Resumes after exhaustion (default 10)")
+    u.add_argument("--backoff", type=float, default=3600.0, help="Seconds to wait before resuming (default 3600)")
+    u.add_argument("command", nargs=argparse.REMAINDER)
+    u.set_defaults(func=_run)
+    d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls)")
+    d.add_argument("file", type=Path)
+    d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
+    d.add_argument("-o", "--output", type=Path, required=True)
+    d.set_defaults(func=_regrade)
+    m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
+    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("-o", "--output", type=Path, required=True)
+    m.set_defaults(func=_merge)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (EchoBenchError, OSError) as exc:
+        print(f"echo-bench {args.command_name}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"echo-bench {args.command_name}: interrupted", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

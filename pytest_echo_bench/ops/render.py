@@ -1,0 +1,188 @@
+"""Renderings of a report: an aligned terminal table, markdown, JSON and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pytest_echo_bench.ops.report import P_HINT, ArmStats, Report
+
+FORMATS = ("table", "markdown", "json", "csv")
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as plain JSON data; arms are keyed ``arm``, or ``benchmark/arm`` when there are several benchmarks."""
+    label = _labeller(report)
+    subtasks: dict[str, dict[str, Any]] = {}
+    for s in report.subtasks:
+        subtasks.setdefault(label(s.benchmark, s.arm), {})[str(s.subtask)] = _stats_json(s)
+    return {
+        "benchmarks": {b.name: {"arms": list(b.arms), "tasks": b.tasks} for b in report.benchmarks},
+        "arms": {label(s.benchmark, s.arm): _stats_json(s) for s in report.arms},
+        "subtasks": subtasks,
+        "oracle": {o.benchmark: {**asdict(o), "arms": list(o.arms), "ci95": list(o.ci95)} for o in report.oracles},
+        "pairs": [asdict(p) for p in report.pairs],
+        "complementarity": {c.benchmark: {"n": c.n, "alone": dict(c.alone)} for c in report.complementarity},
+        "duplicates": report.duplicates,
+        "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], "first": c.first, "second": c.second}
+                      for c in report.conflicts],
+    }
+
+
+def _labeller(report: Report) -> Callable[[str, str], str]:
+    if len(report.benchmarks) == 1:
+        return lambda bench, arm: arm
+    return lambda bench, arm: f"{bench}/{arm}"
+
+
+def _stats_json(s: ArmStats) -> dict[str, Any]:
+    data = asdict(s)
+    data["ci95"] = list(s.ci95)
+    if s.subtask is None:
+        del data["subtask"]
+    return data
+
+
+CSV_FIELDS = ["benchmark", "arm", "subtask", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi", "unparseable", "errors",
+              "not_completed", "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate",
+              "prompt_tokens", "completion_tokens", "cost_usd"]
+
+
+def _csv(report: Report) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_FIELDS, restval="", lineterminator="\n")
+    writer.writeheader()
+    for bench in report.benchmarks:
+        for s in (s for s in report.arms if s.benchmark == bench.name):
+            writer.writerow(_flat(s))
+            writer.writerows(_flat(t) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
+        for o in (o for o in report.oracles if o.benchmark == bench.name):
+            writer.writerow({"benchmark": o.benchmark, "arm": "oracle", "n": o.n, "correct": o.correct,
+                             "pass_rate": o.pass_rate, "ci95_lo": o.ci95[0], "ci95_hi": o.ci95[1]})
+    return out.getvalue()
+
+
+def _flat(s: ArmStats) -> dict[str, Any]:
+    data = asdict(s)
+    data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
+    return data
+
+
+# --- text and markdown -------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    left: int  # leading text columns, left-aligned; the rest are numbers
+    note: str = ""
+
+
+Column = tuple[str, str, Callable[[ArmStats], str]]  # (header, optional group, cell)
+
+
+def _ci_text(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _opt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+STATS_COLUMNS: list[Column] = [
+    ("n", "", lambda s: str(s.n)),
+    ("correct", "", lambda s: str(s.correct)),
+    ("pass rate", "", lambda s: _opt(s.pass_rate, ".3f")),
+    ("95% CI", "", lambda s: _ci_text(s.ci95)),
+    ("unparseable", "", lambda s: str(s.unparseable)),
+    ("errors", "", lambda s: str(s.errors)),
+    ("not completed", "", lambda s: str(s.not_completed)),
+    ("wall mean", "", lambda s: _opt(s.wall_mean, ".3f")),
+    ("wall p50", "", lambda s: _opt(s.wall_p50, ".3f")),
+    ("wall p95", "", lambda s: _opt(s.wall_p95, ".3f")),
+    ("sub_calls mean", "", lambda s: _opt(s.sub_calls_mean, ".2f")),
+    ("escalation", "escalation", lambda s: _opt(s.escalation_rate, ".3f")),
+    ("prompt tokens", "tokens", lambda s: _opt(s.prompt_tokens, "d")),
+    ("completion tokens", "tokens", lambda s: _opt(s.completion_tokens, "d")),
+    ("cost usd", "cost", lambda s: _opt(s.cost_usd, ".4f")),
+]
+
+
+def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
+    groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
+              "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats)}
+    columns = [c for c in STATS_COLUMNS if groups[c[1]]]
+    keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
+    rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else []) + [cell(s) for _, _, cell in columns]
+            for s in stats]
+    return Table(title, keys + [c[0] for c in columns], rows, len(keys))
+
+
+def _tables(report: Report) -> list[Table]:
+    tables = [_stats_table("pass rates", report.arms, False)]
+    if report.oracles:
+        tables.append(Table("oracle: correct if any of the arms is, on items they all answered",
+                            ["benchmark", "arms", "n", "correct", "pass rate", "95% CI"],
+                            [[o.benchmark, ",".join(o.arms), str(o.n), str(o.correct), _opt(o.pass_rate, ".3f"), _ci_text(o.ci95)]
+                             for o in report.oracles], 2))
+    if report.pairs:
+        tables.append(Table("paired comparison", ["benchmark", "a", "b", "n", "a_only", "b_only", "a rate", "b rate", "p-value"],
+                            [[p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"),
+                              _opt(p.b_rate, ".3f"), f"{p.p_value:#.4g}"] for p in report.pairs], 3, P_HINT))
+    if report.complementarity:
+        tables.append(Table("complementarity: items only this arm gets right", ["benchmark", "arm", "shared items", "only this arm"],
+                            [[c.benchmark, arm, str(c.n), str(k)] for c in report.complementarity for arm, k in c.alone.items()], 2))
+    if report.subtasks:
+        tables.append(_stats_table("per subtask", report.subtasks, True))
+    if report.duplicates:
+        tables.append(_duplicates_table(report))
+    return tables
+
+
+def _duplicates_table(report: Report) -> Table:
+    title = (f"duplicates: {report.duplicates} repeated row(s) counted once (first kept); "
+             f"conflicts: {len(report.conflicts)}")
+    verdict = {True: "passed", False: "failed"}
+    rows = [[*c.key, verdict[c.first], verdict[c.second]] for c in report.conflicts]
+    return Table(title, ["benchmark", "task_id", "arm", "first", "later"] if rows else [], rows, 5)
+
+
+def _text(table: Table) -> str:
+    lines = [table.title]
+    if table.header:
+        grid = [table.header, *table.rows]
+        widths = [max(len(r[i]) for r in grid) for i in range(len(table.header))]
+        lines += ["  ".join(c.ljust(w) if i < table.left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                  for r in grid]
+    return "\n".join(lines + ([table.note] if table.note else []))
+
+
+def _markdown(table: Table) -> str:
+    lines = [f"### {table.title}", ""]
+    if table.header:
+        rule = [":--" if i < table.left else "--:" for i in range(len(table.header))]
+        lines += [_md_row(r) for r in (table.header, rule, *table.rows)]
+    return "\n".join(lines + (["", table.note] if table.note else []))
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def render(report: Report, fmt: str = "table") -> str:
+    """The report as ``table`` (terminal), ``markdown``, ``json`` or ``csv`` text."""
+    if fmt == "json":
+        return json.dumps(report_json(report), indent=2)
+    if fmt == "csv":
+        return _csv(report)
+    if fmt == "table":
+        return "\n\n".join(_text(t) for t in _tables(report)) + "\n"
+    if fmt == "markdown":
+        return "\n\n".join(_markdown(t) for t in _tables(report)) + "\n"
+    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")

@@ -1,0 +1,135 @@
+"""The pytest11 entry point: adds the options and, only when a run has benchmark specs, registers
+the controller and worker plugins that hold all state.
+
+Installed plugins load into every pytest run, so this module stays inert for ordinary test
+suites: it imports nothing of ours but ``options``, validates no ``ECHO_BENCH_*`` value until it
+has found a spec, and finds specs by a cheap sniff of the YAML files under pytest's arguments.
+Everything else is imported only once a spec is found.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench.plugin import options
+
+# The run context, as plain JSON, that the controller hands every xdist worker.
+HANDOFF = pytest.StashKey[dict[str, Any]]()
+_WORKER_KEY = "echo_bench"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.addoption(parser)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "bench_arm(name): the arm of a benchmark item")
+    config.addinivalue_line("markers", "bench_subtask(name): the subtask of a benchmark item")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if workerinput.get(_WORKER_KEY):  # the controller found specs
+            from pytest_echo_bench.plugin import register
+
+            register.worker(config, options.resolve(config), workerinput[_WORKER_KEY])
+        return
+    resume = config.getoption("bench_resume")
+    specs = [] if resume else find_specs(config.args, config.invocation_params.dir, config.getini("norecursedirs"))
+    if not resume and not specs:
+        return  # an ordinary test suite: nothing of ours runs, no setting of ours is read
+    from pytest_echo_bench.plugin import context, register
+
+    opts = options.resolve(config)
+    opened = context.open_resume(config, opts) if resume else None
+    selection = context.selection(config, opts, opened)
+    if opened is not None:
+        specs = find_specs(selection.args, config.invocation_params.dir, config.getini("norecursedirs"))
+        if not specs:
+            raise pytest.UsageError(f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
+                                    "name the spec files on the command line")
+    config.stash[HANDOFF] = register.controller(config, opts, context.build_context(config, opts, specs, selection, opened))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close and unregister what ``pytest_configure`` registered (pytester runs many sessions)."""
+    for name in ("echo-bench-worker", "echo-bench-controller"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
+            config.pluginmanager.unregister(plugin, name)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Controller: hand every xdist worker the run context decided once, here."""
+    handoff = node.config.stash.get(HANDOFF, None)
+    if handoff is not None:
+        node.workerinput[_WORKER_KEY] = handoff
+
+
+# -- finding spec files ----------------------------------------------------------------------
+# Under xdist the controller collects nothing, yet it must name the results file, write the
+# fingerprint and check a resume before workers start; so it looks for specs itself, pruning
+# the directories pytest would not enter.
+
+_ALWAYS_SKIP = {"bench_results", "node_modules", "__pycache__"}
+_SNIFFED = (("benchmark", re.compile(rb"benchmark\s*:")), ("arms", re.compile(rb"arms\s*:")))
+
+
+def find_specs(args: Iterable[str], invocation_dir: Path, norecurse: list[str]) -> list[Path]:
+    """Spec files named by, or found under, pytest's positional ``args``; sorted, unique."""
+    found: dict[Path, None] = {}
+    for arg in args:
+        path = (invocation_dir / arg.split("::", 1)[0]).resolve()
+        if path.is_file():
+            if looks_like_spec(path):
+                found[path] = None
+        elif path.is_dir():
+            for spec in _walk(path, norecurse):
+                found[spec] = None
+    return sorted(found)
+
+
+def looks_like_spec(path: Path) -> bool:
+    """Cheap sniff: a YAML file with top-level ``benchmark:`` and ``arms:`` keys.
+
+    Read line by line up to both keys, however far down: an inline dataset of thousands of
+    items can put ``arms:`` megabytes into the file.
+    """
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    found: set[str] = set()
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line[:1] in (b"b", b"a"):  # top-level keys start the line; most lines do not
+                    found.update(name for name, key in _SNIFFED if key.match(line))
+                    if len(found) == len(_SNIFFED):
+                        return True
+    except OSError:
+        return False
+    return False
+
+
+def _walk(root: Path, norecurse: list[str]) -> Iterable[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not _skip_dir(Path(dirpath) / d, norecurse))
+        for name in sorted(filenames):
+            if name.endswith((".yaml", ".yml")) and looks_like_spec(Path(dirpath) / name):
+                yield Path(dirpath) / name
+
+
+def _skip_dir(path: Path, norecurse: list[str]) -> bool:
+    name = path.name
+    if name.startswith(".") or name in _ALWAYS_SKIP or (path / "pyvenv.cfg").exists():
+        return True
+    return any(fnmatch.fnmatch(name, pattern) for pattern in norecurse)

@@ -1,0 +1,126 @@
+"""Collection: a benchmark spec is a pytest File; each (task_id, arm) is a pytest Item."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.outcome import ROW, Outcome
+from pytest_echo_bench.errors import SpecError, UnavailableError
+from pytest_echo_bench.plugin.context import SPEC_CACHE
+from pytest_echo_bench.spec.check import check_spec
+from pytest_echo_bench.spec.load import Spec
+
+if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionInfo, TerminalRepr
+
+OUTCOME = pytest.StashKey[Outcome]()
+RUN = pytest.StashKey[Callable[["BenchItem"], Outcome]]()  # how this process runs an item (the worker plugin)
+_MARK_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+class WrongAnswer(Exception):
+    """Raised by an item whose answer was wrong, unparseable or an error; rendered briefly."""
+
+
+class NotRecorded(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """An item that did not complete (incomplete, aborted, unavailable): reported, never recorded."""
+
+
+def mark_name(prefix: str, value: str) -> str:
+    return f"{prefix}_{_MARK_SAFE.sub('_', value)}"
+
+
+class SpecFile(pytest.File):
+    """A benchmark spec YAML file."""
+
+    def collect(self) -> Iterator[BenchItem]:
+        try:
+            spec, examples = load_benchmark(self.path, self.config.stash.get(SPEC_CACHE, None))
+            check_spec(spec)
+        except SpecError as exc:
+            # pytest prints a CollectError's message alone: file, line, key and what to do.
+            raise self.CollectError(f"echo-bench: invalid benchmark spec: {exc}") from exc
+        except UnavailableError as exc:
+            pytest.skip(f"echo-bench: {exc}")
+        for arm in spec.arms:
+            self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
+        for ex in examples:
+            for arm in spec.arms:
+                yield BenchItem.from_parent(self, name=f"{ex.id}[{arm}]", spec=spec, example=ex, arm=arm)
+
+
+@functools.lru_cache(maxsize=4096)
+def item_marks(arm: str, subtask: str | None) -> tuple[pytest.MarkDecorator, ...]:
+    """The marks of an item, built once per (arm, subtask) and shared: a sweep has many items."""
+    marks = [getattr(pytest.mark, mark_name("arm", arm)), pytest.mark.bench_arm(arm)]
+    if subtask:
+        marks += [getattr(pytest.mark, mark_name("subtask", subtask)), pytest.mark.bench_subtask(subtask)]
+    return tuple(marks)
+
+
+class BenchItem(pytest.Item):
+    """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``."""
+
+    def __init__(self, *, spec: Spec, example: Example, arm: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.example, self.arm = spec, example, arm
+        for mark in item_marks(arm, example.subtask):
+            self.add_marker(mark)
+
+    # pytest gives every node an empty set of extra -k names (216 bytes); a sweep has tens of
+    # thousands of items and no plugin of ours adds any. Made on first use, so a plugin that does
+    # add names still gets a set of its own.
+    @property
+    def extra_keyword_matches(self) -> set[str]:
+        extra: set[str] | None = self.__dict__.get("_extra_keyword_matches")
+        if extra is None:
+            extra = self.__dict__["_extra_keyword_matches"] = set()
+        return extra
+
+    @extra_keyword_matches.setter
+    def extra_keyword_matches(self, value: set[str]) -> None:
+        if value:
+            self.__dict__["_extra_keyword_matches"] = value
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.spec.benchmark, self.example.id, self.arm)
+
+    def runtest(self) -> None:
+        outcome = self.config.stash[RUN](self)
+        self.stash[OUTCOME] = outcome
+        if outcome.kind == ROW:
+            assert outcome.row is not None
+            if not outcome.row.passed:
+                raise WrongAnswer(outcome.row.detail)
+            return
+        raise NotRecorded(f"{outcome.kind}: {outcome.message}")
+
+    def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
+        outcome = self.stash.get(OUTCOME, None)
+        if isinstance(excinfo.value, WrongAnswer) and outcome and outcome.row:
+            return failure_text(outcome)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self.spec.arms[self.arm].line or None, self.name  # the name is "<task_id>[<arm>]"
+
+
+def failure_text(outcome: Outcome) -> str:
+    """A few domain lines instead of a traceback: verdict, expected vs got, the output's tail."""
+    row = outcome.row
+    assert row is not None
+    tail = row.output.strip()[-300:]
+    lines = [f"{row.status}: {row.detail}", f"  target: {row.target}", f"  answer: {row.answer}"]
+    if tail:
+        lines.append("  output tail: " + tail.replace("\n", "\n    "))
+    # Lone surrogates (a model's broken output, kept exactly in the row) cannot cross to the xdist
+    # controller (execnet sends UTF-8) or reach a terminal: show them escaped.
+    return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")

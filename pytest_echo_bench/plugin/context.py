@@ -1,0 +1,189 @@
+"""The run context: decided once on the controller, handed to every worker as plain JSON."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench import __version__
+from pytest_echo_bench.datasets.example import Loaded
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.errors import EchoBenchError, StoreError
+from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.spec.fingerprint import combine, spec_fingerprint
+from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.files import stop_path, torn_path
+from pytest_echo_bench.store.reader import ResultsIndex
+from pytest_echo_bench.store.records import KeySet, Meta
+from pytest_echo_bench.store.tally import FileTally
+from pytest_echo_bench.store.writer import repair
+
+
+@dataclass
+class RunContext:
+    results: str
+    run_id: str
+    specs: list[str]
+    meta: dict[str, Any]
+    resume_upto: int | None = None
+    resume_recorded: int = 0
+    args: list[str] | None = None  # replacement positional args when resuming from the meta line
+    keyword: str | None = None
+    markexpr: str | None = None
+    shard: str | None = None
+    cache: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stop_marker(self) -> Path:
+        return stop_path(self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RECORDED = pytest.StashKey[KeySet]()  # the controller's (or serial run's) resume keys
+COUNTED = pytest.StashKey[FileTally]()  # and its counts of the file, read in the same pass
+SPEC_CACHE = pytest.StashKey[dict[Path, Loaded]]()  # specs parsed once per process (context, collection)
+
+
+@dataclass
+class Selection:
+    """What a run selects: positional args, -k, -m and the shard."""
+
+    args: list[str]
+    keyword: str | None
+    markexpr: str | None
+    shard: str | None
+
+
+@dataclass
+class Opened:
+    """A results file opened for resume: its index, read once, and what to tell the user."""
+
+    path: str
+    index: ResultsIndex
+    notes: list[str]
+
+
+def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], selection: Selection,
+                  opened: Opened | None) -> RunContext:
+    """Controller only: decide the results file, write down the meta line, check a resume."""
+    rootdir = config.rootpath
+    fingerprints, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
+    run_id = uuid.uuid4().hex[:12]
+    created = datetime.now(UTC)
+    names = sorted(loaded) or [p.stem for p in specs]
+    results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
+    meta = Meta(
+        benchmark="+".join(names), benchmarks={n: {"spec": _rel(s.path, rootdir), "fingerprint": fingerprints[n],
+                                                  "items": c} for n, (s, c) in loaded.items()},
+        spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
+        arms={n: list(s.arms) for n, (s, _) in loaded.items()},
+        selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
+                   "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
+        run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        fsync=opts.fsync,
+    )
+    ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
+                     args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
+                     notes=opened.notes if opened else [],
+                     cache=str(rootdir / "bench_results" / "cache.sqlite") if opts.cache == "" else opts.cache)
+    if opened is not None:
+        _check_resume(opts, opened.index, fingerprints)
+        ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
+        config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
+        ctx.stop_marker.unlink(missing_ok=True)  # a stale marker would stop this run at once
+    return ctx
+
+
+def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
+    """Repair a torn tail, then read the file once: the keys to deselect and the per-arm counts."""
+    path = str(opts.resume)
+    file = Path(path)
+    if not file.is_file():
+        raise pytest.UsageError(f"--bench-resume {path}: no such results file")
+    try:
+        cut = repair(file)
+        # One pass gives the keys to deselect and the per-arm counts the run starts from.
+        counted = config.stash[COUNTED] = FileTally()
+        counted.update(file, strict=True)
+        index = ResultsIndex(counted.meta, counted.seen, file.stat().st_size)  # seen grows only at the end
+    except (StoreError, OSError) as exc:
+        raise pytest.UsageError(f"--bench-resume: {exc}") from exc
+    notes = [f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {torn_path(path)})"] if cut else []
+    return Opened(path, index, notes)
+
+
+def selection(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
+    """Positional args, -k, -m and the shard; a bare ``--bench-resume PATH`` takes them from the meta line."""
+    args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
+    shard = str(opts.shard) if opts.shard else None
+    meta = opened.index.meta if opened else None
+    if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
+        recorded = meta.get("selection") or {}
+        base = _meta_base(config, meta)
+        args = [str(base / a) for a in recorded.get("args") or meta.get("spec_files") or []]
+        keyword = keyword or recorded.get("keyword") or None
+        markexpr = markexpr or recorded.get("markexpr") or None
+        shard = shard or recorded.get("shard") or None
+    return Selection(args, keyword, markexpr, shard)
+
+
+def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
+    """The directory the meta line's relative paths start from: the rootdir of the run that wrote it.
+
+    pytest picks the rootdir before plugins add their options, so it takes the value of
+    ``--bench-resume PATH`` for a path argument: a results file outside the project (another
+    disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
+    """
+    files = meta.get("spec_files") or []
+    for base in (config.rootpath, config.invocation_params.dir):
+        if files and all((base / f).is_file() for f in files):
+            return base
+    return config.rootpath
+
+
+def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:
+    fingerprints: dict[str, str] = {}
+    loaded: dict[str, tuple[Spec, int]] = {}
+    for path in specs:
+        try:
+            spec, examples = load_benchmark(path, cache)
+        except EchoBenchError:
+            continue  # collection reports it, with file and line, in the usual way
+        if spec.benchmark in loaded:
+            raise pytest.UsageError(f"{path}: benchmark name {spec.benchmark!r} is also used by "
+                                    f"{loaded[spec.benchmark][0].path}; give each spec its own name")
+        fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
+        loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms))
+    return fingerprints, loaded
+
+
+def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
+    recorded = (index.meta or {}).get("benchmarks") or {}
+    for name, fp in fingerprints.items():
+        old = (recorded.get(name) or {}).get("fingerprint")
+        if old and old != fp and not opts.allow_mismatch:
+            raise pytest.UsageError(
+                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
+                f"but the spec now gives {fp} (dataset, scorer or arms changed). Start a new results file, "
+                "or pass --bench-allow-mismatch to append anyway."
+            )
+
+
+def _rel(path: Path, rootdir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(rootdir))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _rel_arg(arg: str, invocation_dir: Path, rootdir: Path) -> str:
+    path, sep, rest = arg.partition("::")
+    return _rel(invocation_dir / path, rootdir) + sep + rest

@@ -1,0 +1,240 @@
+"""The controller plugin: what the user sees and the exit status (the xdist controller, or a serial run).
+
+It announces the results file and the resume, counts every item's outcome from the report
+payloads workers send, keeps the live progress line, summary and page, decides the exit status
+(0 complete, 2 stopped and resumable) and prints the end-of-run table and the resume command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.plugin.collect import BenchItem
+from pytest_echo_bench.plugin.context import COUNTED, RunContext
+from pytest_echo_bench.plugin.live import LiveRun, end_table
+from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.worker import spend
+from pytest_echo_bench.store.files import StopReason, lock_path, read_stop, write_stop
+from pytest_echo_bench.store.tally import FileTally
+
+NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
+
+
+class ControllerPlugin:
+    """Registered as "echo-bench-controller" in the one process that reports."""
+
+    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> None:
+        self.config, self.opts, self.ctx = config, opts, ctx
+        self.to_run = 0
+        self.counts: dict[str, int] = {}
+        self.not_completed: dict[tuple[str, str], int] = {}
+        self.unfinished: list[tuple[str, str]] = []
+        self.unavailable: dict[tuple[str, str], int] = {}  # (arm, reason) -> items skipped
+        self.other_failures = 0
+        self.collect_errors = 0
+        self._collected = False  # xdist: every worker reports the same ids; the first is taken
+        self.stop_reason: StopReason | None = None  # the run's own stop, as the item that caused it said
+        self.stopped = ""  # why the run stopped early, once decided
+        self._reporter: Any = None  # the terminal reporter (False: none), looked up once
+        self._prefixes: tuple[str, ...] = ()  # "<spec>::": node ids of benchmark items
+        self.live: LiveRun | None = None
+        self.gate_lines: list[str] = []
+        self.final: dict[str, Any] | None = None  # the end-of-run summary, once decided
+
+    # -- start -------------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Iterator[None]:
+        yield  # after the terminal reporter's header
+        self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
+        for note in self.ctx.notes:
+            self._write(note)
+        self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
+                            Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
+                            self._write, list(self.opts.gates),
+                            counted=self.config.stash.get(COUNTED, None) or FileTally())
+        self.live.start()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Serial: this process collected (xdist: see ``pytest_xdist_node_collection_finished``)."""
+        ids = [i.nodeid for i in session.items if isinstance(i, BenchItem)]
+        self.to_run = len(ids)
+        if self.live is not None:
+            self.live.expect(ids, self._spec_of())
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+        if self.ctx.resume_upto is None:
+            return None
+        return self._resume_line(sum(isinstance(i, BenchItem) for i in items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        if self._collected:
+            return
+        self._collected = True
+        self.to_run = len(ids)
+        if self.live is not None:
+            self.live.expect(ids, self._spec_of())
+        if self.ctx.resume_upto is not None:
+            self._write(self._resume_line(len(ids)))
+
+    def _resume_line(self, to_run: int) -> str:
+        return f"echo-bench: resuming {self.ctx.results}: {self.ctx.resume_recorded} recorded, {to_run} to run"
+
+    def _spec_of(self) -> dict[str, str]:
+        return {str(info["spec"]): name for name, info in self.ctx.meta["benchmarks"].items()}
+
+    # -- reports -----------------------------------------------------------------------------
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        bench = getattr(report, "bench", None)
+        if bench and report.when == "call" and bench["kind"] in NOT_RECORDED:
+            return NOT_RECORDED[bench["kind"]]
+        return None
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter has filed the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed and not report.sections:
+            self._unfile(report)
+        bench = getattr(report, "bench", None)
+        if bench is None:
+            if report.failed:
+                self.other_failures += 1
+            return
+        if report.when == "call":
+            self._count(report.nodeid, bench)
+        spend(report)
+
+    def _count(self, nodeid: str, bench: dict[str, Any]) -> None:
+        self.counts[bench["kind"]] = self.counts.get(bench["kind"], 0) + 1
+        if bench.get("stop") and self.stop_reason is None:
+            self.stop_reason = StopReason(str(bench["stop"]["reason"]), str(bench["stop"]["message"]))
+        if self.live is not None:
+            self.live.record(bench)
+        if bench["kind"] != ROW:
+            key = (bench["benchmark"], bench["arm"])
+            self.not_completed[key] = self.not_completed.get(key, 0) + 1
+            if bench["kind"] == UNAVAILABLE:  # one reason per arm, not one line per item
+                reason = (bench["arm"], bench["message"])
+                self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
+            else:
+                self.unfinished.append((nodeid, bench["message"]))
+        if bench.get("retries"):
+            self._write(f"echo-bench: {nodeid} took {bench['retries']} retries")
+
+    def _unfile(self, report: pytest.TestReport) -> None:
+        """Drop a benchmark item's silent setup/teardown report from the terminal reporter's list.
+
+        pytest keeps every such report and, for each failed test, scans them all for teardown
+        output (``_get_teardown_reports``): with 10,000 items and 3,000 wrong answers that took
+        longer than the sweep. These reports carry no output, so nothing printed changes.
+        """
+        if self._reporter is None:
+            self._reporter = self.config.pluginmanager.get_plugin("terminalreporter") or False
+            self._prefixes = tuple(f"{spec}::" for spec in self._spec_of())
+        filed = self._reporter.stats.get("") if self._reporter else None
+        if filed and filed[-1] is report and report.nodeid.startswith(self._prefixes):
+            filed.pop()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_errors += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
+        """pytest-json-report: the report's root carries the per-arm summary."""
+        if self.final is not None:
+            json_report["echo_bench"] = self.final
+
+    def pytest_internalerror(self, excrepr: object, excinfo: pytest.ExceptionInfo[BaseException]) -> bool | None:
+        if isinstance(excinfo.value, StoreError):
+            # A full disk or read-only directory: say so plainly; the rows already written are intact.
+            print(f"echo-bench: {excinfo.value}")
+        return None
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+
+    # -- the end -----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        status = self.final_status(int(exitstatus))
+        if self.live is not None:
+            if self.live.gates:
+                passed, self.gate_lines = self.live.check_gates()
+                if not passed and status == pytest.ExitCode.OK:
+                    status = pytest.ExitCode.TESTS_FAILED  # a CI gate failed: the sweep itself completed
+            partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
+            self.live.write_files(partial, int(status), self.stopped, self.gate_lines)
+        session.exitstatus = status
+        with contextlib.suppress(OSError):
+            lock_path(self.ctx.results).unlink(missing_ok=True)  # every worker has finished by now
+
+    def final_status(self, status: int) -> int:
+        """0 when the sweep completed (wrong answers included); 2 when it stopped early."""
+        marked = read_stop(self.ctx.results)
+        if marked is not None:
+            self.stopped = str(marked)
+            return pytest.ExitCode.INTERRUPTED
+        if self.stop_reason is not None:
+            # Our own stop whose marker could not be written (e.g. the directory is unwritable).
+            self.stopped = str(self.stop_reason)
+            return pytest.ExitCode.INTERRUPTED
+        if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
+            return status
+        left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
+        if status == pytest.ExitCode.INTERRUPTED or left:
+            stop = StopReason("incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted",
+                              f"{left} items not completed" if left else "the run was interrupted")
+            self.stopped = str(stop)
+            if self._has_rows() or left:
+                write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
+            return pytest.ExitCode.INTERRUPTED
+        if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
+            return pytest.ExitCode.OK  # resume found nothing left: the sweep is complete
+        if status == pytest.ExitCode.TESTS_FAILED and not self.opts.strict and not self.other_failures:
+            return pytest.ExitCode.OK  # wrong answers are results, not a failed run
+        return status
+
+    def _has_rows(self) -> bool:
+        path = Path(self.ctx.results)
+        return path.exists() and path.stat().st_size > 0
+
+    def resume_command(self) -> str:
+        cmd = ["pytest", "--bench-resume", self.ctx.results]
+        workers = self.config.getoption("numprocesses", None)
+        if workers:
+            cmd += ["-n", str(workers)]
+        return shlex.join(cmd)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> Iterator[None]:
+        # The outermost wrapper: the table comes after pytest's failure lists, where it is seen.
+        yield
+        tr = terminalreporter
+        tr.section("echo-bench summary")
+        for line in end_table(Path(self.ctx.results), self.not_completed, self.live.counted if self.live else None):
+            tr.write_line(line)
+        for (arm, reason), count in sorted(self.unavailable.items()):
+            tr.write_line(f"skipped: {count} items of arm {arm}: {reason}")
+        for nodeid, message in self.unfinished[:5]:
+            tr.write_line(f"not completed: {nodeid}: {message}")
+        if len(self.unfinished) > 5:
+            tr.write_line(f"... and {len(self.unfinished) - 5} more not completed")
+        if self.ctx.resume_upto is not None and self.to_run == 0 and not self.stopped:
+            tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
+        for line in self.gate_lines:
+            tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
+        tr.write_line(f"results: {self.ctx.results}")
+        if self.stopped:
+            tr.write_line(f"echo-bench: stopped early ({self.stopped}); resume with:", bold=True, red=True)
+            tr.write_line(f"  {self.resume_command()}", bold=True)

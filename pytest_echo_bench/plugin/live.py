@@ -1,0 +1,173 @@
+"""What the controller shows while a sweep runs: a per-arm progress line, ``RUN.summary.json``
+(rewritten atomically, ``"partial": true`` until the sweep completes), the HTML page, and the
+end-of-run table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.ops.page.html import write_progress
+from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
+from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.plugin.gates import Gate
+from pytest_echo_bench.store.files import summary_path, write_atomic
+from pytest_echo_bench.store.tally import ArmTally, FileTally
+
+FILE_EVERY_S = 5.0
+
+
+def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
+    """The arm's name, prefixed by its benchmark only when the run has several."""
+    return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
+
+
+@dataclass
+class LiveRun:
+    results: Path
+    run_id: str
+    benchmarks: list[str]
+    html: Path | None
+    line_every_s: float
+    write_line: Callable[[str], None]
+    gates: list[Gate] = field(default_factory=list)
+    expected: dict[str, int] = field(default_factory=dict)  # arm key -> items to run this session
+    done: dict[str, int] = field(default_factory=dict)  # arm key -> rows recorded this session
+    tallies: dict[tuple[str, str], ArmTally] = field(default_factory=dict)
+    counted: FileTally = field(default_factory=FileTally)  # the file as read at start; updated by the table
+    retries: int = 0
+    incomplete: int = 0
+    aborted: int = 0
+    started: float = field(default_factory=time.time)
+    _last_line: float = field(default_factory=time.monotonic)
+    _last_file: float = 0.0
+    _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
+
+    def start(self) -> None:
+        """Take what the file already holds (a resumed sweep) as the starting tallies."""
+        self.counted.update(self.results)
+        self.tallies = {k: replace(t) for k, t in self.counted.arms.items()}
+
+    def expect(self, nodeids: Iterable[str], spec_of: Mapping[str, str]) -> None:
+        """Items to run, from node ids ``<spec>::<task>[<arm>]`` and a spec -> benchmark map."""
+        for nodeid in nodeids:
+            spec, _, rest = nodeid.partition("::")
+            if spec in spec_of and rest.endswith("]") and "[" in rest:
+                key = self.key(spec_of[spec], rest[rest.rindex("[") + 1 : -1])
+                self.expected[key] = self.expected.get(key, 0) + 1
+        self.flush(force=True)
+
+    def key(self, benchmark: str, arm: str) -> str:
+        return arm_key(benchmark, arm, self.benchmarks)
+
+    def record(self, bench: Mapping[str, Any]) -> None:
+        """One item's report (the plain-JSON payload that travels from workers)."""
+        self.retries += int(bench.get("retries") or 0)
+        kind = bench["kind"]
+        if kind == "row":
+            t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
+            t.items += 1
+            t.correct += bench["status"] == "correct"
+            t.unparseable += bench["status"] == "unparseable"
+            t.errors += bench["status"] == "error"
+            t.wall += float(bench.get("wall_seconds") or 0.0)
+            key = self.key(bench["benchmark"], bench["arm"])
+            self.done[key] = self.done.get(key, 0) + 1
+        elif kind == "incomplete":
+            self.incomplete += 1
+        elif kind == "aborted":
+            self.aborted += 1
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_file >= FILE_EVERY_S:
+            self._last_file = now
+            self.write_files(partial=True)
+        if self.line_every_s and now - self._last_line >= self.line_every_s:
+            self._last_line = now
+            self.write_line(self.progress_line())
+
+    def progress_line(self) -> str:
+        total, done = sum(self.expected.values()), sum(self.done.values())
+        parts = [f"echo-bench: {done}/{total} done"]
+        for (benchmark, arm), t in sorted(self.tallies.items()):
+            key = self.key(benchmark, arm)
+            if key in self.expected:
+                parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}")
+        if self.retries:
+            parts.append(f"{self.retries} retries")
+        eta = self._eta(done, total)
+        if eta:
+            parts.append(f"ETA {eta}")
+        return " · ".join(parts)
+
+    def _eta(self, done: int, total: int) -> str:
+        elapsed = time.time() - self.started
+        if not done or done >= total or elapsed <= 0:
+            return ""
+        seconds = int((total - done) * elapsed / done)
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+    def rates(self) -> dict[str, float]:
+        return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
+
+    def summary(self, partial: bool, status: int | None = None, stopped: str = "",
+                gates: list[str] | None = None) -> dict[str, Any]:
+        arms = {}
+        for (benchmark, arm), t in sorted(self.tallies.items()):
+            lo, hi = wilson(t.correct, t.items)
+            arms[self.key(benchmark, arm)] = {
+                "benchmark": benchmark, "arm": arm, "n": t.items, "correct": t.correct,
+                "pass_rate": round(t.pass_rate, 6), "ci95": [round(lo, 6), round(hi, 6)],
+                "unparseable": t.unparseable, "errors": t.errors,
+                "wall_mean": round(t.wall / t.items, 4) if t.items else None,
+            }
+        total, done = sum(self.expected.values()), sum(self.done.values())
+        return {
+            "results": str(self.results), "run_id": self.run_id, "partial": partial,
+            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "status": status, "stopped": stopped, "to_run": total, "done": done,
+            "remaining": max(0, total - done), "retries": self.retries, "incomplete": self.incomplete,
+            "aborted": self.aborted, "arms": arms, "gates": gates or [],
+        }
+
+    def write_files(self, partial: bool, status: int | None = None, stopped: str = "",
+                    gates: list[str] | None = None) -> None:
+        # Best effort: a full disk must not turn a progress page into a failed sweep.
+        try:
+            text = json.dumps(self.summary(partial, status, stopped, gates), indent=1) + "\n"
+            write_atomic(summary_path(self.results), text.encode("utf-8"))
+            if self.html is not None:
+                live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
+                                    self.started, stopped)
+                self._page = self._page or PageFeed(self.results, self.started)
+                write_progress(self.results, self.html, live, feed=self._page)
+        except OSError:
+            pass
+
+    def check_gates(self) -> tuple[bool, list[str]]:
+        rates = self.rates()
+        results = [gate.check(rates) for gate in self.gates]
+        return all(ok for ok, _ in results), [text for _, text in results]
+
+
+def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None) -> list[str]:
+    """The table's lines; ``counted`` is what was already counted of the file (at the run's start)."""
+    arms = {k: replace(t) for k, t in (counted or FileTally()).update(path).items()}
+    for key, count in not_completed.items():
+        arms.setdefault(key, ArmTally()).not_completed += count
+    if not arms:
+        return []
+    header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s")
+    rows = [header] + [
+        (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}", str(t.unparseable), str(t.errors),
+         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-")
+        for (b, a), t in sorted(arms.items())
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]

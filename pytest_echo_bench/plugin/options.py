@@ -1,0 +1,119 @@
+"""Command-line options and ini keys, resolved CLI -> environment -> ini -> default.
+
+Loaded into every pytest run with the entry module, so it imports nothing else of ours at import
+time; ``resolve`` runs only once a run has specs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.plugin.gates import Gate
+    from pytest_echo_bench.plugin.shard import Shard
+
+FSYNC_POLICIES = ("always", "end", "never")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    out: str | None
+    resume: str | None
+    allow_mismatch: bool
+    concurrency: int
+    fsync: str
+    strict: bool
+    shard: Shard | None = None
+    gates: tuple[Gate, ...] = ()
+    html: str | None = None
+    progress_every: float = 30.0
+    cache: str | None = ""  # "" = the default file under bench_results/; None = off
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("echo-bench", "Benchmark sweeps (pytest-echo-bench)")
+    group.addoption("--bench-out", metavar="PATH", help="Results JSONL to write (default: "
+                    "bench_results/<UTC timestamp>_<benchmark>.jsonl under the rootdir)")
+    group.addoption("--bench-resume", metavar="PATH", help="Continue the sweep recorded in PATH: "
+                    "skip every recorded (task_id, arm) and append to the same file")
+    group.addoption("--bench-allow-mismatch", action="store_true", default=None,
+                    help="Resume even if the spec's fingerprint differs from the one in the results file")
+    group.addoption("--bench-concurrency", metavar="N", help="Provider calls in flight per process (default 8)")
+    group.addoption("--bench-fsync", choices=FSYNC_POLICIES, help="When to fsync the results file: "
+                    "always (every row), end (default: when each process finishes) or never")
+    group.addoption("--bench-strict", action="store_true", default=None,
+                    help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
+    group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
+                    "hash of benchmark, task_id and arm), e.g. 2/4")
+    group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
+                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
+                    "(repeatable)")
+    group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
+                    "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
+    group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
+    group.addoption("--bench-progress-every", metavar="SECONDS",
+                    help="Print a per-arm progress line this often (default 30; 0 turns it off)")
+    parser.addini("bench_out", "Default results path for benchmark sweeps")
+    parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
+    parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
+    parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
+    parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
+    parser.addini("bench_cache", "Response cache file, or 'off'")
+    parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
+
+
+def _pick(config: pytest.Config, option: str, env: str, ini: str) -> str | None:
+    value = config.getoption(option)
+    if value is None:
+        value = os.environ.get(env) or None
+    if value is None:
+        value = config.getini(ini) or None
+    return value if value is None else str(value)
+
+
+def resolve(config: pytest.Config) -> BenchOptions:
+    """One place that validates every setting; a bad value is a UsageError naming its source."""
+    from pytest_echo_bench.plugin.gates import parse_gate
+    from pytest_echo_bench.plugin.shard import parse_shard
+
+    raw = _pick(config, "bench_concurrency", "ECHO_BENCH_CONCURRENCY", "bench_concurrency") or "8"
+    try:
+        concurrency = int(raw)
+    except ValueError:
+        concurrency = 0
+    if not 1 <= concurrency <= 1024:
+        raise pytest.UsageError(f"--bench-concurrency must be a whole number from 1 to 1024, got {raw!r}")
+    fsync = _pick(config, "bench_fsync", "ECHO_BENCH_FSYNC", "bench_fsync") or "end"
+    if fsync not in FSYNC_POLICIES:
+        raise pytest.UsageError(f"--bench-fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
+    strict = bool(config.getoption("bench_strict") or config.getini("bench_strict"))
+    every_raw = _pick(config, "bench_progress_every", "ECHO_BENCH_PROGRESS_EVERY", "bench_progress_every") or "30"
+    try:
+        every = float(every_raw)
+    except ValueError:
+        every = -1.0
+    if every < 0:
+        raise pytest.UsageError(f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}")
+    return BenchOptions(
+        out=_pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out"),
+        resume=config.getoption("bench_resume"),
+        allow_mismatch=bool(config.getoption("bench_allow_mismatch")),
+        concurrency=concurrency,
+        fsync=fsync,
+        strict=strict,
+        shard=parse_shard(config.getoption("bench_shard")),
+        gates=tuple(parse_gate(g) for g in config.getoption("bench_gate") or ()),
+        html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
+        progress_every=every,
+        cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
+    )
+
+
+def _cache(value: str | None) -> str | None:
+    if value is None:
+        return ""
+    return None if value.lower() in ("off", "no", "none", "0", "false") else value

@@ -1,0 +1,199 @@
+"""The worker plugin: where items are collected and run (an xdist worker, or a serial run).
+
+It collects the spec files, deselects what a shard or a resume leaves out, runs each item through
+the engine (several calls in flight), hands each report a plain-JSON payload for the controller,
+and closes the results file at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench.engine.outcome import ROW, Outcome
+from pytest_echo_bench.engine.pool import Prefetcher
+from pytest_echo_bench.engine.runner import Runner
+from pytest_echo_bench.engine.stop import StopSignal
+from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
+from pytest_echo_bench.plugin.context import RECORDED, RunContext
+from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.shard import parse_shard
+from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_id
+from pytest_echo_bench.store.cache import ResponseCache
+from pytest_echo_bench.store.reader import read_index
+from pytest_echo_bench.store.records import Key, KeySet
+from pytest_echo_bench.store.writer import ResultsWriter
+
+STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
+
+
+class WorkerPlugin:
+    """Registered as "echo-bench-worker" in every process that runs benchmark items.
+
+    ``remote`` is True in an xdist worker: its reports are sent on to the controller, so once
+    sent it drops what nothing reads any more; in a serial run the controller plugin does that.
+    """
+
+    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext, remote: bool) -> None:
+        self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
+        self.spec_paths = {Path(p) for p in ctx.specs}
+        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
+        self.stop = StopSignal(Path(ctx.results))
+        cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache)
+        self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
+        self.queue = WorkerQueue(config) if remote else None
+        self.shard = parse_shard(ctx.shard)
+        self.session: pytest.Session | None = None
+        self._pos = 0  # serial: where in session.items the next item to run should be
+        config.stash[RUN] = self.outcome
+
+    # -- collection --------------------------------------------------------------------------
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> SpecFile | None:
+        if file_path in self.spec_paths:
+            return SpecFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        shard = self.shard
+        if shard is not None:
+            _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
+        if self.ctx.resume_upto is not None:
+            recorded = self._recorded()
+            _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
+
+    def _recorded(self) -> KeySet:
+        # Every process reads the same prefix of the file (up to the controller's offset), so all
+        # xdist workers deselect identically even while others append; the controller read it.
+        recorded = self.config.stash.get(RECORDED, None)
+        return recorded if recorded is not None else read_index(Path(self.ctx.results), self.ctx.resume_upto).keys
+
+    # -- running -----------------------------------------------------------------------------
+    def outcome(self, item: BenchItem) -> Outcome:
+        return self.prefetcher.outcome(item, self._upcoming(item))
+
+    def _upcoming(self, item: BenchItem) -> list[BenchItem]:
+        """The items this process will run next, so their calls can start now."""
+        if self.opts.concurrency == 1 or self.session is None:
+            return []
+        items = self.session.items
+        if self.queue is not None:
+            indices = self.queue.upcoming(self.prefetcher.lookahead)
+        else:
+            start = self._position(items, item) + 1
+            indices = list(range(start, min(len(items), start + self.prefetcher.lookahead)))
+        return [it for it in (items[i] for i in indices) if isinstance(it, BenchItem)]
+
+    def _position(self, items: list[pytest.Item], item: BenchItem) -> int:
+        """Serial runs go through the items in order: follow along instead of indexing them all."""
+        pos = self._pos  # the item after the last one seen; or the same one again (a rerun)
+        if not (pos < len(items) and items[pos] is item):
+            pos = next((n for n in (pos - 1, *range(len(items))) if 0 <= n < len(items) and items[n] is item), len(items))
+        self._pos = pos + 1
+        return pos
+
+    def _request_stop(self, message: str) -> None:
+        if self.session is not None and not self.session.shouldstop:
+            self.session.shouldstop = message  # a worker passes this to the controller (xdist >= 3.6.1)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if isinstance(item, BenchItem) and call.when == "call":
+            outcome = item.stash.get(OUTCOME, None)
+            if outcome is not None:
+                report.bench = bench_payload(item, outcome)  # plain JSON: it travels to the controller
+        elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
+            del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
+        return report
+
+    @pytest.hookimpl(trylast=True)  # xdist has sent the report on by now
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.remote:
+            spend(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+        """pytest-json-report: each benchmark test's entry carries its result row."""
+        outcome = item.stash.get(OUTCOME, None) if isinstance(item, BenchItem) and call.when == "call" else None
+        if outcome is None:
+            return None
+        if outcome.row is None:
+            return {"echo_bench": {"kind": outcome.kind, "message": outcome.message}}
+        return {"echo_bench": dataclasses.asdict(outcome.row)}
+
+    # -- the end -----------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # before anyone (the controller) reads the file
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Iterator[None]:
+        stopping = self.stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
+        # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
+        self.prefetcher.close(stopping)
+        self.writer.close()
+        return (yield)
+
+    def close(self) -> None:
+        """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
+        self.prefetcher.close(True)
+        self.writer.close()
+        if RUN in self.config.stash:
+            del self.config.stash[RUN]
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]) -> None:
+    """Remove items the way --lf does: edit the list in place and tell the deselected hook."""
+    dropped = [i for i in items if drop(i)]
+    if dropped:
+        items[:] = [i for i in items if not drop(i)]
+        config.hook.pytest_deselected(items=dropped)
+
+
+def is_recorded(recorded: KeySet, key: Key) -> bool:
+    # Rows of the older format name no benchmark (and may have no meta line): match on
+    # (task_id, arm) alone for those.
+    return key in recorded or ("", key[1], key[2]) in recorded
+
+
+def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
+    row = outcome.row
+    payload: dict[str, Any] = {
+        "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": item.example.id, "arm": item.arm,
+        "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
+        "retries": outcome.retries, "message": outcome.message,
+    }
+    if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
+        payload["stop"] = {"reason": outcome.stop.reason, "message": outcome.stop.message}
+    return payload
+
+
+_NO_KEYWORDS: Mapping[str, Any] = MappingProxyType({})
+_NO_SECTIONS: Any = ()  # for the lists: immutable and shared, like the keywords
+
+
+def spend(report: pytest.TestReport) -> None:
+    """Drop what every hook has now read from a benchmark item's call report.
+
+    pytest keeps every report to the end (the terminal reporter's counts and failure lists),
+    with a dict of the item's keywords, two lists and our payload each: about 500 bytes an
+    item that nothing reads after this hook. Unrecorded kinds keep their payload: the short
+    summary asks ``pytest_report_teststatus`` again for their word. A report with captured
+    output keeps its sections.
+    """
+    bench = getattr(report, "bench", None)
+    if bench is None:
+        return
+    if bench["kind"] == ROW:
+        del report.bench
+    report.keywords = _NO_KEYWORDS  # read-only: a late writer fails loudly instead of sharing
+    if not report.sections:
+        report.sections = _NO_SECTIONS
+    if not report.user_properties:
+        report.user_properties = _NO_SECTIONS

@@ -1,0 +1,49 @@
+"""Everything this plugin reads of pytest-xdist's state, in one place.
+
+Public: ``config.workerinput`` (a worker's id and what the controller handed it) and the
+``dsession`` plugin (the controller of a distributed run). Private, and so kept here alone:
+the worker's queue of item indices (``torun``, ``nextitem_index``), read to start the calls of
+the items this worker will run next (tested against xdist >= 3.6.1).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+
+def distributed(config: pytest.Config) -> bool:
+    """True in the controller of a run whose items xdist sends to workers (-n N, N >= 1)."""
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def worker_id(config: pytest.Config) -> str | None:
+    """This worker's id ("gw0"), or None outside a worker."""
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else str(workerinput["workerid"])
+
+
+class WorkerQueue:
+    """The indices (into ``session.items``) of the items this worker will run next."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._plugin: Any = None  # xdist's WorkerInteractor, found on first use (False: none)
+
+    def upcoming(self, limit: int) -> list[int]:
+        if self._plugin is None:
+            self._plugin = next((p for p in self.config.pluginmanager.get_plugins()
+                                 if hasattr(p, "torun") and hasattr(p, "nextitem_index")), False)
+        if not self._plugin:
+            return []
+        nxt = self._plugin.nextitem_index
+        head = [nxt] if isinstance(nxt, int) else []
+        # With --dist worksteal queued items may be taken back by another worker, so there only
+        # the next item (already dequeued, never stolen) is safe to start.
+        if self.config.getoption("dist", "load") == "worksteal":
+            return head
+        with self._plugin.torun.lock() as queue:
+            rest = [i for i in itertools.islice(queue, limit) if isinstance(i, int)]
+        return head + rest

@@ -1,0 +1,141 @@
+"""Declarative routing arms: a cascade that escalates on disagreement, and the oracle router.
+
+    echo-judge:
+      provider: cascade
+      cheap: haiku            # an arm of this spec (or a list of arms, one call each)
+      n: 2                    # calls to a single cheap arm
+      personas: ["You are careful.", "You are skeptical."]   # optional, one per call
+      agreement: lexical      # lexical: same extracted answer; judge: ask the judge arm
+      judge: haiku
+      strong: sonnet          # asked only when the cheap answers disagree
+    oracle:
+      provider: oracle        # escalates only when every cheap answer is wrong (uses the target):
+      cheap: [haiku]          # the ceiling a perfect router reaches
+      strong: sonnet
+
+Every call goes through the same retries, classification, cache and accounting as an arm of its
+own; the first call to a sub-arm with the item's prompt reuses that arm's cached answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_echo_bench.providers.base import Caller, Completion, Request
+from pytest_echo_bench.providers.python_arm import ArmContext
+from pytest_echo_bench.scoring.registry import get_scorer
+from pytest_echo_bench.scoring.verdict import Scorer
+from pytest_echo_bench.spec.load import ArmSpec, Spec
+
+JUDGE_PROMPT = (
+    "Question:\n{question}\n\n{answers}\n\nDo these answers reach the same final answer? "
+    "Reply with exactly one word: yes or no."
+)
+
+
+@dataclass
+class Router:
+    cheap: list[str]
+    personas: list[str | None]
+    strong: str
+    caller: Caller
+    scorer: Scorer
+    scorer_options: dict[str, Any]
+
+    def context(self, request: Request) -> ArmContext:
+        return ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options)
+
+    def ask_cheap(self, ctx: ArmContext) -> list[str]:
+        return [ctx.call(arm, f"{persona}\n\n{ctx.prompt}" if persona else None)
+                for arm, persona in zip(self.cheap, self.personas, strict=True)]
+
+    def finish(self, ctx: ArmContext, cheap: list[str], escalate: bool) -> Completion:
+        ctx.extra["escalated"] = escalate
+        return ctx.completion(ctx.call(self.strong) if escalate else cheap[0])
+
+
+@dataclass
+class Cascade(Router):
+    agreement: str = "lexical"
+    judge: str | None = None
+
+    def complete(self, request: Request) -> Completion:
+        ctx = self.context(request)
+        outputs = self.ask_cheap(ctx)
+        answers = [ctx.answer(o) for o in outputs]
+        ctx.extra["cheap_answers"] = answers
+        agreed = self._judged(ctx, outputs) if self.agreement == "judge" else _same(answers)
+        ctx.extra["agreed"] = agreed
+        return self.finish(ctx, outputs, escalate=not agreed)
+
+    def _judged(self, ctx: ArmContext, outputs: list[str]) -> bool:
+        assert self.judge is not None  # build() requires it for agreement: judge
+        answers = "\n\n".join(f"Answer {i}:\n{o}" for i, o in enumerate(outputs, 1))
+        verdict = ctx.call(self.judge, JUDGE_PROMPT.format(question=ctx.example.input, answers=answers))
+        words = verdict.strip().split()
+        return bool(words) and words[0].strip(".,!:;*\"'").lower() == "yes"
+
+
+def _same(answers: list[str | None]) -> bool:
+    return answers[0] is not None and all(a == answers[0] for a in answers)
+
+
+@dataclass
+class Oracle(Router):
+    def complete(self, request: Request) -> Completion:
+        ctx = self.context(request)
+        outputs = self.ask_cheap(ctx)
+        right = [o for o in outputs if self.scorer(o, ctx.example, self.scorer_options).passed]
+        if right:
+            return self.finish(ctx, right, escalate=False)
+        return self.finish(ctx, outputs, escalate=True)
+
+
+def _arm_names(arm: ArmSpec, spec: Spec, key: str, value: Any) -> list[str]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise spec.error(f"{key} must name an arm of this spec (or a list of arms)", "arms", arm.name, key)
+    for name in names:
+        if name not in spec.arms or name == arm.name:
+            raise spec.error(f"{key} names {name!r}, which is not another arm of this spec", "arms", arm.name, key)
+    return names
+
+
+def _router_parts(arm: ArmSpec, spec: Spec, known: set[str]) -> tuple[list[str], list[str | None], str]:
+    unknown = sorted(set(arm.options) - known)
+    if unknown:
+        raise spec.error(f"unknown {arm.provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
+                         "arms", arm.name, unknown[0])
+    cheap = _arm_names(arm, spec, "cheap", arm.options.get("cheap"))
+    n = arm.options.get("n", 1 if len(cheap) > 1 else 2)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (len(cheap) > 1 and n != 1):
+        raise spec.error("n must be a whole number >= 1, and only with a single cheap arm", "arms", arm.name, "n")
+    cheap = cheap * n
+    personas = arm.options.get("personas") or []
+    if not isinstance(personas, list) or len(personas) > len(cheap) or not all(isinstance(p, str) for p in personas):
+        raise spec.error(f"personas must be a list of at most {len(cheap)} strings", "arms", arm.name, "personas")
+    padded: list[str | None] = [*personas, *[None] * (len(cheap) - len(personas))]
+    strong = _arm_names(arm, spec, "strong", arm.options.get("strong"))
+    return cheap, padded, strong[0]
+
+
+def _scorer(spec: Spec) -> Scorer:
+    scorer = get_scorer(spec.scorer)
+    if scorer is None:
+        raise spec.error(f"unknown scorer {spec.scorer!r}", "scorer")
+    return scorer
+
+
+def build_cascade(arm: ArmSpec, spec: Spec, caller: Caller) -> Cascade:
+    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "agreement", "judge", "strong"})
+    agreement = arm.options.get("agreement", "lexical")
+    if agreement not in ("lexical", "judge"):
+        raise spec.error("agreement must be lexical or judge", "arms", arm.name, "agreement")
+    judge = _arm_names(arm, spec, "judge", arm.options.get("judge"))[0] if agreement == "judge" else None
+    return Cascade(cheap, personas, strong, caller, _scorer(spec), spec.scorer_options, agreement, judge)
+
+
+def build_oracle(arm: ArmSpec, spec: Spec, caller: Caller) -> Oracle:
+    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "strong"})
+    return Oracle(cheap, personas, strong, caller, _scorer(spec), spec.scorer_options)

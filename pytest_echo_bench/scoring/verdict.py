@@ -1,0 +1,41 @@
+"""The verdict type every scorer returns, and the common tail of every scorer (``judge``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_echo_bench.datasets.example import Example
+
+CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # correct | wrong | unparseable | error
+    answer: str | None
+    detail: str
+    extra: dict[str, Any] = field(default_factory=dict)  # stored in the row's "extra"
+
+    @property
+    def passed(self) -> bool:
+        return self.status == CORRECT
+
+
+TextScorer = Callable[[str, str, dict[str, Any]], Verdict]  # (output, target, options)
+Scorer = Callable[[str, Example, dict[str, Any]], Verdict]  # (output, item, options): may use more than the target
+
+
+def judge(answer: str | None, target: str, same: bool) -> Verdict:
+    """The detail strings older readers expect: "passed", "unparseable", "expected T got A"."""
+    if answer is None:
+        return Verdict(UNPARSEABLE, None, "unparseable")
+    if same:
+        return Verdict(CORRECT, answer, "passed")
+    return Verdict(WRONG, answer, f"expected {target} got {_short(answer)}")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,2 @@
+"""Specs: loading and validating a benchmark spec file, checking its arms, and its fingerprint.
+Nothing here imports pytest."""

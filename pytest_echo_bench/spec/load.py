@@ -1,0 +1,290 @@
+"""Benchmark specs: YAML files loaded safely, validated with file/line/key in every error."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_echo_bench.errors import SpecError
+
+KeyPath = tuple[Any, ...]
+
+TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing"}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    name: str
+    provider: str
+    options: dict[str, Any]
+    line: int
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    benchmark: str
+    dataset: dict[str, Any]
+    scorer: str
+    scorer_options: dict[str, Any]
+    arms: dict[str, ArmSpec]
+    retries: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float = 180.0
+    exhaustion_patterns: tuple[str, ...] = ()
+    transient_patterns: tuple[str, ...] = ()
+    concurrency: int | None = None
+    pricing: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> USD per M (input, output)
+    cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
+    lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
+        """USD of one call of ``arm`` with ``usage``, when the spec prices that arm."""
+        if arm not in self.pricing or not usage:
+            return None
+        per_input, per_output = self.pricing[arm]
+        return (usage.get("prompt_tokens", 0) * per_input + usage.get("completion_tokens", 0) * per_output) / 1e6
+
+    def line_of(self, *keys: Any) -> int | None:
+        return _nearest_line(self.lines, keys)
+
+    def error(self, message: str, *keys: Any) -> SpecError:
+        """A SpecError pointing at the line of ``keys`` (or its nearest parent)."""
+        return SpecError(message, str(self.path), self.line_of(*keys), ".".join(map(str, keys)))
+
+
+def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None) -> Spec:
+    """Parse and validate one spec file; raise SpecError naming file, line and key."""
+    env = os.environ if environ is None else environ
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc}", str(path)) from exc
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        raise SpecError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}",
+                        str(path), raw.count(b"\n", 0, exc.start) + 1) from exc
+    data, lines = _parse_yaml(text, str(path))
+    return _build(path, data, lines, env)
+
+
+# libyaml's safe loader when present: a 1,000-item inline spec parses ~10x faster.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
+    loader = _Loader(text)  # a safe loader only: specs never construct Python objects
+    try:
+        node = loader.get_single_node()  # one parse gives both the data and the line numbers
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        # The context mark is where the broken construct starts (an unclosed bracket, say);
+        # the problem mark is where the parser noticed, often the end of the file.
+        start = getattr(exc, "context_mark", None)
+        found = getattr(exc, "problem_mark", None)
+        mark = start or found
+        line = mark.line + 1 if mark is not None else None
+        where = f" (detected at line {found.line + 1})" if start and found and found.line != start.line else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"malformed YAML: {problem}{where}", path, line) from exc
+    finally:
+        loader.dispose()
+    lines: dict[KeyPath, int] = {}
+    if node is not None:
+        _record_lines(node, (), lines)
+    return data, lines
+
+
+def _record_lines(node: yaml.Node, at: KeyPath, lines: dict[KeyPath, int]) -> None:
+    lines[at] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            _record_lines(value_node, at + (key,), lines)
+            lines[at + (key,)] = key_node.start_mark.line + 1  # the key's line, not its value's
+    elif isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            _record_lines(child, at + (i,), lines)
+
+
+def _nearest_line(lines: dict[KeyPath, int], keys: KeyPath) -> int | None:
+    for n in range(len(keys), -1, -1):
+        line = lines.get(tuple(keys[:n]))
+        if line is not None:
+            return line
+    return None
+
+
+def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
+    """Expand ``${VAR}`` / ``${VAR:-default}`` in every string of ``value``."""
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return str(env[name])
+            if default is not None:
+                return default
+            raise fail(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)", *where)
+        return _ENV.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: expand_env(v, env, where + (k,), fail) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, env, where + (i,), fail) for i, v in enumerate(value)]
+    return value
+
+
+def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
+    def fail(message: str, *keys: Any) -> SpecError:
+        return SpecError(message, str(path), _nearest_line(lines, keys), ".".join(map(str, keys)))
+
+    if not isinstance(data, dict):
+        raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
+    data = expand_env(data, env, (), fail)
+    unknown = sorted(set(map(str, data)) - TOP_KEYS)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r}; known keys: {', '.join(sorted(TOP_KEYS))}", unknown[0])
+    for key in ("benchmark", "dataset", "scorer", "arms"):
+        if key not in data:
+            raise fail(f"missing required key {key!r}")
+    benchmark = data["benchmark"]
+    if not isinstance(benchmark, str) or not _NAME.match(benchmark):
+        raise fail("benchmark must be a name of letters, digits, '_', '-' or '.'", "benchmark")
+    dataset = data["dataset"]
+    if not isinstance(dataset, dict) or "loader" not in dataset:
+        raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl or bbh)", "dataset")
+    scorer, scorer_options = _scorer(data["scorer"], fail)
+    errors = _mapping(data.get("errors", {}), "errors", fail)
+    arms = _arms(data["arms"], lines, fail)
+    pricing, unit = _pricing(data.get("pricing", {}), arms, fail)
+    return Spec(
+        path=path,
+        benchmark=benchmark,
+        dataset=dataset,
+        scorer=scorer,
+        scorer_options=scorer_options,
+        arms=arms,
+        retries=_retries(data.get("retries", {}), fail),
+        timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail),
+        exhaustion_patterns=_strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
+        transient_patterns=_strings(errors.get("transient", []), ("errors", "transient"), fail),
+        concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail),
+        pricing=pricing,
+        cost_unit_usd=unit,
+        lines=lines,
+    )
+
+
+def _scorer(value: Any, fail: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"], {k: v for k, v in value.items() if k != "name"}
+    raise fail("scorer must be a name (exact, bbh, ...) or a mapping with a 'name' key", "scorer")
+
+
+def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec]:
+    if not isinstance(value, dict) or not value:
+        raise fail("arms must be a non-empty mapping of arm name to provider settings", "arms")
+    arms: dict[str, ArmSpec] = {}
+    for name, conf in value.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise fail(f"arm name {name!r} must be letters, digits, '_', '-' or '.'", "arms", name)
+        if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
+            raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
+        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency")}
+        concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail)
+        line = _nearest_line(lines, ("arms", name)) or 0
+        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency)
+    return arms
+
+
+def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str, tuple[float, float]], float | None]:
+    """``{arm: {input, output}}`` in USD per million tokens, and an optional ``unit`` reference call."""
+    conf = _mapping(value, "pricing", fail)
+    prices: dict[str, tuple[float, float]] = {}
+    for arm, entry in conf.items():
+        if arm == "unit":
+            continue
+        if arm not in arms:
+            raise fail(f"pricing names arm {arm!r}, which the spec does not have", "pricing", arm)
+        entry = _mapping(entry, f"pricing.{arm}", fail)
+        prices[arm] = (_non_negative(entry.get("input", 0.0), f"pricing.{arm}.input", fail),
+                       _non_negative(entry.get("output", 0.0), f"pricing.{arm}.output", fail))
+    unit = conf.get("unit")
+    if unit is None:
+        return prices, None
+    unit = _mapping(unit, "pricing.unit", fail)
+    ref = unit.get("arm")
+    if ref not in prices:
+        raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
+    tokens = {k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail)) for k in ("prompt_tokens", "completion_tokens")}
+    usd = (tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]) / 1e6
+    if usd <= 0:
+        raise fail("the reference call must cost more than 0", "pricing", "unit")
+    return prices, usd
+
+
+def _retries(value: Any, fail: Any) -> RetryPolicy:
+    conf = _mapping(value, "retries", fail)
+    unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s"}
+    if unknown:
+        raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s", "retries")
+    attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail) or 1
+    backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail)
+    max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail)
+    return RetryPolicy(attempts, backoff, max_backoff)
+
+
+def _mapping(value: Any, key: str, fail: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise fail(f"{key} must be a mapping", key)
+    return value
+
+
+def _strings(value: Any, where: KeyPath, fail: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail("must be a list of strings", *where)
+    return tuple(value)
+
+
+def _optional_int(value: Any, where: KeyPath, fail: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(f"must be a whole number >= 1, got {value!r}", *where)
+    return value
+
+
+def _number(value: Any, key: str, fail: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(f"must be a number, got {value!r}", *key.split("."))
+    return float(value)
+
+
+def _positive(value: Any, key: str, fail: Any) -> float:
+    number = _number(value, key, fail)
+    if number <= 0:
+        raise fail(f"must be > 0, got {value!r}", *key.split("."))
+    return number
+
+
+def _non_negative(value: Any, key: str, fail: Any) -> float:
+    number = _number(value, key, fail)
+    if number < 0:
+        raise fail(f"must be >= 0, got {value!r}", *key.split("."))
+    return number

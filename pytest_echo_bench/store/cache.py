@@ -1,0 +1,60 @@
+"""The response cache: one SQLite file (WAL mode) shared by every process of a sweep.
+
+Keyed by (provider, model and parameters, prompt, sample index), so a composite arm's first
+call to a sub-arm reuses the answer that sub-arm gave as an arm of its own, and a re-run of a
+finished sweep costs nothing. Only real providers are cached: the simulator, replays and
+references cost nothing anyway, and caching the simulator would bypass its fault drills.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.providers.base import Completion
+
+CACHEABLE = frozenset({"openai", "anthropic", "command"})
+_SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
+
+
+def cache_key(call: dict[str, Any], prompt: str, sample: int) -> str:
+    blob = json.dumps([call, prompt, sample], sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(_SCHEMA)
+            self._local.db = db
+        return db
+
+    def get(self, key: str) -> Completion | None:
+        try:
+            row = self._db().execute("SELECT text, usage FROM responses WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error:
+            return None  # a broken cache costs a call, never a result
+        if row is None:
+            return None
+        usage = json.loads(row[1]) if row[1] else None
+        return Completion(row[0], usage, cache_hits=1)
+
+    def put(self, key: str, done: Completion) -> None:
+        try:
+            self._db().execute("INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
+                               (key, done.text, json.dumps(done.usage) if done.usage else None))
+        except sqlite3.Error:
+            pass  # best effort: the row is what matters

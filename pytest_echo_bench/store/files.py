@@ -1,0 +1,126 @@
+"""The conventions of a results file, each in one place: the side files beside it, how a line is
+encoded, how an older row's verdict is read, the atomic writer, and the stop marker.
+
+``RUN.jsonl`` has up to four companions: ``RUN.jsonl.lock`` (the append lock), ``RUN.jsonl.torn``
+(torn tails cut off by a repair), ``RUN.jsonl.stop.json`` (why a run stopped early) and
+``RUN.jsonl.summary.json`` (the live per-arm summary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("correct", "wrong", "unparseable", "error")
+
+
+def lock_path(results: str | Path) -> Path:
+    return Path(f"{results}.lock")
+
+
+def torn_path(results: str | Path) -> Path:
+    return Path(f"{results}.torn")
+
+
+def stop_path(results: str | Path) -> Path:
+    return Path(f"{results}.stop.json")
+
+
+def summary_path(results: str | Path) -> Path:
+    return Path(f"{results}.summary.json")
+
+
+def encode_line(record: Mapping[str, Any]) -> bytes:
+    """One JSONL line. ``ensure_ascii`` keeps every line pure ASCII: no encoding surprises for odd
+    model output, and the fast reader (``keyscan``) takes the fast path for every such chunk."""
+    return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def row_status(row: Mapping[str, Any]) -> str:
+    """A row's verdict: its ``status``, or for rows of the older six-field format, what ``passed``
+    and ``detail`` say. The one rule every reader uses (report, page, end table, regrade)."""
+    status = row.get("status")
+    if status in STATUSES:
+        return str(status)
+    return legacy_status(row.get("passed"), row.get("detail"))
+
+
+def legacy_status(passed: object, detail: object) -> str:
+    """Rows written before ``status`` existed carry only the scorer's detail string."""
+    text = detail if isinstance(detail, str) else ""
+    if passed is True or text == "passed":
+        return "correct"
+    if text == "unparseable":
+        return "unparseable"
+    return "error" if text.startswith("error") else "wrong"
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = False, exclusive: bool = False) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then move it into place: readers see
+    the whole file or none of it. ``durable`` fsyncs first (a results file); ``exclusive``
+    leaves an existing ``path`` alone and raises FileExistsError (the first stop marker wins)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these files are meant to be read by others
+        if exclusive:
+            os.link(tmp, path)  # fails if another process got there first
+        else:
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted or store-error."""
+
+    reason: str
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}".strip().rstrip(":")
+
+
+def write_stop(file: str | Path, stop: StopReason, **details: Any) -> None:
+    """Write the stop marker of results ``file`` atomically; the first reason wins. A directory that refuses it is
+    not an error here: the exit status and the message still say why."""
+    record = {"reason": stop.reason, "message": stop.message, **details}
+    with contextlib.suppress(OSError):  # FileExistsError included: another process was first
+        write_atomic(stop_path(file), (json.dumps(record, indent=1) + "\n").encode("utf-8"), exclusive=True)
+
+
+def read_stop(results: str | Path) -> StopReason | None:
+    """The stop marker's reason, or None when the run has not stopped early. A damaged marker is
+    a stop all the same."""
+    marker = stop_path(results)
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError):
+        return StopReason("stopped", f"see {marker}")
+    if not isinstance(data, dict):
+        return StopReason("stopped", f"see {marker}")
+    return StopReason(str(data.get("reason") or "stopped"), str(data.get("message") or ""))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A small JSON side file (the summary), or {} when it is missing or damaged."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
