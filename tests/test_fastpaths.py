@@ -14,6 +14,7 @@ from filelock import FileLock
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import iter_records, read_index, read_records
 from pytest_echo_bench.store.records import Row, row_key
@@ -240,11 +241,11 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
             continue
         seen.add(key := row_key(record.data, "b"))
         got = expected.setdefault((key[0], key[2]), [0, 0, 0, 0, 0.0])
-        verdict = record.data.get("status", record.data.get("detail"))
+        verdict = row_status(record.data)  # the one rule for old rows, on the full parse
         got[0] += 1
         got[1] += bool(record.data.get("passed"))
         got[2] += verdict == "unparseable"
-        got[3] += record.data.get("status") == "error"
+        got[3] += verdict == "error"
         got[4] += float(record.data.get("wall_seconds") or 0.0)
     counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in FileTally().update(path).items()}
     assert counted == expected and sum(v[0] for v in expected.values()) > 150

@@ -111,9 +111,9 @@ def read_stop(results: str | Path) -> StopReason | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError):
-        return StopReason("stopped", f"see {marker}")
+        return StopReason("stopped", f"see {marker.name}")
     if not isinstance(data, dict):
-        return StopReason("stopped", f"see {marker}")
+        return StopReason("stopped", f"see {marker.name}")
     return StopReason(str(data.get("reason") or "stopped"), str(data.get("message") or ""))
 
 
