@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.ops.page.html import render_progress, watch, write_progress
-from pytest_echo_bench.ops.page.state import LiveCounters, progress_state
+from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed, progress_state
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.files import write_atomic
 
@@ -205,14 +205,16 @@ def test_watch_picks_up_new_rows_then_ends_at_the_stop_marker(results: Path, tmp
     try:
         with results.open("a") as f:
             f.write(json.dumps(make_row("q3", "b")) + "\n")
-        Path(str(results) + ".stop.json").write_text(json.dumps({"reason": "store-error", "message": "disk full"}))
+        # Atomically, as the plugin writes it: a half-written marker is a stop of unknown reason.
+        write_atomic(Path(str(results) + ".stop.json"), json.dumps({"reason": "store-error", "message": "disk full"}).encode())
         thread.join(timeout=10)
         assert not thread.is_alive()  # the marker ended it, not the test's stop event
     finally:
         stop.set()
         thread.join()
     page = out.read_text()
-    assert "7 / 8 items" in page and "store-error: disk full" in page
+    assert "7 / 8 items" in page
+    assert "store-error: disk full" in page
 
 
 def test_watch_ends_when_the_run_is_complete(tmp_path: Path) -> None:
@@ -260,3 +262,42 @@ def test_page_in_a_real_browser(tmp_path: Path) -> None:
     assert shot.exists(), taken.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
+
+
+def test_a_kept_feed_reads_only_what_was_appended(tmp_path: Path) -> None:
+    """Each refresh reads from where the last one stopped: rewriting a row already read changes
+    nothing (a full re-read would count it as a new item), while the appended rows are counted."""
+    path = write_results(tmp_path / "run.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(3))])
+    feed = PageFeed(path)
+    feed.update()
+    assert feed.state().done == 3 and feed.end[0] == path.stat().st_size
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"arm": "a"', b'"arm": "c"', 1))  # the first row, same length: another arm
+    with open(path, "ab") as f:
+        f.write(json.dumps(make_row("q3", "a", "wrong")).encode() + b"\n")
+    feed.update()
+    state = feed.state()
+    assert (state.done, state.arms["a"].done, state.arms["a"].correct, "c" in state.arms) == (4, 4, 3, False)
+    fresh = progress_state(path)  # the control: a fresh read does see the rewritten row
+    assert (fresh.arms["a"].done, fresh.arms["c"].done) == (3, 1)
+
+
+def test_a_kept_feed_equals_a_fresh_read_as_the_file_grows(tmp_path: Path) -> None:
+    """Appends in pieces (a torn line completed later, a duplicate, a second run) give the page a
+    fresh read of the whole file would give."""
+    path = write_results(tmp_path / "run.jsonl", [meta(8, ("a", "b"))])
+    feed = PageFeed(path)
+    rows = [make_row("q1", "a"), make_row("q2", "a", "wrong", output=PAYLOAD), make_row("q1", "b", "error"),
+            make_row("q1", "a", "wrong"), make_row("q3", "b", "unparseable", run_id="r2", start=T0 + 5, end=T0 + 9)]
+    lines = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+    for cut in (0, 37, len(lines) // 2, len(lines) - 3, len(lines)):
+        path.write_bytes(path.read_bytes()[: len(json.dumps(meta(8, ("a", "b")))) + 1] + lines[:cut])
+        feed.update()
+        assert render_progress(feed.state(now=T0 + 60)) == render_progress(progress_state(path, now=T0 + 60))
+
+
+def test_a_page_with_a_lone_surrogate_is_written(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "run.jsonl", [meta(), make_row("q1", "a", "wrong", output="\ud800 five")])
+    out = tmp_path / "status.html"
+    write_progress(path, out)  # a lone surrogate (a valid JSON escape) is replaced, never fails the page
+    assert "? five" in out.read_text()

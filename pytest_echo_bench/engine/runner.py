@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from pytest_echo_bench.engine.calls import Classifier, call_with_retries
+from pytest_echo_bench.engine.fingerprint import arm_descriptor
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
@@ -28,7 +29,6 @@ from pytest_echo_bench.errors import (
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
-from pytest_echo_bench.spec.fingerprint import arm_descriptor
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
@@ -122,12 +122,12 @@ class Runner:
         key = runtime.cache_key(request)
         hit = self.cache.get(key) if self.cache is not None and key else None
         if hit is not None:
-            completion, attempts, retries = hit, 0, 0
+            completion, attempts, retries = Completion(hit[0], hit[1], cache_hits=1), 0, 0
         else:
             done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
             completion, attempts, retries = done.completion, done.attempts, len(done.retries)
             if self.cache is not None and key:
-                self.cache.put(key, completion)
+                self.cache.put(key, completion.text, completion.usage)
         if completion.cost_usd is None:
             # List price, cached or not: an arm's cost must not depend on what ran before it.
             completion.cost_usd = spec.cost(arm, completion.usage)

@@ -7,11 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
 from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS
-from pytest_echo_bench.plugin.gates import Gate, parse_gate
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -84,7 +82,7 @@ def _merge(args: argparse.Namespace) -> int:
 def _gate(text: str) -> Gate:
     try:
         return parse_gate(text)
-    except pytest.UsageError as exc:
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.engine.fingerprint import combine, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.scoring.registry import get_scorer
-from pytest_echo_bench.spec.check import check_spec
-from pytest_echo_bench.spec.fingerprint import combine, spec_fingerprint
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
 from pytest_echo_bench.store.reader import read_records

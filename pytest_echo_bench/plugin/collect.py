@@ -11,10 +11,10 @@ import pytest
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.errors import SpecError, UnavailableError
 from pytest_echo_bench.plugin.context import SPEC_CACHE
-from pytest_echo_bench.spec.check import check_spec
 from pytest_echo_bench.spec.load import Spec
 
 if TYPE_CHECKING:

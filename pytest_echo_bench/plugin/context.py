@@ -13,9 +13,9 @@ import pytest
 from pytest_echo_bench import __version__
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.fingerprint import combine, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.spec.fingerprint import combine, spec_fingerprint
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import stop_path, torn_path
 from pytest_echo_bench.store.reader import ResultsIndex

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.ops.gates import Gate
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
-from pytest_echo_bench.plugin.gates import Gate
 from pytest_echo_bench.store.files import summary_path, write_atomic
 from pytest_echo_bench.store.tally import ArmTally, FileTally
 

@@ -7,13 +7,14 @@ time; ``resolve`` runs only once a run has specs.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_echo_bench.plugin.gates import Gate
+    from pytest_echo_bench.ops.gates import Gate
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
@@ -77,7 +78,6 @@ def _pick(config: pytest.Config, option: str, env: str, ini: str) -> str | None:
 
 def resolve(config: pytest.Config) -> BenchOptions:
     """One place that validates every setting; a bad value is a UsageError naming its source."""
-    from pytest_echo_bench.plugin.gates import parse_gate
     from pytest_echo_bench.plugin.shard import parse_shard
 
     raw = _pick(config, "bench_concurrency", "ECHO_BENCH_CONCURRENCY", "bench_concurrency") or "8"
@@ -106,11 +106,20 @@ def resolve(config: pytest.Config) -> BenchOptions:
         fsync=fsync,
         strict=strict,
         shard=parse_shard(config.getoption("bench_shard")),
-        gates=tuple(parse_gate(g) for g in config.getoption("bench_gate") or ()),
+        gates=_gates(config.getoption("bench_gate") or ()),
         html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
         progress_every=every,
         cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
     )
+
+
+def _gates(rules: Iterable[str]) -> tuple[Gate, ...]:
+    from pytest_echo_bench.ops.gates import parse_gate
+
+    try:
+        return tuple(parse_gate(rule) for rule in rules)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
 
 
 def _cache(value: str | None) -> str | None:

@@ -1,2 +1,2 @@
-"""Specs: loading and validating a benchmark spec file, checking its arms, and its fingerprint.
-Nothing here imports pytest."""
+"""Specs: loading and validating a benchmark spec file, with file, line and key in every error.
+Nothing here imports pytest, or anything of ours but the error tree."""

@@ -15,8 +15,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.providers.base import Completion
-
 CACHEABLE = frozenset({"openai", "anthropic", "command"})
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
 
@@ -42,19 +40,19 @@ class ResponseCache:
             self._local.db = db
         return db
 
-    def get(self, key: str) -> Completion | None:
+    def get(self, key: str) -> tuple[str, dict[str, int] | None] | None:
+        """(text, usage) of the stored answer, or None: a broken cache costs a call, never a result."""
         try:
             row = self._db().execute("SELECT text, usage FROM responses WHERE key = ?", (key,)).fetchone()
         except sqlite3.Error:
             return None  # a broken cache costs a call, never a result
         if row is None:
             return None
-        usage = json.loads(row[1]) if row[1] else None
-        return Completion(row[0], usage, cache_hits=1)
+        return row[0], json.loads(row[1]) if row[1] else None
 
-    def put(self, key: str, done: Completion) -> None:
+    def put(self, key: str, text: str, usage: dict[str, int] | None) -> None:
         try:
             self._db().execute("INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
-                               (key, done.text, json.dumps(done.usage) if done.usage else None))
+                               (key, text, json.dumps(usage) if usage else None))
         except sqlite3.Error:
             pass  # best effort: the row is what matters

@@ -7,8 +7,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import pytest
-
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
 }
@@ -48,7 +46,8 @@ class Gate:
 
 
 def parse_gate(text: str) -> Gate:
+    """A gate rule; ValueError (the message says what a rule looks like) for anything else."""
     m = _GATE.match(text)
     if not m:
-        raise pytest.UsageError(f"--bench-gate must look like 'ARM>=0.85' or 'ARM>=OTHER-0.02', got {text!r}")
+        raise ValueError(f"--bench-gate must look like 'ARM>=0.85' or 'ARM>=OTHER-0.02', got {text!r}")
     return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"))

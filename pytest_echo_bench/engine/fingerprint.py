@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.spec.load import Spec
+if TYPE_CHECKING:
+    from pytest_echo_bench.datasets.example import Example
+    from pytest_echo_bench.spec.load import Spec
 
 _OPERATIONAL = {"latency_s", "faults", "api_key_env", "concurrency"}
 
