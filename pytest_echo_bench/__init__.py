@@ -34,9 +34,10 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_echo_bench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once imported, an ordinary attribute
-    return value
+    # Not cached here: the module in sys.modules is the one every lookup must see (a process that
+    # drops and re-imports modules between sessions, as pytester does, would otherwise register
+    # a user's scorer or arm in a registry nobody reads).
+    return getattr(importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:

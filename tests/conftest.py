@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,42 @@ import pytest
 from openai_server import FakeOpenAI
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The first three items of every BBH task (see data/README.md), so a clone without ../shared still
+# runs the BBH loader, scorer and spec paths on real items.
+BBH_FIXTURE = Path(__file__).parent / "data" / "bbh"
+
+
+def bbh_data() -> Path:
+    """The full BBH task files beside the project when present, else the fixture."""
+    shared = SHARED_DATA / "bbh"
+    return shared if shared.is_dir() else BBH_FIXTURE
+
+
+def bbh_examples(task: str, data: Path | None = None) -> list[dict[str, Any]]:
+    """The items of one BBH task file, in file order (the order their ids count)."""
+    examples: list[dict[str, Any]] = json.loads(((data or bbh_data()) / f"{task}.json").read_text(encoding="utf-8"))["examples"]
+    return examples
+
+
+def paper_recordings() -> Path | None:
+    """The paper's recorded outputs, when they are beside the project with the task files they line up with."""
+    codex = SHARED_DATA / "bbh-codex-cot"
+    return codex if codex.is_dir() and bbh_data() == SHARED_DATA / "bbh" else None
+
+
+def write_stand_in_recording(root: Path, tasks: Iterable[str], data: Path | None = None) -> Path:
+    """Outputs for every item of ``tasks`` in the paper's recording layout: the target on even items, no answer on odd ones.
+
+    The paper's outputs are not copied into the project; these drive the replay arm on the fixture.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        outputs = [{"input": rec["input"], "target": rec["target"],
+                    "prediction": f"So the answer is {rec['target']}." if i % 2 == 0 else "I cannot tell."}
+                   for i, rec in enumerate(bbh_examples(task, data))]
+        with gzip.open(root / f"{task}.json.gz", "wt", encoding="utf-8") as f:
+            json.dump({"outputs": outputs}, f)
+    return root
 
 
 def read_rows(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED_DATA, Sweep, make_spec, read_rows
+from conftest import SHARED_DATA, Sweep, bbh_data, bbh_examples, make_spec, paper_recordings, read_rows, write_stand_in_recording
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.errors import PermanentError
 from pytest_echo_bench.providers import replay
@@ -19,7 +19,8 @@ from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.reference import ReferenceProvider
 from pytest_echo_bench.suites.bbh import score as bbh
 
-BBH = SHARED_DATA / "bbh"
+# The task files: all 6,511 items beside the project, else the fixture (three per task).
+BBH = bbh_data()
 CODEX = SHARED_DATA / "bbh-codex-cot"
 TASKS = [
     "boolean_expressions", "causal_judgement", "date_understanding", "disambiguation_qa", "dyck_languages",
@@ -30,14 +31,16 @@ TASKS = [
     "tracking_shuffled_objects_five_objects", "tracking_shuffled_objects_seven_objects",
     "tracking_shuffled_objects_three_objects", "web_of_lies", "word_sorting",
 ]
-needs_data = pytest.mark.skipif(not (BBH.is_dir() and CODEX.is_dir()),
-                                reason=f"the shared BBH data is not at {SHARED_DATA} (bbh/ and bbh-codex-cot/)")
+# The paper's recorded outputs are not in the fixture: what is scored against them stays tied to
+# the shared data, where the items and their recordings are whole and line up.
+needs_recordings = pytest.mark.skipif(paper_recordings() is None,
+                                      reason=f"the paper's recorded BBH outputs are not at {SHARED_DATA} (bbh/ and bbh-codex-cot/)")
 STRICT = {"strict": True}
 
 
 @cache
-def outputs(task: str) -> list[dict[str, Any]]:
-    with gzip.open(CODEX / f"{task}.json.gz", "rt", encoding="utf-8") as f:
+def outputs(task: str, root: Path = CODEX) -> list[dict[str, Any]]:
+    with gzip.open(root / f"{task}.json.gz", "rt", encoding="utf-8") as f:
         recorded: list[dict[str, Any]] = json.load(f)["outputs"]
     return recorded
 
@@ -50,14 +53,14 @@ def correct(task: str, options: dict[str, Any]) -> int:
     return sum(bbh(o["prediction"], o["target"], options).passed for o in outputs(task))
 
 
-@needs_data
+@needs_recordings
 @pytest.mark.parametrize("task", TASKS)
 def test_strict_scoring_reproduces_the_published_accuracy(task: str) -> None:
     n = len(outputs(task))
     assert abs(100 * correct(task, STRICT) / n - published(task)) <= 0.1
 
 
-@needs_data
+@needs_recordings
 def test_the_recordings_cover_the_whole_benchmark() -> None:
     assert sum(len(outputs(t)) for t in TASKS) == 6511
 
@@ -70,13 +73,13 @@ def test_the_recordings_cover_the_whole_benchmark() -> None:
 MARGIN_ITEMS = 1
 
 
-@needs_data
+@needs_recordings
 @pytest.mark.parametrize("task", TASKS)
 def test_robust_parser_agrees_with_strict_scoring_on_real_outputs(task: str) -> None:
     assert abs(correct(task, {}) - correct(task, STRICT)) <= MARGIN_ITEMS
 
 
-@needs_data
+@needs_recordings
 @pytest.mark.parametrize(
     ("task", "index", "status", "answer"),
     [
@@ -148,16 +151,18 @@ def ref_request(example: Example) -> Request:
     return Request(example, "ref", example.input)
 
 
-@needs_data
 @pytest.mark.parametrize(("template", "options"), [("So the answer is {target}.", STRICT), ("{target}", {})])
-def test_reference_answers_score_100_percent_on_all_of_bbh(template: str, options: dict[str, Any]) -> None:
+def test_reference_answers_score_100_percent_on_every_task(template: str, options: dict[str, Any]) -> None:
     provider = ReferenceProvider(template)
+    scored: dict[str, int] = {}
     for task in TASKS:
-        examples = json.loads((BBH / f"{task}.json").read_text())["examples"]
+        examples = bbh_examples(task, BBH)
         for i, rec in enumerate(examples):
             ex = Example(f"bbh/{task}/{i}", rec["input"], rec["target"], task)
             completion = provider.complete(ref_request(ex))
             assert bbh(completion.text, ex.target, options).passed, (ex.id, completion.text)
+        scored[task] = len(examples)
+    assert all(scored.values()), scored  # an empty task file would pass vacuously
 
 
 def test_reference_prefers_a_canonical_solution() -> None:
@@ -172,33 +177,37 @@ def bbh_spec(arms: str, scorer: str, subtasks: str = "[date_understanding, dyck_
             f"scorer: {scorer}\narms:\n{arms}\n")
 
 
-@needs_data
 @pytest.mark.parametrize(("template", "scorer"), [("So the answer is {target}.", "{name: bbh, strict: true}"),
                                                    (None, "bbh")])
 def test_reference_arm_through_the_plugin(pytester: pytest.Pytester, sweep: Sweep, template: str | None, scorer: str) -> None:
     arm = f"{{provider: reference, template: '{template}'}}" if template else "{provider: reference}"
-    make_spec(pytester, bbh_spec(f"  ref: {arm}", scorer, "[navigate, word_sorting, multistep_arithmetic_two]", 10))
+    tasks, n = ["navigate", "word_sorting", "multistep_arithmetic_two"], 10
+    make_spec(pytester, bbh_spec(f"  ref: {arm}", scorer, f"[{', '.join(tasks)}]", n))
     result, _, rows = sweep.run()
-    result.assert_outcomes(passed=30)
+    expected = sum(len(bbh_examples(t, BBH)[:n]) for t in tasks)  # 30 on the full data, 9 on the fixture
+    result.assert_outcomes(passed=expected)
+    assert len(rows) == expected
     assert all(r["sub_calls"] == 0 for r in rows)
 
 
 # ---- the replay arm ----------------------------------------------------------------------------
 
 
-@needs_data
 def test_replay_through_the_plugin_matches_direct_scoring(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    make_spec(pytester, bbh_spec(f"  codex: {{provider: replay, path: {CODEX}}}", "{name: bbh, strict: true}"))
+    tasks, n = ("date_understanding", "dyck_languages"), 20
+    recording = paper_recordings() or write_stand_in_recording(pytester.path / "recording", tasks, BBH)
+    make_spec(pytester, bbh_spec(f"  codex: {{provider: replay, path: {recording}}}", "{name: bbh, strict: true}",
+                                 f"[{', '.join(tasks)}]", n))
     result, _, rows = sweep.run("-n", "2")
-    assert len(rows) == 40
     expected = {}
-    for task in ("date_understanding", "dyck_languages"):
-        for i, rec in enumerate(outputs(task)[:20]):
+    for task in tasks:
+        for i, rec in enumerate(outputs(task, recording)[:n]):
             expected[f"bbh/{task}/{i}"] = bbh(rec["prediction"], rec["target"], STRICT).status
+    assert len(rows) == len(expected) == sum(len(bbh_examples(t, BBH)[:n]) for t in tasks)  # 40 on the full data
     assert {r["task_id"]: r["status"] for r in rows} == expected
     assert all(r["sub_calls"] == 0 and r["extra"].get("replayed") is True and r["usage"] is None for r in rows)
     passed = sum(s == "correct" for s in expected.values())
-    result.assert_outcomes(passed=passed, failed=40 - passed)
+    result.assert_outcomes(passed=passed, failed=len(expected) - passed)
 
 
 def test_replay_from_our_own_results_file(pytester: pytest.Pytester, sweep: Sweep) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA, Sweep, make_spec, sim_spec
+from conftest import SHARED_DATA, Sweep, bbh_data, bbh_examples, make_spec, sim_spec
 
 
 def test_items_are_one_test_per_task_and_arm_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
@@ -171,22 +172,37 @@ def test_per_arm_concurrency_limit_is_respected(pytester: pytest.Pytester, sweep
     assert most_in_flight("wide") > 1
 
 
-BBH = SHARED_DATA / "bbh"
+BBH = bbh_data()  # all of BBH beside the project, else the fixture's first three items of each task
 
 
-@pytest.mark.skipif(not BBH.is_dir(), reason="needs ../shared/data/bbh beside the project")
+def cot_prompts(pytester: pytest.Pytester, tasks: list[str]) -> Path:
+    """The paper's prompts beside the project, else stand-ins laid out like them (a canary block, then the shots)."""
+    shared = SHARED_DATA / "bbh-cot-prompts"
+    if shared.is_dir():
+        return shared
+    folder = pytester.path / "cot-prompts"
+    folder.mkdir()
+    for task in tasks:
+        (folder / f"{task}.txt").write_text(f"CANARY\n-----\nA {task} shot.\n\nQ: a question\nA: Let's think step by step.\n"
+                                            "So the answer is x.\n")
+    return folder
+
+
 def test_bbh_loader_slices_subtasks_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    body = (f"benchmark: bbh\ndataset:\n  loader: bbh\n  path: {BBH}\n  subtasks: [navigate, word_sorting]\n"
-            f"  n_per_subtask: 3\n  start: 10\n  cot_prompts: {SHARED_DATA / 'bbh-cot-prompts'}\n"
+    tasks, start, n = ["navigate", "word_sorting"], 1, 3
+    body = (f"benchmark: bbh\ndataset:\n  loader: bbh\n  path: {BBH}\n  subtasks: [{', '.join(tasks)}]\n"
+            f"  n_per_subtask: {n}\n  start: {start}\n  cot_prompts: {cot_prompts(pytester, tasks)}\n"
             "scorer: bbh\narms:\n  oracle: {provider: sim, accuracy: 1.0, template: 'So the answer is {answer}.'}\n")
     make_spec(pytester, body)
     result, meta, rows = sweep.run("-m", "subtask_navigate")
-    result.assert_outcomes(passed=3)
-    assert sorted(r["task_id"] for r in rows) == ["bbh/navigate/10", "bbh/navigate/11", "bbh/navigate/12"]
+    # A slice stops at the end of its task file: three items of each task on the full data, two on the fixture.
+    sliced = {task: bbh_examples(task, BBH)[start:start + n] for task in tasks}
+    expected = {f"bbh/navigate/{start + i}": rec["target"] for i, rec in enumerate(sliced["navigate"])}
+    assert expected
+    result.assert_outcomes(passed=len(expected))
+    assert {r["task_id"]: r["target"] for r in rows} == expected
     assert all(r["subtask"] == "navigate" for r in rows)
-    assert meta is not None and meta["benchmarks"]["bbh"]["items"] == 6
-    expected = json.loads((BBH / "navigate.json").read_text())["examples"][10]["target"]
-    assert next(r["target"] for r in rows if r["task_id"] == "bbh/navigate/10") == expected
+    assert meta is not None and meta["benchmarks"]["bbh"]["items"] == sum(map(len, sliced.values()))
 
 
 def test_custom_scorer_registered_in_a_conftest(pytester: pytest.Pytester, sweep: Sweep) -> None:

@@ -36,25 +36,28 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         if workerinput.get(_WORKER_KEY):  # the controller found specs
-            from pytest_echo_bench.plugin import register
+            from pytest_echo_bench.plugin.register import worker
 
-            register.worker(config, options.resolve(config), workerinput[_WORKER_KEY])
+            worker(config, options.resolve(config), workerinput[_WORKER_KEY])
         return
     resume = config.getoption("bench_resume")
     specs = [] if resume else find_specs(config.args, config.invocation_params.dir, config.getini("norecursedirs"))
     if not resume and not specs:
         return  # an ordinary test suite: nothing of ours runs, no setting of ours is read
-    from pytest_echo_bench.plugin import context, register
+    # Imported by their full names, never as attributes of this package: a process that drops
+    # and re-imports modules between sessions (pytester does) must get the current ones.
+    from pytest_echo_bench.plugin.context import build_context, open_resume, selection_of
+    from pytest_echo_bench.plugin.register import controller
 
     opts = options.resolve(config)
-    opened = context.open_resume(config, opts) if resume else None
-    selection = context.selection(config, opts, opened)
+    opened = open_resume(config, opts) if resume else None
+    selection = selection_of(config, opts, opened)
     if opened is not None:
         specs = find_specs(selection.args, config.invocation_params.dir, config.getini("norecursedirs"))
         if not specs:
             raise pytest.UsageError(f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
                                     "name the spec files on the command line")
-    config.stash[HANDOFF] = register.controller(config, opts, context.build_context(config, opts, specs, selection, opened))
+    config.stash[HANDOFF] = controller(config, opts, build_context(config, opts, specs, selection, opened))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

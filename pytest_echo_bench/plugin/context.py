@@ -120,7 +120,7 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     return Opened(path, index, notes)
 
 
-def selection(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
+def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
     """Positional args, -k, -m and the shard; a bare ``--bench-resume PATH`` takes them from the meta line."""
     args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
     shard = str(opts.shard) if opts.shard else None
