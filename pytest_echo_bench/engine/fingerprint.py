@@ -18,12 +18,26 @@ _OPERATIONAL = {"latency_s", "faults", "api_key_env", "concurrency"}
 
 
 def spec_fingerprint(spec: Spec, examples: list[Example]) -> str:
+    """A digest of everything that determines the spec's answers (the formula every file has used)."""
     data = {
         "dataset": _digest([[e.id, e.input, e.target] for e in examples]),
         "scorer": [spec.scorer, spec.scorer_options],
         "arms": {name: arm_descriptor(spec, name) for name in sorted(spec.arms)},
     }
     return _digest(data)
+
+
+def fingerprint_parts(spec: Spec, examples: list[Example]) -> dict[str, str]:
+    """A digest of each part a spec's answers depend on: its dataset, its scorer, its arms.
+
+    Recorded per benchmark in the meta line beside the fingerprint, so a tool that changes one
+    part (regrade: the scorer) can check that the others still match the file.
+    """
+    return {
+        "dataset": _digest([[e.id, e.input, e.target] for e in examples]),
+        "scorer": _digest([spec.scorer, spec.scorer_options]),
+        "arms": _digest({name: arm_descriptor(spec, name) for name in sorted(spec.arms)}),
+    }
 
 
 def arm_descriptor(spec: Spec, name: str) -> dict[str, Any]:

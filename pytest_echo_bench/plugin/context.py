@@ -13,7 +13,7 @@ import pytest
 from pytest_echo_bench import __version__
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.engine.fingerprint import combine, spec_fingerprint
+from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.spec.load import Spec
@@ -75,13 +75,13 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                   opened: Opened | None) -> RunContext:
     """Controller only: decide the results file, write down the meta line, check a resume."""
     rootdir = config.rootpath
-    fingerprints, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
+    fingerprints, parts, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
     results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
     meta = Meta(
-        benchmark="+".join(names), benchmarks={n: {"spec": _rel(s.path, rootdir), "fingerprint": fingerprints[n],
+        benchmark="+".join(names), benchmarks={n: {"spec": _rel(s.path, rootdir), "fingerprint": fingerprints[n], "parts": parts[n],
                                                   "items": c} for n, (s, c) in loaded.items()},
         spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
         arms={n: list(s.arms) for n, (s, _) in loaded.items()},
@@ -149,8 +149,13 @@ def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
     return config.rootpath
 
 
-def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[str, str], dict[str, tuple[Spec, int]]]:
+Fingerprints = tuple[dict[str, str], dict[str, dict[str, str]], dict[str, tuple[Spec, int]]]
+
+
+def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
+    """Per benchmark: its fingerprint, the digests of its parts, and (spec, item count)."""
     fingerprints: dict[str, str] = {}
+    parts: dict[str, dict[str, str]] = {}
     loaded: dict[str, tuple[Spec, int]] = {}
     for path in specs:
         try:
@@ -160,9 +165,10 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> tuple[dict[st
         if spec.benchmark in loaded:
             raise pytest.UsageError(f"{path}: benchmark name {spec.benchmark!r} is also used by "
                                     f"{loaded[spec.benchmark][0].path}; give each spec its own name")
+        parts[spec.benchmark] = fingerprint_parts(spec, examples)
         fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
         loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms))
-    return fingerprints, loaded
+    return fingerprints, parts, loaded
 
 
 def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
