@@ -1,4 +1,10 @@
-"""Re-scoring stored outputs with the current scorer: zero model calls."""
+"""Re-scoring stored outputs with the current scorer: zero model calls.
+
+Regrade replaces one part of a results file's provenance, the scorer, and nothing else. The
+stored outputs answer the dataset and came from the arms the file was recorded with, so a spec
+whose dataset or arms differ cannot regrade them: the new file would mix old outputs with a
+new fingerprint, and a resume would append another model's rows beside them.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,21 @@ from typing import Any
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
-from pytest_echo_bench.engine.fingerprint import combine, spec_fingerprint
+from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
-from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.reader import Record, read_records
+
+# The parts a regrade must find unchanged; the scorer is the one it replaces.
+KEPT_PARTS = ("dataset", "arms")
+_WHY = {"dataset": "its stored outputs answer other items or targets",
+        "arms": "its stored outputs came from other models or arm settings"}
+
+
+class RegradeError(EchoBenchError):
+    """The current spec cannot regrade this file: its dataset or arms are not the ones the rows came from."""
 
 
 @dataclass
@@ -26,6 +41,20 @@ class Regraded:
     lines: list[bytes] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
     kept: int = 0  # rows with no output to grade (provider errors)
+    notes: list[str] = field(default_factory=list)  # what could not be verified
+
+
+@dataclass
+class Bench:
+    """One benchmark of the file, with the current spec that regrades it."""
+
+    spec: Spec
+    examples: dict[str, Example]
+    parts: dict[str, str]
+    fingerprint: str
+    verified: bool  # the file's recorded parts (or fingerprint) prove the dataset and arms unchanged
+    rows: int = 0
+    untargeted: int = 0  # rows recording no target, when there was nothing else to check them by
 
 
 def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path]) -> dict[str, Loaded]:
@@ -51,28 +80,82 @@ def _locate(name: str, results: Path) -> Path:
 def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
     meta, rows = read_records(results)
     specs = find_specs(results, meta, given)
+    recorded = (meta or {}).get("benchmarks") or {}
+    benches = {name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()}
+    out = Regraded(None)
     default = str((meta or {}).get("benchmark", ""))
-    out = Regraded(_new_meta(meta, specs, results))
-    indexes: dict[str, dict[str, Example]] = {}
     for record in rows:
-        row, raw = record.data, record.raw
-        loaded = specs.get(str(row.get("benchmark") or default)) or (next(iter(specs.values())) if len(specs) == 1 else None)
-        if loaded is None:
-            raise EchoBenchError(f"{results}: no spec for benchmark {row.get('benchmark')!r}; pass --spec")
-        spec, examples = loaded
-        by_id = indexes.setdefault(spec.benchmark, {ex.id: ex for ex in examples})
-        if row_status(row) == "error" and not row.get("output"):
+        bench = _bench_of(results, record, benches, default)
+        example = _checked_example(results, record, bench)
+        bench.rows += 1
+        if row_status(record.data) == "error" and not record.data.get("output"):
             out.kept += 1
-            out.lines.append(raw)
+            out.lines.append(record.raw)
             continue
-        out.lines.append(_regrade_row(row, spec, _example(row, by_id), out.changes))
+        out.lines.append(_regrade_row(record.data, bench.spec, example, out.changes))
+    # The meta is written only once every row has passed its checks: a refusal leaves nothing behind.
+    out.meta = _new_meta(meta, benches, results)
+    out.notes.extend(_unverified_note(results, meta, benches))
     return out
 
 
-def _example(row: dict[str, Any], by_id: dict[str, Example]) -> Example:
-    """The dataset's item (scorers such as humaneval need more than the target), else one from the row."""
+def _bench(results: Path, name: str, loaded: Loaded, recorded: dict[str, Any] | None) -> Bench:
+    """The current spec of one benchmark, checked against the parts the file recorded for it."""
+    spec, examples = loaded
+    parts, fingerprint = fingerprint_parts(spec, examples), spec_fingerprint(spec, examples)
+    recorded = recorded or {}
+    old_parts = recorded.get("parts")
+    if isinstance(old_parts, dict):
+        _refuse_changed_parts(results, name, spec, old_parts, parts)
+        verified = True
+    else:
+        # Without parts only an unchanged whole fingerprint proves the arms; a changed scorer hides them.
+        verified = bool(recorded.get("fingerprint")) and recorded["fingerprint"] == fingerprint
+    return Bench(spec, {ex.id: ex for ex in examples}, parts, fingerprint, verified)
+
+
+def _refuse_changed_parts(results: Path, name: str, spec: Spec, old: dict[str, Any], new: dict[str, str]) -> None:
+    changed = [part for part in KEPT_PARTS if old.get(part) != new[part]]
+    if not changed:
+        return
+    what = " and the ".join(changed)
+    verb = "differs" if changed == ["dataset"] else "differ"
+    digests = "; ".join(f"{part} {old.get(part)} in the file, {new[part]} now" for part in changed)
+    raise RegradeError(
+        f"{results}: benchmark {name!r}: the {what} of {spec.path} {verb} from the file's ({digests}): "
+        f"{' and '.join(_WHY[part] for part in changed)}. Regrade replaces only the scorer: pass --spec with the spec "
+        "the file was recorded with (its scorer changed as you want), or run a new sweep into a new results file."
+    )
+
+
+def _bench_of(results: Path, record: Record, benches: dict[str, Bench], default: str) -> Bench:
+    """The benchmark a row belongs to; a row naming none (older files) takes the only spec given."""
+    named = str(record.data.get("benchmark") or "")
+    bench = benches.get(named or default)
+    if bench is None and not named and len(benches) == 1:
+        bench = next(iter(benches.values()))
+    if bench is None:
+        raise RegradeError(f"{results}:{record.lineno}: no spec for benchmark {named or default!r} "
+                           f"(given: {', '.join(sorted(benches))}); pass its spec with --spec")
+    return bench
+
+
+def _checked_example(results: Path, record: Record, bench: Bench) -> Example:
+    """The dataset's item the row answers, refusing a row the current dataset does not contain as recorded."""
+    row, where = record.data, f"{results}:{record.lineno}"
     task_id = str(row["task_id"])
-    return by_id.get(task_id) or Example(task_id, "", str(row.get("target", "")))
+    example = bench.examples.get(task_id)
+    if example is None:
+        raise RegradeError(f"{where}: task {task_id!r} is not in the dataset of {bench.spec.path}; "
+                           "regrade with the spec the file was recorded with")
+    if "target" not in row:
+        if not bench.verified:  # older six-field rows: nothing to compare, counted in the note
+            bench.untargeted += 1
+    elif str(row["target"]) != example.target:
+        raise RegradeError(f"{where}: task {task_id!r} was answered for target {row['target']!r}, but the dataset of "
+                           f"{bench.spec.path} now gives {example.target!r}; regrade with the spec the file was "
+                           "recorded with, or run the changed items again in a new results file")
+    return example
 
 
 def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: list[str]) -> bytes:
@@ -83,21 +166,41 @@ def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: lis
     if verdict.status != before:
         changes.append(f"{row['task_id']}[{row['arm']}]: {before} -> {verdict.status} "
                        f"(answer {row.get('answer')!r} -> {verdict.answer!r})")
-    row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer)
+    # The row shows the target it was scored against, so its detail and target agree.
+    row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,
+               target=example.target)
     return encode_line(row)
 
 
-def _new_meta(meta: dict[str, Any] | None, specs: dict[str, Loaded], source: Path) -> dict[str, Any] | None:
-    """The meta line with the current scorer's fingerprints, so the regraded file resumes cleanly."""
+def _new_meta(meta: dict[str, Any] | None, benches: dict[str, Bench], source: Path) -> dict[str, Any] | None:
+    """The meta line with the current scorer in each regraded benchmark's provenance."""
     if meta is None:
         return None
     meta = json.loads(json.dumps(meta))
     fingerprints = {}
     for name, info in (meta.get("benchmarks") or {}).items():
-        if name in specs:
-            info["fingerprint"] = spec_fingerprint(*specs[name])
+        bench = benches.get(name)
+        if bench is not None and bench.verified:
+            info["parts"], info["fingerprint"] = dict(bench.parts), bench.fingerprint
+        elif bench is not None:
+            # The arms are unproven: a fingerprint no spec gives, so resume refuses it until the user
+            # says (--bench-allow-mismatch) that the current arms are the ones the rows came from.
+            info["fingerprint"] = combine({"recorded": str(info.get("fingerprint")), "regraded_scorer": bench.parts["scorer"]})
         fingerprints[name] = str(info.get("fingerprint"))
     meta["fingerprint"] = combine(fingerprints)
     meta["regraded_from"] = str(source)
     meta["regraded_at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return meta
+
+
+def _unverified_note(results: Path, meta: dict[str, Any] | None, benches: dict[str, Bench]) -> list[str]:
+    """One line naming the benchmarks whose arms the file gave no way to check."""
+    names = [name for name, bench in sorted(benches.items()) if bench.rows and not bench.verified]
+    if not names:
+        return []
+    untargeted = sum(benches[name].untargeted for name in names)
+    unchecked = f"; {untargeted} rows record no target to check" if untargeted else ""
+    source = "has no meta line" if meta is None else "records no fingerprint parts"
+    after = "" if meta is None else "; resuming the new file needs --bench-allow-mismatch"
+    return [f"echo-bench: note: {results} {source} for {', '.join(map(repr, names))}: the arms could not be verified "
+            f"(targets checked row by row{unchecked}){after}"]
