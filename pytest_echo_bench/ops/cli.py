@@ -40,6 +40,8 @@ def _progress(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import contextlib
+
     from pytest_echo_bench.ops.supervise import supervise
 
     command = list(args.command)
@@ -49,17 +51,28 @@ def _run(args: argparse.Namespace) -> int:
         print("echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest bench_specs -n 4",
               file=sys.stderr)
         return 4
-    return supervise(command, args.max_retries, args.backoff, log=lambda line: print(line, flush=True))
+    if args.grace < 0:
+        print("echo-bench run: --grace must be 0 or more seconds", file=sys.stderr)
+        return 4
+
+    def log(line: str) -> None:
+        # A closed terminal or pipe must not end supervision while the run it supervises goes on.
+        with contextlib.suppress(OSError):
+            print(line, flush=True)
+
+    return supervise(command, args.max_retries, args.backoff, log=log, grace_s=args.grace)
 
 
 def _regrade(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.regrade import regrade
     from pytest_echo_bench.store.writer import write_whole
 
-    result = regrade(args.file, args.spec)
+    result = regrade(args.file, args.spec)  # refuses before anything is written
     write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
         print(change)
+    for note in result.notes:
+        print(note)
     rows = len(result.lines)
     print(f"echo-bench: regraded {rows} rows ({result.kept} provider errors kept as they were): "
           f"{len(result.changes)} verdicts changed -> {args.output}")
@@ -105,9 +118,13 @@ def parser() -> argparse.ArgumentParser:
     u = sub.add_parser("run", help="Run a sweep unattended, resuming after exhaustion: echo-bench run -- pytest ...")
     u.add_argument("--max-retries", type=int, default=10, help="Resumes after exhaustion (default 10)")
     u.add_argument("--backoff", type=float, default=3600.0, help="Seconds to wait before resuming (default 3600)")
+    u.add_argument("--grace", type=float, default=30.0,
+                   help="Seconds the run has to stop after Ctrl-C or SIGTERM before it gets SIGTERM, "
+                        "then SIGKILL (default 30)")
     u.add_argument("command", nargs=argparse.REMAINDER)
     u.set_defaults(func=_run)
-    d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls)")
+    d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls); "
+                       "refuses a spec whose dataset or arms differ from the file's")
     d.add_argument("file", type=Path)
     d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
     d.add_argument("-o", "--output", type=Path, required=True)

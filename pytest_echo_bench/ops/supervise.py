@@ -3,20 +3,43 @@
 It runs the pytest command; when the run stops with status 2 *because of exhaustion* (or items
 left incomplete by transient errors), as its stop marker says, it waits the backoff and resumes
 the same results file, until the sweep completes or the retries are used. Any other stop
-(Ctrl-C, a usage error, a crash, a failed gate) ends supervision with that status.
+(a usage error, a crash, a failed gate) ends supervision with that status.
+
+Ctrl-C, SIGTERM (a CI timeout, ``kill``) or SIGHUP (the terminal closed) end supervision: the run
+gets one SIGINT, which pytest takes as Ctrl-C (it writes its stop marker, its summary and the
+resume line), and has ``grace_s`` to stop before SIGTERM and then SIGKILL. During a backoff
+supervision ends at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from pytest_echo_bench.store.files import read_json, stop_path, summary_path
 
 RESUMABLE = {"exhausted", "incomplete"}
+# Writing the stop marker, the summary and the end table takes a serial run well under a second,
+# but xdist workers first finish the provider calls they have in flight, which may each take many
+# seconds against a slow model; 30 s covers those and still fits a CI job's cancel window.
+GRACE_S = 30.0
+# After SIGTERM only a process that ignores it is left, so a short wait is enough before SIGKILL.
+KILL_AFTER_S = 5.0
+# How often the wait and the backoff look for signals received: short enough to seem immediate.
+TICK_S = 0.1
+# SIGHUP is handled only when not ignored, so that ``nohup echo-bench run ...`` keeps running.
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+Log = Callable[[str], None]
 
 
 def results_path(command: Sequence[str]) -> tuple[list[str], Path]:
@@ -50,23 +73,131 @@ def resume_command(command: Sequence[str], path: Path) -> list[str]:
     return argv + ["--bench-resume", str(path)]
 
 
+class Interrupts:
+    """The stop signals the supervisor receives, and the child each is passed on to as one SIGINT.
+
+    The handler only records the signal; forwarding, escalating and logging happen in the waiting
+    loop, so nothing runs inside a handler that could race with starting the child or with a print.
+    """
+
+    def __init__(self, log: Log, grace_s: float = GRACE_S) -> None:
+        self.log = log
+        self.grace_s = max(grace_s, 0.0)
+        self.kill_after_s = min(KILL_AFTER_S, self.grace_s)  # a short grace asks for a quick stop throughout
+        self.received: list[int] = []
+        self.forced = False  # the run was killed, or not started: it printed no resume line of its own
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interrupts]:
+        """Handle the stop signals while supervising; restore the previous handlers after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # only the main thread receives signals in Python: leave them as they are
+            return
+        wanted = list(HANDLED)
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+            wanted.append(signal.SIGHUP)
+        previous = {signum: signal.signal(signum, self._handle) for signum in wanted}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+    def name(self) -> str:
+        """The first stop signal's name, the one that ended supervision."""
+        return signal.Signals(self.received[0]).name if self.received else ""
+
+    def run(self, argv: list[str]) -> int:
+        """Run ``argv`` to its end, passing on each stop signal; its exit status (128 + N when killed by signal N)."""
+        if self.received:
+            self.forced = True  # a signal came between two runs: start no other
+            return 2
+        # Its own session, hence its own process group: a Ctrl-C at a terminal signals the whole
+        # foreground group, and were the run in ours it would get that SIGINT and then the one
+        # passed on below, and pytest takes a second Ctrl-C as "stop now" (no summary, no resume
+        # line). So every signal reaches the run (and its xdist workers) once, from here.
+        proc = subprocess.Popen(argv, start_new_session=True)
+        return _exit_status(self._wait(proc))
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+        """The run's exit status; each stop signal is passed on, and a run that outlasts the grace is killed."""
+        forwarded = 0
+        deadline: float | None = None
+        escalation = [signal.SIGTERM, signal.SIGKILL]
+        while True:
+            try:
+                return proc.wait(timeout=TICK_S)
+            except subprocess.TimeoutExpired:
+                pass
+            if len(self.received) > forwarded:
+                forwarded = self._pass_on(proc, forwarded)
+                deadline = deadline if deadline is not None else time.monotonic() + self.grace_s
+            elif deadline is not None and time.monotonic() >= deadline:
+                self.forced = True
+                if not escalation:
+                    self.log(f"echo-bench run: the run (pid {proc.pid}) survived SIGKILL for {self.kill_after_s:g}s; "
+                             "leaving it")
+                    return 2
+                sent = escalation.pop(0)
+                waited = self.grace_s if sent == signal.SIGTERM else self.kill_after_s
+                self.log(f"echo-bench run: the run did not stop within {waited:g}s; sending {sent.name}")
+                _signal_group(proc, sent)
+                deadline = time.monotonic() + self.kill_after_s
+
+    def _pass_on(self, proc: subprocess.Popen[bytes], forwarded: int) -> int:
+        """Send the run one SIGINT for each stop signal not yet passed on; how many have been, now."""
+        for signum in self.received[forwarded:]:
+            _signal_group(proc, signal.SIGINT)
+            got = signal.Signals(signum).name
+            if forwarded:  # a second Ctrl-C means to the run what it means without a supervisor
+                self.log(f"echo-bench run: got {got} again; sent the run SIGINT once more")
+            else:
+                self.log(f"echo-bench run: got {got}; sent the run (pid {proc.pid}) SIGINT; waiting up to "
+                         f"{self.grace_s:g}s for it to stop; not resuming")
+            forwarded += 1
+        return forwarded
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when a stop signal comes."""
+        deadline = time.monotonic() + seconds
+        while not self.received and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(TICK_S, left))
+
+
 def supervise(
     command: Sequence[str],
     max_retries: int,
     backoff_s: float,
-    log: Callable[[str], None],
-    run: Callable[[list[str]], int] = lambda argv: subprocess.call(argv),
-    sleep: Callable[[float], None] = time.sleep,
+    log: Log,
+    run: Callable[[list[str]], int] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    grace_s: float = GRACE_S,
 ) -> int:
-    """Run ``command`` until the sweep completes; return the sweep's final exit status."""
+    """Run ``command`` until the sweep completes; return the sweep's final exit status.
+
+    ``run`` and ``sleep`` default to the signal-aware ones; a stop signal ends supervision either way.
+    """
+    with Interrupts(log, grace_s).installed() as interrupts:
+        return _supervise(command, max_retries, backoff_s, log, run or interrupts.run, sleep or interrupts.sleep,
+                          interrupts)
+
+
+def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: Log,
+               run: Callable[[list[str]], int], sleep: Callable[[float], None], interrupts: Interrupts) -> int:
     argv, path = results_path(command)
+    resume = shlex.join(resume_command(command, path))
     attempt = 0
     while True:  # every pass returns, or resumes once more: at most max_retries resumes
         attempt += 1
         remaining = read_json(summary_path(path)).get("remaining")
         left = f"{remaining} items remaining" if attempt > 1 and remaining is not None else "starting"
-        log(f"echo-bench run: attempt {attempt} at {_now()} ({left}): {' '.join(argv)}")
+        log(f"echo-bench run: attempt {attempt} at {_now()} ({left}): {shlex.join(argv)}")
         status = run(argv)
+        if interrupts.received:
+            return _interrupted(interrupts, status, path, resume)
         marker = read_json(stop_path(path)) if status == 2 else {}
         reason = str(marker.get("reason", ""))
         if status == 0:
@@ -77,12 +208,37 @@ def supervise(
             log(f"echo-bench run: the run {why}; not resuming (only exhaustion and incomplete items are)")
             return status
         if attempt > max_retries:
-            log(f"echo-bench run: {reason} again and all {max_retries} retries used; resume later with: "
-                f"{' '.join(resume_command(command, path))}")
+            log(f"echo-bench run: {reason} again and all {max_retries} retries used; resume later with: {resume}")
             return status
         log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {backoff_s:g}s before resuming")
         sleep(backoff_s)
+        if interrupts.received:
+            log(f"echo-bench run: got {interrupts.name()} during the backoff; not resuming; resume later with: {resume}")
+            return 2
         argv = resume_command(argv, path)
+
+
+def _interrupted(interrupts: Interrupts, status: int, path: Path, resume: str) -> int:
+    """The end of supervision after a stop signal: the run's own status, or 2 when it had to be killed."""
+    if status == 0:
+        interrupts.log(f"echo-bench run: sweep complete as {interrupts.name()} came: {path}")
+        return 0
+    if interrupts.forced:  # pytest had no chance to print its resume line; the file resumes all the same
+        interrupts.log(f"echo-bench run: stopped by {interrupts.name()}; resume later with: {resume}")
+        return 2
+    interrupts.log(f"echo-bench run: stopped by {interrupts.name()}; the run exited with status {status}")
+    return status
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Signal the run's process group (the run is its leader), as a terminal would, so xdist workers get it too."""
+    with contextlib.suppress(ProcessLookupError):  # the group has already gone
+        os.killpg(proc.pid, signum)
+
+
+def _exit_status(returncode: int) -> int:
+    """A child's status as a shell reports it: 128 + N for a child killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _now() -> str:
