@@ -32,7 +32,8 @@ from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
-from pytest_echo_bench.store.records import Row
+from pytest_echo_bench.store.records import Row, row_from_json
+from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.writer import ResultsWriter
 
 
@@ -92,9 +93,10 @@ class ArmRuntime:
 
 class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
-                 on_stop: Callable[[str], None], cache: ResponseCache | None = None) -> None:
+                 on_stop: Callable[[str], None], cache: ResponseCache | None = None,
+                 recorded: RunRows | None = None) -> None:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
-        self.on_stop, self.cache = on_stop, cache
+        self.on_stop, self.cache, self.recorded = on_stop, cache, recorded
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._lock = threading.Lock()
 
@@ -137,6 +139,9 @@ class Runner:
         """Call, grade and record one item; never raises for provider trouble."""
         if self.stop.is_set():
             return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
+        found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm)) if self.recorded else None
+        if found is not None:  # a lost worker recorded it; xdist handed it on: report it, never record it twice
+            return Outcome(ROW, row_from_json(found), message="recorded before its worker was lost; not run again")
         request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s)
         with self.arm(item.spec, item.arm).slot():
             # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import shlex
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -17,11 +19,12 @@ from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spe
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.files import stop_path, torn_path
+from pytest_echo_bench.store.files import lost_path, stop_path, torn_path
+from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.reader import ResultsIndex
 from pytest_echo_bench.store.records import KeySet, Meta
 from pytest_echo_bench.store.tally import FileTally
-from pytest_echo_bench.store.writer import repair
+from pytest_echo_bench.store.writer import ResultsWriter, repair
 
 
 @dataclass
@@ -37,6 +40,7 @@ class RunContext:
     markexpr: str | None = None
     shard: str | None = None
     cache: str | None = None
+    run_start: int = 0  # the file's size when this run began: the rows after it are this run's
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -98,8 +102,52 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         _check_resume(opts, opened.index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
         config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
-        ctx.stop_marker.unlink(missing_ok=True)  # a stale marker would stop this run at once
+    elif _writes(config):
+        _own(config, ctx.results)
+        _refuse_existing(Path(ctx.results))
+    if _writes(config):
+        for stale in (ctx.stop_marker, lost_path(ctx.results)):
+            with contextlib.suppress(OSError):  # an unwritable directory is reported by the first append
+                stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
+        if loaded:  # specs that all failed to load are collection errors: no file for them
+            ctx.run_start = _start_file(ctx, opts)
     return ctx
+
+
+def _writes(config: pytest.Config) -> bool:
+    """Whether this run writes the results file (collecting only reads, and never takes the file)."""
+    return not config.option.collectonly
+
+
+def _own(config: pytest.Config, results: str) -> None:
+    """Take the results file for this run, before anything reads or repairs it; released at unconfigure."""
+    ownership = Ownership(results)
+    try:
+        ownership.acquire()
+    except StoreError as exc:
+        raise pytest.UsageError(f"echo-bench: {exc}") from exc
+    config.pluginmanager.register(ownership, "echo-bench-owner")
+
+
+def _refuse_existing(path: Path) -> None:
+    """A new sweep never appends to a file that already holds one: that would record items twice."""
+    if path.is_file() and path.stat().st_size > 0:
+        raise pytest.UsageError(
+            f"--bench-out {path}: the file already holds a sweep. Resume it with: "
+            f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with --bench-out")
+
+
+def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
+    """Write the meta line now (if the file is new), so every printed resume command works from the
+    first moment, even if the run stops before its first row; the file's size: where this run begins."""
+    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
+    try:
+        writer.start()
+    except StoreError:
+        return 0  # a directory that refuses the file: the run's first append reports it as a stop
+    finally:
+        writer.close()
+    return Path(ctx.results).stat().st_size
 
 
 def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
@@ -108,6 +156,8 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
+    if _writes(config):
+        _own(config, str(file.resolve()))
     try:
         cut = repair(file)
         # One pass gives the keys to deselect and the per-arm counts the run starts from.
@@ -174,6 +224,12 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
 def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
     recorded = (index.meta or {}).get("benchmarks") or {}
     for name, fp in fingerprints.items():
+        if recorded and name not in recorded and not opts.allow_mismatch:
+            raise pytest.UsageError(
+                f"--bench-resume {opts.resume}: benchmark {name!r} is not in this file, which holds "
+                f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
+                "or pass --bench-allow-mismatch to append it anyway."
+            )
         old = (recorded.get(name) or {}).get("fingerprint")
         if old and old != fp and not opts.allow_mismatch:
             raise pytest.UsageError(

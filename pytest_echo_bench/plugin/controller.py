@@ -22,7 +22,7 @@ from pytest_echo_bench.plugin.context import COUNTED, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.worker import spend
-from pytest_echo_bench.store.files import StopReason, lock_path, read_stop, write_stop
+from pytest_echo_bench.store.files import StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.tally import FileTally
 
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
@@ -41,6 +41,7 @@ class ControllerPlugin:
         self.other_failures = 0
         self.collect_errors = 0
         self._collected = False  # xdist: every worker reports the same ids; the first is taken
+        self.lost: list[str] = []  # xdist workers lost during the run
         self.stop_reason: StopReason | None = None  # the run's own stop, as the item that caused it said
         self.stopped = ""  # why the run stopped early, once decided
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
@@ -142,6 +143,40 @@ class ControllerPlugin:
         if filed and filed[-1] is report and report.nodeid.startswith(self._prefixes):
             filed.pop()
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        """xdist lost a worker: from now on every worker checks the file before it calls for an item
+        (xdist hands the lost worker's queue on, and the lost worker may have recorded some of it)."""
+        if error is None:
+            return  # an orderly shutdown
+        worker = str(getattr(getattr(node, "gateway", None), "id", "?"))
+        self.lost.append(worker)
+        with contextlib.suppress(OSError):
+            write_atomic(lost_path(self.ctx.results), f"{worker} {utcnow()}\n".encode())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """The item a lost worker was running is not a failed test but an unrecorded one: incomplete."""
+        key = self._key_of(crashitem)
+        if key is None:
+            return
+        worker = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?"))
+        message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
+        report.outcome, report.when = "skipped", "call"
+        report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
+        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": key[1], "arm": key[2],
+                   "status": INCOMPLETE, "wall_seconds": None, "retries": 0, "message": message}
+        report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
+
+    def _key_of(self, nodeid: str) -> tuple[str, str, str] | None:
+        """(benchmark, task_id, arm) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``."""
+        spec, _, name = nodeid.partition("::")
+        benchmark = self._spec_of().get(spec)
+        if benchmark is None or not name.endswith("]") or "[" not in name:
+            return None
+        cut = name.rindex("[")
+        return benchmark, name[:cut], name[cut + 1 : -1]
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collect_errors += 1
@@ -188,6 +223,13 @@ class ControllerPlugin:
         if self.stop_reason is not None:
             # Our own stop whose marker could not be written (e.g. the directory is unwritable).
             self.stopped = str(self.stop_reason)
+            return pytest.ExitCode.INTERRUPTED
+        if self.lost:
+            left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
+            stop = StopReason("worker-lost", f"xdist lost worker {', '.join(self.lost)} (killed or crashed); "
+                              f"{left} items not completed")
+            self.stopped = str(stop)
+            write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, workers=self.lost)
             return pytest.ExitCode.INTERRUPTED
         if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
             return status

@@ -27,6 +27,7 @@ from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
+from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.writer import ResultsWriter
 
 STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
@@ -45,7 +46,9 @@ class WorkerPlugin:
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
-        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache)
+        recorded = RunRows(Path(ctx.results), ctx.run_start, str(ctx.meta.get("benchmark", "")))
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,
+                             recorded)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard)

@@ -1,9 +1,11 @@
 """The conventions of a results file, each in one place: the side files beside it, how a line is
 encoded, how an older row's verdict is read, the atomic writer, and the stop marker.
 
-``RUN.jsonl`` has up to four companions: ``RUN.jsonl.lock`` (the append lock), ``RUN.jsonl.torn``
-(torn tails cut off by a repair), ``RUN.jsonl.stop.json`` (why a run stopped early) and
-``RUN.jsonl.summary.json`` (the live per-arm summary).
+``RUN.jsonl`` has up to six companions: ``RUN.jsonl.owner`` (the run that owns the file, locked
+for the whole run), ``RUN.jsonl.lock`` (the append lock), ``RUN.jsonl.torn`` (torn tails cut off by
+a repair), ``RUN.jsonl.stop.json`` (why a run stopped early), ``RUN.jsonl.lost`` (an xdist worker
+of the run was lost: items may come back already recorded) and ``RUN.jsonl.summary.json`` (the
+live per-arm summary).
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ from pathlib import Path
 from typing import Any
 
 STATUSES = ("correct", "wrong", "unparseable", "error")
+
+
+def owner_path(results: str | Path) -> Path:
+    return Path(f"{results}.owner")
+
+
+def lost_path(results: str | Path) -> Path:
+    return Path(f"{results}.lost")
 
 
 def lock_path(results: str | Path) -> Path:

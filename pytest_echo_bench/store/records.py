@@ -74,6 +74,11 @@ class Row:
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
 
 
+def row_from_json(record: dict[str, Any]) -> Row:
+    """A row as our writer wrote it, back as a ``Row`` (fields it does not know are dropped)."""
+    return Row(**{name: record[name] for name in _ROW_FIELDS if name in record})
+
+
 def row_key(row: dict[str, Any], default_benchmark: str) -> Key:
     return (str(row.get("benchmark") or default_benchmark), str(row["task_id"]), str(row["arm"]))
 

@@ -104,6 +104,15 @@ class ResultsWriter:
                 raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
         return self._fd
 
+    def start(self) -> None:
+        """Write the meta line now if the file is new or empty: the file exists from the run's start."""
+        with self._state, self._locked():
+            if self._closed:
+                raise AbortedError("the run ended before it started")
+            fd = self._open()
+            if self._meta and os.fstat(fd).st_size == 0:
+                self._end = self._write(fd, self._meta, 0)
+
     def append(self, line: bytes) -> None:
         """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
         # ``_state`` orders appends against close(): the append lock already serialises this
