@@ -1,0 +1,186 @@
+"""Exactly once, whoever runs it: a results file has one owner, a new sweep never appends to an old
+one, the file exists from the start, and a lost xdist worker leaves nothing missing or twice.
+
+Driven as a user would: real pytest processes, real signals, ``-n 2``; each test ends by checking
+that every (task_id, arm) is recorded once, with the verdict an uninterrupted run gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import make_spec, read_rows, sim_spec
+
+SLOW = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
+# A slow arm at the head of each worker's queue while a fast one's calls finish and are recorded
+# behind it: a worker killed then has recorded items it never reported, which xdist hands on.
+MIXED = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.6}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.01}"
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*PYTEST, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        raise
+    return proc.returncode, output
+
+
+def run(cwd: Path, *args: str) -> tuple[int, str]:
+    return finish(start(cwd, *args))
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
+def rows_in(path: Path) -> int:
+    return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0  # less the meta line
+
+
+def verdicts(path: Path) -> dict[tuple[str, str], tuple[bool, str]]:
+    _, rows = read_rows(path)
+    keys = [(r["task_id"], r["arm"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a key recorded twice"
+    return {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rows}
+
+
+def reference(cwd: Path, spec: str = "demo.yaml") -> dict[tuple[str, str], tuple[bool, str]]:
+    out = cwd / "reference.jsonl"
+    assert run(cwd, spec, "--bench-out", str(out))[0] == 0
+    return verdicts(out)
+
+
+# -- ownership ---------------------------------------------------------------------------------
+
+def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(40, arms=SLOW))
+    out = pytester.path / "r.jsonl"
+    first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-concurrency", "2")
+    try:
+        wait_for(lambda: rows_in(out) >= 2)
+        status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out))
+        assert status == 4, output
+        assert f"{out} is in use by another run (pid {first.pid} on " in output
+        status, output = run(pytester.path, "--bench-resume", str(out))  # resume while it runs: the same
+        assert status == 4 and "is in use by another run" in output, output
+    finally:
+        status, output = finish(first)
+    assert status == 0, output
+    assert verdicts(out) == reference(pytester.path)  # the first run alone wrote the file: every key once
+    assert not Path(f"{out}.owner").exists()
+
+
+def test_a_killed_owner_never_blocks_a_resume(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(40, arms=SLOW))
+    out = pytester.path / "r.jsonl"
+    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2")
+    wait_for(lambda: rows_in(out) >= 4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert Path(f"{out}.owner").exists()  # left behind by the killed run: a stale owner
+    status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
+    assert status == 0, output
+    assert verdicts(out) == reference(pytester.path)
+
+
+# -- no silent appends -------------------------------------------------------------------------
+
+def test_a_new_sweep_into_an_existing_file_is_refused_with_the_resume_command(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(3))
+    out = pytester.path / "r.jsonl"
+    assert run(pytester.path, "demo.yaml", "--bench-out", str(out))[0] == 0
+    before = out.read_bytes()
+    status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out))
+    assert status == 4, output
+    assert f"--bench-out {out}: the file already holds a sweep. Resume it with: pytest --bench-resume {out}" in output
+    assert out.read_bytes() == before
+
+
+def test_resume_refuses_a_benchmark_the_file_does_not_hold(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(3))
+    make_spec(pytester, sim_spec(2, benchmark="other"), name="other")
+    out = pytester.path / "r.jsonl"
+    assert run(pytester.path, "demo.yaml", "--bench-out", str(out))[0] == 0
+    before = out.read_bytes()
+    status, output = run(pytester.path, "--bench-resume", str(out), "other.yaml")
+    assert status == 4, output
+    assert "benchmark 'other' is not in this file, which holds demo" in output
+    assert out.read_bytes() == before
+    status, output = run(pytester.path, "--bench-resume", str(out), "other.yaml", "--bench-allow-mismatch")
+    assert status == 0, output
+    _, rows = read_rows(out)
+    assert sorted({r["benchmark"] for r in rows}) == ["demo", "other"] and len(rows) == 6 + 4
+
+
+# -- the file exists from the start ------------------------------------------------------------
+
+def test_a_stop_before_the_first_row_leaves_a_file_the_resume_command_runs(pytester: pytest.Pytester) -> None:
+    spec = sim_spec(4, arms="  a: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 0}}")
+    make_spec(pytester, spec)
+    out = pytester.path / "r.jsonl"
+    status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out))
+    assert status == 2, output
+    meta, rows = read_rows(out)
+    assert meta is not None and meta["benchmark"] == "demo" and rows == []
+    resume = next(line.strip() for line in output.splitlines() if line.strip().startswith("pytest --bench-resume"))
+    make_spec(pytester, spec.replace("faults: {exhaustion_after: 0}", "latency_s: 0.0"))  # the quota is back
+    status, output = run(pytester.path, *resume.split()[1:])
+    assert status == 0, output
+    assert len(verdicts(out)) == 4
+
+
+# -- a lost worker -----------------------------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds xdist's worker processes in /proc")
+@pytest.mark.parametrize("concurrency", ["1", "8"])
+def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, concurrency: str) -> None:
+    make_spec(pytester, sim_spec(30, arms=MIXED))
+    out = pytester.path / "r.jsonl"
+    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-concurrency", concurrency)
+    wait_for(lambda: rows_in(out) >= (16 if concurrency != "1" else 4) and len(_children(proc.pid)) >= 2)
+    os.kill(_children(proc.pid)[0], signal.SIGKILL)  # one worker only; the controller and the other go on
+    status, output = finish(proc)
+    assert status == 2, output  # resumable, never "1 failed" for a run whose answers are all fine
+    marker = json.loads(Path(f"{out}.stop.json").read_text())
+    assert marker["reason"] == "worker-lost", marker
+    assert output.count("pytest --bench-resume") == 1, output
+    summary = json.loads(Path(f"{out}.summary.json").read_text())
+    assert summary["partial"] is True and summary["stopped"].startswith("worker-lost") and summary["remaining"] >= 1
+    verdicts(out)  # no key twice, even before the resume
+    status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
+    assert status == 0, output
+    assert verdicts(out) == reference(pytester.path)
