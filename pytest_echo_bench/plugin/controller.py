@@ -21,6 +21,7 @@ from pytest_echo_bench.plugin.collect import BenchItem
 from pytest_echo_bench.plugin.context import COUNTED, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend
 from pytest_echo_bench.store.files import StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.tally import FileTally
@@ -49,6 +50,8 @@ class ControllerPlugin:
         self.live: LiveRun | None = None
         self.gate_lines: list[str] = []
         self.final: dict[str, Any] | None = None  # the end-of-run summary, once decided
+        self.signals = StopSignals()
+        self.signals.install()
 
     # -- start -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -177,6 +180,15 @@ class ControllerPlugin:
         cut = name.rindex("[")
         return benchmark, name[:cut], name[cut + 1 : -1]
 
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C or SIGTERM: record the stop first, then let pytest wind down (shielded from a second Ctrl-C)."""
+        self.signals.shield()
+        stop = StopReason("interrupted", self.signals.reason)
+        write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
+        if self.live is not None:
+            self.live.write_files(partial=True, status=int(pytest.ExitCode.INTERRUPTED), stopped=str(stop))
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collect_errors += 1
@@ -280,3 +292,7 @@ class ControllerPlugin:
         if self.stopped:
             tr.write_line(f"echo-bench: stopped early ({self.stopped}); resume with:", bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
+
+    def close(self) -> None:
+        """Unconfigure: the signal handlers go back to what they were."""
+        self.signals.restore()

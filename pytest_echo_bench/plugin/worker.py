@@ -23,6 +23,7 @@ from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
 from pytest_echo_bench.plugin.context import RECORDED, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.shard import parse_shard
+from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
@@ -55,6 +56,9 @@ class WorkerPlugin:
         self.session: pytest.Session | None = None
         self._pos = 0  # serial: where in session.items the next item to run should be
         config.stash[RUN] = self.outcome
+        self.signals = StopSignals()
+        if remote:  # a SIGTERM to the whole process group stops a worker as Ctrl-C does, not mid-row
+            self.signals.install()
 
     # -- collection --------------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> SpecFile | None:
@@ -147,6 +151,7 @@ class WorkerPlugin:
         """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
         self.prefetcher.close(True)
         self.writer.close()
+        self.signals.restore()
         if RUN in self.config.stash:
             del self.config.stash[RUN]
 
