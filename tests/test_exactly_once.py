@@ -184,3 +184,32 @@ def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, co
     status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
     assert status == 0, output
     assert verdicts(out) == reference(pytester.path)
+
+
+# -- every stop says the truth -----------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["two Ctrl-C", "SIGTERM"])
+def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(pytester: pytest.Pytester, how: str) -> None:
+    make_spec(pytester, sim_spec(300, arms=SLOW))
+    out = pytester.path / "r.jsonl"
+    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2")
+    wait_for(lambda: rows_in(out) >= 20)
+    if how == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)  # the controller only, as `kill` or a CI timeout sends it
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+    status, output = finish(proc)
+    assert status == 2, output
+    assert "Traceback" not in output and "PluggyTeardownRaisedWarning" not in output, output
+    assert output.count("pytest --bench-resume") == 1, output
+    marker = json.loads(Path(f"{out}.stop.json").read_text())
+    assert marker["reason"] == "interrupted" and ("SIGTERM" in marker["message"]) == (how == "SIGTERM"), marker
+    summary = json.loads(Path(f"{out}.summary.json").read_text())
+    recorded = len(verdicts(out))
+    assert summary["partial"] is True and summary["status"] == 2 and summary["stopped"].startswith("interrupted")
+    assert summary["remaining"] == 600 - summary["done"] and 0 < recorded < 600
+    status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
+    assert status == 0, output
+    assert verdicts(out) == reference(pytester.path)

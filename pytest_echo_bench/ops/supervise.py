@@ -27,7 +27,9 @@ from types import FrameType
 
 from pytest_echo_bench.store.files import read_json, stop_path, summary_path
 
-RESUMABLE = {"exhausted", "incomplete"}
+RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
+# A provider's usage window needs the backoff; a lost xdist worker (killed, out of memory) does not.
+NO_WAIT = {"worker-lost"}
 # Writing the stop marker, the summary and the end table takes a serial run well under a second,
 # but xdist workers first finish the provider calls they have in flight, which may each take many
 # seconds against a slow model; 30 s covers those and still fits a CI job's cancel window.
@@ -205,13 +207,14 @@ def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: 
             return 0
         if reason not in RESUMABLE:
             why = f"stopped ({reason}: {marker.get('message', '')})" if reason else f"exited with status {status}"
-            log(f"echo-bench run: the run {why}; not resuming (only exhaustion and incomplete items are)")
+            log(f"echo-bench run: the run {why}; not resuming (only exhaustion, incomplete items and a lost worker are)")
             return status
         if attempt > max_retries:
             log(f"echo-bench run: {reason} again and all {max_retries} retries used; resume later with: {resume}")
             return status
-        log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {backoff_s:g}s before resuming")
-        sleep(backoff_s)
+        wait = 0.0 if reason in NO_WAIT else backoff_s
+        log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {wait:g}s before resuming")
+        sleep(wait)
         if interrupts.received:
             log(f"echo-bench run: got {interrupts.name()} during the backoff; not resuming; resume later with: {resume}")
             return 2
