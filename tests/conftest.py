@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
+import pkgutil
 import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -11,6 +13,24 @@ from typing import Any
 
 import pytest
 from openai_server import FakeOpenAI
+
+import pytest_echo_bench
+
+
+def _import_the_whole_package() -> None:
+    """Import every module of the plugin once, before any in-process run.
+
+    The plugin imports most of itself only once a run has specs, and pytester's in-process runs
+    drop every module imported during a run. Each run would then import (and assertion-rewrite)
+    the package again, deep inside the outer session's stack, where CPython 3.11.7's AST
+    recursion-depth check fails at random ("AST constructor recursion depth mismatch"); imported
+    here, the modules outlive every run, as a real process keeps them.
+    """
+    for module in pkgutil.walk_packages(pytest_echo_bench.__path__, "pytest_echo_bench."):
+        importlib.import_module(module.name)
+
+
+_import_the_whole_package()
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The first three items of every BBH task (see data/README.md), so a clone without ../shared still
