@@ -14,7 +14,7 @@ from pytest_echo_bench.datasets.loaders import slice_examples
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.scoring.verdict import CORRECT, UNPARSEABLE, WRONG, Verdict
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.suites.sandbox import Limits, SandboxResult, run_python
+from pytest_echo_bench.suites.sandbox import EXCEPTION_STATUS, Limits, SandboxResult, Tests, run_python
 
 INSTRUCTION = ("Complete the following Python function. Reply with the complete function (including any "
                "imports it needs) in a single ```python code block.\n\n")
@@ -97,13 +97,22 @@ def _is_statement(text: str) -> bool:
 
 def build_program(code: str, metadata: Mapping[str, Any]) -> str:
     """The prompt, the completion and the task's tests, ending with ``check(<entry_point>)``."""
+    tests = build_tests(metadata)
+    return f"{build_solution(code, metadata)}{tests.source}\ncheck({tests.entry_point})\n"
+
+
+def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
+    """The prompt and the completion: the program the tests are run on."""
     prompt, entry = str(metadata["prompt"]), str(metadata["entry_point"])
     if _defines(code, entry):
         # A whole function: after the prompt (its imports and helpers), it replaces the stub there.
-        solution = prompt + "\n\n" + textwrap.dedent(code)
-    else:
-        solution = prompt + _as_body(code)
-    return f"{solution}\n\n{metadata['test']}\n\ncheck({entry})\n"
+        return prompt + "\n\n" + textwrap.dedent(code) + "\n\n"
+    return prompt + _as_body(code) + "\n\n"
+
+
+def build_tests(metadata: Mapping[str, Any]) -> Tests:
+    """The task's tests (they define ``check``), run apart from the solution's globals."""
+    return Tests(f"{metadata['test']}\n", str(metadata["entry_point"]))
 
 
 def _as_body(code: str) -> str:
@@ -125,12 +134,12 @@ def limits_from(options: dict[str, Any]) -> Limits:
 
 
 def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
-    """Correct when the task's tests pass on the completion, run in the sandbox."""
+    """Correct only when ``check(candidate)`` returned in the sandbox (proved by the run's token)."""
     code = extract_code(output, str(example.metadata["entry_point"]))
     if code is None:
         return Verdict(UNPARSEABLE, None, "unparseable: no code in the answer")
     limits = limits_from(options)
-    result = run_python(build_program(code, example.metadata), limits)
+    result = run_python(build_solution(code, example.metadata), limits, build_tests(example.metadata))
     extra = {"sandbox": {**result.isolation, "seconds": round(result.seconds, 3)}}
     if result.status == "ok":
         return Verdict(CORRECT, code, "passed", extra)
@@ -143,11 +152,17 @@ def failure_detail(result: SandboxResult, limits: Limits) -> str:
     """A short reason: the limit that was hit, or the failing line and its exception."""
     if result.status == "timeout":
         return f"timed out after {limits.timeout_s:g}s"
-    error = _last_line(result.output)
-    if result.output_full or "File too large" in error:
+    if result.memory_killed:
+        return f"memory limit ({limits.memory_mb} MB, all processes together): killed"
+    if result.output_full:
         return f"output or file size limit ({limits.file_size_mb} MB)"
     if result.signal == "SIGXCPU":
         return f"CPU time limit ({limits.rlimits()['RLIMIT_CPU']}s)"
+    if result.returncode != EXCEPTION_STATUS:  # no exception: the process ended itself (its output says nothing)
+        return f"ended before check() returned ({result.signal or f'exit status {result.returncode}'})"
+    error = _last_line(result.output)
+    if "File too large" in error:
+        return f"output or file size limit ({limits.file_size_mb} MB)"
     if error.startswith("MemoryError"):
         return f"memory limit ({limits.memory_mb} MB): {error}"
     if error.startswith("BlockingIOError") and "Resource temporarily unavailable" in error:

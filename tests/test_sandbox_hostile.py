@@ -1,0 +1,271 @@
+"""Completions that attack the grader: forged verdicts, survivors, run-wide limits, the filesystem view."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.suites import humaneval, sandbox
+from pytest_echo_bench.suites.humaneval import build_program, score
+from pytest_echo_bench.suites.sandbox import Limits, run_python
+from pytest_echo_bench.suites.sandbox_launch import bwrap_path
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+
+PROJECT = Path(__file__).resolve().parents[1]
+HAS_BWRAP = bwrap_path() is not None
+# The same attacks with bubblewrap, and as on machines without it (and without cgroups).
+MODES = [
+    pytest.param({}, id="bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")),
+    pytest.param({"bwrap": False}, id="no-bwrap"),
+    pytest.param({"bwrap": False, "cgroups": False}, id="no-bwrap-no-cgroups"),
+]
+
+
+def _task() -> Example:
+    prompt = 'def f():\n    """Return 1."""\n'
+    return Example("t/0", prompt, "    return 1\n", None, {"prompt": prompt, "canonical_solution": "    return 1\n",
+                                                              "test": "def check(candidate):\n    assert candidate() == 1\n",
+                                                              "entry_point": "f"})
+
+
+def _score(answer: str, bwrap: bool = True, cgroups: bool = True, **options: Any) -> Any:
+    """The scorer's verdict; ``bwrap``/``cgroups`` False run it as on a machine without them."""
+    limits_from = humaneval.limits_from
+    with mock.patch.object(humaneval, "limits_from", lambda o: replace(limits_from(o), bwrap=bwrap, cgroups=cgroups)):
+        return score(answer, _task(), {"timeout_s": 5, **options})
+
+
+def _fenced(code: str) -> str:
+    return f"```python\n{code}```\n"
+
+
+def _live(uid: int | None = None, marker: str | None = None) -> list[int]:
+    """Processes (zombies aside) of ``uid``, or whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "\nState:\tZ" in status:
+            continue  # already dead, waiting for init to reap it
+        if (uid is not None and f"\nUid:\t{uid}\t" in status) or (marker is not None and marker in cmdline):
+            found.append(int(entry.name))
+    return found
+
+
+# ---- forged verdicts: ending the process early is never "passed" -----------------------------
+
+FORGERIES = {
+    "SystemExit(0) in the function": _fenced("def f(*a, **k):\n    raise SystemExit(0)\n"),
+    "exit() at module level": _fenced("exit()\n\ndef f():\n    return 0\n"),
+    "sys.exit(0) at module level": _fenced("import sys\nsys.exit(0)\n\ndef f():\n    return 0\n"),
+    "a syntax error": _fenced("def f(:\n    return 1\n"),
+    "os._exit(0) in the body": "    import os\n    os._exit(0)\n",
+    "KeyboardInterrupt": "    raise KeyboardInterrupt\n",
+    "SIGKILL to itself": "    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+    "os._exit(0) from a thread": "    import os, threading, time\n    threading.Thread(target=os._exit, args=(0,)).start()\n    time.sleep(2)\n",
+    "atexit after an error": _fenced("import atexit, os\natexit.register(os._exit, 0)\n\ndef f():\n    raise ValueError\n"),
+    # The tests' own `def check` drops this object, whose __del__ would swap in a check that passes.
+    "check replaced from __del__": _fenced("class Swap:\n    def __del__(self):\n        globals()['check'] = lambda c: None\n\n"
+                                          "check = Swap()\n\ndef f():\n    return 0\n"),
+    "fake verdicts on every fd": ("    import os\n    for fd in range(256):\n        try:\n            os.write(fd, b'started {}\\npassed\\n')\n"
+                                  "        except OSError:\n            pass\n    os._exit(0)\n"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("answer", FORGERIES.values(), ids=FORGERIES.keys())
+def test_ending_early_is_wrong_never_correct_nor_a_sandbox_error(answer: str, mode: dict[str, Any]) -> None:
+    verdict = _score(answer, **mode)
+    assert verdict.status == "wrong", (verdict.status, verdict.detail)
+    assert verdict.detail != "passed"  # the detail comes from the harness, not from what the code printed
+
+
+def test_a_completion_that_knows_the_harness_cannot_find_the_token() -> None:
+    # Every route to the harness's frame or memory that the audit hook (or the mount table) closes.
+    routes = {
+        "getframe": "sys._getframe(1).f_back.f_locals",
+        "traceback": "(lambda e: e.__traceback__.tb_frame)(next(iter([ZeroDivisionError()])))",
+        "generator": "(lambda g: g.gi_frame)((x for x in ()))",
+        "gc": "__import__('gc').get_objects()",
+        "settrace": "sys.settrace(lambda *a: None)",
+        "ctypes": "__import__('ctypes')",
+        "signal": "__import__('_signal').signal(10, lambda s, frame: None)",
+        "fresh-signal": ("__import__('_imp').create_builtin(__import__('importlib.machinery').machinery.ModuleSpec("
+                         "'_signal', None)).signal(10, lambda s, frame: None)"),
+        "proc-mem": "open('/proc/self/mem', 'rb')",
+    }
+    lines = ["import os, sys", "blocked = []"]
+    for name, expr in routes.items():
+        lines += ["try:", f"    {expr}", "except BaseException:", f"    blocked.append({name!r})"]
+    lines += ["found = []", "for fd in range(3, 64):", "    try:", "        os.fstat(fd)", "        found.append(fd)",
+              "    except OSError:", "        pass",
+              "print('blocked', sorted(blocked), 'fds', found)",
+              "def f():\n    return 0\n"]
+    program = build_program("\n".join(lines) + "\n", _task().metadata)
+    result = run_python(program, Limits(timeout_s=5))
+    assert result.status == "failed", result.output
+    report = [ln for ln in result.output.splitlines() if ln.startswith("blocked")][0]
+    blocked, _, fds = report.partition(" fds ")
+    assert blocked == f"blocked {sorted(routes)}", result.output
+    # Only the verdict pipe is left open: the descriptor that carried the token is closed.
+    assert fds != "[]" and "," not in fds, report
+
+
+# ---- nothing outlives the item ----------------------------------------------------------------
+
+SURVIVOR = """\
+    import os, time
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 0)  # PR_SET_PDEATHSIG 0
+    except BaseException:
+        pass
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv('/bin/sleep', ['sleep', '{marker}'])
+        os._exit(0)
+    time.sleep(0.3)
+    return 1
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_process_that_detaches_is_gone_when_the_item_is_graded(mode: dict[str, Any]) -> None:
+    marker = f"{secrets.randbelow(10**6) + 100}.{secrets.randbelow(10**6)}"  # sleep's argument, unique to this test
+    verdict = _score(SURVIVOR.format(marker=marker), **mode)
+    assert verdict.passed, verdict.detail  # it did run: the sleeper was started
+    uid = verdict.extra["sandbox"]["uid"]
+    assert _live(marker=marker) == []
+    if uid != "unchanged":
+        assert _live(uid=uid) == []
+
+
+# ---- limits for the whole run -----------------------------------------------------------------
+
+MEMORY_HOG = """\
+    import os, select
+    r, w = os.pipe()
+    for _ in range(7):
+        if os.fork() == 0:
+            block = b'x' * (60 << 20)
+            os.write(w, b'1')
+            select.select([], [], [], 5)
+            os._exit(0)
+    block = b'x' * (60 << 20)
+    got = b''
+    while len(got) < 7 and select.select([r], [], [], 3)[0]:
+        got += os.read(r, 8)
+    return 1 if len(got) == 7 else 0
+"""
+
+
+def test_memory_of_all_processes_together_is_bounded() -> None:
+    verdict = _score(MEMORY_HOG, memory_mb=100, processes=8, timeout_s=10)
+    sandbox_row = verdict.extra["sandbox"]
+    if sandbox_row["bounded"]["memory"] != "all processes":
+        pytest.skip("no memory cgroup here: memory is bounded per process only, as the row says")
+    assert verdict.status == "wrong" and verdict.detail.startswith("memory limit (100 MB, all processes together)"), verdict.detail
+    assert sandbox_row["memory_peak_mb"] <= 100
+
+
+def test_disk_written_in_total_is_bounded() -> None:
+    # 60 files just under the 1 MB file-size limit each: 60 MB if only each file were bounded.
+    body = ("    for i in range(60):\n        with open(f'f{i}' if i % 2 else f'/tmp/f{i}', 'wb') as fh:\n"
+            "            fh.write(b'x' * ((1 << 20) - 1))\n    return 1\n")
+    verdict = _score(body, file_size_mb=1)
+    if verdict.extra["sandbox"]["bounded"]["disk"] != "private /tmp in total":
+        pytest.skip("without bubblewrap the files land on the host, bounded per file only")
+    assert verdict.status == "wrong" and "No space left on device" in verdict.detail, verdict.detail
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_files_left_in_world_writable_directories_are_gone_afterwards(mode: dict[str, Any]) -> None:
+    name = f"echo-bench-leftover-{secrets.token_hex(4)}"
+    body = f"    for d in ('/tmp', '/var/tmp', '/dev/shm'):\n        try:\n            open(d + '/{name}', 'w').write('x')\n"
+    body += "        except OSError:\n            pass\n    return 1\n"
+    verdict = _score(body, **mode)
+    assert verdict.passed, verdict.detail
+    if verdict.extra["sandbox"]["uid"] == "unchanged" and not verdict.extra["sandbox"]["private_tmp"]:
+        pytest.skip("without bubblewrap or a uid of its own, files it leaves are the user's")
+    assert [d for d in ("/tmp", "/var/tmp", "/dev/shm") if Path(d, name).exists()] == []
+
+
+@pytest.mark.parametrize("mode", MODES[:2])
+def test_system_v_shared_memory_does_not_outlive_the_run(mode: dict[str, Any]) -> None:
+    body = ("    import subprocess\n    made = subprocess.run(['ipcmk', '-M', '1048576'], capture_output=True, text=True)\n"
+            "    assert made.returncode == 0, made.stderr\n    return 1\n")
+    before = _host_segments()
+    verdict = _score(body, **mode)
+    assert verdict.passed, verdict.detail  # the segment was made, in the run's own IPC namespace
+    assert verdict.extra["sandbox"]["ipc_namespace"] is True
+    assert _host_segments() <= before
+
+
+def _host_segments() -> set[str]:
+    return {line.split()[1] for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:] if line.strip()}
+
+
+# ---- a fresh filesystem view ------------------------------------------------------------------
+
+@pytest.fixture
+def host_socket() -> Iterator[Path]:
+    path = Path(f"/tmp/echo-bench-host-{secrets.token_hex(4)}.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    yield path
+    server.close()
+    path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="the fresh filesystem view needs bubblewrap")
+def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path) -> None:
+    body = (f"    import os, socket\n    seen = []\n    s = socket.socket(socket.AF_UNIX)\n"
+            f"    try:\n        s.connect({str(host_socket)!r})\n        seen.append('socket')\n    except OSError:\n        pass\n"
+            f"    for path in ['/proc/1', '/proc/self', '/etc/passwd', '/run', '/var', '/home', {str(PROJECT / 'pyproject.toml')!r}]:\n"
+            "        if os.path.exists(path):\n            seen.append(path)\n"
+            "    seen += [p for p in os.listdir('/root') if p != '.pyenv'] if os.path.isdir('/root') else []\n"
+            "    for path in ['/usr/x', '/x', '/root/x']:\n        try:\n            open(path, 'w')\n            seen.append(path)\n"
+            "        except OSError:\n            pass\n"
+            "    assert not seen, seen\n    return 1\n")
+    verdict = _score(body)
+    assert verdict.passed, verdict.detail
+    assert verdict.extra["sandbox"]["filesystem"] == "minimal read-only root"
+
+
+def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
+    verdict = _score("    return 1\n", bwrap=False, cgroups=False)
+    row = verdict.extra["sandbox"]
+    assert verdict.passed, verdict.detail
+    assert row["bwrap"] is False and row["filesystem"] == "host" and row["private_tmp"] == []
+    assert row["bounded"] == {"memory": "per process", "processes": row["bounded"]["processes"], "disk": "per file"}
+    assert row["bounded"]["processes"] in ("per uid", "per user")
+
+
+def test_a_sandbox_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not HAS_BWRAP:
+        pytest.skip("needs bubblewrap to break")
+    monkeypatch.setattr(sandbox.sandbox_launch, "bwrap_args", lambda size: ["--ro-bind", "/nonexistent-echo-bench", "/x"])
+    verdict = _score("    return 1\n")
+    assert verdict.status == "error" and verdict.detail.startswith("error: sandbox did not start")
+
+
+def test_a_genuine_pass_is_fast() -> None:
+    t0 = time.perf_counter()
+    verdict = _score("    return 1\n")
+    assert verdict.passed and time.perf_counter() - t0 < 3
