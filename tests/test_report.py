@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.render import render, report_json
 from pytest_echo_bench.ops.report import ArmStats, Conflict, Report, build_report, load_results
@@ -203,9 +204,35 @@ def test_json_keys_arms_by_benchmark_when_several(tmp_path: Path) -> None:
 def test_csv_has_arm_subtask_and_oracle_lines(tmp_path: Path) -> None:
     records = [row("bbh/navigate/0", "A", True), row("bbh/navigate/0", "B", False)]
     lines = list(csv.DictReader(io.StringIO(render(report_of(tmp_path, records), "csv"))))
-    assert [(r["arm"], r["subtask"], r["n"], r["correct"]) for r in lines] == [
-        ("A", "", "1", "1"), ("A", "navigate", "1", "1"), ("B", "", "1", "0"), ("B", "navigate", "1", "0"), ("oracle", "", "1", "1")]
-    assert lines[0]["pass_rate"] == "1.0" and lines[4]["unparseable"] == ""
+    assert [(r["kind"], r["arm"], r["subtask"], r["n"], r["correct"]) for r in lines] == [
+        ("arm", "A", "", "1", "1"), ("subtask", "A", "navigate", "1", "1"), ("arm", "B", "", "1", "0"),
+        ("subtask", "B", "navigate", "1", "0"), ("oracle", "(oracle)", "", "1", "1")]
+    assert lines[0]["pass_rate"] == "1.0" and lines[4]["unparseable"] == "" and lines[4]["oracle_arms"] == "A,B"
+
+
+def test_csv_oracle_line_cannot_be_taken_for_an_arm_called_oracle(tmp_path: Path) -> None:
+    records = [row("t1", "oracle", False), row("t1", "B", True)]
+    lines = list(csv.DictReader(io.StringIO(render(report_of(tmp_path, records), "csv"))))
+    assert [(r["kind"], r["arm"], r["correct"]) for r in lines] == [("arm", "oracle", "0"), ("arm", "B", "1"),
+                                                                   ("oracle", "(oracle)", "1")]
+
+
+def test_csv_bounds_are_clamped_and_numbers_stay_numbers(tmp_path: Path) -> None:
+    records = [row(f"t{i}", "A", False) for i in range(20)] + [row(f"t{i}", "B", True) for i in range(20)]
+    lines = list(csv.DictReader(io.StringIO(render(report_of(tmp_path, records), "csv"))))
+    assert (lines[0]["ci95_lo"], lines[1]["ci95_hi"]) == ("0.0", "1.0")  # not 5.55e-17, not 0.9999999999999999
+    for line in lines:
+        for field in ("n", "correct", "pass_rate", "ci95_lo", "ci95_hi"):
+            float(line[field])  # what pandas' numeric inference needs: no quote, no prefix
+
+
+@pytest.mark.parametrize("name", ["=1+cmd|' /C calc'!A0", "@SUM(1+1)", "+1", "-2+3", "\tx", "\rx"])
+def test_csv_text_cells_that_look_like_formulas_are_neutralised(tmp_path: Path, name: str) -> None:
+    records = [row("bbh/sub/0", name, True, subtask=name), row("bbh/sub/0", "B", False, subtask=name)]
+    lines = list(csv.DictReader(io.StringIO(render(report_of(tmp_path, records), "csv"), newline="")))
+    assert lines[0]["arm"] == "'" + name and lines[1]["subtask"] == "'" + name
+    assert lines[-1]["oracle_arms"] == "'" + name + ",B"
+    assert lines[0]["n"] == "1" and lines[0]["pass_rate"] == "1.0"
 
 
 def test_table_shows_the_numbers(thirty: Report) -> None:
@@ -226,5 +253,136 @@ def test_markdown_tables(thirty: Report) -> None:
 
 
 def test_unknown_format_is_refused(thirty: Report) -> None:
-    with pytest.raises(ValueError, match="unknown report format 'html'"):
-        render(thirty, "html")
+    with pytest.raises(ValueError, match="unknown report format 'pdf'"):
+        render(thirty, "pdf")
+
+
+def test_pairs_have_diff_interval_holm_and_power(thirty: Report) -> None:
+    (pair,) = report_json(thirty)["pairs"]  # B against A: b_only=2 (A alone right), a_only=1
+    assert pair["diff"] == pytest.approx(-1 / 30)
+    assert pair["diff_ci95"] == [pytest.approx(-0.1860, abs=1e-4), pytest.approx(0.1144, abs=1e-4)]
+    assert pair["p_holm"] == 1.0 and pair["mde80"] is None  # 3 discordant items: no difference is detectable
+    # Connor at psi = 0.1, delta = 1/30: (1.95996 sqrt(0.1) + 0.84162 sqrt(0.1 - 1/900))^2 * 900 = 704.1
+    assert pair["n_for_80"] == 705
+    text = render(thirty)
+    assert "[-0.186, +0.114]" in text and "n for 80%" in text and "p holm" in text
+
+
+def test_holm_adjusts_over_the_pairs_of_one_benchmark(tmp_path: Path) -> None:
+    cells = [(True, False, False)] * 12 + [(False, False, True)] * 3 + [(True, True, True)] * 5
+    records = [row(f"t{i}", arm, ok) for i, c in enumerate(cells) for arm, ok in zip("ABC", c, strict=True)]
+    pairs = report_json(report_of(tmp_path, records))["pairs"]
+    raw = [p["p_value"] for p in pairs]
+    # A-B: 12 vs 0, A-C: 12 vs 3, B-C: 0 vs 3, smallest first: times 3, 2 and 1.
+    assert raw == pytest.approx([2 / 4096, 2 * (1 + 15 + 105 + 455) / 2**15, 0.25])
+    assert [p["p_holm"] for p in pairs] == pytest.approx([3 * raw[0], 2 * raw[1], raw[2]])
+
+
+def test_cluster_robust_interval_over_subtasks(tmp_path: Path) -> None:
+    # A: 5/10, 5/10, 8/10 over three subtasks: SE 0.1 by hand (tests/test_stats.py).
+    records = [row(f"bbh/s{s}/{i}", "A", i < right) for s, right in enumerate((5, 5, 8)) for i in range(10)]
+    data = report_json(report_of(tmp_path, records))["arms"]["A"]
+    assert (data["clusters"], data["cluster_se"]) == (3, pytest.approx(0.1))
+    assert data["cluster_ci95"] == [pytest.approx(0.404, abs=1e-3), pytest.approx(0.796, abs=1e-3)]
+    assert "cluster 95% CI" in render(report_of(tmp_path, records))
+    plain = report_json(report_of(tmp_path, [row("t1", "A", True)]))["arms"]["A"]
+    assert plain["clusters"] is None and plain["cluster_ci95"] is None
+
+
+def test_cost_per_correct_and_frontier(tmp_path: Path) -> None:
+    prices = {"strong": (0.9, 0.010), "judge": (0.85, 0.002), "cheap": (0.5, 0.001), "waste": (0.6, 0.020)}
+    records = [row(f"t{i}", arm, i < rate * 20, cost_usd=cost, cost_units=cost * 1000)
+               for arm, (rate, cost) in prices.items() for i in range(20)]
+    data = report_json(report_of(tmp_path, records))
+    assert data["arms"]["judge"]["cost_per_correct"] == pytest.approx(0.002 * 20 / 17)
+    assert data["arms"]["judge"]["cost_units_per_correct"] == pytest.approx(2 * 20 / 17)
+    assert data["frontier"]["demo"]["arms"] == ["cheap", "judge", "strong"] and data["frontier"]["demo"]["basis"] == "cost_usd"
+    assert "cost frontier" in render(report_of(tmp_path, records))
+    unpriced = report_json(report_of(tmp_path, [row("t1", "A", True)]))
+    assert unpriced["frontier"] == {} and unpriced["arms"]["A"]["cost_per_correct"] is None
+
+
+def test_disagreements_list_answers(tmp_path: Path) -> None:
+    records = [row("t1", "A", True, answer="B"), row("t1", "B", False, answer="C"), row("t2", "A", True), row("t2", "B", True)]
+    data = report_json(report_of(tmp_path, records))["disagreements"]["demo"]
+    assert data["count"] == 1 and data["shown"][0]["answers"] == {"A": "B", "B": "C"}
+    assert data["shown"][0]["verdicts"] == {"A": True, "B": False}
+
+
+# --- large inputs: every path past 1,024 discordant pairs, where float(1 << n) overflowed ---------
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """8,000 items, 3,200 discordant (past both 1,024 and the exact-integer limit), over four subtasks."""
+    cells = [(True, False)] * 1700 + [(False, True)] * 1500 + [(True, True)] * 4000 + [(False, False)] * 800
+    records = [row(f"bbh/s{i % 4}/{i}", arm, ok, cost_usd=0.001 if arm == "A" else 0.002)
+               for i, (a, b) in enumerate(cells) for arm, ok in (("A", a), ("B", b))]
+    return write(tmp_path_factory.mktemp("large") / "large.jsonl", [META, *records])
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json", "csv", "html"])
+def test_every_format_on_a_large_file(large: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_echo_bench.ops.cli import main
+
+    assert main(["report", str(large), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert len(out) > 500
+    if fmt == "json":
+        (pair,) = json.loads(out)["pairs"]
+        assert (pair["a_only"], pair["b_only"]) == (1500, 1700)  # B against A, in the meta's order
+        assert 0 < pair["p_value"] < 0.001 and pair["diff"] == pytest.approx(-200 / 8000)
+
+
+def test_gates_on_a_large_file(large: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_echo_bench.ops.cli import main
+
+    assert main(["report", str(large), "--format", "json", "--gate", "A>=B", "--gate", "A >= B - 0.02 @95"]) == 0
+    assert "gate A >= B - 0.02 @95: passed" in capsys.readouterr().err
+    assert main(["report", str(large), "--gate", "B >= A - 0.01 @95"]) == 1
+    assert "gate B >= A - 0.01 @95: FAILED" in capsys.readouterr().err
+
+
+def test_three_thousand_items_of_two_independent_70_percent_arms(tmp_path: Path) -> None:
+    rng = __import__("random").Random(7)
+    records = [row(f"t{i}", arm, rng.random() < 0.7) for i in range(3000) for arm in "AB"]
+    (pair,) = report_of(tmp_path, records).pairs
+    assert pair.a_only + pair.b_only > 1024 and 0 <= pair.p_value <= 1
+
+
+# --- gates -------------------------------------------------------------------------------------
+
+
+def test_non_inferiority_gate_uses_the_lower_bound() -> None:
+    from pytest_echo_bench.ops.gates import parse_gate
+
+    gate = parse_gate("judge >= strong - 0.02 @95", paired=True)
+    assert (gate.arm, gate.rhs, gate.level) == ("judge", "strong - 0.02", 0.95)
+    rates = {"judge": 0.80, "strong": 0.81}
+    assert gate.check(rates, lambda a, b, level: (-0.019, 0.01))[0]
+    assert not gate.check(rates, lambda a, b, level: (-0.021, 0.01))[0]
+    ok, line = gate.check(rates)  # no paired data
+    assert not ok and "needs the items both arms answered" in line
+    upper = parse_gate("cheap <= strong + 0.05 @90", paired=True)
+    seen: list[float] = []
+    assert upper.check({"cheap": 0.5, "strong": 0.6}, lambda a, b, level: seen.append(level) or (-0.2, 0.04))[0]
+    assert seen == [0.9]
+
+
+def test_plain_gates_keep_working_and_interval_gates_are_refused_without_pairs() -> None:
+    from pytest_echo_bench.ops.gates import parse_gate
+
+    assert parse_gate("a>=b-0.02").check({"a": 0.5, "b": 0.51})[0]
+    assert parse_gate("gpt-4 >= gpt-3 - 0.02").check({"gpt-4": 0.5, "gpt-3": 0.51})[0]
+    assert not parse_gate("a>=0.6").check({"a": 0.5})[0]
+    with pytest.raises(ValueError, match="needs the items both arms answered"):
+        parse_gate("judge >= strong - 0.02 @95")  # what --bench-gate calls: a running sweep has no pairs
+    with pytest.raises(ValueError, match="compares two arms"):
+        parse_gate("judge >= 0.8 @95", paired=True)
+
+
+def test_an_interval_gate_given_to_a_sweep_is_a_usage_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2))
+    result, _, _ = sweep.run("--bench-gate", "good >= bad - 0.02 @95")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs the items both arms answered*echo-bench report RUN.jsonl --gate RULE*"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.ops.gates import Gate, parse_gate
-from pytest_echo_bench.ops.render import FORMATS
+from pytest_echo_bench.ops.render import FORMATS, paired_intervals
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -20,12 +20,22 @@ def _report(args: argparse.Namespace) -> int:
     report = build_report(load_results(args.files), oracle)
     print(render(report, args.format))
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
+    intervals = paired_intervals(report)
     failed = 0
     for gate in args.gate:
-        ok, line = gate.check(rates)
+        ok, line = gate.check(rates, intervals)
         failed += not ok
         print(line, file=sys.stderr)
     return 1 if failed else 0
+
+
+def _power(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.power_cli import power_lines
+
+    lines, status = power_lines(args)
+    for line in lines:
+        print(line, file=sys.stdout if status == 0 else sys.stderr)
+    return status
 
 
 def _progress(args: argparse.Namespace) -> int:
@@ -94,7 +104,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _gate(text: str) -> Gate:
     try:
-        return parse_gate(text)
+        return parse_gate(text, paired=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -107,8 +117,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=FORMATS, default="table")
     r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
     r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
-                   help="Exit 1 unless the rule holds, e.g. 'strong>=0.85' or 'judge>=strong-0.02' (repeatable)")
+                   help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the paired "
+                        "interval 'judge >= strong - 0.02 @95' (repeatable)")
     r.set_defaults(func=_report)
+    w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
+    w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")
+    w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for")
+    w.add_argument("--diff", type=float, help="Expected difference of pass rates (e.g. 0.03)")
+    w.add_argument("--discordant", type=float, help="Expected share of items the arms disagree on (e.g. 0.12)")
+    w.add_argument("--alpha", type=float, default=0.05, help="Two-sided significance level (default 0.05)")
+    w.add_argument("--power", type=float, default=0.80, help="Power wanted (default 0.80)")
+    w.set_defaults(func=_power)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
     g.add_argument("file", type=Path)
     g.add_argument("-o", "--output", type=Path, required=True)

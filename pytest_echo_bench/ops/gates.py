@@ -1,4 +1,8 @@
-"""CI gates: ``--bench-gate "ARM>=0.85"`` or relative ``"judge>=strong-0.02"`` decide the exit status."""
+"""CI gates: ``--bench-gate "ARM>=0.85"`` or relative ``"judge>=strong-0.02"`` decide the exit status.
+
+``echo-bench report --gate "judge >= strong - 0.02 @95"`` is a non-inferiority gate on the paired
+interval: it holds when the lower bound of the 95% interval of judge - strong is above -0.02.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,12 @@ from dataclasses import dataclass
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
 }
-_GATE = re.compile(r"^\s*(?P<arm>[^<>=]+?)\s*(?P<op>>=|<=|>|<)\s*(?P<rhs>\S.*?)\s*$")
-_DELTA = re.compile(r"^(?P<arm>.+?)(?P<delta>[+-]\d+(?:\.\d+)?)$")
+_GATE = re.compile(r"^\s*(?P<arm>[^<>=]+?)\s*(?P<op>>=|<=|>|<)\s*(?P<rhs>\S.*?)\s*(?:@\s*(?P<level>\d+(?:\.\d+)?))?\s*$")
+_DELTA = re.compile(r"^(?P<arm>.+?)\s*(?P<delta>[+-])\s*(?P<margin>\d+(?:\.\d+)?)$")
+# The interval of rate(a) - rate(b) at a confidence level (0.95), None when a and b share no items.
+Intervals = Callable[[str, str, float], tuple[float, float] | None]
+PAIRED_ONLY = ("an interval gate ('@95') needs the items both arms answered, which only a results file has: "
+               "use it with 'echo-bench report RUN.jsonl --gate RULE'")
 
 
 @dataclass(frozen=True)
@@ -20,9 +28,12 @@ class Gate:
     arm: str
     op: str
     rhs: str
+    level: float | None = None  # 0.95 for '@95': the rule is about the paired interval's bound
 
-    def check(self, rates: Mapping[str, float]) -> tuple[bool, str]:
-        """(passed, explanation) against pass rates by arm key."""
+    def check(self, rates: Mapping[str, float], intervals: Intervals | None = None) -> tuple[bool, str]:
+        """(passed, explanation) against pass rates by arm key, and paired intervals for an '@' gate."""
+        if self.level is not None:
+            return self._check_interval(rates, intervals)
         if self.arm not in rates:
             return False, f"gate {self.text}: arm {self.arm!r} has no results"
         bound = self._bound(rates)
@@ -32,22 +43,66 @@ class Gate:
         verdict = "passed" if ok else "FAILED"
         return ok, f"gate {self.text}: {verdict} ({self.arm} = {rates[self.arm]:.3f}, bound {bound:.3f})"
 
+    def _check_interval(self, rates: Mapping[str, float], intervals: Intervals | None) -> tuple[bool, str]:
+        other = self._relative(rates)
+        if intervals is None:
+            return False, f"gate {self.text}: {PAIRED_ONLY}"
+        if self.arm not in rates or other is None:
+            return False, f"gate {self.text}: needs two arms with results, got {self.arm!r} and {self.rhs!r}"
+        level = self.level or 0.95
+        ci = intervals(self.arm, other[0], level)
+        if ci is None:
+            return False, f"gate {self.text}: {self.arm} and {other[0]} answered no item in common"
+        lower = self.op in (">=", ">")  # "a >= b - m": the lower bound of a - b must be above -m
+        bound = ci[0] if lower else ci[1]
+        ok = bound > other[1] if lower else bound < other[1]
+        verdict = "passed" if ok else "FAILED"
+        need = f"{'lower' if lower else 'upper'} bound must be {'above' if lower else 'below'} {other[1]:+.3f}"
+        return ok, (f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {level:.0%} CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
+                    f"the {need})")
+
+    def _relative(self, rates: Mapping[str, float]) -> tuple[str, float] | None:
+        """(other arm, margin) of a right-hand side ``OTHER`` or ``OTHER - 0.02``."""
+        if self.rhs in rates:  # arm names may contain '-' and digits: the whole name wins
+            return self.rhs, 0.0
+        m = _DELTA.match(self.rhs)
+        if m and m.group("arm") in rates:
+            return m.group("arm"), float(m.group("delta") + m.group("margin"))
+        return None
+
     def _bound(self, rates: Mapping[str, float]) -> float | None:
         try:
             return float(self.rhs)
         except ValueError:
             pass
-        if self.rhs in rates:  # arm names may contain '-' and digits: the whole name wins
-            return rates[self.rhs]
-        m = _DELTA.match(self.rhs)
-        if m and m.group("arm") in rates:
-            return rates[m.group("arm")] + float(m.group("delta"))
-        return None
+        other = self._relative(rates)
+        return None if other is None else rates[other[0]] + other[1]
 
 
-def parse_gate(text: str) -> Gate:
-    """A gate rule; ValueError (the message says what a rule looks like) for anything else."""
+def parse_gate(text: str, paired: bool = False) -> Gate:
+    """A gate rule; ValueError (the message says what a rule looks like) for anything else.
+
+    An interval gate (``@95``) is accepted only when ``paired``: the caller has the items both
+    arms answered (``echo-bench report``); a running sweep's gate sees pass rates alone.
+    """
     m = _GATE.match(text)
     if not m:
-        raise ValueError(f"--bench-gate must look like 'ARM>=0.85' or 'ARM>=OTHER-0.02', got {text!r}")
-    return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"))
+        raise ValueError(f"--bench-gate must look like 'ARM>=0.85', 'ARM>=OTHER-0.02' or 'ARM>=OTHER-0.02 @95', got {text!r}")
+    level = m.group("level")
+    if level is None:
+        return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"))
+    if not paired:
+        raise ValueError(f"gate {text!r}: {PAIRED_ONLY}")
+    if not 50 <= float(level) < 100:
+        raise ValueError(f"gate {text!r}: the level after '@' is a percentage between 50 and 100, e.g. @95")
+    if _is_number(m.group("rhs")):
+        raise ValueError(f"gate {text!r}: an interval gate compares two arms, e.g. 'judge >= strong - 0.02 @95'")
+    return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"), float(level) / 100)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

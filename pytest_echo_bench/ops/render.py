@@ -1,17 +1,18 @@
-"""Renderings of a report: an aligned terminal table, markdown, JSON and CSV."""
+"""Renderings of a report: an aligned terminal table, markdown and JSON (CSV and HTML have modules of their own)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_echo_bench.ops.report import P_HINT, ArmStats, Report
+from pytest_echo_bench.ops.gates import Intervals
+from pytest_echo_bench.ops.render_csv import render_csv
+from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
+from pytest_echo_bench.ops.stats import newcombe_paired, z_for
 
-FORMATS = ("table", "markdown", "json", "csv")
+FORMATS = ("table", "markdown", "json", "csv", "html")
 
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -25,8 +26,13 @@ def report_json(report: Report) -> dict[str, Any]:
         "arms": {label(s.benchmark, s.arm): _stats_json(s) for s in report.arms},
         "subtasks": subtasks,
         "oracle": {o.benchmark: {**asdict(o), "arms": list(o.arms), "ci95": list(o.ci95)} for o in report.oracles},
-        "pairs": [asdict(p) for p in report.pairs],
+        "pairs": [_pair_json(p) for p in report.pairs],
         "complementarity": {c.benchmark: {"n": c.n, "alone": dict(c.alone)} for c in report.complementarity},
+        "frontier": {f.benchmark: {"basis": f.basis, "arms": list(f.arms),
+                                   "points": [{"arm": a, "cost_per_item": c, "pass_rate": r} for a, c, r in f.points]}
+                     for f in report.frontiers},
+        "disagreements": {bench: {"count": count, "shown": [asdict(d) for d in shown]}
+                          for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], "first": c.first, "second": c.second}
                       for c in report.conflicts],
@@ -42,33 +48,15 @@ def _labeller(report: Report) -> Callable[[str, str], str]:
 def _stats_json(s: ArmStats) -> dict[str, Any]:
     data = asdict(s)
     data["ci95"] = list(s.ci95)
+    data["cluster_ci95"] = None if s.cluster_ci95 is None else list(s.cluster_ci95)
     if s.subtask is None:
         del data["subtask"]
     return data
 
 
-CSV_FIELDS = ["benchmark", "arm", "subtask", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi", "unparseable", "errors",
-              "not_completed", "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate",
-              "prompt_tokens", "completion_tokens", "cost_usd"]
-
-
-def _csv(report: Report) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, CSV_FIELDS, restval="", lineterminator="\n")
-    writer.writeheader()
-    for bench in report.benchmarks:
-        for s in (s for s in report.arms if s.benchmark == bench.name):
-            writer.writerow(_flat(s))
-            writer.writerows(_flat(t) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
-        for o in (o for o in report.oracles if o.benchmark == bench.name):
-            writer.writerow({"benchmark": o.benchmark, "arm": "oracle", "n": o.n, "correct": o.correct,
-                             "pass_rate": o.pass_rate, "ci95_lo": o.ci95[0], "ci95_hi": o.ci95[1]})
-    return out.getvalue()
-
-
-def _flat(s: ArmStats) -> dict[str, Any]:
-    data = asdict(s)
-    data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
+def _pair_json(p: Pair) -> dict[str, Any]:
+    data = asdict(p)
+    data["diff_ci95"] = None if p.diff_ci95 is None else list(p.diff_ci95)
     return data
 
 
@@ -100,6 +88,9 @@ STATS_COLUMNS: list[Column] = [
     ("correct", "", lambda s: str(s.correct)),
     ("pass rate", "", lambda s: _opt(s.pass_rate, ".3f")),
     ("95% CI", "", lambda s: _ci_text(s.ci95)),
+    ("clusters", "cluster", lambda s: _opt(s.clusters, "d")),
+    ("cluster SE", "cluster", lambda s: _opt(s.cluster_se, ".4f")),
+    ("cluster 95% CI", "cluster", lambda s: "-" if s.cluster_ci95 is None else _ci_text(s.cluster_ci95)),
     ("unparseable", "", lambda s: str(s.unparseable)),
     ("errors", "", lambda s: str(s.errors)),
     ("not completed", "", lambda s: str(s.not_completed)),
@@ -111,12 +102,16 @@ STATS_COLUMNS: list[Column] = [
     ("prompt tokens", "tokens", lambda s: _opt(s.prompt_tokens, "d")),
     ("completion tokens", "tokens", lambda s: _opt(s.completion_tokens, "d")),
     ("cost usd", "cost", lambda s: _opt(s.cost_usd, ".4f")),
+    ("usd per correct", "cost", lambda s: _opt(s.cost_per_correct, ".6f")),
+    ("cost units", "units", lambda s: _opt(s.cost_units, ".2f")),
+    ("units per correct", "units", lambda s: _opt(s.cost_units_per_correct, ".4f")),
 ]
 
 
 def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
     groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
-              "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats)}
+              "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats),
+              "units": any(s.cost_units is not None for s in stats), "cluster": any(s.clusters is not None for s in stats)}
     columns = [c for c in STATS_COLUMNS if groups[c[1]]]
     keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
     rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else []) + [cell(s) for _, _, cell in columns]
@@ -132,17 +127,48 @@ def _tables(report: Report) -> list[Table]:
                             [[o.benchmark, ",".join(o.arms), str(o.n), str(o.correct), _opt(o.pass_rate, ".3f"), _ci_text(o.ci95)]
                              for o in report.oracles], 2))
     if report.pairs:
-        tables.append(Table("paired comparison", ["benchmark", "a", "b", "n", "a_only", "b_only", "a rate", "b rate", "p-value"],
-                            [[p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"),
-                              _opt(p.b_rate, ".3f"), f"{p.p_value:#.4g}"] for p in report.pairs], 3, P_HINT))
+        tables.append(Table("paired comparison", PAIR_HEADER, [_pair_row(p) for p in report.pairs], 3, P_HINT + "\n" + DIFF_HINT))
     if report.complementarity:
         tables.append(Table("complementarity: items only this arm gets right", ["benchmark", "arm", "shared items", "only this arm"],
                             [[c.benchmark, arm, str(c.n), str(k)] for c in report.complementarity for arm, k in c.alone.items()], 2))
+    if report.frontiers:
+        tables.append(Table("cost frontier: arms no other beats on both pass rate and cost per item",
+                            ["benchmark", "arm", "cost basis", "cost per item", "pass rate", "on frontier"],
+                            [[f.benchmark, arm, f.basis, f"{cost:.6g}", f"{rate:.3f}", "yes" if arm in f.arms else ""]
+                             for f in report.frontiers for arm, cost, rate in f.points], 3))
     if report.subtasks:
         tables.append(_stats_table("per subtask", report.subtasks, True))
+    for bench, (count, shown) in report.disagreements.items():
+        if count:
+            tables.append(_disagreement_table(bench, count, shown))
     if report.duplicates:
         tables.append(_duplicates_table(report))
     return tables
+
+
+PAIR_HEADER = ["benchmark", "a", "b", "n", "a_only", "b_only", "a rate", "b rate", "diff", "diff 95% CI", "p-value",
+               "p holm", "n for 80%", "mde 80%"]
+DIFF_HINT = ("diff: a rate - b rate on the shared items, with Newcombe's paired score interval; n for 80%: items for "
+             "80% power at this diff (McNemar, two-sided 0.05); mde 80%: the smallest diff this n detects so")
+
+
+def _pair_row(p: Pair) -> list[str]:
+    ci = "-" if p.diff_ci95 is None else f"[{p.diff_ci95[0]:+.3f}, {p.diff_ci95[1]:+.3f}]"
+    return [p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"), _opt(p.b_rate, ".3f"),
+            _opt(p.diff, "+.3f"), ci, f"{p.p_value:#.4g}", _opt(p.p_holm, "#.4g"), _opt(p.n_for_80, "d"),
+            _opt(p.mde80, ".3f")]
+
+
+def _disagreement_table(bench: str, count: int, shown: list[Disagreement]) -> Table:
+    arms = list(shown[0].verdicts) if shown else []
+    title = f"disagreements ({bench}): {count} item(s) some arms get right and others wrong; first {len(shown)} shown"
+    rows = [[d.task_id, str(d.subtask or "")] + [_verdict_cell(d, a) for a in arms] for d in shown]
+    return Table(title, ["task_id", "subtask", *arms], rows, 2 + len(arms))
+
+
+def _verdict_cell(d: Disagreement, arm: str) -> str:
+    answer = " ".join(str(d.answers.get(arm) or "").split())[:40]  # one line, whatever the model wrote
+    return ("+ " if d.verdicts[arm] else "- ") + answer
 
 
 def _duplicates_table(report: Report) -> Table:
@@ -176,13 +202,33 @@ def _md_row(cells: Sequence[str]) -> str:
 
 
 def render(report: Report, fmt: str = "table") -> str:
-    """The report as ``table`` (terminal), ``markdown``, ``json`` or ``csv`` text."""
+    """The report as ``table`` (terminal), ``markdown``, ``json``, ``csv`` or ``html`` text."""
     if fmt == "json":
         return json.dumps(report_json(report), indent=2)
     if fmt == "csv":
-        return _csv(report)
+        return render_csv(report)
+    if fmt == "html":
+        from pytest_echo_bench.ops.report_html import render_html
+
+        return render_html(report)
     if fmt == "table":
         return "\n\n".join(_text(t) for t in _tables(report)) + "\n"
     if fmt == "markdown":
         return "\n\n".join(_markdown(t) for t in _tables(report)) + "\n"
     raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+
+
+def paired_intervals(report: Report) -> Intervals:
+    """For interval gates: the Newcombe interval of rate(a) - rate(b), arms named as ``report_json`` keys them."""
+    label = _labeller(report)
+    tables: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    for p in report.pairs:
+        a, b = label(p.benchmark, p.a), label(p.benchmark, p.b)
+        tables[(a, b)] = (p.both, p.a_only, p.b_only, p.neither)
+        tables[(b, a)] = (p.both, p.b_only, p.a_only, p.neither)
+
+    def interval(a: str, b: str, level: float) -> tuple[float, float] | None:
+        table = tables.get((a, b))
+        return None if table is None else newcombe_paired(*table, z=z_for(level))
+
+    return interval

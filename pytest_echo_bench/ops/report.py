@@ -6,51 +6,27 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.ops.stats import mcnemar_exact, percentile, wilson
-from pytest_echo_bench.store.files import row_status
-from pytest_echo_bench.store.reader import read_records
-from pytest_echo_bench.store.records import Key, row_key
+from pytest_echo_bench.ops.compare import (
+    Disagreement,
+    Frontier,
+    Pair,
+    Verdicts,
+    answered_and_right,
+    disagreements,
+    frontier,
+    pair,
+    with_holm,
+)
+from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
+from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
-P_HINT = "p: exact McNemar test on the items both arms answered; p >= 0.05 means the difference is not significant"
+__all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
+           "Pair", "Report", "Results", "build_report", "load_results"]
 
-
-@dataclass(frozen=True)
-class Item:
-    """One graded row, normalised so that older six-field rows read like current ones."""
-
-    benchmark: str
-    task_id: str
-    arm: str
-    passed: bool
-    status: str
-    subtask: str | None
-    wall_seconds: float | None
-    sub_calls: float | None
-    escalated: bool | None  # None when the row does not say
-    usage: tuple[int, int] | None  # (prompt_tokens, completion_tokens)
-    cost_usd: float | None
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """A repeated (benchmark, task_id, arm) whose verdict differs from the first one kept."""
-
-    key: Key
-    first: bool
-    second: bool
-
-
-@dataclass
-class Results:
-    """Rows of one or more results files, each key once (first occurrence wins)."""
-
-    rows: list[Item] = field(default_factory=list)
-    metas: list[dict[str, Any]] = field(default_factory=list)
-    duplicates: int = 0
-    conflicts: list[Conflict] = field(default_factory=list)
+P_HINT = ("p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the benchmark's pairs); "
+          "p >= 0.05 means the difference is not significant")
 
 
 @dataclass(frozen=True)
@@ -75,6 +51,12 @@ class ArmStats:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost_usd: float | None
+    cost_units: float | None = None
+    cost_per_correct: float | None = None  # USD per correct item
+    cost_units_per_correct: float | None = None
+    clusters: int | None = None  # subtasks of the overall rate, when it has two or more
+    cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
+    cluster_ci95: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,23 +69,6 @@ class Oracle:
     correct: int
     pass_rate: float | None
     ci95: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class Pair:
-    """Arm ``a`` against arm ``b`` on the task ids both answered."""
-
-    benchmark: str
-    a: str
-    b: str
-    n: int
-    a_only: int
-    b_only: int
-    both: int
-    neither: int
-    p_value: float
-    a_rate: float | None
-    b_rate: float | None
 
 
 @dataclass(frozen=True)
@@ -132,70 +97,13 @@ class Report:
     oracles: list[Oracle] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     complementarity: list[Complement] = field(default_factory=list)
+    frontiers: list[Frontier] = field(default_factory=list)
+    disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
 
 
-# --- loading -----------------------------------------------------------------------------------
-
-
-def load_results(paths: Sequence[Path]) -> Results:
-    """Combine results files in order; a repeated key is counted once, and noted if its verdict differs."""
-    results = Results()
-    seen: dict[Key, Item] = {}
-    for path in paths:
-        meta, records = read_records(path)
-        if meta is not None:
-            results.metas.append(meta)
-        default = str(meta.get("benchmark") or "") if meta else ""
-        for record in records:
-            _add(results, seen, _item(record.data, default))
-    return results
-
-
-def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
-    key = (item.benchmark, item.task_id, item.arm)
-    first = seen.get(key)
-    if first is None:
-        seen[key] = item
-        results.rows.append(item)
-        return
-    results.duplicates += 1
-    if first.passed != item.passed:
-        results.conflicts.append(Conflict(key, first.passed, item.passed))
-
-
-def _item(record: dict[str, Any], default_benchmark: str) -> Item:
-    benchmark, task_id, arm = row_key(record, default_benchmark)
-    extra = record.get("extra")
-    escalated = extra.get("escalated") if isinstance(extra, dict) else None
-    return Item(benchmark, task_id, arm, bool(record.get("passed")), row_status(record), _subtask(record, task_id),
-                _number(record.get("wall_seconds")), _number(record.get("sub_calls")),
-                None if escalated is None else bool(escalated), _usage(record.get("usage")), _number(record.get("cost_usd")))
-
-
-def _subtask(record: dict[str, Any], task_id: str) -> str | None:
-    subtask = record.get("subtask")
-    if isinstance(subtask, str) and subtask:
-        return subtask
-    parts = task_id.split("/")
-    return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _usage(value: Any) -> tuple[int, int] | None:
-    if not isinstance(value, dict):
-        return None
-    return (int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
-
-
 # --- computing ---------------------------------------------------------------------------------
-
-Verdicts = dict[str, bool]  # task_id -> passed
-
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all)."""
@@ -238,11 +146,10 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
     for item in (i for items in by_arm.values() for i in items if i.subtask is not None):
         subtask_ids[str(item.subtask)].add(item.task_id)
     for arm, items in by_arm.items():
-        report.arms.append(_arm_stats(bench, arm, None, items, universe))
-        for sub in sorted(subtask_ids):
-            chosen = [i for i in items if i.subtask == sub]
-            if chosen:
-                report.subtasks.append(_arm_stats(bench, arm, sub, chosen, subtask_ids[sub]))
+        by_subtask = _by_subtask(items)
+        report.arms.append(_arm_stats(bench, arm, None, items, universe, by_subtask))
+        report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub])
+                               for sub in sorted(subtask_ids) if sub in by_subtask)
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
@@ -250,16 +157,31 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         report.oracles.append(_oracle(bench, chosen_arms, verdicts))
     if len(by_arm) >= 2:
         report.complementarity.append(_complement(bench, verdicts))
-    report.pairs.extend(_pair(bench, a, b, verdicts[a], verdicts[b]) for a, b in combinations(by_arm, 2))
+        report.disagreements[bench] = disagreements(bench, by_arm, verdicts)
+    sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
+    report.pairs.extend(with_holm([pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]))
+    found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
+    if found is not None:
+        report.frontiers.append(found)
 
 
-def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str]) -> ArmStats:
+def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
+    groups: dict[str | None, list[Item]] = defaultdict(list)
+    for item in items:
+        groups[item.subtask].append(item)
+    return groups
+
+
+def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
+               by_subtask: dict[str | None, list[Item]] | None = None) -> ArmStats:
     n, correct = len(items), sum(i.passed for i in items)
     walls = [i.wall_seconds for i in items if i.wall_seconds is not None]
     calls = [i.sub_calls for i in items if i.sub_calls is not None]
     flags = [float(i.escalated) for i in items if i.escalated is not None]
     usage = [i.usage for i in items if i.usage is not None]
-    costs = [i.cost_usd for i in items if i.cost_usd is not None]
+    cost = _total(i.cost_usd for i in items)
+    units = _total(i.cost_units for i in items)
+    clustered = _clustered(by_subtask)
     return ArmStats(
         bench, arm, subtask, n, correct, correct / n, wilson(correct, n),
         unparseable=sum(i.status == "unparseable" for i in items),
@@ -272,8 +194,34 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         escalation_rate=_mean(flags),
         prompt_tokens=sum(u[0] for u in usage) if usage else None,
         completion_tokens=sum(u[1] for u in usage) if usage else None,
-        cost_usd=sum(costs) if costs else None,
+        cost_usd=cost,
+        cost_units=units,
+        cost_per_correct=_per(cost, correct),
+        cost_units_per_correct=_per(units, correct),
+        clusters=None if clustered is None else len(by_subtask or {}),
+        cluster_se=None if clustered is None else clustered[0],
+        cluster_ci95=None if clustered is None else clustered[1:],
     )
+
+
+def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, float, float] | None:
+    """The cluster-robust interval of an overall rate whose items span two or more subtasks.
+
+    Items without a subtask form one cluster of their own; with no subtask at all there is nothing
+    to cluster on and the Wilson interval stands alone.
+    """
+    if not by_subtask or set(by_subtask) == {None}:
+        return None
+    return cluster_interval([(sum(i.passed for i in group), len(group)) for group in by_subtask.values()])
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _per(total: float | None, correct: int) -> float | None:
+    return total / correct if total is not None and correct else None
 
 
 def _mean(values: list[float]) -> float | None:
@@ -292,16 +240,6 @@ def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracl
     shared = _shared(verdicts[a] for a in arms)
     correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
     return Oracle(bench, tuple(arms), len(shared), correct, _rate(correct, len(shared)), wilson(correct, len(shared)))
-
-
-def _pair(bench: str, a: str, b: str, va: Verdicts, vb: Verdicts) -> Pair:
-    shared = va.keys() & vb.keys()
-    a_only = sum(va[t] and not vb[t] for t in shared)
-    b_only = sum(vb[t] and not va[t] for t in shared)
-    both = sum(va[t] and vb[t] for t in shared)
-    n = len(shared)
-    return Pair(bench, a, b, n, a_only, b_only, both, n - a_only - b_only - both, mcnemar_exact(a_only, b_only),
-                _rate(a_only + both, n), _rate(b_only + both, n))
 
 
 def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:

@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from statistics import NormalDist
+
+Z95 = 1.959963984540054
+# Below this many discordant pairs the binomial tail is summed in exact integers (fast enough,
+# and exactly rounded); above it, in log space, where the integers grow too large to be quick.
+EXACT_INT_MAX = 2000
+# Terms of the log-space tail are dropped once they fall below this share of the sum: they can
+# no longer change a double.
+NEGLIGIBLE = 1e-20
 
 
-def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+def z_for(level: float) -> float:
+    """The two-sided normal quantile for a confidence ``level`` such as 0.95."""
+    return Z95 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     """The Wilson score interval for ``correct`` successes out of ``n`` (95% by default)."""
     if n <= 0:
         return (0.0, 1.0)
@@ -13,17 +28,111 @@ def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float, f
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # At 0 or n correct the bound is exactly 0 or 1; in floats centre - half leaves ~5.55e-17.
+    lo = 0.0 if correct <= 0 else max(0.0, centre - half)
+    hi = 1.0 if correct >= n else min(1.0, centre + half)
+    return (lo, hi)
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts (a binomial test at 1/2)."""
+    """Two-sided exact McNemar p-value from the discordant counts (a binomial test at 1/2).
+
+    Exact for any count: integer arithmetic up to ``EXACT_INT_MAX`` discordant pairs, a
+    log-space sum of the same binomial terms beyond (``float(1 << n)`` overflowed at 1,024).
+    """
     n = a_only + b_only
-    if n == 0:
-        return 1.0
     k = min(a_only, b_only)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / float(1 << n)
-    return min(1.0, 2 * tail)
+    if n == 0 or 2 * k == n:
+        return 1.0
+    if n <= EXACT_INT_MAX:
+        # int / int is correctly rounded in Python, and underflows to 0.0 rather than raising.
+        return min(1.0, 2 * _comb_sum(n, k) / (1 << n))
+    return min(1.0, 2 * math.exp(log_binomial_tail(n, k)))
+
+
+def _comb_sum(n: int, k: int) -> int:
+    """C(n, 0) + ... + C(n, k), each term from the one before (math.comb for each costs k times more)."""
+    term = total = 1
+    for i in range(k):
+        term = term * (n - i) // (i + 1)
+        total += term
+    return total
+
+
+def log_binomial_tail(n: int, k: int) -> float:
+    """log P(X <= k) for X ~ Binomial(n, 1/2), with k < n / 2, summed from the largest term down."""
+    log_top = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) - n * math.log(2)
+    total, ratio = 1.0, 1.0
+    for i in range(k, 0, -1):  # C(n, i-1) / C(n, i) = i / (n - i + 1): each term from the one above it
+        ratio *= i / (n - i + 1)
+        total += ratio
+        if ratio < NEGLIGIBLE * total:
+            break
+    return log_top + math.log(total)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))  # adjusted values never decrease
+        adjusted[i] = running
+    return adjusted
+
+
+def paired_phi(both: int, a_only: int, b_only: int, neither: int) -> float:
+    """The phi correlation of a paired 2x2 table, with Newcombe's (1998) continuity correction.
+
+    When ad > bc, ad - bc is reduced by n/2 (not below 0); phi is 0 when a margin is empty.
+    """
+    n = both + a_only + b_only + neither
+    margins = (both + a_only) * (b_only + neither) * (both + b_only) * (a_only + neither)
+    if margins == 0:
+        return 0.0
+    cross: float = both * neither - a_only * b_only
+    if cross > 0:
+        cross = max(cross - n / 2, 0.0)
+    return cross / math.sqrt(margins)
+
+
+def newcombe_paired(both: int, a_only: int, b_only: int, neither: int, z: float = Z95) -> tuple[float, float] | None:
+    """Newcombe's hybrid score interval (1998, method 10) for rate(a) - rate(b) on paired items.
+
+    Built from the Wilson interval of each arm's rate and the corrected phi of the pairs; None
+    when there are no pairs.
+    """
+    n = both + a_only + b_only + neither
+    if n == 0:
+        return None
+    p1, p2 = (both + a_only) / n, (both + b_only) / n
+    l1, u1 = wilson(both + a_only, n, z)
+    l2, u2 = wilson(both + b_only, n, z)
+    phi = paired_phi(both, a_only, b_only, neither)
+    delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    eps = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    diff = p1 - p2
+    return (max(-1.0, diff - delta), min(1.0, diff + eps))
+
+
+def cluster_interval(clusters: Sequence[tuple[int, int]], z: float = Z95) -> tuple[float, float, float] | None:
+    """(standard error, lo, hi) of the overall rate over ``clusters`` of (correct, n), cluster-robust.
+
+    The sandwich (CR1) variance of a mean, sum over clusters of (correct_g - p n_g)^2, scaled by
+    G / (G - 1) and divided by n^2: items of one subtask are not independent draws. None with
+    fewer than two clusters.
+    """
+    groups = [(c, m) for c, m in clusters if m > 0]
+    g = len(groups)
+    n = sum(m for _, m in groups)
+    if g < 2:
+        return None
+    p = sum(c for c, _ in groups) / n
+    variance = g / (g - 1) * sum((c - p * m) ** 2 for c, m in groups) / (n * n)
+    se = math.sqrt(variance)
+    return (se, max(0.0, p - z * se), min(1.0, p + z * se))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,0 +1,58 @@
+"""The report as CSV: one line per arm, per subtask of an arm, and per oracle, safe to open in a spreadsheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict
+from typing import Any
+
+from pytest_echo_bench.ops.report import ArmStats, Oracle, Report
+
+# ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
+# for the oracle line (whose arm cell is the reserved "(oracle)" and whose arms are listed apart).
+CSV_FIELDS = ["kind", "benchmark", "arm", "subtask", "oracle_arms", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi",
+              "clusters", "cluster_se", "cluster_ci95_lo", "cluster_ci95_hi", "unparseable", "errors", "not_completed",
+              "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate", "prompt_tokens",
+              "completion_tokens", "cost_usd", "cost_per_correct", "cost_units", "cost_units_per_correct"]
+ORACLE_NAME = "(oracle)"
+# OWASP's CSV-injection guidance: a cell a spreadsheet would read as a formula starts with one of
+# these; a leading single quote makes it text. Only text cells are touched: numbers stay numbers.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def render_csv(report: Report) -> str:
+    out = io.StringIO()
+    # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
+    writer = csv.DictWriter(out, CSV_FIELDS, restval="", lineterminator="\r\n")
+    writer.writeheader()
+    for bench in report.benchmarks:
+        for s in (s for s in report.arms if s.benchmark == bench.name):
+            writer.writerow(_safe(_flat(s, "arm")))
+            writer.writerows(_safe(_flat(t, "subtask")) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
+        for o in (o for o in report.oracles if o.benchmark == bench.name):
+            writer.writerow(_safe(_oracle(o)))
+    return out.getvalue()
+
+
+def neutralise(text: str) -> str:
+    """``text`` as a spreadsheet shows it but never evaluates it."""
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def _safe(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()}
+
+
+def _flat(s: ArmStats, kind: str) -> dict[str, Any]:
+    data = asdict(s)
+    data["kind"] = kind
+    data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
+    cluster = data.pop("cluster_ci95")
+    data["cluster_ci95_lo"], data["cluster_ci95_hi"] = cluster if cluster is not None else (None, None)
+    return {k: v for k, v in data.items() if v is not None}  # csv writes None as "", as it wrote before
+
+
+def _oracle(o: Oracle) -> dict[str, Any]:
+    return {"kind": "oracle", "benchmark": o.benchmark, "arm": ORACLE_NAME, "oracle_arms": ",".join(o.arms), "n": o.n,
+            "correct": o.correct, "pass_rate": o.pass_rate, "ci95_lo": o.ci95[0], "ci95_hi": o.ci95[1]}

@@ -1,0 +1,141 @@
+"""``echo-bench report --format html``: the report as one self-contained page (inline CSS and SVG, no script)."""
+
+from __future__ import annotations
+
+from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
+from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
+from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, palette, rate_bars
+
+ALPHA = 0.05
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;max-width:1250px}
+h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.2em;margin:1.6em 0 .3em;border-bottom:2px solid #ccc}
+h3{font-size:1.02em;margin:1.2em 0 .3em}.muted{color:#666}
+table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25em .45em;text-align:right;vertical-align:top}
+th:first-child,td:first-child,.text{text-align:left}td.heat,td.pair{text-align:center;font-size:12px;min-width:6.5em}
+td.sig-pos{background:#c7e9c0}td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
+.legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ddd}
+.answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;word-break:break-all;max-width:22em}
+.scroll{overflow-x:auto;max-width:100%}th{max-width:14em;overflow-wrap:anywhere}
+.right{color:#176d1c}.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
+"""
+# Like the progress page: no script runs and nothing loads, so a payload that slipped past
+# escaping could not act, and the page works offline.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def render_html(report: Report) -> str:
+    """The whole report page; every name, id, subtask and answer from the results file is escaped."""
+    body = ["<h1>echo-bench report</h1>", _summary(report)]
+    for bench in report.benchmarks:
+        body.append(_benchmark(report, bench))
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+            f"<title>echo-bench report · {e(', '.join(b.name or '-' for b in report.benchmarks))}</title>\n"
+            f"<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+def _summary(report: Report) -> str:
+    facts = [f"{len(report.benchmarks)} benchmark(s)", f"{sum(b.tasks for b in report.benchmarks)} task id(s)",
+             f"{sum(s.n for s in report.arms)} graded row(s)", f"{report.duplicates} duplicate(s)",
+             f"{len(report.conflicts)} conflicting verdict(s)"]
+    return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
+
+
+def _benchmark(report: Report, bench: Benchmark) -> str:
+    arms = [s for s in report.arms if s.benchmark == bench.name]
+    colors = dict(zip((s.arm for s in arms), palette(len(arms)), strict=True))
+    pairs = [p for p in report.pairs if p.benchmark == bench.name]
+    frontier = next((f for f in report.frontiers if f.benchmark == bench.name), None)
+    count, shown = report.disagreements.get(bench.name, (0, []))
+    parts = [f'<section class="benchmark"><h2>{e(bench.name or "(no benchmark name)")}</h2>',
+             f'<p class="muted">{bench.tasks} task id(s), {len(arms)} arm(s)</p>',
+             '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% interval; '
+             "dashed: cluster-robust 95% interval over subtasks (when the arm spans several)</p>",
+             rate_bars(arms, colors),
+             _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
+             _pair_matrix([s.arm for s in arms], pairs),
+             _cost(frontier, colors),
+             _disagreements(count, shown, [s.arm for s in arms]),
+             "</section>"]
+    return "\n".join(p for p in parts if p)
+
+
+def _heatmap(subtasks: list[ArmStats], arms: list[str]) -> str:
+    if not subtasks:
+        return ""
+    cells = {(s.subtask, s.arm): s for s in subtasks}
+    names = sorted({str(s.subtask) for s in subtasks})
+    head = "".join(f'<th class="text">{e(a)}</th>' for a in arms)
+    rows = []
+    for sub in names:
+        tds = "".join(_heat_cell(cells.get((sub, a))) for a in arms)
+        rows.append(f'<tr><td class="text">{e(sub)}</td>{tds}</tr>')
+    return ('<h3>Pass rate per subtask</h3><div class="scroll"><table class="heatmap"><tr><th class="text">subtask</th>'
+            f'{head}</tr>{"".join(rows)}</table></div>')
+
+
+def _heat_cell(s: ArmStats | None) -> str:
+    if s is None:
+        return '<td class="heat">-</td>'
+    ink = "#fff" if s.pass_rate > 0.55 else "#222"  # keep the text readable on the darker blues
+    return (f'<td class="heat" style="background:{heat_color(s.pass_rate)};color:{ink}" '
+            f'title="{s.correct}/{s.n}">{s.pass_rate:.2f}<br>n={s.n}</td>')
+
+
+def _pair_matrix(arms: list[str], pairs: list[Pair]) -> str:
+    if not pairs:
+        return ""
+    by = {(p.a, p.b): p for p in pairs}
+    head = "".join(f'<th class="text">{e(a)}</th>' for a in arms)
+    rows = []
+    for row in arms:
+        tds = "".join(_pair_cell(row, col, by) for col in arms)
+        rows.append(f'<tr><th class="text">{e(row)}</th>{tds}</tr>')
+    legend = ('<p class="legend"><span class="sig-pos" style="background:#c7e9c0">row better (Holm p &lt; 0.05)</span>'
+              '<span style="background:#fcbba1">row worse (Holm p &lt; 0.05)</span>'
+              '<span style="background:#f2f2f2">not significant</span></p>')
+    return ('<h3>Paired comparisons (row − column)</h3><p class="muted">diff of pass rates on the items both answered, '
+            "Newcombe's paired 95% interval, exact McNemar p adjusted by Holm over the benchmark's pairs</p>"
+            f'{legend}<div class="scroll"><table class="pair-matrix"><tr><th class="text">row − column</th>{head}</tr>{"".join(rows)}</table></div>')
+
+
+def _pair_cell(row: str, col: str, by: dict[tuple[str, str], Pair]) -> str:
+    if row == col:
+        return '<td class="pair self">·</td>'
+    p, sign = (by[(row, col)], 1) if (row, col) in by else (by.get((col, row)), -1)
+    if p is None or p.diff is None or p.diff_ci95 is None:
+        return '<td class="pair ns">-</td>'
+    diff = sign * p.diff
+    lo, hi = (p.diff_ci95 if sign == 1 else (-p.diff_ci95[1], -p.diff_ci95[0]))
+    holm = p.p_holm if p.p_holm is not None else p.p_value
+    kind = "ns" if holm >= ALPHA else ("sig-pos" if diff > 0 else "sig-neg")
+    return (f'<td class="pair {kind}" title="n={p.n}, p={p.p_value:.4g}">{diff:+.3f}<br>'
+            f"[{lo:+.3f}, {hi:+.3f}]<br>p<sub>holm</sub>={holm:.3g}</td>")
+
+
+def _cost(frontier: Frontier | None, colors: dict[str, str]) -> str:
+    if frontier is None:
+        return '<h3>Accuracy against cost</h3><p class="muted" id="no-cost">No row records a cost.</p>'
+    listed = ", ".join(e(a) for a in frontier.arms)
+    return (f'<h3>Accuracy against cost</h3><p class="muted">cost per item ({e(frontier.basis)}); ringed and joined: '
+            f"the Pareto frontier ({listed})</p>" + cost_plot(frontier, colors))
+
+
+def _disagreements(count: int, shown: list[Disagreement], arms: list[str]) -> str:
+    if not count:
+        return ""
+    head = "".join(f'<th class="text">{e(a)}</th>' for a in arms)
+    rows = []
+    for d in shown:
+        tds = "".join(_answer_cell(d, a) for a in arms)
+        rows.append(f'<tr><td class="text">{e(d.task_id)}</td><td class="text">{e(d.subtask or "")}</td>{tds}</tr>')
+    return (f'<h3>Items the arms disagree on</h3><p class="muted">{count} item(s) some arms get right and others wrong; '
+            f'the first {len(shown)} by task id</p><div class="scroll"><table class="disagreements"><tr><th class="text">task id</th>'
+            f'<th class="text">subtask</th>{head}</tr>{"".join(rows)}</table></div>')
+
+
+def _answer_cell(d: Disagreement, arm: str) -> str:
+    ok = d.verdicts.get(arm)
+    mark = '<span class="right">✓</span>' if ok else '<span class="wrong">✗</span>'
+    return f'<td class="text">{mark} <span class="answer">{e(d.answers.get(arm) or "")}</span></td>'

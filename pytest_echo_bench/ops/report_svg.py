@@ -1,0 +1,117 @@
+"""Drawing for the HTML report: the arm palette, escaping and the two inline SVG charts."""
+
+from __future__ import annotations
+
+import colorsys
+import html
+import math
+from collections.abc import Callable, Sequence
+
+from pytest_echo_bench.ops.compare import Frontier
+from pytest_echo_bench.ops.report import ArmStats
+
+# Matplotlib's tab10: distinct, and distinguishable by most colour-blind readers.
+BASE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+GOLDEN_ANGLE = 137.50776405  # degrees: successive hues stay far apart however many are drawn
+FIRST_HUE = 240.0  # violet-blue, the widest gap between the base colours' hues
+LABEL_CHARS = 28  # longer arm names are cut in the charts (the tables show them whole)
+ROW_H, LABEL_W, BAR_W = 26, 190, 460
+PLOT_W, PLOT_H, PAD = 640, 300, 48
+DASHED = ' stroke-dasharray="3 2"'
+
+
+def e(value: object) -> str:
+    """Escaped for text and attribute values, as the progress page escapes."""
+    return html.escape(str(value), quote=True)
+
+
+def palette(count: int) -> list[str]:
+    """``count`` distinct colours: the base ten, then hues stepped by the golden angle, alternating lightness."""
+    colors = list(BASE_COLORS[:count])
+    for i in range(len(colors), count):
+        hue = (FIRST_HUE + (i - len(BASE_COLORS)) * GOLDEN_ANGLE) % 360 / 360
+        lightness = 0.38 if i % 2 else 0.52  # neighbours in hue also differ in lightness
+        r, g, b = colorsys.hls_to_rgb(hue, lightness, 0.75)
+        colors.append(f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}")
+    return colors
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
+
+
+def _x(rate: float) -> float:
+    return LABEL_W + rate * BAR_W
+
+
+def rate_bars(arms: Sequence[ArmStats], colors: dict[str, str]) -> str:
+    """Pass rate per arm as a bar with its Wilson 95% whisker (and the cluster-robust one, dashed)."""
+    height = ROW_H * len(arms) + 30
+    parts = [f'<svg class="rate-chart" width="{LABEL_W + BAR_W + 170}" height="{height}" role="img" '
+             'aria-label="pass rate per arm with 95% intervals">']
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{_x(tick):.1f}" x2="{_x(tick):.1f}" y1="0" y2="{height - 18}" stroke="#eee"/>'
+                     f'<text x="{_x(tick):.1f}" y="{height - 4}" text-anchor="middle">{tick:.2f}</text>')
+    for row, s in enumerate(arms):
+        y = row * ROW_H + 4
+        mid = y + ROW_H / 2 - 3
+        label = f"<title>{e(s.arm)}</title>{e(_short(s.arm))}"
+        parts.append(f'<g class="rate-bar" data-arm="{e(s.arm)}"><text x="{LABEL_W - 8}" y="{mid + 4:.1f}" text-anchor="end">{label}</text>'
+                     f'<rect x="{LABEL_W}" y="{y}" width="{s.pass_rate * BAR_W:.1f}" height="{ROW_H - 8}" fill="{colors[s.arm]}" opacity="0.8"/>'
+                     f'{_whisker(s.ci95, mid, "#222", "")}'
+                     f'{_whisker(s.cluster_ci95, mid + 5, "#555", DASHED)}'
+                     f'<text x="{LABEL_W + BAR_W + 8}" y="{mid + 4:.1f}">{s.pass_rate:.3f} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}] n={s.n}</text></g>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _whisker(ci: tuple[float, float] | None, y: float, color: str, extra: str) -> str:
+    if ci is None:
+        return ""
+    lo, hi = _x(ci[0]), _x(ci[1])
+    return (f'<line class="ci" x1="{lo:.1f}" x2="{hi:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-width="1.6"{extra}/>'
+            f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>'
+            f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>')
+
+
+def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
+    """Pass rate against cost per item, one dot per arm, the Pareto frontier as a line through its arms."""
+    costs = [c for _, c, _ in frontier.points]
+    rates = [r for _, _, r in frontier.points]
+    c_lo, c_hi = min(costs), max(costs)
+    r_lo, r_hi = max(0.0, min(rates) - 0.05), min(1.0, max(rates) + 0.05)
+
+    # Costs of models often span orders of magnitude: a log axis then keeps the cheap arms apart.
+    log = c_lo > 0 and c_hi / c_lo > 20
+    scale: Callable[[float], float] = math.log10 if log else float
+
+    def at(cost: float, rate: float) -> tuple[float, float]:
+        lo, hi = scale(c_lo), scale(c_hi)
+        x = PAD + (scale(cost) - lo) / (hi - lo) * (PLOT_W - 2 * PAD) if hi > lo else PLOT_W / 2
+        y = PLOT_H - PAD - (rate - r_lo) / ((r_hi - r_lo) or 1) * (PLOT_H - 2 * PAD)
+        return x, y
+
+    on = sorted((p for p in frontier.points if p[0] in frontier.arms), key=lambda p: p[1])
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(c, r) for _, c, r in on))
+    unit = "USD" if frontier.basis == "cost_usd" else "cost units"
+    parts = [f'<svg class="cost-chart" width="{PLOT_W + 160}" height="{PLOT_H}" role="img" aria-label="pass rate against cost">',
+             f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
+             f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
+             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 10}" text-anchor="middle">{e(unit)} per item{", log scale" if log else ""} '
+             f'({c_lo:.4g} to {c_hi:.4g})</text>',
+             f'<text x="10" y="{PAD / 2}">pass rate {r_lo:.2f} to {r_hi:.2f}</text>',
+             f'<polyline class="frontier" points="{line}" fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>']
+    for arm, cost, rate in frontier.points:
+        x, y = at(cost, rate)
+        ring = ' stroke="#000" stroke-width="2"' if arm in frontier.arms else ""
+        parts.append(f'<g class="cost-point" data-arm="{e(arm)}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{colors.get(arm, "#777")}"{ring}/>'
+                     f'<text x="{x + 9:.1f}" y="{y + 4:.1f}"><title>{e(arm)}</title>{e(_short(arm))} ({rate:.3f}, {cost:.4g})</text></g>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def heat_color(rate: float) -> str:
+    """A light-to-dark blue for a pass rate in [0, 1] (darker is higher)."""
+    light, dark = (247, 251, 255), (8, 69, 148)
+    mix = [round(lo + (hi - lo) * rate) for lo, hi in zip(light, dark, strict=True)]
+    return "#" + "".join(f"{c:02x}" for c in mix)

@@ -1,0 +1,142 @@
+"""Reading results files for reports: each row normalised to an ``Item``, streamed line by line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.records import Key, row_key
+
+# The disagreement list shows answers, not whole outputs: keep a short prefix of each.
+ANSWER_CHARS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One graded row, normalised so that older six-field rows read like current ones."""
+
+    benchmark: str
+    task_id: str
+    arm: str
+    passed: bool
+    status: str
+    subtask: str | None
+    wall_seconds: float | None
+    sub_calls: float | None
+    escalated: bool | None  # None when the row does not say
+    usage: tuple[int, int] | None  # (prompt_tokens, completion_tokens)
+    cost_usd: float | None
+    cost_units: float | None = None
+    answer: str | None = None  # the parsed answer, else the start of the output
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A repeated (benchmark, task_id, arm) whose verdict differs from the first one kept."""
+
+    key: Key
+    first: bool
+    second: bool
+
+
+@dataclass
+class Results:
+    """Rows of one or more results files, each key once (first occurrence wins)."""
+
+    rows: list[Item] = field(default_factory=list)
+    metas: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+def load_results(paths: Sequence[Path]) -> Results:
+    """Combine results files in order; a repeated key is counted once, and noted if its verdict differs."""
+    results = Results()
+    seen: dict[Key, Item] = {}
+    for path in paths:
+        default = ""
+        for lineno, record in _records(path):
+            if record.get("_meta"):
+                if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
+                    results.metas.append(record)
+                    default = str(record.get("benchmark") or "")
+                continue
+            _add(results, seen, _item(record, default))
+    return results
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of ``path`` one line at a time, with ``store.reader``'s rules.
+
+    ``store.reader.iter_records`` holds the whole file and its split lines in memory (1.2 GB for
+    a million rows); a report needs neither, so it reads a line at a time. A last line without a
+    newline counts when it is a whole row and is skipped when torn; any other bad line is refused.
+    """
+    try:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                last = not raw.endswith(b"\n")
+                if not raw.strip():
+                    continue
+                record = parse_line(raw.rstrip(b"\n"), path, lineno, not last)
+                if record is not None:
+                    yield lineno, record
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+
+
+def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
+    key = (item.benchmark, item.task_id, item.arm)
+    first = seen.get(key)
+    if first is None:
+        seen[key] = item
+        results.rows.append(item)
+        return
+    results.duplicates += 1
+    if first.passed != item.passed:
+        results.conflicts.append(Conflict(key, first.passed, item.passed))
+
+
+def _item(record: dict[str, Any], default_benchmark: str) -> Item:
+    benchmark, task_id, arm = row_key(record, default_benchmark)
+    extra = record.get("extra")
+    escalated = extra.get("escalated") if isinstance(extra, dict) else None
+    subtask = _subtask(record, task_id)
+    # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
+    return Item(sys.intern(benchmark), task_id, sys.intern(arm), bool(record.get("passed")), sys.intern(row_status(record)),
+                None if subtask is None else sys.intern(subtask),
+                _number(record.get("wall_seconds")), _number(record.get("sub_calls")),
+                None if escalated is None else bool(escalated), _usage(record.get("usage")), _number(record.get("cost_usd")),
+                _number(record.get("cost_units")), _answer(record))
+
+
+def _subtask(record: dict[str, Any], task_id: str) -> str | None:
+    subtask = record.get("subtask")
+    if isinstance(subtask, str) and subtask:
+        return subtask
+    parts = task_id.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
+
+
+def _answer(record: dict[str, Any]) -> str | None:
+    for key in ("answer", "output"):
+        value = record.get(key)
+        if isinstance(value, str) and value:
+            return value[:ANSWER_CHARS]
+    return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _usage(value: Any) -> tuple[int, int] | None:
+    if not isinstance(value, dict):
+        return None
+    return (int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
