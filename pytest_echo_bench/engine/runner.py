@@ -27,6 +27,7 @@ from pytest_echo_bench.errors import (
     UnavailableError,
 )
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
+from pytest_echo_bench.providers.base import key_values
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.spec.load import Spec
@@ -34,6 +35,7 @@ from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.records import Row, row_from_json
 from pytest_echo_bench.store.runrows import RunRows
+from pytest_echo_bench.store.safe_text import redact, shown
 from pytest_echo_bench.store.writer import ResultsWriter
 
 
@@ -98,6 +100,7 @@ class Runner:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
         self.on_stop, self.cache, self.recorded = on_stop, cache, recorded
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
+        self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
         self._lock = threading.Lock()
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
@@ -106,6 +109,17 @@ class Runner:
             if key not in self._arms:
                 self._arms[key] = ArmRuntime(self, spec, name)
             return self._arms[key]
+
+    def error_text(self, spec: Spec, exc: BaseException) -> str:
+        """An error's text as a row or a message may carry it: every key of the spec's arms redacted.
+
+        Servers and HTTP clients quote what they were sent (a header, a body that echoes it), so
+        any error text may hold a key; this is the one place error texts pass on their way out.
+        """
+        secrets = self._secrets.get(str(spec.path))
+        if secrets is None:
+            secrets = self._secrets[str(spec.path)] = key_values(spec)
+        return redact(str(exc), secrets)
 
     def caller_for(self, spec: Spec) -> Callable[[str, Request], Completion]:
         """How a composite arm calls a sibling arm: the same slots, retries and classification."""
@@ -149,15 +163,17 @@ class Runner:
             try:
                 completion, attempts, retries = self._call(item.spec, item.arm, request)
             except UnavailableError as exc:
-                return Outcome(UNAVAILABLE, message=str(exc))
+                return Outcome(UNAVAILABLE, message=self.error_text(item.spec, exc))
             except AbortedError as exc:
-                return Outcome(ABORTED, message=str(exc))
+                return Outcome(ABORTED, message=self.error_text(item.spec, exc))
             except IncompleteError as exc:
-                return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {exc}")
+                text = self.error_text(item.spec, exc)
+                return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {text}")
             except ExhaustedError as exc:
-                return Outcome(ABORTED, message=f"provider exhausted: {exc}", stop=self._exhausted(item, exc))
+                text = self.error_text(item.spec, exc)
+                return Outcome(ABORTED, message=f"provider exhausted: {text}", stop=self._exhausted(item, text))
             except PermanentError as exc:
-                verdict = Verdict("error", None, f"error: {exc}")
+                verdict = Verdict("error", None, f"error: {self.error_text(item.spec, exc)}")
                 return self._record(item, Completion(""), verdict, started, t0, 1, 0)
         verdict = self._grade(item, completion.text)
         return self._record(item, completion, verdict, started, t0, attempts, retries)
@@ -168,7 +184,8 @@ class Runner:
         try:
             return scorer(output, item.example, item.spec.scorer_options)
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
-            return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {exc}")
+            text = self.error_text(item.spec, exc)
+            return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}")
 
     def _record(self, item: Job, done: Completion, verdict: Verdict, started: str, t0: float,
                 attempts: int, retries: int) -> Outcome:
@@ -193,11 +210,12 @@ class Runner:
             return Outcome(ABORTED, message=f"not recorded: {exc}", stop=reason)
         return Outcome(ROW, row, retries=retries)
 
-    def _exhausted(self, item: Job, exc: ExhaustedError) -> StopReason:
-        reason = StopReason("exhausted", str(exc))
+    def _exhausted(self, item: Job, text: str) -> StopReason:
+        reason = StopReason("exhausted", text)
         self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
                           worker=self.worker, at=utcnow(), results=str(self.writer.path))
-        self.on_stop(f"echo-bench: provider exhausted on {item.nodeid}: {exc}")
+        # pytest prints this line as it is ("Interrupted: ..."): the server's text, shown escaped.
+        self.on_stop(shown(f"echo-bench: provider exhausted on {item.nodeid}: {text}", newlines=False))
         return reason
 
 

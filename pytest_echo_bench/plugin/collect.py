@@ -16,6 +16,7 @@ from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.errors import SpecError, UnavailableError
 from pytest_echo_bench.plugin.context import SPEC_CACHE
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.safe_text import escape_id, shown
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -46,14 +47,18 @@ class SpecFile(pytest.File):
             check_spec(spec)
         except SpecError as exc:
             # pytest prints a CollectError's message alone: file, line, key and what to do.
-            raise self.CollectError(f"echo-bench: invalid benchmark spec: {exc}") from exc
+            raise self.CollectError(shown(f"echo-bench: invalid benchmark spec: {exc}")) from exc
         except UnavailableError as exc:
-            pytest.skip(f"echo-bench: {exc}")
+            pytest.skip(shown(f"echo-bench: {exc}"))
         for arm in spec.arms:
             self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
         for ex in examples:
+            # pytest prints node names as they are (-v, the short summary, JUnit XML): a task id
+            # holding ESC or bidi characters would drive the terminal. Escaped reversibly, so two
+            # ids never share a node id; the item's key keeps the id itself (resume, shards).
+            name = escape_id(ex.id)
             for arm in spec.arms:
-                yield BenchItem.from_parent(self, name=f"{ex.id}[{arm}]", spec=spec, example=ex, arm=arm)
+                yield BenchItem.from_parent(self, name=f"{name}[{arm}]", spec=spec, example=ex, arm=arm)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,7 +71,8 @@ def item_marks(arm: str, subtask: str | None) -> tuple[pytest.MarkDecorator, ...
 
 
 class BenchItem(pytest.Item):
-    """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``."""
+    """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``, the task id escaped
+    by ``escape_id``; ``key`` holds the id itself."""
 
     def __init__(self, *, spec: Spec, example: Example, arm: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -99,9 +105,9 @@ class BenchItem(pytest.Item):
         if outcome.kind == ROW:
             assert outcome.row is not None
             if not outcome.row.passed:
-                raise WrongAnswer(outcome.row.detail)
+                raise WrongAnswer(shown(outcome.row.detail))
             return
-        raise NotRecorded(f"{outcome.kind}: {outcome.message}")
+        raise NotRecorded(shown(f"{outcome.kind}: {outcome.message}"))
 
     def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         outcome = self.stash.get(OUTCOME, None)
@@ -114,13 +120,17 @@ class BenchItem(pytest.Item):
 
 
 def failure_text(outcome: Outcome) -> str:
-    """A few domain lines instead of a traceback: verdict, expected vs got, the output's tail."""
+    """A few domain lines instead of a traceback: verdict, expected vs got, the output's tail.
+
+    Everything in it came from a model or a dataset and goes to the terminal, JUnit XML and
+    json-report: controls and bidi characters are shown escaped (``shown``), and so are lone
+    surrogates (a model's broken output, kept exactly in the row), which could not cross to the
+    xdist controller (execnet sends UTF-8).
+    """
     row = outcome.row
     assert row is not None
-    tail = row.output.strip()[-300:]
-    lines = [f"{row.status}: {row.detail}", f"  target: {row.target}", f"  answer: {row.answer}"]
+    tail = shown(row.output.strip()[-300:])
+    lines = [shown(f"{row.status}: {row.detail}"), f"  target: {shown(row.target)}", f"  answer: {shown(str(row.answer))}"]
     if tail:
         lines.append("  output tail: " + tail.replace("\n", "\n    "))
-    # Lone surrogates (a model's broken output, kept exactly in the row) cannot cross to the xdist
-    # controller (execnet sends UTF-8) or reach a terminal: show them escaped.
-    return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
+    return "\n".join(lines)

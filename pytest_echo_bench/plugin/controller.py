@@ -24,6 +24,7 @@ from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend
 from pytest_echo_bench.store.files import StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
+from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
 
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
@@ -172,13 +173,17 @@ class ControllerPlugin:
         report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
 
     def _key_of(self, nodeid: str) -> tuple[str, str, str] | None:
-        """(benchmark, task_id, arm) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``."""
+        """(benchmark, task_id, arm) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.
+
+        The node name holds the task id escaped (``escape_id``); arm names never hold "[", so
+        the last "[" starts the arm whatever the id holds.
+        """
         spec, _, name = nodeid.partition("::")
         benchmark = self._spec_of().get(spec)
         if benchmark is None or not name.endswith("]") or "[" not in name:
             return None
         cut = name.rindex("[")
-        return benchmark, name[:cut], name[cut + 1 : -1]
+        return benchmark, unescape_id(name[:cut]), name[cut + 1 : -1]
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -197,7 +202,7 @@ class ControllerPlugin:
     def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
         """pytest-json-report: the report's root carries the per-arm summary."""
         if self.final is not None:
-            json_report["echo_bench"] = self.final
+            json_report["echo_bench"] = shown_json(self.final)  # a stop message may quote a server
 
     def pytest_internalerror(self, excrepr: object, excinfo: pytest.ExceptionInfo[BaseException]) -> bool | None:
         if isinstance(excinfo.value, StoreError):
@@ -208,7 +213,7 @@ class ControllerPlugin:
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(line)
+            reporter.write_line(shown(line))
 
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -276,12 +281,13 @@ class ControllerPlugin:
         yield
         tr = terminalreporter
         tr.section("echo-bench summary")
+        # Names in the table come from specs, reasons and messages from providers: shown escaped.
         for line in end_table(Path(self.ctx.results), self.not_completed, self.live.counted if self.live else None):
-            tr.write_line(line)
+            tr.write_line(shown(line))
         for (arm, reason), count in sorted(self.unavailable.items()):
-            tr.write_line(f"skipped: {count} items of arm {arm}: {reason}")
+            tr.write_line(shown(f"skipped: {count} items of arm {arm}: {reason}"))
         for nodeid, message in self.unfinished[:5]:
-            tr.write_line(f"not completed: {nodeid}: {message}")
+            tr.write_line(shown(f"not completed: {nodeid}: {message}"))
         if len(self.unfinished) > 5:
             tr.write_line(f"... and {len(self.unfinished) - 5} more not completed")
         if self.ctx.resume_upto is not None and self.to_run == 0 and not self.stopped:
@@ -290,7 +296,8 @@ class ControllerPlugin:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         tr.write_line(f"results: {self.ctx.results}")
         if self.stopped:
-            tr.write_line(f"echo-bench: stopped early ({self.stopped}); resume with:", bold=True, red=True)
+            tr.write_line(shown(f"echo-bench: stopped early ({self.stopped}); resume with:", newlines=False),
+                          bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
 
     def close(self) -> None:

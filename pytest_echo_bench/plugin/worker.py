@@ -29,6 +29,7 @@ from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
+from pytest_echo_bench.store.safe_text import shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
 
 STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
@@ -130,13 +131,17 @@ class WorkerPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
-        """pytest-json-report: each benchmark test's entry carries its result row."""
+        """pytest-json-report: each benchmark test's entry carries its result row.
+
+        Shown as the terminal shows it (controls and bidi characters escaped): a report is read
+        in terminals and pages too; the results file keeps the exact text.
+        """
         outcome = item.stash.get(OUTCOME, None) if isinstance(item, BenchItem) and call.when == "call" else None
         if outcome is None:
             return None
         if outcome.row is None:
-            return {"echo_bench": {"kind": outcome.kind, "message": outcome.message}}
-        return {"echo_bench": dataclasses.asdict(outcome.row)}
+            return {"echo_bench": {"kind": outcome.kind, "message": shown(outcome.message)}}
+        return {"echo_bench": shown_json(dataclasses.asdict(outcome.row))}
 
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before anyone (the controller) reads the file
@@ -171,14 +176,16 @@ def is_recorded(recorded: KeySet, key: Key) -> bool:
 
 
 def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
+    """What the controller learns of an item. ``task_id`` is the id itself (the node id has it
+    escaped); the messages, which the controller prints, are shown escaped."""
     row = outcome.row
     payload: dict[str, Any] = {
         "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": item.example.id, "arm": item.arm,
         "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
-        "retries": outcome.retries, "message": outcome.message,
+        "retries": outcome.retries, "message": shown(outcome.message),
     }
     if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
-        payload["stop"] = {"reason": outcome.stop.reason, "message": outcome.stop.message}
+        payload["stop"] = {"reason": outcome.stop.reason, "message": shown(outcome.stop.message)}
     return payload
 
 

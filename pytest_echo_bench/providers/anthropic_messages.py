@@ -7,13 +7,12 @@ with a keep-alive connection per thread. Both map errors through one ``classify_
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option
+from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -133,9 +132,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     system = option(arm, "system", str, None, spec)
     params = _params(arm, spec)
     # "api_key_env: null" is for local proxies that take no key; then none is sent.
-    key = os.environ.get(key_env) if key_env else None
-    if key_env and not key:
-        raise UnavailableError(f"arm {arm.name!r} needs an API key: set the environment variable {key_env}")
+    key = read_key(arm.name, key_env) if key_env else None
     if client == "http":
         return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params)
     try:

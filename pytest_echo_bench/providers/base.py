@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_echo_bench.errors import UnavailableError
 
 if TYPE_CHECKING:
     from pytest_echo_bench.datasets.example import Example
@@ -78,3 +81,45 @@ def option(arm: ArmSpec, key: str, kind: type | tuple[type, ...], default: Any, 
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise spec.error(f"{key} has the wrong type: {value!r}", "arms", arm.name, key)
     return value
+
+
+# Where an arm's key is read when its spec names no variable (the claude preset passes these on).
+DEFAULT_KEY_ENV = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
+                   "command": ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")}
+
+
+def read_key(arm: str, env: str) -> str:
+    """The API key in the variable ``env``, without the white space around it.
+
+    A key read from a secret file or a CRLF ``.env`` ends in a newline; sent as is, the HTTP
+    client refuses the header with the whole key in its message. A key that is still not one
+    printable ASCII word is refused here, naming the variable and never showing the value.
+    """
+    key = os.environ.get(env, "").strip()
+    if not key:
+        raise UnavailableError(f"arm {arm!r} needs an API key: set the environment variable {env}")
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        raise UnavailableError(f"arm {arm!r}: the API key in {env} has a space or a control or non-ASCII "
+                               f"character inside it; set {env} to the key alone (its value is not shown)")
+    return key
+
+
+def key_names(spec: Spec) -> set[str]:
+    """The variables holding keys for ``spec``'s arms: those they name, else their provider's default."""
+    names: set[str] = set()
+    for arm in spec.arms.values():
+        named = arm.options.get("api_key_env", ...)
+        if isinstance(named, str):
+            names.add(named)
+        elif named is ...:
+            names.update(DEFAULT_KEY_ENV.get(arm.provider, ()))
+        passed = arm.options.get("env")
+        if isinstance(passed, list):  # a command arm's pass-through variables
+            names.update(name for name in passed if isinstance(name, str))
+    return names
+
+
+def key_values(spec: Spec) -> set[str]:
+    """What to redact from ``spec``'s error texts: each key value, as set and stripped."""
+    raw = [os.environ.get(name, "") for name in key_names(spec)]
+    return {value for text in raw for value in (text, text.strip()) if value}

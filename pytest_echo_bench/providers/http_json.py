@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError
+from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError, UnavailableError
 
 Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
 
@@ -68,6 +68,11 @@ class JSONClient:
             self._local.conn = conn
         return conn
 
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        """Forget a connection left mid-request: the next call opens a new one."""
+        conn.close()
+        self._local.conn = None
+
     def post(self, payload: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         """(status, lower-cased headers, parsed body); transport failures are TransientError."""
         conn = self._connection()
@@ -75,9 +80,18 @@ class JSONClient:
             conn.request("POST", self._path, json.dumps(payload), self.headers)
             resp = conn.getresponse()
             raw = resp.read()
+        except http.client.InvalidURL as exc:  # the spec's base_url, refused before anything was sent
+            self._drop(conn)
+            raise UnavailableError(f"the base_url cannot be used: {exc}") from None
+        except ValueError as exc:
+            # http.client checks each header before sending and quotes the value it refuses (the
+            # whole key); nothing about this prompt is wrong, so the arm cannot run, and the text is
+            # left out. ``from None``: a printed chain would show it again.
+            self._drop(conn)
+            raise UnavailableError(f"a request header was refused before sending ({type(exc).__name__}); "
+                                   "check the API key variable") from None
         except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, refused, torn replies
-            conn.close()
-            self._local.conn = None
+            self._drop(conn)
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         try:
             data = json.loads(raw) if raw else {}

@@ -8,13 +8,12 @@ one process keep dozens of calls in flight on a small machine. Both map errors t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option
+from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -98,9 +97,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     params.update(option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
-    key = os.environ.get(key_env) if key_env else "unused"
-    if not key:
-        raise UnavailableError(f"arm {arm.name!r} needs an API key: set the environment variable {key_env}")
+    key = read_key(arm.name, key_env) if key_env else "unused"
     if client == "http":
         return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params)
     try:

@@ -1,0 +1,86 @@
+"""Text from a model, a dataset or a spec made safe to show, and secrets kept out of error texts.
+
+A terminal obeys escape sequences wherever they come from: a model's output holding ESC or OSC
+can clear the screen, draw a fake "===== 2 passed =====" line or write the clipboard (OSC 52),
+and bidi overrides reorder what a reader sees. So whatever such text reaches a terminal, a failure
+report, JUnit XML or json-report goes through ``shown`` (or ``escape_id`` for node names); the
+results file keeps the exact text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# C0 and C1 controls, DEL, the bidi embeddings, overrides and isolates (and the marks beside
+# them), and lone surrogates (they cannot be encoded for a terminal or sent to an xdist controller).
+_UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_TEXT = re.compile(f"[{_UNSAFE}]")
+_UNSAFE_ID = re.compile(f"[\\\\{_UNSAFE}]")
+_ESCAPE = re.compile(r"\\(?:\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
+REDACTED = "[redacted]"
+MIN_SECRET = 4  # shorter values are no key; redacting them would shred every message
+
+
+def _code(char: str) -> str:
+    point = ord(char)
+    return f"\\x{point:02x}" if point <= 0xFF else f"\\u{point:04x}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return _code(match.group())
+
+
+def _escape_in_lines(match: re.Match[str]) -> str:
+    char = match.group()
+    return char if char in "\n\t" else _code(char)
+
+
+def shown(text: str, newlines: bool = True) -> str:
+    """``text`` with every control and bidi character shown escaped (``\\x1b``), for display.
+
+    ``newlines`` keeps line feeds and tabs, where the layout needs them (a failure report);
+    a CR LF pair becomes one line feed, a lone CR (which rewinds the line) is escaped.
+    """
+    if not _UNSAFE_TEXT.search(text):
+        return text  # the common case: nothing to copy
+    if newlines:
+        return _UNSAFE_TEXT.sub(_escape_in_lines, text.replace("\r\n", "\n"))
+    return _UNSAFE_TEXT.sub(_escape, text)
+
+
+def shown_json(value: Any) -> Any:
+    """A JSON-like value with every string in it (keys too) passed through ``shown``."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, Mapping):
+        return {shown(str(k)): shown_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shown_json(v) for v in value]
+    return value
+
+
+def escape_id(text: str) -> str:
+    """A task id as a node name: controls, bidi characters and the backslash escaped.
+
+    Reversible (``unescape_id``), so two different ids never share a node id.
+    """
+    if not _UNSAFE_ID.search(text):
+        return text
+    return _UNSAFE_ID.sub(lambda m: "\\\\" if m.group() == "\\" else _code(m.group()), text)
+
+
+def unescape_id(name: str) -> str:
+    """The task id ``escape_id`` made ``name`` from."""
+    if "\\" not in name:
+        return name
+    return _ESCAPE.sub(lambda m: "\\" if m.group() == "\\\\" else chr(int(m.group()[2:], 16)), name)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each secret replaced by its first three characters and ``…[redacted]``."""
+    for secret in sorted(set(secrets), key=len, reverse=True):  # the longest first: a key inside a key
+        if len(secret) >= MIN_SECRET and secret in text:
+            text = text.replace(secret, f"{secret[:3]}…{REDACTED}" if len(secret) >= 12 else REDACTED)
+    return text
