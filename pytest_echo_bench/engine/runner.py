@@ -173,7 +173,9 @@ class Runner:
                 text = self.error_text(item.spec, exc)
                 return Outcome(ABORTED, message=f"provider exhausted: {text}", stop=self._exhausted(item, text))
             except PermanentError as exc:
-                verdict = Verdict("error", None, f"error: {self.error_text(item.spec, exc)}")
+                text = self.error_text(item.spec, exc)
+                # One prefix: a message that already says "error:" is not told so twice.
+                verdict = Verdict("error", None, text if text.lower().startswith("error:") else f"error: {text}")
                 return self._record(item, Completion(""), verdict, started, t0, 1, 0)
         verdict = self._grade(item, completion.text)
         return self._record(item, completion, verdict, started, t0, attempts, retries)

@@ -50,8 +50,11 @@ class SpecFile(pytest.File):
             raise self.CollectError(shown(f"echo-bench: invalid benchmark spec: {exc}")) from exc
         except UnavailableError as exc:
             pytest.skip(shown(f"echo-bench: {exc}"))
+        # Every mark an item gets is registered, so --strict-markers accepts them.
         for arm in spec.arms:
             self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
+        for subtask in dict.fromkeys(ex.subtask for ex in examples if ex.subtask):
+            self.config.addinivalue_line("markers", f"{mark_name('subtask', subtask)}: items of subtask {shown(subtask)}")
         for ex in examples:
             # pytest prints node names as they are (-v, the short summary, JUnit XML): a task id
             # holding ESC or bidi characters would drive the terminal. Escaped reversibly, so two
@@ -130,7 +133,9 @@ def failure_text(outcome: Outcome) -> str:
     row = outcome.row
     assert row is not None
     tail = shown(row.output.strip()[-300:])
-    lines = [shown(f"{row.status}: {row.detail}"), f"  target: {shown(row.target)}", f"  answer: {shown(str(row.answer))}"]
+    # The detail of an error or unparseable row already opens with its status: say it once.
+    verdict = row.detail if row.detail.startswith(row.status) else f"{row.status}: {row.detail}"
+    lines = [shown(verdict), f"  target: {shown(row.target)}", f"  answer: {shown(str(row.answer))}"]
     if tail:
         lines.append("  output tail: " + tail.replace("\n", "\n    "))
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
+from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
@@ -43,7 +43,7 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     """Exhausted / transient / permanent from the status *and* the error type and message."""
     kind = str(error.get("type") or "")
     text = str(error.get("message") or "")
-    message = f"HTTP {status} {kind}: {text}".strip()
+    message = status_message(status, kind, text)
     # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
     if kind in _EXHAUSTED_TYPES or status in (401, 402, 403) or "credit balance is too low" in text.lower():
         return ExhaustedError(f"{message}; top up the account or fix the key, then resume", status=status)

@@ -110,3 +110,14 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
             except ValueError:
                 return None  # an HTTP date: fall back to our own backoff
     return None
+
+
+def status_message(status: int, code: str, text: str) -> str:
+    """``HTTP 400 invalid_request_error: ...``, each part once: proxies often repeat the status as
+    the error code ("HTTP 400 400") and start the text with "error:" or the status again."""
+    label = f" {code}" if code and code != str(status) else ""
+    text = text.strip()
+    for prefix in ("error:", f"{status}:", f"HTTP {status}:"):
+        if text.lower().startswith(prefix.lower()):
+            text = text[len(prefix):].strip()
+    return f"HTTP {status}{label}: {text}" if text else f"HTTP {status}{label}"

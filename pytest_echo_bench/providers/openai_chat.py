@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors
+from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
@@ -39,7 +39,7 @@ class OpenAIProvider:
 def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
     """Exhausted / transient / permanent from the status *and* the error code in the body."""
     code = str(error.get("code") or error.get("type") or "")
-    message = f"HTTP {status} {code}: {error.get('message') or ''}".strip()
+    message = status_message(status, code, str(error.get("message") or ""))
     if code in _EXHAUSTED_CODES:
         return ExhaustedError(message, status=status)
     if status in (401, 403):
