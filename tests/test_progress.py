@@ -301,3 +301,12 @@ def test_a_page_with_a_lone_surrogate_is_written(tmp_path: Path) -> None:
     out = tmp_path / "status.html"
     write_progress(path, out)  # a lone surrogate (a valid JSON escape) is replaced, never fails the page
     assert "? five" in out.read_text()
+
+
+def test_arm_colours_on_the_page_stay_distinct_beyond_ten_arms(tmp_path: Path) -> None:
+    arms = tuple(f"arm{i}" for i in range(14))
+    rows = [make_row("q1", arm) for arm in arms]
+    page = render_progress(progress_state(write_results(tmp_path / "run.jsonl", [meta(14, arms), *rows]), now=T0 + 60))
+    swatches = re.findall(r'class="swatch" style="background:(#[0-9a-f]{6})"', page)
+    strokes = re.findall(r'<polyline fill="none" stroke="(#[0-9a-f]{6})"', page)
+    assert len(swatches) == 14 and len(set(swatches)) == 14 and strokes == swatches  # the chart matches the table

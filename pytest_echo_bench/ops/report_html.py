@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
 from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
-from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, palette, rate_bars
+from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, rate_bars
 
 ALPHA = 0.05
 _CSS = """

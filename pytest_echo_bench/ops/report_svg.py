@@ -1,8 +1,7 @@
-"""Drawing for the HTML report: the arm palette, escaping and the two inline SVG charts."""
+"""Drawing for the HTML report: escaping and the two inline SVG charts."""
 
 from __future__ import annotations
 
-import colorsys
 import html
 import math
 from collections.abc import Callable, Sequence
@@ -10,10 +9,6 @@ from collections.abc import Callable, Sequence
 from pytest_echo_bench.ops.compare import Frontier
 from pytest_echo_bench.ops.report import ArmStats
 
-# Matplotlib's tab10: distinct, and distinguishable by most colour-blind readers.
-BASE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-GOLDEN_ANGLE = 137.50776405  # degrees: successive hues stay far apart however many are drawn
-FIRST_HUE = 240.0  # violet-blue, the widest gap between the base colours' hues
 LABEL_CHARS = 28  # longer arm names are cut in the charts (the tables show them whole)
 ROW_H, LABEL_W, BAR_W = 26, 190, 460
 PLOT_W, PLOT_H, PAD = 640, 300, 48
@@ -23,17 +18,6 @@ DASHED = ' stroke-dasharray="3 2"'
 def e(value: object) -> str:
     """Escaped for text and attribute values, as the progress page escapes."""
     return html.escape(str(value), quote=True)
-
-
-def palette(count: int) -> list[str]:
-    """``count`` distinct colours: the base ten, then hues stepped by the golden angle, alternating lightness."""
-    colors = list(BASE_COLORS[:count])
-    for i in range(len(colors), count):
-        hue = (FIRST_HUE + (i - len(BASE_COLORS)) * GOLDEN_ANGLE) % 360 / 360
-        lightness = 0.38 if i % 2 else 0.52  # neighbours in hue also differ in lightness
-        r, g, b = colorsys.hls_to_rgb(hue, lightness, 0.75)
-        colors.append(f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}")
-    return colors
 
 
 def _short(name: str) -> str:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.page.state import RECENT, TAIL, ArmProgress, LiveCounters, PageFeed, ProgressState
 from pytest_echo_bench.store.files import write_atomic
 
 MAX_POINTS = 150  # per arm in the chart: a long run must not make a heavy page
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;max-width:1150px}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .3em}
@@ -81,11 +81,11 @@ def _facts(state: ProgressState) -> str:
     return f'<ul class="facts" id="facts">{items}</ul>'
 
 
-def _arm_row(i: int, arm: ArmProgress) -> str:
+def _arm_row(i: int, arm: ArmProgress, color: str) -> str:
     lo, hi = arm.interval
     rate = f"{arm.correct / arm.done:.3f}" if arm.done else "–"
     interval = f"[{lo:.3f}, {hi:.3f}]" if arm.done else "–"
-    name = f'<span class="swatch" style="background:{COLORS[i % len(COLORS)]}"></span>{_e(arm.key)}'
+    name = f'<span class="swatch" style="background:{color}"></span>{_e(arm.key)}'
     bar = _bar(arm.done, arm.expected, f'class="arm-progress" id="arm-progress-{i}" data-arm="{_e(arm.key)}"')
     cells = [str(arm.done), "–" if arm.expected is None else str(arm.expected), _pct(arm.done, arm.expected),
              str(arm.correct), rate, interval, str(arm.unparseable), str(arm.errors)]
@@ -94,7 +94,8 @@ def _arm_row(i: int, arm: ArmProgress) -> str:
 
 def _arm_table(state: ProgressState) -> str:
     head = ("arm", "progress", "done", "expected", "%", "correct", "pass rate", "95% CI", "unparseable", "errors")
-    rows = "".join(_arm_row(i, arm) for i, arm in enumerate(state.arms.values()))
+    colors = palette(len(state.arms))
+    rows = "".join(_arm_row(i, arm, colors[i]) for i, arm in enumerate(state.arms.values()))
     return (f'<h2>Arms</h2><table id="arms"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
             f"<tbody>{rows}</tbody></table>")
 
@@ -109,7 +110,8 @@ def _polyline(times: list[float], color: str, t0: float, span: float, top: int) 
 
 def _chart(state: ProgressState) -> str:
     """Cumulative items completed over time, one line per arm (colours match the table)."""
-    series = [(COLORS[i % len(COLORS)], sorted(a.finished)) for i, a in enumerate(state.arms.values()) if a.finished]
+    colors = palette(len(state.arms))
+    series = [(colors[i], sorted(a.finished)) for i, a in enumerate(state.arms.values()) if a.finished]
     if not series:
         return ""
     t0, t1 = min(s[0] for _, s in series), max(s[-1] for _, s in series)
