@@ -228,3 +228,46 @@ def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(pytester
     status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
     assert status == 0, output
     assert verdicts(out) == reference(pytester.path)
+
+
+# -- what a careless user or an unlucky machine does to the file ------------------------------
+
+def test_resume_keeps_a_last_row_that_lost_only_its_newline(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(6, arms=SLOW))
+    full = pytester.path / "full.jsonl"
+    assert run(pytester.path, "demo.yaml", "--bench-out", str(full))[0] == 0
+    lines = full.read_bytes().splitlines(keepends=True)
+    out = pytester.path / "r.jsonl"
+    out.write_bytes(b"".join(lines[:5]) + lines[5].rstrip(b"\n"))  # meta, four rows, a fifth without newline
+    status, output = run(pytester.path, "--bench-resume", str(out))
+    assert status == 0, output
+    assert "5 recorded, 7 to run" in output
+    assert verdicts(out) == verdicts(full) and out.read_bytes().startswith(b'{"_meta"')
+
+
+def test_collect_only_writes_nothing_and_leaves_a_files_summary_alone(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(3))
+    out = pytester.path / "r.jsonl"
+    assert run(pytester.path, "demo.yaml", "--bench-out", str(out))[0] == 0
+    before = {p.name: p.read_bytes() for p in pytester.path.glob("r.jsonl*")}
+    for args in (["--bench-out", str(out)], ["--bench-resume", str(out)], ["--bench-out", str(pytester.path / "new.jsonl")]):
+        status, output = run(pytester.path, "demo.yaml", "--collect-only", *args)
+        assert status == 0, output
+    assert {p.name: p.read_bytes() for p in pytester.path.glob("r.jsonl*")} == before
+    assert list(pytester.path.glob("new.jsonl*")) == []
+
+
+def test_the_printed_resume_command_works_from_another_directory(pytester: pytest.Pytester) -> None:
+    spec = sim_spec(4, arms="  a: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 2}}")
+    (pytester.path / "specs").mkdir()
+    (pytester.path / "specs" / "demo.yaml").write_text(spec)
+    out = pytester.path / "out" / "r.jsonl"
+    status, output = run(pytester.path, "specs/demo.yaml", "--bench-out", "out/r.jsonl", "-k", "q1 or q2 or q3")
+    assert status == 2, output
+    resume = next(line.strip() for line in output.splitlines() if line.strip().startswith("pytest --bench-resume"))
+    (pytester.path / "specs" / "demo.yaml").write_text(spec.replace(", faults: {exhaustion_after: 2}", ""))
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-elsewhere"
+    elsewhere.mkdir()
+    status, output = run(elsewhere, *resume.split()[1:])  # pasted in another directory
+    assert status == 0, output
+    assert sorted(verdicts(out)) == [(f"q{i}", "a") for i in (1, 2, 3)]  # the recorded -k, every key once

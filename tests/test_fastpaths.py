@@ -270,3 +270,16 @@ def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Pa
     with pytest.raises(StoreError, match=r"r\.jsonl:13: not a results row"):
         FileTally().update(path, strict=True)
     assert counted.update(path)["b", "a"].items == 10
+
+
+def test_an_append_to_a_file_truncated_under_the_writer_is_refused(tmp_path: Path) -> None:
+    """Appends only grow the file: one shorter than the writer's last row was truncated or replaced."""
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path)
+    writer.append(b'{"task_id":"t0","arm":"a"}\n')
+    writer.append(b'{"task_id":"t1","arm":"a"}\n')
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match="shrank from 54 to 0 bytes"):
+        writer.append(b'{"task_id":"t2","arm":"a"}\n')
+    writer.close()
+    assert path.read_bytes() == b""

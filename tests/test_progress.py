@@ -310,3 +310,15 @@ def test_arm_colours_on_the_page_stay_distinct_beyond_ten_arms(tmp_path: Path) -
     swatches = re.findall(r'class="swatch" style="background:(#[0-9a-f]{6})"', page)
     strokes = re.findall(r'<polyline fill="none" stroke="(#[0-9a-f]{6})"', page)
     assert len(swatches) == 14 and len(set(swatches)) == 14 and strokes == swatches  # the chart matches the table
+
+
+def test_a_kept_feed_starts_over_when_the_file_is_replaced(tmp_path: Path) -> None:
+    path = write_results(tmp_path / "run.jsonl", [meta(8), make_row("q1", "a", "wrong")])
+    feed = PageFeed(path)
+    feed.update()
+    bigger = write_results(tmp_path / "other.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(4)),
+                                                      make_row("q1", "b")])
+    os.replace(bigger, path)  # another, larger file at the same path
+    feed.update()
+    assert render_progress(feed.state(now=T0 + 60)) == render_progress(progress_state(path, now=T0 + 60))
+    assert feed.state().arms["a"].correct == 4

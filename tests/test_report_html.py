@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.ops.colors import BASE_COLORS, palette
 from pytest_echo_bench.ops.report import build_report, load_results
 from pytest_echo_bench.ops.report_html import render_html
-from pytest_echo_bench.ops.colors import BASE_COLORS, palette
 
 CHROMIUM = Path("/usr/bin/chromium")
 ATTACK = ("<script>document.title='pwned'</script>\"><img id=\"pwned-img\" src=x onerror=\"document.title='pwned'\">"

@@ -126,8 +126,9 @@ def supervise(tmp_path: Path, started: list[Supervisor], mode: str, *options: st
     return sup
 
 
-def resume_of(child: list[str]) -> str:
-    return shlex.join([*child[:-2], "--bench-resume", child[-1]])
+def resume_of(child: list[str], cwd: Path) -> str:
+    """The resume line the supervisor prints: ``cd`` to where it ran, then the same command resuming."""
+    return f"cd {shlex.quote(str(cwd))} && " + shlex.join([*child[:-2], "--bench-resume", child[-1]])
 
 
 @pytest.mark.parametrize("presses", [1, 2])
@@ -175,7 +176,7 @@ def test_a_run_that_ignores_sigint_is_escalated_within_the_bound(tmp_path: Path,
     for step in steps:
         assert f"did not stop within 0.5s; sending {step}" in out
     assert "SIGKILL" in out or mode == "ignore-int"
-    assert f"resume later with: {resume_of(sup.child)}" in out  # the killed run could not print it
+    assert f"resume later with: {resume_of(sup.child, tmp_path)}" in out  # the killed run could not print it
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # reaped: nothing left running
     assert len(sup.starts()) == 1
@@ -189,7 +190,7 @@ def test_ctrl_c_during_the_backoff_ends_at_once(tmp_path: Path, supervisors: lis
     assert sup.finish(timeout=10) == 2, sup.output()
     assert time.monotonic() - started < 3.0
     out = sup.output()
-    assert f"got SIGINT during the backoff; not resuming; resume later with: {resume_of(sup.child)}" in out
+    assert f"got SIGINT during the backoff; not resuming; resume later with: {resume_of(sup.child, tmp_path)}" in out
     assert "-k 'c00 or c01'" in out.splitlines()[-1]
     assert len(sup.starts()) == 1
 
@@ -204,7 +205,7 @@ def test_logged_commands_are_shell_quoted(tmp_path: Path, supervisors: list[Supe
     (tmp_path / "starts").unlink()
     again = supervise(tmp_path, supervisors, "exhaust", "--backoff", "0", "--max-retries", "0")
     assert again.finish() == 2, again.output()
-    assert f"retries used; resume later with: {resume_of(again.child)}" in again.output()
+    assert f"retries used; resume later with: {resume_of(again.child, tmp_path)}" in again.output()
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])

@@ -190,7 +190,8 @@ def supervise(
 def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: Log,
                run: Callable[[list[str]], int], sleep: Callable[[float], None], interrupts: Interrupts) -> int:
     argv, path = results_path(command)
-    resume = shlex.join(resume_command(command, path))
+    # Printed to be pasted anywhere: the command's relative paths start in this directory.
+    resume = f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(resume_command(command, path))}"
     attempt = 0
     while True:  # every pass returns, or resumes once more: at most max_retries resumes
         attempt += 1

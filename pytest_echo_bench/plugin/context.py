@@ -21,7 +21,7 @@ from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import lost_path, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
-from pytest_echo_bench.store.reader import ResultsIndex
+from pytest_echo_bench.store.reader import ResultsIndex, parse_line
 from pytest_echo_bench.store.records import KeySet, Meta
 from pytest_echo_bench.store.tally import FileTally
 from pytest_echo_bench.store.writer import ResultsWriter, repair
@@ -92,7 +92,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        fsync=opts.fsync,
+        fsync=opts.fsync, rootdir=str(rootdir),
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
@@ -131,10 +131,16 @@ def _own(config: pytest.Config, results: str) -> None:
 
 def _refuse_existing(path: Path) -> None:
     """A new sweep never appends to a file that already holds one: that would record items twice."""
-    if path.is_file() and path.stat().st_size > 0:
-        raise pytest.UsageError(
-            f"--bench-out {path}: the file already holds a sweep. Resume it with: "
-            f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with --bench-out")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        first = f.readline(1 << 20).rstrip(b"\n")
+    if parse_line(first, path, 1, strict=False) is None:
+        raise pytest.UsageError(f"--bench-out {path}: the file exists and is not a results file; "
+                                "name a new file with --bench-out")
+    raise pytest.UsageError(
+        f"--bench-out {path}: the file already holds a sweep. Resume it with: "
+        f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with --bench-out")
 
 
 def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
@@ -159,7 +165,7 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     if _writes(config):
         _own(config, str(file.resolve()))
     try:
-        cut = repair(file)
+        cut = repair(file) if _writes(config) else 0  # collecting only never changes the file
         # One pass gives the keys to deselect and the per-arm counts the run starts from.
         counted = config.stash[COUNTED] = FileTally()
         counted.update(file, strict=True)
@@ -193,7 +199,8 @@ def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
     disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
     """
     files = meta.get("spec_files") or []
-    for base in (config.rootpath, config.invocation_params.dir):
+    recorded = [Path(meta["rootdir"])] if isinstance(meta.get("rootdir"), str) and meta["rootdir"] else []
+    for base in (config.rootpath, config.invocation_params.dir, *recorded):
         if files and all((base / f).is_file() for f in files):
             return base
     return config.rootpath

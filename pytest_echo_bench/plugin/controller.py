@@ -53,11 +53,14 @@ class ControllerPlugin:
         self.final: dict[str, Any] | None = None  # the end-of-run summary, once decided
         self.signals = StopSignals()
         self.signals.install()
+        self.writes = not config.option.collectonly  # collecting only reads: no summary, page or marker
 
     # -- start -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Iterator[None]:
         yield  # after the terminal reporter's header
+        if not self.writes:
+            return
         self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
         for note in self.ctx.notes:
             self._write(note)
@@ -218,6 +221,10 @@ class ControllerPlugin:
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.writes:  # collecting only: the file, its marker, summary and lock may belong to a live run
+            if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
+                session.exitstatus = pytest.ExitCode.OK  # nothing left to collect: the sweep is complete
+            return
         status = self.final_status(int(exitstatus))
         if self.live is not None:
             if self.live.gates:
@@ -279,6 +286,8 @@ class ControllerPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> Iterator[None]:
         # The outermost wrapper: the table comes after pytest's failure lists, where it is seen.
         yield
+        if not self.writes:
+            return
         tr = terminalreporter
         tr.section("echo-bench summary")
         # Names in the table come from specs, reasons and messages from providers: shown escaped.

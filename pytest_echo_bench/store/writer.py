@@ -122,6 +122,11 @@ class ResultsWriter:
                 raise AbortedError("the run ended while this call was in flight; not recorded")
             fd = self._open()
             size = os.fstat(fd).st_size
+            if self._end is not None and size < self._end:
+                # Appends only grow the file and a repair only cuts a torn line after our newline:
+                # a file shorter than our last row was truncated or replaced under the run.
+                raise StoreError(f"{self.path} shrank from {self._end} to {size} bytes while this run was "
+                                 "appending to it (truncated or replaced?); stopping so no row is lost")
             if size != self._end:
                 # Someone else appended (or cut a torn tail) since our last row, or this is our first:
                 # their last line may be torn. When the size is still ours, the file ends with our own
@@ -193,7 +198,9 @@ def repair_torn_tail(fd: int, path: Path) -> int:
     start = _last_newline(fd, size) + 1
     torn = os.pread(fd, size - start, start)
     if parse_line(torn, path, 0, strict=False) is not None:
-        os.write(fd, b"\n")  # a whole row killed just before its newline: keep it
+        # A whole row killed just before its newline: keep it. The newline goes at the end by
+        # offset, as resume's repair opens the file without O_APPEND.
+        os.pwrite(fd, b"\n", size)
         return 0
     with open(torn_path(path), "ab") as keep:  # kept for inspection, never merged into a row
         keep.write(torn + b"\n")

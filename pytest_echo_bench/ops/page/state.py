@@ -179,6 +179,7 @@ class PageFeed:
 
     def __init__(self, results: Path, started_at: float | None = None) -> None:
         self.results, self.started_at = results, started_at
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file the tallies came from
         self._reset()
 
     def _reset(self) -> None:
@@ -198,8 +199,10 @@ class PageFeed:
     def update(self) -> None:
         """Read what was appended since the last update (all of it, the first time)."""
         try:
-            if self.results.stat().st_size < self.end[0]:
-                self._reset()  # the file was replaced by a shorter one: start over
+            stat = self.results.stat()
+            if (stat.st_dev, stat.st_ino) != self._file or stat.st_size < self.end[0]:
+                self._reset()  # another file at the path now (replaced or truncated): start over
+                self._file = (stat.st_dev, stat.st_ino)
             scan = RowScan(self.results, PageRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
                            start=self.end)
             for fast, slow in scan.batches():
