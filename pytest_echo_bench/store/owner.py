@@ -9,6 +9,7 @@ a SIGKILL just works.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -86,10 +87,8 @@ class Ownership:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             self.path.unlink(missing_ok=True)  # before unlocking: a waiter then sees a removed file
-        except OSError:
-            pass
         os.close(fd)
 
     def close(self) -> None:

@@ -23,9 +23,8 @@ import json, os, resource, sys
 
 
 class SandboxDenied(ValueError):
-    # A ValueError: the standard library's own uses of sys._getframe (namedtuple, enum, typing)
-    # already tolerate one and carry on.
-    pass
+    """What the audit hook raises. A ValueError: the standard library's own uses of
+    sys._getframe (namedtuple, enum, typing) already tolerate one and carry on."""
 
 
 def setup(cfg):
