@@ -4,9 +4,12 @@
     ├── SpecError (ValueError)          a spec file is wrong: carries path, line, key
     ├── StoreError (OSError)            the results file cannot be read or written
     └── ProviderError                   a model call failed; the subclass says what the run does
-        ├── ExhaustedError              quota / credit / usage limit / lost access: stop the run
+        ├── ExhaustedError              run scope: quota / credit / usage limit: stop the run
+        ├── ArmError                    arm scope: not logged in, key refused, no such model,
+        │                               endpoint unreachable or not the API: stop this arm
         ├── TransientError              timeout, connection, rate limit, 5xx, overloaded: retry
-        └── PermanentError              this item cannot succeed (e.g. 400): record a failed row
+        └── PermanentError              item scope: this item cannot succeed (e.g. 400): record a failed row
+    LocalError (OSError)                local scope: our own machine (EMFILE, ENOSPC): stop, record nothing
 
 Run control signals, not failures of a call:
     AbortedError                        the run is stopping; this item was not attempted
@@ -49,9 +52,29 @@ class ProviderError(EchoBenchError):
 
 
 class ExhaustedError(ProviderError):
-    """Quota, credit or usage limit reached (or the key lost access): the whole run must stop."""
+    """Quota, credit or usage limit reached: the whole run must stop.
+
+    ``resume_at`` is when the provider says the window resets (Unix time), if it says.
+    """
 
     kind = "exhausted"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None,
+                 resume_at: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after, status=status)
+        self.resume_at = resume_at
+
+
+class ArmError(ProviderError):
+    """This arm cannot work as configured (not logged in, key refused, unknown model, endpoint
+    unreachable or not speaking the API): the arm stops, nothing of it is recorded, other arms go on.
+    ``hint`` says what a person must do about it."""
+
+    kind = "arm"
+
+    def __init__(self, message: str, *, hint: str = "", status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.hint = hint
 
 
 class TransientError(ProviderError):
@@ -64,6 +87,10 @@ class PermanentError(ProviderError):
     """The call cannot succeed for this item; recorded as a failed row with the error."""
 
     kind = "permanent"
+
+
+class LocalError(EchoBenchError, OSError):
+    """Our own machine failed the call (too many open files, disk full): stop resumably, record nothing."""
 
 
 class AbortedError(EchoBenchError):
