@@ -33,7 +33,7 @@ import sys, time
 sys.path.insert(0, {str(ROOT / "tests")!r})
 from openai_server import FakeOpenAI
 server = FakeOpenAI(lambda prompt: (time.sleep({LATENCY}), "4")[1])
-server.httpd.request_queue_size = 512
+# The listen backlog is the test server's own (1024): set here after binding, it would do nothing.
 with server:
     print(server.base_url, flush=True)
     sys.stdin.read()

@@ -68,13 +68,20 @@ class ExhaustedError(ProviderError):
 class ArmError(ProviderError):
     """This arm cannot work as configured (not logged in, key refused, unknown model, endpoint
     unreachable or not speaking the API): the arm stops, nothing of it is recorded, other arms go on.
-    ``hint`` says what a person must do about it."""
+    ``hint`` says what a person must do about it.
+
+    ``fallback`` is what the same failure means once the arm has answered in this run (None: it
+    always means the arm is unusable). A refused connection on an arm's first call says the
+    endpoint is wrong; after a hundred answers it says the server restarted: retry.
+    """
 
     kind = "arm"
 
-    def __init__(self, message: str, *, hint: str = "", status: int | None = None) -> None:
+    def __init__(self, message: str, *, hint: str = "", status: int | None = None,
+                 fallback: ProviderError | None = None) -> None:
         super().__init__(message, status=status)
         self.hint = hint
+        self.fallback = fallback
 
 
 class TransientError(ProviderError):

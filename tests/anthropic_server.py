@@ -3,7 +3,8 @@
 Tests point ``base_url`` at it. It answers ``POST /v1/messages`` with ``answer(prompt)`` unless a
 fault is queued (``push``) or the credit is spent (``credit_after``). It speaks the wire format:
 ``{"type": "error", "error": {"type", "message"}}`` errors, ``retry-after`` headers, usage in
-``input_tokens`` / ``output_tokens``.
+``input_tokens`` / ``output_tokens``; ``limit_rate`` answers 429 beyond N requests a second, as
+``openai_server`` does.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from openai_server import RateWindow, Server
 
 RATE_LIMIT = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
 OVERLOADED = {"type": "overloaded_error", "message": "Overloaded"}
@@ -35,10 +38,10 @@ class FakeAnthropic:
         self.faults: deque[tuple[str, Any]] = deque()
         self.credit_after: int | None = None
         self.served = 0
+        self.rate: RateWindow | None = None  # set by ``limit_rate``
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
+        self.httpd = Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
@@ -53,6 +56,10 @@ class FakeAnthropic:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def limit_rate(self, per_s: int) -> None:
+        """Admit at most ``per_s`` requests in any second; answer the others 429 with retry-after."""
+        self.rate = RateWindow(per_s)
+
     def push(self, kind: str, value: Any = None, times: int = 1) -> None:
         """Queue a fault: ("error", (status, error, headers)), ("hang", seconds) or ("reset", None)."""
         for _ in range(times):
@@ -62,6 +69,9 @@ class FakeAnthropic:
         with self.lock:
             if self.faults:
                 return self.faults.popleft()
+            wait = self.rate.admit(time.monotonic()) if self.rate is not None else None
+            if wait is not None:
+                return ("error", (429, RATE_LIMIT, RateWindow.headers(wait)))
             if self.credit_after is not None and self.served >= self.credit_after:
                 return ("error", (400, CREDIT, {}))
             self.served += 1

@@ -105,19 +105,22 @@ def test_credit_balance_too_low_stops_the_run(pytester: pytest.Pytester, sweep: 
 
 
 @pytest.mark.parametrize(
-    "status, error", [(402, BILLING), (403, PERMISSION), (401, AUTHENTICATION)],
+    "status, error, scope", [(402, BILLING, "exhausted"), (403, PERMISSION, "arm-unavailable"),
+                             (401, AUTHENTICATION, "arm-unavailable")],
     ids=["billing", "permission", "authentication"],
 )
-def test_lost_access_stops_the_run(
-    pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, client: str, status: int, error: dict[str, str]
+def test_lost_access_stops_the_run_or_the_arm(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, client: str, status: int, error: dict[str, str],
+    scope: str,
 ) -> None:
+    """No credit stops every arm (the account is empty); a refused key stops the arm that uses it."""
     server.push("error", (status, error, {}))
     make_spec(pytester, anthropic_spec(server, client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and rows == []
     assert len(server.requests) == 1
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
-    assert marker["reason"] == "exhausted" and error["type"] in marker["message"]
+    assert marker["reason"] == scope and error["type"] in marker["message"]
 
 
 def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, client: str) -> None:

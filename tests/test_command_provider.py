@@ -17,31 +17,56 @@ ANTHROPIC_KEY = "sk-ant-cli-planted-secret-51c0de"
 OPENAI_KEY = "sk-openai-planted-secret-e2a9f7"
 FAST_RETRY = "retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\n"
 
+# What the stand-in says for a magic word in the prompt: [text, exit status, is_error, api_error_status].
+# The texts are the real CLI's (2.1.332, or as users reported older ones); see claude_cli.
+SAYS = {
+    "USAGE-LIMIT": ["Claude AI usage limit reached|1767225600", 1, True, None],
+    "OLD-LIMIT-EXIT0": ["Claude AI usage limit reached|1767225600", 0, False, None],
+    "FIVE-HOUR": ["5-hour limit reached \u2219 resets 3pm", 1, True, None],
+    "HIT-LIMIT-EXIT0": ["You've hit your limit \u00b7 resets 1pm", 0, True, None],
+    "SESSION-LIMIT": ["You've hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)", 1, True, None],
+    "BAD-KEY": ["Invalid API key \u00b7 Please run /login", 1, True, 401],
+    "BAD-KEY-EXIT0": ["Invalid API key \u00b7 Please run /login", 0, False, None],
+    "CREDIT": ["Credit balance is too low", 1, True, 400],
+    "TOO-LONG": ["Prompt is too long", 1, True, 400],
+    "CRASH": ["API Error: 500 Internal server error. This is a server-side issue, usually temporary", 1, True, 500],
+}
+
 # The stand-in CLI. It refuses an argv the claude preset would not produce, reads the prompt on
-# stdin (or after "--"), and acts on magic words in the prompt.
+# stdin (or after "--"), acts on magic words in the prompt, and answers in the format asked for.
 FAKE_CLAUDE = '''\
 #!/usr/bin/env python3
 import hashlib, json, os, subprocess, sys, time
 
+SAYS = __SAYS__
 args = sys.argv[1:]
 i = args.index("--setting-sources") if "--setting-sources" in args else -1
 if "--print" not in args or "--model" not in args or i < 0 or args[i + 1:i + 2] != [""]:
     print(f"bad argv: {args!r}", file=sys.stderr)
     sys.exit(64)
+as_json = args[args.index("--output-format") + 1:][:1] == ["json"] if "--output-format" in args else False
+
+def say(text, rc=0, is_error=False, status=None):
+    if as_json:
+        print(json.dumps({"type": "result", "subtype": "success", "is_error": is_error, "api_error_status": status,
+                          "result": text, "total_cost_usd": 0.0001, "usage": {"input_tokens": 11, "output_tokens": 1}}))
+    else:
+        print(text, file=sys.stderr if rc else sys.stdout)
+    sys.exit(rc)
+
 if "--" in args:
     prompt = args[args.index("--") + 1]
     assert sys.stdin.read() == "", "stdin should be empty when the prompt is an argument"
 else:
     prompt = sys.stdin.read()
-if "USAGE-LIMIT" in prompt:
-    print("Claude AI usage limit reached|1767225600")
-    sys.exit(1)
-if "FIVE-HOUR" in prompt:
-    print("5-hour limit reached - resets 3pm", file=sys.stderr)
-    sys.exit(1)
-if "CRASH" in prompt:
-    print("API Error: 500 Internal server error", file=sys.stderr)
-    sys.exit(1)
+for word, said in SAYS.items():
+    if word in prompt.split():
+        say(*said)
+if "FLAKY" in prompt:
+    seen = prompt.split()[-1]
+    if not os.path.exists(seen):
+        open(seen, "w").close()
+        say("API Error: 529 Overloaded. This is a server-side issue, usually temporary", 1, True, 529)
 if "SLEEP" in prompt:
     helper = subprocess.Popen(["sleep", "60"])
     with open(prompt.split()[-1], "a") as f:
@@ -49,11 +74,10 @@ if "SLEEP" in prompt:
     time.sleep(60)
 if "ENV?" in prompt:
     env = {k: hashlib.sha256(v.encode()).hexdigest() for k, v in os.environ.items()}
-    print(json.dumps({"cwd": os.getcwd(), "listing": os.listdir("."), "home": os.environ.get("HOME"),
-                      "env": env, "model": args[args.index("--model") + 1]}))
-    sys.exit(0)
-print("4" if "2+2" in prompt else f"echo: {prompt}")
-'''
+    say(json.dumps({"cwd": os.getcwd(), "listing": os.listdir("."), "home": os.environ.get("HOME"),
+                    "env": env, "model": args[args.index("--model") + 1]}))
+say("4" if "2+2" in prompt else f"echo: {prompt}")
+'''.replace("__SAYS__", repr(SAYS))
 
 
 @pytest.fixture
@@ -80,6 +104,9 @@ def test_answers_are_recorded(pytester: pytest.Pytester, sweep: Sweep, fake_bin:
     result, _, rows = sweep.run()
     result.assert_outcomes(passed=2)
     assert [r["output"] for r in rows] == ["4", "4"] and all(r["attempts"] == 1 for r in rows)
+    # Tokens from the CLI's JSON result; its total_cost_usd is not taken (the spec's prices decide,
+    # so a cached answer costs what a fresh one does).
+    assert rows[0]["usage"] == {"prompt_tokens": 11, "completion_tokens": 1} and rows[0].get("cost_usd") is None
 
 
 def test_the_cli_runs_isolated(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,7 +125,8 @@ def test_the_cli_runs_isolated(pytester: pytest.Pytester, sweep: Sweep, fake_bin
     assert not cwd.is_relative_to(pytester.path) and not cwd.exists()  # removed afterwards
     assert seen["home"] != os.path.expanduser("~") and Path(seen["home"]).parent == cwd.parent
     # Python itself may add LC_CTYPE (PEP 538 locale coercion) before the script looks.
-    assert set(seen["env"]) - {"LC_CTYPE"} <= {"PATH", "LANG", "LC_ALL", "TERM", "HOME", "ANTHROPIC_API_KEY"}
+    assert set(seen["env"]) - {"LC_CTYPE"} <= {"PATH", "LANG", "LC_ALL", "TERM", "HOME", "TMPDIR", "ANTHROPIC_API_KEY",
+                                               "CLAUDE_CODE_MAX_RETRIES", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"}
     assert seen["env"]["ANTHROPIC_API_KEY"] == hashlib.sha256(ANTHROPIC_KEY.encode()).hexdigest()
     assert ANTHROPIC_KEY not in sweep.out.read_text()
 
@@ -113,7 +141,11 @@ def test_keep_home_and_extra_env(pytester: pytest.Pytester, sweep: Sweep, fake_b
     assert "OPENAI_API_KEY" in seen["env"] and "ANTHROPIC_API_KEY" not in seen["env"]  # env replaces the preset's list
 
 
-@pytest.mark.parametrize("magic, message", [("USAGE-LIMIT", "Claude AI usage limit reached"), ("FIVE-HOUR", "5-hour limit reached")])
+@pytest.mark.parametrize("magic, message", [
+    ("USAGE-LIMIT", "Claude AI usage limit reached"), ("OLD-LIMIT-EXIT0", "Claude AI usage limit reached|1767225600"),
+    ("FIVE-HOUR", "5-hour limit reached"), ("HIT-LIMIT-EXIT0", "You've hit your limit"),
+    ("SESSION-LIMIT", "You've hit your session limit"), ("CREDIT", "Credit balance is too low"),
+])
 def test_usage_limit_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, magic: str, message: str) -> None:
     make_spec(pytester, cli_spec(["2+2=?", f"2+2=? {magic}", "2+2 again"]))
     result, _, rows = sweep.run("--bench-concurrency", "1")
@@ -121,6 +153,8 @@ def test_usage_limit_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, fake
     assert [r["task_id"] for r in rows] == ["q0"]  # the exhausted item and those after it have no row
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "exhausted" and message in marker["message"]
+    if "|1767225600" in SAYS[magic][0]:
+        assert marker["resume_at"] == 1767225600  # when the CLI says the window resets, the supervisor waits till then
     result.stdout.fnmatch_lines(["*resume with:*", f"*pytest --bench-resume {sweep.out}*"])
 
 
@@ -143,6 +177,30 @@ def test_an_unrecognised_failure_is_retried(pytester: pytest.Pytester, sweep: Sw
     result.stdout.fnmatch_lines(["*not completed*q1*claude exited with status 1: API Error: 500*"])
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "incomplete"
+
+
+def test_overloaded_is_retried_then_answers(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+    make_spec(pytester, cli_spec([f"2+2=? FLAKY {pytester.path / 'seen'}"]))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and rows[0]["output"] == "4" and rows[0]["attempts"] == 2
+
+
+@pytest.mark.parametrize("magic", ["BAD-KEY", "BAD-KEY-EXIT0"])
+def test_a_login_message_stops_the_arm_with_either_exit_status(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path,
+                                                              magic: str) -> None:
+    make_spec(pytester, cli_spec([f"2+2=? {magic}", "2+2"]))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and rows == []  # the login text is never an answer, even with exit status 0
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["reason"] == "arm-unavailable"
+    result.stdout.fnmatch_lines(["*Invalid API key*", "*run `claude` and log in, or set ANTHROPIC_API_KEY*"])
+
+
+def test_a_prompt_too_long_is_that_items_error_row(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+    make_spec(pytester, cli_spec(["2+2=?", "2+2=? TOO-LONG"]))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert [(r["task_id"], r["status"]) for r in rows] == [("q0", "correct"), ("q1", "error")]
+    assert "Prompt is too long" in rows[1]["detail"]
 
 
 def _dead(pid: int) -> bool:

@@ -95,12 +95,15 @@ def test_exhaustion_under_xdist_then_resume_completes(
     assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(20))
 
 
-def test_revoked_key_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
+def test_revoked_key_stops_the_arm(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
     openai_server.push("error", (401, {"message": "Incorrect API key", "code": "invalid_api_key"}, {}))
     make_spec(pytester, openai_spec(openai_server, client=client))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and rows == []
-    result.stdout.fnmatch_lines(["*API key was refused*"])
+    assert len(openai_server.requests) == 1
+    result.stdout.fnmatch_lines(["*the key was refused: check the key in TEST_OPENAI_KEY*"])
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["reason"] == "arm-unavailable" and marker["arms"] == ["demo/gpt"]
 
 
 def test_bad_request_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
@@ -145,11 +148,13 @@ def test_missing_sdk_skips_with_what_to_install(pytester: pytest.Pytester, sweep
 
 def test_a_hung_call_does_not_hold_up_a_stopping_run(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
     openai_server.answer = lambda prompt: "4"
-    openai_server.push("hang", 30.0)  # the first call hangs far past the stop
+    # The arm's first call runs alone and answers; the next one hangs far past the stop.
+    openai_server.push("ok")
+    openai_server.push("hang", 30.0)
     openai_server.quota_after = 2
     make_spec(pytester, openai_spec(openai_server, n=12, client="http", timeout=60))
     start = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert result.ret == 2
     assert time.monotonic() - start < 12
-    assert len(rows) == 2  # the two calls the quota allowed; the hung one never landed
+    assert len(rows) == 3  # the first answer and the two the quota allowed; the hung one never landed

@@ -60,7 +60,7 @@ def test_merge_refuses_different_specs_and_reports_conflicts(pytester: pytest.Py
     out = pytester.path / "out.jsonl"
     assert main(["merge", str(one), str(two), "-o", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "2 duplicates removed, 1 conflicts" in captured.out and "kept the first" in captured.err
+    assert "2 duplicates removed, 1 conflicts" in captured.out and "kept the newest" in captured.err
     make_spec(pytester, sim_spec(5, arms=ARMS))
     other = pytester.path / "other.jsonl"
     sweep.run("--bench-out", str(other))

@@ -55,7 +55,7 @@ def results(tmp_path: Path) -> Path:
         make_row("q2", "a"),
         make_row("q3", "a", "wrong", output=PAYLOAD),
         make_row("q4", "a", "unparseable", answer=None),
-        make_row("q1", "a", "wrong"),  # a duplicate: the first row of a key counts
+        make_row("q1", "a"),  # a duplicate: each key counts once (test_retry_errors.py: its newest row)
         make_row("q1", "b", usage=None),
         make_row("q2", "b", "error", retries=1, cost_usd=0.5),
     ])
@@ -69,12 +69,12 @@ def test_counts_pass_rates_and_intervals(results: Path) -> None:
     assert a.interval == wilson(2, 4) and b.interval == wilson(1, 2)
     assert (state.done, state.expected, state.complete) == (6, 8, False)
     assert (state.retries, state.errors) == (3, 1)
-    assert (state.prompt_tokens, state.completion_tokens, state.cost_usd) == (50, 25, 0.75)
+    assert (state.prompt_tokens, state.completion_tokens, state.cost_usd) == (60, 30, 0.75)  # every row's: spent
     assert [(f.task_id, f.status) for f in state.recent] == [("q4", "unparseable"), ("q3", "wrong")]
     page = render_progress(state)
     lo, hi = wilson(2, 4)
     assert f"[{lo:.3f}, {hi:.3f}]" in page and "<td>0.500</td>" in page
-    assert "6 / 8 items (75.0%)" in page and "$0.7500" in page and "50 prompt + 25 completion" in page
+    assert "6 / 8 items (75.0%)" in page and "$0.7500" in page and "60 prompt + 30 completion" in page
 
 
 def test_page_is_self_contained_with_progress_bars(results: Path) -> None:

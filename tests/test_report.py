@@ -102,9 +102,9 @@ def test_duplicates_are_counted_once_and_conflicts_listed(tmp_path: Path) -> Non
     first = write(tmp_path / "a.jsonl", [META, row("t1", "A", True), row("t1", "A", True), row("t2", "A", False)])
     second = write(tmp_path / "b.jsonl", [META, row("t1", "A", False), row("t3", "A", True)])
     results = load_results([first, second])
-    assert (results.duplicates, results.conflicts) == (2, [Conflict(("demo", "t1", "A"), True, False)])
+    assert (results.duplicates, results.conflicts) == (2, [Conflict(("demo", "t1", "A", 1), True, False)])
     report = build_report(results)
-    assert (arm(report, "A").n, arm(report, "A").correct) == (3, 2)
+    assert (arm(report, "A").n, arm(report, "A").correct) == (3, 1)  # the newest row of t1 (b.jsonl's) counts
     data = report_json(report)
     assert data["duplicates"] == 2
     assert data["conflicts"] == [{"benchmark": "demo", "task_id": "t1", "arm": "A", "first": True, "second": False}]

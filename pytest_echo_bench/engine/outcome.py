@@ -26,6 +26,7 @@ class Job(Protocol):
     spec: Spec
     example: Example
     arm: str
+    epoch: int  # 1..K of the spec's ``epochs: K`` (1 when it has none)
 
     @property
     def nodeid(self) -> str: ...
@@ -38,6 +39,8 @@ class Outcome:
     message: str = ""
     retries: int = 0
     stop: StopReason | None = None  # set on the item whose failure stopped the run
+    limit: int | None = None  # the arm's endpoint's concurrency limit after this item (engine.limiter)
+    throttled: int = 0  # 429 answers this item met
 
 
 def utcnow() -> str:

@@ -75,19 +75,39 @@ class Prefetcher:
         self._pool = DaemonPool(concurrency)
         self._futures: dict[str, Future[Outcome]] = {}
         self._instants: dict[tuple[int, str], bool] = {}  # per (spec, arm): run on pytest's thread
+        self._frontier: Job | None = None  # the last item the previous look-ahead window ended with
+        runner.limits.ceiling = concurrency  # no endpoint's adaptive limit goes above the pool
 
     def outcome(self, item: Job, upcoming: Sequence[Job]) -> Outcome:
         if self.concurrency == 1:
-            return self.runner.run(item)  # no threads: the simplest path stays the simplest
+            return self._run(item)  # no threads: the simplest path stays the simplest
         inline = self._instant(item)
         if not inline:
             self._submit(item)
-        for nxt in upcoming[: self.lookahead]:
+        self._look_ahead(upcoming[: self.lookahead])
+        if inline:
+            return self._run(item)
+        return self._await(self._futures.pop(item.nodeid))
+
+    def _look_ahead(self, window: Sequence[Job]) -> None:
+        """Start the calls of the items in ``window`` not started yet.
+
+        The window slides by one item per item run, so only its newest items are new: they are
+        the ones after the last item the previous window ended with. Looking at all of them
+        again cost about 1 ms per item at 256 in flight (512 look-ups), as much as pytest's own
+        work for the item; a window that no longer holds that item is looked at whole.
+        """
+        frontier, start = self._frontier, 0
+        if frontier is not None:
+            for back in range(len(window) - 1, -1, -1):
+                if window[back] is frontier:
+                    start = back + 1
+                    break
+        for nxt in window[start:]:
             if not self._instant(nxt):
                 self._submit(nxt)
-        if inline:
-            return self.runner.run(item)
-        return self._await(self._futures.pop(item.nodeid))
+        if window:
+            self._frontier = window[-1]
 
     def _instant(self, item: Job) -> bool:
         key = (id(item.spec), item.arm)
@@ -117,7 +137,14 @@ class Prefetcher:
 
     def _submit(self, item: Job) -> None:
         if item.nodeid not in self._futures:
-            self._futures[item.nodeid] = self._pool.submit(lambda: self.runner.run(item))
+            self._futures[item.nodeid] = self._pool.submit(lambda: self._run(item))
+
+    def _run(self, item: Job) -> Outcome:
+        """The item's outcome, with its endpoint's limit and the 429s it met (on the thread that ran it)."""
+        outcome = self.runner.run(item)
+        outcome.throttled = self.runner.limits.take_throttled()
+        outcome.limit = self.runner.limits.current(item.spec.arms[item.arm])
+        return outcome
 
     def close(self, stopping: bool) -> None:
         """Drop calls not yet started; when stopping, give those in flight the grace period."""

@@ -14,23 +14,28 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pytest_echo_bench.engine.calls import Classifier, call_with_retries
+from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
+from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import arm_descriptor
+from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
+from pytest_echo_bench.engine.scope import LOCAL_HINT, Classifier, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
     AbortedError,
+    ArmError,
     ExhaustedError,
     IncompleteError,
+    LocalError,
     PermanentError,
     StoreError,
     UnavailableError,
 )
-from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
-from pytest_echo_bench.providers.base import key_values
+from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request, endpoint
+from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV, key_values
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
-from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.records import Row, row_from_json
@@ -49,12 +54,14 @@ class ArmRuntime:
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
         cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
         self.descriptor = arm_descriptor(spec, arm) if cacheable else None
+        self.breaker = ArmBreaker()
         self._provider: Provider | None = None
-        self._unavailable: UnavailableError | None = None
         self._lock = threading.Lock()
 
     def cache_key(self, request: Request) -> str | None:
-        return cache_key(self.descriptor, request.prompt, request.sample) if self.descriptor is not None else None
+        if self.descriptor is None:
+            return None
+        return cache_key(self.descriptor, request.prompt, request.sample, request.epoch)
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
@@ -81,15 +88,16 @@ class ArmRuntime:
 
     def provider(self) -> Provider:
         with self._lock:
-            if self._unavailable:
-                raise self._unavailable
+            if self.breaker.broken:
+                raise self.breaker.broken
             if self._provider is None:
                 factory = PROVIDERS[self.spec.arms[self.arm].provider]
                 try:
-                    self._provider = factory(self.spec.arms[self.arm], self.spec, self.runner.caller_for(self.spec))
+                    conf = self.spec.arms[self.arm]
+                    # Behind its endpoint's adaptive limit (network providers only): see engine.limiter.
+                    self._provider = self.runner.limits.wrap(factory(conf, self.spec, self.runner.caller_for(self.spec)), conf)
                 except UnavailableError as exc:
-                    self._unavailable = exc
-                    raise
+                    raise self.breaker.trip(exc) from None
             return self._provider
 
 
@@ -101,6 +109,7 @@ class Runner:
         self.on_stop, self.cache, self.recorded = on_stop, cache, recorded
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
+        self.limits = Limits(stop)  # per endpoint: the adaptive concurrency limit and the arms' rate limits
         self._lock = threading.Lock()
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
@@ -140,7 +149,7 @@ class Runner:
         if hit is not None:
             completion, attempts, retries = Completion(hit[0], hit[1], cache_hits=1), 0, 0
         else:
-            done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop)
+            done = self._attempt(spec, arm, runtime, request)
             completion, attempts, retries = done.completion, done.attempts, len(done.retries)
             if self.cache is not None and key:
                 self.cache.put(key, completion.text, completion.usage)
@@ -149,14 +158,37 @@ class Runner:
             completion.cost_usd = spec.cost(arm, completion.usage)
         return completion, attempts, retries
 
+    def _attempt(self, spec: Spec, arm: str, runtime: ArmRuntime, request: Request) -> Attempted:
+        """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""
+        with runtime.breaker.turn(self.stop) as probing:
+            try:
+                done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop,
+                                         probing=probing)
+            except ArmError as exc:
+                raise runtime.breaker.trip(UnavailableError(self._arm_failure(spec, arm, exc))) from None
+            except PermanentError as exc:
+                if probing and runtime.breaker.repeated(self.error_text(spec, exc)):
+                    raise runtime.breaker.trip(UnavailableError(self._arm_failure(spec, arm, exc, True))) from None
+                raise
+            runtime.breaker.answered()
+            return done
+
+    def _arm_failure(self, spec: Spec, arm: str, exc: ArmError | PermanentError, repeated: bool = False) -> str:
+        """Which arm, where it calls, what went wrong and what a person should do."""
+        conf = spec.arms[arm]
+        hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
+        why = f"the same error on its first {REPEATS} calls: " if repeated else ""
+        return (f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{self.error_text(spec, exc)}; "
+                f"{hint}; its other items are not called")
+
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
         if self.stop.is_set():
             return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
-        found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm)) if self.recorded else None
+        found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm, item.epoch)) if self.recorded else None
         if found is not None:  # a lost worker recorded it; xdist handed it on: report it, never record it twice
             return Outcome(ROW, row_from_json(found), message="recorded before its worker was lost; not run again")
-        request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s)
+        request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s, epoch=item.epoch)
         with self.arm(item.spec, item.arm).slot():
             # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
             started, t0 = utcnow(), time.perf_counter()
@@ -171,13 +203,18 @@ class Runner:
                 return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {text}")
             except ExhaustedError as exc:
                 text = self.error_text(item.spec, exc)
-                return Outcome(ABORTED, message=f"provider exhausted: {text}", stop=self._exhausted(item, text))
+                return Outcome(ABORTED, message=f"provider exhausted: {text}", stop=self._exhausted(item, text, exc))
+            except LocalError as exc:
+                return self._local(item, exc)
             except PermanentError as exc:
                 text = self.error_text(item.spec, exc)
                 # One prefix: a message that already says "error:" is not told so twice.
                 verdict = Verdict("error", None, text if text.lower().startswith("error:") else f"error: {text}")
                 return self._record(item, Completion(""), verdict, started, t0, 1, 0)
-        verdict = self._grade(item, completion.text)
+        try:
+            verdict = self._grade(item, completion.text)
+        except LocalError as exc:
+            return self._local(item, exc)
         return self._record(item, completion, verdict, started, t0, attempts, retries)
 
     def _grade(self, item: Job, output: str) -> Verdict:
@@ -186,6 +223,9 @@ class Runner:
         try:
             return scorer(output, item.example, item.spec.scorer_options)
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
+            local = local_cause(exc)
+            if local is not None:  # ... unless it is our machine's (a full disk under the sandbox)
+                raise LocalError(f"scorer {item.spec.scorer}: {type(local).__name__}: {local}; {LOCAL_HINT}") from exc
             text = self.error_text(item.spec, exc)
             return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}")
 
@@ -199,6 +239,7 @@ class Runner:
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
             retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
             cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
+            epoch=item.epoch if item.spec.epochs > 1 else None,
         )
         try:
             self.writer.append(row.to_line())
@@ -212,13 +253,44 @@ class Runner:
             return Outcome(ABORTED, message=f"not recorded: {exc}", stop=reason)
         return Outcome(ROW, row, retries=retries)
 
-    def _exhausted(self, item: Job, text: str) -> StopReason:
+    def _exhausted(self, item: Job, text: str, exc: ExhaustedError) -> StopReason:
         reason = StopReason("exhausted", text)
+        resume_at = exc.resume_at if exc.resume_at is not None else _after(exc.retry_after)
+        # When the provider says when its window resets, the supervisor waits until then.
+        when = {"resume_at": resume_at} if resume_at is not None else {}
         self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
-                          worker=self.worker, at=utcnow(), results=str(self.writer.path))
+                          worker=self.worker, at=utcnow(), results=str(self.writer.path), **when)
         # pytest prints this line as it is ("Interrupted: ..."): the server's text, shown escaped.
         self.on_stop(shown(f"echo-bench: provider exhausted on {item.nodeid}: {text}", newlines=False))
         return reason
+
+
+    def _local(self, item: Job, exc: LocalError) -> Outcome:
+        """Our machine failed the item: stop the run resumably; nothing is recorded."""
+        text = self.error_text(item.spec, exc)
+        reason = StopReason("local-error", text)
+        self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
+                          worker=self.worker, at=utcnow(), results=str(self.writer.path))
+        self.on_stop(shown(f"echo-bench: local error on {item.nodeid}: {text}", newlines=False))
+        return Outcome(ABORTED, message=f"not recorded: {text}", stop=reason)
+
+
+def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
+    """What to do about an arm-scope failure its provider gave no hint for."""
+    if status in (401, 403):
+        names = arm.options.get("api_key_env") or ", ".join(DEFAULT_KEY_ENV.get(arm.provider, ())) or "its key variable"
+        return f"the key was refused: check the key in {names} (and that it may use this model), then resume"
+    if status == 404:
+        return "check the model name and base_url (an OpenAI-compatible base_url ends in /v1), then resume"
+    if status is not None and 300 <= status < 400:
+        return "base_url must be the API's address, not a web page, a redirect or a login; fix it, then resume"
+    if repeated:
+        return "fix the arm's settings in the spec (or the server), then resume with --bench-retry-errors"
+    return "fix the arm's settings in the spec (or its credentials), then resume"
+
+
+def _after(seconds: float | None) -> float | None:
+    return time.time() + seconds if seconds else None
 
 
 def _units(cost: float | None, unit: float | None) -> float | None:

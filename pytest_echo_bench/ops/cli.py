@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
 
@@ -17,7 +18,7 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.report import build_report, load_results
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
-    report = build_report(load_results(args.files), oracle)
+    report = build_report(load_results(args.files), oracle, args.reduce)
     print(render(report, args.format))
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
     intervals = paired_intervals(report)
@@ -64,6 +65,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.grace < 0:
         print("echo-bench run: --grace must be 0 or more seconds", file=sys.stderr)
         return 4
+    if args.retry_errors:
+        # Every resume the supervisor starts keeps the command's other options, this one included.
+        if not any(a == "--bench-resume" or a.startswith("--bench-resume=") for a in command):
+            print("echo-bench run: --retry-errors re-runs the error rows of a results file: give the pytest command "
+                  "--bench-resume PATH", file=sys.stderr)
+            return 4
+        command = [*command, "--bench-retry-errors"] if "--bench-retry-errors" not in command else command
 
     def log(line: str) -> None:
         # A closed terminal or pipe must not end supervision while the run it supervises goes on.
@@ -116,6 +124,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+", type=Path)
     r.add_argument("--format", choices=FORMATS, default="table")
     r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
+    r.add_argument("--reduce", choices=REDUCERS, default="mean",
+                   help="How the samples of an item recorded with epochs make its score: mean (default; the share "
+                        "correct), majority (more than half correct) or pass_at_k (any correct)")
     r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
                    help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the paired "
                         "interval 'judge >= strong - 0.02 @95' (repeatable)")
@@ -140,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--grace", type=float, default=30.0,
                    help="Seconds the run has to stop after Ctrl-C or SIGTERM before it gets SIGTERM, "
                         "then SIGKILL (default 30)")
+    u.add_argument("--retry-errors", action="store_true",
+                   help="Pass --bench-retry-errors to the run and every resume (the command must use --bench-resume)")
     u.add_argument("command", nargs=argparse.REMAINDER)
     u.set_defaults(func=_run)
     d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls); "

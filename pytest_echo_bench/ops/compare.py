@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pytest_echo_bench.ops.power import mde, n_for_power
 from pytest_echo_bench.ops.results import Item
-from pytest_echo_bench.ops.stats import holm, mcnemar_exact, newcombe_paired
+from pytest_echo_bench.ops.stats import holm, mcnemar_exact, newcombe_paired, paired_t
 
 Verdicts = dict[str, bool]  # task_id -> passed
 # The report lists this many disagreements per benchmark (and counts them all): a page or a JSON
@@ -36,6 +36,10 @@ class Pair:
     p_holm: float | None = None  # Holm step-down over the pairs of this benchmark
     n_for_80: int | None = None  # items for 80% power at this difference and discordance (Connor 1987)
     mde80: float | None = None  # smallest |diff| this n detects with 80% power
+    # "mcnemar": binary items, diff_ci95 Newcombe's, p exact McNemar; "paired-t": per-item mean scores of
+    # repeats, diff_ci95 and p from Student's t on the per-item differences (then diff_se is its standard error).
+    diff_method: str = "mcnemar"
+    diff_se: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,23 @@ def pair(bench: str, a: str, b: str, sets_a: tuple[set[str], set[str]], sets_b: 
     return Pair(bench, a, b, n, a_only, b_only, both, neither, mcnemar_exact(a_only, b_only),
                 _rate(a_only + both, n), _rate(b_only + both, n), diff, newcombe_paired(both, a_only, b_only, neither),
                 None, n_for_power(diff or 0.0, psi), mde(n, psi))
+
+
+def scored_pair(base: Pair, a: dict[str, float], b: dict[str, float]) -> Pair:
+    """``base`` (its 2x2 table of majority verdicts kept) with the difference of per-item scores in [0, 1]:
+    a paired t interval and test on the differences, when any score is fractional; else ``base`` itself."""
+    shared = [t for t in a if t in b]
+    if all(a[t] in (0.0, 1.0) and b[t] in (0.0, 1.0) for t in shared):
+        return base  # binary scores: McNemar and Newcombe are exact for them
+    mean, se, ci, p = paired_t([a[t] - b[t] for t in shared])
+    n = len(shared)
+    return replace(base, diff=mean, diff_ci95=ci, p_value=p, a_rate=_mean([a[t] for t in shared]),
+                   b_rate=_mean([b[t] for t in shared]), n_for_80=None, mde80=None, diff_method="paired-t",
+                   diff_se=se if n >= 2 else None)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def with_holm(pairs: list[Pair]) -> list[Pair]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import Key, row_key
 
@@ -33,24 +34,32 @@ def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]]) -> N
 
 
 def merge(paths: Sequence[Path]) -> Merged:
+    """Each key once: its newest row (the files in the order given, each from first line to last),
+    in the place where the key first appeared."""
     loaded = [(p, *read_records(p)) for p in paths]
     check_fingerprints([(p, meta) for p, meta, _ in loaded])
     merged = Merged(_merged_meta([meta for _, meta, _ in loaded], paths))
-    first: dict[Key, tuple[bool, Path]] = {}
+    kept: dict[Key, tuple[bytes, bool, str, Path]] = {}  # key -> (line, passed, status, file) of its newest row
     for path, meta, rows in loaded:
         default = str((meta or {}).get("benchmark", ""))
         for record in rows:
-            row, raw = record.data, record.raw
+            row = record.data
             key = row_key(row, default)
-            if key in first:
-                merged.duplicates += 1
-                if first[key][0] != bool(row.get("passed")):
-                    merged.conflicts.append(f"{key[0]}/{key[1]}[{key[2]}]: {first[key][1]} says passed={first[key][0]}, "
-                                            f"{path} says passed={bool(row.get('passed'))}; kept the first")
+            passed = bool(row.get("passed"))
+            older = kept.get(key)
+            kept[key] = (record.raw, passed, row_status(row), path)
+            if older is None:
                 continue
-            first[key] = (bool(row.get("passed")), path)
-            merged.lines.append(raw)
+            merged.duplicates += 1
+            if older[1] != passed and older[2] != "error":  # a retried error row is expected to change
+                merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
+                                        f"{path} says passed={passed}; kept the newest")
+    merged.lines = [line for line, _, _, _ in kept.values()]
     return merged
+
+
+def _shown_key(key: Key) -> str:
+    return f"{key[0]}/{key[1]}[{key[2]}]" if key[3] == 1 else f"{key[0]}/{key[1]}[{key[2]}-e{key[3]}]"
 
 
 def _merged_meta(metas: list[dict[str, Any] | None], paths: Sequence[Path]) -> dict[str, Any] | None:

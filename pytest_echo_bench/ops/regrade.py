@@ -24,6 +24,7 @@ from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
+from pytest_echo_bench.store.records import row_epoch, row_key
 
 # The parts a regrade must find unchanged; the scorer is the one it replaces.
 KEPT_PARTS = ("dataset", "arms")
@@ -84,7 +85,11 @@ def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
     benches = {name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()}
     out = Regraded(None)
     default = str((meta or {}).get("benchmark", ""))
-    for record in rows:
+    newest = _newest(rows, default)
+    if len(newest) < len(rows):
+        out.notes.append(f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
+                         "the newest row of each item counts (and is regraded)")
+    for record in newest:
         bench = _bench_of(results, record, benches, default)
         example = _checked_example(results, record, bench)
         bench.rows += 1
@@ -97,6 +102,15 @@ def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
     out.meta = _new_meta(meta, benches, results)
     out.notes.extend(_unverified_note(results, meta, benches))
     return out
+
+
+def _newest(rows: list[Record], default: str) -> list[Record]:
+    """The newest row of each (benchmark, task_id, arm, epoch), in file order."""
+    last = {row_key(r.data, default): i for i, r in enumerate(rows)}
+    if len(last) == len(rows):
+        return rows
+    keep = set(last.values())
+    return [r for i, r in enumerate(rows) if i in keep]
 
 
 def _bench(results: Path, name: str, loaded: Loaded, recorded: dict[str, Any] | None) -> Bench:
@@ -164,7 +178,9 @@ def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: lis
     verdict = scorer(str(row.get("output", "")), example, spec.scorer_options)
     before = row_status(row)
     if verdict.status != before:
-        changes.append(f"{row['task_id']}[{row['arm']}]: {before} -> {verdict.status} "
+        epoch = row_epoch(row)
+        label = f"{row['task_id']}[{row['arm']}]" if epoch == 1 else f"{row['task_id']}[{row['arm']}-e{epoch}]"
+        changes.append(f"{label}: {before} -> {verdict.status} "
                        f"(answer {row.get('answer')!r} -> {verdict.answer!r})")
     # The row shows the target it was scored against, so its detail and target agree.
     row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,

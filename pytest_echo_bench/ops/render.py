@@ -10,7 +10,7 @@ from typing import Any
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
-from pytest_echo_bench.ops.stats import newcombe_paired, z_for
+from pytest_echo_bench.ops.stats import newcombe_paired, t_quantile, z_for
 
 FORMATS = ("table", "markdown", "json", "csv", "html")
 
@@ -34,8 +34,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "disagreements": {bench: {"count": count, "shown": [asdict(d) for d in shown]}
                           for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
-        "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], "first": c.first, "second": c.second}
-                      for c in report.conflicts],
+        "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
+                       "first": c.first, "second": c.second} for c in report.conflicts],
     }
 
 
@@ -45,12 +45,18 @@ def _labeller(report: Report) -> Callable[[str, str], str]:
     return lambda bench, arm: f"{bench}/{arm}"
 
 
+EPOCH_FIELDS = ("samples", "epochs", "reduce", "pass_at")
+
+
 def _stats_json(s: ArmStats) -> dict[str, Any]:
     data = asdict(s)
     data["ci95"] = list(s.ci95)
     data["cluster_ci95"] = None if s.cluster_ci95 is None else list(s.cluster_ci95)
     if s.subtask is None:
         del data["subtask"]
+    if s.epochs is None:  # no repeats: the arm's JSON is what it was before epochs
+        for name in EPOCH_FIELDS:
+            del data[name]
     return data
 
 
@@ -94,6 +100,9 @@ STATS_COLUMNS: list[Column] = [
     ("unparseable", "", lambda s: str(s.unparseable)),
     ("errors", "", lambda s: str(s.errors)),
     ("not completed", "", lambda s: str(s.not_completed)),
+    ("samples", "epochs", lambda s: _opt(s.samples, "d")),
+    ("reduce", "epochs", lambda s: s.reduce or "-"),
+    ("pass@k", "epochs", lambda s: " ".join(f"{k}:{v:.3f}" for k, v in (s.pass_at or {}).items()) or "-"),
     ("wall mean", "", lambda s: _opt(s.wall_mean, ".3f")),
     ("wall p50", "", lambda s: _opt(s.wall_p50, ".3f")),
     ("wall p95", "", lambda s: _opt(s.wall_p95, ".3f")),
@@ -111,7 +120,8 @@ STATS_COLUMNS: list[Column] = [
 def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
     groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
               "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats),
-              "units": any(s.cost_units is not None for s in stats), "cluster": any(s.clusters is not None for s in stats)}
+              "units": any(s.cost_units is not None for s in stats), "cluster": any(s.clusters is not None for s in stats),
+              "epochs": any(s.epochs is not None for s in stats)}
     columns = [c for c in STATS_COLUMNS if groups[c[1]]]
     keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
     rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else []) + [cell(s) for _, _, cell in columns]
@@ -127,7 +137,9 @@ def _tables(report: Report) -> list[Table]:
                             [[o.benchmark, ",".join(o.arms), str(o.n), str(o.correct), _opt(o.pass_rate, ".3f"), _ci_text(o.ci95)]
                              for o in report.oracles], 2))
     if report.pairs:
-        tables.append(Table("paired comparison", PAIR_HEADER, [_pair_row(p) for p in report.pairs], 3, P_HINT + "\n" + DIFF_HINT))
+        t_note = "\n" + T_HINT if any(p.diff_method == "paired-t" for p in report.pairs) else ""
+        tables.append(Table("paired comparison", PAIR_HEADER, [_pair_row(p) for p in report.pairs], 3,
+                            P_HINT + "\n" + DIFF_HINT + t_note))
     if report.complementarity:
         tables.append(Table("complementarity: items only this arm gets right", ["benchmark", "arm", "shared items", "only this arm"],
                             [[c.benchmark, arm, str(c.n), str(k)] for c in report.complementarity for arm, k in c.alone.items()], 2))
@@ -152,8 +164,13 @@ DIFF_HINT = ("diff: a rate - b rate on the shared items, with Newcombe's paired 
              "80% power at this diff (McNemar, two-sided 0.05); mde 80%: the smallest diff this n detects so")
 
 
+T_HINT = ("(t): mean scores of repeats; diff, its interval and p from Student's t on the per-item differences "
+          "(diff_method paired-t), not McNemar")
+
+
 def _pair_row(p: Pair) -> list[str]:
     ci = "-" if p.diff_ci95 is None else f"[{p.diff_ci95[0]:+.3f}, {p.diff_ci95[1]:+.3f}]"
+    ci += " (t)" if p.diff_method == "paired-t" else ""
     return [p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"), _opt(p.b_rate, ".3f"),
             _opt(p.diff, "+.3f"), ci, f"{p.p_value:#.4g}", _opt(p.p_holm, "#.4g"), _opt(p.n_for_80, "d"),
             _opt(p.mde80, ".3f")]
@@ -172,11 +189,11 @@ def _verdict_cell(d: Disagreement, arm: str) -> str:
 
 
 def _duplicates_table(report: Report) -> Table:
-    title = (f"duplicates: {report.duplicates} repeated row(s) counted once (first kept); "
+    title = (f"duplicates: {report.duplicates} repeated row(s) counted once (the newest kept); "
              f"conflicts: {len(report.conflicts)}")
     verdict = {True: "passed", False: "failed"}
-    rows = [[*c.key, verdict[c.first], verdict[c.second]] for c in report.conflicts]
-    return Table(title, ["benchmark", "task_id", "arm", "first", "later"] if rows else [], rows, 5)
+    rows = [[c.key[0], c.key[1], c.key[2], str(c.key[3]), verdict[c.first], verdict[c.second]] for c in report.conflicts]
+    return Table(title, ["benchmark", "task_id", "arm", "epoch", "first", "later (kept)"] if rows else [], rows, 6)
 
 
 def _text(table: Table) -> str:
@@ -219,15 +236,27 @@ def render(report: Report, fmt: str = "table") -> str:
 
 
 def paired_intervals(report: Report) -> Intervals:
-    """For interval gates: the Newcombe interval of rate(a) - rate(b), arms named as ``report_json`` keys them."""
+    """For interval gates: the interval of rate(a) - rate(b) (Newcombe's, or the paired t one for mean
+    scores of repeats), arms named as ``report_json`` keys them."""
     label = _labeller(report)
     tables: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    scored: dict[tuple[str, str], tuple[float, float, int]] = {}  # (diff, standard error, n) of paired-t pairs
     for p in report.pairs:
         a, b = label(p.benchmark, p.a), label(p.benchmark, p.b)
+        if p.diff_method == "paired-t":
+            scored[(a, b)] = (p.diff or 0.0, p.diff_se or 0.0, p.n)
+            scored[(b, a)] = (-(p.diff or 0.0), p.diff_se or 0.0, p.n)
+            continue
         tables[(a, b)] = (p.both, p.a_only, p.b_only, p.neither)
         tables[(b, a)] = (p.both, p.b_only, p.a_only, p.neither)
 
     def interval(a: str, b: str, level: float) -> tuple[float, float] | None:
+        if (a, b) in scored:
+            diff, se, n = scored[(a, b)]
+            if n < 2:
+                return None
+            half = t_quantile(level, n - 1) * se
+            return (max(-1.0, diff - half), min(1.0, diff + half))
         table = tables.get((a, b))
         return None if table is None else newcombe_paired(*table, z=z_for(level))
 

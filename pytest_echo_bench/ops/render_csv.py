@@ -24,7 +24,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
-    writer = csv.DictWriter(out, CSV_FIELDS, restval="", lineterminator="\r\n")
+    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report), restval="", lineterminator="\r\n")
     writer.writeheader()
     for bench in report.benchmarks:
         for s in (s for s in report.arms if s.benchmark == bench.name):
@@ -33,6 +33,15 @@ def render_csv(report: Report) -> str:
         for o in (o for o in report.oracles if o.benchmark == bench.name):
             writer.writerow(_safe(_oracle(o)))
     return out.getvalue()
+
+
+def _epoch_fields(report: Report) -> list[str]:
+    """With repeats only (the columns are what they were without): samples, epochs, reduce, pass_at_<k>."""
+    stats = [s for s in (*report.arms, *report.subtasks) if s.epochs is not None]
+    if not stats:
+        return []
+    ks = sorted({int(k) for s in stats for k in (s.pass_at or {})})
+    return ["samples", "epochs", "reduce"] + [f"pass_at_{k}" for k in ks]
 
 
 def neutralise(text: str) -> str:
@@ -50,6 +59,7 @@ def _flat(s: ArmStats, kind: str) -> dict[str, Any]:
     data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
     cluster = data.pop("cluster_ci95")
     data["cluster_ci95_lo"], data["cluster_ci95_hi"] = cluster if cluster is not None else (None, None)
+    data.update({f"pass_at_{k}": v for k, v in (data.pop("pass_at") or {}).items()})
     return {k: v for k, v in data.items() if v is not None}  # csv writes None as "", as it wrote before
 
 

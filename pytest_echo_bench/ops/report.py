@@ -17,8 +17,10 @@ from pytest_echo_bench.ops.compare import (
     disagreements,
     frontier,
     pair,
+    scored_pair,
     with_holm,
 )
+from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
@@ -57,6 +59,11 @@ class ArmStats:
     clusters: int | None = None  # subtasks of the overall rate, when it has two or more
     cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
     cluster_ci95: tuple[float, float] | None = None
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k.
+    samples: int | None = None
+    epochs: int | None = None
+    reduce: str | None = None
+    pass_at: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,19 +112,22 @@ class Report:
 
 # --- computing ---------------------------------------------------------------------------------
 
-def build_report(results: Results, oracle_arms: Sequence[str] | None = None) -> Report:
-    """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all)."""
+def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean") -> Report:
+    """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
+    ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``)."""
     order = _arm_order(results)
     known = {arm for arms in order.values() for arm in arms}
     unknown = sorted(set(oracle_arms or ()) - known)
     if unknown:
         raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(sorted(known))}")
+    reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
-    for item in results.rows:
+    for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts))
     for bench, arms in order.items():
-        _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms)
+        _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
+                       None if reduced is None else (reduced, reduce))
     return report
 
 
@@ -139,7 +149,8 @@ def _meta_arms(meta: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return [(str(b), [str(a) for a in names]) for b, names in arms.items() if isinstance(names, list)]
 
 
-def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None) -> None:
+def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None,
+                   reduced: tuple[Reduced, str] | None = None) -> None:
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
     subtask_ids: dict[str, set[str]] = defaultdict(set)
@@ -147,8 +158,9 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         subtask_ids[str(item.subtask)].add(item.task_id)
     for arm, items in by_arm.items():
         by_subtask = _by_subtask(items)
-        report.arms.append(_arm_stats(bench, arm, None, items, universe, by_subtask))
-        report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub])
+        report.arms.append(_arm_stats(bench, arm, None, items, universe, by_subtask, _samples(reduced, bench, arm)))
+        report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
+                                          samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
@@ -159,7 +171,11 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         report.complementarity.append(_complement(bench, verdicts))
         report.disagreements[bench] = disagreements(bench, by_arm, verdicts)
     sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
-    report.pairs.extend(with_holm([pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]))
+    pairs = [pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]
+    if reduced is not None and reduced[1] == "mean":  # fractional scores: a paired t on the per-item differences
+        scores = {arm: {i.task_id: _score(i) for i in items} for arm, items in by_arm.items()}
+        pairs = [scored_pair(p, scores[p.a], scores[p.b]) for p in pairs]
+    report.pairs.extend(with_holm(pairs))
     found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
     if found is not None:
         report.frontiers.append(found)
@@ -172,20 +188,46 @@ def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
     return groups
 
 
+Samples = tuple[list[Item], list[Sampled], str]  # an arm's (or subtask's) sample rows, per-item samples, reduction
+
+
+def _samples(reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None) -> Samples | None:
+    if reduced is None:
+        return None
+    data, how = reduced
+    rows = data.raw.get((bench, arm), [])
+    per_item = data.samples.get((bench, arm), {})
+    if subtask is not None:
+        rows = [r for r in rows if r.subtask == subtask]
+        tasks = dict.fromkeys(r.task_id for r in rows)
+        return rows, [per_item[t] for t in tasks], how
+    return rows, list(per_item.values()), how
+
+
+def _score(item: Item) -> float:
+    return float(item.passed) if item.score is None else item.score
+
+
 def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
-               by_subtask: dict[str | None, list[Item]] | None = None) -> ArmStats:
-    n, correct = len(items), sum(i.passed for i in items)
-    walls = [i.wall_seconds for i in items if i.wall_seconds is not None]
-    calls = [i.sub_calls for i in items if i.sub_calls is not None]
-    flags = [float(i.escalated) for i in items if i.escalated is not None]
-    usage = [i.usage for i in items if i.usage is not None]
-    cost = _total(i.cost_usd for i in items)
-    units = _total(i.cost_units for i in items)
+               by_subtask: dict[str | None, list[Item]] | None = None, samples: Samples | None = None) -> ArmStats:
+    """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
+    scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
+    n = len(items)
+    rows = items if samples is None else samples[0]
+    total: float = sum(i.passed for i in items) if samples is None else sum(_score(i) for i in items)
+    # ``mean`` has no verdict per item: its ``correct`` counts correct samples (what cost_per_correct divides by).
+    correct = sum(r.passed for r in rows) if samples is not None and samples[2] == "mean" else sum(i.passed for i in items)
+    walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
+    calls = [i.sub_calls for i in rows if i.sub_calls is not None]
+    flags = [float(i.escalated) for i in rows if i.escalated is not None]
+    usage = [i.usage for i in rows if i.usage is not None]
+    cost = _total(i.cost_usd for i in rows)
+    units = _total(i.cost_units for i in rows)
     clustered = _clustered(by_subtask)
     return ArmStats(
-        bench, arm, subtask, n, correct, correct / n, wilson(correct, n),
-        unparseable=sum(i.status == "unparseable" for i in items),
-        errors=sum(i.status == "error" for i in items),
+        bench, arm, subtask, n, correct, total / n, wilson(total, n),
+        unparseable=sum(i.status == "unparseable" for i in rows),
+        errors=sum(i.status == "error" for i in rows),
         not_completed=len(universe - {i.task_id for i in items}),
         wall_mean=_mean(walls),
         wall_p50=percentile(walls, 50) if walls else None,
@@ -201,6 +243,10 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         clusters=None if clustered is None else len(by_subtask or {}),
         cluster_se=None if clustered is None else clustered[0],
         cluster_ci95=None if clustered is None else clustered[1:],
+        samples=None if samples is None else len(rows),
+        epochs=None if samples is None else max((s.n for s in samples[1]), default=0),
+        reduce=None if samples is None else samples[2],
+        pass_at=None if samples is None else pass_at(samples[1]),
     )
 
 
@@ -212,7 +258,7 @@ def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, 
     """
     if not by_subtask or set(by_subtask) == {None}:
         return None
-    return cluster_interval([(sum(i.passed for i in group), len(group)) for group in by_subtask.values()])
+    return cluster_interval([(sum(_score(i) for i in group), len(group)) for group in by_subtask.values()])
 
 
 def _total(values: Iterable[float | None]) -> float | None:

@@ -54,12 +54,28 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
              '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% interval; '
              "dashed: cluster-robust 95% interval over subtasks (when the arm spans several)</p>",
              rate_bars(arms, colors),
+             _pass_at(arms),
              _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
              _pair_matrix([s.arm for s in arms], pairs),
              _cost(frontier, colors),
              _disagreements(count, shown, [s.arm for s in arms]),
              "</section>"]
     return "\n".join(p for p in parts if p)
+
+
+def _pass_at(arms: list[ArmStats]) -> str:
+    """With repeats only: each arm's samples, reduction and pass@k."""
+    sampled = [s for s in arms if s.epochs is not None]
+    if not sampled:
+        return ""
+    ks = sorted({int(k) for s in sampled for k in (s.pass_at or {})})
+    head = "".join(f"<th>pass@{k}</th>" for k in ks)
+    rows = "".join(f'<tr><td class="text">{e(s.arm)}</td><td>{s.samples}</td><td>{s.epochs}</td><td class="text">'
+                   f'{e(s.reduce or "")}</td>' + "".join(f"<td>{(s.pass_at or {}).get(str(k), float('nan')):.3f}</td>" for k in ks)
+                   + "</tr>" for s in sampled)
+    return ('<h3>Repeats: pass@k</h3><p class="muted">unbiased estimator of Chen et al. (2021); an item counts for the k '
+            'its own number of samples reaches</p><table class="pass-at"><tr><th class="text">arm</th><th>samples</th>'
+            f'<th>epochs</th><th class="text">reduce</th>{head}</tr>{rows}</table>')
 
 
 def _heatmap(subtasks: list[ArmStats], arms: list[str]) -> str:

@@ -34,11 +34,14 @@ class Item:
     cost_usd: float | None
     cost_units: float | None = None
     answer: str | None = None  # the parsed answer, else the start of the output
+    epoch: int = 1  # 1..K of a spec with ``epochs: K``
+    score: float | None = None  # a reduced item's score in [0, 1] (``ops.epochs``); None: ``passed`` says it
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A repeated (benchmark, task_id, arm) whose verdict differs from the first one kept."""
+    """A repeated (benchmark, task_id, arm, epoch) whose newer row (``second``, kept) says otherwise
+    than an older one (``first``) that was not an error: a retried error row is expected to change."""
 
     key: Key
     first: bool
@@ -47,7 +50,8 @@ class Conflict:
 
 @dataclass
 class Results:
-    """Rows of one or more results files, each key once (first occurrence wins)."""
+    """Rows of one or more results files, each key once: its newest row (the files are read in the
+    order given, each from its first line to its last)."""
 
     rows: list[Item] = field(default_factory=list)
     metas: list[dict[str, Any]] = field(default_factory=list)
@@ -56,9 +60,9 @@ class Results:
 
 
 def load_results(paths: Sequence[Path]) -> Results:
-    """Combine results files in order; a repeated key is counted once, and noted if its verdict differs."""
+    """Combine results files in order; a repeated key counts once (its newest row), and is noted if its verdict changed."""
     results = Results()
-    seen: dict[Key, Item] = {}
+    seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
     for path in paths:
         default = ""
         for lineno, record in _records(path):
@@ -68,6 +72,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                     default = str(record.get("benchmark") or "")
                 continue
             _add(results, seen, _item(record, default))
+    results.rows = list(seen.values())
     return results
 
 
@@ -92,19 +97,18 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
-    key = (item.benchmark, item.task_id, item.arm)
-    first = seen.get(key)
-    if first is None:
-        seen[key] = item
-        results.rows.append(item)
+    key = (item.benchmark, item.task_id, item.arm, item.epoch)
+    older = seen.get(key)
+    seen[key] = item
+    if older is None:
         return
     results.duplicates += 1
-    if first.passed != item.passed:
-        results.conflicts.append(Conflict(key, first.passed, item.passed))
+    if older.passed != item.passed and older.status != "error":
+        results.conflicts.append(Conflict(key, older.passed, item.passed))
 
 
 def _item(record: dict[str, Any], default_benchmark: str) -> Item:
-    benchmark, task_id, arm = row_key(record, default_benchmark)
+    benchmark, task_id, arm, epoch = row_key(record, default_benchmark)
     extra = record.get("extra")
     escalated = extra.get("escalated") if isinstance(extra, dict) else None
     subtask = _subtask(record, task_id)
@@ -113,7 +117,7 @@ def _item(record: dict[str, Any], default_benchmark: str) -> Item:
                 None if subtask is None else sys.intern(subtask),
                 _number(record.get("wall_seconds")), _number(record.get("sub_calls")),
                 None if escalated is None else bool(escalated), _usage(record.get("usage")), _number(record.get("cost_usd")),
-                _number(record.get("cost_units")), _answer(record))
+                _number(record.get("cost_units")), _answer(record), epoch)
 
 
 def _subtask(record: dict[str, Any], task_id: str) -> str | None:

@@ -20,8 +20,12 @@ def z_for(level: float) -> float:
     return Z95 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval for ``correct`` successes out of ``n`` (95% by default)."""
+def wilson(correct: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for ``correct`` successes out of ``n`` (95% by default).
+
+    ``correct`` may be a sum of per-item scores in [0, 1] (the mean of repeats): the interval is
+    then conservative, since such a score's variance is at most p(1 - p).
+    """
     if n <= 0:
         return (0.0, 1.0)
     p = correct / n
@@ -117,7 +121,7 @@ def newcombe_paired(both: int, a_only: int, b_only: int, neither: int, z: float 
     return (max(-1.0, diff - delta), min(1.0, diff + eps))
 
 
-def cluster_interval(clusters: Sequence[tuple[int, int]], z: float = Z95) -> tuple[float, float, float] | None:
+def cluster_interval(clusters: Sequence[tuple[float, int]], z: float = Z95) -> tuple[float, float, float] | None:
     """(standard error, lo, hi) of the overall rate over ``clusters`` of (correct, n), cluster-robust.
 
     The sandwich (CR1) variance of a mean, sum over clusters of (correct_g - p n_g)^2, scaled by
@@ -143,3 +147,69 @@ def percentile(values: list[float], q: float) -> float:
     pos = (len(ordered) - 1) * q / 100
     lo, hi = math.floor(pos), math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2)."""
+    if df < 1:
+        return 1.0
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, _beta_regularized(df / (df + t * t), df / 2, 0.5))
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The two-sided critical value t such that P(|T| >= t) = 1 - ``level`` (bisection on ``t_two_sided_p``)."""
+    alpha, lo, hi = 1 - level, 0.0, 1.0
+    while t_two_sided_p(hi, df) > alpha:
+        hi *= 2
+    for _ in range(100):  # far below a double's resolution of the quantile
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_two_sided_p(mid, df) > alpha else (lo, mid)
+    return (lo + hi) / 2
+
+
+def paired_t(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, tuple[float, float] | None, float]:
+    """(mean, standard error, interval, two-sided p) of paired differences, by Student's t on n - 1 df.
+
+    With fewer than two differences there is no interval and p is 1; with no spread the interval
+    is the mean itself and p is 0 (or 1 when the mean is 0).
+    """
+    n = len(diffs)
+    mean = math.fsum(diffs) / n if n else 0.0
+    if n < 2:
+        return mean, math.nan, None, 1.0
+    se = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    if se == 0:
+        return mean, 0.0, (mean, mean), 1.0 if mean == 0 else 0.0
+    half = t_quantile(level, n - 1) * se
+    return mean, se, (max(-1.0, mean - half), min(1.0, mean + half)), t_two_sided_p(mean / se, n - 1)
+
+
+def _beta_regularized(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast only below this point: use the symmetry
+        return 1.0 - front * _beta_fraction(1 - x, b, a) / b
+    return front * _beta_fraction(x, a, b) / a
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return result

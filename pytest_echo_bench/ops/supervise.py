@@ -1,9 +1,12 @@
 """``echo-bench run``: keep a sweep going unattended through provider usage windows.
 
-It runs the pytest command; when the run stops with status 2 *because of exhaustion* (or items
-left incomplete by transient errors), as its stop marker says, it waits the backoff and resumes
-the same results file, until the sweep completes or the retries are used. Any other stop
-(a usage error, a crash, a failed gate) ends supervision with that status.
+It runs the pytest command; when the run stops with status 2 for what time fixes, as its stop
+marker says (exhaustion, items left incomplete by transient errors, a lost worker), it waits and
+resumes the same results file, until the sweep completes or the retries are used. After
+exhaustion it waits until the provider's reset time when the provider said one, else the backoff.
+What needs a person (an arm that cannot work as configured, our machine's own failure, the
+results file) ends supervision at once with the message and the command to run after fixing it;
+so does any other stop (a usage error, a crash, a failed gate).
 
 Ctrl-C, SIGTERM (a CI timeout, ``kill``) or SIGHUP (the terminal closed) end supervision: the run
 gets one SIGINT, which pytest takes as Ctrl-C (it writes its stop marker, its summary and the
@@ -25,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from pytest_echo_bench.store.files import read_json, stop_path, summary_path
+from pytest_echo_bench.store.files import NEEDS_FIXING, read_json, stop_path, summary_path
 
 RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
 # A provider's usage window needs the backoff; a lost xdist worker (killed, out of memory) does not.
@@ -36,6 +39,10 @@ NO_WAIT = {"worker-lost"}
 GRACE_S = 30.0
 # After SIGTERM only a process that ignores it is left, so a short wait is enough before SIGKILL.
 KILL_AFTER_S = 5.0
+# A reset time further away than this is taken for a misreading (usage windows are hours, a week
+# at most): the fixed backoff applies instead.
+MAX_RESET_WAIT_S = 8 * 24 * 3600.0
+RESET_MARGIN_S = 30.0  # past the reset time: our clock and the provider's may differ a little
 # How often the wait and the backoff look for signals received: short enough to seem immediate.
 TICK_S = 0.1
 # SIGHUP is handled only when not ignored, so that ``nohup echo-bench run ...`` keeps running.
@@ -206,6 +213,10 @@ def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: 
         if status == 0:
             log(f"echo-bench run: sweep complete after {attempt} attempt(s): {path}")
             return 0
+        if reason in NEEDS_FIXING:
+            log(f"echo-bench run: the run stopped ({reason}: {marker.get('message', '')}); not resuming: waiting "
+                f"would not fix this; fix it, then run: {resume}")
+            return status
         if reason not in RESUMABLE:
             why = f"stopped ({reason}: {marker.get('message', '')})" if reason else f"exited with status {status}"
             log(f"echo-bench run: the run {why}; not resuming (only exhaustion, incomplete items and a lost worker are)")
@@ -213,13 +224,25 @@ def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: 
         if attempt > max_retries:
             log(f"echo-bench run: {reason} again and all {max_retries} retries used; resume later with: {resume}")
             return status
-        wait = 0.0 if reason in NO_WAIT else backoff_s
-        log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {wait:g}s before resuming")
+        wait, until = (0.0, "") if reason in NO_WAIT else _wait(marker, backoff_s, time.time())
+        log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {wait:g}s{until} before resuming")
         sleep(wait)
         if interrupts.received:
             log(f"echo-bench run: got {interrupts.name()} during the backoff; not resuming; resume later with: {resume}")
             return 2
         argv = resume_command(argv, path)
+
+
+def _wait(marker: dict[str, object], backoff_s: float, now: float) -> tuple[float, str]:
+    """How long to wait before resuming, and how the log says why: until the provider's reset, or the backoff."""
+    resume_at = marker.get("resume_at")
+    if marker.get("reason") != "exhausted" or not isinstance(resume_at, (int, float)) or isinstance(resume_at, bool):
+        return backoff_s, ""
+    left = float(resume_at) - now
+    if left > MAX_RESET_WAIT_S:
+        return backoff_s, ""
+    stamp = datetime.fromtimestamp(float(resume_at), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return round(max(left, 0.0) + RESET_MARGIN_S, 1), f" (the provider's window resets at {stamp})"
 
 
 def _interrupted(interrupts: Interrupts, status: int, path: Path, resume: str) -> int:

@@ -61,7 +61,25 @@ class SpecFile(pytest.File):
             # ids never share a node id; the item's key keeps the id itself (resume, shards).
             name = escape_id(ex.id)
             for arm in spec.arms:
-                yield BenchItem.from_parent(self, name=f"{name}[{arm}]", spec=spec, example=ex, arm=arm)
+                for epoch in range(1, spec.epochs + 1):
+                    yield BenchItem.from_parent(self, name=item_name(name, arm, epoch, spec.epochs), spec=spec,
+                                                example=ex, arm=arm, epoch=epoch)
+
+
+def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
+    """``q1[strong]``, or with ``epochs: K`` > 1 ``q1[strong-e2]`` (epochs 1..K): ``-k e2`` picks an
+    epoch, ``-k "strong and e2"`` one arm's. Arm names may hold "-": ``split_name`` reads the last
+    ``-e<digits>`` as the epoch only for a benchmark with epochs."""
+    return f"{task}[{arm}]" if epochs <= 1 else f"{task}[{arm}-e{epoch}]"
+
+
+def split_name(bracket: str, epochs: int) -> tuple[str, int]:
+    """(arm, epoch) of the part of a node name between its last "[" and "]"."""
+    if epochs > 1:
+        arm, sep, epoch = bracket.rpartition("-e")
+        if sep and epoch.isdigit():
+            return arm, int(epoch)
+    return bracket, 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -74,12 +92,12 @@ def item_marks(arm: str, subtask: str | None) -> tuple[pytest.MarkDecorator, ...
 
 
 class BenchItem(pytest.Item):
-    """One benchmark item under one arm: node id ``<spec>::<task_id>[<arm>]``, the task id escaped
-    by ``escape_id``; ``key`` holds the id itself."""
+    """One benchmark item under one arm (and one epoch): node id ``<spec>::<task_id>[<arm>]`` (see
+    ``item_name``), the task id escaped by ``escape_id``; ``key`` holds the id itself."""
 
-    def __init__(self, *, spec: Spec, example: Example, arm: str, **kwargs: Any) -> None:
+    def __init__(self, *, spec: Spec, example: Example, arm: str, epoch: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.spec, self.example, self.arm = spec, example, arm
+        self.spec, self.example, self.arm, self.epoch = spec, example, arm, epoch
         for mark in item_marks(arm, example.subtask):
             self.add_marker(mark)
 
@@ -99,8 +117,8 @@ class BenchItem(pytest.Item):
             self.__dict__["_extra_keyword_matches"] = value
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.spec.benchmark, self.example.id, self.arm)
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.spec.benchmark, self.example.id, self.arm, self.epoch)
 
     def runtest(self) -> None:
         outcome = self.config.stash[RUN](self)

@@ -41,6 +41,7 @@ class RunContext:
     shard: str | None = None
     cache: str | None = None
     run_start: int = 0  # the file's size when this run began: the rows after it are this run's
+    retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -85,8 +86,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     names = sorted(loaded) or [p.stem for p in specs]
     results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
     meta = Meta(
-        benchmark="+".join(names), benchmarks={n: {"spec": _rel(s.path, rootdir), "fingerprint": fingerprints[n], "parts": parts[n],
-                                                  "items": c} for n, (s, c) in loaded.items()},
+        benchmark="+".join(names), benchmarks={n: _bench_info(s, c, rootdir, fingerprints[n], parts[n])
+                                               for n, (s, c) in loaded.items()},
         spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
         arms={n: list(s.arms) for n, (s, _) in loaded.items()},
         selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
@@ -96,7 +97,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
-                     notes=opened.notes if opened else [],
+                     notes=opened.notes if opened else [], retry_errors=opts.retry_errors,
                      cache=str(rootdir / "bench_results" / "cache.sqlite") if opts.cache == "" else opts.cache)
     if opened is not None:
         _check_resume(opts, opened.index, fingerprints)
@@ -112,6 +113,14 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         if loaded:  # specs that all failed to load are collection errors: no file for them
             ctx.run_start = _start_file(ctx, opts)
     return ctx
+
+
+def _bench_info(spec: Spec, items: int, rootdir: Path, fingerprint: str, parts: dict[str, str]) -> dict[str, Any]:
+    """A benchmark's entry in the meta line; ``epochs`` only when the spec samples each item more than once."""
+    info: dict[str, Any] = {"spec": _rel(spec.path, rootdir), "fingerprint": fingerprint, "parts": parts, "items": items}
+    if spec.epochs > 1:
+        info["epochs"] = spec.epochs
+    return info
 
 
 def _writes(config: pytest.Config) -> bool:
@@ -169,10 +178,14 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
         # One pass gives the keys to deselect and the per-arm counts the run starts from.
         counted = config.stash[COUNTED] = FileTally()
         counted.update(file, strict=True)
-        index = ResultsIndex(counted.meta, counted.seen, file.stat().st_size)  # seen grows only at the end
+        index = ResultsIndex(counted.meta, counted.recorded(opts.retry_errors), file.stat().st_size)
     except (StoreError, OSError) as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
     notes = [f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {torn_path(path)})"] if cut else []
+    if opts.retry_errors:
+        again = sum(map(len, counted.codes.values())) - len(index.keys)
+        notes.append(f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is an error run again; "
+                     "their old rows stay, the newest row of each item counts")
     return Opened(path, index, notes)
 
 
@@ -224,7 +237,7 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
                                     f"{loaded[spec.benchmark][0].path}; give each spec its own name")
         parts[spec.benchmark] = fingerprint_parts(spec, examples)
         fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
-        loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms))
+        loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms) * spec.epochs)
     return fingerprints, parts, loaded
 
 

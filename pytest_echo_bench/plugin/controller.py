@@ -17,13 +17,13 @@ import pytest
 
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.plugin.collect import BenchItem
+from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend
-from pytest_echo_bench.store.files import StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
+from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
 
@@ -40,6 +40,7 @@ class ControllerPlugin:
         self.not_completed: dict[tuple[str, str], int] = {}
         self.unfinished: list[tuple[str, str]] = []
         self.unavailable: dict[tuple[str, str], int] = {}  # (arm, reason) -> items skipped
+        self.required: dict[str, str] = {}  # "<benchmark>/<arm>" not marked optional -> why it could not run
         self.other_failures = 0
         self.collect_errors = 0
         self._collected = False  # xdist: every worker reports the same ids; the first is taken
@@ -67,7 +68,7 @@ class ControllerPlugin:
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
                             self._write, list(self.opts.gates),
-                            counted=self.config.stash.get(COUNTED, None) or FileTally())
+                            counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs())
         self.live.start()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -129,12 +130,19 @@ class ControllerPlugin:
             key = (bench["benchmark"], bench["arm"])
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
             if bench["kind"] == UNAVAILABLE:  # one reason per arm, not one line per item
-                reason = (bench["arm"], bench["message"])
-                self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
+                self._unavailable(bench)
             else:
                 self.unfinished.append((nodeid, bench["message"]))
         if bench.get("retries"):
             self._write(f"echo-bench: {nodeid} took {bench['retries']} retries")
+
+    def _unavailable(self, bench: dict[str, Any]) -> None:
+        reason = (bench["arm"], bench["message"])
+        if reason not in self.unavailable:  # said at once: a user watching a long run can fix it now
+            self._write(f"echo-bench: arm {bench['arm']} stopped: {bench['message']}")
+        self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
+        if not bench.get("optional"):
+            self.required.setdefault(f"{bench['benchmark']}/{bench['arm']}", str(bench["message"]))
 
     def _unfile(self, report: pytest.TestReport) -> None:
         """Drop a benchmark item's silent setup/teardown report from the terminal reporter's list.
@@ -171,22 +179,26 @@ class ControllerPlugin:
         message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
         report.outcome, report.when = "skipped", "call"
         report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
-        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": key[1], "arm": key[2],
+        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": key[1], "arm": key[2], "epoch": key[3],
                    "status": INCOMPLETE, "wall_seconds": None, "retries": 0, "message": message}
         report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
 
-    def _key_of(self, nodeid: str) -> tuple[str, str, str] | None:
-        """(benchmark, task_id, arm) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.
+    def _key_of(self, nodeid: str) -> tuple[str, str, str, int] | None:
+        """(benchmark, task_id, arm, epoch) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.
 
         The node name holds the task id escaped (``escape_id``); arm names never hold "[", so
-        the last "[" starts the arm whatever the id holds.
+        the last "[" starts the arm whatever the id holds (and its epoch: ``collect.item_name``).
         """
         spec, _, name = nodeid.partition("::")
         benchmark = self._spec_of().get(spec)
         if benchmark is None or not name.endswith("]") or "[" not in name:
             return None
         cut = name.rindex("[")
-        return benchmark, unescape_id(name[:cut]), name[cut + 1 : -1]
+        arm, epoch = split_name(name[cut + 1 : -1], self._epochs().get(benchmark, 1))
+        return benchmark, unescape_id(name[:cut]), arm, epoch
+
+    def _epochs(self) -> dict[str, int]:
+        return {name: int(info.get("epochs") or 1) for name, info in self.ctx.meta["benchmarks"].items()}
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -257,6 +269,8 @@ class ControllerPlugin:
             return pytest.ExitCode.INTERRUPTED
         if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
             return status
+        if self.required:
+            return self._arms_unavailable()
         left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
         if status == pytest.ExitCode.INTERRUPTED or left:
             stop = StopReason("incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted",
@@ -270,6 +284,14 @@ class ControllerPlugin:
         if status == pytest.ExitCode.TESTS_FAILED and not self.opts.strict and not self.other_failures:
             return pytest.ExitCode.OK  # wrong answers are results, not a failed run
         return status
+
+    def _arms_unavailable(self) -> int:
+        """Arms the spec needs could not run: the sweep is not complete until someone fixes them."""
+        names = sorted(self.required)
+        stop = StopReason("arm-unavailable", "; ".join(self.required[name] for name in names))
+        self.stopped = str(stop)
+        write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, arms=names)
+        return pytest.ExitCode.INTERRUPTED
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
@@ -294,7 +316,7 @@ class ControllerPlugin:
         for line in end_table(Path(self.ctx.results), self.not_completed, self.live.counted if self.live else None):
             tr.write_line(shown(line))
         for (arm, reason), count in sorted(self.unavailable.items()):
-            tr.write_line(shown(f"skipped: {count} items of arm {arm}: {reason}"))
+            tr.write_line(shown(f"not run: {count} items of arm {arm}: {reason}"))
         for nodeid, message in self.unfinished[:5]:
             tr.write_line(shown(f"not completed: {nodeid}: {message}"))
         if len(self.unfinished) > 5:
@@ -305,7 +327,8 @@ class ControllerPlugin:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         tr.write_line(f"results: {self.ctx.results}")
         if self.stopped:
-            tr.write_line(shown(f"echo-bench: stopped early ({self.stopped}); resume with:", newlines=False),
+            then = "fix that, then resume with" if self.stopped.split(":", 1)[0] in NEEDS_FIXING else "resume with"
+            tr.write_line(shown(f"echo-bench: stopped early ({self.stopped}); {then}:", newlines=False),
                           bold=True, red=True)
             tr.write_line(f"  {self.resume_command()}", bold=True)
 

@@ -15,8 +15,10 @@ from pytest_echo_bench.ops.gates import Gate
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.store.files import summary_path, write_atomic
-from pytest_echo_bench.store.tally import ArmTally, FileTally
+from pytest_echo_bench.store.safe_text import unescape_id
+from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
 
 FILE_EVERY_S = 5.0
 
@@ -39,12 +41,17 @@ class LiveRun:
     done: dict[str, int] = field(default_factory=dict)  # arm key -> rows recorded this session
     tallies: dict[tuple[str, str], ArmTally] = field(default_factory=dict)
     counted: FileTally = field(default_factory=FileTally)  # the file as read at start; updated by the table
+    epochs: dict[str, int] = field(default_factory=dict)  # benchmark -> its spec's epochs, when more than 1
     retries: int = 0
+    throttled: int = 0  # calls the provider answered 429 (rate limited)
+    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's current concurrency limit
     incomplete: int = 0
     aborted: int = 0
     started: float = field(default_factory=time.time)
     _last_line: float = field(default_factory=time.monotonic)
     _last_file: float = 0.0
+    rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file has a row for
+    _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
 
     def start(self) -> None:
@@ -57,8 +64,12 @@ class LiveRun:
         for nodeid in nodeids:
             spec, _, rest = nodeid.partition("::")
             if spec in spec_of and rest.endswith("]") and "[" in rest:
-                key = self.key(spec_of[spec], rest[rest.rindex("[") + 1 : -1])
+                cut, benchmark = rest.rindex("["), spec_of[spec]
+                arm, epoch = split_name(rest[cut + 1 : -1], self.epochs.get(benchmark, 1))
+                key = self.key(benchmark, arm)
                 self.expected[key] = self.expected.get(key, 0) + 1
+                if self.counted.codes and self.counted.previous((benchmark, unescape_id(rest[:cut]), arm, epoch)):
+                    self.rerun[key] = self.rerun.get(key, 0) + 1  # an error row run again: not one item more
         self.flush(force=True)
 
     def key(self, benchmark: str, arm: str) -> str:
@@ -67,14 +78,14 @@ class LiveRun:
     def record(self, bench: Mapping[str, Any]) -> None:
         """One item's report (the plain-JSON payload that travels from workers)."""
         self.retries += int(bench.get("retries") or 0)
+        self.throttled += int(bench.get("throttled") or 0)
+        if bench.get("limit") is not None:
+            self.limits[self.key(bench["benchmark"], bench["arm"])] = int(bench["limit"])
         kind = bench["kind"]
         if kind == "row":
             t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
-            t.items += 1
-            t.correct += bench["status"] == "correct"
-            t.unparseable += bench["status"] == "unparseable"
-            t.errors += bench["status"] == "error"
-            t.wall += float(bench.get("wall_seconds") or 0.0)
+            self._replace(t, bench)
+            t.count(CODES[bench["status"]] + PASSED * (bench["status"] == "correct"), float(bench.get("wall_seconds") or 0.0))
             key = self.key(bench["benchmark"], bench["arm"])
             self.done[key] = self.done.get(key, 0) + 1
         elif kind == "incomplete":
@@ -82,6 +93,14 @@ class LiveRun:
         elif kind == "aborted":
             self.aborted += 1
         self.flush()
+
+    def _replace(self, t: ArmTally, bench: Mapping[str, Any]) -> None:
+        """An item the file already had a row for (``--bench-retry-errors``): its new row replaces that one."""
+        key = (bench["benchmark"], bench["task_id"], bench["arm"], int(bench.get("epoch") or 1))
+        previous = self.counted.previous(key) if key not in self._replaced else None
+        if previous is not None:
+            self._replaced.add(key)
+            t.count(previous[0], previous[1], -1)
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -98,9 +117,12 @@ class LiveRun:
         for (benchmark, arm), t in sorted(self.tallies.items()):
             key = self.key(benchmark, arm)
             if key in self.expected:
-                parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}")
+                limit = f" limit {self.limits[key]}" if key in self.limits else ""
+                parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}{limit}")
         if self.retries:
             parts.append(f"{self.retries} retries")
+        if self.throttled:
+            parts.append(f"{self.throttled} rate-limited (429)")
         eta = self._eta(done, total)
         if eta:
             parts.append(f"ETA {eta}")
@@ -126,13 +148,14 @@ class LiveRun:
                 "pass_rate": round(t.pass_rate, 6), "ci95": [round(lo, 6), round(hi, 6)],
                 "unparseable": t.unparseable, "errors": t.errors,
                 "wall_mean": round(t.wall / t.items, 4) if t.items else None,
+                "concurrency_limit": self.limits.get(self.key(benchmark, arm)),
             }
         total, done = sum(self.expected.values()), sum(self.done.values())
         return {
             "results": str(self.results), "run_id": self.run_id, "partial": partial,
             "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "status": status, "stopped": stopped, "to_run": total, "done": done,
-            "remaining": max(0, total - done), "retries": self.retries, "incomplete": self.incomplete,
+            "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [],
         }
 
@@ -144,7 +167,7 @@ class LiveRun:
             write_atomic(summary_path(self.results), text.encode("utf-8"))
             if self.html is not None:
                 live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
-                                    self.started, stopped)
+                                    self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled)
                 self._page = self._page or PageFeed(self.results, self.started)
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:

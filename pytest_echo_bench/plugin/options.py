@@ -33,6 +33,7 @@ class BenchOptions:
     html: str | None = None
     progress_every: float = 30.0
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
+    retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -40,7 +41,10 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-out", metavar="PATH", help="Results JSONL to write (default: "
                     "bench_results/<UTC timestamp>_<benchmark>.jsonl under the rootdir)")
     group.addoption("--bench-resume", metavar="PATH", help="Continue the sweep recorded in PATH: "
-                    "skip every recorded (task_id, arm) and append to the same file")
+                    "skip every recorded (task_id, arm, epoch) and append to the same file")
+    group.addoption("--bench-retry-errors", action="store_true", default=None,
+                    help="With --bench-resume: also run again every item whose newest row is an error "
+                    "(the old rows stay; the newest row of each item counts)")
     group.addoption("--bench-allow-mismatch", action="store_true", default=None,
                     help="Resume even if the spec's fingerprint differs from the one in the results file")
     group.addoption("--bench-concurrency", metavar="N", help="Provider calls in flight per process (default 8)")
@@ -49,7 +53,7 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-strict", action="store_true", default=None,
                     help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
     group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
-                    "hash of benchmark, task_id and arm), e.g. 2/4")
+                    "hash of benchmark, task_id, arm and epoch), e.g. 2/4")
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
                     help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
                     "(repeatable)")
@@ -64,6 +68,8 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
     parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
     parser.addini("bench_cache", "Response cache file, or 'off'")
+    parser.addini("bench_retry_errors", "Resumes also run error rows again (only with --bench-resume)",
+                  type="bool", default=False)
     parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
 
 
@@ -98,9 +104,10 @@ def resolve(config: pytest.Config) -> BenchOptions:
         every = -1.0
     if every < 0:
         raise pytest.UsageError(f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}")
+    resume = config.getoption("bench_resume")
     return BenchOptions(
         out=_pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out"),
-        resume=config.getoption("bench_resume"),
+        resume=resume,
         allow_mismatch=bool(config.getoption("bench_allow_mismatch")),
         concurrency=concurrency,
         fsync=fsync,
@@ -110,7 +117,19 @@ def resolve(config: pytest.Config) -> BenchOptions:
         html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
         progress_every=every,
         cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
+        retry_errors=_retry_errors(config, resume),
     )
+
+
+def _retry_errors(config: pytest.Config, resume: str | None) -> bool:
+    """The flag asks for something only a resume does: refused without one. The ini key is a
+    project's default for its resumes, so a fresh run ignores it."""
+    if config.getoption("bench_retry_errors"):
+        if not resume:
+            raise pytest.UsageError("--bench-retry-errors re-runs the error rows of a results file: "
+                                    "use it with --bench-resume PATH")
+        return True
+    return bool(resume) and bool(config.getini("bench_retry_errors"))
 
 
 def _gates(rules: Iterable[str]) -> tuple[Gate, ...]:

@@ -1,4 +1,4 @@
-"""Shards: a stable partition of items by a hash of (benchmark, task_id, arm)."""
+"""Shards: a stable partition of items by a hash of (benchmark, task_id, arm[, epoch])."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.total}"
 
-    def owns(self, key: tuple[str, str, str]) -> bool:
-        # sha256, not hash(): every machine and process must agree on the partition.
-        digest = hashlib.sha256("\x1f".join(key).encode()).digest()
+    def owns(self, key: tuple[str, str, str, int]) -> bool:
+        # sha256, not hash(): every machine and process must agree on the partition. Epoch 1 hashes
+        # as the key did before epochs existed, so a K = 1 sweep keeps its shards.
+        parts = key[:3] if key[3] == 1 else (*key[:3], str(key[3]))
+        digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.total == self.index - 1
 
 

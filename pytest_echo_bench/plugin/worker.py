@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.engine.outcome import ROW, Outcome
+from pytest_echo_bench.engine.outcome import ROW, UNAVAILABLE, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
@@ -83,7 +83,9 @@ class WorkerPlugin:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
         # xdist workers deselect identically even while others append; the controller read it.
         recorded = self.config.stash.get(RECORDED, None)
-        return recorded if recorded is not None else read_index(Path(self.ctx.results), self.ctx.resume_upto).keys
+        if recorded is not None:
+            return recorded
+        return read_index(Path(self.ctx.results), self.ctx.resume_upto, self.ctx.retry_errors).keys
 
     # -- running -----------------------------------------------------------------------------
     def outcome(self, item: BenchItem) -> Outcome:
@@ -95,11 +97,12 @@ class WorkerPlugin:
             return []
         items = self.session.items
         if self.queue is not None:
-            indices = self.queue.upcoming(self.prefetcher.lookahead)
+            window = [items[i] for i in self.queue.upcoming(self.prefetcher.lookahead)]
         else:
             start = self._position(items, item) + 1
-            indices = list(range(start, min(len(items), start + self.prefetcher.lookahead)))
-        return [it for it in (items[i] for i in indices) if isinstance(it, BenchItem)]
+            # A slice, not indices: at 256 in flight this runs over 512 items for every item.
+            window = items[start : start + self.prefetcher.lookahead]
+        return [it for it in window if isinstance(it, BenchItem)]
 
     def _position(self, items: list[pytest.Item], item: BenchItem) -> int:
         """Serial runs go through the items in order: follow along instead of indexing them all."""
@@ -172,7 +175,7 @@ def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[p
 def is_recorded(recorded: KeySet, key: Key) -> bool:
     # Rows of the older format name no benchmark (and may have no meta line): match on
     # (task_id, arm) alone for those.
-    return key in recorded or ("", key[1], key[2]) in recorded
+    return key in recorded or ("", key[1], key[2], key[3]) in recorded
 
 
 def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
@@ -181,9 +184,13 @@ def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
     row = outcome.row
     payload: dict[str, Any] = {
         "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": item.example.id, "arm": item.arm,
-        "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
+        "epoch": item.epoch, "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
         "retries": outcome.retries, "message": shown(outcome.message),
     }
+    if outcome.limit is not None:  # the endpoint's adaptive limit, for the progress line and page
+        payload["limit"], payload["throttled"] = outcome.limit, outcome.throttled
+    if outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional:
+        payload["optional"] = True  # the spec says the sweep is complete without this arm
     if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
         payload["stop"] = {"reason": outcome.stop.reason, "message": shown(outcome.stop.message)}
     return payload

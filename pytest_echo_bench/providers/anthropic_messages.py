@@ -1,8 +1,8 @@
 """Anthropic Messages API: the official ``anthropic`` SDK, or a lean HTTP client.
 
-``client: sdk`` (default) uses the official SDK, imported lazily, with its own retries off.
-``client: http`` POSTs ``{base_url}/v1/messages`` over the standard library's ``http.client``
-with a keep-alive connection per thread. Both map errors through one ``classify_status``.
+``client: http`` (default) POSTs ``{base_url}/v1/messages`` over the lean client of ``http_json``;
+``client: sdk`` uses the official SDK, imported lazily, with its own retries off. Both map errors
+through one ``classify_status``.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
-# A key that lost access, or an account without credit: no retry can help, so the run stops.
-_EXHAUSTED_TYPES = {"billing_error", "permission_error", "authentication_error"}
+# An account without credit: no retry can help, so the run stops. A refused key (401
+# authentication_error, 403 permission_error) is the arm's: it stops, other arms go on.
+_EXHAUSTED_TYPES = {"billing_error"}
 _TRANSIENT_TYPES = {"rate_limit_error", "overloaded_error", "api_error", "timeout_error"}
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -30,6 +31,8 @@ class AnthropicProvider:
     model: str
     system: str | None
     params: dict[str, Any]
+    endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
+    endpoint_key: str | None = None
 
     def complete(self, request: Request) -> Completion:
         payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}], **self.params}
@@ -45,8 +48,10 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     text = str(error.get("message") or "")
     message = status_message(status, kind, text)
     # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
-    if kind in _EXHAUSTED_TYPES or status in (401, 402, 403) or "credit balance is too low" in text.lower():
-        return ExhaustedError(f"{message}; top up the account or fix the key, then resume", status=status)
+    if kind in _EXHAUSTED_TYPES or status == 402 or "credit balance is too low" in text.lower():
+        return ExhaustedError(f"{message}; top up the account, then resume", status=status)
+    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+        return ArmError(message, status=status)
     if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:  # 529 is "overloaded"
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
@@ -63,7 +68,10 @@ def _error_of(body: Any) -> Mapping[str, Any]:
 def _reply(data: Any) -> Reply:
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list):
-        raise PermanentError("the server answered without content")
+        # Not the Messages API's answer (a web page, a proxy's own reply): on an arm's first call the
+        # base_url is wrong; once the arm has answered, it is this item's failure.
+        text = "the server answered without content: not the Anthropic Messages API's reply"
+        raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     text = "".join(block.get("text") or "" for block in content if isinstance(block, dict) and block.get("type") == "text")
     usage = data.get("usage") or {}
     names = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
@@ -89,6 +97,8 @@ class SDKTransport:
         with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
                 status, _error_of(body), headers)):
             resp = self.client.messages.create(**_sdk_arguments(payload))
+        if not hasattr(resp, "content"):  # the SDK hands back a page that is not JSON as a str
+            return _reply(None)
         usage = getattr(resp, "usage", None)
         return _reply({
             "content": [{"type": block.type, "text": getattr(block, "text", None)} for block in resp.content or []],
@@ -134,7 +144,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     # "api_key_env: null" is for local proxies that take no key; then none is sent.
     key = read_key(arm.name, key_env) if key_env else None
     if client == "http":
-        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params)
+        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params, base_url, key)
     try:
         import anthropic
     except ImportError as exc:
@@ -143,4 +153,4 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
     # The SDK insists on some credential, so a keyless arm sends a placeholder.
     sdk_client = anthropic.Anthropic(api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s)
-    return AnthropicProvider(SDKTransport(sdk_client, anthropic), model, system, params)
+    return AnthropicProvider(SDKTransport(sdk_client, anthropic), model, system, params, base_url, key)

@@ -24,6 +24,7 @@ class Request:
     attempt: int = 1
     timeout_s: float = 180.0
     sample: int = 0  # the n-th ask of the same arm and prompt within one item (distinct cache entries)
+    epoch: int = 1  # the item's epoch (spec ``epochs: K``): each epoch its own cache entries and sim draws
 
 
 @dataclass
@@ -64,7 +65,8 @@ def chat_options(arm: ArmSpec, spec: Spec, provider: str, key_env: str, base_url
     model = option(arm, "model", str, None, spec)
     if not model:
         raise spec.error(f"an {provider} arm needs a 'model'", "arms", arm.name)
-    client = option(arm, "client", str, "sdk", spec)
+    # The lean client by default: the SDKs cost several times its CPU per call (docs/performance.md).
+    client = option(arm, "client", str, "http", spec)
     if client not in ("sdk", "http"):
         raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
     return (model, client, option(arm, "api_key_env", (str, type(None)), key_env, spec),

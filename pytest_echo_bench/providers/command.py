@@ -2,23 +2,30 @@
 
 Every call runs isolated. A model CLI started inside a project reads that project's settings,
 hooks and instructions file (and the user's), and once answered as the wrong agent because of
-it. So each call gets an empty temporary working directory (removed afterwards), a HOME inside
-it, and an environment reduced to an allow-list plus the variable names the arm lists in
-``env:``. On timeout the whole process group is killed, helpers the CLI started included.
+it. So each call gets an empty temporary working directory, a HOME and a TMPDIR beside it (all
+removed afterwards), and an environment reduced to an allow-list plus the variable names the arm
+lists in ``env:``. On timeout the whole process group is killed, helpers the CLI started included.
+
+A plain ``argv:`` arm's output is its answer and a non-zero exit is transient; a preset reads its
+CLI's output the way that CLI writes it (``claude_cli`` for the ``claude`` preset).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_echo_bench.errors import ExhaustedError, TransientError, UnavailableError
+from pytest_echo_bench.errors import ArmError, LocalError, TransientError, UnavailableError
+from pytest_echo_bench.providers import claude_cli
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -27,21 +34,33 @@ _KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home"}
 _ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PROMPT = "{prompt}"
+# Our own machine's trouble while preparing or starting a call: retrying repeats it, recording it
+# would grade a full disk as a wrong answer.
+_LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EAGAIN})
+LOCAL_HINT = "free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space), then resume"
+EXEC_HINT = "set binary: to an executable file (a script needs a #! line naming an interpreter that exists)"
+Reader = Callable[[str, int, str, str], Completion]  # (name, exit status, stdout, stderr) -> the answer, or raise
 
 
 @dataclass(frozen=True)
 class Preset:
     argv: tuple[str, ...]  # after the model is substituted for "{model}"
-    env: tuple[str, ...]
-    exhaustion: tuple[str, ...]
+    env: tuple[str, ...]  # passed through from our environment unless the arm lists its own
+    fixed_env: tuple[tuple[str, str], ...]  # set for every call (a variable the arm lists wins)
+    reader: Reader
 
 
 PRESETS = {
-    # --setting-sources "" keeps the CLI from loading user and project settings, hooks and CLAUDE.md.
+    # Checked against claude 2.1.332 (see claude_cli). --setting-sources "" keeps it from loading
+    # user and project settings (hooks, apiKeyHelper, env) and CLAUDE.md; --output-format json
+    # says exactly which text is the answer and which the CLI's own message.
     "claude": Preset(
-        argv=("claude", "--print", "--model", "{model}", "--setting-sources", ""),
+        argv=("claude", "--print", "--model", "{model}", "--setting-sources", "", "--output-format", "json"),
         env=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
-        exhaustion=(r"Claude AI usage limit reached", r"usage limit reached", r"5-hour limit reached"),
+        # Retries are ours (one classifier sees every error, backoff applied once, as with the SDKs'
+        # max_retries=0); no telemetry, update checks or error reports from inside a benchmark.
+        fixed_env=(("CLAUDE_CODE_MAX_RETRIES", "0"), ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")),
+        reader=claude_cli.read,
     ),
 }
 
@@ -53,26 +72,48 @@ class CommandProvider:
     prompt_mode: str
     env_names: tuple[str, ...]
     keep_home: bool
-    exhaustion: re.Pattern[str] | None
+    fixed_env: tuple[tuple[str, str], ...] = ()
+    reader: Reader | None = None
 
     def complete(self, request: Request) -> Completion:
-        with tempfile.TemporaryDirectory(prefix="echo-bench-cmd-") as tmp:
-            work, home = Path(tmp, "work"), Path(tmp, "home")
-            work.mkdir()
-            home.mkdir()
-            rc, out, err = self._run(request, work, home)
+        with self._scratch() as tmp:
+            rc, out, err = self._run(request, tmp)
+        if self.reader is not None:
+            return self.reader(self.name, rc, out, err)
         if rc != 0:
             raise self._failure(rc, out, err)
         return Completion(out.strip())
 
-    def _run(self, request: Request, work: Path, home: Path) -> tuple[int, str, str]:
+    @contextlib.contextmanager
+    def _scratch(self) -> Iterator[Path]:
+        """The call's own directory, holding its empty cwd (work), HOME and TMPDIR; removed afterwards."""
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix="echo-bench-cmd-"))
+        except OSError as exc:
+            raise _local(exc, "its temporary directory could not be created") from exc
+        try:
+            for sub in ("work", "home", "tmp"):
+                (tmp / sub).mkdir()
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise _local(exc, "its temporary directory could not be created") from exc
+        try:
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run(self, request: Request, tmp: Path) -> tuple[int, str, str]:
         argv = [a.replace(PROMPT, request.prompt) for a in self.argv] if self.prompt_mode == "arg" else list(self.argv)
         stdin = request.prompt.encode() if self.prompt_mode == "stdin" else None
-        # A new session makes the CLI the leader of its own process group, so a timeout can
-        # kill everything it started, not just the direct child.
-        with subprocess.Popen(argv, cwd=work, env=self._env(home), start_new_session=True,
-                              stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            # A new session makes the CLI the leader of its own process group, so a timeout can
+            # kill everything it started, not just the direct child.
+            proc = subprocess.Popen(argv, cwd=tmp / "work", env=self._env(tmp), start_new_session=True,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise self._not_started(exc) from exc
+        with proc:
             try:
                 out, err = proc.communicate(stdin, timeout=request.timeout_s)
             except subprocess.TimeoutExpired:
@@ -81,19 +122,29 @@ class CommandProvider:
                 _kill_group(proc.pid)  # helpers left behind, a timeout or an interrupt: nothing outlives the call
         return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
-    def _env(self, home: Path) -> dict[str, str]:
+    def _env(self, tmp: Path) -> dict[str, str]:
         env = {k: os.environ[k] for k in _ALLOWED_ENV if k in os.environ}
-        env["HOME"] = os.path.expanduser("~") if self.keep_home else str(home)
+        env["HOME"] = os.path.expanduser("~") if self.keep_home else str(tmp / "home")
+        # Node CLIs leave sockets and probes in TMPDIR (claude: cc-socks/, claude-<uid>/): inside
+        # the call's directory they go with it.
+        env["TMPDIR"] = str(tmp / "tmp")
+        env.update(self.fixed_env)
         env.update({k: os.environ[k] for k in self.env_names if k in os.environ})
         return env
+
+    def _not_started(self, exc: OSError) -> Exception:
+        """Popen failed: our machine (no file descriptors, no memory) or the executable itself."""
+        if exc.errno in _LOCAL_ERRNOS:
+            return _local(exc, "it could not be started")
+        # It was found when the arm was built; it cannot be executed now (ENOENT: it, or the
+        # interpreter its #! line names, is missing; EACCES: not executable; ENOEXEC: no #!).
+        return ArmError(f"{self.name} could not be started: {exc.strerror or exc} ({self.argv[0]})", hint=EXEC_HINT)
 
     def _failure(self, rc: int, out: str, err: str) -> Exception:
         text = "\n".join(s for s in (err.strip(), out.strip()) if s)
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
         # The tail, long enough that the Classifier still sees a limit message after a traceback.
         message = f"{self.name} {how}: {text[-2000:] or '(no output)'}"
-        if self.exhaustion is not None and self.exhaustion.search(text):
-            return ExhaustedError(message)
         # An unrecognised non-zero exit is transient. A model CLI fails mostly the way its API
         # does (overloaded, rate limited, network) and reports it only as text; a permanent
         # error would be recorded as a failed row that resume never retries, while a transient
@@ -102,6 +153,11 @@ class CommandProvider:
         # with errors. The Classifier still turns exhaustion text ("usage limit", spec
         # `errors.exhaustion` patterns) into a stop.
         return TransientError(message)
+
+
+def _local(exc: OSError, what: str) -> LocalError:
+    name = errno.errorcode.get(exc.errno or 0, "OSError")
+    return LocalError(f"a command call failed on this machine: {what}: {exc.strerror or exc} ({name}); {LOCAL_HINT}")
 
 
 def _kill_group(pgid: int) -> None:
@@ -174,6 +230,5 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
     env_names = _env_names(arm, spec, preset.env if preset else ())
     keep_home = option(arm, "keep_home", bool, False, spec)
     argv[0] = _resolve(option(arm, "binary", str, argv[0], spec), arm, spec)
-    patterns = preset.exhaustion if preset else ()
-    exhaustion = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
-    return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home), exhaustion)
+    return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home),
+                           preset.fixed_env if preset else (), preset.reader if preset else None)

@@ -1,7 +1,7 @@
 """A lean JSON-over-HTTP client: one keep-alive connection per thread, standard library only.
 
-The official SDKs cost about ten times its CPU per call, which limits how many calls one
-process keeps in flight on a small machine (see docs/performance.md).
+The official SDKs cost several times its CPU per call, which limits how many calls one process
+keeps in flight on a small machine, so it is the default (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -18,11 +19,13 @@ from urllib.parse import urlsplit
 
 from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError, UnavailableError
 
+# What to do when a server answers, but not in the API's wire format.
+WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
 Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
 
 
 class Transport(Protocol):
-    """How a chat provider reaches its API: the official SDK, or ``JSONClient`` below."""
+    """How a chat provider reaches its API: the official SDK, or the lean ``JSONClient``."""
 
     def post(self, payload: dict[str, Any]) -> Reply: ...
 
@@ -101,7 +104,8 @@ class JSONClient:
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms`` or ``retry-after``), if it says."""
+    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``, else OpenAI's
+    ``x-ratelimit-reset-*`` of the limit that ran out), if it says."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is not None:
@@ -109,7 +113,25 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
                 return max(0.0, float(value) * scale)
             except ValueError:
                 return None  # an HTTP date: fall back to our own backoff
-    return None
+    return _reset(headers)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _reset(headers: Mapping[str, str]) -> float | None:
+    """``x-ratelimit-reset-requests`` / ``-tokens`` ("20ms", "1.5s", "6m0s") of the limits whose
+    ``x-ratelimit-remaining-*`` is 0, the longest. OpenAI sends them on every answer; a limit not
+    spent says nothing about this failure (a 500 must not wait for a daily window)."""
+    waits: dict[str, float] = {}
+    for kind in ("requests", "tokens"):
+        value = headers.get(f"x-ratelimit-reset-{kind}", "").strip()
+        parts = _DURATION.findall(value)
+        if parts and "".join(n + u for n, u in parts) == value:
+            waits[kind] = sum(float(n) * _UNIT_S[u] for n, u in parts)
+    spent = [w for kind, w in waits.items() if headers.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0"]
+    return max(spent, default=None)
 
 
 def status_message(status: int, code: str, text: str) -> str:

@@ -1,9 +1,9 @@
 """OpenAI-compatible chat completions: the official ``openai`` SDK, or a lean HTTP client.
 
-``client: sdk`` (default) uses the official SDK, imported lazily, with its own retries off.
-``client: http`` speaks the same wire format over the standard library's ``http.client`` with a
-keep-alive connection per thread: about a tenth of the SDK's CPU per call, which is what lets
-one process keep dozens of calls in flight on a small machine. Both map errors the same way.
+``client: http`` (default) speaks the wire format over the lean client of ``http_json``: about a
+fifth of the SDK's CPU per call, which is what lets one process keep hundreds of calls in flight
+on a small machine (docs/performance.md). ``client: sdk`` uses the official SDK, imported lazily,
+with its own retries off. Both map errors the same way.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_echo_bench.errors import ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
@@ -28,6 +28,8 @@ class OpenAIProvider:
     model: str
     system: str | None
     params: dict[str, Any]
+    endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
+    endpoint_key: str | None = None
 
     def complete(self, request: Request) -> Completion:
         messages = [{"role": "system", "content": self.system}] if self.system else []
@@ -42,8 +44,8 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     message = status_message(status, code, str(error.get("message") or ""))
     if code in _EXHAUSTED_CODES:
         return ExhaustedError(message, status=status)
-    if status in (401, 403):
-        return ExhaustedError(f"the API key was refused ({message}); fix the key, then resume", status=status)
+    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+        return ArmError(message, status=status)
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
@@ -52,7 +54,10 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
 def _reply(data: Any) -> Reply:
     choices = data.get("choices") if isinstance(data, dict) else None
     if not choices:
-        raise PermanentError("the server answered without choices")
+        # Not the chat completions API's answer (a login page, a proxy's own reply): on an arm's first
+        # call the base_url is wrong; once the arm has answered, it is this item's failure.
+        text = "the server answered without choices: not an OpenAI-compatible chat completions reply"
+        raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     text = (choices[0].get("message") or {}).get("content") or ""
     usage = data.get("usage") or None
     tokens = {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage} if usage else None
@@ -67,6 +72,8 @@ class SDKTransport:
     def post(self, payload: dict[str, Any]) -> Reply:
         with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status):
             resp = self.client.chat.completions.create(**payload)
+        if not hasattr(resp, "choices"):  # the SDK hands back a page that is not JSON as a str
+            return _reply(None)
         usage = resp.usage.model_dump() if getattr(resp, "usage", None) else None
         return _reply({"choices": [{"message": {"content": c.message.content}} for c in resp.choices or []],
                        "usage": usage})
@@ -99,7 +106,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
     key = read_key(arm.name, key_env) if key_env else "unused"
     if client == "http":
-        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params)
+        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params, base_url, key)
     try:
         import openai
     except ImportError as exc:
@@ -107,4 +114,4 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry every 429, quota exhaustion included; we classify first.
     sdk_client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s)
-    return OpenAIProvider(SDKTransport(sdk_client, openai), model, system, params)
+    return OpenAIProvider(SDKTransport(sdk_client, openai), model, system, params, base_url, key)

@@ -62,6 +62,7 @@ class ArmContext:
     cost_usd: float | None = None
     cache_hits: int = 0
     _asked: dict[tuple[str, str], int] = field(default_factory=dict)
+    epoch: int = 1  # the item's epoch: every sub-call samples within it
 
     def call(self, arm_name: str, prompt: str | None = None) -> str:
         """Ask ``arm_name`` (an arm of this spec) and return its text.
@@ -72,7 +73,7 @@ class ArmContext:
         text = self.prompt if prompt is None else prompt
         sample = self._asked.get((arm_name, text), 0)
         self._asked[(arm_name, text)] = sample + 1
-        done = self.caller(arm_name, Request(self.example, arm_name, text, sample=sample))
+        done = self.caller(arm_name, Request(self.example, arm_name, text, sample=sample, epoch=self.epoch))
         self.sub_calls += done.sub_calls
         self.cache_hits += done.cache_hits
         for key, value in (done.usage or {}).items():
@@ -98,7 +99,8 @@ class PythonArm:
     scorer_options: dict[str, Any]
 
     def complete(self, request: Request) -> Completion:
-        ctx = ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options)
+        ctx = ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
+                         epoch=request.epoch)
         result = self.fn(ctx)
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)

@@ -44,7 +44,8 @@ class Router:
     scorer_options: dict[str, Any]
 
     def context(self, request: Request) -> ArmContext:
-        return ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options)
+        return ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
+                          epoch=request.epoch)
 
     def ask_cheap(self, ctx: ArmContext) -> list[str]:
         return [ctx.call(arm, f"{persona}\n\n{ctx.prompt}" if persona else None)

@@ -42,8 +42,10 @@ class SimProvider:
         ex = request.example
         if self.transient_rate and _rng(self.seed, ex.id, self.arm, f"fault{request.attempt}").random() < self.transient_rate:
             raise TransientError("simulated 529 overloaded", status=529)
-        # A repeated ask (sample > 0) is an independent draw, as a model sampled again would be.
-        rng = _rng(self.seed, ex.id, self.arm, *([f"sample{request.sample}"] if request.sample else []))
+        # A repeated ask (sample > 0, or epoch > 1) is an independent draw, as a model sampled again
+        # would be; epoch 1's first ask draws as a spec without epochs does.
+        again = ([f"sample{request.sample}"] if request.sample else []) + ([f"epoch{request.epoch}"] if request.epoch > 1 else [])
+        rng = _rng(self.seed, ex.id, self.arm, *again)
         roll = rng.random()
         if roll < self.accuracy:
             answer = ex.target

@@ -14,7 +14,7 @@ from pytest_echo_bench.errors import SpecError
 
 KeyPath = tuple[Any, ...]
 
-TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing"}
+TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -27,12 +27,22 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """An arm's ``rate_limit:``: the provider's published limits, kept to on our side."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+
+
+@dataclass(frozen=True)
 class ArmSpec:
     name: str
     provider: str
     options: dict[str, Any]
     line: int
     concurrency: int | None = None
+    optional: bool = False  # when it cannot run here (no key, not logged in), the sweep still counts as complete
+    rate_limit: RateLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class Spec:
     concurrency: int | None = None
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> USD per M (input, output)
     cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
+    epochs: int = 1  # samples of every (task_id, arm); epochs are numbered 1..epochs
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
 
     def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
@@ -185,6 +196,7 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail),
         pricing=pricing,
         cost_unit_usd=unit,
+        epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail) or 1,
         lines=lines,
     )
 
@@ -206,10 +218,15 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
             raise fail(f"arm name {name!r} must be letters, digits, '_', '-' or '.'", "arms", name)
         if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
-        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency")}
+        # Run settings, not what the arm answers: kept out of its options (and its fingerprint).
+        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency", "optional", "rate_limit")}
         concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail)
+        optional = conf.get("optional", False)
+        if not isinstance(optional, bool):
+            raise fail(f"optional must be true or false, got {optional!r}", "arms", name, "optional")
         line = _nearest_line(lines, ("arms", name)) or 0
-        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency)
+        rate_limit = _rate_limit(conf.get("rate_limit"), name, fail)
+        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit)
     return arms
 
 
@@ -260,6 +277,20 @@ def _strings(value: Any, where: KeyPath, fail: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise fail("must be a list of strings", *where)
     return tuple(value)
+
+
+def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
+    """``rate_limit: {requests_per_minute, tokens_per_minute}``, each a positive number or absent."""
+    if value is None:
+        return None
+    where = ("arms", arm, "rate_limit")
+    known = {"requests_per_minute", "tokens_per_minute"}
+    if not isinstance(value, dict) or not value or set(value) - known:
+        raise fail("rate_limit must be a mapping with requests_per_minute and/or tokens_per_minute", *where)
+    for key, limit in value.items():
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+            raise fail(f"must be a positive number, got {limit!r}", *where, key)
+    return RateLimit(value.get("requests_per_minute"), value.get("tokens_per_minute"))
 
 
 def _optional_int(value: Any, where: KeyPath, fail: Any) -> int | None:

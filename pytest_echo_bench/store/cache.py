@@ -1,6 +1,6 @@
 """The response cache: one SQLite file (WAL mode) shared by every process of a sweep.
 
-Keyed by (provider, model and parameters, prompt, sample index), so a composite arm's first
+Keyed by (provider, model and parameters, prompt, sample index, epoch), so a composite arm's first
 call to a sub-arm reuses the answer that sub-arm gave as an arm of its own, and a re-run of a
 finished sweep costs nothing. Only real providers are cached: the simulator, replays and
 references cost nothing anyway, and caching the simulator would bypass its fault drills.
@@ -19,8 +19,11 @@ CACHEABLE = frozenset({"openai", "anthropic", "command"})
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
 
 
-def cache_key(call: dict[str, Any], prompt: str, sample: int) -> str:
-    blob = json.dumps([call, prompt, sample], sort_keys=True, ensure_ascii=True, default=str)
+def cache_key(call: dict[str, Any], prompt: str, sample: int, epoch: int = 1) -> str:
+    """Epoch 1 keys as a spec without epochs does (its answers are shared); every other epoch is a
+    sample of its own, and within it a composite arm's repeated asks still count ``sample``."""
+    parts: list[Any] = [call, prompt, sample] if epoch == 1 else [call, prompt, sample, {"epoch": epoch}]
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

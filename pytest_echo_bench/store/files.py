@@ -93,9 +93,14 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False, exclusive: b
             os.unlink(tmp)
 
 
+# Stops that resuming as things are would only repeat: a person must fix something first.
+NEEDS_FIXING = frozenset({"arm-unavailable", "local-error", "store-error"})
+
+
 @dataclass(frozen=True)
 class StopReason:
-    """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted or store-error."""
+    """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted, worker-lost (time or
+    a resume fixes these), or arm-unavailable, local-error, store-error (a person must fix these first)."""
 
     reason: str
     message: str = ""

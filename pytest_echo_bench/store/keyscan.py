@@ -22,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from pytest_echo_bench.store.files import STATUSES, legacy_status
+
 CHUNK = 1 << 20  # bytes read at a time: amortises the per-chunk work, small enough to stay in cache
 
 Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]  # (line, line number, strict) -> record
@@ -36,7 +38,19 @@ class ScanRow(msgspec.Struct, gc=False):
     task_id: str
     arm: str
     benchmark: str | None = None
+    epoch: int | None = None  # absent when the spec has no epochs (K = 1): epoch 1
     meta: bool = msgspec.field(default=False, name="_meta")
+
+
+class StatusRow(ScanRow, gc=False):
+    """A row's key and the fields its verdict is read from (``files.row_status``'s rule)."""
+
+    passed: bool | None = None
+    status: str | None | msgspec.UnsetType = msgspec.UNSET  # older rows: the verdict is in detail
+    detail: str | None = None
+
+    def verdict(self) -> str:
+        return self.status if isinstance(self.status, str) and self.status in STATUSES else legacy_status(self.passed, self.detail)
 
 
 RowT = TypeVar("RowT", bound=ScanRow)

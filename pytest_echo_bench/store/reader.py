@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.files import STATUSES, row_status
+from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
 from pytest_echo_bench.store.records import KeySet, row_key
 
 
@@ -83,15 +84,24 @@ class ResultsIndex:
     size: int = 0
 
 
-def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
+def read_index(path: Path, upto: int | None = None, retry_errors: bool = False) -> ResultsIndex:
     """Recorded keys (up to byte ``upto``); garbage refused with its line number.
 
     The same keys as ``read_records`` gives (tests/test_fastpaths.py), read by ``keyscan``: a
-    million rows in under two seconds instead of about eight.
+    million rows in under two seconds instead of about eight. With ``retry_errors`` a key whose
+    newest row is an error is left out, so resume runs it again (newest row per key wins).
     """
-    scan = RowScan(path, ScanRow, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict), upto)
+    def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
+        return parse_line(raw, path, lineno, strict)
+
     keys = KeySet()
     try:
+        if retry_errors:
+            newest = RowScan(path, StatusRow, parse, upto)
+            for checked, slow in newest.batches():
+                _add_newest(keys, checked, slow, str((newest.meta or {}).get("benchmark", "")))
+            return ResultsIndex(newest.meta, keys, path.stat().st_size if upto is None else upto)
+        scan = RowScan(path, ScanRow, parse, upto)
         for fast, slow in scan.batches():
             default = str((scan.meta or {}).get("benchmark", ""))
             keys.add_rows(fast, default)
@@ -103,3 +113,25 @@ def read_index(path: Path, upto: int | None = None) -> ResultsIndex:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
     size = path.stat().st_size if upto is None else upto
     return ResultsIndex(scan.meta, keys, size)
+
+
+def _add_newest(keys: KeySet, fast: list[StatusRow], slow: list[dict[str, Any]], default: str) -> None:
+    """Keys whose newest row so far is not an error. A batch with rows of both kinds is the first
+    one, whose slow rows are only line 1: slow rows come first in the file (``keyscan._lines``)."""
+    for record in slow:
+        key = row_key(record, default)
+        keys.discard(key) if row_status(record) == "error" else keys.add(key)
+    by_arm = keys.by_arm
+    for r in fast:  # resume's hot loop with --bench-retry-errors: no call per row for current rows
+        arm = (r.benchmark or default, r.arm, r.epoch if r.epoch is not None and r.epoch > 1 else 1)
+        ids = by_arm.get(arm)
+        if ids is None:
+            ids = by_arm[arm] = set()
+        status = r.status
+        if status == "error" or (status not in KNOWN and r.verdict() == "error"):
+            ids.discard(r.task_id)
+        else:
+            ids.add(r.task_id)
+
+
+KNOWN = frozenset(STATUSES) - {"error"}  # a row with one of these statuses is not an error

@@ -10,7 +10,8 @@ from pytest_echo_bench.store.files import encode_line
 
 SCHEMA = 1
 
-Key = tuple[str, str, str]  # (benchmark, task_id, arm)
+Key = tuple[str, str, str, int]  # (benchmark, task_id, arm, epoch); epoch 1 unless the spec has epochs: K
+ArmEpoch = tuple[str, str, int]  # (benchmark, arm, epoch): what a KeySet holds a set of task ids for
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Row:
     cost_units: float | None = None  # cost relative to the spec's pricing.unit reference call
     cache_hits: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    epoch: int | None = None  # 1..K for a spec with ``epochs: K`` > 1; left out of the line otherwise
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -69,6 +71,8 @@ class Row:
         data = {name: getattr(self, name) for name in _ROW_FIELDS}
         if not data["extra"]:
             del data["extra"]
+        if data["epoch"] is None:  # K = 1: the line is exactly what older readers know
+            del data["epoch"]
         return encode_line(data)
 
 
@@ -80,12 +84,23 @@ def row_from_json(record: dict[str, Any]) -> Row:
     return Row(**{name: record[name] for name in _ROW_FIELDS if name in record})
 
 
+def row_epoch(row: dict[str, Any]) -> int:
+    """A row's epoch: 1 when it has none (K = 1, older files), or 0 or garbage in its place."""
+    epoch = row.get("epoch")
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch > 1 else 1
+
+
 def row_key(row: dict[str, Any], default_benchmark: str) -> Key:
-    return (str(row.get("benchmark") or default_benchmark), str(row["task_id"]), str(row["arm"]))
+    return (str(row.get("benchmark") or default_benchmark), str(row["task_id"]), str(row["arm"]), row_epoch(row))
+
+
+def scan_epoch(epoch: int | None) -> int:
+    """``row_epoch`` for a decoded ``keyscan`` row's epoch field (an int or None)."""
+    return epoch if epoch is not None and epoch > 1 else 1
 
 
 class KeySet:
-    """Recorded (benchmark, task_id, arm) keys, held as a set of task ids per (benchmark, arm).
+    """Recorded (benchmark, task_id, arm, epoch) keys, held as a set of task ids per (benchmark, arm, epoch).
 
     A resumed file has a million keys but only a few arms and benchmarks: a tuple and three
     strings per key cost about 260 bytes, a task id in its arm's set about 90.
@@ -94,47 +109,53 @@ class KeySet:
     __slots__ = ("by_arm",)
 
     def __init__(self, keys: Iterable[Key] = ()) -> None:
-        self.by_arm: dict[tuple[str, str], set[str]] = {}
+        self.by_arm: dict[ArmEpoch, set[str]] = {}
         for key in keys:
             self.add(key)
 
-    def ids(self, benchmark: str, arm: str) -> set[str]:
-        """The task ids recorded for an arm: add to it directly when adding many."""
-        ids = self.by_arm.get((benchmark, arm))
+    def ids(self, benchmark: str, arm: str, epoch: int = 1) -> set[str]:
+        """The task ids recorded for an arm's epoch: add to it directly when adding many."""
+        ids = self.by_arm.get((benchmark, arm, epoch))
         if ids is None:
-            ids = self.by_arm[benchmark, arm] = set()
+            ids = self.by_arm[benchmark, arm, epoch] = set()
         return ids
 
     def add(self, key: Key) -> None:
-        self.ids(key[0], key[2]).add(key[1])
+        self.ids(key[0], key[2], key[3]).add(key[1])
+
+    def discard(self, key: Key) -> None:
+        """Forget ``key``: its newest row is one that resume runs again (``--bench-retry-errors``)."""
+        ids = self.by_arm.get((key[0], key[2], key[3]))
+        if ids is not None:
+            ids.discard(key[1])
 
     def add_rows(self, rows: Iterable[Any], default: str) -> None:
-        """Add decoded rows (``benchmark``, ``task_id``, ``arm`` attributes): resume's hot loop."""
+        """Add decoded rows (``benchmark``, ``task_id``, ``arm``, ``epoch`` attributes): resume's hot loop."""
         by_arm = self.by_arm
         for r in rows:
-            arm = (r.benchmark or default, r.arm)
+            arm = (r.benchmark or default, r.arm, scan_epoch(r.epoch))
             ids = by_arm.get(arm)
             if ids is None:
                 ids = by_arm[arm] = set()
             ids.add(r.task_id)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, tuple) or len(key) != 3:
+        if not isinstance(key, tuple) or len(key) not in (3, 4):
             return False
-        ids = self.by_arm.get((key[0], key[2]))
+        ids = self.by_arm.get((key[0], key[2], key[3] if len(key) == 4 else 1))
         return ids is not None and key[1] in ids
 
     def __len__(self) -> int:
         return sum(map(len, self.by_arm.values()))
 
-    def __eq__(self, other: object) -> bool:  # as a set of keys
+    def __eq__(self, other: object) -> bool:  # as a set of keys; (benchmark, task_id, arm) is epoch 1's
         if isinstance(other, KeySet | set | frozenset):
-            return set(self) == set(other)
+            return set(self) == {k + (1,) if isinstance(k, tuple) and len(k) == 3 else k for k in other}
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a set
 
     def __iter__(self) -> Iterator[Key]:
-        for (benchmark, arm), ids in self.by_arm.items():
+        for (benchmark, arm, epoch), ids in self.by_arm.items():
             for task_id in ids:
-                yield (benchmark, task_id, arm)
+                yield (benchmark, task_id, arm, epoch)

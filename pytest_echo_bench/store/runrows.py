@@ -50,12 +50,14 @@ class RunRows:
 
     def _row(self, key: Key) -> dict[str, Any] | None:
         # Rare (items a lost worker had recorded): a scan for the task id, then the full parse.
+        # The newest row of the key wins, as everywhere the file is read.
         needle = b'"task_id":' + json.dumps(key[1], ensure_ascii=True).encode("ascii")
+        found = None
         with open(self.results, "rb") as f:
             f.seek(self.start)
             for raw in f:
                 if needle in raw:
                     record = parse_line(raw.rstrip(b"\n"), self.results, 0, False)
                     if record is not None and not record.get("_meta") and row_key(record, self.default) == key:
-                        return record
-        return None
+                        found = record
+        return found

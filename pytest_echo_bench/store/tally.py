@@ -11,10 +11,15 @@ from typing import Any
 import msgspec
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.files import STATUSES, legacy_status
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.files import STATUSES
+from pytest_echo_bench.store.keyscan import RowScan, StatusRow
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import KeySet
+from pytest_echo_bench.store.records import ArmEpoch, Key, KeySet, row_epoch
+
+# The verdict of each key's newest row, as a small int (its status's index, plus PASSED when the
+# row says passed): CPython shares those, so a million keys cost a dict slot each and no object.
+CODES = {status: code for code, status in enumerate(STATUSES)}
+ERROR, PASSED = CODES["error"], 4
 
 
 @dataclass
@@ -30,32 +35,58 @@ class ArmTally:
     def pass_rate(self) -> float:
         return self.correct / self.items if self.items else 0.0
 
+    def count(self, code: int, wall: float, sign: int = 1) -> None:
+        """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a newer one of its key replaced)."""
+        verdict = STATUSES[code % 4]
+        self.items += sign
+        self.correct += sign * (code >= PASSED)  # ``passed`` counts, as in the report
+        self.unparseable += sign * (verdict == "unparseable")
+        self.errors += sign * (verdict == "error")
+        self.wall += sign * wall
 
-class TallyRow(ScanRow, gc=False):
+
+class TallyRow(StatusRow, gc=False):
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the
     full parser and is counted by the same rules.
     """
 
-    passed: bool | None = None
-    status: str | None | msgspec.UnsetType = msgspec.UNSET  # older rows: the verdict is in detail
-    detail: str | None = None
     wall_seconds: float | None = None
 
 
 class FileTally:
-    """Per-arm counts of a results file, each (benchmark, task_id, arm) once, kept up to date.
+    """Per-arm counts of a results file, each (benchmark, task_id, arm, epoch) once: its newest
+    row counts. ``update`` reads only what was appended since the last call: a resumed run counts
+    the rows it starts with once, and its end-of-run table reads just the rows it added.
 
-    ``update`` reads only what was appended since the last call: a resumed run counts the rows
-    it starts with once, and its end-of-run table reads just the rows it added.
+    A key's newest row replaces the one counted before: its verdict exactly; its wall time
+    exactly when the replaced row was an error (the rows ``--bench-retry-errors`` runs again,
+    whose walls are kept), else the first row's wall stays (a repeated row after a lost worker).
     """
 
     def __init__(self) -> None:
         self.arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-        self.seen = KeySet()  # every key counted: the recorded keys resume deselects
+        self.codes: dict[ArmEpoch, dict[str, int]] = {}  # (benchmark, arm, epoch) -> task id -> verdict code
+        self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
         self.meta: dict[str, Any] | None = None
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
+
+    def recorded(self, retry_errors: bool = False) -> KeySet:
+        """The keys resume deselects: every counted key, or with ``retry_errors`` those whose
+        newest row is not an error."""
+        keys = KeySet()
+        for arm, codes in self.codes.items():
+            keys.by_arm[arm] = {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+        return keys
+
+    def previous(self, key: Key) -> tuple[int, float] | None:
+        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else 0.0),
+        or None if it has no row."""
+        code = self.codes.get((key[0], key[2], key[3]), {}).get(key[1])
+        if code is None:
+            return None
+        return code, self.error_walls.get(key, 0.0)
 
     def update(self, path: Path, strict: bool = False) -> dict[tuple[str, str], ArmTally]:
         """Count what was appended since the last update.
@@ -78,27 +109,38 @@ class FileTally:
         return self.arms
 
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
-        arms, by_arm, default = self.arms, self.seen.by_arm, str((self.meta or {}).get("benchmark", ""))
-        # One loop, no call per row: a resumed million-row file is counted here.
-        for r in fast + [_from_dict(d) for d in slow]:
-            arm = (r.benchmark or default, r.arm)
-            ids = by_arm.get(arm)
-            if ids is None:
-                ids = by_arm[arm] = set()
-            elif r.task_id in ids:
-                continue
-            ids.add(r.task_id)
-            t = arms[arm]
-            t.items += 1
-            t.correct += bool(r.passed)
-            verdict = r.status if r.status in STATUSES else legacy_status(r.passed, r.detail)
-            t.unparseable += verdict == "unparseable"
-            t.errors += verdict == "error"
-            t.wall += float(r.wall_seconds or 0.0)
+        arms, by_arm, default = self.arms, self.codes, str((self.meta or {}).get("benchmark", ""))
+        # One loop, no call per row but the verdict's: a resumed million-row file is counted here.
+        # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
+        for r in [_from_dict(d) for d in slow] + fast:
+            epoch = r.epoch if r.epoch is not None and r.epoch > 1 else 1
+            arm = (r.benchmark or default, r.arm, epoch)
+            codes = by_arm.get(arm)
+            if codes is None:
+                codes = by_arm[arm] = {}
+            status = r.status
+            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()] + PASSED * bool(r.passed)
+            wall = float(r.wall_seconds or 0.0)
+            old = codes.get(r.task_id)
+            t = arms[arm[:2]]
+            if old is not None:
+                self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
+            else:
+                t.count(code, wall)
+            codes[r.task_id] = code
+            if code % 4 == ERROR:
+                self.error_walls[arm[0], r.task_id, r.arm, epoch] = wall
+
+    def _replace(self, t: ArmTally, key: Key, old: int, code: int, wall: float) -> None:
+        """A newer row of a counted key: its verdict replaces the old one (see the class docstring for the wall)."""
+        old_wall = self.error_walls.pop(key, None)
+        t.count(old, old_wall or 0.0, -1)
+        t.count(code, wall if old_wall is not None else 0.0)
 
 
 def _from_dict(d: dict[str, Any]) -> TallyRow:
     """A row the full parser read, with the key rules of ``records.row_key`` (its values kept as they are)."""
     return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
-                    benchmark=str(d["benchmark"]) if d.get("benchmark") else None, passed=d.get("passed"),
-                    status=d.get("status", msgspec.UNSET), detail=d.get("detail"), wall_seconds=d.get("wall_seconds"))
+                    benchmark=str(d["benchmark"]) if d.get("benchmark") else None, epoch=row_epoch(d),
+                    passed=d.get("passed"), status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
+                    wall_seconds=d.get("wall_seconds"))

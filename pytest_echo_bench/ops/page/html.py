@@ -71,6 +71,10 @@ def _facts(state: ProgressState) -> str:
              ("Retries", str(state.retries)), ("Errors", str(state.errors))]
     if state.incomplete or state.aborted:
         facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
+    if state.limits:  # the adaptive limit: below --bench-concurrency once the provider rate-limits
+        facts.append(("Concurrency limit", ", ".join(f"{_e(k)} {v}" for k, v in sorted(state.limits.items()))))
+    if state.throttled:
+        facts.append(("Rate-limited (429)", str(state.throttled)))
     if state.prompt_tokens is not None:
         facts.append(("Tokens", f"{state.prompt_tokens:,} prompt + {state.completion_tokens or 0:,} completion"))
     if state.cost_usd is not None:

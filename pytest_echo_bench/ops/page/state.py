@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.records import row_epoch, scan_epoch
 
 RECENT = 10  # wrong/unparseable rows listed on the page
 TAIL = 200  # characters of raw output shown for each of them
@@ -38,6 +39,9 @@ class LiveCounters:
     aborted: int = 0
     started_at: float | None = None  # time.time() when this session started
     stopped: str = ""  # why the run stopped early, if it did
+    rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file already has a row for
+    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit now
+    throttled: int = 0  # calls answered 429 (rate limited) in this session
 
 
 @dataclass
@@ -78,6 +82,8 @@ class ProgressState:
     now: float
     arms: dict[str, ArmProgress] = field(default_factory=dict)
     retries: int = 0
+    throttled: int = 0  # calls answered 429 in this session (live only)
+    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit (live only)
     errors: int = 0
     incomplete: int = 0
     aborted: int = 0
@@ -147,8 +153,12 @@ class _Session:
     first: float | None = None  # earliest start (or finish, for rows without a start)
     last: float | None = None  # latest finish
 
-    def add(self, arm: ArmId, started: float | None, finished: float | None) -> None:
+    replaced: dict[ArmId, int] = field(default_factory=dict)  # of those, rows that replaced an item's older row
+
+    def add(self, arm: ArmId, started: float | None, finished: float | None, replaced: bool = False) -> None:
         self.per_arm[arm] = self.per_arm.get(arm, 0) + 1
+        if replaced:
+            self.replaced[arm] = self.replaced.get(arm, 0) + 1
         begin = started if started is not None else finished
         if begin is not None:
             self.first = begin if self.first is None else min(self.first, begin)
@@ -170,7 +180,8 @@ class _Arm:
 
 
 class PageFeed:
-    """The running tallies of one results file, each (benchmark, task_id, arm) once (its first row).
+    """The running tallies of one results file, each (benchmark, task_id, arm, epoch) once: its
+    newest row's verdict counts (retries, tokens and cost count every row: they were spent).
 
     ``started_at`` (a live run's start) decides which rows are "this session" for the throughput:
     those finished since then. Without it (``echo-bench progress`` on a file), the session is the
@@ -185,7 +196,7 @@ class PageFeed:
     def _reset(self) -> None:
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
         self.meta: dict[str, Any] | None = None
-        self.seen: dict[ArmId, set[str]] = {}
+        self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}  # -> task id -> (status, passed)
         self.arms: dict[ArmId, _Arm] = {}
         self.benchmarks: dict[str, None] = {}  # in order of first appearance
         self.retries = self.errors = 0
@@ -218,26 +229,31 @@ class PageFeed:
     def _add(self, row: PageRow) -> None:
         benchmark = row.benchmark or str((self.meta or {}).get("benchmark") or "")
         arm_id = (benchmark, row.arm)
-        ids = self.seen.setdefault(arm_id, set())
-        if row.task_id in ids:
-            return
-        ids.add(row.task_id)
+        ids = self.seen.setdefault((benchmark, row.arm, scan_epoch(row.epoch)), {})
         self.benchmarks[benchmark] = None
         status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
         arm = self.arms.setdefault(arm_id, _Arm())
-        arm.done += 1
-        arm.correct += row.passed is True
-        arm.unparseable += status == "unparseable"
-        arm.errors += status == "error"
-        self.errors += status == "error"
+        older = ids.get(row.task_id)
+        ids[row.task_id] = (status, row.passed is True)
+        if older is not None:  # a newer row of a recorded item (a retried error): its verdict replaces the old one
+            self._count(arm, *older, sign=-1)
+        else:
+            arm.done += 1
+        self._count(arm, status, row.passed is True)
         self.retries += _int(row.retries)
         started, finished = _timestamp(row.started_at), _timestamp(row.finished_at)
-        if finished is not None:
+        if finished is not None and older is None:  # the chart counts items done, once each
             arm.finished.append(finished)
         self._add_usage(row)
         if status in ("wrong", "unparseable"):
             self.recent.append((arm_id, row, status))
-        self._add_session(arm_id, row, started, finished)
+        self._add_session(arm_id, row, started, finished, older is not None)
+
+    def _count(self, arm: _Arm, status: str, passed: bool, sign: int = 1) -> None:
+        arm.correct += sign * passed
+        arm.unparseable += sign * (status == "unparseable")
+        arm.errors += sign * (status == "error")
+        self.errors += sign * (status == "error")
 
     def _add_usage(self, row: PageRow) -> None:
         usage, cost = row.usage, row.cost_usd
@@ -247,14 +263,15 @@ class PageFeed:
         if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
             self.cost_usd = (self.cost_usd or 0.0) + float(cost)
 
-    def _add_session(self, arm_id: ArmId, row: PageRow, started: float | None, finished: float | None) -> None:
+    def _add_session(self, arm_id: ArmId, row: PageRow, started: float | None, finished: float | None,
+                     replaced: bool) -> None:
         if self.started_at is not None:
             # Earlier sessions finished before this one started; rows without a time are theirs.
             if finished is not None and finished >= self.started_at:
-                self.sessions.setdefault("live", _Session()).add(arm_id, started, finished)
+                self.sessions.setdefault("live", _Session()).add(arm_id, started, finished, replaced)
             return
         run = self.latest_run = _text(row.run_id)
-        self.sessions.setdefault(run, _Session()).add(arm_id, started, finished)
+        self.sessions.setdefault(run, _Session()).add(arm_id, started, finished, replaced)
 
     # -- the state ---------------------------------------------------------------------------
     def state(self, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
@@ -284,6 +301,7 @@ class PageFeed:
         if live is not None:
             state.retries += live.retries
             state.incomplete, state.aborted = live.incomplete, live.aborted
+            state.throttled, state.limits = live.throttled, dict(live.limits)
         stop = read_stop(self.results)
         state.stopped = (live.stopped if live is not None else "") or (str(stop) if stop else "")
         return state
@@ -296,10 +314,14 @@ class PageFeed:
     def _expected(self, live: LiveCounters | None, single: bool, key: Any, session: _Session) -> dict[str, int]:
         if live is None or not live.expected:
             return _meta_expected(self.meta, single)
-        # live.expected counts this session's items only; rows from earlier sessions are done already.
+        # live.expected counts this session's items only; rows from earlier sessions are done already,
+        # but for the items this session runs again (live.rerun: error rows, --bench-retry-errors).
         prior: dict[str, int] = {}
         for arm_id, tally in self.arms.items():
-            prior[key(arm_id)] = prior.get(key(arm_id), 0) + tally.done - session.per_arm.get(arm_id, 0)
+            new = session.per_arm.get(arm_id, 0) - session.replaced.get(arm_id, 0)
+            prior[key(arm_id)] = prior.get(key(arm_id), 0) + tally.done - new
+        for k, again in live.rerun.items():
+            prior[k] = prior.get(k, 0) - again
         return {k: prior.get(k, 0) + live.expected.get(k, 0) for k in dict.fromkeys([*live.expected, *prior])}
 
     def _window(self, session: _Session, live: LiveCounters | None, now: float) -> tuple[float, float] | None:
@@ -335,7 +357,7 @@ def _from_dict(record: dict[str, Any]) -> PageRow:
     benchmark = record.get("benchmark")
     fields: dict[str, Any] = {name: record.get(name) for name in _FIELDS}
     return PageRow(task_id=str(record["task_id"]), arm=str(record["arm"]), benchmark=str(benchmark) if benchmark else None,
-                   **fields)
+                   epoch=row_epoch(record), **fields)
 
 
 def _failure(key: str, row: PageRow, status: str) -> Failure:

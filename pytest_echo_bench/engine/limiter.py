@@ -1,0 +1,284 @@
+"""Adaptive concurrency per endpoint, and an arm's optional client-side rate limit.
+
+Every call of a network arm goes through the ``Limiter`` of its endpoint (base URL and key):
+it starts at the configured concurrency, is cut multiplicatively when the server answers 429,
+waits out the server's ``retry-after`` before the endpoint's next call, and grows back by about
+one slot per round of successful calls. An arm's ``rate_limit:`` adds a ``TokenBucket`` for its
+requests and one for its tokens. The decisions are pure functions of an injected clock, so the
+tests drive them without sleeping; ``Limited`` adds the blocking and the run-wide stop.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_echo_bench.errors import AbortedError, ProviderError, TransientError
+from pytest_echo_bench.providers.base import Completion, Provider, Request
+from pytest_echo_bench.spec.load import ArmSpec
+
+Clock = Callable[[], float]
+BETA = 0.5  # a cut keeps this share of the limit (but see ``Limiter.throttled``: never below the observed rate)
+WINDOW_S = 1.0  # successes are counted over this span to know the rate the server accepts
+HEADROOM = 0.95  # after a cut, run at this share of the concurrency that carried the accepted rate
+DEFAULT_PAUSE_S = 1.0  # a 429 without retry-after still pauses the endpoint this long
+WAIT_TICK_S = 0.25  # a waiting call looks at the run-wide stop this often
+DEFAULT_CEILING = 64  # the limit when no pool size was given (a Runner used on its own)
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass
+class Limiter:
+    """One endpoint's concurrency limit (additive increase, multiplicative decrease) and pause."""
+
+    ceiling: int
+    clock: Clock = time.monotonic
+    limit: float = 0.0
+    in_flight: int = 0
+    resume_at: float = 0.0  # no call starts before this (the server's retry-after)
+    throttled_count: int = 0  # 429 answers seen
+    _cut_at: float = -math.inf  # when the limit was last cut: 429s of calls started before it do not cut again
+    _grow_after: float = -math.inf  # no growth until then: let the cut show its effect first
+    _successes: collections.deque[float] = field(default_factory=collections.deque)
+    _latency: float = 0.0  # smoothed seconds per successful call
+
+    def __post_init__(self) -> None:
+        self.limit = self.limit or float(self.ceiling)
+
+    def raise_ceiling(self, ceiling: int) -> None:
+        """Another arm with a higher limit shares this endpoint."""
+        if ceiling > self.ceiling:
+            self.limit += ceiling - self.ceiling
+            self.ceiling = ceiling
+
+    def wait_s(self) -> float:
+        """Seconds until a call may start (0: now); the caller retries after that long."""
+        now = self.clock()
+        if now < self.resume_at:
+            return self.resume_at - now
+        return 0.0 if self.in_flight < max(1, int(self.limit)) else WAIT_TICK_S
+
+    def started(self) -> float:
+        self.in_flight += 1
+        return self.clock()
+
+    def succeeded(self, started_at: float) -> None:
+        now = self.clock()
+        self.in_flight -= 1
+        latency = now - started_at
+        self._latency = latency if not self._latency else 0.9 * self._latency + 0.1 * latency
+        self._successes.append(now)
+        while self._successes and now - self._successes[0] > WINDOW_S:
+            self._successes.popleft()
+        if now >= self._grow_after:
+            self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
+
+    def failed(self) -> None:
+        """Any other error: the slot is free, the limit unchanged."""
+        self.in_flight -= 1
+
+    def throttled(self, started_at: float, retry_after: float | None) -> None:
+        """A 429: pause for the server's retry-after, and cut the limit once per episode.
+
+        The cut keeps half the limit, but not less than the concurrency that carried the rate the
+        server accepted over the last second (Little's law: rate x latency), less 5%: halving
+        alone would fall far below the server's rate and spend the time between cuts climbing back.
+        """
+        now = self.clock()
+        self.in_flight -= 1
+        self.throttled_count += 1
+        self.resume_at = max(self.resume_at, now + (DEFAULT_PAUSE_S if retry_after is None else retry_after))
+        if started_at < self._cut_at:
+            return  # sent before the last cut: the cut already answered it
+        carried = len(self._successes) / WINDOW_S * self._latency * HEADROOM
+        self.limit = max(1.0, min(self.limit, max(self.limit * BETA, carried)))
+        self._cut_at = now
+        self._grow_after = now + max(WINDOW_S, retry_after or 0.0)
+
+    @property
+    def current(self) -> int:
+        return max(1, int(self.limit))
+
+
+@dataclass
+class TokenBucket:
+    """``per_minute`` units spread evenly: a call may start while the bucket is not in debt.
+
+    The bucket holds at most ``burst_s`` seconds' worth (at least one unit), so a fresh run does
+    not burst a whole minute's allowance into a server that counts in shorter windows: requests
+    are spaced evenly (``burst_s`` 0: one at a time), tokens may come a second's worth at once
+    (one call's tokens are many). A call takes its estimate on starting and settles the
+    difference when its usage is known; the debt that leaves is paid off before the next call.
+    """
+
+    per_minute: float
+    clock: Clock = time.monotonic
+    burst_s: float = 0.0
+    level: float = 0.0
+    _at: float = -1.0
+
+    def __post_init__(self) -> None:
+        self.level = self.capacity
+        self._at = self.clock()
+
+    @property
+    def capacity(self) -> float:
+        return max(1.0, self.per_minute / 60.0 * self.burst_s)
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.level = min(self.capacity, self.level + (now - self._at) * self.per_minute / 60.0)
+        self._at = now
+
+    def wait_s(self, amount: float) -> float:
+        """Seconds until ``amount`` may be taken (0: now)."""
+        self._refill()
+        need = min(amount, self.capacity) - self.level  # a call larger than the bucket waits for a full one
+        return max(0.0, need * 60.0 / self.per_minute)
+
+    def take(self, amount: float) -> None:
+        self._refill()
+        self.level -= amount
+
+    def settle(self, estimated: float, actual: float) -> None:
+        self.level += estimated - actual
+
+
+def endpoint_of(provider: Provider) -> str | None:
+    """The provider's endpoint (URL and a digest of its key), when it calls one over the network."""
+    url, key = getattr(provider, "endpoint_url", None), getattr(provider, "endpoint_key", None)
+    if not isinstance(url, str):
+        return None
+    return f"{url}#{hashlib.sha256(str(key).encode()).hexdigest()[:12]}"  # the key itself is kept nowhere
+
+
+class Limits:
+    """The process's limiters, one per endpoint; ``ceiling`` is ``--bench-concurrency``."""
+
+    def __init__(self, stop: Stop, clock: Clock = time.monotonic) -> None:
+        self.stop, self.clock = stop, clock
+        self.ceiling: int | None = None
+        self.endpoints: dict[str, Limiter] = {}
+        self._by_arm: dict[int, Limiter] = {}  # id(ArmSpec) -> its endpoint's limiter
+        self._lock = threading.Condition()
+        self._local = threading.local()  # the 429s of the item this thread runs (``take_throttled``)
+
+    def wrap(self, provider: Provider, arm: ArmSpec) -> Provider:
+        """``provider`` behind its endpoint's limiter (a provider without an endpoint, as it is)."""
+        endpoint = endpoint_of(provider)
+        if endpoint is None:
+            return provider
+        ceiling = min(c for c in (self.ceiling or DEFAULT_CEILING, arm.concurrency) if c)
+        with self._lock:
+            limiter = self.endpoints.get(endpoint)
+            if limiter is None:
+                limiter = self.endpoints[endpoint] = Limiter(ceiling, self.clock)
+            limiter.raise_ceiling(ceiling)
+            self._by_arm[id(arm)] = limiter
+        return Limited(provider, self, limiter, _buckets(arm, self.clock), _max_tokens(arm))
+
+    def take_throttled(self) -> int:
+        """429s this thread met since it last asked: the item just run."""
+        count: int = getattr(self._local, "throttled", 0)
+        self._local.throttled = 0
+        return count
+
+    def note_throttled(self) -> None:
+        self._local.throttled = getattr(self._local, "throttled", 0) + 1
+
+    def current(self, arm: ArmSpec) -> int | None:
+        """The current limit of ``arm``'s endpoint (None until it has called one)."""
+        limiter = self._by_arm.get(id(arm))
+        return limiter.current if limiter is not None else None
+
+
+@dataclass
+class Buckets:
+    requests: TokenBucket | None
+    tokens: TokenBucket | None
+
+
+def _buckets(arm: ArmSpec, clock: Clock) -> Buckets:
+    rate = arm.rate_limit
+    if rate is None:
+        return Buckets(None, None)
+    return Buckets(TokenBucket(rate.requests_per_minute, clock) if rate.requests_per_minute else None,
+                   TokenBucket(rate.tokens_per_minute, clock, burst_s=1.0) if rate.tokens_per_minute else None)
+
+
+def _max_tokens(arm: ArmSpec) -> int:
+    value = arm.options.get("max_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def estimate_tokens(prompt: str, max_tokens: int) -> int:
+    """What a call may count against a tokens-per-minute limit before its usage is known:
+    about four characters a token for the prompt, and the reply's ``max_tokens`` (providers
+    reserve it), corrected from the reply's usage afterwards."""
+    return len(prompt) // 4 + 1 + max_tokens
+
+
+class Limited:
+    """A network provider whose calls wait for their endpoint's limiter and the arm's buckets."""
+
+    def __init__(self, inner: Provider, limits: Limits, limiter: Limiter, buckets: Buckets, max_tokens: int) -> None:
+        self.inner, self.limits, self.limiter, self.buckets, self.max_tokens = inner, limits, limiter, buckets, max_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # what the runner asks of a provider (``instant``, ...)
+
+    def complete(self, request: Request) -> Completion:
+        estimate = estimate_tokens(request.prompt, self.max_tokens)
+        started = self._acquire(estimate)
+        try:
+            done = self.inner.complete(request)
+        except ProviderError as exc:
+            self._release(started, exc)
+            raise
+        except BaseException:
+            self._release(started, None)
+            raise
+        with self.limits._lock:
+            self.limiter.succeeded(started)
+            if self.buckets.tokens is not None and done.usage:
+                self.buckets.tokens.settle(estimate, sum(done.usage.values()))
+            self.limits._lock.notify_all()
+        return done
+
+    def _acquire(self, estimate: int) -> float:
+        """Wait for a slot and the buckets; the run's stop ends the wait within a tick."""
+        lock = self.limits._lock
+        with lock:
+            while True:
+                if self.limits.stop.is_set():
+                    raise AbortedError("the run is stopping; no call was made")
+                wait = max(self.limiter.wait_s(), self._bucket_wait(estimate))
+                if wait <= 0:
+                    for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
+                        if bucket is not None:
+                            bucket.take(amount)
+                    return self.limiter.started()
+                lock.wait(min(wait, WAIT_TICK_S))
+
+    def _bucket_wait(self, estimate: int) -> float:
+        waits = [bucket.wait_s(amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
+                 if bucket is not None]
+        return max(waits, default=0.0)
+
+    def _release(self, started: float, error: ProviderError | None) -> None:
+        with self.limits._lock:
+            if isinstance(error, TransientError) and error.status == 429:  # not quota exhaustion's 429
+                self.limiter.throttled(started, error.retry_after)
+                self.limits.note_throttled()
+            else:
+                self.limiter.failed()
+            self.limits._lock.notify_all()

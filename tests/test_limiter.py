@@ -1,0 +1,257 @@
+"""The adaptive limit per endpoint and the arms' rate limits, on an injected clock (no sleeping)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import FakeOpenAI
+
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, Limiter, Limits, TokenBucket, estimate_tokens
+from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
+from pytest_echo_bench.plugin.live import LiveRun
+from pytest_echo_bench.providers.base import Completion, Request
+from pytest_echo_bench.providers.http_json import JSONClient, retry_after
+from pytest_echo_bench.spec.load import ArmSpec, RateLimit, load_spec
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_calls(limiter: Limiter, clock: Clock, n: int, latency: float = 0.2) -> None:
+    """``n`` successful calls, ``limiter.current`` at a time, each taking ``latency``."""
+    for _ in range(n):
+        started = limiter.started()
+        clock.now += latency / limiter.current
+        limiter.succeeded(started)
+
+
+def test_it_starts_at_the_configured_limit_and_holds_calls_beyond_it() -> None:
+    clock = Clock()
+    limiter = Limiter(4, clock)
+    for _ in range(4):
+        assert limiter.wait_s() == 0
+        limiter.started()
+    assert limiter.wait_s() > 0
+    limiter.failed()
+    assert limiter.wait_s() == 0 and limiter.current == 4
+
+
+def test_a_429_halves_the_limit_once_and_pauses_the_endpoint_for_its_retry_after() -> None:
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    before = [limiter.started() for _ in range(3)]
+    clock.now += 0.01
+    limiter.throttled(before[0], retry_after=0.5)
+    assert limiter.current == 16 and limiter.throttled_count == 1
+    assert limiter.wait_s() == pytest.approx(0.5)
+    # Sent before the cut: counted and waited for, but the cut already answered it.
+    limiter.throttled(before[1], retry_after=0.2)
+    assert limiter.current == 16 and limiter.throttled_count == 2
+    assert limiter.wait_s() == pytest.approx(0.5)  # the longer pause stands
+    clock.now += 0.5
+    assert limiter.wait_s() == 0
+    later = limiter.started()
+    limiter.throttled(later, retry_after=None)  # a fresh 429 cuts again; no header: a default pause
+    assert limiter.current == 8 and limiter.wait_s() == pytest.approx(DEFAULT_PAUSE_S)
+
+
+def test_a_cut_keeps_the_concurrency_that_carried_the_accepted_rate() -> None:
+    # 50 calls a second accepted at 0.2 s each need 10 in flight: halving 32 to 16 is fine, but
+    # the next cut stops near 10 (less 5%), not at 8.
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    for _ in range(50):
+        clock.now += 0.02
+        limiter.in_flight += 1
+        limiter.succeeded(clock.now - 0.2)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.current == 16
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.limit == pytest.approx(50 * 0.2 * 0.95)
+    assert limiter.current == 9
+
+
+def test_it_grows_back_by_about_one_per_round_after_a_pause_never_above_the_ceiling() -> None:
+    clock = Clock()
+    limiter = Limiter(8, clock)
+    limiter.throttled(limiter.started(), retry_after=0.1)
+    assert limiter.current == 4
+    run_calls(limiter, clock, 3)  # within the second after the cut: no growth yet
+    assert limiter.current == 4
+    clock.now += 1.0
+    run_calls(limiter, clock, 5)  # about one round: +1/limit a call
+    assert limiter.current == 5
+    run_calls(limiter, clock, 200)
+    assert limiter.limit == 8.0
+
+
+def test_the_request_bucket_spreads_calls_evenly() -> None:
+    clock = Clock()
+    bucket = TokenBucket(120, clock)  # 2 a second, one at a time: no burst at the start
+    assert bucket.wait_s(1) == 0
+    bucket.take(1)
+    assert bucket.wait_s(1) == pytest.approx(0.5)
+    clock.now += 0.5
+    assert bucket.wait_s(1) == 0
+    clock.now += 60
+    assert bucket.level == 1 and bucket.wait_s(1) == 0  # refilled, but never beyond its capacity
+
+
+def test_the_token_bucket_takes_an_estimate_and_settles_it_from_the_usage() -> None:
+    clock = Clock()
+    bucket = TokenBucket(6000, clock, burst_s=1.0)  # 100 tokens a second, a second's worth at once
+    estimate = estimate_tokens("x" * 400, max_tokens=50)
+    assert estimate == 151
+    assert bucket.wait_s(estimate) == 0  # larger than the bucket: it waits for a full one, not forever
+    bucket.take(estimate)
+    bucket.settle(estimate, actual=251)  # the reply used more: the debt delays the next call
+    assert bucket.level == pytest.approx(100 - 251)
+    assert bucket.wait_s(10) == pytest.approx(1.61)  # 161 tokens short at 100 a second
+
+
+@dataclass
+class Endpoint:
+    """A provider as the chat providers are: it names its endpoint; answers are scripted."""
+
+    endpoint_url: str = "http://api.example/v1"
+    endpoint_key: str = "sk-one"
+    errors: tuple[Exception, ...] = ()
+
+    def complete(self, request: Request) -> Completion:
+        if self.errors:
+            error, self.errors = self.errors[0], self.errors[1:]
+            raise error
+        return Completion("4", {"prompt_tokens": 3, "completion_tokens": 1})
+
+
+def arm(name: str = "a", concurrency: int | None = None, rate: RateLimit | None = None) -> ArmSpec:
+    return ArmSpec(name, "openai", {}, 1, concurrency, False, rate)
+
+
+def request() -> Request:
+    return Request(Example("t1", "2+2", "4"), "a", "2+2")
+
+
+def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() -> None:
+    limits = Limits(threading.Event(), Clock())
+    limits.ceiling = 32
+    first, second = arm("a", concurrency=8), arm("b")
+    limits.wrap(Endpoint(), first)
+    limits.wrap(Endpoint(), second)
+    limits.wrap(Endpoint(endpoint_key="sk-two"), arm("c"))
+    assert len(limits.endpoints) == 2  # the key is part of the endpoint (and is kept only as a digest)
+    assert not any("sk-one" in name for name in limits.endpoints)
+    assert limits.current(first) == limits.current(second) == 32
+
+
+def test_a_provider_without_an_endpoint_is_left_as_it_is() -> None:
+    class Offline:
+        instant = True
+
+        def complete(self, request: Request) -> Completion:
+            return Completion("4")
+
+    provider = Offline()
+    assert Limits(threading.Event()).wrap(provider, arm()) is provider
+
+
+def test_a_429_is_counted_for_the_item_that_met_it_and_cuts_the_endpoint() -> None:
+    clock = Clock()
+    limits = Limits(threading.Event(), clock)
+    limits.ceiling = 8
+    conf = arm()
+    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=0.0, status=429),)), conf)
+    with pytest.raises(TransientError):
+        provider.complete(request())
+    assert limits.take_throttled() == 1 and limits.take_throttled() == 0
+    assert limits.current(conf) == 4
+    assert provider.complete(request()).text == "4"
+
+
+def test_quota_exhaustion_is_not_a_rate_limit() -> None:
+    limits = Limits(threading.Event(), Clock())
+    conf = arm()
+    provider = limits.wrap(Endpoint(errors=(ExhaustedError("insufficient_quota", status=429),)), conf)
+    with pytest.raises(ExhaustedError):
+        provider.complete(request())
+    assert limits.take_throttled() == 0 and limits.current(conf) == 64
+
+
+def test_a_call_waiting_for_its_endpoint_stops_with_the_run() -> None:
+    stop = threading.Event()
+    clock = Clock()
+    limits = Limits(stop, clock)
+    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=3600.0, status=429),)), arm())
+    with pytest.raises(TransientError):
+        provider.complete(request())
+    stop.set()  # the endpoint is paused for an hour; the stop must not wait for it
+    with pytest.raises(AbortedError):
+        provider.complete(request())
+
+
+@pytest.mark.parametrize(("headers", "seconds"), [
+    ({"retry-after-ms": "250", "retry-after": "1"}, 0.25),
+    ({"retry-after": "2"}, 2.0),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
+    ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1m30s",
+      "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s"}, 90.0),
+    ({"x-ratelimit-remaining-requests": "7", "x-ratelimit-reset-requests": "6m0s"}, None),  # not the limit that ran out
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+])
+def test_retry_after_reads_every_header_real_apis_send(headers: dict[str, str], seconds: float | None) -> None:
+    assert retry_after(headers) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_the_rate_limited_test_server_answers_429_with_retry_after_beyond_its_rate() -> None:
+    with FakeOpenAI() as server:
+        server.limit_rate(3)
+        client = JSONClient(server.base_url + "/chat/completions", {}, 5.0)
+        answers = [client.post({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) for _ in range(5)]
+    assert [status for status, _, _ in answers] == [200, 200, 200, 429, 429]
+    headers = answers[3][1]
+    assert 0 < float(headers["retry-after-ms"]) <= 1000 and headers["retry-after"] == "1"
+    assert 0 < retry_after(headers) <= 1.0  # type: ignore[operator]
+    assert server.rate is not None and server.rate.refused == 2
+
+
+def spec_text(rate: str) -> str:
+    return ("benchmark: b\ndataset: {loader: inline, items: [{id: a, input: x, target: y}]}\nscorer: exact\n"
+            f"arms:\n  gpt: {{provider: openai, model: m, rate_limit: {rate}}}\n")
+
+
+def test_a_spec_sets_an_arms_rate_limit_outside_its_options(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(spec_text("{requests_per_minute: 3000, tokens_per_minute: 1000000}"))
+    gpt = load_spec(path).arms["gpt"]
+    assert gpt.rate_limit == RateLimit(3000, 1000000) and "rate_limit" not in gpt.options
+
+
+@pytest.mark.parametrize("rate", ["{requests_per_minute: 0}", "{requests_per_day: 5}", "{}", "300", "{tokens_per_minute: true}"])
+def test_a_bad_rate_limit_names_the_key(tmp_path: Path, rate: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(spec_text(rate))
+    with pytest.raises(SpecError, match="rate_limit"):
+        load_spec(path)
+
+
+def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Path) -> None:
+    lines: list[str] = []
+    live = LiveRun(tmp_path / "r.jsonl", "run", ["b"], None, 0.0, lines.append)
+    live.expected = {"gpt": 2}
+    base: dict[str, Any] = {"kind": "row", "benchmark": "b", "task_id": "t", "arm": "gpt", "status": "correct", "wall_seconds": 0.2}
+    live.record({**base, "limit": 32, "throttled": 0})
+    live.record({**base, "limit": 16, "throttled": 2})
+    line = live.progress_line()
+    assert "gpt 2/2 pass 1.000 limit 16" in line and "2 rate-limited (429)" in line
+    summary = live.summary(partial=False)
+    assert summary["rate_limited"] == 2 and summary["arms"]["gpt"]["concurrency_limit"] == 16
