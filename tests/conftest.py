@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import json
 import pkgutil
+import subprocess
 import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -120,3 +122,16 @@ def sweep(pytester: pytest.Pytester) -> Sweep:
 def openai_server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
         yield server
+
+
+@contextlib.contextmanager
+def tmpfs(disk: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at ``disk`` (root only; the test skips elsewhere), unmounted whatever happens."""
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

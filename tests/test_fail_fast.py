@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI
 
-from conftest import Sweep, make_spec, sim_spec
+from conftest import Sweep, make_spec, sim_spec, tmpfs
 
 KEY = "sk-test-fail-fast-77e1"
 FAST = "retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\ntimeout_s: 10\n"
@@ -232,16 +231,8 @@ def test_our_machine_running_out_of_files_stops_the_run_unrecorded(pytester: pyt
 @pytest.fixture
 def no_inodes(tmp_path: Path) -> Iterator[Path]:
     """A tmpfs with room for one directory and nothing in it: a real ENOSPC (root only)."""
-    disk = tmp_path / "tmp"
-    disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=2", "tmpfs", str(disk)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "tmp", "size=64k,nr_inodes=2") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_full_tmpdir_under_a_command_arm_stops_the_run(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Sweep, make_spec, read_rows, sim_spec
+from conftest import Sweep, make_spec, read_rows, sim_spec, tmpfs
 
 PAD = "x" * 3000  # ~3 KB rows: a 64 KiB disk holds about fifteen of them
 
@@ -31,15 +31,8 @@ def remount(disk: Path, options: str) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs, unmounted at the end whatever happened."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = mount("-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(disk))
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "size=64k,mode=0755") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def padded_spec(n: int) -> str:
@@ -80,7 +73,8 @@ def test_read_only_directory_for_a_new_sweep(pytester: pytest.Pytester, sweep: S
     out = small_disk / "r.jsonl"
     result, _, _ = sweep.run("--bench-out", str(out))
     assert result.ret == 2
-    result.stdout.fnmatch_lines([f"echo-bench: stopped early (store-error: cannot open results file {out}: Read-only file system); fix that, then resume with:"])
+    result.stdout.fnmatch_lines([f"echo-bench: stopped early (store-error: cannot open results file {out}: "
+                                 "Read-only file system); fix that, then resume with:"])
     assert "Traceback" not in result.stdout.str() and not out.exists()
 
 
