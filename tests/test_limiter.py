@@ -81,6 +81,20 @@ def test_a_cut_keeps_the_concurrency_that_carried_the_accepted_rate() -> None:
     assert limiter.current == 9
 
 
+def test_successes_older_than_a_second_do_not_hold_the_limit_up() -> None:
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    for _ in range(50):
+        clock.now += 0.02
+        limiter.in_flight += 1
+        limiter.succeeded(clock.now - 0.2)
+    clock.now += 5.0  # nothing answered since: the rate they showed is not the server's now
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.current == 16
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.current == 8
+
+
 def test_it_grows_back_by_about_one_per_round_after_a_pause_never_above_the_ceiling() -> None:
     clock = Clock()
     limiter = Limiter(8, clock)
@@ -140,6 +154,15 @@ def arm(name: str = "a", concurrency: int | None = None, rate: RateLimit | None 
 
 def request() -> Request:
     return Request(Example("t1", "2+2", "4"), "a", "2+2")
+
+
+def test_an_arms_rate_limit_is_split_among_the_worker_processes() -> None:
+    clock = Clock()
+    limits = Limits(threading.Event(), clock)
+    limits.processes = 2
+    provider = limits.wrap(Endpoint(), arm(rate=RateLimit(requests_per_minute=120)))
+    provider.complete(request())
+    assert provider.buckets.requests.wait_s(1) == pytest.approx(1.0)  # 1 a second here, 2 for the run
 
 
 def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() -> None:

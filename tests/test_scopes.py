@@ -191,3 +191,28 @@ def test_echo_bench_run_ends_a_missing_key_sweep_at_once(pytester: pytest.Pytest
     assert log.count("echo-bench run: attempt") == 1  # and no 600 s backoff
     assert "arm-unavailable" in log and "set the environment variable NO_SUCH_KEY_VAR" in log
     assert json.loads(stop_path(out).read_text())["arms"] == ["demo/gpt"]
+
+
+def test_once_the_arm_has_answered_the_waiting_calls_run_side_by_side() -> None:
+    breaker, stop = ArmBreaker(), threading.Event()
+    inside = threading.Barrier(3, timeout=5)  # two waiting calls and this thread, all in their turn at once
+    failures: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            with breaker.turn(stop) as probing:
+                assert not probing
+                inside.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    with breaker.turn(stop) as probing:
+        assert probing
+        threads = [threading.Thread(target=call) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        breaker.answered()
+    inside.wait()  # would time out if the two ran one after the other
+    for thread in threads:
+        thread.join(5)
+    assert failures == []

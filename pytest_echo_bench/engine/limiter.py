@@ -77,10 +77,14 @@ class Limiter:
         latency = now - started_at
         self._latency = latency if not self._latency else 0.9 * self._latency + 0.1 * latency
         self._successes.append(now)
-        while self._successes and now - self._successes[0] > WINDOW_S:
-            self._successes.popleft()
+        self._forget(now)
         if now >= self._grow_after:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
+
+    def _forget(self, now: float) -> None:
+        """Keep the successes of the last ``WINDOW_S`` only."""
+        while self._successes and now - self._successes[0] > WINDOW_S:
+            self._successes.popleft()
 
     def failed(self) -> None:
         """Any other error: the slot is free, the limit unchanged."""
@@ -99,6 +103,7 @@ class Limiter:
         self.resume_at = max(self.resume_at, now + (DEFAULT_PAUSE_S if retry_after is None else retry_after))
         if started_at < self._cut_at:
             return  # sent before the last cut: the cut already answered it
+        self._forget(now)
         carried = len(self._successes) / WINDOW_S * self._latency * HEADROOM
         self.limit = max(1.0, min(self.limit, max(self.limit * BETA, carried)))
         self._cut_at = now
@@ -167,6 +172,7 @@ class Limits:
     def __init__(self, stop: Stop, clock: Clock = time.monotonic) -> None:
         self.stop, self.clock = stop, clock
         self.ceiling: int | None = None
+        self.processes = 1  # xdist workers calling the same endpoints: each keeps 1/processes of a rate_limit
         self.endpoints: dict[str, Limiter] = {}
         self._by_arm: dict[int, Limiter] = {}  # id(ArmSpec) -> its endpoint's limiter
         self._lock = threading.Condition()
@@ -184,7 +190,7 @@ class Limits:
                 limiter = self.endpoints[endpoint] = Limiter(ceiling, self.clock)
             limiter.raise_ceiling(ceiling)
             self._by_arm[id(arm)] = limiter
-        return Limited(provider, self, limiter, _buckets(arm, self.clock), _max_tokens(arm))
+        return Limited(provider, self, limiter, _buckets(arm, self.clock, self.processes), _max_tokens(arm))
 
     def take_throttled(self) -> int:
         """429s this thread met since it last asked: the item just run."""
@@ -207,12 +213,14 @@ class Buckets:
     tokens: TokenBucket | None
 
 
-def _buckets(arm: ArmSpec, clock: Clock) -> Buckets:
+def _buckets(arm: ArmSpec, clock: Clock, processes: int) -> Buckets:
+    """The arm's ``rate_limit:`` is what the provider allows the whole run: this process's share."""
     rate = arm.rate_limit
     if rate is None:
         return Buckets(None, None)
-    return Buckets(TokenBucket(rate.requests_per_minute, clock) if rate.requests_per_minute else None,
-                   TokenBucket(rate.tokens_per_minute, clock, burst_s=1.0) if rate.tokens_per_minute else None)
+    rpm, tpm = rate.requests_per_minute, rate.tokens_per_minute
+    return Buckets(TokenBucket(rpm / processes, clock) if rpm else None,
+                   TokenBucket(tpm / processes, clock, burst_s=1.0) if tpm else None)
 
 
 def _max_tokens(arm: ArmSpec) -> int:

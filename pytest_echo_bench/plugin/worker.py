@@ -24,7 +24,7 @@ from pytest_echo_bench.plugin.context import RECORDED, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
-from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_id
+from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
@@ -52,6 +52,7 @@ class WorkerPlugin:
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,
                              recorded)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
+        self.runner.limits.processes = worker_count(config)  # an arm's rate_limit is split among the workers
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard)
         self.session: pytest.Session | None = None

@@ -25,6 +25,12 @@ def worker_id(config: pytest.Config) -> str | None:
     return None if workerinput is None else str(workerinput["workerid"])
 
 
+def worker_count(config: pytest.Config) -> int:
+    """How many worker processes share the run (1 outside xdist)."""
+    workerinput = getattr(config, "workerinput", None)
+    return 1 if workerinput is None else max(1, int(workerinput.get("workercount", 1)))
+
+
 class WorkerQueue:
     """The indices (into ``session.items``) of the items this worker will run next."""
 
