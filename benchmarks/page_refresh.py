@@ -44,7 +44,7 @@ from pytest_echo_bench.store.files import encode_line
 from pytest_echo_bench.store.records import Meta, Row
 
 BENCHMARK = "scale"
-BASE_TIME = float(calendar.timegm((2026, 12, 1, 0, 0, 0)))  # the session's start; rows finish after it
+BASE_TIME = float(calendar.timegm((2026, 12, 1, 0, 0, 0)))  # a fixed start time; rows finish after it
 ROWS_PER_SECOND = 20  # the pace of the generated run, for the timestamps (the page's chart and rate)
 WORDS = ["the", "answer", "is", "so", "therefore", "let's", "think", "step", "by", "\"quoted\"", "caf\u00e9", "\u2192", "x"]
 MB = 1024 * 1024
