@@ -78,10 +78,13 @@ class ArmError(ProviderError):
     kind = "arm"
 
     def __init__(self, message: str, *, hint: str = "", status: int | None = None,
-                 fallback: ProviderError | None = None) -> None:
+                 fallback: ProviderError | None = None, absent: bool = False) -> None:
         super().__init__(message, status=status)
         self.hint = hint
         self.fallback = fallback
+        # No credentials here at all (a CLI never logged in), as a missing key: an arm marked
+        # optional may go without them. A refused key, a wrong model or base_url is a mistake.
+        self.absent = absent
 
 
 class TransientError(ProviderError):
@@ -113,4 +116,12 @@ class IncompleteError(EchoBenchError):
 
 
 class UnavailableError(EchoBenchError):
-    """An arm cannot run here (missing SDK, binary or API key): its items skip with this reason."""
+    """An arm cannot run here (missing SDK, binary or API key): its items skip with this reason.
+
+    ``misconfigured``: it could run but is set up wrong (a refused key, no such model): an arm
+    marked optional still makes the sweep incomplete for it.
+    """
+
+    def __init__(self, message: str, *, misconfigured: bool = False) -> None:
+        super().__init__(message)
+        self.misconfigured = misconfigured

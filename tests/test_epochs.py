@@ -264,3 +264,12 @@ def test_a_replay_of_a_file_with_epochs_replays_each_epochs_own_output(pytester:
     # Epochs 1 and 2 as recorded; epoch 3, which the recording lacks, replays epoch 1.
     assert {(r["task_id"], r["epoch"]): r["passed"] for r in rows} == {
         (f"q{i}", e): e == 2 for i in range(2) for e in (1, 2, 3)}
+
+
+def test_a_mean_of_sample_shares_is_exact_so_a_gate_at_it_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """3/3 + 2/3 + 1/3 + 0/3 over four items is 0.5 exactly, as the sweep's own gate counts it."""
+    a = {"t1": [True] * 3, "t2": [True, True, False], "t3": [True, False, False], "t4": [False] * 3}
+    path = write(tmp_path / "r.jsonl", [META, *sampled_rows({"A": a})])
+    assert main(["report", str(path), "--gate", "A>=0.5", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["arms"]["A"]["pass_rate"] == 0.5

@@ -268,3 +268,87 @@ def full_disk(output, example, options):
     stop = marker(pytester)
     assert stop["reason"] == "local-error" and "No space left on device" in stop["message"]
     assert "scorer full_disk" in stop["message"] and "crashed" not in result.stdout.str()
+
+
+def test_a_long_retry_after_leaves_the_arm_for_a_resume_and_holds_up_nothing(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+) -> None:
+    """A ten-minute Retry-After is not waited out item by item: the arm's items are left incomplete."""
+    always(openai_server, ("error", (429, {"message": "slow down", "code": "rate_limit_exceeded"}, {"retry-after": "600"})))
+    make_spec(pytester, two_arms(openai_server.base_url, "http", n=6))
+    result, _, rows = sweep.run("--bench-concurrency", "4")
+    text = result.stdout.str()
+    assert result.ret == 2, text[-2000:]
+    assert by_arm(rows) == {"good": 6}
+    assert marker(pytester)["reason"] == "incomplete"
+    assert "asks to wait 600 s, more than retries.max_backoff_s" in text
+    assert len(openai_server.requests) <= 2  # after the first 429 the endpoint is paused: the rest are not sent
+
+
+def test_a_python_arm_that_catches_exhaustion_still_stops_the_run(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+) -> None:
+    """A fallback written as ``except Exception`` must not keep calling an exhausted provider."""
+    openai_server.quota_after = 0
+    pytester.makeconftest("""
+from pytest_echo_bench import arm
+
+@arm("fallback")
+def fallback(ctx):
+    try:
+        return ctx.call("gpt")
+    except Exception:
+        return ctx.call("good")
+""")
+    arms = ("  good: {provider: sim, accuracy: 1.0}\n  fb: {provider: python, function: fallback}\n"
+            f"  gpt: {{provider: openai, model: m, client: http, base_url: '{openai_server.base_url}', "
+            "api_key_env: TEST_OPENAI_KEY}")
+    make_spec(pytester, sim_spec(6, arms=arms, extra=FAST))
+    result, _, _ = sweep.run("--bench-concurrency", "1", "-k", "fb")
+    assert result.ret == 2, result.stdout.str()[-2000:]
+    assert marker(pytester)["reason"] == "exhausted"
+    assert len(openai_server.requests) == 1  # one 429 insufficient_quota, then no call anywhere
+
+
+def test_routing_arms_that_route_back_to_each_other_are_refused(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    arms = ("  good: {provider: sim, accuracy: 1.0}\n  one: {provider: cascade, cheap: two, strong: good}\n"
+            "  two: {provider: cascade, cheap: one, strong: good}")
+    make_spec(pytester, sim_spec(2, arms=arms))
+    result, _, rows = sweep.run()
+    assert result.ret != 0 and rows == []
+    result.stdout.fnmatch_lines(["*cheap names 'two', which routes back to 'one': routing arms cannot form a cycle*"])
+
+
+def test_a_python_arm_may_ask_its_own_arm_again(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    """The arm's first call holds its turn; asking the same arm again from inside it must not wait on itself."""
+    pytester.makeconftest("""
+import threading
+from pytest_echo_bench import arm
+
+depth = threading.local()
+
+@arm("again")
+def again(ctx):
+    if getattr(depth, "n", 0):
+        return "4"
+    depth.n = 1
+    try:
+        return ctx.call("selfish")
+    finally:
+        depth.n = 0
+""")
+    make_spec(pytester, sim_spec(2, arms="  selfish: {provider: python, function: again}", extra=FAST))
+    result, _, rows = sweep.run("--bench-concurrency", "2")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert len(rows) == 2 and all(r["passed"] for r in rows)
+
+
+def test_an_optional_arm_whose_key_is_refused_still_makes_the_sweep_incomplete(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+) -> None:
+    """optional: the arm may not run here (no key); a key that is there and refused is a mistake to fix."""
+    always(openai_server, ("error", (401, {"message": "Incorrect API key provided"}, {})))
+    make_spec(pytester, two_arms(openai_server.base_url, "http", n=3, gpt="    optional: true\n"))
+    result, _, rows = sweep.run()
+    assert result.ret == 2 and by_arm(rows) == {"good": 3}
+    assert marker(pytester)["arms"] == ["demo/gpt"]

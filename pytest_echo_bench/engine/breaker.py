@@ -27,7 +27,7 @@ class Stop(Protocol):
 class ArmBreaker:
     def __init__(self) -> None:
         self._answered = threading.Event()
-        self._probe = threading.Lock()
+        self._probe = threading.RLock()  # re-entered by a Python arm that asks its own arm again
         self._lock = threading.Lock()
         self.broken: UnavailableError | None = None
         self._streak: tuple[str, int] = ("", 0)  # the last permanent error text before any answer, and its run

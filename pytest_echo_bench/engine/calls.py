@@ -89,6 +89,10 @@ def call_with_retries(
         if not isinstance(error, TransientError):
             raise error
         retries.append(str(error))
+        if error.retry_after is not None and not error.retry_after <= policy.max_backoff_s:
+            # Held for a ten-minute Retry-After, this call would hold up every item reported after it.
+            raise IncompleteError(f"the server asks to wait {error.retry_after:g} s, more than retries.max_backoff_s "
+                                  f"({policy.max_backoff_s:g} s): left for a resume; last: {error}", attempts=attempt)
         if attempt == policy.attempts:
             break
         delay = backoff_delay(policy, attempt, error.retry_after, rng)

@@ -27,6 +27,9 @@ Clock = Callable[[], float]
 BETA = 0.5  # a cut keeps this share of the limit (but see ``Limiter.throttled``: never below the observed rate)
 WINDOW_S = 1.0  # successes are counted over this span to know the rate the server accepts
 HEADROOM = 0.95  # after a cut, run at this share of the concurrency that carried the accepted rate
+# A pause longer than this is not waited out call by call: each call fails at once as transient
+# (with the time left as its retry-after), so the retries decide (see engine.calls).
+LONG_PAUSE_S = 60.0
 DEFAULT_PAUSE_S = 1.0  # a 429 without retry-after still pauses the endpoint this long
 WAIT_TICK_S = 0.25  # a waiting call looks at the run-wide stop this often
 DEFAULT_CEILING = 64  # the limit when no pool size was given (a Runner used on its own)
@@ -269,7 +272,11 @@ class Limited:
             while True:
                 if self.limits.stop.is_set():
                     raise AbortedError("the run is stopping; no call was made")
-                wait = max(self.limiter.wait_s(), self._bucket_wait(estimate))
+                pause = self.limiter.wait_s()
+                if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
+                    raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
+                                         retry_after=pause, status=429)
+                wait = max(pause, self._bucket_wait(estimate))
                 if wait <= 0:
                     for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
                         if bucket is not None:

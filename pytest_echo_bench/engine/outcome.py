@@ -39,6 +39,7 @@ class Outcome:
     message: str = ""
     retries: int = 0
     stop: StopReason | None = None  # set on the item whose failure stopped the run
+    misconfigured: bool = False  # UNAVAILABLE: the arm is set up wrong, not merely unable to run here
     limit: int | None = None  # the arm's endpoint's concurrency limit after this item (engine.limiter)
     throttled: int = 0  # 429 answers this item met
 

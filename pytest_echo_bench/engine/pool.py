@@ -72,6 +72,7 @@ class Prefetcher:
         self.runner = runner
         self.concurrency = concurrency
         self.grace = grace
+        self._stopped_at: float | None = None  # when an item first saw the run stopping
         self._pool = DaemonPool(concurrency)
         self._futures: dict[str, Future[Outcome]] = {}
         self._instants: dict[tuple[int, str], bool] = {}  # per (spec, arm): run on pytest's thread
@@ -118,14 +119,14 @@ class Prefetcher:
 
     def _await(self, future: Future[Outcome]) -> Outcome:
         """The item's outcome; once the run stops, wait at most the grace period for it."""
-        stopped_at: float | None = None
+        stopped_at = self._stopped_at
         while True:
             try:
                 return future.result(timeout=0.25)
             except FuturesTimeout:
                 pass
             if stopped_at is None and self.runner.stop.is_set():
-                stopped_at = time.monotonic()
+                stopped_at = self._stopped_at = time.monotonic()
             if stopped_at is not None and time.monotonic() - stopped_at > self.grace:
                 return Outcome(ABORTED, message="the run stopped while this call was in flight; not recorded")
 
@@ -147,5 +148,12 @@ class Prefetcher:
         return outcome
 
     def close(self, stopping: bool) -> None:
-        """Drop calls not yet started; when stopping, give those in flight the grace period."""
-        self._pool.shutdown(self.grace if stopping else None)
+        """Drop calls not yet started; when stopping, give those in flight the grace period.
+
+        One grace period in all: what an item already waited since the stop counts against it.
+        """
+        if not stopping:
+            self._pool.shutdown(None)
+            return
+        waited = time.monotonic() - self._stopped_at if self._stopped_at is not None else 0.0
+        self._pool.shutdown(max(0.0, self.grace - waited))

@@ -136,8 +136,15 @@ class Runner:
         def call(arm_name: str, request: Request) -> Completion:
             if arm_name not in spec.arms:
                 raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
-            with self.arm(spec, arm_name).slot():
-                return self._call(spec, arm_name, dataclasses.replace(request, timeout_s=spec.timeout_s))[0]
+            try:
+                with self.arm(spec, arm_name).slot():
+                    return self._call(spec, arm_name, dataclasses.replace(request, timeout_s=spec.timeout_s))[0]
+            except ExhaustedError as exc:
+                # Stopped here, not only where the error lands: a Python arm that catches it and
+                # falls back to another arm must not go on calling an exhausted provider.
+                text = self.error_text(spec, exc)
+                self._stop_exhausted(spec, request.example.id, arm_name, f"{request.example.id} (arm {arm_name})", text, exc)
+                raise
 
         return call
 
@@ -165,10 +172,12 @@ class Runner:
                 done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop,
                                          probing=probing)
             except ArmError as exc:
-                raise runtime.breaker.trip(UnavailableError(self._arm_failure(spec, arm, exc))) from None
+                down = UnavailableError(self._arm_failure(spec, arm, exc), misconfigured=not exc.absent)
+                raise runtime.breaker.trip(down) from None
             except PermanentError as exc:
                 if probing and runtime.breaker.repeated(self.error_text(spec, exc)):
-                    raise runtime.breaker.trip(UnavailableError(self._arm_failure(spec, arm, exc, True))) from None
+                    down = UnavailableError(self._arm_failure(spec, arm, exc, True), misconfigured=True)
+                    raise runtime.breaker.trip(down) from None
                 raise
             runtime.breaker.answered()
             return done
@@ -195,7 +204,7 @@ class Runner:
             try:
                 completion, attempts, retries = self._call(item.spec, item.arm, request)
             except UnavailableError as exc:
-                return Outcome(UNAVAILABLE, message=self.error_text(item.spec, exc))
+                return Outcome(UNAVAILABLE, message=self.error_text(item.spec, exc), misconfigured=exc.misconfigured)
             except AbortedError as exc:
                 return Outcome(ABORTED, message=self.error_text(item.spec, exc))
             except IncompleteError as exc:
@@ -254,14 +263,18 @@ class Runner:
         return Outcome(ROW, row, retries=retries)
 
     def _exhausted(self, item: Job, text: str, exc: ExhaustedError) -> StopReason:
+        return self._stop_exhausted(item.spec, item.example.id, item.arm, item.nodeid, text, exc)
+
+    def _stop_exhausted(self, spec: Spec, task_id: str, arm: str, where: str, text: str,
+                        exc: ExhaustedError) -> StopReason:
         reason = StopReason("exhausted", text)
         resume_at = exc.resume_at if exc.resume_at is not None else _after(exc.retry_after)
         # When the provider says when its window resets, the supervisor waits until then.
         when = {"resume_at": resume_at} if resume_at is not None else {}
-        self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
+        self.stop.trigger(reason, benchmark=spec.benchmark, task_id=task_id, arm=arm,
                           worker=self.worker, at=utcnow(), results=str(self.writer.path), **when)
         # pytest prints this line as it is ("Interrupted: ..."): the server's text, shown escaped.
-        self.on_stop(shown(f"echo-bench: provider exhausted on {item.nodeid}: {text}", newlines=False))
+        self.on_stop(shown(f"echo-bench: provider exhausted on {where}: {text}", newlines=False))
         return reason
 
 

@@ -75,7 +75,7 @@ class Classifier:
         if not isinstance(error, ExhaustedError) and self._exhausted.search(text):  # type: ignore[attr-defined]
             return ExhaustedError(text, status=error.status)
         if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
-            return ArmError(text, hint=CREDENTIALS_HINT, status=error.status)
+            return ArmError(text, hint=CREDENTIALS_HINT, status=error.status, absent=bool(_ABSENT.search(text)))
         if isinstance(error, PermanentError) and _MODEL.search(text):
             return ArmError(text, hint=MODEL_HINT, status=error.status)
         if isinstance(error, TransientError) and unreachable(exc):
@@ -90,6 +90,7 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 
 _ARM = _compile(BUILTIN_ARM)
+_ABSENT = _compile((r"not logged in", r"please run /login"))  # no login at all, as opposed to a refused one
 _MODEL = _compile(BUILTIN_MODEL)
 
 

@@ -18,6 +18,7 @@ class StopSignal:
     results: Path
     event: threading.Event = field(default_factory=threading.Event)
     reason: StopReason | None = None  # this process's own stop, once triggered
+    details: dict[str, Any] = field(default_factory=dict)  # what its marker says besides the reason
 
     @property
     def marker(self) -> Path:
@@ -38,6 +39,16 @@ class StopSignal:
 
     def trigger(self, reason: StopReason, **details: Any) -> None:
         """Stop the run everywhere; the first reason written to the marker wins."""
-        self.reason = self.reason or reason
+        if self.reason is None:
+            self.reason, self.details = reason, details
         self.event.set()
         write_stop(self.results, reason, **details)
+
+    def persist(self) -> None:
+        """Write this process's stop marker again if it is still missing.
+
+        Out of file descriptors (EMFILE) the marker could not be written when the stop came; once
+        the calls in flight are closed it can, and without it the run's end would say "interrupted".
+        """
+        if self.reason is not None and not self.marker.exists():
+            write_stop(self.results, self.reason, **self.details)

@@ -8,6 +8,7 @@ fewer than K samples: it is reduced from those it has, and pass@k counts it only
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -59,7 +60,7 @@ def pass_at(samples: Iterable[Sampled]) -> dict[str, float]:
     for k in ks:
         values = [pass_at_k(s.n, s.c, k) for s in items if s.n >= k]
         if values:
-            out[str(k)] = sum(values) / len(values)
+            out[str(k)] = math.fsum(values) / len(values)
     return out
 
 

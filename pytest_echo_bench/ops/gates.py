@@ -22,6 +22,14 @@ PAIRED_ONLY = ("an interval gate ('@95') needs the items both arms answered, whi
                "use it with 'echo-bench report RUN.jsonl --gate RULE'")
 
 
+TOLERANCE = 1e-9
+
+
+def _snap(value: float, bound: float) -> float:
+    """``value``, or ``bound`` itself when the two differ only by float noise."""
+    return bound if abs(value - bound) <= TOLERANCE else value
+
+
 @dataclass(frozen=True)
 class Gate:
     text: str
@@ -39,7 +47,9 @@ class Gate:
         bound = self._bound(rates)
         if bound is None:
             return False, f"gate {self.text}: {self.rhs!r} is neither a number nor an arm with results"
-        ok = _OPS[self.op](rates[self.arm], bound)
+        # Rates are ratios of counts; a bound computed as 'b - 0.02' carries float noise: closer than
+        # TOLERANCE counts as equal, so a gate does not flip on the last bit.
+        ok = _OPS[self.op](_snap(rates[self.arm], bound), bound)
         verdict = "passed" if ok else "FAILED"
         return ok, f"gate {self.text}: {verdict} ({self.arm} = {rates[self.arm]:.3f}, bound {bound:.3f})"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -214,7 +215,9 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
     n = len(items)
     rows = items if samples is None else samples[0]
-    total: float = sum(i.passed for i in items) if samples is None else sum(_score(i) for i in items)
+    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
+    # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
+    total: float = sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
     # ``mean`` has no verdict per item: its ``correct`` counts correct samples (what cost_per_correct divides by).
     correct = sum(r.passed for r in rows) if samples is not None and samples[2] == "mean" else sum(i.passed for i in items)
     walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
@@ -258,7 +261,7 @@ def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, 
     """
     if not by_subtask or set(by_subtask) == {None}:
         return None
-    return cluster_interval([(sum(_score(i) for i in group), len(group)) for group in by_subtask.values()])
+    return cluster_interval([(math.fsum(_score(i) for i in group), len(group)) for group in by_subtask.values()])
 
 
 def _total(values: Iterable[float | None]) -> float | None:

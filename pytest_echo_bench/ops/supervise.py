@@ -17,6 +17,7 @@ supervision ends at once.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import signal
@@ -239,7 +240,8 @@ def _wait(marker: dict[str, object], backoff_s: float, now: float) -> tuple[floa
     if marker.get("reason") != "exhausted" or not isinstance(resume_at, (int, float)) or isinstance(resume_at, bool):
         return backoff_s, ""
     left = float(resume_at) - now
-    if left > MAX_RESET_WAIT_S:
+    # A hand-edited or misread time (NaN, far future, long past) is not trusted: the backoff applies.
+    if not math.isfinite(left) or not -MAX_RESET_WAIT_S <= left <= MAX_RESET_WAIT_S:
         return backoff_s, ""
     stamp = datetime.fromtimestamp(float(resume_at), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return round(max(left, 0.0) + RESET_MARGIN_S, 1), f" (the provider's window resets at {stamp})"

@@ -154,6 +154,7 @@ class WorkerPlugin:
         # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
         self.prefetcher.close(stopping)
         self.writer.close()
+        self.stop.persist()
         return (yield)
 
     def close(self) -> None:
@@ -190,7 +191,7 @@ def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.limit is not None:  # the endpoint's adaptive limit, for the progress line and page
         payload["limit"], payload["throttled"] = outcome.limit, outcome.throttled
-    if outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional:
+    if outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional and not outcome.misconfigured:
         payload["optional"] = True  # the spec says the sweep is complete without this arm
     if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
         payload["stop"] = {"reason": outcome.stop.reason, "message": shown(outcome.stop.message)}

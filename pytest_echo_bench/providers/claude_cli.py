@@ -94,7 +94,8 @@ def classify(message: str, text: str, status: int | None) -> ProviderError:
     if _CREDIT.search(text):
         return ExhaustedError(message, status=status)
     if _LOGIN.search(text) or status in (401, 403):
-        return ArmError(message, hint=LOGIN_HINT, status=status)
+        absent = status is None and re.search(r"Not logged in", text, re.IGNORECASE) is not None
+        return ArmError(message, hint=LOGIN_HINT, status=status, absent=absent)
     if _MODEL.search(text) or status == 404:
         return ArmError(message, hint=MODEL_HINT, status=status)
     if _UNREACHABLE.search(text):

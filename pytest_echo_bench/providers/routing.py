@@ -100,7 +100,29 @@ def _arm_names(arm: ArmSpec, spec: Spec, key: str, value: Any) -> list[str]:
     for name in names:
         if name not in spec.arms or name == arm.name:
             raise spec.error(f"{key} names {name!r}, which is not another arm of this spec", "arms", arm.name, key)
+        if _reaches(spec, name, arm.name, set()):
+            # A cycle of routing arms would call itself until the stack ran out, holding its arms' turns.
+            raise spec.error(f"{key} names {name!r}, which routes back to {arm.name!r}: routing arms cannot form a cycle",
+                             "arms", arm.name, key)
     return names
+
+
+ROUTERS = ("cascade", "oracle")
+ROUTE_KEYS = ("cheap", "strong", "judge")
+
+
+def _reaches(spec: Spec, start: str, target: str, seen: set[str]) -> bool:
+    """Whether routing arm ``start`` calls ``target``, directly or through other routing arms."""
+    conf = spec.arms.get(start)
+    if conf is None or conf.provider not in ROUTERS or start in seen:
+        return False
+    seen.add(start)
+    for key in ROUTE_KEYS:
+        value = conf.options.get(key)
+        for name in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if name == target or (isinstance(name, str) and _reaches(spec, name, target, seen)):
+                return True
+    return False
 
 
 def _router_parts(arm: ArmSpec, spec: Spec, known: set[str]) -> tuple[list[str], list[str | None], str]:
