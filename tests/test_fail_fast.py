@@ -352,3 +352,17 @@ def test_an_optional_arm_whose_key_is_refused_still_makes_the_sweep_incomplete(
     result, _, rows = sweep.run()
     assert result.ret == 2 and by_arm(rows) == {"good": 3}
     assert marker(pytester)["arms"] == ["demo/gpt"]
+
+
+def test_after_fixing_an_arms_base_url_the_printed_advice_resumes_it(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+) -> None:
+    openai_server.answer = lambda prompt: "4"
+    make_spec(pytester, two_arms(f"http://127.0.0.1:{closed_port()}/v1", "http", n=3))
+    first, _, _ = sweep.run()
+    assert first.ret == 2
+    assert "after changing its settings in the spec, resume with --bench-allow-mismatch" in first.stdout.str()
+    make_spec(pytester, two_arms(openai_server.base_url, "http", n=3))  # the fix
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert by_arm(rows) == {"good": 3, "gpt": 3}

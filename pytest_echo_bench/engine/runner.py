@@ -19,7 +19,7 @@ from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import arm_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
-from pytest_echo_bench.engine.scope import LOCAL_HINT, Classifier, local_cause
+from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
     AbortedError,
@@ -187,8 +187,12 @@ class Runner:
         conf = spec.arms[arm]
         hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
         why = f"the same error on its first {REPEATS} calls: " if repeated else ""
+        # A fix in the spec (base_url, model) changes its fingerprint, which a resume checks; a key
+        # or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
+        credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
+        then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
         return (f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{self.error_text(spec, exc)}; "
-                f"{hint}; its other items are not called")
+                f"{hint}{then}; its other items are not called")
 
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
@@ -286,6 +290,9 @@ class Runner:
                           worker=self.worker, at=utcnow(), results=str(self.writer.path))
         self.on_stop(shown(f"echo-bench: local error on {item.nodeid}: {text}", newlines=False))
         return Outcome(ABORTED, message=f"not recorded: {text}", stop=reason)
+
+
+ALLOW = "--bench-allow-mismatch (this arm recorded nothing)"
 
 
 def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
