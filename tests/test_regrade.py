@@ -7,6 +7,7 @@ regrade`` in-process; the regraded file is then resumed, as a user would continu
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,29 @@ def test_regraded_rows_carry_the_target_they_were_scored_against(
     assert meta is None and len(rows) == 2 * N
     assert all(r["target"] == "4" for r in rows)
     assert all(r["detail"].startswith("expected 4 got") for r in rows if r["arm"] == "wrong")
+
+
+def test_a_spec_whose_arms_and_scorer_live_in_a_conftest_regrades(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    """Regrade runs outside pytest: it imports the conftest.py files pytest would, for @arm and @scorer."""
+    pytester.makeconftest("""
+from pytest_echo_bench import arm, scorer
+from pytest_echo_bench.scoring.verdict import Verdict
+
+@arm("regrade_conftest_arm")
+def answer(ctx):
+    return "So the answer is 4."
+
+@scorer("regrade_conftest_scorer")
+def has_four(output, example, options):
+    ok = example.target in output
+    return Verdict("correct" if ok else "wrong", example.target if ok else None, "passed" if ok else "no")
+""")
+    spec = sim_spec(3, arms="  py: {provider: python, function: regrade_conftest_arm}")
+    make_spec(pytester, spec.replace("scorer: exact", "scorer: regrade_conftest_scorer"))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and len(rows) == 3
+    out = pytester.path / "regraded.jsonl"
+    done = pytester.run(sys.executable, "-c", "import sys; from pytest_echo_bench.ops.cli import main; "
+                        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))")
+    assert done.ret == 0, done.stdout.str() + done.stderr.str()
+    assert len(read_rows(out)[1]) == 3

@@ -8,7 +8,9 @@ new fingerprint, and a resume would append another model's rows beside them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,13 +64,43 @@ def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path]
     """Specs by benchmark name: those given, else the meta line's, found from here or the file's folders."""
     paths = list(given) or [_locate(s, results) for s in (meta or {}).get("spec_files", [])]
     specs: dict[str, Loaded] = {}
+    root = Path(str((meta or {}).get("rootdir") or Path.cwd()))
     for path in paths:
+        import_conftests(path, root)
         spec, examples = load_benchmark(path)
         check_spec(spec)
         specs[spec.benchmark] = (spec, examples)
     if not specs:
         raise SpecError(f"{results} names no spec; pass --spec SPEC")
     return specs
+
+
+def import_conftests(spec: Path, rootdir: Path) -> None:
+    """Import the conftest.py files pytest would for ``spec``, from the rootdir down to its folder.
+
+    Python arms and scorers register themselves there (``@arm``, ``@scorer``); without them a
+    regrade would find the spec's python arms missing (their source digest unknown, so the arms
+    seemingly changed) and its own scorer unknown.
+    """
+    folder = spec.resolve().parent
+    chain = [folder, *folder.parents]
+    root = rootdir.resolve()
+    dirs = list(reversed(chain[: chain.index(root) + 1])) if root in chain else [folder]
+    for where in dirs:
+        conftest = where / "conftest.py"
+        name = f"_echo_bench_conftest_{abs(hash(str(conftest)))}"
+        if conftest.is_file() and name not in sys.modules:
+            if str(where) not in sys.path:
+                sys.path.insert(0, str(where))  # as pytest's default import mode does, for its own imports
+            loader = importlib.util.spec_from_file_location(name, conftest)
+            if loader is None or loader.loader is None:
+                continue
+            module = importlib.util.module_from_spec(loader)
+            sys.modules[name] = module
+            try:
+                loader.loader.exec_module(module)
+            except Exception as exc:  # a user's file: say which one, as pytest would
+                raise SpecError(f"{conftest}: cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
 def _locate(name: str, results: Path) -> Path:
