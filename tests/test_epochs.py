@@ -273,3 +273,17 @@ def test_a_mean_of_sample_shares_is_exact_so_a_gate_at_it_holds(tmp_path: Path, 
     assert main(["report", str(path), "--gate", "A>=0.5", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["arms"]["A"]["pass_rate"] == 0.5
+
+
+def test_merge_of_files_run_with_different_epochs_says_the_most(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2, arms=ARMS, extra="epochs: 2\n"))
+    two = pytester.path / "two.jsonl"
+    sweep.run("--bench-out", str(two))
+    make_spec(pytester, sim_spec(2, arms=ARMS, extra="epochs: 4\n"))
+    four = pytester.path / "four.jsonl"
+    sweep.run("--bench-out", str(four))
+    out = pytester.path / "merged.jsonl"
+    assert main(["merge", str(two), str(four), "-o", str(out)]) == 0
+    meta, rows = read_rows(out)
+    assert meta is not None and meta["benchmarks"]["demo"]["epochs"] == 4 and len(rows) == 2 * 2 * 4
+    assert meta["benchmarks"]["demo"]["items"] == 16

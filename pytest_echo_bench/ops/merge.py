@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,31 @@ def merge(paths: Sequence[Path]) -> Merged:
                 merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
                                         f"{path} says passed={passed}; kept the newest")
     merged.lines = [line for line, _, _, _ in kept.values()]
+    merged.meta = describe_epochs(merged.meta, kept)
     return merged
+
+
+def describe_epochs(meta: dict[str, Any] | None, keys: Iterable[Key]) -> dict[str, Any] | None:
+    """The meta line with each benchmark's ``epochs`` (and ``items``) as the rows have them.
+
+    The files merged may have been run with different ``epochs: K`` (a resume that raised K): the
+    meta must describe the rows it heads, not the first file's spec.
+    """
+    if meta is None:
+        return None
+    top: dict[str, int] = {}
+    for benchmark, _, _, epoch in keys:
+        top[benchmark] = max(top.get(benchmark, 1), epoch)
+    benchmarks = {name: dict(info) for name, info in (meta.get("benchmarks") or {}).items()}
+    for name, info in benchmarks.items():
+        value = info.get("epochs")
+        recorded = value if isinstance(value, int) and value > 0 else 1
+        epochs = max(recorded, top.get(name, 1))
+        if epochs > 1 and epochs != recorded:
+            if isinstance(info.get("items"), int) and recorded:
+                info["items"] = info["items"] // recorded * epochs
+            info["epochs"] = epochs
+    return {**meta, "benchmarks": benchmarks}
 
 
 def _shown_key(key: Key) -> str:

@@ -22,6 +22,7 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, SpecError
+from pytest_echo_bench.ops.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
@@ -131,7 +132,7 @@ def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
             continue
         out.lines.append(_regrade_row(record.data, bench.spec, example, out.changes))
     # The meta is written only once every row has passed its checks: a refusal leaves nothing behind.
-    out.meta = _new_meta(meta, benches, results)
+    out.meta = describe_epochs(_new_meta(meta, benches, results), (row_key(r.data, default) for r in newest))
     out.notes.extend(_unverified_note(results, meta, benches))
     return out
 
