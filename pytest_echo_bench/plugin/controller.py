@@ -203,6 +203,8 @@ class ControllerPlugin:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C or SIGTERM: record the stop first, then let pytest wind down (shielded from a second Ctrl-C)."""
+        if isinstance(excinfo.value, pytest.Session.Interrupted):
+            return  # pytest's own stop (a collection error, -x, our shouldstop), not a signal: the end decides
         self.signals.shield()
         stop = StopReason("interrupted", self.signals.reason)
         write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
@@ -288,7 +290,8 @@ class ControllerPlugin:
     def _arms_unavailable(self) -> int:
         """Arms the spec needs could not run: the sweep is not complete until someone fixes them."""
         names = sorted(self.required)
-        stop = StopReason("arm-unavailable", "; ".join(self.required[name] for name in names))
+        # Routing arms over one broken arm carry its message: each message once.
+        stop = StopReason("arm-unavailable", "; ".join(dict.fromkeys(self.required[name] for name in names)))
         self.stopped = str(stop)
         write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, arms=names)
         return pytest.ExitCode.INTERRUPTED
