@@ -281,7 +281,7 @@ def test_a_long_retry_after_leaves_the_arm_for_a_resume_and_holds_up_nothing(
     assert result.ret == 2, text[-2000:]
     assert by_arm(rows) == {"good": 6}
     assert marker(pytester)["reason"] == "incomplete"
-    assert "asks to wait 600 s, more than retries.max_backoff_s" in text
+    assert "asks to wait 600 s, more than the 60 s a call waits" in text
     assert len(openai_server.requests) <= 2  # after the first 429 the endpoint is paused: the rest are not sent
 
 

@@ -28,6 +28,9 @@ class Attempted:
     retries: list[str]
 
 
+# A server's Retry-After is honoured up to this long (or retries.max_backoff_s, if longer); beyond
+# it the item is left for a resume (the supervisor's backoff is the tool for long windows).
+LONGEST_WAIT_S = 60.0
 # A refused connection on an arm's first call is tried this often before the arm is given up:
 # a server that is still starting deserves a second look; a wrong port does not deserve ten.
 PROBE_TRIES = 3
@@ -89,10 +92,12 @@ def call_with_retries(
         if not isinstance(error, TransientError):
             raise error
         retries.append(str(error))
-        if error.retry_after is not None and not error.retry_after <= policy.max_backoff_s:
+        longest = max(policy.max_backoff_s, LONGEST_WAIT_S)
+        if error.retry_after is not None and not error.retry_after <= longest:
             # Held for a ten-minute Retry-After, this call would hold up every item reported after it.
-            raise IncompleteError(f"the server asks to wait {error.retry_after:g} s, more than retries.max_backoff_s "
-                                  f"({policy.max_backoff_s:g} s): left for a resume; last: {error}", attempts=attempt)
+            raise IncompleteError(f"the server asks to wait {error.retry_after:g} s, more than the {longest:g} s "
+                                  f"a call waits (retries.max_backoff_s): left for a resume; last: {error}",
+                                  attempts=attempt)
         if attempt == policy.attempts:
             break
         delay = backoff_delay(policy, attempt, error.retry_after, rng)
