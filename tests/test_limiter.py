@@ -65,15 +65,20 @@ def test_a_429_halves_the_limit_once_and_pauses_the_endpoint_for_its_retry_after
     assert limiter.current == 8 and limiter.wait_s() == pytest.approx(DEFAULT_PAUSE_S)
 
 
+def accepted_for_a_second(limiter: Limiter, clock: Clock) -> None:
+    """50 calls answered over one second, each after 0.2 s: 10 in flight carried them."""
+    for _ in range(50):
+        clock.now += 0.02
+        limiter.in_flight += 1
+        limiter.succeeded(clock.now - 0.2)
+
+
 def test_a_cut_keeps_the_concurrency_that_carried_the_accepted_rate() -> None:
     # 50 calls a second accepted at 0.2 s each need 10 in flight: halving 32 to 16 is fine, but
     # the next cut stops near 10 (less 5%), not at 8.
     clock = Clock()
     limiter = Limiter(32, clock)
-    for _ in range(50):
-        clock.now += 0.02
-        limiter.in_flight += 1
-        limiter.succeeded(clock.now - 0.2)
+    accepted_for_a_second(limiter, clock)
     limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.current == 16
     limiter.throttled(limiter.started(), retry_after=0.0)
@@ -84,10 +89,7 @@ def test_a_cut_keeps_the_concurrency_that_carried_the_accepted_rate() -> None:
 def test_successes_older_than_a_second_do_not_hold_the_limit_up() -> None:
     clock = Clock()
     limiter = Limiter(32, clock)
-    for _ in range(50):
-        clock.now += 0.02
-        limiter.in_flight += 1
-        limiter.succeeded(clock.now - 0.2)
+    accepted_for_a_second(limiter, clock)
     clock.now += 5.0  # nothing answered since: the rate they showed is not the server's now
     limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.current == 16

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_echo_bench.providers.base import Caller, Completion, Factory, Provider, Request
+from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Factory, Provider, Request
 
 if TYPE_CHECKING:
     from pytest_echo_bench.spec.load import ArmSpec
 
-# Where an arm's calls go when its spec says nothing else (kept in step with each provider's default).
-DEFAULT_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-PRESET_BINARIES = {"claude": "claude"}
 
 
 def _sim(arm, spec, caller):  # type: ignore[no-untyped-def]
@@ -66,11 +63,13 @@ PROVIDERS: dict[str, Factory] = {"sim": _sim, "openai": _openai, "anthropic": _a
 def endpoint(arm: ArmSpec) -> str:
     """What an arm calls, for a message that must say where to look: a base URL or an executable."""
     options = arm.options
-    if arm.provider in DEFAULT_ENDPOINTS:
-        return str(options.get("base_url") or DEFAULT_ENDPOINTS[arm.provider])
+    if arm.provider in DEFAULT_BASE_URL:
+        return str(options.get("base_url") or DEFAULT_BASE_URL[arm.provider])
     if arm.provider == "command":
-        argv = options.get("argv")
-        program = argv[0] if isinstance(argv, list) and argv else PRESET_BINARIES.get(str(options.get("preset")), "?")
+        from pytest_echo_bench.providers.command import PRESETS  # only for a message: loaded when one is made
+
+        argv, preset = options.get("argv"), PRESETS.get(str(options.get("preset")))
+        program = argv[0] if isinstance(argv, list) and argv else preset.argv[0] if preset else "?"
         return f"executable {options.get('binary') or program}"
     return f"provider {arm.provider}"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
+from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -22,7 +22,6 @@ _KNOWN = {"model", "base_url", "api_key_env", "system", "max_tokens", "client", 
 # authentication_error, 403 permission_error) is the arm's: it stops, other arms go on.
 _EXHAUSTED_TYPES = {"billing_error"}
 _TRANSIENT_TYPES = {"rate_limit_error", "overloaded_error", "api_error", "timeout_error"}
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 
 @dataclass
@@ -138,7 +137,7 @@ def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     check_options(arm, spec, "anthropic", _KNOWN)
-    model, client, key_env, base_url = chat_options(arm, spec, "anthropic", "ANTHROPIC_API_KEY", DEFAULT_BASE_URL)
+    model, client, key_env, base_url = chat_options(arm, spec, "anthropic", "ANTHROPIC_API_KEY", DEFAULT_BASE_URL["anthropic"])
     system = option(arm, "system", str, None, spec)
     params = _params(arm, spec)
     # "api_key_env: null" is for local proxies that take no key; then none is sent.

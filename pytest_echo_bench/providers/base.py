@@ -85,6 +85,8 @@ def option(arm: ArmSpec, key: str, kind: type | tuple[type, ...], default: Any, 
     return value
 
 
+# Where an arm's calls go when its spec names no base_url.
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 # Where an arm's key is read when its spec names no variable (the claude preset passes these on).
 DEFAULT_KEY_ENV = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
                    "command": ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")}

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, chat_options, check_options, option, read_key
+from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
 _EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 @dataclass
 class OpenAIProvider:
@@ -99,7 +98,7 @@ class HTTPTransport:
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     check_options(arm, spec, "openai", _KNOWN)
-    model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL)
+    model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL["openai"])
     params = {k: arm.options[k] for k in _SAMPLING if k in arm.options}
     params.update(option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
