@@ -77,7 +77,6 @@ def call_with_retries(
     arm is unusable (``ArmError`` with a fallback) is taken as that, after ``PROBE_TRIES``
     attempts where once could be chance; otherwise it is what it would be for an arm that works.
     """
-    rng = rng or random.Random()
     retries: list[str] = []
     for attempt in range(1, policy.attempts + 1):
         if stop.is_set():
@@ -100,6 +99,7 @@ def call_with_retries(
                                   attempts=attempt)
         if attempt == policy.attempts:
             break
+        rng = rng or random.Random()  # made when first needed: seeding one costs as much as a call's bookkeeping
         delay = backoff_delay(policy, attempt, error.retry_after, rng)
         if stop.wait(delay):  # an abort elsewhere cuts the wait short
             raise AbortedError("the run is stopping; retry abandoned")

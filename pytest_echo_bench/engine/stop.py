@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.store.files import StopReason, stop_path, write_stop
+
+# How often a process looks for another's stop marker: every call start asks, three times per item,
+# and a stat per ask cost more than the rest of the check; a stop still takes effect within 3 s.
+LOOK_EVERY_S = 0.05
 
 
 @dataclass
@@ -19,14 +24,24 @@ class StopSignal:
     event: threading.Event = field(default_factory=threading.Event)
     reason: StopReason | None = None  # this process's own stop, once triggered
     details: dict[str, Any] = field(default_factory=dict)  # what its marker says besides the reason
+    _looked: float = field(default=float("-inf"), repr=False)  # when the marker was last looked for
+    _marker: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        self._marker = str(stop_path(self.results))
 
     @property
     def marker(self) -> Path:
-        return stop_path(self.results)
+        return Path(self._marker)
 
     def is_set(self) -> bool:
-        if not self.event.is_set() and self.marker.exists():
-            self.event.set()  # another worker hit exhaustion: start no new call here either
+        if self.event.is_set():
+            return True
+        now = time.monotonic()
+        if now - self._looked >= LOOK_EVERY_S:
+            self._looked = now
+            if os.path.exists(self._marker):
+                self.event.set()  # another worker hit exhaustion: start no new call here either
         return self.event.is_set()
 
     def wait(self, seconds: float) -> bool:

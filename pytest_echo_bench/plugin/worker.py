@@ -56,7 +56,8 @@ class WorkerPlugin:
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard)
         self.session: pytest.Session | None = None
-        self._pos = 0  # serial: where in session.items the next item to run should be
+        self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items, in order
+        self._pos = 0  # serial: where in them the next item to run should be
         config.stash[RUN] = self.outcome
         self.signals = StopSignals()
         if remote:  # a SIGTERM to the whole process group stops a worker as Ctrl-C does, not mid-row
@@ -96,16 +97,17 @@ class WorkerPlugin:
         """The items this process will run next, so their calls can start now."""
         if self.opts.concurrency == 1 or self.session is None:
             return []
-        items = self.session.items
         if self.queue is not None:
+            items = self.session.items
             window = [items[i] for i in self.queue.upcoming(self.prefetcher.lookahead)]
-        else:
-            start = self._position(items, item) + 1
-            # A slice, not indices: at 256 in flight this runs over 512 items for every item.
-            window = items[start : start + self.prefetcher.lookahead]
-        return [it for it in window if isinstance(it, BenchItem)]
+            return [it for it in window if isinstance(it, BenchItem)]
+        if self._bench is None:  # the items are final once they run: list the benchmark ones once
+            self._bench = [it for it in self.session.items if isinstance(it, BenchItem)]
+        start = self._position(self._bench, item) + 1
+        # A slice of a list made once: at 256 in flight the window is 512 items, for every item.
+        return self._bench[start : start + self.prefetcher.lookahead]
 
-    def _position(self, items: list[pytest.Item], item: BenchItem) -> int:
+    def _position(self, items: list[BenchItem], item: BenchItem) -> int:
         """Serial runs go through the items in order: follow along instead of indexing them all."""
         pos = self._pos  # the item after the last one seen; or the same one again (a rerun)
         if not (pos < len(items) and items[pos] is item):

@@ -1,4 +1,4 @@
-"""A lean JSON-over-HTTP client: one keep-alive connection per thread, standard library only.
+"""A lean JSON-over-HTTP client: one keep-alive connection per thread (``wire``), standard library only.
 
 The official SDKs cost several times its CPU per call, which limits how many calls one process
 keeps in flight on a small machine, so it is the default (see docs/performance.md).
@@ -7,7 +7,6 @@ keeps in flight on a small machine, so it is the default (see docs/performance.m
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import re
 import ssl
@@ -15,9 +14,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, Target, WireError, request_head
 
 # What to do when a server answers, but not in the API's wire format.
 WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
@@ -55,52 +54,47 @@ class JSONClient:
     _local: threading.local = field(default_factory=threading.local)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        self._https = parts.scheme == "https"
-        self._host, self._port, self._path = parts.hostname or "localhost", parts.port, parts.path
-        self._ssl = ssl.create_default_context() if self._https else None
         self.headers = {"content-type": "application/json", **self.headers}
+        self._head: bytes | None = None
+        self._refused: Exception | None = None  # why the URL or a header cannot be used, found once
+        try:
+            self._target: Target | None = Target.parse(self.url)
+        except BadURL as exc:
+            self._target, self._refused = None, exc
+        self._tls = ssl.create_default_context() if self._target is not None and self._target.tls else None
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+    def _connection(self, target: Target) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-            self._local.conn = conn
+            conn = self._local.conn = Connection(target, self.timeout, self._tls)
         return conn
 
-    def _drop(self, conn: http.client.HTTPConnection) -> None:
-        """Forget a connection left mid-request: the next call opens a new one."""
-        conn.close()
-        self._local.conn = None
+    def _request_head(self, target: Target) -> bytes:
+        if self._head is None:
+            self._head = request_head(target, self.headers)
+        return self._head
 
     def post(self, payload: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         """(status, lower-cased headers, parsed body); transport failures are TransientError."""
-        conn = self._connection()
+        target = self._target
+        if target is None:  # the spec's base_url, refused before anything was sent
+            raise UnavailableError(f"the base_url cannot be used: {self._refused}") from None
         try:
-            conn.request("POST", self._path, json.dumps(payload), self.headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except http.client.InvalidURL as exc:  # the spec's base_url, refused before anything was sent
-            self._drop(conn)
-            raise UnavailableError(f"the base_url cannot be used: {exc}") from None
-        except ValueError as exc:
-            # http.client checks each header before sending and quotes the value it refuses (the
-            # whole key); nothing about this prompt is wrong, so the arm cannot run, and the text is
-            # left out. ``from None``: a printed chain would show it again.
-            self._drop(conn)
-            raise UnavailableError(f"a request header was refused before sending ({type(exc).__name__}); "
-                                   "check the API key variable") from None
-        except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, refused, torn replies
-            self._drop(conn)
+            head = self._request_head(target)
+        except BadHeader:
+            # Nothing about this prompt is wrong, so the arm cannot run; the message names the header,
+            # never its value (the whole key). ``from None``: a printed chain would show it again.
+            raise UnavailableError("a request header was refused before sending (it holds a control character "
+                                   "such as a newline); check the API key variable") from None
+        try:
+            reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
+        except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         try:
-            data = json.loads(raw) if raw else {}
+            data = json.loads(reply.body) if reply.body else {}
         except ValueError:
-            data = {"message": raw[:200].decode("utf-8", "replace")}
-        return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
+            data = {"message": reply.body[:200].decode("utf-8", "replace")}
+        return reply.status, reply.headers, data
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
