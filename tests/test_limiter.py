@@ -11,7 +11,7 @@ import pytest
 from openai_server import FakeOpenAI
 
 from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, Limiter, Limits, TokenBucket, estimate_tokens
+from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, PACE_GROWTH, Limiter, Limits, TokenBucket, estimate_tokens
 from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
 from pytest_echo_bench.plugin.live import LiveRun
 from pytest_echo_bench.providers.base import Completion, Request
@@ -95,6 +95,58 @@ def test_successes_older_than_a_second_do_not_hold_the_limit_up() -> None:
     assert limiter.current == 16
     limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.current == 8
+
+
+def calls_for_a_second(limiter: Limiter, clock: Clock, per_s: int = 50, latency: float = 0.2) -> None:
+    """``per_s`` calls answered over one second, each after ``latency`` (several in flight at once)."""
+    start = clock.now
+    for i in range(per_s):
+        limiter.started()
+        limiter.succeeded(clock.now - latency)
+        clock.now = start + (i + 1) / per_s
+
+
+def test_a_429_after_a_whole_second_paces_the_endpoint_at_the_rate_it_accepted() -> None:
+    # A server admitting 50 calls a second: one slot fewer than carries them would cost a tenth of
+    # its rate, so the calls are spaced at the accepted rate and the concurrency keeps one spare slot.
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    calls_for_a_second(limiter, clock)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.pace == pytest.approx(50.0)
+    assert limiter.limit == pytest.approx(max(16.0, 50 * 0.2 + 1))
+    assert limiter.wait_s() == 0
+    limiter.started()
+    assert limiter.wait_s() == pytest.approx(1 / 50)  # the next start is one pace step later
+    clock.now += 1 / 50
+    assert limiter.wait_s() == 0
+    clock.now += 5.0  # a quiet spell earns no burst: still one call per step
+    limiter.started()
+    assert limiter.wait_s() == pytest.approx(1 / 50)
+
+
+def test_a_429_in_the_first_second_does_not_pace_the_accepted_rate_is_not_known_yet() -> None:
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    first = limiter.started()
+    clock.now += 0.3
+    limiter.throttled(first, retry_after=0.0)
+    assert limiter.pace == 0.0 and limiter.current == 16
+
+
+def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the_rate_anyway() -> None:
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    calls_for_a_second(limiter, clock)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter.in_flight = 0
+    clock.now += 1.0  # past the cut's settling time
+    pace = limiter.pace
+    calls_for_a_second(limiter, clock)
+    assert limiter.pace == pytest.approx(pace + 50 * PACE_GROWTH)
+    limiter.pace = 32 / 0.2 - PACE_GROWTH / 2  # about to exceed what 32 slots carry at 0.2 s
+    calls_for_a_second(limiter, clock, per_s=2)
+    assert limiter.pace == 0.0 and limiter.wait_s() == 0
 
 
 def test_it_grows_back_by_about_one_per_round_after_a_pause_never_above_the_ceiling() -> None:

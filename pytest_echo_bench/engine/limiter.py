@@ -27,6 +27,9 @@ Clock = Callable[[], float]
 BETA = 0.5  # a cut keeps this share of the limit (but see ``Limiter.throttled``: never below the observed rate)
 WINDOW_S = 1.0  # successes are counted over this span to know the rate the server accepts
 HEADROOM = 0.95  # after a cut, run at this share of the concurrency that carried the accepted rate
+# Once a 429 came after a whole window of calls, the endpoint is paced at the rate it accepted over
+# that window, growing by this many requests/s per success (1% a second) to find a higher limit.
+PACE_GROWTH = 0.01
 # A pause longer than this is not waited out call by call: each call fails at once as transient
 # (with the time left as its retry-after), so the retries decide (see engine.calls).
 LONG_PAUSE_S = 60.0
@@ -53,6 +56,9 @@ class Limiter:
     _grow_after: float = -math.inf  # no growth until then: let the cut show its effect first
     _successes: collections.deque[float] = field(default_factory=collections.deque)
     _latency: float = 0.0  # smoothed seconds per successful call
+    pace: float = 0.0  # requests a second the endpoint is held to after a 429 (0: not paced)
+    _next_start: float = -math.inf  # the pace's earliest start for the next call
+    _since: float | None = None  # when the endpoint's first call started
 
     def __post_init__(self) -> None:
         self.limit = self.limit or float(self.ceiling)
@@ -68,11 +74,18 @@ class Limiter:
         now = self.clock()
         if now < self.resume_at:
             return self.resume_at - now
-        return 0.0 if self.in_flight < max(1, int(self.limit)) else WAIT_TICK_S
+        if self.in_flight >= max(1, int(self.limit)):
+            return WAIT_TICK_S
+        return max(0.0, self._next_start - now) if self.pace else 0.0
 
     def started(self) -> float:
         self.in_flight += 1
-        return self.clock()
+        now = self.clock()
+        if self._since is None:
+            self._since = now
+        if self.pace:  # evenly spaced, and no burst to catch up after a quiet spell
+            self._next_start = max(now, self._next_start) + 1.0 / self.pace
+        return now
 
     def succeeded(self, started_at: float) -> None:
         now = self.clock()
@@ -83,6 +96,10 @@ class Limiter:
         self._forget(now)
         if now >= self._grow_after:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
+            if self.pace:
+                self.pace += PACE_GROWTH
+                if self.pace * self._latency > self.ceiling:
+                    self.pace = 0.0  # the ceiling holds the rate below this anyway
 
     def _forget(self, now: float) -> None:
         """Keep the successes of the last ``WINDOW_S`` only."""
@@ -99,6 +116,9 @@ class Limiter:
         The cut keeps half the limit, but not less than the concurrency that carried the rate the
         server accepted over the last second (Little's law: rate x latency), less 5%: halving
         alone would fall far below the server's rate and spend the time between cuts climbing back.
+        Once the endpoint has been called for a whole second, that accepted rate is also its pace
+        (calls evenly spaced at it); the concurrency then keeps one slot more than carries it, so
+        the pace holds the rate where the server's limit is, not a whole slot's share below it.
         """
         now = self.clock()
         self.in_flight -= 1
@@ -107,8 +127,12 @@ class Limiter:
         if started_at < self._cut_at:
             return  # sent before the last cut: the cut already answered it
         self._forget(now)
-        carried = len(self._successes) / WINDOW_S * self._latency * HEADROOM
-        self.limit = max(1.0, min(self.limit, max(self.limit * BETA, carried)))
+        accepted = len(self._successes) / WINDOW_S
+        if accepted and self._since is not None and now - self._since >= WINDOW_S:
+            self.pace = accepted
+        carried = accepted * self._latency
+        floor = carried + 1.0 if self.pace else carried * HEADROOM
+        self.limit = max(1.0, min(self.limit, max(self.limit * BETA, floor)))
         self._cut_at = now
         self._grow_after = now + max(WINDOW_S, retry_after or 0.0)
 
