@@ -46,13 +46,13 @@ def write_inputs(workdir: Path, items: int, accuracy: float) -> None:
                                           "def test_noop(i):\n    pass\n")
 
 
-def run(workdir: Path, args: list[str], workers: int) -> tuple[float, float]:
+def run(workdir: Path, args: list[str], workers: int, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of one pytest run in a subprocess (its xdist workers included)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     cmd += ["-n", str(workers)] if workers else []
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):

@@ -9,7 +9,13 @@ even on a shared machine:
 - ``sim``: the offline ``sim`` provider with the same latency: the harness alone, no network;
 - ``paced``: the default with ``rate_limit: {requests_per_minute: 60 x the server's rate}`` (rate scenario only);
 - ``baseline``: ``baseline_client.py``, a minimal asyncio HTTP/1.1 keep-alive client making the same
-  requests over as many connections: the ceiling this machine allows, since the server shares its cores.
+  requests over as many connections: the ceiling this machine allows, since the server shares its cores;
+- ``pytest``: as many no-op tests run by pytest alone (this plugin disabled): pytest's own floor for
+  that many items, before any call is made.
+
+The items come from a ``loader: jsonl`` file, as a real benchmark's do. Python may write its bytecode
+caches (``PYTHONDONTWRITEBYTECODE`` is unset for the runs, after one warm-up run), as on a user's
+machine: otherwise every pytest start compiles the plugin's modules again (about 0.2 s).
 
 Scenarios: ``1k32`` (1,000 items, 32 in flight), ``4k256`` (4,000 items, 256 in flight) and ``rate``
 (1,000 items, 32 in flight, the server admitting 50 requests a second and answering 429 with
@@ -17,7 +23,7 @@ retry-after beyond). Printed per run: wall and CPU seconds (user + system of the
 not the server's), the ratio to the ideal and to the baseline of the same repeat, the server's most
 requests in flight at once, and how many requests it answered 429.
 
-Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate] [--clients default,sdk,sim,baseline] [--repeat 2]
+Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate] [--clients default,sdk,sim,pytest,baseline] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -92,16 +98,25 @@ def arm(client: str, base_url: str) -> str:
     return "\n".join(lines)
 
 
-def spec(items: int, arm_text: str) -> str:
-    rows = "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4"}}' for i in range(items))
-    return f"benchmark: perf\ndataset:\n  loader: inline\n  items:\n{rows}\nscorer: exact\narms:\n{arm_text}\n"
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def spec(items: int, arm_text: str, workdir: Path) -> str:
+    with open(workdir / f"items{items}.jsonl", "w", encoding="utf-8") as f:
+        for i in range(items):
+            f.write(json.dumps({"id": f"q{i}", "input": f"2+2=? ({i})", "target": "4"}) + "\n")
+    return f"benchmark: perf\ndataset: {{loader: jsonl, path: items{items}.jsonl}}\nscorer: exact\narms:\n{arm_text}\n"
 
 
 def sweep(workdir: Path, client: str, base_url: str, items: int, concurrency: int) -> tuple[float, float]:
-    (workdir / "perf.yaml").write_text(spec(items, arm(client, base_url)))
+    if client == "pytest":
+        (workdir / "test_floor.py").write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({items}))\n"
+                                               "def test_noop(i):\n    pass\n")
+        return run(workdir, ["test_floor.py", "-p", "no:echo_bench"], 0, ENV)
+    (workdir / "perf.yaml").write_text(spec(items, arm(client, base_url), workdir))
     out = workdir / f"r{time.monotonic_ns()}.jsonl"
     wall, cpu = run(workdir, ["perf.yaml", "--bench-out", str(out), "--bench-concurrency", str(concurrency),
-                              "--bench-cache", "off"], 0)
+                              "--bench-cache", "off"], 0, ENV)
     rows = out.read_text().count("\n") - 1
     if rows != items:
         raise SystemExit(f"{client}: {rows} rows of {items}")
@@ -119,7 +134,7 @@ def baseline(base_url: str, items: int, concurrency: int) -> tuple[float, float]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenarios", default="1k32,4k256,rate")
-    parser.add_argument("--clients", default="default,sdk,sim,baseline")
+    parser.add_argument("--clients", default="default,sdk,sim,pytest,baseline")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -129,10 +144,11 @@ def main() -> None:
     server = Server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            sweep(Path(tmp), "sim", server.base_url, 10, 1)  # the warm-up: bytecode caches written
             for name in args.scenarios.split(","):
                 items, concurrency, rate = SCENARIOS[name]
                 server.send(f"rate {rate}")
-                clients = [c for c in args.clients.split(",") if not (rate and c in ("baseline", "sim"))]
+                clients = [c for c in args.clients.split(",") if not (rate and c in ("baseline", "sim", "pytest"))]
                 if rate and "paced" not in clients:
                     clients.append("paced")
                 ideal = items / rate if rate else items * LATENCY / concurrency

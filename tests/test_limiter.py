@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,10 +118,12 @@ def test_a_429_after_a_whole_second_paces_the_endpoint_at_the_rate_it_accepted()
     assert limiter.limit == pytest.approx(max(16.0, 50 * 0.2 + 1))
     assert limiter.wait_s() == 0
     limiter.started()
-    assert limiter.wait_s() == pytest.approx(1 / 50)  # the next start is one pace step later
+    limiter.started()  # one step of lateness is made up (a thread that woke late)...
+    assert limiter.wait_s() == pytest.approx(1 / 50)  # ... then one start per step
     clock.now += 1 / 50
     assert limiter.wait_s() == 0
-    clock.now += 5.0  # a quiet spell earns no burst: still one call per step
+    clock.now += 5.0  # a quiet spell earns no burst: one step made up, then one call per step
+    limiter.started()
     limiter.started()
     assert limiter.wait_s() == pytest.approx(1 / 50)
 
@@ -274,6 +277,34 @@ def test_a_call_waiting_for_its_endpoint_stops_with_the_run() -> None:
     stop.set()  # the endpoint is paused for an hour; the stop must not wait for it
     with pytest.raises(AbortedError):
         provider.complete(request())
+
+
+def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None:
+    # Woken together, the newest waiter could win every race while the oldest (the item pytest
+    # reports next) waits on, holding up every item after it.
+    limits = Limits(threading.Event())
+    limits.ceiling = 1
+    gate, order = threading.Event(), []
+
+    class Recording(Endpoint):
+        def complete(self, request: Request) -> Completion:
+            order.append(request.prompt)
+            if request.prompt == "first":
+                gate.wait(10)
+            return super().complete(request)
+
+    provider = limits.wrap(Recording(), arm())
+    limiter = next(iter(limits.endpoints.values()))
+    threads = []
+    for n, prompt in enumerate(["first", *(f"q{i}" for i in range(6))]):
+        threads.append(threading.Thread(target=provider.complete, args=(Request(Example("t", "x", "4"), "a", prompt),)))
+        threads[-1].start()
+        while len(order) + len(limiter.queue) < n + 1:  # in the queue (or running) before the next one comes
+            time.sleep(0.001)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["first", *(f"q{i}" for i in range(6))]
 
 
 @pytest.mark.parametrize(("headers", "seconds"), [

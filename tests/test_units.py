@@ -119,12 +119,14 @@ def test_classification(error: Exception, patterns: dict[str, tuple[str, ...]], 
     assert type(Classifier(**patterns).classify(error)) is kind
 
 
-def test_backoff_grows_with_jitter_and_honours_retry_after() -> None:
+def test_backoff_grows_with_jitter_and_a_retry_after_is_waited_exactly() -> None:
     policy = RetryPolicy(attempts=5, backoff_s=1.0, max_backoff_s=8.0)
     rng = random.Random(0)
     delays = [backoff_delay(policy, n, None, rng) for n in (1, 2, 3, 4, 5)]
     assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and all(d <= 8.0 for d in delays)
     assert backoff_delay(policy, 1, 30.0, rng) == 30.0
+    assert backoff_delay(policy, 3, 0.02, rng) == 0.02  # the server knows when it admits the next call
+    assert 0.5 <= backoff_delay(policy, 1, 0.0, rng) <= 1.0  # "retry-after: 0" says nothing: our backoff
 
 
 def test_writer_writes_meta_once_and_whole_lines(tmp_path: Path) -> None:

@@ -48,10 +48,17 @@ def _settle(error: ProviderError | LocalError, probing: bool, attempt: int, poli
 
 
 def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-    """Exponential backoff with jitter; a server's Retry-After is a floor, not a suggestion."""
+    """The server's Retry-After when it gives one (above 0), else exponential backoff with jitter.
+
+    The server knows when it admits the next call: a 429 saying "20 ms" waited out for our second
+    of backoff stalls every item reported after it. The endpoint's limiter spaces the retries of
+    calls refused together (engine.limiter), so honouring it exactly does not make them a burst.
+    """
+    if retry_after is not None and retry_after > 0:
+        return retry_after
     base = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
     delay: float = base * (0.5 + rng.random() / 2)  # jitter keeps many workers from retrying in lockstep
-    return max(delay, retry_after or 0.0)
+    return delay
 
 
 class Stop(Protocol):

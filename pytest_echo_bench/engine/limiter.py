@@ -28,8 +28,14 @@ BETA = 0.5  # a cut keeps this share of the limit (but see ``Limiter.throttled``
 WINDOW_S = 1.0  # successes are counted over this span to know the rate the server accepts
 HEADROOM = 0.95  # after a cut, run at this share of the concurrency that carried the accepted rate
 # Once a 429 came after a whole window of calls, the endpoint is paced at the rate it accepted over
-# that window, growing by this many requests/s per success (1% a second) to find a higher limit.
+# that window. While calls succeed the pace grows by PACE_GROWTH requests/s per success (1% a
+# second) near the pace the last 429 came at, by PACE_RECOVERY (10%) below PACE_NEAR of it; a 429
+# while paced keeps at least PACE_CUT of the pace: the rate measured just after a pause is low.
 PACE_GROWTH = 0.01
+PACE_RECOVERY = 0.1
+PACE_NEAR = 0.98
+PACE_CUT = 0.9
+SLACK = 1.2  # a paced endpoint's concurrency: this share of what carries the pace, and one slot more
 # A pause longer than this is not waited out call by call: each call fails at once as transient
 # (with the time left as its retry-after), so the retries decide (see engine.calls).
 LONG_PAUSE_S = 60.0
@@ -57,6 +63,8 @@ class Limiter:
     _successes: collections.deque[float] = field(default_factory=collections.deque)
     _latency: float = 0.0  # smoothed seconds per successful call
     pace: float = 0.0  # requests a second the endpoint is held to after a 429 (0: not paced)
+    _refused_pace: float = 0.0  # the pace the last 429 came at
+    queue: collections.deque[object] = field(default_factory=collections.deque)  # calls waiting to start, in turn
     _next_start: float = -math.inf  # the pace's earliest start for the next call
     _since: float | None = None  # when the endpoint's first call started
 
@@ -83,8 +91,11 @@ class Limiter:
         now = self.clock()
         if self._since is None:
             self._since = now
-        if self.pace:  # evenly spaced, and no burst to catch up after a quiet spell
-            self._next_start = max(now, self._next_start) + 1.0 / self.pace
+        if self.pace:
+            # Evenly spaced. A call that starts late (its thread waited for the GIL) does not push
+            # the next ones back: up to one step of lateness is made up; a quiet spell is not.
+            step = 1.0 / self.pace
+            self._next_start = max(now - step, self._next_start) + step
         return now
 
     def succeeded(self, started_at: float) -> None:
@@ -97,7 +108,7 @@ class Limiter:
         if now >= self._grow_after:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
             if self.pace:
-                self.pace += PACE_GROWTH
+                self.pace += PACE_RECOVERY if self.pace < PACE_NEAR * self._refused_pace else PACE_GROWTH
                 if self.pace * self._latency > self.ceiling:
                     self.pace = 0.0  # the ceiling holds the rate below this anyway
 
@@ -118,7 +129,8 @@ class Limiter:
         alone would fall far below the server's rate and spend the time between cuts climbing back.
         Once the endpoint has been called for a whole second, that accepted rate is also its pace
         (calls evenly spaced at it); the concurrency then keeps one slot more than carries it, so
-        the pace holds the rate where the server's limit is, not a whole slot's share below it.
+        the pace holds the rate where the server's limit is, not a whole slot's share below it. A
+        429 while paced cuts the pace to the accepted rate, by a tenth at most (see PACE_CUT).
         """
         now = self.clock()
         self.in_flight -= 1
@@ -128,10 +140,12 @@ class Limiter:
             return  # sent before the last cut: the cut already answered it
         self._forget(now)
         accepted = len(self._successes) / WINDOW_S
-        if accepted and self._since is not None and now - self._since >= WINDOW_S:
-            self.pace = accepted
-        carried = accepted * self._latency
-        floor = carried + 1.0 if self.pace else carried * HEADROOM
+        if self.pace:
+            self._refused_pace, self.pace = self.pace, max(accepted, self.pace * PACE_CUT)
+        elif accepted and self._since is not None and now - self._since >= WINDOW_S:
+            self._refused_pace = self.pace = accepted
+        # Paced, the pace holds the rate: the concurrency only has to carry it, latency jitter too.
+        floor = self.pace * self._latency * SLACK + 1.0 if self.pace else accepted * self._latency * HEADROOM
         self.limit = max(1.0, min(self.limit, max(self.limit * BETA, floor)))
         self._cut_at = now
         self._grow_after = now + max(WINDOW_S, retry_after or 0.0)
@@ -290,23 +304,34 @@ class Limited:
         return done
 
     def _acquire(self, estimate: int) -> float:
-        """Wait for a slot and the buckets; the run's stop ends the wait within a tick."""
-        lock = self.limits._lock
+        """Wait for a slot and the buckets, in turn; the run's stop ends the wait within a tick.
+
+        Calls start in the order they came (``Limiter.queue``): woken together, the newest could
+        otherwise win the race again and again while the oldest, which pytest reports next, waits,
+        and the items reported after it can start no new calls until it is done.
+        """
+        lock, queue = self.limits._lock, self.limiter.queue
+        ticket = object()
         with lock:
-            while True:
-                if self.limits.stop.is_set():
-                    raise AbortedError("the run is stopping; no call was made")
-                pause = self.limiter.wait_s()
-                if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
-                    raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
-                                         retry_after=pause, status=429)
-                wait = max(pause, self._bucket_wait(estimate))
-                if wait <= 0:
-                    for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
-                        if bucket is not None:
-                            bucket.take(amount)
-                    return self.limiter.started()
-                lock.wait(min(wait, WAIT_TICK_S))
+            queue.append(ticket)
+            try:
+                while True:
+                    if self.limits.stop.is_set():
+                        raise AbortedError("the run is stopping; no call was made")
+                    pause = self.limiter.wait_s()
+                    if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
+                        raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
+                                             retry_after=pause, status=429)
+                    wait = max(pause, self._bucket_wait(estimate))
+                    if wait <= 0 and queue[0] is ticket:
+                        for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
+                            if bucket is not None:
+                                bucket.take(amount)
+                        return self.limiter.started()
+                    lock.wait(min(wait, WAIT_TICK_S) if queue[0] is ticket else WAIT_TICK_S)
+            finally:
+                queue.remove(ticket)
+                lock.notify_all()  # the next in turn looks again
 
     def _bucket_wait(self, estimate: int) -> float:
         waits = [bucket.wait_s(amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
