@@ -307,6 +307,31 @@ def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None
     assert order == ["first", *(f"q{i}" for i in range(6))]
 
 
+def test_one_arms_rate_limit_holds_up_no_other_arms_calls_to_the_same_endpoint() -> None:
+    stop, clock = threading.Event(), Clock()  # the clock stands still: the paced arm's bucket stays empty
+    limits = Limits(stop, clock)
+    paced = limits.wrap(Endpoint(), arm("a", rate=RateLimit(requests_per_minute=1)))
+    free = limits.wrap(Endpoint(), arm("b"))
+    paced.complete(request())
+    aborted: list[bool] = []
+
+    def wait_for_bucket() -> None:
+        with pytest.raises(AbortedError):
+            paced.complete(request())
+        aborted.append(True)
+
+    waiting = threading.Thread(target=wait_for_bucket)
+    waiting.start()
+    time.sleep(0.05)  # the paced call now waits for its bucket
+    answers: list[str] = []
+    other = threading.Thread(target=lambda: answers.append(free.complete(request()).text))
+    other.start()
+    other.join(2)
+    stop.set()
+    waiting.join(5)
+    assert answers == ["4"] and aborted == [True]
+
+
 @pytest.mark.parametrize(("headers", "seconds"), [
     ({"retry-after-ms": "250", "retry-after": "1"}, 0.25),
     ({"retry-after": "2"}, 2.0),

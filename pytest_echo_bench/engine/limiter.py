@@ -304,34 +304,55 @@ class Limited:
         return done
 
     def _acquire(self, estimate: int) -> float:
-        """Wait for a slot and the buckets, in turn; the run's stop ends the wait within a tick.
+        """Wait for the arm's buckets, then for the endpoint, in turn; the run's stop ends either
+        wait within a tick.
 
         Calls start in the order they came (``Limiter.queue``): woken together, the newest could
         otherwise win the race again and again while the oldest, which pytest reports next, waits,
-        and the items reported after it can start no new calls until it is done.
+        and the items reported after it can start no new calls until it is done. A call joins the
+        queue only once its own arm's buckets allow it, so one arm's ``rate_limit:`` holds up no
+        other arm's calls to the same endpoint.
         """
+        with self.limits._lock:
+            while True:
+                self._wait_for_buckets(estimate)
+                started = self._take_turn(estimate)
+                if started is not None:
+                    return started
+
+    def _wait_for_buckets(self, estimate: int) -> None:
+        while (wait := self._bucket_wait(estimate)) > 0:
+            self._check_stop()
+            self.limits._lock.wait(min(wait, WAIT_TICK_S))
+
+    def _take_turn(self, estimate: int) -> float | None:
+        """Start in turn once the endpoint allows; None if this arm's other calls spent its buckets meanwhile."""
         lock, queue = self.limits._lock, self.limiter.queue
         ticket = object()
-        with lock:
-            queue.append(ticket)
-            try:
-                while True:
-                    if self.limits.stop.is_set():
-                        raise AbortedError("the run is stopping; no call was made")
-                    pause = self.limiter.wait_s()
-                    if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
-                        raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
-                                             retry_after=pause, status=429)
-                    wait = max(pause, self._bucket_wait(estimate))
-                    if wait <= 0 and queue[0] is ticket:
-                        for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
-                            if bucket is not None:
-                                bucket.take(amount)
-                        return self.limiter.started()
-                    lock.wait(min(wait, WAIT_TICK_S) if queue[0] is ticket else WAIT_TICK_S)
-            finally:
-                queue.remove(ticket)
-                lock.notify_all()  # the next in turn looks again
+        queue.append(ticket)
+        try:
+            while True:
+                self._check_stop()
+                pause = self.limiter.wait_s()
+                if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
+                    raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
+                                         retry_after=pause, status=429)
+                first = queue[0] is ticket
+                if first and pause <= 0:
+                    if self._bucket_wait(estimate) > 0:
+                        return None  # waits for the buckets again, out of the endpoint's queue
+                    for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
+                        if bucket is not None:
+                            bucket.take(amount)
+                    return self.limiter.started()
+                lock.wait(min(pause, WAIT_TICK_S) if first else WAIT_TICK_S)
+        finally:
+            queue.remove(ticket)
+            lock.notify_all()  # the next in turn looks again
+
+    def _check_stop(self) -> None:
+        if self.limits.stop.is_set():
+            raise AbortedError("the run is stopping; no call was made")
 
     def _bucket_wait(self, estimate: int) -> float:
         waits = [bucket.wait_s(amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
