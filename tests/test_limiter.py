@@ -388,3 +388,10 @@ def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Pat
     assert "gpt 2/2 pass 1.000 limit 16" in line and "2 rate-limited (429)" in line
     summary = live.summary(partial=False)
     assert summary["rate_limited"] == 2 and summary["arms"]["gpt"]["concurrency_limit"] == 16
+    assert summary["arms"]["gpt"]["pace_per_s"] is None and " pace " not in line
+    live.expected = {"gpt": 4}
+    live.record({**base, "limit": 11, "throttled": 1, "pace": 49.5})  # paced after a 429
+    assert "gpt 3/4 pass 1.000 limit 11 pace 49.5/s" in live.progress_line()
+    assert live.summary(partial=False)["arms"]["gpt"]["pace_per_s"] == 49.5
+    live.record({**base, "limit": 32, "throttled": 0, "pace": None})  # grown past what the ceiling carries
+    assert " pace " not in live.progress_line()

@@ -247,6 +247,11 @@ class Limits:
         limiter = self._by_arm.get(id(arm))
         return limiter.current if limiter is not None else None
 
+    def pace(self, arm: ArmSpec) -> float | None:
+        """Requests a second ``arm``'s endpoint is paced at after a 429 (None: not paced)."""
+        limiter = self._by_arm.get(id(arm))
+        return round(limiter.pace, 1) if limiter is not None and limiter.pace else None
+
 
 @dataclass
 class Buckets:

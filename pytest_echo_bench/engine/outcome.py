@@ -41,6 +41,7 @@ class Outcome:
     stop: StopReason | None = None  # set on the item whose failure stopped the run
     misconfigured: bool = False  # UNAVAILABLE: the arm is set up wrong, not merely unable to run here
     limit: int | None = None  # the arm's endpoint's concurrency limit after this item (engine.limiter)
+    pace: float | None = None  # requests a second the endpoint is paced at after this item (None: not paced)
     throttled: int = 0  # 429 answers this item met
 
 

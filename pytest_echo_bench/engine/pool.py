@@ -145,6 +145,7 @@ class Prefetcher:
         outcome = self.runner.run(item)
         outcome.throttled = self.runner.limits.take_throttled()
         outcome.limit = self.runner.limits.current(item.spec.arms[item.arm])
+        outcome.pace = self.runner.limits.pace(item.spec.arms[item.arm])
         return outcome
 
     def close(self, stopping: bool) -> None:

@@ -45,6 +45,7 @@ class LiveRun:
     retries: int = 0
     throttled: int = 0  # calls the provider answered 429 (rate limited)
     limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's current concurrency limit
+    paces: dict[str, float] = field(default_factory=dict)  # arm key -> requests/s its endpoint is paced at
     incomplete: int = 0
     aborted: int = 0
     started: float = field(default_factory=time.time)
@@ -80,7 +81,12 @@ class LiveRun:
         self.retries += int(bench.get("retries") or 0)
         self.throttled += int(bench.get("throttled") or 0)
         if bench.get("limit") is not None:
-            self.limits[self.key(bench["benchmark"], bench["arm"])] = int(bench["limit"])
+            key = self.key(bench["benchmark"], bench["arm"])
+            self.limits[key] = int(bench["limit"])
+            if bench.get("pace"):
+                self.paces[key] = float(bench["pace"])
+            else:
+                self.paces.pop(key, None)  # not paced (any more)
         kind = bench["kind"]
         if kind == "row":
             t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
@@ -118,6 +124,7 @@ class LiveRun:
             key = self.key(benchmark, arm)
             if key in self.expected:
                 limit = f" limit {self.limits[key]}" if key in self.limits else ""
+                limit += f" pace {self.paces[key]:g}/s" if key in self.paces else ""
                 parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}{limit}")
         if self.retries:
             parts.append(f"{self.retries} retries")
@@ -149,6 +156,7 @@ class LiveRun:
                 "unparseable": t.unparseable, "errors": t.errors,
                 "wall_mean": round(t.wall / t.items, 4) if t.items else None,
                 "concurrency_limit": self.limits.get(self.key(benchmark, arm)),
+                "pace_per_s": self.paces.get(self.key(benchmark, arm)),
             }
         total, done = sum(self.expected.values()), sum(self.done.values())
         return {

@@ -192,7 +192,7 @@ def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
         "retries": outcome.retries, "message": shown(outcome.message),
     }
     if outcome.limit is not None:  # the endpoint's adaptive limit, for the progress line and page
-        payload["limit"], payload["throttled"] = outcome.limit, outcome.throttled
+        payload["limit"], payload["throttled"], payload["pace"] = outcome.limit, outcome.throttled, outcome.pace
     if outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional and not outcome.misconfigured:
         payload["optional"] = True  # the spec says the sweep is complete without this arm
     if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
