@@ -83,12 +83,15 @@ def main() -> None:
             base_wall, base_cpu = best(workdir, ["test_bare.py", "-p", "no:echo_bench"], workers, args.repeat)
             print(f"{'bare pytest':22} {workers:3d} {base_wall:7.2f} {base_cpu:7.2f} {1:7.2f} {1:7.2f} {0:8.0f}")
             for level in map(int, args.concurrency.split(",")):
-                out = workdir / f"r{workers}_{level}.jsonl"
-                sweep = ["perf.yaml", "--bench-out", str(out), "--bench-concurrency", str(level), "--bench-progress-every", "0"]
-                wall, cpu = best(workdir, sweep, workers, args.repeat)
-                rows = sum(1 for _ in open(out, "rb")) - 1 if out.exists() else 0
-                if rows < args.items:  # each repeat appends: at least one full sweep must be there
-                    raise SystemExit(f"sweep recorded {rows} rows, expected {args.items}")
+                # A file per repeat: a results file that holds a sweep is resumed, not run again.
+                outs = [workdir / f"r{workers}_{level}_{i}.jsonl" for i in range(args.repeat)]
+                results = [run(workdir, ["perf.yaml", "--bench-out", str(out), "--bench-concurrency", str(level),
+                                         "--bench-progress-every", "0"], workers) for out in outs]
+                wall, cpu = min(w for w, _ in results), min(c for _, c in results)
+                for out in outs:
+                    rows = sum(1 for _ in open(out, "rb")) - 1 if out.exists() else 0
+                    if rows != args.items:
+                        raise SystemExit(f"sweep recorded {rows} rows in {out.name}, expected {args.items}")
                 ratio = wall / base_wall
                 per_item = (cpu - base_cpu) / args.items * 1e6
                 print(f"{f'sweep, concurrency {level}':22} {workers:3d} {wall:7.2f} {cpu:7.2f} {ratio:7.2f} "
