@@ -12,7 +12,7 @@ import pytest
 from openai_server import FakeOpenAI
 
 from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, PACE_GROWTH, Limiter, Limits, TokenBucket, estimate_tokens
+from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, PACE_FLOOR, PACE_GROWTH, Limiter, Limits, TokenBucket, estimate_tokens
 from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
 from pytest_echo_bench.plugin.live import LiveRun
 from pytest_echo_bench.providers.base import Completion, Request
@@ -135,6 +135,19 @@ def test_a_429_in_the_first_second_does_not_pace_the_accepted_rate_is_not_known_
     clock.now += 0.3
     limiter.throttled(first, retry_after=0.0)
     assert limiter.pace == 0.0 and limiter.current == 16
+
+
+def test_429s_without_a_success_between_cut_the_pace_no_lower_than_its_floor() -> None:
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    calls_for_a_second(limiter, clock)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.pace == pytest.approx(50.0)
+    for _ in range(200):
+        clock.now += 2.0 + limiter.wait_s()  # a call starts when the pace lets it; every 429 cuts again
+        limiter.throttled(limiter.started(), retry_after=0.0)
+    assert limiter.pace == PACE_FLOOR
+    assert 0 < limiter.wait_s() <= 1 / PACE_FLOOR  # one call per 10 s at the least, never a standstill
 
 
 def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the_rate_anyway() -> None:
@@ -340,6 +353,9 @@ def test_one_arms_rate_limit_holds_up_no_other_arms_calls_to_the_same_endpoint()
       "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s"}, 90.0),
     ({"x-ratelimit-remaining-requests": "7", "x-ratelimit-reset-requests": "6m0s"}, None),  # not the limit that ran out
     ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+    ({"retry-after": "inf"}, None),  # would pause the endpoint for good: ignored, our backoff instead
+    ({"retry-after-ms": "1e400"}, None),
+    ({"retry-after": "nan"}, None),
 ])
 def test_retry_after_reads_every_header_real_apis_send(headers: dict[str, str], seconds: float | None) -> None:
     assert retry_after(headers) == (pytest.approx(seconds) if seconds is not None else None)

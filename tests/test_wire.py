@@ -13,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -213,11 +214,115 @@ def test_a_timeout_is_transient(serve: Callable[..., RawServer]) -> None:
         gate.set()
 
 
+def test_bytes_beyond_a_replys_framing_are_never_read_as_the_next_reply(serve: Callable[..., RawServer]) -> None:
+    # A 204 carrying a body anyway: left on the connection, it would be the next item's verdict.
+    def script(n: int, req: bytes) -> tuple[bytes, bool]:
+        body = json.dumps({"verdict": f"for item {n}"}).encode()
+        return (framed(body).replace(b"200 OK", b"204 No Content"), False) if n == 1 else (framed(body), False)
+
+    server = serve(script)
+    json_client = client(server)
+    assert json_client.post({})[0] == 204
+    assert json_client.post({})[2] == {"verdict": "for item 2"}
+    assert json_client.post({})[2] == {"verdict": "for item 3"}
+
+
+def test_a_reply_sent_before_the_request_was_read_leaves_nothing_for_the_next_request(serve: Callable[..., RawServer]) -> None:
+    # The server answers early, then takes the unread body for a request of its own and answers it
+    # too: that stray reply is on the connection before the next request goes out.
+    def script(n: int, req: bytes) -> tuple[bytes, bool]:
+        if n == 1:
+            return framed(b'{"error": "early"}').replace(b"200 OK", b"401 Unauthorized") + framed(b'{"stray": 1}'), False
+        return framed(json.dumps({"for": json.loads(req.partition(b"\r\n\r\n")[2])}).encode()), False
+
+    server = serve(script)
+    json_client = client(server)
+    assert json_client.post({"item": 1})[0] == 401
+    assert json_client.post({"item": 2})[2] == {"for": {"item": 2}}
+    assert server.connections == 2  # the connection with the stray reply was not used again
+
+
+def test_a_request_is_not_sent_again_once_any_of_its_reply_arrived(serve: Callable[..., RawServer]) -> None:
+    def script(n: int, req: bytes) -> tuple[bytes, bool]:
+        return (framed(), False) if n == 1 else (b'HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n{"partial', True)
+
+    server = serve(script)
+    json_client = client(server)
+    json_client.post({})
+    with pytest.raises(TransientError, match="cut short"):
+        json_client.post({})
+    assert len(server.requests) == 2
+
+
+def test_a_request_the_server_held_before_closing_is_not_sent_again(serve: Callable[..., RawServer]) -> None:
+    # A proxy that gives up on a long call closes without a reply: the model may have answered
+    # (and billed) already, so that is the caller's transient error, not a silent second call.
+    def script(n: int, req: bytes) -> tuple[bytes, bool]:
+        if n == 2:
+            threading.Event().wait(0.8)
+            return b"", True
+        return framed(), False
+
+    server = serve(script)
+    json_client = client(server)
+    json_client.post({})
+    with pytest.raises(TransientError, match="closed the connection without replying"):
+        json_client.post({})
+    assert len(server.requests) == 2
+
+
+def test_the_timeout_bounds_the_whole_reply_not_each_read(serve: Callable[..., RawServer]) -> None:
+    class Trickle(RawServer):  # interim replies every 0.2 s, for ever
+        def _connection(self, conn: socket.socket) -> None:
+            try:
+                _read_request(conn.makefile("rb"))
+                for _ in range(50):
+                    conn.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+                    threading.Event().wait(0.2)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    server = Trickle(lambda n, req: (b"", True))
+    started = time.monotonic()
+    try:
+        with pytest.raises(TransientError, match="timed out|longer than the call's timeout"):
+            JSONClient(server.url(), {}, 1.0).post({})
+    finally:
+        server.close()
+    assert time.monotonic() - started < 1.8  # each read came within 0.2 s: only the whole call's deadline ends it
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (reply(b"-1\r\n", "transfer-encoding: chunked"), "malformed chunk size"),
+    (reply(b"0x2\r\n", "transfer-encoding: chunked"), "malformed chunk size"),
+    (reply(b"", "transfer-encoding: gzip, chunked"), "not one this client reads"),
+    (reply(OK, "content-length: \u00b2".encode("latin-1").decode("latin-1")), "not a number"),
+    (b"HTTP/1.1 \xb200 OK\r\n\r\n", "not an HTTP reply"),
+])
+def test_framing_this_client_cannot_read_exactly_is_refused(serve: Callable[..., RawServer], data: bytes, message: str) -> None:
+    server = serve(lambda n, req: (data, True))
+    with pytest.raises(TransientError, match=message):
+        client(server).post({})
+
+
+def test_a_repeated_identical_content_length_is_one_length(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda n, req: (reply(OK, f"content-length: {len(OK)}", f"content-length: {len(OK)}"), False))
+    assert client(server).post({})[0] == 200
+
+
+def test_a_key_with_characters_headers_cannot_carry_is_the_arm_unavailable() -> None:
+    with pytest.raises(UnavailableError, match="header was refused before sending"):
+        JSONClient("http://127.0.0.1:9/v1", {"authorization": "Bearer k\u0101y"}, 1.0).post({})
+
+
 @pytest.mark.parametrize(("url", "why"), [
     ("http://127.0.0.1:port/v1", "Port could not be cast"),
     ("http:///v1/chat/completions", "no host"),
     ("http://127.0.0.1:1/v1 chat", "spaces or control characters"),
     ("ftp://127.0.0.1/v1", "scheme must be http or https"),
+    ("http://127.0.0.1:0/v1", "port 0"),
 ])
 def test_a_base_url_that_cannot_be_used_is_the_arm_unavailable(url: str, why: str) -> None:
     with pytest.raises(BadURL, match=why):
@@ -231,6 +336,7 @@ def test_the_host_header_names_the_port_only_when_it_is_not_the_default() -> Non
     assert Target.parse("http://api.example.com:8080/v1").host_header == "api.example.com:8080"
     assert Target.parse("http://[::1]:9000/v1").host_header == "[::1]:9000"
     assert Target.parse("https://api.example.com/v1?a=1").path == "/v1?a=1"
+    assert Target.parse("https://b\u00fccher.example/v1").host_header == "xn--bcher-kva.example"  # IDNA
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ PACE_RECOVERY = 0.1
 PACE_NEAR = 0.98
 PACE_CUT = 0.9
 SLACK = 1.2  # a paced endpoint's concurrency: this share of what carries the pace, and one slot more
+PACE_FLOOR = 0.1  # requests a second: 429s without a success in between cut the pace no lower
 # A pause longer than this is not waited out call by call: each call fails at once as transient
 # (with the time left as its retry-after), so the retries decide (see engine.calls).
 LONG_PAUSE_S = 60.0
@@ -141,7 +142,7 @@ class Limiter:
         self._forget(now)
         accepted = len(self._successes) / WINDOW_S
         if self.pace:
-            self._refused_pace, self.pace = self.pace, max(accepted, self.pace * PACE_CUT)
+            self._refused_pace, self.pace = self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT)
         elif accepted and self._since is not None and now - self._since >= WINDOW_S:
             self._refused_pace = self.pace = accepted
         # Paced, the pace holds the rate: the concurrency only has to carry it, latency jitter too.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import ssl
 import threading
@@ -84,8 +85,8 @@ class JSONClient:
         except BadHeader:
             # Nothing about this prompt is wrong, so the arm cannot run; the message names the header,
             # never its value (the whole key). ``from None``: a printed chain would show it again.
-            raise UnavailableError("a request header was refused before sending (it holds a control character "
-                                   "such as a newline); check the API key variable") from None
+            raise UnavailableError("a request header was refused before sending (a control character such as a "
+                                   "newline, or one no HTTP header can carry); check the API key variable") from None
         try:
             reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
         except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
@@ -104,9 +105,11 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         value = headers.get(name)
         if value is not None:
             try:
-                return max(0.0, float(value) * scale)
+                seconds = float(value) * scale
             except ValueError:
                 return None  # an HTTP date: fall back to our own backoff
+            # "inf" or "nan" would pause the endpoint for good (and are no JSON in a stop marker).
+            return max(0.0, seconds) if math.isfinite(seconds) else None
     return _reset(headers)
 
 
