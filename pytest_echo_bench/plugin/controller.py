@@ -22,7 +22,7 @@ from pytest_echo_bench.plugin.context import COUNTED, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.signals import StopSignals
-from pytest_echo_bench.plugin.worker import spend
+from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
@@ -145,18 +145,12 @@ class ControllerPlugin:
             self.required.setdefault(f"{bench['benchmark']}/{bench['arm']}", str(bench["message"]))
 
     def _unfile(self, report: pytest.TestReport) -> None:
-        """Drop a benchmark item's silent setup/teardown report from the terminal reporter's list.
-
-        pytest keeps every such report and, for each failed test, scans them all for teardown
-        output (``_get_teardown_reports``): with 10,000 items and 3,000 wrong answers that took
-        longer than the sweep. These reports carry no output, so nothing printed changes.
-        """
+        """A benchmark item's silent setup/teardown report leaves the terminal reporter's list (``unfile``)."""
         if self._reporter is None:
             self._reporter = self.config.pluginmanager.get_plugin("terminalreporter") or False
             self._prefixes = tuple(f"{spec}::" for spec in self._spec_of())
-        filed = self._reporter.stats.get("") if self._reporter else None
-        if filed and filed[-1] is report and report.nodeid.startswith(self._prefixes):
-            filed.pop()
+        if report.nodeid.startswith(self._prefixes):
+            unfile(self._reporter, report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:

@@ -56,6 +56,8 @@ class WorkerPlugin:
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard)
         self.session: pytest.Session | None = None
+        self._quiet: pytest.TestReport | None = None  # a benchmark item's setup/teardown report, until logged
+        self._reporter: Any = None  # the terminal reporter, found on first use (False: none)
         self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items, in order
         self._pos = 0  # serial: where in them the next item to run should be
         config.stash[RUN] = self.outcome
@@ -128,12 +130,23 @@ class WorkerPlugin:
                 report.bench = bench_payload(item, outcome)  # plain JSON: it travels to the controller
         elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
             del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
+        if isinstance(item, BenchItem) and call.when != "call":
+            self._quiet = report
         return report
 
     @pytest.hookimpl(trylast=True)  # xdist has sent the report on by now
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.remote:
-            spend(report)
+        """In an xdist worker, drop what nothing reads any more (in a serial run the controller does)."""
+        if not self.remote:
+            return
+        if report is self._quiet and report.passed and not report.sections:
+            # The worker's terminal reporter prints nothing, but at the end it scans every kept
+            # setup/teardown report for each failed test, as the controller's would (see unfile).
+            if self._reporter is None:
+                self._reporter = self.config.pluginmanager.get_plugin("terminalreporter") or False
+            unfile(self._reporter, report)
+        self._quiet = None
+        spend(report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
@@ -202,6 +215,19 @@ def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
 
 _NO_KEYWORDS: Mapping[str, Any] = MappingProxyType({})
 _NO_SECTIONS: Any = ()  # for the lists: immutable and shared, like the keywords
+
+
+def unfile(reporter: Any, report: pytest.TestReport) -> None:
+    """Drop a passed, silent setup/teardown report of a benchmark item from the terminal reporter.
+
+    pytest keeps every such report and, for each failed test, scans them all for teardown output
+    (``TerminalReporter._get_teardown_reports``): with 10,000 items and 3,000 wrong answers that
+    took longer than the sweep. These reports carry no output, so nothing printed changes. Called
+    right after the reporter filed ``report``, so it is the last one in the list.
+    """
+    filed = reporter.stats.get("") if reporter else None
+    if filed and filed[-1] is report:
+        filed.pop()
 
 
 def spend(report: pytest.TestReport) -> None:
