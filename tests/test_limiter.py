@@ -137,6 +137,18 @@ def test_a_429_in_the_first_second_does_not_pace_the_accepted_rate_is_not_known_
     assert limiter.pace == 0.0 and limiter.current == 16
 
 
+def test_a_429_while_paced_never_raises_the_pace() -> None:
+    # Successes of calls started before the pace count in the accepted rate: it may be higher.
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    calls_for_a_second(limiter, clock, per_s=80)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter.pace = 20.0  # paced lower meanwhile
+    clock.now += 0.5
+    limiter.throttled(limiter.started(), retry_after=0.0)  # half a second of 80 a second: 40 accepted
+    assert limiter.pace == 20.0
+
+
 def test_429s_without_a_success_between_cut_the_pace_no_lower_than_its_floor() -> None:
     clock = Clock()
     limiter = Limiter(32, clock)

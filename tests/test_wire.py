@@ -8,6 +8,7 @@ connection closed under a keep-alive client, torn and malformed replies; and ove
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -161,6 +162,37 @@ def test_an_idle_connection_the_server_closed_is_reopened_and_the_request_sent_o
     assert json_client.post({})[0] == 200
     assert json_client.post({})[0] == 200
     assert server.connections == 2 and len(server.requests) == 2
+
+
+def test_a_kept_connection_closed_just_as_the_request_went_out_is_sent_once_more(serve: Callable[..., RawServer]) -> None:
+    # The server's keep-alive timer fired as the request was sent: it read it, replied nothing and
+    # closed at once. Not a byte of a reply, within half a second: the request goes out again.
+    server = serve(lambda n, req: (framed(), False) if n != 2 else (b"", True))
+    json_client = client(server)
+    assert json_client.post({"item": 1})[0] == 200
+    assert json_client.post({"item": 2})[0] == 200
+    assert [json.loads(r.partition(b"\r\n\r\n")[2]) for r in server.requests] == [{"item": 1}, {"item": 2}, {"item": 2}]
+    assert server.connections == 2
+
+
+def test_connections_on_descriptors_above_1023_are_reused(serve: Callable[..., RawServer]) -> None:
+    # select() refuses descriptors from 1024 on; a sweep with hundreds of calls in flight gets there.
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= 1200, f"this test needs a file descriptor limit of at least 1200 (ulimit -n: {hard})"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        server = serve(lambda n, req: (framed(), False))
+        json_client = client(server)
+        for _ in range(3):
+            assert json_client.post({})[0] == 200
+        assert server.connections == 1
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_fresh_connection_closed_without_a_reply_is_transient(serve: Callable[..., RawServer]) -> None:

@@ -142,7 +142,8 @@ class Limiter:
         self._forget(now)
         accepted = len(self._successes) / WINDOW_S
         if self.pace:
-            self._refused_pace, self.pace = self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT)
+            # Never up: successes of calls started before the pace (or a faster one) may count.
+            self._refused_pace, self.pace = self.pace, min(self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT))
         elif accepted and self._since is not None and now - self._since >= WINDOW_S:
             self._refused_pace = self.pace = accepted
         # Paced, the pace holds the rate: the concurrency only has to carry it, latency jitter too.

@@ -1,7 +1,7 @@
 """OpenAI-compatible chat completions: the official ``openai`` SDK, or a lean HTTP client.
 
 ``client: http`` (default) speaks the wire format over the lean client of ``http_json``: about a
-twentieth of the SDK's CPU per call, which is what lets one process keep hundreds of calls in flight
+fortieth of the SDK's CPU per call (one call after another), which is what lets one process keep hundreds of calls in flight
 on a small machine (docs/performance.md). ``client: sdk`` uses the official SDK, imported lazily,
 with its own retries off. Both map errors the same way.
 """

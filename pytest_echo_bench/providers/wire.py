@@ -146,13 +146,10 @@ class _Reader:
         (the caller tells which)."""
         start = 0
         while True:
-            end = self.buf.find(b"\r\n\r\n", start)
-            if end >= 0:
-                end += 4
-                break
-            end = self.buf.find(b"\n\n", start)
-            if end >= 0:
-                end += 2
+            # The first blank line ends the head, CRLF or bare LF: a later one may be in the body.
+            ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (at := self.buf.find(mark, start)) >= 0]
+            if ends:
+                end = min(ends)
                 break
             if len(self.buf) > limit:
                 return bytes(self.buf)
@@ -199,8 +196,9 @@ class _Reader:
         """Nothing buffered and nothing arrived (no stray bytes, no close): safe to send on."""
         if self.buf or (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
             return False
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return not readable
+        poller = select.poll()  # not select(): it refuses descriptors above 1023
+        poller.register(self.sock, select.POLLIN)
+        return not poller.poll(0)
 
 
 @dataclass
@@ -223,8 +221,11 @@ class Connection:
         reply, is the caller's.
         """
         data = head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
-        if self._reader is not None and not self._reader.idle():
-            self.close()  # closed while idle, or bytes nobody asked for: never read them as this reply
+        try:
+            if self._reader is not None and not self._reader.idle():
+                self.close()  # closed while idle, or bytes nobody asked for: never read them as this reply
+        except (OSError, ValueError):
+            self.close()
         reused = self._sock is not None
         sent_at = time.monotonic()
         try:
