@@ -107,13 +107,19 @@ def calls_for_a_second(limiter: Limiter, clock: Clock, per_s: int = 50, latency:
         clock.now = start + (i + 1) / per_s
 
 
+def paced(per_s: int = 50) -> tuple[Limiter, Clock]:
+    """A limiter whose endpoint took ``per_s`` calls a second for a whole second, then answered 429."""
+    clock = Clock()
+    limiter = Limiter(32, clock)
+    calls_for_a_second(limiter, clock, per_s=per_s)
+    limiter.throttled(limiter.started(), retry_after=0.0)
+    return limiter, clock
+
+
 def test_a_429_after_a_whole_second_paces_the_endpoint_at_the_rate_it_accepted() -> None:
     # A server admitting 50 calls a second: one slot fewer than carries them would cost a tenth of
     # its rate, so the calls are spaced at the accepted rate and the concurrency keeps one spare slot.
-    clock = Clock()
-    limiter = Limiter(32, clock)
-    calls_for_a_second(limiter, clock)
-    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter, clock = paced()
     assert limiter.pace == pytest.approx(50.0)
     assert limiter.limit == pytest.approx(max(16.0, 50 * 0.2 + 1))
     assert limiter.wait_s() == 0
@@ -139,10 +145,7 @@ def test_a_429_in_the_first_second_does_not_pace_the_accepted_rate_is_not_known_
 
 def test_a_429_while_paced_never_raises_the_pace() -> None:
     # Successes of calls started before the pace count in the accepted rate: it may be higher.
-    clock = Clock()
-    limiter = Limiter(32, clock)
-    calls_for_a_second(limiter, clock, per_s=80)
-    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter, clock = paced(per_s=80)
     limiter.pace = 20.0  # paced lower meanwhile
     clock.now += 0.5
     limiter.throttled(limiter.started(), retry_after=0.0)  # half a second of 80 a second: 40 accepted
@@ -150,10 +153,7 @@ def test_a_429_while_paced_never_raises_the_pace() -> None:
 
 
 def test_429s_without_a_success_between_cut_the_pace_no_lower_than_its_floor() -> None:
-    clock = Clock()
-    limiter = Limiter(32, clock)
-    calls_for_a_second(limiter, clock)
-    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter, clock = paced()
     assert limiter.pace == pytest.approx(50.0)
     for _ in range(200):
         clock.now += 2.0 + limiter.wait_s()  # a call starts when the pace lets it; every 429 cuts again
@@ -163,10 +163,7 @@ def test_429s_without_a_success_between_cut_the_pace_no_lower_than_its_floor() -
 
 
 def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the_rate_anyway() -> None:
-    clock = Clock()
-    limiter = Limiter(32, clock)
-    calls_for_a_second(limiter, clock)
-    limiter.throttled(limiter.started(), retry_after=0.0)
+    limiter, clock = paced()
     limiter.in_flight = 0
     clock.now += 1.0  # past the cut's settling time
     pace = limiter.pace

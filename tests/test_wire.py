@@ -274,31 +274,30 @@ def test_a_reply_sent_before_the_request_was_read_leaves_nothing_for_the_next_re
     assert server.connections == 2  # the connection with the stray reply was not used again
 
 
-def test_a_request_is_not_sent_again_once_any_of_its_reply_arrived(serve: Callable[..., RawServer]) -> None:
-    def script(n: int, req: bytes) -> tuple[bytes, bool]:
-        return (framed(), False) if n == 1 else (b'HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n{"partial', True)
-
-    server = serve(script)
-    json_client = client(server)
-    json_client.post({})
-    with pytest.raises(TransientError, match="cut short"):
-        json_client.post({})
-    assert len(server.requests) == 2
+def _part_of_a_reply(n: int, req: bytes) -> tuple[bytes, bool]:
+    return (framed(), False) if n == 1 else (b'HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n{"partial', True)
 
 
-def test_a_request_the_server_held_before_closing_is_not_sent_again(serve: Callable[..., RawServer]) -> None:
+def _held_then_closed(n: int, req: bytes) -> tuple[bytes, bool]:
     # A proxy that gives up on a long call closes without a reply: the model may have answered
     # (and billed) already, so that is the caller's transient error, not a silent second call.
-    def script(n: int, req: bytes) -> tuple[bytes, bool]:
-        if n == 2:
-            threading.Event().wait(0.8)
-            return b"", True
-        return framed(), False
+    if n == 2:
+        threading.Event().wait(0.8)
+        return b"", True
+    return framed(), False
 
+
+@pytest.mark.parametrize(("script", "message"), [
+    (_part_of_a_reply, "cut short"),
+    (_held_then_closed, "closed the connection without replying"),
+])
+def test_a_request_is_not_sent_again_after_part_of_its_reply_or_a_long_wait(
+    serve: Callable[..., RawServer], script: Script, message: str,
+) -> None:
     server = serve(script)
     json_client = client(server)
     json_client.post({})
-    with pytest.raises(TransientError, match="closed the connection without replying"):
+    with pytest.raises(TransientError, match=message):
         json_client.post({})
     assert len(server.requests) == 2
 

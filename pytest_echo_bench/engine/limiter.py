@@ -354,8 +354,10 @@ class Limited:
                     return self.limiter.started()
                 lock.wait(min(pause, WAIT_TICK_S) if first else WAIT_TICK_S)
         finally:
+            head = queue[0] is ticket
             queue.remove(ticket)
-            lock.notify_all()  # the next in turn looks again
+            if head:  # only the head's leaving changes whose turn it is: wake the waiters once, not per call
+                lock.notify_all()
 
     def _check_stop(self) -> None:
         if self.limits.stop.is_set():
