@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,13 +19,13 @@ NOT_INSTALLED = "the real claude CLI is not installed here: run `npm ci` in the 
 
 # Prints what the prompt (a JSON object) tells it to: {"stdout": ..., "stderr": ..., "rc": ...}.
 SCRIPTED = '''\
-#!/usr/bin/env python3
+#!__PYTHON__
 import json, sys
 said = json.loads(sys.stdin.read())
 sys.stdout.write(said.get("stdout", ""))
 sys.stderr.write(said.get("stderr", ""))
 sys.exit(said.get("rc", 0))
-'''
+'''.replace("__PYTHON__", sys.executable)  # not a pyenv shim: it adds PYENV_* to the environment
 
 
 def write_executable(path: Path, text: str) -> Path:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -34,8 +35,10 @@ SAYS = {
 
 # The stand-in CLI. It refuses an argv the claude preset would not produce, reads the prompt on
 # stdin (or after "--"), acts on magic words in the prompt, and answers in the format asked for.
+# Its #! names this interpreter, not `/usr/bin/env python3`: a pyenv shim there would add PYENV_*
+# variables to the environment the isolation test inspects.
 FAKE_CLAUDE = '''\
-#!/usr/bin/env python3
+#!__PYTHON__
 import hashlib, json, os, subprocess, sys, time
 
 SAYS = __SAYS__
@@ -77,7 +80,7 @@ if "ENV?" in prompt:
     say(json.dumps({"cwd": os.getcwd(), "listing": os.listdir("."), "home": os.environ.get("HOME"),
                     "env": env, "model": args[args.index("--model") + 1]}))
 say("4" if "2+2" in prompt else f"echo: {prompt}")
-'''.replace("__SAYS__", repr(SAYS))
+'''.replace("__SAYS__", repr(SAYS)).replace("__PYTHON__", sys.executable)
 
 
 @pytest.fixture
