@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_fakes import all_dead
 
 from conftest import Sweep, make_spec
 
@@ -206,14 +207,6 @@ def test_a_prompt_too_long_is_that_items_error_row(pytester: pytest.Pytester, sw
     assert "Prompt is too long" in rows[1]["detail"]
 
 
-def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")  # a zombie is dead; reaping it is its new parent's business
-
-
 def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
     pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
 ) -> None:
@@ -228,10 +221,7 @@ def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
     assert marker["reason"] == "incomplete"
     started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
     assert len(started) == 4  # two attempts, each the CLI and the helper it started
-    deadline = time.monotonic() + 5
-    while not all(_dead(p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(_dead(p) for p in started)
+    assert all_dead(started)
 
 
 def test_prompt_as_an_argument(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
