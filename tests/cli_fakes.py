@@ -29,6 +29,10 @@ sys.exit(said.get("rc", 0))
 '''.replace("__PYTHON__", sys.executable)  # not a pyenv shim: it adds PYENV_* to the environment
 
 
+# Says, in hex, the bytes it was given: its argument (prompt: arg) or its stdin.
+ECHOES_HEX = "import os, sys\nsys.stdout.write((os.fsencode(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin.buffer.read()).hex())\n"
+
+
 def write_executable(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

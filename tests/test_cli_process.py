@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_fakes import all_dead, claude_provider, dead, plain_provider, python_cli, request, result
+from cli_fakes import ECHOES_HEX, all_dead, claude_provider, dead, plain_provider, python_cli, request, result
 
 from conftest import Sweep, make_spec
 from pytest_echo_bench.errors import PermanentError, TransientError
@@ -210,3 +210,16 @@ def test_an_interrupted_call_leaves_nothing_behind(tmp_path: Path) -> None:
     _, err = caller.communicate(timeout=10)
     assert b"KeyboardInterrupt" in err
     assert all_dead([helper])
+
+
+@pytest.mark.parametrize("mode, prompt, given", [
+    ("stdin", "a\x00b", b"a\x00b"), ("stdin", "a\udcffb", b"a\xffb"), ("arg", "a\udcffb", b"a\xffb"),
+    ("arg", "\u00e9\x1b[0m", "\u00e9\x1b[0m".encode()), ("arg", "a\x00b", None), ("stdin", "a\ud800b", None), ("arg", "a\ud800b", None),
+], ids=["stdin-nul", "stdin-escaped-byte", "arg-escaped-byte", "arg-control", "arg-nul", "stdin-surrogate", "arg-surrogate"])
+def test_a_prompt_reaches_the_cli_exactly_or_is_that_items_error(tmp_path: Path, mode: str, prompt: str, given: bytes | None) -> None:
+    provider = plain_provider(python_cli(tmp_path / "cli", ECHOES_HEX), prompt=mode)
+    if given is None:
+        with pytest.raises(PermanentError, match="cannot be given this prompt"):
+            provider.complete(request(prompt))
+    else:
+        assert bytes.fromhex(provider.complete(request(prompt)).text) == given

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_fakes import all_dead, claude_provider, plain_provider, python_cli, request
+from cli_fakes import ECHOES_HEX, all_dead, claude_provider, plain_provider, python_cli, request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_echo_bench.errors import EchoBenchError, ProviderError, TransientError
+from pytest_echo_bench.errors import EchoBenchError, PermanentError, ProviderError, TransientError
 from pytest_echo_bench.providers.base import Completion
 
 # The behaviour comes in a JSON file named on stdin: the CLI reads its prompt as a real one does.
@@ -126,3 +126,23 @@ def quiet(**changes: Any) -> dict[str, Any]:
 ], ids=["binary-cut-with-helper", "euro-cut-closed-early", "preset-cut", "noisy-failure-with-helper", "killed"])
 def test_chosen_cli_behaviours_stay_inside_the_boundary(tmp_path: Path, b: dict[str, Any]) -> None:
     check(tmp_path, b)
+
+
+# Any text a dataset can hold, lone surrogates included (JSON can spell them).
+prompts = st.text(st.characters(exclude_categories=()), max_size=40)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=prompts, mode=st.sampled_from(["stdin", "arg"]))
+def test_any_prompt_reaches_the_cli_as_its_bytes_or_is_that_items_error(tmp_path_factory: pytest.TempPathFactory,
+                                                                       prompt: str, mode: str) -> None:
+    tmp = tmp_path_factory.mktemp("prompt")
+    provider = plain_provider(python_cli(tmp / "cli", ECHOES_HEX), prompt=mode)
+    try:
+        done = provider.complete(request(prompt))
+    except PermanentError as exc:
+        assert "cannot be given this prompt" in str(exc)
+        assert any(0xD800 <= ord(c) <= 0xDFFF for c in prompt) or (mode == "arg" and "\x00" in prompt)
+        return
+    assert bytes.fromhex(done.text) == prompt.encode("utf-8", "surrogateescape")

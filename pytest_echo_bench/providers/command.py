@@ -118,14 +118,28 @@ class CommandProvider:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _run(self, request: Request, tmp: Path) -> subproc.Finished:
+        data = self._prompt_bytes(request.prompt)
         argv = [a.replace(PROMPT, request.prompt) for a in self.argv] if self.prompt_mode == "arg" else list(self.argv)
         # With the prompt in an argument stdin is /dev/null: a CLI reading it gets EOF, never a wait.
-        stdin = request.prompt.encode() if self.prompt_mode == "stdin" else None
+        stdin = data if self.prompt_mode == "stdin" else None
         limits = subproc.Limits(request.timeout_s, self.max_output_bytes, MAX_STDERR_BYTES)
         try:
             return subproc.run(argv, cwd=tmp / "work", env=self._env(tmp), stdin=stdin, limits=limits)
         except OSError as exc:
             raise self._not_started(exc) from exc
+
+    def _prompt_bytes(self, prompt: str) -> bytes:
+        """The prompt as the CLI gets it: UTF-8, with surrogate escapes as the bytes they stand for
+        (what Python does to an argument), or this item's error if no process can be given it."""
+        try:
+            data = prompt.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            raise PermanentError(f"{self.name} cannot be given this prompt: it holds a lone surrogate "
+                                 f"(U+{ord(prompt[exc.start]):04X}, not UTF-8)") from None
+        if self.prompt_mode == "arg" and b"\0" in data:
+            raise PermanentError(f"{self.name} cannot be given this prompt: it holds a NUL character, which no program "
+                                 "argument can carry (prompt: stdin can)")
+        return data
 
     def _env(self, tmp: Path) -> dict[str, str]:
         env = {k: os.environ[k] for k in _ALLOWED_ENV if k in os.environ}
