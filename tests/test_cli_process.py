@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,17 @@ def test_the_answer_of_a_cli_that_leaves_a_helper_is_graded(pytester: pytest.Pyt
     assert all_dead([int((pytester.path / "pids").read_text())])
 
 
+def test_a_cli_that_exits_just_before_its_timeout_has_answered(tmp_path: Path) -> None:
+    # Its helper holds the pipes past the timeout: the grace runs out after it, and the answer counts.
+    pids = tmp_path / "pids"
+    timeout_ends = time.time() + 1.5  # the call starts a moment later: its timeout ends a moment after this
+    cli = python_cli(tmp_path / "cli", f"import time\ntime.sleep(max(0, {timeout_ends} - 0.25 - time.time()))\n"
+                                        + LEAVES_A_HELPER)
+    done = plain_provider(cli, prompt="arg").complete(replace(request(str(pids)), timeout_s=1.5))
+    assert done.text == "4"
+    assert all_dead([int(pids.read_text())])
+
+
 def test_a_cli_that_closes_stdout_early_is_running_until_it_exits(tmp_path: Path) -> None:
     cli = python_cli(tmp_path / "cli", "import os, time\nos.write(1, b'4')\nos.close(1)\nos.close(2)\ntime.sleep(1)\n")
     start = time.monotonic()
@@ -72,10 +84,9 @@ def test_a_cli_that_closes_stdout_and_never_exits_times_out_and_dies(tmp_path: P
     cli = python_cli(tmp_path / "cli", "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
                                         "os.write(1, b'4')\nos.close(1)\ntime.sleep(300)\n")
     pids = tmp_path / "pids"
-    call = request(str(pids))
     start = time.monotonic()
     with pytest.raises(TransientError, match="timed out after 1 s"):
-        plain_provider(cli, prompt="arg").complete(type(call)(call.example, call.arm, call.prompt, timeout_s=1))
+        plain_provider(cli, prompt="arg").complete(replace(request(str(pids)), timeout_s=1))
     assert time.monotonic() - start < 3
     assert all_dead([int(pids.read_text())])
 

@@ -21,7 +21,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,42 +119,50 @@ def run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | N
 
 def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _Keep, limits: Limits) -> bool:
     """Move bytes until the process has exited and its pipes are drained (or the grace ends); True on timeout."""
-    deadline = time.monotonic() + limits.timeout_s
-    drain_until: float | None = None
-    with selectors.DefaultSelector() as sel:
+    with selectors.DefaultSelector() as sel, _exit_fd(proc.pid) as exit_fd:
         assert proc.stdout is not None and proc.stderr is not None
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
-        pending = memoryview(stdin or b"")
-        if proc.stdin is not None:
-            pending = _start_writing(sel, proc, pending)
-        exit_fd = _pidfd(proc.pid)
         if exit_fd is not None:
             sel.register(exit_fd, selectors.EVENT_READ, None)
-        try:
-            while True:
-                now = time.monotonic()
-                if drain_until is None and _exited(proc.pid):
-                    drain_until = now + limits.grace_s
-                    if exit_fd is not None:
-                        sel.unregister(exit_fd)
-                if drain_until is not None and (now >= drain_until or not _reading(sel, proc)):
-                    return False
-                if now >= deadline:
-                    return True
-                wait = min(deadline, drain_until or deadline) - now
-                for key, _ in sel.select(wait if exit_fd is not None or drain_until else min(wait, _TICK_S)):
-                    if isinstance(key.data, _Keep):
-                        _read(sel, key.fd, key.data)
-                    elif key.data == "stdin":
-                        pending = _write(sel, proc, pending)
-        finally:
-            if exit_fd is not None:
-                os.close(exit_fd)
+        pending = _start_writing(sel, proc, memoryview(stdin or b""))
+        ends, exited = time.monotonic() + limits.timeout_s, False  # the timeout; after the exit, the grace
+        while True:
+            now = time.monotonic()
+            if not exited and _exited(proc.pid):
+                # Exited is finished, even a moment before the timeout: the grace may outlast it.
+                ends, exited = now + limits.grace_s, True
+                if exit_fd is not None:
+                    sel.unregister(exit_fd)
+            if exited and (now >= ends or not _reading(sel, proc)):
+                return False
+            if now >= ends:
+                return True
+            tick = ends - now if exited or exit_fd is not None else min(ends - now, _TICK_S)
+            for key, _ in sel.select(tick):
+                if isinstance(key.data, _Keep):
+                    _read(sel, key.fd, key.data)
+                elif key.data == "stdin":
+                    pending = _write(sel, proc, pending)
+
+
+@contextlib.contextmanager
+def _exit_fd(pid: int) -> Iterator[int | None]:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), else None: then we poll."""
+    try:
+        fd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _start_writing(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview) -> memoryview:
-    assert proc.stdin is not None
+    if proc.stdin is None:  # /dev/null
+        return pending
     os.set_blocking(proc.stdin.fileno(), False)  # a write takes what the pipe holds, never waits
     if not pending:
         proc.stdin.close()  # EOF at once: a CLI that reads stdin to its end must not wait for more
@@ -193,14 +201,6 @@ def _reading(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes]) -> bool
     fds = {key.fd for key in sel.get_map().values()}
     assert proc.stdout is not None and proc.stderr is not None
     return proc.stdout.fileno() in fds or proc.stderr.fileno() in fds
-
-
-def _pidfd(pid: int) -> int | None:
-    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), else None: then we poll."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def _exited(pid: int) -> bool:
