@@ -234,3 +234,18 @@ def test_a_prompt_reaches_the_cli_exactly_or_is_that_items_error(tmp_path: Path,
             provider.complete(request(prompt))
     else:
         assert bytes.fromhex(provider.complete(request(prompt)).text) == given
+
+
+@pytest.mark.parametrize("body, text, at_least_s", [
+    (LEAVES_A_HELPER, "4", 0.4),
+    ("import os, time\nos.write(1, b'4')\nos.close(1)\nos.close(2)\ntime.sleep(0.5)\n", "4", 0.5),
+], ids=["helper-holds-stdout", "closes-stdout-early"])
+def test_without_an_exit_descriptor_the_exit_is_polled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str,
+                                                        text: str, at_least_s: float) -> None:
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")  # a kernel before 5.3
+
+    monkeypatch.setattr("os.pidfd_open", no_pidfd)
+    start = time.monotonic()
+    assert plain_provider(python_cli(tmp_path / "cli", body), prompt="arg").complete(request(str(tmp_path / "pids"))).text == text
+    assert at_least_s <= time.monotonic() - start < 2.5

@@ -255,8 +255,13 @@ def test_binary_overrides_the_executable(pytester: pytest.Pytester, sweep: Sweep
      ("{provider: command, preset: claude}", "*preset claude needs a 'model'*"),
      ("{provider: command, preset: gemini, model: m}", "*unknown preset 'gemini'*"),
      ("{provider: command, preset: claude, model: m, env: ['KEY=value']}", "*env lists variable names*"),
-     ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*")],
-    ids=["string-argv", "arg-without-slot", "preset-model", "preset-name", "env-value", "unknown"],
+     ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*"),
+     ("{provider: command, argv: [claude], max_output_bytes: 0}", "*max_output_bytes must be a positive number of bytes, got 0*"),
+     ("{provider: command, argv: [claude], max_output_bytes: -5}", "*max_output_bytes must be a positive number*"),
+     ("{provider: command, argv: [claude], max_output_bytes: 4MB}", "*max_output_bytes has the wrong type: '4MB'*"),
+     ("{provider: command, argv: [claude], max_output_bytes: true}", "*max_output_bytes has the wrong type: True*")],
+    ids=["string-argv", "arg-without-slot", "preset-model", "preset-name", "env-value", "unknown",
+         "cap-zero", "cap-negative", "cap-string", "cap-bool"],
 )
 def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, arm: str, message: str) -> None:
     make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
