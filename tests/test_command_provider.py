@@ -269,3 +269,12 @@ def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fa
     assert result.ret == 2 and rows == []
     result.stdout.fnmatch_lines(["*invalid benchmark spec*" + message.lstrip("*")])
 
+
+
+def test_a_result_object_over_max_output_bytes_is_that_items_error_row(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+    arm = "{provider: command, preset: claude, model: sonnet, max_output_bytes: 40}"  # the result object is ~170 bytes
+    make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
+    _, _, rows = sweep.run()
+    assert [r["status"] for r in rows] == ["error"] and rows[0]["attempts"] == 1  # not retried: it would be cut again
+    assert "claude printed more than max_output_bytes (40);" in rows[0]["detail"]
+    assert "bytes were dropped and its result could not be read" in rows[0]["detail"]
