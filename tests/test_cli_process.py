@@ -249,3 +249,9 @@ def test_without_an_exit_descriptor_the_exit_is_polled(tmp_path: Path, monkeypat
     start = time.monotonic()
     assert plain_provider(python_cli(tmp_path / "cli", body), prompt="arg").complete(request(str(tmp_path / "pids"))).text == text
     assert at_least_s <= time.monotonic() - start < 2.5
+
+
+@pytest.mark.parametrize("timeout_s", [float("inf"), 1e300], ids=["inf", "1e300"])
+def test_a_timeout_too_large_for_the_clock_is_no_timeout(tmp_path: Path, timeout_s: float) -> None:
+    done = plain_provider(python_cli(tmp_path / "cli", "print('4')\n")).complete(replace(request("x"), timeout_s=timeout_s))
+    assert done.text == "4"

@@ -28,6 +28,8 @@ from pathlib import Path
 _CHUNK = 1 << 16
 _TICK_S = 0.05  # how often the exit is checked where no pidfd tells us (kernels before 5.3)
 _REAP_S = 5.0  # a SIGKILLed process is gone at once; bounded anyway
+# One wait at most: a spec's timeout_s may be 1e300 or .inf, which epoll cannot take (OverflowError).
+_MAX_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _
             if now >= ends:
                 return True
             tick = ends - now if exited or exit_fd is not None else min(ends - now, _TICK_S)
-            for key, _ in sel.select(tick):
+            for key, _ in sel.select(min(tick, _MAX_WAIT_S)):
                 if isinstance(key.data, _Keep):
                     _read(sel, key.fd, key.data)
                 elif key.data == "stdin":
