@@ -108,3 +108,17 @@ def test_a_model_answer_with_a_lone_surrogate_is_recorded_exactly(pytester: pyte
     assert not UNSAFE.search(result.stdout.str()) and "Traceback" not in result.stdout.str()
     assert [r["output"] for r in read_rows(out)[1]] == [answer] == [r["output"] for r in read_rows(pytester.path / "again.jsonl")[1]]
     assert len(server.requests) == 2  # not cached, asked again
+
+
+def test_shards_split_ids_with_lone_surrogates(pytester: pytest.Pytester) -> None:
+    """The shard hash took UTF-8 bytes of the key: an id with a lone surrogate raised in collection."""
+    ids = ["q\ud800", "\udfff", "a\udcff\x1b", "plain", "\u202e"]
+    write_items(pytester, ids, ["4"] * len(ids))
+    make_spec(pytester, SPEC)
+    rows = []
+    for shard in ("1/2", "2/2"):
+        out = pytester.path / f"shard{shard[0]}.jsonl"
+        result = sweep(pytester, out, "--bench-shard", shard)
+        assert result.ret == 0 and not UNSAFE.search(result.stdout.str()), result.stdout.str()[-2000:]
+        rows += read_rows(out)[1]
+    assert sorted((r["task_id"], r["arm"]) for r in rows) == sorted((t, a) for t in ids for a in ("ref", "sim"))
