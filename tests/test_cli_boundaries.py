@@ -236,6 +236,8 @@ def test_a_bug_is_one_line_and_status_3_or_a_traceback_when_debugging(
     monkeypatch.setattr(power_cli, "power_lines", broken)
     status, printed = run_main(["power", "--diff", "0.1", "--discordant", "0.2"], capsys)
     assert status == BUG == 3 and "internal error (TypeError: a bug of ours)" in printed and "ECHO_BENCH_DEBUG=1" in printed
+    monkeypatch.setenv("ECHO_BENCH_DEBUG", "0")
+    assert run_main(["power", "--diff", "0.1", "--discordant", "0.2"], capsys)[0] == BUG
     monkeypatch.setenv("ECHO_BENCH_DEBUG", "1")
     with pytest.raises(TypeError, match="a bug of ours"):
         main(["power", "--diff", "0.1", "--discordant", "0.2"])

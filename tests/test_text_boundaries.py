@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from openai_server import FakeOpenAI
 
 from conftest import make_spec, read_rows

@@ -17,7 +17,7 @@ from pytest_echo_bench.store.safe_text import shown
 
 BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
 BUG = 3  # an exception no bad input explains
-DEBUG_ENV = "ECHO_BENCH_DEBUG"  # set (to anything): such exceptions propagate, traceback and all
+DEBUG_ENV = "ECHO_BENCH_DEBUG"  # set, and not to 0: exceptions propagate, traceback and all
 DAY_S = 86400.0
 MAX_BACKOFF_S = 8 * DAY_S  # as far ahead as the supervisor trusts a provider's reset time
 SHARE = number(0, 1, open_low=True, open_high=True)
@@ -103,7 +103,7 @@ def _regrade(args: argparse.Namespace) -> int:
         say(note)
     rows = len(result.lines)
     say(f"echo-bench: regraded {rows} rows ({result.kept} provider errors kept as they were): "
-          f"{len(result.changes)} verdicts changed -> {args.output}")
+        f"{len(result.changes)} verdicts changed -> {args.output}")
     return 0
 
 
@@ -193,18 +193,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         say(f"echo-bench {args.command_name}: interrupted", err=True)
-        return BAD_INPUT
+        return 2  # as pytest says it of an interrupted run
     except (EchoBenchError, OSError, ValueError, RecursionError) as exc:  # what bad input raises
-        if os.environ.get(DEBUG_ENV):
+        if _debugging():
             raise
         say(f"echo-bench {args.command_name}: {_one_line(exc)}", err=True)
         return BAD_INPUT
     except Exception as exc:
-        if os.environ.get(DEBUG_ENV):
+        if _debugging():
             raise
         say(f"echo-bench {args.command_name}: internal error ({type(exc).__name__}: {_one_line(exc)}); "
             f"a bug: {DEBUG_ENV}=1 shows the traceback", err=True)
         return BUG
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 def _one_line(exc: BaseException) -> str:

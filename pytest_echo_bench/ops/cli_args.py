@@ -14,9 +14,12 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import TYPE_CHECKING
 
 from pytest_echo_bench.store.safe_text import shown
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 def say(text: str, err: bool = False) -> None:
@@ -30,7 +33,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, with its messages escaped: they repeat the user's arguments, which may hold
     anything a file name can (``surrogateescape`` makes undecodable bytes lone surrogates)."""
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if message:
             (file or sys.stderr).write(shown(message))
 
