@@ -17,6 +17,7 @@ from openai_server import FakeOpenAI
 
 from conftest import make_spec, read_rows
 from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 
 # Every character that must never reach a terminal raw (line feeds and tabs may).
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -121,3 +122,15 @@ def test_shards_split_ids_with_lone_surrogates(pytester: pytest.Pytester) -> Non
         assert result.ret == 0 and not UNSAFE.search(result.stdout.str()), result.stdout.str()[-2000:]
         rows += read_rows(out)[1]
     assert sorted((r["task_id"], r["arm"]) for r in rows) == sorted((t, a) for t in ids for a in ("ref", "sim"))
+
+
+@settings(SETTINGS, max_examples=200)
+@given(text=st.lists(st.one_of(ANY, ODD), max_size=30).map("".join))
+def test_shown_and_escape_id_take_any_code_point(text: str) -> None:
+    for newlines in (True, False):
+        out = shown(text, newlines)
+        out.encode("utf-8")  # a terminal can take it
+        assert not UNSAFE.search(out) and (newlines or "\n" not in out)
+        touched = UNSAFE.search(text) or "\r\n" in text or not newlines and re.search("[\n\t]", text)
+        assert out == text or touched  # nothing safe is changed
+    assert unescape_id(escape_id(text)) == text and not UNSAFE.search(escape_id(text)) and "\n" not in escape_id(text)
