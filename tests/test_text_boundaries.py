@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai_server import FakeOpenAI
@@ -134,3 +135,15 @@ def test_shown_and_escape_id_take_any_code_point(text: str) -> None:
         touched = UNSAFE.search(text) or "\r\n" in text or not newlines and re.search("[\n\t]", text)
         assert out == text or touched  # nothing safe is changed
     assert unescape_id(escape_id(text)) == text and not UNSAFE.search(escape_id(text)) and "\n" not in escape_id(text)
+
+
+def test_a_yaml_id_with_a_lone_surrogate_is_refused_naming_the_line(pytester: pytest.Pytester) -> None:
+    """libyaml (the loader specs use when present) refuses the escape "\\ud800" in a YAML string: a
+    spec error naming file and line, not a crash (a JSON Lines dataset takes such ids)."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        pytest.skip("PyYAML without libyaml reads the escape as a lone surrogate")
+    make_spec(pytester, 'benchmark: demo\ndataset:\n  loader: inline\n  items:\n    - {id: "q\\ud800", input: a, target: "4"}\n'
+                        'scorer: exact\narms:\n  ref: {provider: reference}\n')
+    result = sweep(pytester, pytester.path / "r.jsonl")
+    assert result.ret == pytest.ExitCode.INTERRUPTED and "Traceback" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*invalid benchmark spec: *demo.yaml:5: malformed YAML: found invalid Unicode character escape*"])
