@@ -147,3 +147,34 @@ def test_a_yaml_id_with_a_lone_surrogate_is_refused_naming_the_line(pytester: py
     result = sweep(pytester, pytester.path / "r.jsonl")
     assert result.ret == pytest.ExitCode.INTERRUPTED and "Traceback" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*invalid benchmark spec: *demo.yaml:5: malformed YAML: found invalid Unicode character escape*"])
+
+
+FLAKY = """
+    from pathlib import Path
+    from pytest_echo_bench import arm
+
+    @arm("flaky")
+    def flaky(ctx):
+        # An error row while fail.txt says so, then the right answer ("plain", the first item, always:
+        # an arm whose first calls all fail is taken for misconfigured).
+        if Path("fail.txt").read_text() == "fail" and ctx.example.id != "plain":
+            raise ValueError("prompt rejected")
+        return ctx.example.target
+"""
+
+
+def test_retried_error_rows_of_odd_ids_replace_their_old_rows_in_the_counts(pytester: pytest.Pytester) -> None:
+    """The payload carries the id escaped; the live counts look the old row up by the id itself."""
+    pytester.makeconftest(FLAKY)
+    ids = ["plain", "q\ud800", "a\\x1b", "a\x1b", "\u202e[x]"]
+    write_items(pytester, ids, ["4"] * len(ids))
+    make_spec(pytester, SPEC.replace("  sim: {provider: sim, accuracy: 0.5}\n", "  flaky: {provider: python, function: flaky}\n"))
+    out = pytester.path / "r.jsonl"
+    (pytester.path / "fail.txt").write_text("fail")
+    assert sweep(pytester, out).ret == 0
+    (pytester.path / "fail.txt").write_text("pass")
+    result = sweep(pytester, out, "--bench-retry-errors")
+    assert result.ret == 0 and not UNSAFE.search(result.stdout.str())
+    result.stdout.fnmatch_lines(["*resuming*: 6 recorded, 4 to run*"])
+    summary = json.loads(Path(f"{out}.summary.json").read_text())["arms"]["flaky"]
+    assert (summary["n"], summary["correct"], summary["errors"]) == (5, 5, 0)
