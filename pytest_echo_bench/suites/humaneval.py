@@ -14,7 +14,9 @@ from pytest_echo_bench.datasets.loaders import slice_examples
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.scoring.verdict import CORRECT, UNPARSEABLE, WRONG, Verdict
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.suites.sandbox import EXCEPTION_STATUS, Limits, SandboxResult, Tests, run_python
+from pytest_echo_bench.suites import isolation
+from pytest_echo_bench.suites.sandbox import Limits
+from pytest_echo_bench.suites.verdict import CheckResult, Task, run_check
 
 INSTRUCTION = ("Complete the following Python function. Reply with the complete function (including any "
                "imports it needs) in a single ```python code block.\n\n")
@@ -96,13 +98,13 @@ def _is_statement(text: str) -> bool:
 
 
 def build_program(code: str, metadata: Mapping[str, Any]) -> str:
-    """The prompt, the completion and the task's tests, ending with ``check(<entry_point>)``."""
-    tests = build_tests(metadata)
-    return f"{build_solution(code, metadata)}{tests.source}\ncheck({tests.entry_point})\n"
+    """The prompt, the completion and the task's tests, ending with ``check(<entry_point>)``: the
+    reference harness's program (the scorer never runs it: the tests stay outside the sandbox)."""
+    return f"{build_solution(code, metadata)}{metadata['test']}\ncheck({metadata['entry_point']})\n"
 
 
 def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
-    """The prompt and the completion: the program the tests are run on."""
+    """The prompt and the completion: all that enters the sandbox."""
     prompt, entry = str(metadata["prompt"]), str(metadata["entry_point"])
     if _defines(code, entry):
         # A whole function: after the prompt (its imports and helpers), it replaces the stub there.
@@ -110,9 +112,9 @@ def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
     return prompt + _as_body(code) + "\n\n"
 
 
-def build_tests(metadata: Mapping[str, Any]) -> Tests:
-    """The task's tests (they define ``check``), run apart from the solution's globals."""
-    return Tests(f"{metadata['test']}\n", str(metadata["entry_point"]))
+def task_of(metadata: Mapping[str, Any]) -> Task:
+    """What the trusted side runs: the dataset's prompt (its helpers), the tests, the entry point."""
+    return Task(str(metadata["prompt"]), f"{metadata['test']}\n", str(metadata["entry_point"]))
 
 
 def _as_body(code: str) -> str:
@@ -125,32 +127,35 @@ def _as_body(code: str) -> str:
 # ---- scoring ---------------------------------------------------------------------------------
 
 def limits_from(options: dict[str, Any]) -> Limits:
-    """Spec options (``timeout_s``, ``memory_mb``, ``file_size_mb``, ``processes``) as limits."""
+    """Spec options (``timeout_s``, ``call_timeout_s``, ``memory_mb``, ``file_size_mb``, ``processes``) as limits."""
     defaults = Limits()
+    call = options.get("call_timeout_s")
     return Limits(timeout_s=float(options.get("timeout_s", defaults.timeout_s)),
+                  call_timeout_s=float(call) if call is not None else None,
                   memory_mb=int(options.get("memory_mb", defaults.memory_mb)),
                   file_size_mb=int(options.get("file_size_mb", defaults.file_size_mb)),
                   processes=int(options.get("processes", defaults.processes)))
 
 
 def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
-    """Correct only when ``check(candidate)`` returned in the sandbox (proved by the run's token)."""
+    """Correct only when the task's ``check``, run outside the sandbox, returned on the completion's answers."""
     code = extract_code(output, str(example.metadata["entry_point"]))
     if code is None:
         return Verdict(UNPARSEABLE, None, "unparseable: no code in the answer")
     limits = limits_from(options)
-    result = run_python(build_solution(code, example.metadata), limits, build_tests(example.metadata))
+    isolation.enforce(options, limits)  # a missing layer that the spec or the run requires stops the arm
+    result = run_check(build_solution(code, example.metadata), task_of(example.metadata), limits)
     extra = {"sandbox": {**result.isolation, "seconds": round(result.seconds, 3)}}
-    if result.status == "ok":
+    if result.status == "passed":
         return Verdict(CORRECT, code, "passed", extra)
     if result.status == "error":
-        return Verdict("error", code, f"error: sandbox did not start: {_last_line(result.output)}", extra)
+        return Verdict("error", code, f"error: sandbox did not start: {result.detail or _last_line(result.output)}", extra)
     return Verdict(WRONG, code, failure_detail(result, limits), extra)
 
 
-def failure_detail(result: SandboxResult, limits: Limits) -> str:
-    """A short reason: the limit that was hit, or the failing line and its exception."""
-    if result.status == "timeout":
+def failure_detail(result: CheckResult, limits: Limits) -> str:
+    """A short reason: the limit that was hit, or the failing line of the tests and its exception."""
+    if result.reason == "timeout":
         return f"timed out after {limits.timeout_s:g}s"
     if result.memory_killed:
         return f"memory limit ({limits.memory_mb} MB, all processes together): killed"
@@ -158,30 +163,20 @@ def failure_detail(result: SandboxResult, limits: Limits) -> str:
         return f"output or file size limit ({limits.file_size_mb} MB)"
     if result.signal == "SIGXCPU":
         return f"CPU time limit ({limits.rlimits()['RLIMIT_CPU']}s)"
-    if result.returncode != EXCEPTION_STATUS:  # no exception: the process ended itself (its output says nothing)
-        return f"ended before check() returned ({result.signal or f'exit status {result.returncode}'})"
-    error = _last_line(result.output)
-    if "File too large" in error:
+    raised = result.raised or ""
+    if "File too large" in raised:
         return f"output or file size limit ({limits.file_size_mb} MB)"
-    if error.startswith("MemoryError"):
-        return f"memory limit ({limits.memory_mb} MB): {error}"
-    if error.startswith("BlockingIOError") and "Resource temporarily unavailable" in error:
-        return f"process limit ({limits.processes}): {error}"
-    where = _failing_line(result.output)
-    detail = f"{error} at `{where}`" if where else error or f"exit status {result.returncode}"
+    if raised.startswith("MemoryError"):
+        return f"memory limit ({limits.memory_mb} MB): {raised}"
+    if raised.startswith("BlockingIOError") and "Resource temporarily unavailable" in raised:
+        return f"process limit ({limits.processes}): {raised}"
+    detail = result.detail
+    if result.reason == "ended" and result.returncode is not None:
+        detail += f" ({result.signal or f'exit status {result.returncode}'})"
+    detail = f"{detail} at `{result.where}`" if result.where else detail
     return detail if len(detail) <= 240 else detail[:239] + "…"
 
 
 def _last_line(output: str) -> str:
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-def _failing_line(output: str) -> str | None:
-    """The source line of the innermost traceback frame in main.py (``assert candidate(...)``)."""
-    lines = output.splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].lstrip().startswith('File "main.py"') and i + 1 < len(lines):
-            source = lines[i + 1].strip()
-            return source if source and not source.startswith(("File ", "^")) else None
-    return None

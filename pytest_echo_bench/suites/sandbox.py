@@ -1,45 +1,45 @@
-"""A sandboxed Python subprocess for untrusted code, and a verdict it has to earn.
+"""A sandboxed Python process for untrusted code: the completion's side of a verdict.
 
-``run_python(source, Limits(...))`` runs ``source`` as ``main.py`` under these layers (each one
-recorded in ``SandboxResult.isolation``, since what the machine allows differs):
+``spawn`` starts the harness (``sandbox_wrapper``) on a completion under these layers, each one
+recorded in the row's ``extra.sandbox`` (``describe``), since what the machine allows differs:
 
-- the verdict: the child is "ok" only if the harness inside it (``sandbox_wrapper``) wrote this
-  run's random token after the program's last statement returned; its exit status proves
-  nothing, so ``sys.exit(0)``, ``os._exit(0)`` or any exception is a failure;
 - bubblewrap (``sandbox_launch``): new PID, network, IPC, UTS and mount namespaces, a read-only
   root of ``/usr`` and the interpreter, no ``/proc``, and a private ``/tmp`` tmpfs whose size is
   ``file_size_mb`` in total; without it, ``unshare`` namespaces on the host's filesystem;
 - cgroups (``sandbox_cgroup``): memory and process count of all the run's processes together,
   and a kill of every process the run left behind;
 - user: when the parent is root, a fresh unprivileged uid per run;
-- ``resource`` limits per process, the environment allow-list and a wall-clock timeout.
+- ``resource`` limits per process, the environment allow-list and a wall-clock deadline.
 
+Its only channel to us is a pair of pipes carrying the strict codec (``suites/codec.py``); the
+tests never enter it (``suites/verdict.py``). ``run_python`` runs a plain program the same way.
 What is not defended is listed in docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-from pytest_echo_bench.suites import sandbox_cgroup, sandbox_launch
+from pytest_echo_bench.suites import codec, sandbox_cgroup, sandbox_launch
 from pytest_echo_bench.suites.sandbox_wrapper import WRAPPER
 
 # Where an unprivileged child could still write on the host's filesystem (no private /tmp).
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 OUTPUT_TAIL = 64 * 1024
-EXCEPTION_STATUS = 1  # the harness's exit status after printing the program's exception
-VERDICT_MAX = 4096
 # Fresh uids far above any account; the random pick keeps concurrent runs apart.
 _UID_BASE, _UID_SPAN = 1_900_000_000, 100_000_000
 # bubblewrap's own two processes (outside and as PID 1 inside) count against the pids group.
@@ -50,7 +50,8 @@ _BWRAP_PROCESSES = 2
 class Limits:
     """What one sandboxed run may use."""
 
-    timeout_s: float = 10.0
+    timeout_s: float = 10.0  # the whole check: one deadline
+    call_timeout_s: float | None = None  # one call of the candidate (None: the whole deadline)
     memory_mb: int = 1024
     file_size_mb: int = 16
     processes: int = 32
@@ -69,7 +70,7 @@ class Limits:
 class SandboxResult:
     """How the child ended, the tail of what it printed, and how it was isolated."""
 
-    status: str  # ok (the token came back) | failed | timeout | error (the sandbox itself could not start)
+    status: str  # ok (ran to its end, exit 0) | failed | timeout | error (the sandbox itself could not start)
     returncode: int | None
     output: str
     seconds: float
@@ -90,16 +91,8 @@ class SandboxResult:
         return f"signal {number}"
 
 
-@dataclass(frozen=True)
-class Tests:
-    """Code that defines ``check(candidate)``, and the name of the program's function it is given."""
-
-    source: str
-    entry_point: str
-
-
 @dataclass
-class _Run:
+class SandboxRun:
     """One run's decisions: how it is entered, as whom, where, and its groups."""
 
     limits: Limits
@@ -109,16 +102,12 @@ class _Run:
     workdir: str
     groups: sandbox_cgroup.RunGroups
     python: str
-    token: str = field(default_factory=lambda: secrets.token_hex(16))
 
 
-def run_python(source: str, limits: Limits | None = None, tests: Tests | None = None) -> SandboxResult:
-    """Run ``source`` as ``main.py`` in the sandbox, then ``tests``; never raises for anything the code does.
-
-    The status is "ok" only if ``source`` ran to its end and, given ``tests``, their own ``check``
-    returned on ``source``'s ``tests.entry_point``.
-    """
-    run = _plan(limits or Limits())
+@contextlib.contextmanager
+def prepared(limits: Limits) -> Iterator[SandboxRun]:
+    """A run's plan, and afterwards its groups removed and whatever it left on the host."""
+    run = _plan(limits)
     host_dir = None
     try:
         if not run.bwrap:  # no private /tmp: a directory of its own on the host
@@ -126,14 +115,48 @@ def run_python(source: str, limits: Limits | None = None, tests: Tests | None = 
             run.workdir = str(host_dir)
             if run.uid is not None:
                 os.chown(host_dir, run.uid, run.uid)  # its own directory; 0700 from mkdtemp keeps others out
-        result = _execute(run, _settings(run, source, tests))
+        yield run
     finally:
         sandbox_cgroup.destroy(run.groups)
         if host_dir is not None:
             shutil.rmtree(host_dir, ignore_errors=True)
             if run.uid is not None:
                 _remove_leftovers(run.uid)
-    return result
+
+
+def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
+    """Run ``source`` as ``__main__`` in the sandbox; never raises for anything the code does.
+
+    "ok" means that the program's last statement returned and the process exited 0. That is no
+    verdict (the program may fake it): verdicts are earned outside the sandbox, in ``suites/verdict.py``.
+    """
+    with prepared(limits or Limits()) as run:
+        return _run_program(run, source)
+
+
+def _run_program(run: SandboxRun, source: str) -> SandboxResult:
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    start = time.monotonic()
+    try:
+        with tempfile.TemporaryFile() as out:
+            proc = spawn(run, source, None, (request_r, reply_w), out)
+            for fd in (request_r, reply_w):
+                os.close(fd)
+            returncode = wait(proc, run, start + run.limits.timeout_s) if proc is not None else 127
+            seconds = time.monotonic() - start
+            full = out.seek(0, os.SEEK_END) >= run.limits.file_size_mb << 20
+            text, size = read_output(out)
+        messages = read_messages(reply_r)
+    finally:
+        for fd in (request_w, reply_r):
+            os.close(fd)
+    started = next((m[1] for m in messages if type(m) is tuple and m[:1] == ("ready",) and len(m) == 2), None)
+    loaded = ("loaded",) in messages
+    status = ("timeout" if returncode is None else "ok" if loaded and returncode == 0
+              else "failed" if started is not None else "error")
+    isolation = describe(run, started if type(started) is dict else None)
+    return SandboxResult(status, returncode, text, seconds, isolation, size, full, run.groups.memory_killed())
 
 
 def _remove_leftovers(uid: int) -> None:
@@ -150,7 +173,7 @@ def _remove_leftovers(uid: int) -> None:
                         os.unlink(entry.path)
 
 
-def _plan(limits: Limits) -> _Run:
+def _plan(limits: Limits) -> SandboxRun:
     bwrap = None if limits.network or not limits.bwrap else sandbox_launch.bwrap_path()
     if bwrap is not None:
         prefix = [bwrap, *sandbox_launch.bwrap_args(limits.file_size_mb << 20), "--"]
@@ -162,26 +185,27 @@ def _plan(limits: Limits) -> _Run:
     extra = _BWRAP_PROCESSES if bwrap else 1 if prefix else 0  # unshare itself, before it forks the child
     groups = sandbox_cgroup.create(limits.memory_mb, limits.processes, extra) if limits.cgroups else sandbox_cgroup.RunGroups()
     workdir = f"/tmp/echo-bench-{secrets.token_hex(6)}"  # inside the private /tmp; replaced without bubblewrap
-    return _Run(limits, prefix, bwrap is not None, uid, workdir, groups, python)
+    return SandboxRun(limits, prefix, bwrap is not None, uid, workdir, groups, python)
 
 
-def _environment(workdir: str) -> dict[str, str]:
+def environment(workdir: str) -> dict[str, str]:
     """The child's whole environment: an allow-list, never a copy of ours minus secrets."""
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
 
 
-def _settings(run: _Run, source: str, tests: Tests | None) -> bytes:
-    """What the harness inside reads first: the token, the code, and how to set itself up."""
-    source = source if source.endswith("\n") or not source else source + "\n"
-    program, tests_cfg = source, None
-    if tests is not None:  # main.py reads like the whole program, for tracebacks
-        program = f"{source}{tests.source}\ncheck({tests.entry_point})\n"
-        tests_cfg = {"source": tests.source, "entry_point": tests.entry_point, "line": source.count("\n")}
-    return json.dumps({"token": run.token, "solution": source, "tests": tests_cfg, "program": program, "uid": run.uid,
+def settings(run: SandboxRun, source: str, entry_point: str | None) -> bytes:
+    """What the harness inside reads first: the completion, the codec, how to set itself up."""
+    return json.dumps({"solution": source, "entry_point": entry_point, "codec": codec_source(), "uid": run.uid,
                        "workdir": run.workdir, "make_workdir": run.bwrap, "limits": run.limits.rlimits()}).encode()
 
 
-def _input_fd(data: bytes) -> int:
+@functools.cache
+def codec_source() -> str:
+    """``suites/codec.py`` as text: the harness inside executes it (our package is not in the sandbox)."""
+    return Path(codec.__file__).read_text(encoding="utf-8")
+
+
+def input_fd(data: bytes) -> int:
     """A file holding ``data``, in memory where the OS allows, readable only through this fd."""
     fd = os.memfd_create("echo-bench-input", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else _unlinked_file()
     os.write(fd, data)
@@ -195,47 +219,31 @@ def _unlinked_file() -> int:
     return fd
 
 
-def _execute(run: _Run, settings: bytes) -> SandboxResult:
-    in_fd = _input_fd(settings)
-    verdict_r, verdict_w = os.pipe()
-    argv = [*run.groups.join_prefix(), *run.prefix, run.python, "-I", "-c", WRAPPER, str(in_fd), str(verdict_w)]
-    start = time.monotonic()
+def spawn(run: SandboxRun, source: str, entry_point: str | None, fds: tuple[int, int], out: Any) -> subprocess.Popen[bytes] | None:
+    """Start the sandboxed harness on ``source`` with the (request, reply) pipe ends; None if it cannot start."""
+    in_fd = input_fd(settings(run, source, entry_point))
+    argv = [*run.groups.join_prefix(), *run.prefix, run.python, "-I", "-c", WRAPPER, str(in_fd), *map(str, fds)]
     try:
-        with tempfile.TemporaryFile() as out:  # a file, not a pipe: RLIMIT_FSIZE bounds it
-            returncode = _wait(argv, run, out, (in_fd, verdict_w))
-            os.close(verdict_w)
-            verdict_w = -1
-            seconds = time.monotonic() - start
-            full = out.seek(0, os.SEEK_END) >= run.limits.file_size_mb << 20
-            text, size = _read_output(out)
-        started, finished = _read_verdict(verdict_r, run.token)
-    finally:
-        for fd in (verdict_r, verdict_w):
-            if fd >= 0:
-                os.close(fd)
-    status = "timeout" if returncode is None else "ok" if finished else "failed" if started is not None else "error"
-    killed = run.groups.memory_killed()
-    return SandboxResult(status, returncode, text, seconds, _isolation(run, started), size, full, killed)
-
-
-def _wait(argv: list[str], run: _Run, out: Any, fds: tuple[int, int]) -> int | None:
-    try:
-        proc = subprocess.Popen(argv, cwd="/", env=_environment(run.workdir), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=fds)
+        return subprocess.Popen(argv, cwd="/", env=environment(run.workdir), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(in_fd, *fds))
     except OSError as exc:
         out.write(f"sandbox: {exc}\n".encode())
-        return 127
+        return None
     finally:
-        os.close(fds[0])  # the child has its own copy
+        os.close(in_fd)  # the child has its own copy
+
+
+def wait(proc: subprocess.Popen[bytes], run: SandboxRun, deadline: float) -> int | None:
+    """The sandbox's exit status by ``deadline`` (None: it was still running); then every process of the run is killed."""
     try:
-        return proc.wait(timeout=run.limits.timeout_s)
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         return None
     finally:
-        _kill(proc, run)
+        kill(proc, run)
 
 
-def _kill(proc: subprocess.Popen[bytes], run: _Run) -> None:
+def kill(proc: subprocess.Popen[bytes], run: SandboxRun) -> None:
     """Kill the process group and every process in the run's cgroups, then reap."""
     # Also after a normal exit: without a PID namespace, forked children outlive the child.
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -248,40 +256,41 @@ def _kill(proc: subprocess.Popen[bytes], run: _Run) -> None:
 
 def _kill_uid(uid: int) -> None:
     """Kill every process of the run's own uid: the last resort where no namespace or group holds them."""
-    kill = shutil.which("kill", path="/usr/bin:/bin")
-    if kill is None:
+    command = shutil.which("kill", path="/usr/bin:/bin")
+    if command is None:
         return
     # kill(-1) as that uid reaches exactly its processes; the uid is this run's alone.
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([kill, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={},
+        subprocess.run([command, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={},
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5)
 
 
-def _read_verdict(fd: int, token: str) -> tuple[dict[str, Any] | None, bool]:
-    """(the harness's ``started`` report, whether the token and nothing else followed it)."""
-    os.set_blocking(fd, False)  # every writer is dead; a stray one must not hang the grader
+def read_messages(fd: int, limit: int = 64 * 1024) -> list[Any]:
+    """The frames a finished sandbox left on its reply pipe (bounded; malformed ones end the list)."""
+    os.set_blocking(fd, False)  # every writer is dead; a stray one must not hang us
     data = b""
     with contextlib.suppress(BlockingIOError):
-        while len(data) <= VERDICT_MAX and (chunk := os.read(fd, VERDICT_MAX)):
+        while len(data) <= limit and (chunk := os.read(fd, limit)):
             data += chunk
-    head, _, rest = data.partition(b"\n")
-    if not head.startswith(b"started "):
-        return None, False
-    try:
-        report = json.loads(head[len(b"started "):])
-    except ValueError:
-        return None, False
-    return report, secrets.compare_digest(rest, token.encode() + b"\n")
+    messages: list[Any] = []
+    with contextlib.suppress(codec.CodecError, struct.error):
+        while len(data) >= 4:
+            size = codec.frame_length(data[:4])
+            if len(data) < 4 + size:
+                break
+            messages.append(codec.decode(data[4:4 + size]))
+            data = data[4 + size:]
+    return messages
 
 
-def _read_output(out: Any) -> tuple[str, int]:
+def read_output(out: Any) -> tuple[str, int]:
     """(the tail of the program's output, bytes it wrote)."""
     size = out.seek(0, os.SEEK_END)
     out.seek(max(0, size - OUTPUT_TAIL))
     return out.read().decode("utf-8", "replace"), size
 
 
-def _isolation(run: _Run, started: dict[str, Any] | None) -> dict[str, Any]:
+def describe(run: SandboxRun, started: dict[str, Any] | None) -> dict[str, Any]:
     """What held for this run, as recorded in the row; never more than the run had."""
     namespaces = bool(run.prefix)
     return {
@@ -299,5 +308,5 @@ def _isolation(run: _Run, started: dict[str, Any] | None) -> dict[str, Any]:
             "disk": "private /tmp in total" if run.bwrap else "per file",
         },
         "memory_peak_mb": run.groups.peak_mb(),
-        "limits": {k: v for k, v in asdict(run.limits).items() if k not in ("network", "bwrap", "cgroups")},
+        "limits": {k: v for k, v in asdict(run.limits).items() if k not in ("network", "bwrap", "cgroups") and v is not None},
     }
