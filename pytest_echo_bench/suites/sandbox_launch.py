@@ -1,9 +1,9 @@
 """How the sandbox is entered on this machine: bubblewrap, else ``unshare``, else nothing.
 
-``bwrap_argv`` gives a fresh filesystem view: a read-only ``/usr`` (with the merged-usr links),
-the interpreter's prefixes read-only, a minimal ``/dev``, no ``/proc`` and a private ``/tmp``
-tmpfs of a fixed size, in new PID, network, IPC, UTS and cgroup namespaces whose first process
-dies with the parent. Without bubblewrap, ``unshare_prefix`` gives what util-linux can (network,
+``bwrap_args`` gives a fresh filesystem view: a read-only ``/usr`` (with the merged-usr links),
+a minimal ``/dev``, no ``/proc``, a private ``/tmp`` tmpfs of a fixed size and, over it, the
+interpreter's prefixes read-only (a virtualenv may live under ``/tmp``), in new PID, network,
+IPC, UTS and cgroup namespaces whose first process dies with the parent. Without bubblewrap, ``unshare_prefix`` gives what util-linux can (network,
 PID and IPC namespaces) on the host's filesystem. Each probe runs once per process.
 """
 
@@ -40,7 +40,10 @@ def bwrap_args(tmp_bytes: int) -> list[str]:
         # bubblewrap needs a user namespace when it is not run by root; none may be nested in it.
         args += ["--unshare-user", "--disable-userns"]
     args += ["--ro-bind", "/usr", "/usr", *_root_links()]
-    made: set[Path] = set()
+    # No --proc: the host's is not there, and neither is /proc/self/mem. The private /tmp comes
+    # before the interpreter's prefixes: a virtualenv under /tmp (tox, CI runners) stays visible.
+    args += ["--dev", "/dev", "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    made: set[Path] = {Path("/tmp")}
     for prefix in _prefixes():
         # bubblewrap would create the directories above a bind 0700, out of the dropped uid's reach.
         for parent in reversed(Path(prefix).parents[:-1]):
@@ -48,9 +51,7 @@ def bwrap_args(tmp_bytes: int) -> list[str]:
                 made.add(parent)
                 args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", prefix, prefix]
-    # No --proc: the host's is not there, and neither is /proc/self/mem.
-    args += ["--dev", "/dev", "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
-    return args
+    return [*args, "--chdir", "/tmp"]
 
 
 def _root_links() -> list[str]:
