@@ -228,6 +228,9 @@ class Runner:
             verdict = self._grade(item, completion.text)
         except LocalError as exc:
             return self._local(item, exc)
+        except UnavailableError as exc:  # the scorer cannot grade this arm here (isolation required): the arm stops
+            down = self.arm(item.spec, item.arm).breaker.trip(exc)
+            return Outcome(UNAVAILABLE, message=self.error_text(item.spec, down), misconfigured=down.misconfigured)
         return self._record(item, completion, verdict, started, t0, attempts, retries)
 
     def _grade(self, item: Job, output: str) -> Verdict:
@@ -235,6 +238,8 @@ class Runner:
         assert scorer is not None  # checked at collection
         try:
             return scorer(output, item.example, item.spec.scorer_options)
+        except UnavailableError:
+            raise
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
             local = local_cause(exc)
             if local is not None:  # ... unless it is our machine's (a full disk under the sandbox)

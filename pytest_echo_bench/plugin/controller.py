@@ -18,7 +18,7 @@ import pytest
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
-from pytest_echo_bench.plugin.context import COUNTED, RunContext
+from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.signals import StopSignals
@@ -26,6 +26,7 @@ from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
+from pytest_echo_bench.suites import isolation
 
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
 
@@ -65,11 +66,18 @@ class ControllerPlugin:
         self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
         for note in self.ctx.notes:
             self._write(note)
+        if self._scores_code():
+            self._write(isolation.summary_line())
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
                             self._write, list(self.opts.gates),
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs())
         self.live.start()
+
+    def _scores_code(self) -> bool:
+        """Whether a spec of this run has its answers' code executed (the sandbox's isolation matters)."""
+        loaded = self.config.stash.get(SPEC_CACHE, None) or {}
+        return any(spec.scorer in isolation.CODE_SCORERS for spec, _ in loaded.values())
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Serial: this process collected (xdist: see ``pytest_xdist_node_collection_finished``)."""
@@ -323,6 +331,8 @@ class ControllerPlugin:
         for line in self.gate_lines:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         tr.write_line(f"results: {self.ctx.results}")
+        if self._scores_code() and isolation.machine().missing():
+            tr.write_line(isolation.summary_line(), yellow=True)
         if self.stopped:
             then = "fix that, then resume with" if self.stopped.split(":", 1)[0] in NEEDS_FIXING else "resume with"
             tr.write_line(shown(f"echo-bench: stopped early ({self.stopped}); {then}:", newlines=False),

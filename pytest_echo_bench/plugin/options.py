@@ -34,6 +34,7 @@ class BenchOptions:
     progress_every: float = 30.0
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
+    require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -62,6 +63,9 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
     group.addoption("--bench-progress-every", metavar="SECONDS",
                     help="Print a per-arm progress line this often (default 30; 0 turns it off)")
+    group.addoption("--bench-require-isolation", action="store_true", default=None,
+                    help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
+                    "(bubblewrap, cgroups, uid drop), naming it, instead of running with less")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
@@ -69,6 +73,8 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
     parser.addini("bench_cache", "Response cache file, or 'off'")
     parser.addini("bench_retry_errors", "Resumes also run error rows again (only with --bench-resume)",
+                  type="bool", default=False)
+    parser.addini("bench_require_isolation", "Stop arms whose sandbox lacks a layer (like --bench-require-isolation)",
                   type="bool", default=False)
     parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
 
@@ -118,7 +124,19 @@ def resolve(config: pytest.Config) -> BenchOptions:
         progress_every=every,
         cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
         retry_errors=_retry_errors(config, resume),
+        require_isolation=_require_isolation(config),
     )
+
+
+def _require_isolation(config: pytest.Config) -> bool:
+    if config.getoption("bench_require_isolation"):
+        return True
+    raw = os.environ.get("ECHO_BENCH_REQUIRE_ISOLATION", "").strip().lower()
+    if raw:
+        if raw not in ("1", "true", "yes", "0", "false", "no"):
+            raise pytest.UsageError(f"ECHO_BENCH_REQUIRE_ISOLATION must be 1 or 0, got {raw!r}")
+        return raw in ("1", "true", "yes")
+    return bool(config.getini("bench_require_isolation"))
 
 
 def _retry_errors(config: pytest.Config, resume: str | None) -> bool:

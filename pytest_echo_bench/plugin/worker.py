@@ -26,6 +26,7 @@ from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
+from pytest_echo_bench.suites import isolation
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
@@ -44,6 +45,7 @@ class WorkerPlugin:
 
     def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext, remote: bool) -> None:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
+        isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
         self.stop = StopSignal(Path(ctx.results))
@@ -176,6 +178,7 @@ class WorkerPlugin:
         """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
         self.prefetcher.close(True)
         self.writer.close()
+        isolation.require(False)
         self.signals.restore()
         if RUN in self.config.stash:
             del self.config.stash[RUN]
