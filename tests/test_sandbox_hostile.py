@@ -16,8 +16,7 @@ import pytest
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.suites import humaneval, sandbox
-from pytest_echo_bench.suites.humaneval import build_program, score
-from pytest_echo_bench.suites.sandbox import Limits, run_python
+from pytest_echo_bench.suites.humaneval import score
 from pytest_echo_bench.suites.sandbox_launch import bwrap_path
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
@@ -92,37 +91,6 @@ def test_ending_early_is_wrong_never_correct_nor_a_sandbox_error(answer: str, mo
     verdict = _score(answer, **mode)
     assert verdict.status == "wrong", (verdict.status, verdict.detail)
     assert verdict.detail != "passed"  # the detail comes from the harness, not from what the code printed
-
-
-def test_a_completion_that_knows_the_harness_cannot_find_the_token() -> None:
-    # Every route to the harness's frame or memory that the audit hook (or the mount table) closes.
-    routes = {
-        "getframe": "sys._getframe(1).f_back.f_locals",
-        "traceback": "(lambda e: e.__traceback__.tb_frame)(next(iter([ZeroDivisionError()])))",
-        "generator": "(lambda g: g.gi_frame)((x for x in ()))",
-        "gc": "__import__('gc').get_objects()",
-        "settrace": "sys.settrace(lambda *a: None)",
-        "ctypes": "__import__('ctypes')",
-        "signal": "__import__('_signal').signal(10, lambda s, frame: None)",
-        "fresh-signal": ("__import__('_imp').create_builtin(__import__('importlib.machinery').machinery.ModuleSpec("
-                         "'_signal', None)).signal(10, lambda s, frame: None)"),
-        "proc-mem": "open('/proc/self/mem', 'rb')",
-    }
-    lines = ["import os, sys", "blocked = []"]
-    for name, expr in routes.items():
-        lines += ["try:", f"    {expr}", "except BaseException:", f"    blocked.append({name!r})"]
-    lines += ["found = []", "for fd in range(3, 64):", "    try:", "        os.fstat(fd)", "        found.append(fd)",
-              "    except OSError:", "        pass",
-              "print('blocked', sorted(blocked), 'fds', found)",
-              "def f():\n    return 0\n"]
-    program = build_program("\n".join(lines) + "\n", _task().metadata)
-    result = run_python(program, Limits(timeout_s=5))
-    assert result.status == "failed", result.output
-    report = [ln for ln in result.output.splitlines() if ln.startswith("blocked")][0]
-    blocked, _, fds = report.partition(" fds ")
-    assert blocked == f"blocked {sorted(routes)}", result.output
-    # Only the verdict pipe is left open: the descriptor that carried the token is closed.
-    assert fds != "[]" and "," not in fds, report
 
 
 # ---- nothing outlives the item ----------------------------------------------------------------
