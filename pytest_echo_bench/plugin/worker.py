@@ -26,12 +26,12 @@ from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
-from pytest_echo_bench.suites import isolation
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
+from pytest_echo_bench.suites import isolation
 
 STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
 

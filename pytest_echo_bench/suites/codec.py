@@ -20,7 +20,7 @@ MAX_INT_BYTES = 1 << 16  # an int of about 157,000 digits
 _LEN = struct.Struct(">I")
 _FLOAT = struct.Struct(">d")
 _ATOMS = {None: b"N", True: b"T", False: b"F"}
-_CONTAINERS = {list: b"l", tuple: b"t", set: b"S", dict: b"d"}
+_CONTAINERS: dict[type, bytes] = {list: b"l", tuple: b"t", set: b"S", dict: b"d"}
 
 
 class CodecError(ValueError):

@@ -29,9 +29,9 @@ import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from pytest_echo_bench.suites import codec, sandbox_cgroup, sandbox_launch
