@@ -151,10 +151,10 @@ def verdict(cfg: dict[str, Any], channel: Channel) -> dict[str, Any]:
     try:
         ready = channel.receive("before it was ready")
     except Fatal as exc:
-        return {"status": "error", "reason": exc.reason, "detail": f"the sandbox did not start ({exc.detail})"}
+        return {"status": "error", "reason": exc.reason, "detail": f"sandbox did not start: {exc.detail}"}
     started = ready[1] if type(ready) is tuple and len(ready) == 2 and ready[0] == "ready" and type(ready[1]) is dict else None
     if started is None:
-        return {"status": "error", "reason": "protocol", "detail": "the sandbox did not start (no ready message)"}
+        return {"status": "error", "reason": "protocol", "detail": "sandbox did not start: no ready message"}
     result = _load_and_check(cfg, channel)
     return {**result, "started": {k: v for k, v in started.items() if type(k) is str and type(v) in (int, str)}}
 

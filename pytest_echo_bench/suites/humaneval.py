@@ -149,7 +149,8 @@ def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
     if result.status == "passed":
         return Verdict(CORRECT, code, "passed", extra)
     if result.status == "error":
-        return Verdict("error", code, f"error: sandbox did not start: {result.detail or _last_line(result.output)}", extra)
+        said = _last_line(result.output)  # bubblewrap's own message, when it could not build the sandbox
+        return Verdict("error", code, f"error: {result.detail}" + (f" ({said})" if said else ""), extra)
     return Verdict(WRONG, code, failure_detail(result, limits), extra)
 
 

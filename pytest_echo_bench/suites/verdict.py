@@ -112,7 +112,7 @@ def _judge(box: subprocess.Popen[bytes] | None, run: sandbox.SandboxRun, task: T
         if box is not None:
             sandbox.kill(box, run)
     if box is None:
-        return {"status": "error", "reason": "spawn", "detail": "the sandbox did not start"}, None
+        return {"status": "error", "reason": "spawn", "detail": "sandbox did not start"}, None
     if judge is None:
         return {"status": "error", "reason": "judge", "detail": "the judge process did not start"}, returncode
     if timed_out:
