@@ -118,6 +118,12 @@ def test_the_helpers_come_from_the_dataset_prompt_never_from_the_completion() ->
     assert verdict.status == "wrong", verdict.detail
 
 
+def test_tests_that_pass_what_cannot_cross_are_an_error_not_a_wrong_answer() -> None:
+    test = "def check(candidate):\n    assert candidate(object()) == 1\n"
+    verdict, _ = _timed("    return 1\n", _task(test, 'def f(x):\n    """Return 1."""\n'))
+    assert verdict.status == "error" and "cannot cross: not plain data: object" in verdict.detail, verdict.detail
+
+
 def test_a_completion_that_defines_no_entry_point_is_wrong() -> None:
     verdict, _ = _timed("```python\ndef f():\n    return 1\n\ndel f\n```\n")
     assert verdict.status == "wrong" and "defines no function f()" in verdict.detail, verdict.detail

@@ -183,13 +183,18 @@ def _check(cfg: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         namespace["check"](candidate)
     except BaseException as exc:  # noqa: BLE001 - every way the check ends is a verdict
         if candidate.fatal is not None:
-            return {"status": "wrong", "reason": candidate.fatal.reason, "detail": candidate.fatal.detail}
+            return _fatal(candidate.fatal)
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return {"status": "wrong", "reason": "check", "detail": error[:500], "where": _where(exc, test_source),
                 "raised": candidate.raised}
     if candidate.fatal is not None:  # the check caught it; the item is still wrong
-        return {"status": "wrong", "reason": candidate.fatal.reason, "detail": candidate.fatal.detail}
+        return _fatal(candidate.fatal)
     return {"status": "passed", "calls": candidate.calls}
+
+
+def _fatal(fatal: Fatal) -> dict[str, Any]:
+    # Arguments that cannot cross are the dataset's doing, not the completion's: no verdict on it.
+    return {"status": "error" if fatal.reason == "arguments" else "wrong", "reason": fatal.reason, "detail": fatal.detail}
 
 
 def _where(exc: BaseException, source: str) -> str | None:
