@@ -1,7 +1,7 @@
 """The trusted side of a HumanEval verdict: the task's ``check`` run on a proxy of the completion.
 
 This runs in a child process of ours, outside the sandbox (``suites/verdict.py`` starts it as
-``python -I -c BOOT <in_fd> <request_fd> <reply_fd> <result_fd>``). The dataset's prompt is
+``python -I -S -c BOOT <root> <in_fd> <request_fd> <reply_fd> <result_fd>``). The dataset's prompt is
 executed here, so the helpers a prompt defines beside the entry point (``encode_cyclic``,
 ``poly``) are the dataset's, then the task's tests, whose ``check`` is given a ``Candidate``:
 calling it sends the arguments to the sandbox and receives the return value as plain data.
