@@ -137,9 +137,8 @@ class ResultsWriter:
 
     def _replaced(self, how: str) -> ReplacedError:
         return ReplacedError(
-            f"{self.path} was {how} while this run was appending to it; stopping so that no row is lost or "
-            "recorded twice (rows are never appended to a file this run does not own). If the file at the "
-            f"path holds the sweep, resume it with: pytest --bench-resume {self.path}")
+            f"{self.path} was {how} while this run was appending to it; this run stops rather than lose "
+            "its rows in a removed file or append them beside another run's")
 
     def start(self) -> None:
         """Write the meta line now if the file is new or empty: the file exists from the run's start."""
