@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -105,7 +106,8 @@ def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
 
 def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
     def fail(message: str, *keys: Any) -> SpecError:
-        return SpecError(message, str(path), nearest_line(lines, keys), ".".join(map(str, keys)))
+        # Every node has a line; only an empty document has none, and its line 1 is what is wrong.
+        return SpecError(message, str(path), nearest_line(lines, keys) or 1, ".".join(map(str, keys)))
 
     if not isinstance(data, dict):
         raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
@@ -191,7 +193,7 @@ def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str,
         return prices, None
     unit = _mapping(unit, "pricing.unit", fail)
     ref = unit.get("arm")
-    if ref not in prices:
+    if not isinstance(ref, str) or ref not in prices:
         raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
     tokens = {k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail)) for k in ("prompt_tokens", "completion_tokens")}
     usd = (tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]) / 1e6
@@ -253,32 +255,25 @@ MAX_SECONDS = 86_400.0  # a day: any timeout or backoff
 MAX_NUMBER = 1e12
 
 
-def _number(value: Any, key: str, fail: Any) -> float:
+def _number(value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER) -> float:
+    """A number from ``least`` to ``most``; compared before any float() (10**400 overflows one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise fail(f"must be a number, got {_shown(value)}", *key.split("."))
-    if not -MAX_NUMBER <= value <= MAX_NUMBER:  # False for nan as well
+    if value != value or value in (math.inf, -math.inf):
         raise fail(f"must be a finite number, got {_shown(value)}", *key.split("."))
+    if value < least:
+        raise fail(f"must be {'> 0' if least > 0 else f'>= {least:,g}'}, got {_shown(value)}", *key.split("."))
+    if value > most:
+        raise fail(f"must be at most {most:,g}, got {_shown(value)}", *key.split("."))
     return float(value)
 
 
 def _positive(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
-    number = _number(value, key, fail)
-    if number <= 0:
-        raise fail(f"must be > 0, got {_shown(value)}", *key.split("."))
-    return _at_most(number, most, key, fail)
+    return _number(value, key, fail, math.ulp(0.0), most)
 
 
 def _non_negative(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
-    number = _number(value, key, fail)
-    if number < 0:
-        raise fail(f"must be >= 0, got {_shown(value)}", *key.split("."))
-    return _at_most(number, most, key, fail)
-
-
-def _at_most(number: float, most: float, key: str, fail: Any) -> float:
-    if number > most:
-        raise fail(f"must be at most {most:,g}, got {_shown(number)}", *key.split("."))
-    return number
+    return _number(value, key, fail, 0.0, most)
 
 
 def _shown(value: Any) -> str:

@@ -58,7 +58,7 @@ class _Loader(_Base):  # type: ignore[misc]
             return super().construct_object(node, deep)
         except yaml.YAMLError:
             raise
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        except Exception as exc:  # ValueError (2001-02-30), KeyError (!!bool x), ...: all a bad value
             raise yaml.constructor.ConstructorError(None, None, f"cannot read this value: {exc}",
                                                     node.start_mark) from None
 
@@ -72,7 +72,7 @@ def parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
             check_nodes(node, path)  # before anything walks the graph as a tree
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
-        raise _malformed(exc, path) from exc
+        raise _malformed(exc, text, path) from exc
     except RecursionError as exc:  # the pure-Python composer recurses per level
         raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path) from exc
     finally:
@@ -83,7 +83,12 @@ def parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
     return data, lines
 
 
-def _malformed(exc: yaml.YAMLError, path: str) -> SpecError:
+def _malformed(exc: yaml.YAMLError, text: str, path: str) -> SpecError:
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses: it carries an offset, no mark
+        start = text.rfind("\n", 0, exc.position) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        return SpecError(f"malformed YAML: {exc.reason} (character #x{code:04x} at column {exc.position - start + 1})",
+                         path, text.count("\n", 0, exc.position) + 1)
     # The context mark is where the broken construct starts (an unclosed bracket, say);
     # the problem mark is where the parser noticed, often the end of the file.
     start = getattr(exc, "context_mark", None)
