@@ -316,3 +316,12 @@ def test_an_alias_bomb_spec_is_a_collection_error_in_well_under_a_second(pyteste
     result.stdout.fnmatch_lines(["*demo.yaml:*: aliases expand the document by more than 100,000 nodes*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert no_results_file(pytester.path / "r.jsonl")
+
+
+def test_a_fifo_named_like_a_spec_is_not_opened_by_discovery(pytester: pytest.Pytester) -> None:
+    make_spec(pytester, sim_spec(1))
+    fifo(pytester.path / "pipe.yaml")  # would block the sniff's open() until a writer came
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--bench-out", str(pytester.path / "r.jsonl"),
+                                           timeout=60)
+    assert result.ret == 0
+    result.assert_outcomes(passed=1, failed=1)  # the sim arms "good" and "bad": the sweep ran
