@@ -209,6 +209,12 @@ FOUND = {
                     f"epochs: {10**100}\n", "must be at most 1,000"),
     # was TypeError in sorting mixed keys when fingerprinting (`yes:` is True in YAML)
     "a key that is not text": ("benchmark: demo\narms: {a: {provider: sim, yes: 1}}\n", "mapping key 'yes' is not text"),
+    # found by generation: TypeError (a list in `in`), KeyError out of PyYAML, an error with no line
+    "unhashable unit arm": ("benchmark: demo\ndataset: {loader: inline}\nscorer: exact\narms: {a: {provider: sim}}\n"
+                            "pricing: {a: {input: 1}, unit: {arm: [], prompt_tokens: 1}}\n",
+                            "pricing.unit.arm must name a priced arm"),
+    "not a bool": ("benchmark: demo\ndescription: !!bool x\n", "cannot read this value"),
+    "control character": ("benchmark: demo\ndescription: a\x1fb\n", "control characters are not allowed .* column 15"),
     "too deep": ("benchmark: demo\ndescription: " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n",
                  f"nested more than {MAX_DEPTH} levels deep"),
 }
@@ -299,7 +305,7 @@ def test_an_output_path_that_is_no_regular_file_is_a_usage_error_with_no_side_fi
     path = {"fifo": lambda: str(fifo(pytester.path / "r.jsonl")), "directory": lambda: str(pytester.path)}.get(
         out, lambda: out)()
     before = side_files(path)
-    for option in ("--bench-out", "--bench-resume"):
+    for option in ("--bench-out", "--bench-resume", "--bench-html", "--bench-cache"):
         result = pytester.runpytest("-p", "no:cacheprovider", "demo.yaml", option, path)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{option} {path}: is a *, not a regular file; name a regular file*"])
