@@ -331,3 +331,29 @@ def test_a_fifo_named_like_a_spec_is_not_opened_by_discovery(pytester: pytest.Py
                                            timeout=60)
     assert result.ret == 0
     result.assert_outcomes(passed=1, failed=1)  # the sim arms "good" and "bad": the sweep ran
+
+
+def test_bbh_paths_are_checked_before_they_are_opened(tmp_path: Path) -> None:
+    from pytest_echo_bench.suites.bbh import load
+
+    tasks = tmp_path / "bbh"
+    (tasks / "odd.json").mkdir(parents=True)  # a task "file" that is a directory
+    (tmp_path / "secret.json").write_text('{"examples": [{"input": "x", "target": "y"}]}')
+    spec_file = tmp_path / "bbh.yaml"
+    cases = {f"{{loader: bbh, path: {tasks / 'odd.json'}/..}}": None,
+             f"{{loader: bbh, path: {tmp_path / 'secret.json'}}}": "is a regular file, not a directory",
+             "{loader: bbh, path: bbh, subtasks: [../secret]}": "subtasks must be a list of BBH task names",
+             "{loader: bbh, path: bbh, subtasks: [odd]}": "odd.json is a directory, not a regular file",
+             "{loader: bbh, path: bbh, subtasks: [ok], cot_prompts: secret.json}":
+                 "cot_prompts .*secret.json is a regular file, not a directory"}
+    (tasks / "ok.json").write_text('{"examples": [{"input": "x", "target": "y"}]}')
+    for dataset, expected in cases.items():
+        spec_file.write_text(f"benchmark: b\ndataset: {dataset}\nscorer: bbh\narms: {{a: {{provider: sim}}}}\n")
+        spec = load_spec(spec_file)
+        if expected is None:
+            with pytest.raises(SpecError, match="odd.json is a directory"):  # found by the glob, refused all the same
+                load(spec)
+            continue
+        with pytest.raises(SpecError, match=expected) as caught:
+            load(spec)
+        assert caught.value.line == 2 and caught.value.key.startswith("dataset.")
