@@ -100,51 +100,54 @@ def _malformed(exc: yaml.YAMLError, text: str, path: str) -> SpecError:
     return SpecError(f"malformed YAML: {problem}{where}", path, line)
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [child for pair in node.value for child in pair]
-    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
-
-
 def check_nodes(root: yaml.Node, path: str) -> None:
     """Refuse a recursive alias, aliases that expand the document by more than MAX_ALIAS_NODES,
     nesting deeper than MAX_DEPTH and a mapping key that is not a string; each at its line.
 
-    One iterative pass over the node graph, each shared node sized once: the graph of an alias
-    bomb is small, so this costs what the file's length costs.
+    One pass over the node graph, each shared collection sized once: the graph of an alias bomb
+    is small, so this costs what the file's length costs. The first reference to a collection
+    walks it; every later one is an alias and adds its size. Scalars are not remembered: an alias
+    of one adds a single node, as its ``*name`` in the file does.
     """
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes once expanded, depth)
-    claimed: set[int] = set()  # nodes one parent already counts; any other reference is an alias
-    open_: set[int] = set()  # nodes whose subtree is being walked: meeting one again is a cycle
+    done: dict[int, tuple[int, int]] = {}  # id(collection) -> (nodes once expanded, height)
+    walking: set[int] = set()  # collections whose subtree is being walked: meeting one again is a cycle
     added = 0
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
+
+    def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> tuple[int, int]:
+        nonlocal added
+        if isinstance(node, yaml.ScalarNode):
+            return 1, 1
         key = id(node)
-        if not done:
-            if key in open_:
-                raise SpecError("an alias refers to a node that contains it (a recursive structure)",
-                                path, node.start_mark.line + 1)
-            if key not in sizes:
-                _check_keys(node, path)
-                open_.add(key)
-                stack.append((node, True))
-                stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
-            continue
-        open_.discard(key)
-        kids = _children(node)
-        for child in kids:
-            if id(child) in claimed:
-                added += sizes[id(child)][0]
-            claimed.add(id(child))
-        depth = 1 + max((sizes[id(c)][1] for c in kids), default=0)
-        sizes[key] = (1 + sum(sizes[id(c)][0] for c in kids), depth)
-        line = node.start_mark.line + 1
-        if added > MAX_ALIAS_NODES:
-            raise SpecError(f"aliases expand the document by more than {MAX_ALIAS_NODES:,} nodes (a YAML alias "
-                            "bomb?); write the repeated values out, or put the data in a JSONL dataset", path, line)
+        known = done.get(key)
+        if known is not None:  # an alias: all of it again
+            added += known[0]
+            if added > MAX_ALIAS_NODES:
+                raise SpecError(f"aliases expand the document by more than {MAX_ALIAS_NODES:,} nodes (a YAML "
+                                "alias bomb?); write the repeated values out, or put the data in a JSONL dataset",
+                                path, parent.start_mark.line + 1)
+            if depth + known[1] - 1 > MAX_DEPTH:
+                raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, parent.start_mark.line + 1)
+            return known
+        if key in walking:
+            raise SpecError("an alias refers to a node that contains it (a recursive structure)",
+                            path, parent.start_mark.line + 1)
         if depth > MAX_DEPTH:
-            raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, line)
+            raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, node.start_mark.line + 1)
+        walking.add(key)
+        if isinstance(node, yaml.MappingNode):
+            _check_keys(node, path)
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = node.value
+        size, height = 1, 0
+        for child in children:
+            grown, high = visit(child, depth + 1, node)
+            size, height = size + grown, max(height, high)
+        walking.discard(key)
+        done[key] = (size, height + 1)
+        return size, height + 1
+
+    visit(root, 1, root)
 
 
 def _check_keys(node: yaml.Node, path: str) -> None:
