@@ -1,19 +1,36 @@
-"""The general dataset loaders: items written in the spec (``inline``) and JSON Lines files."""
+"""The general dataset loaders: items written in the spec (``inline``) and JSON Lines files.
+
+A dataset path must name a regular file (a directory for loaders that read one): anything else is
+refused by ``stat`` before it is opened, naming the spec, the key and the path. A JSONL file is read
+a line at a time, each at most ``MAX_LINE_BYTES``: before this a FIFO hung collection and
+``/dev/zero`` (one endless line) ran it into MemoryError.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import NO_METADATA, Example
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.paths import open_regular, refusal
+
+MAX_LINE_BYTES = 16 << 20  # one JSONL item, newline included: far above any real one, far below memory
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+def _text(value: Any, key: str, fail: Callable[[str], Exception]) -> str:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (dict, list)):
+        return str(value)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as exc:  # a date or a set inside, keys that are not text
+        raise fail(f"{key} must be text, a number, or JSON lists and mappings ({exc})") from None
 
 
 def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
@@ -23,8 +40,11 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
         if key not in record or record[key] is None:
             raise fail(f"item is missing {key!r}")
     metadata = record.get("metadata") or {k: v for k, v in record.items() if k not in ("id", "input", "target", "subtask")}
+    if not isinstance(metadata, dict):
+        raise fail(f"metadata must be a mapping, got {type(metadata).__name__}")
     subtask = record.get("subtask")
-    return Example(_text(record["id"]), _text(record["input"]), _text(record["target"]),
+    return Example(_text(record["id"], "id", fail), _text(record["input"], "input", fail),
+                   _text(record["target"], "target", fail),
                    str(subtask) if subtask is not None else None, dict(metadata) if metadata else NO_METADATA)
 
 
@@ -40,7 +60,8 @@ def inline(spec: Spec) -> list[Example]:
     return examples
 
 
-def dataset_path(spec: Spec) -> Path:
+def dataset_path(spec: Spec, want: str = "file") -> Path:
+    """The dataset's ``path`` (relative to the spec): an existing regular file, or directory when ``want`` says so."""
     raw = spec.dataset.get("path")
     if not isinstance(raw, str) or not raw:
         raise spec.error("this loader needs a 'path'", "dataset", "path")
@@ -53,27 +74,43 @@ def dataset_path(spec: Spec) -> Path:
             raise UnavailableError(f"dataset not found: {path} ({spec.path.name} marks it optional; "
                                    "set the path to run this benchmark)")
         raise spec.error(f"dataset not found: {path}", "dataset", "path")
+    why = refusal(path, want)
+    if why is not None:
+        raise spec.error(f"dataset path {path} {why}", "dataset", "path")
     return path
+
+
+def _lines(spec: Spec, path: Path) -> Iterator[tuple[int, bytes]]:
+    """The lines of regular file ``path``, numbered from 1, each read with at most MAX_LINE_BYTES in memory."""
+    try:
+        fd = open_regular(path, lambda why: spec.error(f"dataset path {path} {why}", "dataset", "path"))
+    except OSError as exc:
+        raise spec.error(f"cannot read dataset {path}: {exc.strerror or exc}", "dataset", "path") from exc
+    with os.fdopen(fd, "rb") as f:
+        for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise spec.error(f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes; one item per "
+                                 "line, each a JSON object", "dataset", "path")
+            yield lineno, raw
 
 
 def jsonl(spec: Spec) -> list[Example]:
     path = dataset_path(spec)
     examples: list[Example] = []
-    with open(path, "rb") as f:  # decoded per line, so a stray byte is reported with its line
-        for lineno, raw in enumerate(f, 1):
-            def fail(m: str, lineno: int = lineno) -> Exception:
-                return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise fail(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from exc
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise fail(f"not valid JSON ({exc.msg})") from exc
-            examples.append(_from_record(record, fail))
+    for lineno, raw in _lines(spec, path):  # decoded per line, so a stray byte is reported with its line
+        def fail(m: str, lineno: int = lineno) -> Exception:
+            return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise fail(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}") from exc
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; [[[[... nested 100,000 deep
+            raise fail(f"not valid JSON ({getattr(exc, 'msg', None) or exc})") from exc
+        examples.append(_from_record(record, fail))
     if not examples:
         raise spec.error(f"dataset {path} has no items", "dataset", "path")
     return slice_examples(spec, examples)

@@ -42,6 +42,7 @@ class RunContext:
     cache: str | None = None
     run_start: int = 0  # the file's size when this run began: the rows after it are this run's
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
+    results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -106,6 +107,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     elif _writes(config):
         _own(config, ctx.results)
         _refuse_existing(Path(ctx.results))
+    owner = config.pluginmanager.get_plugin("echo-bench-owner")
+    ctx.results_id = owner.identity if isinstance(owner, Ownership) else None
     if _writes(config):
         for stale in (ctx.stop_marker, lost_path(ctx.results)):
             with contextlib.suppress(OSError):  # an unwritable directory is reported by the first append
@@ -155,7 +158,7 @@ def _refuse_existing(path: Path) -> None:
 def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
     """Write the meta line now (if the file is new), so every printed resume command works from the
     first moment, even if the run stops before its first row; the file's size: where this run begins."""
-    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
+    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
     try:
         writer.start()
     except StoreError:

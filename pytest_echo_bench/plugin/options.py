@@ -111,8 +111,13 @@ def resolve(config: pytest.Config) -> BenchOptions:
     if every < 0:
         raise pytest.UsageError(f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}")
     resume = config.getoption("bench_resume")
+    out = _pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out")
+    html = _pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html")
+    cache = _cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache"))
+    for option, path in (("--bench-out", out), ("--bench-resume", resume), ("--bench-html", html), ("--bench-cache", cache)):
+        _check_file(option, path)
     return BenchOptions(
-        out=_pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out"),
+        out=out,
         resume=resume,
         allow_mismatch=bool(config.getoption("bench_allow_mismatch")),
         concurrency=concurrency,
@@ -120,9 +125,9 @@ def resolve(config: pytest.Config) -> BenchOptions:
         strict=strict,
         shard=parse_shard(config.getoption("bench_shard")),
         gates=_gates(config.getoption("bench_gate") or ()),
-        html=_pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html"),
+        html=html,
         progress_every=every,
-        cache=_cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache")),
+        cache=cache,
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
     )
@@ -137,6 +142,24 @@ def _require_isolation(config: pytest.Config) -> bool:
             raise pytest.UsageError(f"ECHO_BENCH_REQUIRE_ISOLATION must be 1 or 0, got {raw!r}")
         return raw in ("1", "true", "yes")
     return bool(config.getini("bench_require_isolation"))
+
+
+def _check_file(option: str, path: str | None) -> None:
+    """A file the run writes must be a regular file, in a directory, when it exists: ``/dev/null``,
+    ``/dev/full`` or a FIFO gave INTERNALERROR and left side files (``/dev/null.lock``) beside them.
+    Checked here, before anything creates a side file."""
+    if not path:
+        return
+    from pytest_echo_bench.store.paths import refusal
+
+    why = refusal(path)
+    if why is None:
+        parent = os.path.dirname(os.path.abspath(path))
+        if (why := refusal(parent, "directory")) is not None:
+            why = f"is in {parent}, which {why}"
+    if why is not None:
+        raise pytest.UsageError(f"{option} {path}: {why}; name a regular file "
+                                f"(the run also writes side files beside it, such as {path}.lock)")
 
 
 def _retry_errors(config: pytest.Config, resume: str | None) -> bool:

@@ -47,7 +47,7 @@ class WorkerPlugin:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
-        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta)
+        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, str(ctx.meta.get("benchmark", "")))

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_echo_bench.errors import SpecError
-
-KeyPath = tuple[Any, ...]
+from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 
 TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+MAX_EPOCHS = 1000  # samples per item; every epoch is an item of its own
+MAX_CONCURRENCY = 1024  # as --bench-concurrency
+MAX_ATTEMPTS = 100
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Spec:
         return (usage.get("prompt_tokens", 0) * per_input + usage.get("completion_tokens", 0) * per_output) / 1e6
 
     def line_of(self, *keys: Any) -> int | None:
-        return _nearest_line(self.lines, keys)
+        return nearest_line(self.lines, keys)
 
     def error(self, message: str, *keys: Any) -> SpecError:
         """A SpecError pointing at the line of ``keys`` (or its nearest parent)."""
@@ -81,64 +82,8 @@ class Spec:
 def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None) -> Spec:
     """Parse and validate one spec file; raise SpecError naming file, line and key."""
     env = os.environ if environ is None else environ
-    try:
-        raw = path.read_bytes()
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read spec: {exc}", str(path)) from exc
-    except UnicodeDecodeError as exc:
-        line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        raise SpecError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}",
-                        str(path), raw.count(b"\n", 0, exc.start) + 1) from exc
-    data, lines = _parse_yaml(text, str(path))
+    data, lines = parse_yaml(read_spec(path), str(path))
     return _build(path, data, lines, env)
-
-
-# libyaml's safe loader when present: a 1,000-item inline spec parses ~10x faster.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
-    loader = _Loader(text)  # a safe loader only: specs never construct Python objects
-    try:
-        node = loader.get_single_node()  # one parse gives both the data and the line numbers
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        # The context mark is where the broken construct starts (an unclosed bracket, say);
-        # the problem mark is where the parser noticed, often the end of the file.
-        start = getattr(exc, "context_mark", None)
-        found = getattr(exc, "problem_mark", None)
-        mark = start or found
-        line = mark.line + 1 if mark is not None else None
-        where = f" (detected at line {found.line + 1})" if start and found and found.line != start.line else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"malformed YAML: {problem}{where}", path, line) from exc
-    finally:
-        loader.dispose()
-    lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _record_lines(node, (), lines)
-    return data, lines
-
-
-def _record_lines(node: yaml.Node, at: KeyPath, lines: dict[KeyPath, int]) -> None:
-    lines[at] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            _record_lines(value_node, at + (key,), lines)
-            lines[at + (key,)] = key_node.start_mark.line + 1  # the key's line, not its value's
-    elif isinstance(node, yaml.SequenceNode):
-        for i, child in enumerate(node.value):
-            _record_lines(child, at + (i,), lines)
-
-
-def _nearest_line(lines: dict[KeyPath, int], keys: KeyPath) -> int | None:
-    for n in range(len(keys), -1, -1):
-        line = lines.get(tuple(keys[:n]))
-        if line is not None:
-            return line
-    return None
 
 
 def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
@@ -161,7 +106,8 @@ def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
 
 def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
     def fail(message: str, *keys: Any) -> SpecError:
-        return SpecError(message, str(path), _nearest_line(lines, keys), ".".join(map(str, keys)))
+        # Every node has a line; only an empty document has none, and its line 1 is what is wrong.
+        return SpecError(message, str(path), nearest_line(lines, keys) or 1, ".".join(map(str, keys)))
 
     if not isinstance(data, dict):
         raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
@@ -190,13 +136,13 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         scorer_options=scorer_options,
         arms=arms,
         retries=_retries(data.get("retries", {}), fail),
-        timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail),
+        timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail, MAX_SECONDS),
         exhaustion_patterns=_strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
         transient_patterns=_strings(errors.get("transient", []), ("errors", "transient"), fail),
-        concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail),
+        concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail, MAX_CONCURRENCY),
         pricing=pricing,
         cost_unit_usd=unit,
-        epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail) or 1,
+        epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail, MAX_EPOCHS) or 1,
         lines=lines,
     )
 
@@ -220,11 +166,11 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
         # Run settings, not what the arm answers: kept out of its options (and its fingerprint).
         options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency", "optional", "rate_limit")}
-        concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail)
+        concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY)
         optional = conf.get("optional", False)
         if not isinstance(optional, bool):
             raise fail(f"optional must be true or false, got {optional!r}", "arms", name, "optional")
-        line = _nearest_line(lines, ("arms", name)) or 0
+        line = nearest_line(lines, ("arms", name)) or 0
         rate_limit = _rate_limit(conf.get("rate_limit"), name, fail)
         arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit)
     return arms
@@ -247,7 +193,7 @@ def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str,
         return prices, None
     unit = _mapping(unit, "pricing.unit", fail)
     ref = unit.get("arm")
-    if ref not in prices:
+    if not isinstance(ref, str) or ref not in prices:
         raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
     tokens = {k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail)) for k in ("prompt_tokens", "completion_tokens")}
     usd = (tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]) / 1e6
@@ -261,9 +207,9 @@ def _retries(value: Any, fail: Any) -> RetryPolicy:
     unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s"}
     if unknown:
         raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s", "retries")
-    attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail) or 1
-    backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail)
-    max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail)
+    attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
+    backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail, MAX_SECONDS)
+    max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail, MAX_SECONDS)
     return RetryPolicy(attempts, backoff, max_backoff)
 
 
@@ -288,34 +234,49 @@ def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
     if not isinstance(value, dict) or not value or set(value) - known:
         raise fail("rate_limit must be a mapping with requests_per_minute and/or tokens_per_minute", *where)
     for key, limit in value.items():
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
-            raise fail(f"must be a positive number, got {limit!r}", *where, key)
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= MAX_NUMBER:
+            raise fail(f"must be a positive number up to {MAX_NUMBER:g}, got {_shown(limit)}", *where, key)
     return RateLimit(value.get("requests_per_minute"), value.get("tokens_per_minute"))
 
 
-def _optional_int(value: Any, where: KeyPath, fail: Any) -> int | None:
+def _optional_int(value: Any, where: KeyPath, fail: Any, most: int = 1_000_000) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise fail(f"must be a whole number >= 1, got {value!r}", *where)
+        raise fail(f"must be a whole number >= 1, got {_shown(value)}", *where)
+    if value > most:
+        raise fail(f"must be at most {most:,}, got {_shown(value)}", *where)
     return value
 
 
-def _number(value: Any, key: str, fail: Any) -> float:
+# Bounds that keep every number a spec gives usable downstream: a timeout of 1e300 s overflows
+# the clock, an integer of 400 digits overflows a float, and ``.inf`` or ``.nan`` compare oddly.
+MAX_SECONDS = 86_400.0  # a day: any timeout or backoff
+MAX_NUMBER = 1e12
+
+
+def _number(value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER) -> float:
+    """A number from ``least`` to ``most``; compared before any float() (10**400 overflows one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise fail(f"must be a number, got {value!r}", *key.split("."))
+        raise fail(f"must be a number, got {_shown(value)}", *key.split("."))
+    if value != value or value in (math.inf, -math.inf):
+        raise fail(f"must be a finite number, got {_shown(value)}", *key.split("."))
+    if value < least:
+        raise fail(f"must be {'> 0' if least > 0 else f'>= {least:,g}'}, got {_shown(value)}", *key.split("."))
+    if value > most:
+        raise fail(f"must be at most {most:,g}, got {_shown(value)}", *key.split("."))
     return float(value)
 
 
-def _positive(value: Any, key: str, fail: Any) -> float:
-    number = _number(value, key, fail)
-    if number <= 0:
-        raise fail(f"must be > 0, got {value!r}", *key.split("."))
-    return number
+def _positive(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
+    return _number(value, key, fail, math.ulp(0.0), most)
 
 
-def _non_negative(value: Any, key: str, fail: Any) -> float:
-    number = _number(value, key, fail)
-    if number < 0:
-        raise fail(f"must be >= 0, got {value!r}", *key.split("."))
-    return number
+def _non_negative(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
+    return _number(value, key, fail, 0.0, most)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error quotes it: a 4,000-digit number or a long string shown by its start."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

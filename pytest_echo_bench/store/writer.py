@@ -6,6 +6,11 @@ is still exactly as its own last append left it, cuts a torn tail off into ``PAT
 never merged with the next row, then writes the whole line with one ``write`` call. ``fsync`` is
 ``always`` (after every row: survives power loss), ``end`` (once when the process finishes: the
 default; a killed process loses nothing already written, the OS keeps it) or ``never``.
+
+Every append also checks that the path still names the file this writer has open, and that it is
+the file the run's owner locked (``identity``, handed over by the controller): a results file
+removed or replaced under a live run (``rm``, ``mv``, an editor's save) stops the run with a store
+error rather than sending its rows into a deleted inode or into another run's new file.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -81,11 +86,21 @@ class AppendLock:
                 self._fd = None
 
 
-class ResultsWriter:
-    """Appends rows; the first append to a new or empty file writes the meta line before it."""
+class ReplacedError(StoreError):
+    """The results file was removed or replaced while this run was appending to it."""
 
-    def __init__(self, path: Path, fsync: str = "end", meta: dict[str, Any] | None = None) -> None:
+
+class ResultsWriter:
+    """Appends rows; the first append to a new or empty file writes the meta line before it.
+
+    ``identity`` is the (device, inode) of the file the run's owner locked: this writer appends to
+    that file only, whatever the path names by the time it first opens it.
+    """
+
+    def __init__(self, path: Path, fsync: str = "end", meta: dict[str, Any] | None = None,
+                 identity: Sequence[int] | None = None) -> None:
         self.path = path
+        self._identity = tuple(identity) if identity else None
         self.fsync = fsync
         self._meta = encode_line(meta) if meta else b""
         self._lock: AbstractContextManager[Any] = AppendLock(str(lock_path(path))) if fcntl else lock_for(path)
@@ -98,11 +113,32 @@ class ResultsWriter:
         if self._fd is None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
-                self._fd = None
                 raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
+            st = os.fstat(fd)
+            if self._identity is not None and (st.st_dev, st.st_ino) != self._identity:
+                os.close(fd)  # another file at the path: the owner's was removed or replaced
+                raise self._replaced("replaced")
+            self._identity, self._fd = (st.st_dev, st.st_ino), fd
         return self._fd
+
+    def _check_same(self, here: os.stat_result) -> None:
+        """The path still names our file: a stat per append (about 1 us) for never appending into
+        a removed file (rows lost, the run reporting success) or beside another run's rows."""
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            raise self._replaced("removed") from None
+        except OSError as exc:
+            raise StoreError(f"cannot check results file {self.path}: {exc.strerror or exc}") from exc
+        if (there.st_dev, there.st_ino) != (here.st_dev, here.st_ino):
+            raise self._replaced("replaced")
+
+    def _replaced(self, how: str) -> ReplacedError:
+        return ReplacedError(
+            f"{self.path} was {how} while this run was appending to it; this run stops rather than lose "
+            "its rows in a removed file or append them beside another run's")
 
     def start(self) -> None:
         """Write the meta line now if the file is new or empty: the file exists from the run's start."""
@@ -110,7 +146,9 @@ class ResultsWriter:
             if self._closed:
                 raise AbortedError("the run ended before it started")
             fd = self._open()
-            if self._meta and os.fstat(fd).st_size == 0:
+            here = os.fstat(fd)
+            self._check_same(here)
+            if self._meta and here.st_size == 0:
                 self._end = self._write(fd, self._meta, 0)
 
     def append(self, line: bytes) -> None:
@@ -121,7 +159,9 @@ class ResultsWriter:
             if self._closed:  # a call landing after the run ended: the file must not be reopened
                 raise AbortedError("the run ended while this call was in flight; not recorded")
             fd = self._open()
-            size = os.fstat(fd).st_size
+            here = os.fstat(fd)
+            self._check_same(here)
+            size = here.st_size
             if self._end is not None and size < self._end:
                 # Appends only grow the file and a repair only cuts a torn line after our newline:
                 # a file shorter than our last row was truncated or replaced under the run.

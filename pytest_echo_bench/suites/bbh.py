@@ -14,8 +14,11 @@ from pytest_echo_bench.datasets.loaders import dataset_path, slice_examples
 from pytest_echo_bench.scoring.text import declaration_pattern
 from pytest_echo_bench.scoring.verdict import Verdict, judge
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.paths import read_regular, refusal
 
 PAPER_CUE = "the answer is "
+_TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a file name under the task directory, never a path
+MAX_FILE_BYTES = 64 << 20  # a task file is under 1 MB; the limit only keeps a wrong path from filling memory
 
 # A declaration: "the answer is X", "The final answer is: X", "**Answer:** X". The answer runs to
 # the end of its line or to the next cue, so "... is (A). No: the answer is (C)" yields both and
@@ -42,17 +45,18 @@ _NOTHING = {"empty", "nothing", "none"}
 
 def load(spec: Spec) -> list[Example]:
     """The items of the task files under `path` (all, or `subtasks`), ids `bbh/<task>/<index>`."""
-    root = dataset_path(spec)
+    root = dataset_path(spec, "directory")
     subtasks = spec.dataset.get("subtasks") or sorted(p.stem for p in root.glob("*.json"))
-    if not isinstance(subtasks, list) or not all(isinstance(s, str) for s in subtasks):
-        raise spec.error("subtasks must be a list of BBH task names", "dataset", "subtasks")
+    if not isinstance(subtasks, list) or not all(isinstance(s, str) and _TASK_NAME.fullmatch(s) for s in subtasks):
+        raise spec.error("subtasks must be a list of BBH task names (file names in the task directory, not paths)",
+                         "dataset", "subtasks")
     prompts = spec.dataset.get("cot_prompts")
     examples: list[Example] = []
     for sub in subtasks:
         file = root / f"{sub}.json"
         if not file.exists():
             raise spec.error(f"BBH task file not found: {file}", "dataset", "subtasks")
-        records = json.loads(file.read_text(encoding="utf-8")).get("examples", [])
+        records = json.loads(_read(spec, file, "subtasks")).get("examples", [])
         prefix = _cot_prefix(spec, prompts, sub)
         rows = [Example(f"bbh/{sub}/{i}", prefix + rec["input"] + ("\nA: Let's think step by step." if prefix else ""),
                         str(rec["target"]), sub) for i, rec in enumerate(records)]
@@ -60,17 +64,33 @@ def load(spec: Spec) -> list[Example]:
     return examples
 
 
+def _read(spec: Spec, file: Path, key: str) -> str:
+    """A task or prompt file: a regular file of at most MAX_FILE_BYTES (a FIFO, a device: refused unopened)."""
+    def fail(why: str) -> Exception:
+        return spec.error(f"{file} {why}", "dataset", key)
+
+    try:
+        return read_regular(file, MAX_FILE_BYTES, fail).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot be read: {exc}") from exc
+
+
 def _cot_prefix(spec: Spec, prompts: Any, subtask: str) -> str:
     """The paper's 3-shot chain-of-thought prompt for ``subtask``, when ``cot_prompts`` is set."""
     if not prompts:
         return ""
-    directory = Path(str(prompts)).expanduser()
+    if not isinstance(prompts, str):
+        raise spec.error("cot_prompts must be the path of a directory of <task>.txt files", "dataset", "cot_prompts")
+    directory = Path(prompts).expanduser()
     if not directory.is_absolute():
         directory = spec.path.parent / directory
+    why = refusal(directory, "directory")
+    if why is not None:
+        raise spec.error(f"cot_prompts {directory} {why}", "dataset", "cot_prompts")
     file = directory / f"{subtask}.txt"
     if not file.exists():
         raise spec.error(f"chain-of-thought prompt not found: {file}", "dataset", "cot_prompts")
-    text = file.read_text(encoding="utf-8")
+    text = _read(spec, file, "cot_prompts")
     body = text.split("-----", 1)[-1].strip()  # the files open with a canary/title block
     return body + "\n\nQ: "
 
