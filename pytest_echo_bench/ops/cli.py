@@ -95,7 +95,7 @@ def _regrade(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.regrade import regrade
     from pytest_echo_bench.store.writer import write_whole
 
-    result = regrade(args.file, args.spec)  # refuses before anything is written
+    result = regrade(args.file, args.spec, args.allow_outside_specs)  # refuses before anything is written
     write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
         say(change)
@@ -180,6 +180,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("file", type=Path)
     d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
     d.add_argument("-o", "--output", type=output_file, required=True)
+    d.add_argument("--allow-outside-specs", action="store_true",
+                   help="Use spec paths of the meta line outside the current directory (and import their conftest.py)")
     d.set_defaults(func=_regrade)
     m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
     m.add_argument("files", nargs="+", type=Path)
