@@ -97,7 +97,7 @@ def _text_problem(name: str, value: object) -> str | None:
     if not isinstance(value, str):
         return f"{name} must be a string, got {_shown_value(value)}"
     if not valid_text(value):
-        return f"{name} {shown(value)!r} is not valid Unicode (a lone surrogate)"
+        return f"{name} '{shown(value)}' is not valid Unicode (a lone surrogate)"
     return None
 
 
