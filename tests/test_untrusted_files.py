@@ -26,7 +26,7 @@ from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.cli import main
 from pytest_echo_bench.ops.gates import parse_gate
 from pytest_echo_bench.ops.merge import merge
-from pytest_echo_bench.ops.page.html import render_progress
+from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import progress_state
 from pytest_echo_bench.ops.regrade import regrade
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals, render, report_json
@@ -153,7 +153,7 @@ def readers(path: Path, spec: Path) -> None:
     for tally in FileTally().update(path).values():  # the end-of-run table: never raises
         assert_figures(vars(tally))
     state = progress_state(path)  # the page: never raises
-    render_progress(state).encode("utf-8")
+    write_progress(path, path.with_suffix(".html"))
     assert_figures({k: v for k, v in vars(state).items() if k not in ("arms", "recent", "limits", "now", "window")})
     for arm in state.arms.values():
         assert_figures([arm.done, arm.correct, arm.unparseable, arm.errors, list(arm.interval)])
@@ -264,7 +264,7 @@ def test_retries_and_cost_on_the_page_are_never_negative(tmp_path: Path) -> None
                         {"task_id": "q1", "retries": "-4", "output": "x\ud800", "status": "wrong", "passed": False})
     state = progress_state(path)
     assert state.retries == 0 and state.cost_usd == 0.01 and state.prompt_tokens == 3  # the second row's only
-    render_progress(state).encode("utf-8")
+    write_progress(path, tmp_path / "page.html")
 
 
 # --- a long line: the key scan is linear in its length --------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.ops.stats import wilson
-from pytest_echo_bench.store.checks import count, figure, shown
+from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
@@ -380,4 +380,4 @@ def _int(value: Any) -> int:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else shown(value) if isinstance(value, str) else shown(json.dumps(value))
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)  # html.py writes any str
