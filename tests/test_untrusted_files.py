@@ -167,7 +167,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root / "generated.jsonl", spec
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(content=files)
 def test_every_reader_takes_any_file_without_a_traceback_or_a_bad_figure(place: tuple[Path, Path], content: bytes) -> None:
