@@ -188,7 +188,8 @@ def hostile_file(tmp_path: Path, *rows: dict[str, Any], meta: dict[str, Any] | N
 @pytest.mark.parametrize("usage", [{"prompt_tokens": math.nan, "completion_tokens": 2},
                                    {"prompt_tokens": "3", "completion_tokens": -2}, [1, 2]])
 def test_nan_or_wrong_token_counts_are_unknown_and_counted_in_every_format(tmp_path: Path, usage: Any) -> None:
-    path = hostile_file(tmp_path, {"usage": usage}, {"task_id": "q1", "cost_usd": -1.0, "wall_seconds": math.inf})
+    path = hostile_file(tmp_path, {"usage": usage}, {"task_id": "q1", "cost_usd": -1.0, "wall_seconds": math.inf,
+                                                     "sub_calls": 10**400})  # float(10**400) overflowed
     report = build_report(load_results([path]))
     assert report.unknown_figures == 2
     for fmt in FORMATS:
@@ -246,10 +247,11 @@ def test_a_row_with_a_bad_key_is_refused_by_every_strict_reader_naming_the_line(
 
 def test_a_wall_that_is_not_a_number_counts_as_unknown_in_the_tally(tmp_path: Path) -> None:
     path = hostile_file(tmp_path, {"wall_seconds": "slow"}, {"task_id": "q1", "wall_seconds": -5},
-                        {"task_id": "q2", "wall_seconds": 1e400}, {"task_id": "q3", "wall_seconds": 2.0})
+                        {"task_id": "q2", "wall_seconds": 1e400}, {"task_id": "q3", "wall_seconds": {"s": 1}},
+                        {"task_id": "q4", "wall_seconds": 10**400}, {"task_id": "q5", "wall_seconds": 2.0})
     tally = FileTally()
     arms = tally.update(path, strict=True)
-    assert arms["demo", "good"].items == 4 and arms["demo", "good"].wall == 2.0
+    assert arms["demo", "good"].items == 6 and arms["demo", "good"].wall == 2.0
 
 
 def test_a_passed_that_is_not_true_does_not_count_as_correct(tmp_path: Path) -> None:
