@@ -33,6 +33,7 @@ from pytest_echo_bench.ops.render import FORMATS, paired_intervals, render, repo
 from pytest_echo_bench.ops.report import build_report, load_results
 from pytest_echo_bench.store import keyscan
 from pytest_echo_bench.store.reader import read_index, read_records
+from pytest_echo_bench.store.safe_text import shown
 from pytest_echo_bench.store.tally import FileTally
 
 # --- the generated files ------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def readers(path: Path, spec: Path) -> None:
     report = attempt(lambda: build_report(load_results([path])))
     if report is not None:
         for fmt in FORMATS:
-            render(report, fmt).encode("utf-8")  # whatever the file held, the output can be written
+            shown(render(report, fmt)).encode("utf-8")  # as the command prints it: whatever the file held
         data = report_json(report)
         assert_figures(data)
         rates = {label: arm["pass_rate"] for label, arm in data["arms"].items() if arm["n"]}
@@ -230,7 +231,7 @@ def test_a_benchmarks_entry_of_wrong_types_is_refused(tmp_path: Path) -> None:
     ({"epoch": -2}, "epoch must be an integer of 1 or more"),
     ({"epoch": True}, "epoch must be an integer of 1 or more, got bool"),
     ({"epoch": 2.0}, "epoch must be an integer of 1 or more, got float"),
-    ({"task_id": "q\ud800"}, "task_id 'q\\ud800' is not valid Unicode"),
+    ({"task_id": {"id": "q\ud800"}}, "task_id must be a string, got dict {'id': 'q\\ud800'}"),
     ({"_meta": "yes"}, "not a results row"),
 ])
 def test_a_row_with_a_bad_key_is_refused_by_every_strict_reader_naming_the_line(tmp_path: Path, row: dict[str, Any],
@@ -308,7 +309,7 @@ def test_resume_of_a_file_with_odd_figures_resumes(pytester: pytest.Pytester, sw
 
 @pytest.mark.parametrize(("row", "message"), [
     ({"task_id": 7}, "task_id must be a string"), ({"epoch": 0}, "epoch must be an integer of 1 or more"),
-    ({"task_id": "q\ud800"}, "task_id 'q\\ud800' is not valid Unicode"), ({"benchmark": {"x": 1}}, "benchmark must be"),
+    ({"arm": ["good"]}, "arm must be a string, got list"), ({"benchmark": {"x": 1}}, "benchmark must be"),
 ])
 def test_resume_of_a_file_with_a_bad_key_is_a_usage_error_naming_the_line(pytester: pytest.Pytester, sweep: Sweep,
                                                                            row: dict[str, Any], message: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.checks import count, figure, shown
+from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, row_key
@@ -131,7 +131,7 @@ def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | N
 def _subtask(record: dict[str, Any], task_id: str) -> str | None:
     subtask = record.get("subtask")
     if isinstance(subtask, str) and subtask:
-        return shown(subtask)
+        return subtask
     parts = task_id.split("/")
     return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
 
@@ -140,7 +140,7 @@ def _answer(record: dict[str, Any]) -> str | None:
     for key in ("answer", "output"):
         value = record.get(key)
         if isinstance(value, str) and value:
-            return shown(value[:ANSWER_CHARS])
+            return value[:ANSWER_CHARS]
     return None
 
 

@@ -208,14 +208,16 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
 
 
 def _trusted_root(config: pytest.Config) -> Path:
-    """Where the meta line's paths may point: the current directory, or the project's rootdir above it.
+    """Where the meta line's paths may point: the rootdir the user gave (``--rootdir``, as the
+    printed resume command does), the project's rootdir above the current directory, or that directory.
 
-    The rootdir counts only when an ini file decided it and the run starts inside it: without one,
-    pytest takes the common ancestor of its arguments, ``--bench-resume PATH`` among them, so a
-    results file in /tmp would put /tmp (or /) inside.
+    An ini file's rootdir counts only when the run starts inside it: without ``--rootdir`` or an
+    ini file, pytest takes the common ancestor of its arguments, ``--bench-resume PATH`` among
+    them, so a results file in /tmp would put /tmp (or /) inside.
     """
     here, root = config.invocation_params.dir.resolve(), config.rootpath.resolve()
-    return root if config.inipath is not None and here.is_relative_to(root) else here
+    given = getattr(config.option, "rootdir", None)
+    return root if given or (config.inipath is not None and here.is_relative_to(root)) else here
 
 
 def _inside(config: pytest.Config, opts: BenchOptions, base: Path, arg: str) -> str:

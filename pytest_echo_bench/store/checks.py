@@ -12,8 +12,8 @@ through these rules, one per kind of field:
 - **The meta line** (line 1, ``"_meta": true``) says what produced the file and which fingerprint
   its rows answer to: every field it has must have its type (``META_FIELDS``), else the file is
   refused the same way. A ``_meta`` that is neither true nor false is not a line we wrote.
-- **Text** (keys, names, answers) must be valid Unicode: a lone surrogate (``"\\ud800"``) in a
-  key or the meta line is refused; in shown text it is shown escaped (``shown``).
+- **Text** may hold any code point, a lone surrogate (``"\\ud800"``) included: a dataset's ids
+  can, and the row keeps them exactly; whatever shows text escapes it (``store.safe_text.shown``).
 - **Figures** (wall seconds, sub-calls, tokens, cost, retries) are facts about a call, not what a
   row is: a value that is not a finite number in [0, ``FIGURE_MAX``] is unknown (``figure`` gives
   None), and the report counts the rows that had one. A NaN, a negative or an absurd figure never
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from pytest_echo_bench.store.safe_text import shown
 
 # Above any real figure (a trillion tokens, dollars or seconds in one row) and far enough below
 # the float limit that the sums of millions of rows stay finite.
@@ -44,22 +46,6 @@ def count(value: object) -> int | None:
     """A count of a row (tokens, retries): an integer figure, or None (unknown)."""
     number = figure(value)
     return int(number) if number is not None and number == int(number) else None
-
-
-def valid_text(value: str) -> bool:
-    """Whether ``value`` can be written as UTF-8 (no lone surrogate from a ``\\ud800`` escape)."""
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown(value: str) -> str:
-    """``value`` with any lone surrogate written as its escape, so that it prints and encodes."""
-    return value if valid_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def row_problem(record: Mapping[str, Any]) -> str | None:
@@ -88,22 +74,17 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
     for name, info in benchmarks.items():
         for key, check in BENCHMARK_FIELDS.items():
             if key in info and not check(info[key]):
-                return (f"meta line benchmarks[{shown(name)!r}] field {key!r} must be {BENCHMARK_TYPES[key]}, "
+                return (f"meta line benchmarks[{shown(repr(name))}] field {key!r} must be {BENCHMARK_TYPES[key]}, "
                         f"got {_shown_value(info[key])}")
     return None
 
 
 def _text_problem(name: str, value: object) -> str | None:
-    if not isinstance(value, str):
-        return f"{name} must be a string, got {_shown_value(value)}"
-    if not valid_text(value):
-        return f"{name} '{shown(value)}' is not valid Unicode (a lone surrogate)"
-    return None
+    return None if isinstance(value, str) else f"{name} must be a string, got {_shown_value(value)}"
 
 
 def _shown_value(value: object) -> str:
-    text = shown(repr(value)) if not isinstance(value, str) else repr(shown(value))
-    return f"{type(value).__name__} {text[:60]}"
+    return f"{type(value).__name__} {shown(repr(value)[:60])}"
 
 
 def _positive_int(value: object) -> bool:
@@ -115,7 +96,7 @@ def _count(value: object) -> bool:
 
 
 def _text(value: object) -> bool:
-    return isinstance(value, str) and valid_text(value)
+    return isinstance(value, str)
 
 
 def _texts(value: object) -> bool:
