@@ -113,14 +113,14 @@ def _mismatched(meta: dict[str, Any] | None, metas: list[dict[str, Any] | None])
     for m in metas:
         for name, fp in _fingerprints(m).items():
             found.setdefault(name, set()).add(fp)
+    if all(len(fps) == 1 for fps in found.values()):
+        return meta
     benchmarks = {name: dict(info) for name, info in (meta.get("benchmarks") or {}).items()}
     for name, fps in found.items():
         if len(fps) > 1:
             info = benchmarks.setdefault(name, {})
             info.pop("parts", None)
             info["fingerprint"] = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
-    if all(len(fps) == 1 for fps in found.values()):
-        return meta
     fingerprints = {name: str(info.get("fingerprint")) for name, info in benchmarks.items()}
     return {**meta, "benchmarks": benchmarks, "fingerprint": combine(fingerprints)}
 

@@ -260,8 +260,9 @@ class PageFeed:
         if isinstance(usage, dict):
             self.prompt_tokens = (self.prompt_tokens or 0) + _int(usage.get("prompt_tokens"))
             self.completion_tokens = (self.completion_tokens or 0) + _int(usage.get("completion_tokens"))
-        if figure(cost) is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+        known = figure(cost)  # a NaN, negative or absurd cost is unknown (store.checks)
+        if known is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + known
 
     def _add_session(self, arm_id: ArmId, row: PageRow, started: float | None, finished: float | None,
                      replaced: bool) -> None:
