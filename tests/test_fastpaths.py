@@ -64,7 +64,7 @@ TRICKY = [
     b'{"task_id":"nobench","arm":"a","passed":true}\n',  # no benchmark field
     b'{"task_id":"dup","arm":"a","benchmark":"b","task_id":"last"}\n',  # json.loads keeps the last
     b'{"task_id":"m","arm":"a","benchmark":"b","_meta":true}\n',  # a meta line after the first
-    b'{"task_id":7,"arm":"a","benchmark":"b"}\n',  # a number for an id
+    b'{"task_id":"7","arm":"a","benchmark":"b","x":Infinity}\n',  # Python's JSON, not msgspec's
     '{"task_id":"raw caf\u00e9","arm":"a","benchmark":"b"}\n'.encode(),  # raw UTF-8
     b'{"task_id":"crlf","arm":"a","benchmark":"b"}\r\n',
     b'{"task_id":"nan","arm":"a","benchmark":"b","x":NaN}\n',
@@ -92,7 +92,7 @@ def test_our_own_rows_take_the_fast_path_and_the_others_the_full_parser(tmp_path
 
     plain = TRICKY[:10] + [TRICKY[13], TRICKY[15]]  # any JSON object with string keys
     assert batches(plain) == [(len(plain), 0)]
-    for line in TRICKY[10:13] + [TRICKY[14]] + TRICKY[16:]:  # meta, number id, UTF-8, NaN, blank
+    for line in TRICKY[10:13] + [TRICKY[14]] + TRICKY[16:]:  # meta, Infinity, UTF-8, NaN, blank
         assert batches(plain + [line])[0][0] == 0
 
 

@@ -95,7 +95,7 @@ def _regrade(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.regrade import regrade
     from pytest_echo_bench.store.writer import write_whole
 
-    result = regrade(args.file, args.spec)  # refuses before anything is written
+    result = regrade(args.file, args.spec, args.allow_outside_specs)  # refuses before anything is written
     write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
         say(change)
@@ -111,13 +111,20 @@ def _merge(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.merge import merge
     from pytest_echo_bench.store.writer import write_whole
 
-    merged = merge(args.files)
+    merged = merge(args.files, dict(args.assume_fingerprint), args.allow_mismatch)
     for conflict in merged.conflicts:
         say(f"conflict: {conflict}", err=True)
     write_whole(args.output, merged.meta, merged.lines)
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
     return 0
+
+
+def _pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not (sep and name and value):
+        raise argparse.ArgumentTypeError(f"expected BENCHMARK=FINGERPRINT, got {text!r}")
+    return name, value
 
 
 def _gate(text: str) -> Gate:
@@ -173,10 +180,18 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("file", type=Path)
     d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
     d.add_argument("-o", "--output", type=output_file, required=True)
+    d.add_argument("--allow-outside-specs", action="store_true",
+                   help="Use spec paths of the meta line outside the current directory (and import their conftest.py)")
     d.set_defaults(func=_regrade)
     m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
     m.add_argument("files", nargs="+", type=Path)
     m.add_argument("-o", "--output", type=output_file, required=True)
+    m.add_argument("--assume-fingerprint", metavar="BENCHMARK=FINGERPRINT", action="append", default=[], type=_pair,
+                   help="Rows of BENCHMARK in a file that records no fingerprint for it (no meta line) were recorded "
+                        "with FINGERPRINT (repeatable); without it such a file is refused")
+    m.add_argument("--allow-mismatch", action="store_true",
+                   help="Merge files whose fingerprints of a benchmark differ; the merged file gets a fingerprint no "
+                        "spec gives, so resuming it needs --bench-allow-mismatch")
     m.set_defaults(func=_merge)
     return p
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.engine.fingerprint import combine
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.files import row_status
-from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Key, row_key
 
 
@@ -21,31 +22,47 @@ class Merged:
     conflicts: list[str] = field(default_factory=list)
 
 
-def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]]) -> None:
-    """Refuse files whose benchmarks were recorded from different specs."""
+Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files without one were recorded with
+
+
+def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]], allow_mismatch: bool = False) -> None:
+    """Refuse files whose benchmarks were recorded from different specs (unless ``allow_mismatch``)."""
     seen: dict[str, tuple[str, Path]] = {}
     for path, meta in metas:
-        for name, info in ((meta or {}).get("benchmarks") or {}).items():
-            fp = str(info.get("fingerprint"))
-            if name in seen and seen[name][0] != fp:
+        for name, fp in _fingerprints(meta).items():
+            if name in seen and seen[name][0] != fp and not allow_mismatch:
                 raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {seen[name][1]} has "
-                                 f"{seen[name][0]}: these files come from different specs and cannot be merged")
+                                 f"{seen[name][0]}: these files come from different specs and cannot be merged "
+                                 "(--allow-mismatch merges them under a fingerprint no spec gives)")
             seen.setdefault(name, (fp, path))
 
 
-def merge(paths: Sequence[Path]) -> Merged:
+def _fingerprints(meta: dict[str, Any] | None) -> dict[str, str]:
+    """Benchmark -> fingerprint, as a meta line records them (``store.checks`` has checked their types)."""
+    benchmarks = (meta or {}).get("benchmarks") or {}
+    return {name: info["fingerprint"] for name, info in benchmarks.items() if info.get("fingerprint")}
+
+
+def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False) -> Merged:
     """Each key once: its newest row (the files in the order given, each from first line to last),
-    in the place where the key first appeared."""
+    in the place where the key first appeared.
+
+    Every row must belong to a benchmark whose fingerprint its file records: a file stripped of
+    its meta line would otherwise take on the other files' fingerprint, and a resume would then
+    accept rows from a changed spec. ``assumed`` names the fingerprint of such rows (the user
+    says so); it must agree with the other files' like any fingerprint.
+    """
     loaded = [(p, *read_records(p)) for p in paths]
-    check_fingerprints([(p, meta) for p, meta, _ in loaded])
-    merged = Merged(_merged_meta([meta for _, meta, _ in loaded], paths))
+    metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
+    check_fingerprints(metas, allow_mismatch)
+    merged = Merged(_merged_meta([meta for _, meta in metas], paths))
     kept: dict[Key, tuple[bytes, bool, str, Path]] = {}  # key -> (line, passed, status, file) of its newest row
     for path, meta, rows in loaded:
-        default = str((meta or {}).get("benchmark", ""))
+        default = str((meta or {}).get("benchmark") or _only(assumed))
         for record in rows:
             row = record.data
             key = row_key(row, default)
-            passed = bool(row.get("passed"))
+            passed = row.get("passed") is True
             older = kept.get(key)
             kept[key] = (record.raw, passed, row_status(row), path)
             if older is None:
@@ -55,8 +72,57 @@ def merge(paths: Sequence[Path]) -> Merged:
                 merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
                                         f"{path} says passed={passed}; kept the newest")
     merged.lines = [line for line, _, _, _ in kept.values()]
-    merged.meta = describe_epochs(merged.meta, kept)
+    merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     return merged
+
+
+def _only(assumed: Assumed | None) -> str:
+    """The benchmark of rows naming none in a file without a meta line: the one assumed, if one."""
+    return next(iter(assumed)) if assumed and len(assumed) == 1 else ""
+
+
+def _with_assumed(path: Path, meta: dict[str, Any] | None, rows: list[Record], assumed: Assumed) -> dict[str, Any] | None:
+    """``meta`` with an entry for each benchmark its rows have and it records no fingerprint of,
+    from ``assumed``; refused, naming the first such row, when the user did not say."""
+    known = _fingerprints(meta)
+    default = str((meta or {}).get("benchmark") or _only(assumed))
+    added: dict[str, dict[str, Any]] = {}
+    for record in rows:
+        name = row_key(record.data, default)[0]
+        if name in known or name in added:
+            continue
+        if name not in assumed:
+            what = "has no meta line" if meta is None else f"records no fingerprint for benchmark {name!r}"
+            raise StoreError(f"{path}:{record.lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
+                             "which spec its rows answer. Pass --assume-fingerprint BENCHMARK=FINGERPRINT if you know")
+        added[name] = {"fingerprint": assumed[name]}
+    if not added:
+        return meta
+    base = dict(meta or {"benchmark": default})
+    base["benchmarks"] = {**(base.get("benchmarks") or {}), **added}
+    base["assumed_fingerprints"] = {**(base.get("assumed_fingerprints") or {}), **{n: assumed[n] for n in added}}
+    return base
+
+
+def _mismatched(meta: dict[str, Any] | None, metas: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The merged meta, where files disagreed on a benchmark's fingerprint (``--allow-mismatch``):
+    a fingerprint no spec gives (and no parts), so that resume and regrade refuse it until told."""
+    if meta is None:
+        return None
+    found: dict[str, set[str]] = {}
+    for m in metas:
+        for name, fp in _fingerprints(m).items():
+            found.setdefault(name, set()).add(fp)
+    if all(len(fps) == 1 for fps in found.values()):
+        return meta
+    benchmarks = {name: dict(info) for name, info in (meta.get("benchmarks") or {}).items()}
+    for name, fps in found.items():
+        if len(fps) > 1:
+            info = benchmarks.setdefault(name, {})
+            info.pop("parts", None)
+            info["fingerprint"] = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
+    fingerprints = {name: str(info.get("fingerprint")) for name, info in benchmarks.items()}
+    return {**meta, "benchmarks": benchmarks, "fingerprint": combine(fingerprints)}
 
 
 def describe_epochs(meta: dict[str, Any] | None, keys: Iterable[Key]) -> dict[str, Any] | None:
@@ -90,7 +156,8 @@ def _merged_meta(metas: list[dict[str, Any] | None], paths: Sequence[Path]) -> d
     present = [m for m in metas if m]
     if not present:
         return None
-    meta = dict(present[0])
+    # A file's own meta line heads the merged file; one made of assumed fingerprints only if none has one.
+    meta = dict(next((m for m in present if "run_id" in m), present[0]))
     benchmarks: dict[str, Any] = {}
     for m in present:
         benchmarks.update(m.get("benchmarks") or {})

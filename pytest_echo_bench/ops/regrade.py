@@ -61,11 +61,17 @@ class Bench:
     untargeted: int = 0  # rows recording no target, when there was nothing else to check them by
 
 
-def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path]) -> dict[str, Loaded]:
-    """Specs by benchmark name: those given, else the meta line's, found from here or the file's folders."""
-    paths = list(given) or [_locate(s, results) for s in (meta or {}).get("spec_files", [])]
+def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path],
+               allow_outside: bool = False) -> dict[str, Loaded]:
+    """Specs by benchmark name: those given, else the meta line's, under the current directory.
+
+    Loading a spec imports the conftest.py files beside it (python arms and scorers), so a path
+    the results file names is data, never a place to import from: it resolves against the
+    current directory, and one outside it is refused unless ``allow_outside``.
+    """
+    root = Path.cwd().resolve()
+    paths = list(given) or [_locate(s, results, root, allow_outside) for s in (meta or {}).get("spec_files", [])]
     specs: dict[str, Loaded] = {}
-    root = Path(str((meta or {}).get("rootdir") or Path.cwd()))
     for path in paths:
         import_conftests(path, root)
         spec, examples = load_benchmark(path)
@@ -104,16 +110,23 @@ def import_conftests(spec: Path, rootdir: Path) -> None:
                 raise SpecError(f"{conftest}: cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
-def _locate(name: str, results: Path) -> Path:
-    for base in (Path.cwd(), *results.resolve().parents):
+def _locate(name: str, results: Path, root: Path, allow_outside: bool) -> Path:
+    """A spec the meta line of ``results`` names, under ``root`` (or, when allowed, anywhere it says)."""
+    path = (root / name).resolve()
+    if not path.is_relative_to(root) and not allow_outside:
+        raise RegradeError(f"spec {name} (from the meta line of {results}) is outside the current directory {root}: "
+                           "regrade imports the conftest.py files beside a spec, and never from a path a results file "
+                           "names; pass --spec SPEC, or --allow-outside-specs if you trust that path")
+    bases = [root, *results.resolve().parents] if allow_outside else [root]
+    for base in bases:
         if (base / name).is_file():
             return base / name
-    raise SpecError(f"spec {name} (from the meta line of {results}) not found; pass --spec SPEC")
+    raise SpecError(f"spec {name} (from the meta line of {results}) not found under {root}; pass --spec SPEC")
 
 
-def regrade(results: Path, given: Sequence[Path] = ()) -> Regraded:
+def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = False) -> Regraded:
     meta, rows = read_records(results)
-    specs = find_specs(results, meta, given)
+    specs = find_specs(results, meta, given, allow_outside)
     recorded = (meta or {}).get("benchmarks") or {}
     benches = {name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()}
     out = Regraded(None)

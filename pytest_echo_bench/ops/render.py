@@ -35,6 +35,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "disagreements": {bench: {"count": count, "shown": [asdict(d) for d in shown]}
                           for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
+        "unknown_figures": report.unknown_figures,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
     }
@@ -156,7 +157,13 @@ def _tables(report: Report) -> list[Table]:
             tables.append(_disagreement_table(bench, count, shown))
     if report.duplicates:
         tables.append(_duplicates_table(report))
+    if report.unknown_figures:
+        tables.append(Table(UNKNOWN_FIGURES.format(report.unknown_figures), [], [], 0))
     return tables
+
+
+UNKNOWN_FIGURES = ("unknown figures: {} row(s) had a time, token or cost figure that is not a finite number of 0 "
+                   "or more; those figures are left out of the sums and means")
 
 
 PAIR_HEADER = ["benchmark", "a", "b", "n", "a_only", "b_only", "a rate", "b rate", "diff", "diff 95% CI", "p-value",

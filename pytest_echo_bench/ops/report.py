@@ -109,6 +109,7 @@ class Report:
     disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
+    unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -125,7 +126,8 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
-    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts))
+    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
+                    unknown_figures=results.unknown_figures)
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
                        None if reduced is None else (reduced, reduce))

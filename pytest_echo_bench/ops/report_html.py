@@ -40,6 +40,8 @@ def _summary(report: Report) -> str:
     facts = [f"{len(report.benchmarks)} benchmark(s)", f"{sum(b.tasks for b in report.benchmarks)} task id(s)",
              f"{sum(s.n for s in report.arms)} graded row(s)", f"{report.duplicates} duplicate(s)",
              f"{len(report.conflicts)} conflicting verdict(s)"]
+    if report.unknown_figures:
+        facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
 
 

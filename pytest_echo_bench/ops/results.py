@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, row_key
@@ -57,6 +58,7 @@ class Results:
     metas: list[dict[str, Any]] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
+    unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
 
 
 def load_results(paths: Sequence[Path]) -> Results:
@@ -71,7 +73,10 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.metas.append(record)
                     default = str(record.get("benchmark") or "")
                 continue
-            _add(results, seen, _item(record, default))
+            unknown: list[str] = []
+            _add(results, seen, _item(record, default, unknown))
+            if unknown:  # counted, and the report says how many rows had a figure it could not use
+                results.unknown_figures += 1
     results.rows = list(seen.values())
     return results
 
@@ -107,17 +112,20 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
         results.conflicts.append(Conflict(key, older.passed, item.passed))
 
 
-def _item(record: dict[str, Any], default_benchmark: str) -> Item:
+def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | None = None) -> Item:
+    """The row as an ``Item``; the name of each figure it has that ``store.checks.figure`` refuses
+    (NaN, negative, a string) is appended to ``unknown``, and the figure is unknown (None)."""
     benchmark, task_id, arm, epoch = row_key(record, default_benchmark)
+    bad = [] if unknown is None else unknown
     extra = record.get("extra")
     escalated = extra.get("escalated") if isinstance(extra, dict) else None
     subtask = _subtask(record, task_id)
     # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
-    return Item(sys.intern(benchmark), task_id, sys.intern(arm), bool(record.get("passed")), sys.intern(row_status(record)),
+    return Item(sys.intern(benchmark), task_id, sys.intern(arm), record.get("passed") is True, sys.intern(row_status(record)),
                 None if subtask is None else sys.intern(subtask),
-                _number(record.get("wall_seconds")), _number(record.get("sub_calls")),
-                None if escalated is None else bool(escalated), _usage(record.get("usage")), _number(record.get("cost_usd")),
-                _number(record.get("cost_units")), _answer(record), epoch)
+                _number(record, "wall_seconds", bad), _number(record, "sub_calls", bad),
+                None if escalated is None else escalated is True, _usage(record.get("usage"), bad),
+                _number(record, "cost_usd", bad), _number(record, "cost_units", bad), _answer(record), epoch)
 
 
 def _subtask(record: dict[str, Any], task_id: str) -> str | None:
@@ -136,11 +144,24 @@ def _answer(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(record: dict[str, Any], name: str, bad: list[str]) -> float | None:
+    value = record.get(name)
+    number = figure(value)
+    if number is None and value is not None:
+        bad.append(name)
+    return number
 
 
-def _usage(value: Any) -> tuple[int, int] | None:
-    if not isinstance(value, dict):
+def _usage(value: Any, bad: list[str]) -> tuple[int, int] | None:
+    """(prompt, completion) tokens; unknown (None) unless both are counts (a missing one is 0)."""
+    if value is None:
         return None
-    return (int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
+    if not isinstance(value, dict):
+        bad.append("usage")
+        return None
+    tokens = [value.get(name, 0) for name in ("prompt_tokens", "completion_tokens")]
+    counted = [0 if t is None else count(t) for t in tokens]
+    if counted[0] is None or counted[1] is None:
+        bad.append("usage")
+        return None
+    return (counted[0], counted[1])

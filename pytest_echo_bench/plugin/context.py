@@ -200,26 +200,57 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
     if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
         recorded = meta.get("selection") or {}
         base = _meta_base(config, meta)
-        args = [str(base / a) for a in recorded.get("args") or meta.get("spec_files") or []]
+        args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.get("spec_files") or []]
         keyword = keyword or recorded.get("keyword") or None
         markexpr = markexpr or recorded.get("markexpr") or None
         shard = shard or recorded.get("shard") or None
     return Selection(args, keyword, markexpr, shard)
 
 
+def _trusted_root(config: pytest.Config) -> Path:
+    """Where the meta line's paths may point: the rootdir the user gave (``--rootdir``, as the
+    printed resume command does), the project's rootdir above the current directory, or that directory.
+
+    An ini file's rootdir counts only when the run starts inside it: without ``--rootdir`` or an
+    ini file, pytest takes the common ancestor of its arguments, ``--bench-resume PATH`` among
+    them, so a results file in /tmp would put /tmp (or /) inside.
+    """
+    here, root = config.invocation_params.dir.resolve(), config.rootpath.resolve()
+    given = getattr(config.option, "rootdir", None)
+    return root if given or (config.inipath is not None and here.is_relative_to(root)) else here
+
+
+def _inside(config: pytest.Config, opts: BenchOptions, base: Path, arg: str) -> str:
+    """A path of the meta line (a spec file or a selection arg) under the trusted root, or a usage error.
+
+    Collecting a path imports the conftest.py files beside it: a results file is data, and the
+    paths it names never take a run outside the project (an absolute path or ``..`` included).
+    """
+    path = str(base / arg)
+    resolved = Path(path.partition("::")[0]).resolve()
+    root = _trusted_root(config)
+    if not resolved.is_relative_to(root):
+        raise pytest.UsageError(
+            f"--bench-resume {opts.resume}: its meta line names {arg!r}, which is outside {root}: a resume never "
+            "collects (and so imports conftest.py from) a path a results file names. Run it from the project's "
+            "directory, or name the specs to resume on the command line")
+    return path
+
+
 def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
-    """The directory the meta line's relative paths start from: the rootdir of the run that wrote it.
+    """The directory the meta line's relative paths start from: the current rootdir, or the
+    directory pytest was started in (never a directory the meta line names: see ``_inside``).
 
     pytest picks the rootdir before plugins add their options, so it takes the value of
     ``--bench-resume PATH`` for a path argument: a results file outside the project (another
     disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
     """
     files = meta.get("spec_files") or []
-    recorded = [Path(meta["rootdir"])] if isinstance(meta.get("rootdir"), str) and meta["rootdir"] else []
-    for base in (config.rootpath, config.invocation_params.dir, *recorded):
-        if files and all((base / f).is_file() for f in files):
+    root = _trusted_root(config)
+    for base in (config.rootpath, config.invocation_params.dir):
+        if files and base.resolve().is_relative_to(root) and all((base / f).is_file() for f in files):
             return base
-    return config.rootpath
+    return root
 
 
 Fingerprints = tuple[dict[str, str], dict[str, dict[str, str]], dict[str, tuple[Spec, int]]]

@@ -307,7 +307,9 @@ class ControllerPlugin:
         workers = self.config.getoption("numprocesses", None)
         if workers:
             cmd += ["-n", str(workers)]
-        return shlex.join(cmd)
+        # The rootdir, named: pasted in any directory, the resume finds the specs the meta line names
+        # there, and only there (a results file's own paths never leave the rootdir: context._inside).
+        return shlex.join([*cmd, "--rootdir", str(self.config.rootpath)])
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> Iterator[None]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.checks import meta_problem, row_problem
 from pytest_echo_bench.store.files import STATUSES, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
 from pytest_echo_bench.store.records import KeySet, row_key
@@ -64,15 +65,30 @@ def _read(path: Path, upto: int | None) -> bytes:
 
 
 def parse_line(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, Any] | None:
+    """The record of one line, checked by ``store.checks``'s rules; None for a line to skip.
+
+    A line that is not a row, a row whose key fields are wrong and a first line whose meta fields
+    are wrong are refused naming the file and line when ``strict``, and skipped when not.
+    """
     try:
         record = json.loads(raw)
     except (ValueError, RecursionError):
         record = None
-    if isinstance(record, dict) and (record.get("_meta") or ("task_id" in record and "arm" in record)):
+    problem = _problem(record, lineno) if isinstance(record, dict) else "not a results row"
+    if problem is None:
         return record
     if strict:
-        raise StoreError(f"{path}:{lineno}: not a results row ({raw[:60]!r}); remove or fix that line, then try again")
+        raise StoreError(f"{path}:{lineno}: {problem} ({raw[:60]!r}); remove or fix that line, then try again")
     return None
+
+
+def _problem(record: dict[str, Any], lineno: int) -> str | None:
+    marker = record.get("_meta", False)
+    if marker is True:  # a meta line after the first is skipped by every reader: only line 1 matters
+        return meta_problem(record) if lineno == 1 else None
+    if marker is not False or "task_id" not in record or "arm" not in record:
+        return "not a results row"
+    return row_problem(record)
 
 
 @dataclass

@@ -28,7 +28,7 @@ class Meta:
     plugin_version: str
     created_at: str
     fsync: str = "end"
-    rootdir: str = ""  # where spec_files and selection.args start: a resume pasted anywhere finds them
+    rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
     schema: int = SCHEMA
 
     def to_json(self) -> dict[str, Any]:

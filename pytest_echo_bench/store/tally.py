@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.checks import FIGURE_MAX, figure
 from pytest_echo_bench.store.files import STATUSES
 from pytest_echo_bench.store.keyscan import RowScan, StatusRow
 from pytest_echo_bench.store.reader import parse_line
@@ -119,8 +120,10 @@ class FileTally:
             if codes is None:
                 codes = by_arm[arm] = {}
             status = r.status
-            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()] + PASSED * bool(r.passed)
-            wall = float(r.wall_seconds or 0.0)
+            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()] + PASSED * (r.passed is True)
+            wall = r.wall_seconds or 0.0
+            if not 0.0 <= wall <= FIGURE_MAX:  # a negative, infinite or absurd wall is unknown: it adds nothing
+                wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
             if old is not None:
@@ -139,8 +142,8 @@ class FileTally:
 
 
 def _from_dict(d: dict[str, Any]) -> TallyRow:
-    """A row the full parser read, with the key rules of ``records.row_key`` (its values kept as they are)."""
+    """A row the full parser read, with the key rules of ``records.row_key`` and the figure rule of ``store.checks``."""
     return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
                     benchmark=str(d["benchmark"]) if d.get("benchmark") else None, epoch=row_epoch(d),
-                    passed=d.get("passed"), status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
-                    wall_seconds=d.get("wall_seconds"))
+                    passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
+                    wall_seconds=figure(d.get("wall_seconds")))  # a NaN or a string: unknown (store.checks)

@@ -9,7 +9,6 @@ a run: a missing file is an empty page, a line that is not a row is skipped.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
@@ -260,8 +260,9 @@ class PageFeed:
         if isinstance(usage, dict):
             self.prompt_tokens = (self.prompt_tokens or 0) + _int(usage.get("prompt_tokens"))
             self.completion_tokens = (self.completion_tokens or 0) + _int(usage.get("completion_tokens"))
-        if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
-            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+        known = figure(cost)  # a NaN, negative or absurd cost is unknown (store.checks)
+        if known is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + known
 
     def _add_session(self, arm_id: ArmId, row: PageRow, started: float | None, finished: float | None,
                      replaced: bool) -> None:
@@ -375,11 +376,9 @@ def _timestamp(value: Any) -> float | None:
 
 
 def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError, OverflowError):
-        return 0
+    """A count (retries, tokens) as ``store.checks`` reads one: anything but an integer >= 0 adds nothing."""
+    return count(value) or 0
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)  # html.py writes any str
