@@ -19,7 +19,7 @@ from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import arm_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
-from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, local_cause
+from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
     AbortedError,
@@ -32,6 +32,7 @@ from pytest_echo_bench.errors import (
     UnavailableError,
 )
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request, endpoint
+from pytest_echo_bench.providers.answer import checked, finite_cost
 from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV, key_values
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
@@ -157,12 +158,13 @@ class Runner:
             completion, attempts, retries = Completion(hit[0], hit[1], cache_hits=1), 0, 0
         else:
             done = self._attempt(spec, arm, runtime, request)
-            completion, attempts, retries = done.completion, done.attempts, len(done.retries)
+            # Whatever the provider handed back: text or this item's error, usage counts or unknown.
+            completion, attempts, retries = checked(done.completion), done.attempts, len(done.retries)
             if self.cache is not None and key:
                 self.cache.put(key, completion.text, completion.usage)
         if completion.cost_usd is None:
             # List price, cached or not: an arm's cost must not depend on what ran before it.
-            completion.cost_usd = spec.cost(arm, completion.usage)
+            completion.cost_usd = finite_cost(spec.cost(arm, completion.usage))
         return completion, attempts, retries
 
     def _attempt(self, spec: Spec, arm: str, runtime: ArmRuntime, request: Request) -> Attempted:
@@ -238,7 +240,7 @@ class Runner:
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
             local = local_cause(exc)
             if local is not None:  # ... unless it is our machine's (a full disk under the sandbox)
-                raise LocalError(f"scorer {item.spec.scorer}: {type(local).__name__}: {local}; {LOCAL_HINT}") from exc
+                raise LocalError(f"scorer {item.spec.scorer}: {described(local)}; {LOCAL_HINT}") from exc
             text = self.error_text(item.spec, exc)
             return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}")
 

@@ -30,11 +30,14 @@ from pytest_echo_bench.errors import (
     TransientError,
 )
 
-# Messages that mean "out of quota/credit" whatever the status code says (CLIs and proxies
-# often wrap them in a generic 400 or 500).
+# Texts that mean "out of quota/credit" in an error without an HTTP status (a CLI's output, an
+# exception of unknown origin). An error with a status was classified by its provider from the
+# reply's error code and type, which it knows: a word in its message ("billing" in a 400 about a
+# prompt) does not stop the run. The spec's ``errors.exhaustion`` patterns apply to every error.
 BUILTIN_EXHAUSTION = (
-    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low",
-    r"usage limit", r"billing", r"quota exceeded", r"out of credits",
+    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low", r"usage limit",
+    r"\bbilling_(?:error|hard_limit_reached|not_active)\b", r"credit_balance_exhausted", r"quota exceeded",
+    r"out of credits",
 )
 # Messages that mean the arm's credentials are wrong, whatever the status: LiteLLM without a
 # database answers a wrong key with "400 No connected db."; CLIs say it in text.
@@ -48,7 +51,8 @@ BUILTIN_MODEL = (r"Invalid model name passed", r"model_not_found", r"The model `
 # errno values that are our machine's trouble, not the provider's: retrying only repeats them
 # and recording them would grade a full disk as a wrong answer.
 LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
-LOCAL_HINT = "free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space), then resume"
+LOCAL_HINT = ("free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space; "
+              "memory: lower --bench-concurrency or the number of workers), then resume")
 CREDENTIALS_HINT = "the arm's credentials were refused: fix its key (or log the CLI in), then resume"
 MODEL_HINT = "the server does not serve this model: check the arm's model (and base_url), then resume"
 UNREACHABLE_HINT = "check base_url (scheme, host, port) and that the server is running"
@@ -60,7 +64,7 @@ class Classifier:
     transient: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_exhausted", _compile(BUILTIN_EXHAUSTION + self.exhaustion))
+        object.__setattr__(self, "_exhausted", _compile(self.exhaustion))
         object.__setattr__(self, "_transient", _compile(self.transient))
 
     def classify(self, exc: BaseException) -> ProviderError | LocalError:
@@ -69,10 +73,11 @@ class Classifier:
             return exc
         local = local_cause(exc)
         if local is not None:
-            return LocalError(f"{type(local).__name__}: {local}; {LOCAL_HINT}")
+            return LocalError(f"{described(local)}; {LOCAL_HINT}")
         error = exc if isinstance(exc, ProviderError) else _builtin(exc)
         text = str(exc)
-        if not isinstance(error, ExhaustedError) and self._exhausted.search(text):  # type: ignore[attr-defined]
+        if not isinstance(error, ExhaustedError) and (
+                self._exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))):  # type: ignore[attr-defined]
             return ExhaustedError(text, status=error.status)
         if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
             return ArmError(text, hint=CREDENTIALS_HINT, status=error.status, absent=bool(_ABSENT.search(text)))
@@ -89,6 +94,7 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns) or r"(?!x)x", re.IGNORECASE)
 
 
+_EXHAUSTED = _compile(BUILTIN_EXHAUSTION)
 _ARM = _compile(BUILTIN_ARM)
 _ABSENT = _compile((r"not logged in", r"please run /login"))  # no login at all, as opposed to a refused one
 _MODEL = _compile(BUILTIN_MODEL)
@@ -111,14 +117,25 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def local_cause(exc: BaseException) -> OSError | None:
-    """The OSError in ``exc``'s chain that is our own machine's (EMFILE, ENOSPC, ...), if any."""
+def local_cause(exc: BaseException) -> OSError | MemoryError | None:
+    """The error in ``exc``'s chain that is our own machine's (EMFILE, ENOSPC, out of memory), if any.
+
+    MemoryError is this process out of memory (a Python arm building a huge list, a scorer, a
+    reply too large to decode): no verdict on the item and no fault of the provider. Retrying it
+    on a machine short of memory only repeats it; a row would grade it as the model's error.
+    """
     for link in _chain(exc):
-        if isinstance(link, LocalError):
+        if isinstance(link, (LocalError, MemoryError)):
             return link
         if isinstance(link, OSError) and link.errno in LOCAL_ERRNOS:
             return link
     return None
+
+
+def described(local: BaseException) -> str:
+    """``MemoryError: out of memory``, ``OSError: [Errno 24] Too many open files``."""
+    text = str(local) or ("out of memory" if isinstance(local, MemoryError) else "")
+    return f"{type(local).__name__}: {text}"
 
 
 def unreachable(exc: BaseException) -> bool:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
@@ -37,8 +38,7 @@ class AnthropicProvider:
         payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}], **self.params}
         if self.system:
             payload["system"] = self.system
-        text, usage = self.transport.post(payload)
-        return Completion(text, usage)
+        return self.transport.post(payload)
 
 
 def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
@@ -64,18 +64,15 @@ def _error_of(body: Any) -> Mapping[str, Any]:
     return {"message": str(body)[:200] if body is not None else ""}
 
 
-def _reply(data: Any) -> Reply:
+def _reply(data: Any) -> Completion:
     content = data.get("content") if isinstance(data, dict) else None
-    if not isinstance(content, list):
+    if content is None:
         # Not the Messages API's answer (a web page, a proxy's own reply): on an arm's first call the
         # base_url is wrong; once the arm has answered, it is this item's failure.
         text = "the server answered without content: not the Anthropic Messages API's reply"
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
-    text = "".join(block.get("text") or "" for block in content if isinstance(block, dict) and block.get("type") == "text")
-    usage = data.get("usage") or {}
-    names = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
-    tokens = {ours: int(usage[theirs]) for theirs, ours in names.items() if usage.get(theirs) is not None}
-    return text, tokens or None
+    # Text blocks joined in order; thinking and tool-use blocks are not the answer's text.
+    return completion(text_of(content, "content"), data.get("usage"), ANTHROPIC_USAGE)
 
 
 def _sdk_arguments(payload: dict[str, Any]) -> dict[str, Any]:
@@ -92,17 +89,14 @@ class SDKTransport:
     client: Any
     sdk: Any
 
-    def post(self, payload: dict[str, Any]) -> Reply:
+    def post(self, payload: dict[str, Any]) -> Completion:
         with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
                 status, _error_of(body), headers)):
             resp = self.client.messages.create(**_sdk_arguments(payload))
         if not hasattr(resp, "content"):  # the SDK hands back a page that is not JSON as a str
             return _reply(None)
-        usage = getattr(resp, "usage", None)
-        return _reply({
-            "content": [{"type": block.type, "text": getattr(block, "text", None)} for block in resp.content or []],
-            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens} if usage else None,
-        })
+        # The SDK builds its objects without validating them: any field may hold any JSON value.
+        return _reply(plain(resp))
 
 
 @dataclass
@@ -115,7 +109,7 @@ class HTTPTransport:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
         self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout)
 
-    def post(self, payload: dict[str, Any]) -> Reply:
+    def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if status != 200:
             raise classify_status(status, _error_of(data), headers)

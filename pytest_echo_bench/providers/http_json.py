@@ -17,17 +17,28 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError, UnavailableError
-from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, Target, WireError, request_head
+from pytest_echo_bench.providers.base import Completion
+from pytest_echo_bench.providers.reply import UnknownEncoding
+from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, Reply, Target, WireError, request_head
 
 # What to do when a server answers, but not in the API's wire format.
 WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
-Reply = tuple[str, dict[str, int] | None]  # (text, usage) as a provider's transport returns it
 
 
 class Transport(Protocol):
     """How a chat provider reaches its API: the official SDK, or the lean ``JSONClient``."""
 
-    def post(self, payload: dict[str, Any]) -> Reply: ...
+    def post(self, payload: dict[str, Any]) -> Completion: ...
+
+
+def plain(resp: Any) -> Any:
+    """An SDK's reply object as the JSON it was built from. The SDKs build replies without
+    validating them (any field may hold any JSON value), so the provider reads the plain data
+    with the same rules as the lean client's."""
+    if isinstance(resp, Mapping):
+        return resp
+    to_dict = getattr(resp, "to_dict", None)
+    return to_dict(warnings=False) if callable(to_dict) else None
 
 
 @contextlib.contextmanager
@@ -55,7 +66,8 @@ class JSONClient:
     _local: threading.local = field(default_factory=threading.local)
 
     def __post_init__(self) -> None:
-        self.headers = {"content-type": "application/json", **self.headers}
+        # identity: a compressed reply would cost CPU to inflate (``reply`` still inflates one, if sent).
+        self.headers = {"content-type": "application/json", "accept-encoding": "identity", **self.headers}
         self._head: bytes | None = None
         self._refused: Exception | None = None  # why the URL or a header cannot be used, found once
         try:
@@ -89,13 +101,26 @@ class JSONClient:
                                    "newline, or one no HTTP header can carry); check the API key variable") from None
         try:
             reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
+        except UnknownEncoding as exc:  # the server compresses every reply so: retrying cannot help
+            raise PermanentError(str(exc)) from None
         except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        try:
-            data = json.loads(reply.body) if reply.body else {}
-        except ValueError:
-            data = {"message": reply.body[:200].decode("utf-8", "replace")}
-        return reply.status, reply.headers, data
+        return reply.status, reply.headers, _data(reply)
+
+
+def _data(reply: Reply) -> Any:
+    """The reply's parsed body; ``{"message": <its start>}`` when it is no JSON."""
+    if not reply.body and (reply.delimited or reply.status != 200):
+        return {}
+    try:
+        return json.loads(reply.body)  # an empty 200 read to the close fails here: cut before its first byte
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        if reply.status == 200 and not reply.delimited and reply.body.lstrip()[:1] in (b"", b"{", b"["):
+            # Read to the close, nothing says where the body ends: a JSON text the close cut
+            # short is a torn transfer, not the server's answer. A framed one is a WireError.
+            raise TransientError("the reply's body ended before its JSON did: the connection closed in the middle "
+                                 f"of it ({len(reply.body)} bytes, no content-length)") from None
+        return {"message": reply.body[:200].decode("utf-8", "replace")}
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

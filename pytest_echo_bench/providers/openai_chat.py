@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Reply, Transport, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
 _EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
+_QUOTA_TEXT = "you exceeded your current quota"
 
 @dataclass
 class OpenAIProvider:
@@ -33,15 +35,16 @@ class OpenAIProvider:
     def complete(self, request: Request) -> Completion:
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": request.prompt})
-        text, usage = self.transport.post({"model": self.model, "messages": messages, **self.params})
-        return Completion(text, usage)
+        return self.transport.post({"model": self.model, "messages": messages, **self.params})
 
 
 def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
     """Exhausted / transient / permanent from the status *and* the error code in the body."""
     code = str(error.get("code") or error.get("type") or "")
     message = status_message(status, code, str(error.get("message") or ""))
-    if code in _EXHAUSTED_CODES:
+    # By the code OpenAI documents, 402 Payment Required, or OpenAI's own sentence, which LiteLLM
+    # keeps when it rewrites the code to "429" (docs: PROVIDER-FACTS); never by a bare word.
+    if code in _EXHAUSTED_CODES or status == 402 or _QUOTA_TEXT in message.lower():
         return ExhaustedError(message, status=status)
     if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
         return ArmError(message, status=status)
@@ -50,17 +53,20 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     return PermanentError(message, status=status)
 
 
-def _reply(data: Any) -> Reply:
+def _reply(data: Any) -> Completion:
     choices = data.get("choices") if isinstance(data, dict) else None
-    if not choices:
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict):
         # Not the chat completions API's answer (a login page, a proxy's own reply): on an arm's first
         # call the base_url is wrong; once the arm has answered, it is this item's failure.
         text = "the server answered without choices: not an OpenAI-compatible chat completions reply"
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
-    text = (choices[0].get("message") or {}).get("content") or ""
-    usage = data.get("usage") or None
-    tokens = {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage} if usage else None
-    return text, tokens or None
+    message = first.get("message")
+    if message is not None and not isinstance(message, dict):
+        raise PermanentError(f"the reply's choices[0].message is {kind(message)}, not an object")
+    # Gateways send content parts where OpenAI sends a string: both are the answer's text.
+    text = text_of((message or {}).get("content"), "choices[0].message.content")
+    return completion(text, data.get("usage"), OPENAI_USAGE)
 
 
 @dataclass
@@ -68,14 +74,13 @@ class SDKTransport:
     client: Any
     sdk: Any
 
-    def post(self, payload: dict[str, Any]) -> Reply:
+    def post(self, payload: dict[str, Any]) -> Completion:
         with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status):
             resp = self.client.chat.completions.create(**payload)
         if not hasattr(resp, "choices"):  # the SDK hands back a page that is not JSON as a str
             return _reply(None)
-        usage = resp.usage.model_dump() if getattr(resp, "usage", None) else None
-        return _reply({"choices": [{"message": {"content": c.message.content}} for c in resp.choices or []],
-                       "usage": usage})
+        # The SDK builds its objects without validating them: any field may hold any JSON value.
+        return _reply(plain(resp))
 
 
 @dataclass
@@ -88,7 +93,7 @@ class HTTPTransport:
         url = self.base_url.rstrip("/") + "/chat/completions"
         self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout)
 
-    def post(self, payload: dict[str, Any]) -> Reply:
+    def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if status != 200:
             error = data.get("error") if isinstance(data, dict) else None

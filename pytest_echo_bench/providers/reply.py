@@ -12,13 +12,18 @@ import select
 import socket
 import ssl
 import time
+import zlib
 from dataclasses import dataclass
 
 MAX_LINE = 65536  # bytes in a status, header or chunk-size line
 MAX_HEADERS = 200
 MAX_HEAD = 256 * 1024  # bytes of a reply's status line and headers together
 MAX_INTERIM = 10  # 1xx replies skipped before the final one
-MAX_BODY = 256 * 1024 * 1024  # a reply larger than this is no chat completion
+MAX_BODY = 256 * 1024 * 1024  # a reply larger than this is no chat completion, inflated or not
+MAX_CODINGS = 4  # content-encodings applied one over the other ("gzip, gzip" is legal, more is abuse)
+MAX_MEMBERS = 64  # gzip members one after the other in one body
+# zlib's window bits per content-encoding: gzip framing, zlib framing (what "deflate" means in HTTP).
+_INFLATE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a header name
 _DIGITS = re.compile(r"[0-9]+")
 _HEX = re.compile(r"[0-9A-Fa-f]+")
@@ -28,12 +33,17 @@ class WireError(Exception):
     """The reply was not HTTP: a torn or malformed status line, header, chunk or body; or too slow."""
 
 
+class UnknownEncoding(WireError):
+    """The body is compressed in a way this client does not read (it asked for none)."""
+
+
 @dataclass(frozen=True)
 class Reply:
     status: int
     headers: dict[str, str]  # names lower-cased; a repeated header's values joined with ", "
-    body: bytes
+    body: bytes  # with its content-encoding undone
     reusable: bool = True  # the connection may carry another request
+    delimited: bool = True  # the body's end was announced (content-length, chunked), not only the close
 
 
 class Reader:
@@ -139,7 +149,9 @@ def read_reply(reader: Reader) -> Reply:
         body, framed = _body(reader, status, headers)
         tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
         keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
-        return Reply(status, headers, body, reusable=framed and keep)
+        delimited = status in (204, 304) or "transfer-encoding" in headers or "content-length" in headers
+        return Reply(status, headers, decoded(body, headers.get("content-encoding")),
+                     reusable=framed and keep, delimited=delimited)
     raise WireError(f"the server sent more than {MAX_INTERIM} interim (1xx) replies")
 
 
@@ -250,3 +262,48 @@ def _chunked(reader: Reader) -> bytes:
         if not line.endswith(b"\n"):
             raise WireError("the server closed the connection in the middle of the reply's trailers")
     raise WireError(f"the reply has more than {MAX_HEADERS} trailers")
+
+
+def decoded(body: bytes, coding: str | None) -> bytes:
+    """``body`` with its content-encoding undone. The client asks for identity; a server (or a
+    proxy) that compresses anyway is read all the same, up to ``MAX_BODY`` inflated."""
+    if not body:  # a 204, or an empty error reply: nothing was compressed
+        return body
+    names = [name.strip().lower() for name in (coding or "").split(",")]
+    names = [name for name in names if name not in ("", "identity")]
+    if len(names) > MAX_CODINGS:
+        raise WireError(f"the reply's content-encoding has more than {MAX_CODINGS} codings")
+    for name in reversed(names):  # the last coding listed was applied last
+        if name not in _INFLATE:
+            raise UnknownEncoding(f"the reply's content-encoding {name[:40]!r} is not one this client reads "
+                                  "(gzip, deflate; it asks for identity)")
+        body = _inflate(body, name)
+    return body
+
+
+def _inflate(data: bytes, name: str) -> bytes:
+    try:
+        return _members(data, _INFLATE[name])
+    except zlib.error as exc:
+        if name != "deflate":
+            raise WireError(f"the reply's {name} body does not inflate: {exc}") from None
+    try:  # some servers send "deflate" without the zlib header, as raw deflate
+        return _members(data, -zlib.MAX_WBITS)
+    except zlib.error as exc:
+        raise WireError(f"the reply's deflate body does not inflate: {exc}") from None
+
+
+def _members(data: bytes, wbits: int) -> bytes:
+    """Every compressed member of ``data``, inflated; a stream cut short is a WireError."""
+    out = bytearray()
+    for _ in range(MAX_MEMBERS):
+        inflater = zlib.decompressobj(wbits)
+        out += inflater.decompress(data, MAX_BODY + 1 - len(out))
+        if len(out) > MAX_BODY or inflater.unconsumed_tail:
+            raise WireError(f"the reply is larger than {MAX_BODY} bytes once inflated")
+        if not inflater.eof:
+            raise WireError("the reply's compressed body was cut short")
+        data = inflater.unused_data
+        if not data:
+            return bytes(out)
+    raise WireError(f"the reply's compressed body has more than {MAX_MEMBERS} members")

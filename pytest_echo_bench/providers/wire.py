@@ -6,7 +6,8 @@ what a JSON call needs here, and at hundreds of calls in flight that CPU is the 
 docs/performance.md). This speaks the part of HTTP/1.1 the APIs use: a request with a
 ``content-length``, replies with ``content-length``, ``transfer-encoding: chunked`` or a body up
 to the close, ``1xx`` interim replies skipped, ``connection: close`` honoured; TLS through ``ssl``.
-No proxies, no redirects (a 3xx is the caller's to judge), no compression (none is asked for).
+No proxies, no redirects (a 3xx is the caller's to judge); ``accept-encoding: identity`` is asked
+for, and a gzip or deflate body sent anyway is inflated (``reply.decoded``).
 
 A reply must never be taken for the next request's: a connection is reused only when its last
 reply ended exactly where its framing said and nothing has arrived since; anything else closes it.

@@ -1,0 +1,135 @@
+"""What a provider's answer may hold, and what of it is kept: its text, its token counts, its cost.
+
+The rules at the reply boundary (a server's JSON, an SDK's object, a Python arm's return value):
+
+- text: a string as it is; ``null`` is no text; a list of content parts (OpenAI-compatible
+  gateways) or content blocks (Anthropic) is joined from its ``text`` parts, in order, other
+  types ignored. Anything else is this item's error (``PermanentError``), never a crash later.
+- usage: a token count is a non-negative integer a JSON reader holds exactly (at most 2**53 - 1;
+  ``true`` and ``12.5`` are no counts, ``12.0`` is 12). One value that is no count makes the
+  whole usage unknown (None) with a one-line note in the row's ``extra``: a cost from half a
+  usage would be too low without saying so. The answer is kept either way.
+- cost: never negative, NaN or infinite; unknown (None) instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_echo_bench.errors import PermanentError
+from pytest_echo_bench.providers.base import Completion
+
+NOTE = "usage_note"  # the key of the note in a row's ``extra`` when usage was recorded as unknown
+MAX_COUNT = 2**53 - 1  # the largest integer every JSON reader (a browser's page too) holds exactly
+OPENAI_USAGE = {"prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
+ANTHROPIC_USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+
+
+def text_of(content: Any, where: str) -> str:
+    """The answer's text from a reply's ``content`` (``where`` names it in the error)."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(_part_text(part, f"{where}[{i}]") for i, part in enumerate(content))
+    raise PermanentError(f"the reply's {where} is {kind(content)}, not text or a list of content parts")
+
+
+def _part_text(part: Any, where: str) -> str:
+    if not isinstance(part, Mapping):
+        raise PermanentError(f"the reply's {where} is {kind(part)}, not a content part")
+    if part.get("type") != "text":
+        return ""  # an image, a tool call, a thinking block: not the answer's text
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise PermanentError(f"the reply's {where} is a text part whose text is {kind(text)}, not a string")
+    return text
+
+
+def count(value: Any) -> int | None:
+    """``value`` as a token count, or None when it is none."""
+    if isinstance(value, bool):  # an int in Python, but no count
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def read_usage(raw: Any, names: Mapping[str, str]) -> tuple[dict[str, int] | None, str | None]:
+    """(usage in our names, note): the counts ``names`` maps (theirs -> ours) that ``raw`` holds,
+    or (None, why) when one of them, or ``raw`` itself, is not what a usage is."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, Mapping):
+        return None, f"usage was {shown(raw)}, not an object: usage recorded as unknown"
+    usage: dict[str, int] = {}
+    for theirs, ours in names.items():
+        if theirs not in raw:
+            continue
+        tokens = count(raw[theirs])
+        if tokens is None:
+            return None, f"usage.{theirs} was {shown(raw[theirs])}, not a token count: usage recorded as unknown"
+        usage[ours] = tokens
+    return usage or None, None
+
+
+def completion(text: str, raw_usage: Any, names: Mapping[str, str]) -> Completion:
+    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown."""
+    usage, note = read_usage(raw_usage, names)
+    return Completion(text, usage, extra={NOTE: note} if note else {})
+
+
+def checked(done: Completion) -> Completion:
+    """Any provider's Completion held to the rules above (a Python arm returns what it likes)."""
+    if not isinstance(done.text, str):
+        raise PermanentError(f"the arm answered {kind(done.text)}, not text")
+    if done.usage is not None:
+        names = {name: name for name in done.usage} if isinstance(done.usage, Mapping) else {}
+        done.usage, note = read_usage(done.usage, names)
+        if note is not None:
+            done.extra = {**done.extra, NOTE: note}
+    done.cost_usd = finite_cost(done.cost_usd)
+    return done
+
+
+def finite_cost(cost: Any) -> float | None:
+    """``cost`` when it is a usable amount of money, else unknown."""
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+        return None
+    try:
+        value = float(cost)
+    except OverflowError:  # an int beyond any float
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def kind(value: Any) -> str:
+    """A value's JSON type, said in words ("a number", "null")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def shown(value: Any) -> str:
+    """A short, ASCII rendering of a value from a reply, for a note."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError):
+        return kind(value)
+    return text if len(text) <= 40 else text[:37] + "..."
