@@ -113,7 +113,7 @@ def _data(reply: Reply) -> Any:
     if not reply.body and (reply.delimited or reply.status != 200):
         return {}
     try:
-        return json.loads(reply.body)  # an empty 200 read to the close fails here: cut before its first byte
+        return _loads(reply.body)  # an empty 200 read to the close fails here: cut before its first byte
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         if reply.status == 200 and not reply.delimited and reply.body.lstrip()[:1] in (b"", b"{", b"["):
             # Read to the close, nothing says where the body ends: a JSON text the close cut
@@ -121,6 +121,17 @@ def _data(reply: Reply) -> Any:
             raise TransientError("the reply's body ended before its JSON did: the connection closed in the middle "
                                  f"of it ({len(reply.body)} bytes, no content-length)") from None
         return {"message": reply.body[:200].decode("utf-8", "replace")}
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        if "digits" not in str(exc):
+            raise
+    # An integer of more than 4300 digits (a usage count gone wrong) is refused by int(): read as
+    # infinity, which no count is, so the answer is kept and its usage is unknown.
+    return json.loads(body, parse_int=lambda digits: int(digits) if len(digits) <= 4000 else math.inf)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -8,6 +8,7 @@ with its own retries off. Both map errors the same way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,14 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     return PermanentError(message, status=status)
 
 
+def _error_of(body: Any) -> Mapping[str, Any]:
+    """The ``error`` object of ``{"error": {...}}``, the body itself, or its text (``null``, a number)."""
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(inner, dict):
+        return inner
+    return body if isinstance(body, dict) else {"message": json.dumps(body)[:200]}
+
+
 def _reply(data: Any) -> Completion:
     choices = data.get("choices") if isinstance(data, dict) else None
     first = choices[0] if isinstance(choices, list) and choices else None
@@ -96,8 +105,7 @@ class HTTPTransport:
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if status != 200:
-            error = data.get("error") if isinstance(data, dict) else None
-            raise classify_status(status, error if isinstance(error, dict) else data, headers)
+            raise classify_status(status, _error_of(data), headers)
         return _reply(data)
 
 
