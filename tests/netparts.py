@@ -1,0 +1,106 @@
+"""Real network parts for tests, all on 127.0.0.1: certificates made by the openssl CLI, the
+loopback OpenAI server behind TLS, and proxy.py (a forward proxy written by others) as a process."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from openai_server import FakeOpenAI
+
+PROXY_READY_S = 30.0
+
+
+@dataclass
+class Cert:
+    cert: Path
+    key: Path
+
+
+def make_cert(where: Path, name: str, san: str = "IP:127.0.0.1,DNS:localhost", days: int = 2) -> Cert:
+    """A self-signed certificate (its own CA) for ``san``, as PROVIDER-FACTS records making one."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed: it makes the test certificates")
+    where.mkdir(parents=True, exist_ok=True)
+    cert, key = where / f"{name}.pem", where / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", str(days), "-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"],
+                   check=True, capture_output=True, timeout=60)
+    return Cert(cert, key)
+
+
+@contextlib.contextmanager
+def tls_server(cert: Cert) -> Iterator[FakeOpenAI]:
+    """The loopback OpenAI server speaking https with ``cert``; the handshake runs on the
+    connection's own thread, so a client that refuses the certificate does not stall the others."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert.cert, cert.key)
+    server = FakeOpenAI()
+    server.httpd.handle_error = lambda request, address: None  # a refused handshake is what these tests make
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True, do_handshake_on_connect=False)
+    with server:
+        yield server
+
+
+def https_url(server: FakeOpenAI, host: str = "127.0.0.1") -> str:
+    return f"https://{host}:{server.httpd.server_address[1]}/v1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ForwardProxy:
+    url: str
+    log: Path
+
+    def lines(self, needle: str = "") -> list[str]:
+        """proxy.py's access log lines (one per proxied request or tunnel) that hold ``needle``."""
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return [line for line in text.splitlines() if (" - POST " in line or " - CONNECT " in line) and needle in line]
+
+
+def proxy_executable() -> Path:
+    exe = Path(sys.executable).with_name("proxy")
+    if not exe.is_file():
+        pytest.fail("proxy.py is not installed: pip install -e '.[test]' (it is in the test extra)", pytrace=False)
+    return exe
+
+
+@contextlib.contextmanager
+def forward_proxy(where: Path, basic_auth: str | None = None) -> Iterator[ForwardProxy]:
+    """proxy.py on 127.0.0.1 with one worker; ``basic_auth`` ("user:pass") makes it demand credentials."""
+    port, log = free_port(), where / "proxy.log"
+    argv = [str(proxy_executable()), "--hostname", "127.0.0.1", "--port", str(port), "--num-workers", "1",
+            "--num-acceptors", "1", "--log-file", str(log), "--log-level", "INFO"]
+    if basic_auth:
+        argv += ["--basic-auth", basic_auth]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + PROXY_READY_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"proxy.py did not listen on 127.0.0.1:{port} within {PROXY_READY_S:g} s", pytrace=False)
+        yield ForwardProxy(f"http://127.0.0.1:{port}", log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
