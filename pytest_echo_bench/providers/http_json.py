@@ -84,7 +84,7 @@ class JSONClient:
         except BadURL as exc:
             self._target, self._refused = None, f"the base_url cannot be used: {exc}"
         try:
-            self._proxy = self.network.proxy_for(self.url)
+            self._proxy = self.network.proxy_for(self.url) if self._target is not None else None
         except ValueError as exc:  # HTTPS_PROXY=socks5://...: the SDK may reach it, we cannot
             self._target, self._refused = None, f"the proxy cannot be used by client: http: {exc}; {PROXY_HINT}"
         self._tls = self.network.tls_context() if self._target is not None and self._target.tls else None
@@ -155,10 +155,16 @@ def _loads(body: bytes) -> Any:
     return json.loads(body, parse_int=lambda digits: int(digits) if len(digits) <= 4000 else math.inf)
 
 
+# The wait headers, first found wins: the standard one, its millisecond form (OpenAI, Anthropic),
+# and LiteLLM's, the only one its router sends when every deployment is at its rpm.
+RETRY_HEADERS = (("retry-after-ms", 0.001), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
+
+
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``, else OpenAI's
-    ``x-ratelimit-reset-*`` of the limit that ran out), if it says."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``,
+    ``llm_provider-retry-after``, else OpenAI's ``x-ratelimit-reset-*`` of the limit that ran
+    out), if it says."""
+    for name, scale in RETRY_HEADERS:
         value = headers.get(name)
         if value is not None:
             try:
