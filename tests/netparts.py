@@ -4,6 +4,7 @@ loopback OpenAI server behind TLS, and proxy.py (a forward proxy written by othe
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 import socket
 import ssl
@@ -66,8 +67,16 @@ class ForwardProxy:
     url: str
     log: Path
 
-    def lines(self, needle: str = "") -> list[str]:
-        """proxy.py's access log lines (one per proxied request or tunnel) that hold ``needle``."""
+    def lines(self, needle: str = "", at_least: int = 0) -> list[str]:
+        """proxy.py's access log lines that hold ``needle``: one per proxied connection, written when
+        it closes. ``at_least``: wait (5 s at most) for the SDK's pooled connections to be collected."""
+        deadline = time.monotonic() + (5.0 if at_least else 0.0)
+        while len(found := self._lines(needle)) < at_least and time.monotonic() < deadline:
+            gc.collect()  # the sweep's clients are unreferenced now: collecting them closes their sockets
+            time.sleep(0.1)
+        return found
+
+    def _lines(self, needle: str) -> list[str]:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
         return [line for line in text.splitlines() if (" - POST " in line or " - CONNECT " in line) and needle in line]
 

@@ -50,7 +50,7 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
     if kind in _EXHAUSTED_TYPES or status == 402 or "credit balance is too low" in text.lower():
         return ExhaustedError(f"{message}; top up the account, then resume", status=status)
-    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
         return ArmError(message, status=status)
     if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:  # 529 is "overloaded"
         return TransientError(message, retry_after=retry_after(headers), status=status)

@@ -48,7 +48,7 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # keeps when it rewrites the code to "429" (docs: PROVIDER-FACTS); never by a bare word.
     if code in _EXHAUSTED_CODES or status == 402 or _QUOTA_TEXT in message.lower():
         return ExhaustedError(message, status=status)
-    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
         return ArmError(message, status=status)
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
