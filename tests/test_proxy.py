@@ -4,10 +4,15 @@ tunnel with TLS to the origin, the arm's ``proxy: none | URL``, credentials sent
 
 from __future__ import annotations
 
+import base64
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from netparts import Cert, ForwardProxy, forward_proxy, https_url, make_cert, tls_server
 from openai_server import FakeOpenAI
 
@@ -159,3 +164,27 @@ def test_an_env_proxy_the_lean_client_cannot_use_makes_the_arm_unavailable(monke
     with pytest.raises(UnavailableError, match="proxy: none") as info:
         client.post({})
     assert SECRET not in str(info.value)
+
+
+LABEL = st.text(alphabet="abcdefgh0123-", min_size=1, max_size=6)
+NAME = st.lists(LABEL, min_size=1, max_size=3).map(".".join)
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None)
+@given(host=NAME, entries=st.lists(st.tuples(st.booleans(), NAME), max_size=4))
+def test_no_proxy_agrees_with_the_standard_library_on_host_names(host: str, entries: list[tuple[bool, str]]) -> None:
+    """For host names and domain suffixes (what urllib knows), the same answer as ``proxy_bypass_environment``."""
+    no_proxy = ",".join(("." if dot else "") + name for dot, name in entries)
+    expected = bool(urllib.request.proxy_bypass_environment(host, {"no": no_proxy})) if no_proxy else False
+    assert bypassed(host, 443, no_proxy) is expected
+
+
+@settings(max_examples=100, derandomize=True, database=None, deadline=None)
+@given(user=st.text(min_size=1, max_size=12), password=st.text(min_size=8, max_size=20))
+def test_proxy_credentials_round_trip_and_stay_out_of_every_text(user: str, password: str) -> None:
+    proxy = parse_proxy(f"http://{quote(user, safe='')}:{quote(password, safe='')}@proxy.corp:3128")
+    assert proxy.authorization is not None
+    sent = base64.b64decode(proxy.authorization.removeprefix("Basic ")).decode("utf-8")
+    assert sent == f"{user}:{password}"
+    for text in (repr(proxy), proxy.shown, str(proxy)):
+        assert password not in text and quote(password, safe="") not in text
