@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.providers.base import Request
-from pytest_echo_bench.providers.command import PRESETS, CommandProvider
+from pytest_echo_bench.providers.command import MAX_OUTPUT_BYTES, PRESETS, CommandProvider
 
 REAL_CLAUDE = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "claude"
 NOT_INSTALLED = "the real claude CLI is not installed here: run `npm ci` in the project (CI does)"
 
 # Prints what the prompt (a JSON object) tells it to: {"stdout": ..., "stderr": ..., "rc": ...}.
 SCRIPTED = '''\
-#!/usr/bin/env python3
+#!__PYTHON__
 import json, sys
 said = json.loads(sys.stdin.read())
 sys.stdout.write(said.get("stdout", ""))
 sys.stderr.write(said.get("stderr", ""))
 sys.exit(said.get("rc", 0))
-'''
+'''.replace("__PYTHON__", sys.executable)  # not a pyenv shim: it adds PYENV_* to the environment
+
+
+# Says, in hex, the bytes it was given: its argument (prompt: arg) or its stdin.
+ECHOES_HEX = "import os, sys\nsys.stdout.write((os.fsencode(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin.buffer.read()).hex())\n"
 
 
 def write_executable(path: Path, text: str) -> Path:
@@ -32,6 +38,33 @@ def write_executable(path: Path, text: str) -> Path:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+def python_cli(path: Path, body: str) -> Path:
+    """An executable Python script at ``path`` (run by this interpreter) whose code is ``body``."""
+    return write_executable(path, f"#!{sys.executable}\n{body}")
+
+
+def plain_provider(binary: Path, *, prompt: str = "stdin", max_output_bytes: int = MAX_OUTPUT_BYTES) -> CommandProvider:
+    """A plain ``argv: [binary]`` arm's provider, as ``build`` makes it (``prompt: arg`` passes the prompt as argv[1])."""
+    argv = (str(binary), "{prompt}") if prompt == "arg" else (str(binary),)
+    return CommandProvider(binary.name, argv, prompt, (), False, max_output_bytes=max_output_bytes)
+
+
+def dead(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # a zombie is dead; reaping it is its new parent's business
+
+
+def all_dead(pids: list[int], within_s: float = 5.0) -> bool:
+    """Whether every pid is dead, waiting at most ``within_s`` for a killed one to go."""
+    deadline = time.monotonic() + within_s
+    while not all(dead(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return all(dead(p) for p in pids)
 
 
 def wrapper(bin_dir: Path, log_dir: Path, real: Path = REAL_CLAUDE) -> Path:

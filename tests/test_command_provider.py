@@ -6,10 +6,12 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_fakes import all_dead
 
 from conftest import Sweep, make_spec
 
@@ -34,8 +36,10 @@ SAYS = {
 
 # The stand-in CLI. It refuses an argv the claude preset would not produce, reads the prompt on
 # stdin (or after "--"), acts on magic words in the prompt, and answers in the format asked for.
+# Its #! names this interpreter, not `/usr/bin/env python3`: a pyenv shim there would add PYENV_*
+# variables to the environment the isolation test inspects.
 FAKE_CLAUDE = '''\
-#!/usr/bin/env python3
+#!__PYTHON__
 import hashlib, json, os, subprocess, sys, time
 
 SAYS = __SAYS__
@@ -77,7 +81,7 @@ if "ENV?" in prompt:
     say(json.dumps({"cwd": os.getcwd(), "listing": os.listdir("."), "home": os.environ.get("HOME"),
                     "env": env, "model": args[args.index("--model") + 1]}))
 say("4" if "2+2" in prompt else f"echo: {prompt}")
-'''.replace("__SAYS__", repr(SAYS))
+'''.replace("__SAYS__", repr(SAYS)).replace("__PYTHON__", sys.executable)
 
 
 @pytest.fixture
@@ -203,14 +207,6 @@ def test_a_prompt_too_long_is_that_items_error_row(pytester: pytest.Pytester, sw
     assert "Prompt is too long" in rows[1]["detail"]
 
 
-def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")  # a zombie is dead; reaping it is its new parent's business
-
-
 def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
     pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
 ) -> None:
@@ -225,10 +221,7 @@ def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
     assert marker["reason"] == "incomplete"
     started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
     assert len(started) == 4  # two attempts, each the CLI and the helper it started
-    deadline = time.monotonic() + 5
-    while not all(_dead(p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(_dead(p) for p in started)
+    assert all_dead(started)
 
 
 def test_prompt_as_an_argument(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
@@ -262,8 +255,13 @@ def test_binary_overrides_the_executable(pytester: pytest.Pytester, sweep: Sweep
      ("{provider: command, preset: claude}", "*preset claude needs a 'model'*"),
      ("{provider: command, preset: gemini, model: m}", "*unknown preset 'gemini'*"),
      ("{provider: command, preset: claude, model: m, env: ['KEY=value']}", "*env lists variable names*"),
-     ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*")],
-    ids=["string-argv", "arg-without-slot", "preset-model", "preset-name", "env-value", "unknown"],
+     ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*"),
+     ("{provider: command, argv: [claude], max_output_bytes: 0}", "*max_output_bytes must be a positive number of bytes, got 0*"),
+     ("{provider: command, argv: [claude], max_output_bytes: -5}", "*max_output_bytes must be a positive number*"),
+     ("{provider: command, argv: [claude], max_output_bytes: 4MB}", "*max_output_bytes has the wrong type: '4MB'*"),
+     ("{provider: command, argv: [claude], max_output_bytes: true}", "*max_output_bytes has the wrong type: True*")],
+    ids=["string-argv", "arg-without-slot", "preset-model", "preset-name", "env-value", "unknown",
+         "cap-zero", "cap-negative", "cap-string", "cap-bool"],
 )
 def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, arm: str, message: str) -> None:
     make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
@@ -271,3 +269,12 @@ def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fa
     assert result.ret == 2 and rows == []
     result.stdout.fnmatch_lines(["*invalid benchmark spec*" + message.lstrip("*")])
 
+
+
+def test_a_result_object_over_max_output_bytes_is_that_items_error_row(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+    arm = "{provider: command, preset: claude, model: sonnet, max_output_bytes: 40}"  # the result object is ~170 bytes
+    make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
+    _, _, rows = sweep.run()
+    assert [r["status"] for r in rows] == ["error"] and rows[0]["attempts"] == 1  # not retried: it would be cut again
+    assert "claude printed more than max_output_bytes (40);" in rows[0]["detail"]
+    assert "bytes were dropped and its result could not be read" in rows[0]["detail"]

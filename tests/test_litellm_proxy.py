@@ -359,6 +359,7 @@ def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
     assert waited, "the router refused nothing: the test did not reach its limit"
     assert all("llm_provider" not in r.get("detail", "") for r in rows)
     ideal = ideal_s(admitted)
+    print(f"router sweep: {took:.1f} s, ideal {ideal:.0f} s, {len(waited)} items waited, exit {result.ret}")
     assert ideal >= WINDOW_S, admitted  # the router did refuse: a whole minute had to pass
     assert took < 2 * ideal, (took, ideal)
     assert len(upstream.requests) == ROUTER_ITEMS  # a refusal never reached the upstream: no call billed twice

@@ -365,6 +365,14 @@ def test_inflating_is_bounded_and_an_unknown_encoding_is_the_items_error(server:
     assert type(error) is PermanentError and "content-encoding 'br'" in str(error)
 
 
+@pytest.mark.parametrize("body", [b"null", b"12", b"[1]", b'"text"', b'{"error": null}'])
+def test_an_error_body_that_is_no_object_is_classified_by_its_status(server: ByteServer, body: bytes) -> None:
+    """Found by the generated replies: a 400 with the body ``null`` raised AttributeError."""
+    for provider in (openai_provider(server), anthropic_provider(server)):
+        _, error = outcome(provider, server, on_the_wire(body, status=400))
+        assert type(error) is PermanentError and str(error).startswith("HTTP 400"), error
+
+
 @pytest.mark.parametrize("status, error, scope", [
     (400, {"message": "Your billing address is not valid", "type": "invalid_request_error"}, PermanentError),
     (429, {"message": "You exceeded your current quota, please check your plan and billing details.",
@@ -542,3 +550,18 @@ def test_a_memory_error_in_a_python_arm_stops_the_run_resumably_and_records_noth
     monkeypatch.setenv("FED", "1")  # memory freed
     result, _, rows = sweep.run("--bench-resume", str(sweep.out))
     assert result.ret == 0 and sorted(r["task_id"] for r in rows) == ["q0", "q1", "q2"]
+
+
+def test_a_python_arm_answering_no_text_is_the_items_error_and_the_sweep_goes_on(
+        pytester: pytest.Pytester, sweep: Sweep) -> None:
+    pytester.makeconftest(
+        "from pytest_echo_bench import Completion, arm\n\n"
+        "@arm('odd')\ndef odd(ctx):\n"
+        "    return Completion(['4']) if ctx.example.id == 'q1' else Completion('4', {'prompt_tokens': -5})\n")
+    make_spec(pytester, sim_spec(3, arms="  py: {provider: python, function: odd}"))
+    result, _, rows = sweep.run()
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    by_id = {r["task_id"]: r for r in rows}
+    assert by_id["q1"]["status"] == "error" and "the arm answered a list, not text" in by_id["q1"]["detail"]
+    assert by_id["q0"]["status"] == by_id["q2"]["status"] == "correct"
+    assert by_id["q0"].get("usage") is None and NOTE in by_id["q0"]["extra"]

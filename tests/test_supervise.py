@@ -242,3 +242,30 @@ def test_ctrl_c_under_the_supervisor_stops_a_real_sweep_resumably(pytester: pyte
     _, rows = read_rows(out)
     keys = [(r["task_id"], r["arm"]) for r in rows]
     assert sorted(keys) == sorted((f"q{i}", arm) for i in range(60) for arm in ("a", "b"))
+
+
+# A provider's stop message as it may come: clear the screen, write the clipboard, reverse the
+# text, a lone surrogate, and a line feed that would draw a line of its own.
+HOSTILE = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\u202eexe.txt\u202c\x9b31m\ud800\n===== 2 passed ====="
+UNSAFE = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+
+
+@pytest.mark.parametrize("reason", ["exhausted", "local-error", "\x1b[31mmade-up\u202e"])
+def test_a_stop_message_in_the_log_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str], reason: str) -> None:
+    import re
+
+    from pytest_echo_bench.ops.cli import main
+
+    script = tmp_path / "stops.py"
+    script.write_text("import json, sys\nout = sys.argv[sys.argv.index('--bench-out' if '--bench-out' in sys.argv "
+                      "else '--bench-resume') + 1]\nopen(out + '.stop.json', 'w').write(json.dumps("
+                      f"{{'reason': {reason!r}, 'message': {HOSTILE!r}}}))\nsys.exit(2)\n")
+    out = tmp_path / "run.jsonl"
+    status = main(["run", "--backoff", "0", "--max-retries", "1", "--", sys.executable, str(script),
+                   "--bench-out", str(out), "-k", "a\x1b[2Jb"])
+    printed = capsys.readouterr()
+    log = printed.out + printed.err
+    assert status == 2 and "echo-bench run: attempt 1" in log
+    assert not re.search(UNSAFE, log.replace("\n", "")), log  # one line per message: its own line feed escaped
+    assert "\\x1b]52;c;ZXZpbA==\\x07\\u202eexe.txt" in log and "\\ud800\\x0a===== 2 passed" in log
+    assert all(not line.startswith("=====") for line in log.splitlines())

@@ -154,8 +154,8 @@ class Runner:
         runtime = self.arm(spec, arm)
         key = runtime.cache_key(request)
         hit = self.cache.get(key) if self.cache is not None and key else None
-        if hit is not None:
-            completion, attempts, retries = Completion(hit[0], hit[1], cache_hits=1), 0, 0
+        if hit is not None:  # checked too: a cache written before these rules may hold any usage
+            completion, attempts, retries = checked(Completion(hit[0], hit[1], cache_hits=1)), 0, 0
         else:
             done = self._attempt(spec, arm, runtime, request)
             # Whatever the provider handed back: text or this item's error, usage counts or unknown.

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.ops.cli_args import Parser, number, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
+from pytest_echo_bench.store.safe_text import shown
+
+BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
+BUG = 3  # an exception no bad input explains
+DEBUG_ENV = "ECHO_BENCH_DEBUG"  # set, and not to 0: exceptions propagate, traceback and all
+DAY_S = 86400.0
+MAX_BACKOFF_S = 8 * DAY_S  # as far ahead as the supervisor trusts a provider's reset time
+SHARE = number(0, 1, open_low=True, open_high=True)
+# Below 1e-12, 1 - alpha/2 rounds towards 1.0, whose normal quantile does not exist.
+ALPHA = number(1e-12, 1, open_high=True)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -19,14 +31,14 @@ def _report(args: argparse.Namespace) -> int:
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
     report = build_report(load_results(args.files), oracle, args.reduce)
-    print(render(report, args.format))
+    say(render(report, args.format))
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
     intervals = paired_intervals(report)
     failed = 0
     for gate in args.gate:
         ok, line = gate.check(rates, intervals)
         failed += not ok
-        print(line, file=sys.stderr)
+        say(line, err=True)
     return 1 if failed else 0
 
 
@@ -35,7 +47,7 @@ def _power(args: argparse.Namespace) -> int:
 
     lines, status = power_lines(args)
     for line in lines:
-        print(line, file=sys.stdout if status == 0 else sys.stderr)
+        say(line, err=status != 0)
     return status
 
 
@@ -46,7 +58,7 @@ def _progress(args: argparse.Namespace) -> int:
         watch(args.file, args.output, args.interval)
     else:
         write_progress(args.file, args.output)
-    print(f"echo-bench: wrote {args.output}")
+    say(f"echo-bench: wrote {args.output}")
     return 0
 
 
@@ -59,24 +71,22 @@ def _run(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        print("echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest bench_specs -n 4",
-              file=sys.stderr)
-        return 4
-    if args.grace < 0:
-        print("echo-bench run: --grace must be 0 or more seconds", file=sys.stderr)
+        say("echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest bench_specs -n 4",
+            err=True)
         return 4
     if args.retry_errors:
         # Every resume the supervisor starts keeps the command's other options, this one included.
         if not any(a == "--bench-resume" or a.startswith("--bench-resume=") for a in command):
-            print("echo-bench run: --retry-errors re-runs the error rows of a results file: give the pytest command "
-                  "--bench-resume PATH", file=sys.stderr)
+            say("echo-bench run: --retry-errors re-runs the error rows of a results file: give the pytest command "
+                "--bench-resume PATH", err=True)
             return 4
         command = [*command, "--bench-retry-errors"] if "--bench-retry-errors" not in command else command
 
     def log(line: str) -> None:
         # A closed terminal or pipe must not end supervision while the run it supervises goes on.
         with contextlib.suppress(OSError):
-            print(line, flush=True)
+            say(line)
+            sys.stdout.flush()
 
     return supervise(command, args.max_retries, args.backoff, log=log, grace_s=args.grace)
 
@@ -88,12 +98,12 @@ def _regrade(args: argparse.Namespace) -> int:
     result = regrade(args.file, args.spec)  # refuses before anything is written
     write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
-        print(change)
+        say(change)
     for note in result.notes:
-        print(note)
+        say(note)
     rows = len(result.lines)
-    print(f"echo-bench: regraded {rows} rows ({result.kept} provider errors kept as they were): "
-          f"{len(result.changes)} verdicts changed -> {args.output}")
+    say(f"echo-bench: regraded {rows} rows ({result.kept} provider errors kept as they were): "
+        f"{len(result.changes)} verdicts changed -> {args.output}")
     return 0
 
 
@@ -103,10 +113,10 @@ def _merge(args: argparse.Namespace) -> int:
 
     merged = merge(args.files)
     for conflict in merged.conflicts:
-        print(f"conflict: {conflict}", file=sys.stderr)
+        say(f"conflict: {conflict}", err=True)
     write_whole(args.output, merged.meta, merged.lines)
-    print(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
-          f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
+    say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
+        f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
     return 0
 
 
@@ -118,7 +128,7 @@ def _gate(text: str) -> Gate:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
+    p = Parser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
     sub = p.add_subparsers(dest="command_name", required=True)
     r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
     r.add_argument("files", nargs="+", type=Path)
@@ -134,21 +144,24 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
     w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")
     w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for")
-    w.add_argument("--diff", type=float, help="Expected difference of pass rates (e.g. 0.03)")
-    w.add_argument("--discordant", type=float, help="Expected share of items the arms disagree on (e.g. 0.12)")
-    w.add_argument("--alpha", type=float, default=0.05, help="Two-sided significance level (default 0.05)")
-    w.add_argument("--power", type=float, default=0.80, help="Power wanted (default 0.80)")
+    w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
+    w.add_argument("--discordant", type=number(0, 1, open_low=True),
+                   help="Expected share of items the arms disagree on (e.g. 0.12)")
+    w.add_argument("--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)")
+    w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
     w.set_defaults(func=_power)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
     g.add_argument("file", type=Path)
-    g.add_argument("-o", "--output", type=Path, required=True)
+    g.add_argument("-o", "--output", type=output_file, required=True)
     g.add_argument("--watch", action="store_true", help="Keep rewriting it until the run ends")
-    g.add_argument("--interval", type=float, default=5.0, help="Seconds between rewrites with --watch")
+    g.add_argument("--interval", type=number(0, DAY_S, open_low=True), default=5.0,
+                   help="Seconds between rewrites with --watch")
     g.set_defaults(func=_progress)
     u = sub.add_parser("run", help="Run a sweep unattended, resuming after exhaustion: echo-bench run -- pytest ...")
-    u.add_argument("--max-retries", type=int, default=10, help="Resumes after exhaustion (default 10)")
-    u.add_argument("--backoff", type=float, default=3600.0, help="Seconds to wait before resuming (default 3600)")
-    u.add_argument("--grace", type=float, default=30.0,
+    u.add_argument("--max-retries", type=whole(0, 10_000), default=10, help="Resumes after exhaustion (default 10)")
+    u.add_argument("--backoff", type=number(0, MAX_BACKOFF_S), default=3600.0,
+                   help="Seconds to wait before resuming (default 3600)")
+    u.add_argument("--grace", type=number(0, DAY_S), default=30.0,
                    help="Seconds the run has to stop after Ctrl-C or SIGTERM before it gets SIGTERM, "
                         "then SIGKILL (default 30)")
     u.add_argument("--retry-errors", action="store_true",
@@ -159,25 +172,48 @@ def parser() -> argparse.ArgumentParser:
                        "refuses a spec whose dataset or arms differ from the file's")
     d.add_argument("file", type=Path)
     d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
-    d.add_argument("-o", "--output", type=Path, required=True)
+    d.add_argument("-o", "--output", type=output_file, required=True)
     d.set_defaults(func=_regrade)
     m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
     m.add_argument("files", nargs="+", type=Path)
-    m.add_argument("-o", "--output", type=Path, required=True)
+    m.add_argument("-o", "--output", type=output_file, required=True)
     m.set_defaults(func=_merge)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Run one subcommand; its exit status. Bad arguments: argparse's usage line and status 2. A
+    file or value the command cannot use: one line naming it, status 2 (``BAD_INPUT``). Anything
+    else is a bug of ours: one line and status 3, or with ``ECHO_BENCH_DEBUG=1`` its traceback."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): argparse has printed it
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.func(args))
-    except (EchoBenchError, OSError) as exc:
-        print(f"echo-bench {args.command_name}: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print(f"echo-bench {args.command_name}: interrupted", file=sys.stderr)
-        return 2
+        say(f"echo-bench {args.command_name}: interrupted", err=True)
+        return 2  # as pytest says it of an interrupted run
+    except (EchoBenchError, OSError, ValueError, RecursionError) as exc:  # what bad input raises
+        if _debugging():
+            raise
+        say(f"echo-bench {args.command_name}: {_one_line(exc)}", err=True)
+        return BAD_INPUT
+    except Exception as exc:
+        if _debugging():
+            raise
+        say(f"echo-bench {args.command_name}: internal error ({type(exc).__name__}: {_one_line(exc)}); "
+            f"a bug: {DEBUG_ENV}=1 shows the traceback", err=True)
+        return BUG
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return shown(text, newlines=False)  # a multi-line message must not draw lines of its own
 
 
 if __name__ == "__main__":

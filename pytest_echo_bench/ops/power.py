@@ -22,13 +22,19 @@ def n_for_power(delta: float, psi: float, alpha: float = ALPHA, power: float = P
     """Items needed to detect ``delta`` with a two-sided test at ``alpha`` and the given power.
 
     Connor (1987): n = (z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2))^2 / delta^2.
-    None when delta is 0 (no n suffices) or the shares are impossible (|delta| > psi).
+    None when delta is 0 or so small that n overflows a float (no sweep suffices), or the shares
+    are impossible (|delta| > psi).
     """
     delta = abs(delta)
     if delta == 0 or psi <= 0 or delta > psi or psi > 1:
         return None
     root = _z(1 - alpha / 2) * math.sqrt(psi) + _z(power) * math.sqrt(psi - delta * delta)
-    return math.ceil(root * root / (delta * delta))
+    # (root / delta)^2, not root^2 / delta^2: delta = 1e-300 squares to 0.0 (a division by zero);
+    # this way it gives inf, which no count of items is.
+    # A power so low that root < 0 is had with any n: squaring the negative root would not say so.
+    ratio = max(root, 0.0) / delta
+    n = ratio * ratio
+    return max(1, math.ceil(n)) if math.isfinite(n) else None
 
 
 def power_at(n: int, delta: float, psi: float, alpha: float = ALPHA) -> float:

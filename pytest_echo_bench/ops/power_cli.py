@@ -26,7 +26,7 @@ def _planned(diff: float, psi: float, alpha: float, power: float) -> tuple[list[
                 "the difference is the difference of the two discordant shares"], 2
     n = n_for_power(diff, psi, alpha, power)
     if n is None:
-        return ["echo-bench power: a difference of 0 cannot be detected at any n"], 2
+        return [f"echo-bench power: a difference of {diff:g} cannot be detected at any n"], 2
     return [f"n = {n} items for diff {diff:+.4f} with {psi:.1%} discordant "
             f"(two-sided alpha {alpha:g}, power {power:.0%}; {METHOD})"], 0
 

@@ -11,6 +11,7 @@ from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
 from pytest_echo_bench.ops.stats import newcombe_paired, t_quantile, z_for
+from pytest_echo_bench.store import safe_text
 
 FORMATS = ("table", "markdown", "json", "csv", "html")
 
@@ -196,10 +197,16 @@ def _duplicates_table(report: Report) -> Table:
     return Table(title, ["benchmark", "task_id", "arm", "epoch", "first", "later (kept)"] if rows else [], rows, 6)
 
 
+def _one_line(cells: Sequence[str]) -> list[str]:
+    # A cell is one line whatever a task id or subtask holds: a line feed in one would draw a
+    # row (or a fake "===== 2 passed =====") of its own, and the widths are those of what shows.
+    return [safe_text.shown(c, newlines=False) for c in cells]
+
+
 def _text(table: Table) -> str:
-    lines = [table.title]
+    lines = [safe_text.shown(table.title, newlines=False)]
     if table.header:
-        grid = [table.header, *table.rows]
+        grid = [_one_line(r) for r in (table.header, *table.rows)]
         widths = [max(len(r[i]) for r in grid) for i in range(len(table.header))]
         lines += ["  ".join(c.ljust(w) if i < table.left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
                   for r in grid]
@@ -207,7 +214,7 @@ def _text(table: Table) -> str:
 
 
 def _markdown(table: Table) -> str:
-    lines = [f"### {table.title}", ""]
+    lines = [f"### {safe_text.shown(table.title, newlines=False)}", ""]
     if table.header:
         rule = [":--" if i < table.left else "--:" for i in range(len(table.header))]
         lines += [_md_row(r) for r in (table.header, rule, *table.rows)]
@@ -215,7 +222,7 @@ def _markdown(table: Table) -> str:
 
 
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(c.replace("|", "\\|") for c in _one_line(cells)) + " |"
 
 
 def render(report: Report, fmt: str = "table") -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 
 from pytest_echo_bench.store.files import NEEDS_FIXING, read_json, stop_path, summary_path
+from pytest_echo_bench.store.safe_text import shown
 
 RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
 # A provider's usage window needs the backoff; a lost xdist worker (killed, out of memory) does not.
@@ -189,7 +190,10 @@ def supervise(
     """Run ``command`` until the sweep completes; return the sweep's final exit status.
 
     ``run`` and ``sleep`` default to the signal-aware ones; a stop signal ends supervision either way.
+    Every line reaches ``log`` escaped (``shown``, line feeds too): it may quote a provider's stop
+    message, which may hold ESC, OSC or bidi characters, or a line feed drawing a line of its own.
     """
+    log = _escaped(log)
     with Interrupts(log, grace_s).installed() as interrupts:
         return _supervise(command, max_retries, backoff_s, log, run or interrupts.run, sleep or interrupts.sleep,
                           interrupts)
@@ -257,6 +261,10 @@ def _interrupted(interrupts: Interrupts, status: int, path: Path, resume: str) -
         return 2
     interrupts.log(f"echo-bench run: stopped by {interrupts.name()}; the run exited with status {status}")
     return status
+
+
+def _escaped(log: Log) -> Log:
+    return lambda line: log(shown(line, newlines=False))
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:

@@ -24,7 +24,7 @@ from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
-from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
+from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
 
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
@@ -173,7 +173,7 @@ class ControllerPlugin:
         message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
         report.outcome, report.when = "skipped", "call"
         report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
-        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": key[1], "arm": key[2], "epoch": key[3],
+        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": escape_id(key[1]), "arm": key[2], "epoch": key[3],
                    "status": INCOMPLETE, "wall_seconds": None, "retries": 0, "message": message}
         report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
 

@@ -102,7 +102,7 @@ class LiveRun:
 
     def _replace(self, t: ArmTally, bench: Mapping[str, Any]) -> None:
         """An item the file already had a row for (``--bench-retry-errors``): its new row replaces that one."""
-        key = (bench["benchmark"], bench["task_id"], bench["arm"], int(bench.get("epoch") or 1))
+        key = (bench["benchmark"], unescape_id(bench["task_id"]), bench["arm"], int(bench.get("epoch") or 1))
         previous = self.counted.previous(key) if key not in self._replaced else None
         if previous is not None:
             self._replaced.add(key)

@@ -20,7 +20,7 @@ class Shard:
         # sha256, not hash(): every machine and process must agree on the partition. Epoch 1 hashes
         # as the key did before epochs existed, so a K = 1 sweep keeps its shards.
         parts = key[:3] if key[3] == 1 else (*key[:3], str(key[3]))
-        digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+        digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()  # ids may hold lone surrogates
         return int.from_bytes(digest[:8], "big") % self.total == self.index - 1
 
 

@@ -29,7 +29,7 @@ from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
-from pytest_echo_bench.store.safe_text import shown, shown_json
+from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
 
 STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
@@ -196,11 +196,12 @@ def is_recorded(recorded: KeySet, key: Key) -> bool:
 
 
 def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
-    """What the controller learns of an item. ``task_id`` is the id itself (the node id has it
-    escaped); the messages, which the controller prints, are shown escaped."""
+    """What the controller learns of an item. ``task_id`` is the id as the node id spells it
+    (``escape_id``, reversible): execnet sends only UTF-8-encodable strings, and a lone surrogate
+    in an id is not one. The messages, which the controller prints, are shown escaped."""
     row = outcome.row
     payload: dict[str, Any] = {
-        "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": item.example.id, "arm": item.arm,
+        "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": escape_id(item.example.id), "arm": item.arm,
         "epoch": item.epoch, "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
         "retries": outcome.retries, "message": shown(outcome.message),
     }

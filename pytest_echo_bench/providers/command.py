@@ -4,7 +4,8 @@ Every call runs isolated. A model CLI started inside a project reads that projec
 hooks and instructions file (and the user's), and once answered as the wrong agent because of
 it. So each call gets an empty temporary working directory, a HOME and a TMPDIR beside it (all
 removed afterwards), and an environment reduced to an allow-list plus the variable names the arm
-lists in ``env:``. On timeout the whole process group is killed, helpers the CLI started included.
+lists in ``env:``. A call ends when the CLI exits (or times out); then its whole process group is
+killed, helpers it started included, and its output is capped (``subproc``).
 
 A plain ``argv:`` arm's output is its answer and a non-zero exit is transient; a preset reads its
 CLI's output the way that CLI writes it (``claude_cli`` for the ``claude`` preset).
@@ -17,19 +18,23 @@ import errno
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_echo_bench.errors import ArmError, LocalError, TransientError, UnavailableError
-from pytest_echo_bench.providers import claude_cli
+from pytest_echo_bench.errors import ArmError, LocalError, PermanentError, TransientError, UnavailableError
+from pytest_echo_bench.providers import claude_cli, subproc
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
-_KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home"}
+_KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home", "max_output_bytes"}
+# An answer is kilobytes; the cap is there for a CLI gone wrong (a loop, a binary dump), which
+# would otherwise fill memory and the results file. A row's JSON may be up to 6x this (NUL is
+# stored as \u0000, which reads back as the NUL it was).
+MAX_OUTPUT_BYTES = 4 << 20
+# stderr only explains a failure (a message shows its last 2000 characters): its tail is kept.
+MAX_STDERR_BYTES = 64 << 10
 # Locale and terminal only: no keys, no project variables, no config-directory overrides.
 _ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -74,15 +79,25 @@ class CommandProvider:
     keep_home: bool
     fixed_env: tuple[tuple[str, str], ...] = ()
     reader: Reader | None = None
+    max_output_bytes: int = MAX_OUTPUT_BYTES
 
     def complete(self, request: Request) -> Completion:
         with self._scratch() as tmp:
-            rc, out, err = self._run(request, tmp)
+            done = self._run(request, tmp)
+        if done.timed_out:
+            raise TransientError(f"{self.name} timed out after {request.timeout_s:g} s; its process group was killed")
+        out, err = done.stdout.data.decode("utf-8", "replace"), done.stderr.data.decode("utf-8", "replace")
+        dropped = done.stdout.dropped
         if self.reader is not None:
-            return self.reader(self.name, rc, out, err)
-        if rc != 0:
-            raise self._failure(rc, out, err)
-        return Completion(out.strip())
+            if dropped:
+                # Its result object was cut: there is no answer to read, only a prefix of one.
+                raise PermanentError(f"{self.name} printed more than max_output_bytes ({self.max_output_bytes}); "
+                                     f"{dropped} bytes were dropped and its result could not be read")
+            return self.reader(self.name, done.returncode, out, err)
+        if done.returncode != 0:
+            raise self._failure(done.returncode, out, err)
+        extra = {"output_truncated": True, "output_dropped_bytes": dropped} if dropped else {}
+        return Completion(out.strip(), extra=extra)
 
     @contextlib.contextmanager
     def _scratch(self) -> Iterator[Path]:
@@ -102,25 +117,29 @@ class CommandProvider:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _run(self, request: Request, tmp: Path) -> tuple[int, str, str]:
+    def _run(self, request: Request, tmp: Path) -> subproc.Finished:
+        data = self._prompt_bytes(request.prompt)
         argv = [a.replace(PROMPT, request.prompt) for a in self.argv] if self.prompt_mode == "arg" else list(self.argv)
-        stdin = request.prompt.encode() if self.prompt_mode == "stdin" else None
+        # With the prompt in an argument stdin is /dev/null: a CLI reading it gets EOF, never a wait.
+        stdin = data if self.prompt_mode == "stdin" else None
+        limits = subproc.Limits(request.timeout_s, self.max_output_bytes, MAX_STDERR_BYTES)
         try:
-            # A new session makes the CLI the leader of its own process group, so a timeout can
-            # kill everything it started, not just the direct child.
-            proc = subprocess.Popen(argv, cwd=tmp / "work", env=self._env(tmp), start_new_session=True,
-                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            return subproc.run(argv, cwd=tmp / "work", env=self._env(tmp), stdin=stdin, limits=limits)
         except OSError as exc:
             raise self._not_started(exc) from exc
-        with proc:
-            try:
-                out, err = proc.communicate(stdin, timeout=request.timeout_s)
-            except subprocess.TimeoutExpired:
-                raise TransientError(f"{self.name} timed out after {request.timeout_s:g} s; its process group was killed") from None
-            finally:
-                _kill_group(proc.pid)  # helpers left behind, a timeout or an interrupt: nothing outlives the call
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def _prompt_bytes(self, prompt: str) -> bytes:
+        """The prompt as the CLI gets it: UTF-8, with surrogate escapes as the bytes they stand for
+        (what Python does to an argument), or this item's error if no process can be given it."""
+        try:
+            data = prompt.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            raise PermanentError(f"{self.name} cannot be given this prompt: it holds a lone surrogate "
+                                 f"(U+{ord(prompt[exc.start]):04X}, not UTF-8)") from None
+        if self.prompt_mode == "arg" and b"\0" in data:
+            raise PermanentError(f"{self.name} cannot be given this prompt: it holds a NUL character, which no program "
+                                 "argument can carry (prompt: stdin can)")
+        return data
 
     def _env(self, tmp: Path) -> dict[str, str]:
         env = {k: os.environ[k] for k in _ALLOWED_ENV if k in os.environ}
@@ -158,13 +177,6 @@ class CommandProvider:
 def _local(exc: OSError, what: str) -> LocalError:
     name = errno.errorcode.get(exc.errno or 0, "OSError")
     return LocalError(f"a command call failed on this machine: {what}: {exc.strerror or exc} ({name}); {LOCAL_HINT}")
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
 
 
 def _argv(arm: ArmSpec, spec: Spec) -> tuple[list[str], Preset | None]:
@@ -229,6 +241,9 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
     _check_prompt(argv, mode, arm, spec)
     env_names = _env_names(arm, spec, preset.env if preset else ())
     keep_home = option(arm, "keep_home", bool, False, spec)
+    cap = option(arm, "max_output_bytes", int, MAX_OUTPUT_BYTES, spec)
+    if cap < 1:
+        raise spec.error(f"max_output_bytes must be a positive number of bytes, got {cap!r}", "arms", arm.name, "max_output_bytes")
     argv[0] = _resolve(option(arm, "binary", str, argv[0], spec), arm, spec)
     return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home),
-                           preset.fixed_env if preset else (), preset.reader if preset else None)
+                           preset.fixed_env if preset else (), preset.reader if preset else None, cap)

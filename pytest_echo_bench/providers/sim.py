@@ -66,7 +66,9 @@ class SimProvider:
 
 def _rng(*parts: str) -> random.Random:
     # sha256, not hash(): Python salts str hashes per process, and every xdist worker must agree.
-    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    # surrogatepass: a task id may hold a lone surrogate (JSON's "\ud800"), which plain UTF-8
+    # refuses; every other text encodes to the same bytes, so no draw changes.
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 

@@ -57,5 +57,5 @@ class ResponseCache:
         try:
             self._db().execute("INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
                                (key, text, json.dumps(usage) if usage else None))
-        except sqlite3.Error:
-            pass  # best effort: the row is what matters
+        except (sqlite3.Error, UnicodeEncodeError):
+            pass  # best effort: the row is what matters (SQLite stores no lone surrogate: such a text is not cached)

@@ -1,0 +1,85 @@
+"""What the ``echo-bench`` command takes from its user and gives back: argument types that refuse a
+bad value with one line (argparse's status 2), and every printed line escaped.
+
+Text the command prints comes from results files, datasets, models and providers, so it goes
+through ``safe_text.shown`` as pytest's output does: a task id holding ESC, OSC or U+202E cannot
+drive the terminal, and one holding a lone surrogate (valid in JSON, not in UTF-8) cannot crash
+the print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_echo_bench.store.safe_text import shown
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+
+def say(text: str, err: bool = False) -> None:
+    """Print ``text`` escaped; CR LF line ends (the CSV format's RFC 4180 ones) stay as they are: a
+    CR right before a LF only ends the line."""
+    safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
+    print(safe, file=sys.stderr if err else sys.stdout)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its messages escaped: they repeat the user's arguments, which may hold
+    anything a file name can (``surrogateescape`` makes undecodable bytes lone surrogates)."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(shown(message))
+
+
+def number(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite float in the range (``open_low``/``open_high`` exclude the ends)."""
+    left, right = "(" if open_low else "[", ")" if open_high else "]"
+    want = f"a number in {left}{low:g}, {high:g}{right}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; want {want}") from None
+        inside = (low < value if open_low else low <= value) and (value < high if open_high else value <= high)
+        if not math.isfinite(value) or not inside:  # nan compares false both ways: refused here too
+            raise argparse.ArgumentTypeError(f"{text!r} is not {want}")
+        return value
+
+    return parse
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not in [{low}, {high}]")
+        return value
+
+    return parse
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: where a command writes a file whole (``write_atomic`` moves it into place).
+
+    An existing directory, device or FIFO is refused: the move would replace it (run as root,
+    ``-o /dev/null`` would put a regular file in place of the device).
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    path = Path(text)
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a regular file; the output would replace it")
+    return path
