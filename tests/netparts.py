@@ -4,7 +4,6 @@ loopback OpenAI server behind TLS, and proxy.py (a forward proxy written by othe
 from __future__ import annotations
 
 import contextlib
-import gc
 import shutil
 import socket
 import ssl
@@ -68,17 +67,18 @@ class ForwardProxy:
     log: Path
 
     def lines(self, needle: str = "", at_least: int = 0) -> list[str]:
-        """proxy.py's access log lines that hold ``needle``: one per proxied connection, written when
-        it closes. ``at_least``: wait (5 s at most) for the SDK's pooled connections to be collected."""
+        """The connections proxy.py opened to ``needle`` (host:port), as its debug log says when it
+        opens one: for a plain request and for a ``CONNECT`` tunnel alike. Its access log line comes
+        only when a connection closes, and the SDK keeps its pooled ones open. ``at_least``: wait
+        (5 s at most) for the log to show that many."""
         deadline = time.monotonic() + (5.0 if at_least else 0.0)
         while len(found := self._lines(needle)) < at_least and time.monotonic() < deadline:
-            gc.collect()  # the sweep's clients are unreferenced now: collecting them closes their sockets
-            time.sleep(0.1)
+            time.sleep(0.05)
         return found
 
     def _lines(self, needle: str) -> list[str]:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-        return [line for line in text.splitlines() if (" - POST " in line or " - CONNECT " in line) and needle in line]
+        return [line for line in text.splitlines() if f"Connecting to upstream {needle}" in line]
 
 
 def proxy_executable() -> Path:
@@ -93,7 +93,7 @@ def forward_proxy(where: Path, basic_auth: str | None = None) -> Iterator[Forwar
     """proxy.py on 127.0.0.1 with one worker; ``basic_auth`` ("user:pass") makes it demand credentials."""
     port, log = free_port(), where / "proxy.log"
     argv = [str(proxy_executable()), "--hostname", "127.0.0.1", "--port", str(port), "--num-workers", "1",
-            "--num-acceptors", "1", "--log-file", str(log), "--log-level", "INFO"]
+            "--num-acceptors", "1", "--log-file", str(log), "--log-level", "DEBUG"]
     if basic_auth:
         argv += ["--basic-auth", basic_auth]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,3 +113,33 @@ def forward_proxy(where: Path, basic_auth: str | None = None) -> Iterator[Forwar
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+CA_CONFIG = """[ca]
+default_ca = test_ca
+[test_ca]
+database = {dir}/index.txt
+new_certs_dir = {dir}
+serial = {dir}/serial
+default_md = sha256
+policy = anything
+copy_extensions = copy
+[anything]
+commonName = supplied
+"""
+
+
+def make_expired_cert(where: Path) -> tuple[Path, Cert]:
+    """(a CA, a certificate it signed for 127.0.0.1 that expired in 2020): ``openssl ca`` sets past dates."""
+    ca = make_cert(where, "expired-test-ca", san="DNS:expired-test-ca")
+    (where / "index.txt").write_text("")
+    (where / "serial").write_text("01\n")
+    (where / "ca.cnf").write_text(CA_CONFIG.format(dir=where))
+    key, csr, cert = where / "old.key", where / "old.csr", where / "old.pem"
+    run = [["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+           ["openssl", "ca", "-batch", "-config", str(where / "ca.cnf"), "-cert", str(ca.cert), "-keyfile", str(ca.key),
+            "-in", str(csr), "-out", str(cert), "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-notext"]]
+    for argv in run:
+        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    return ca.cert, Cert(cert, key)

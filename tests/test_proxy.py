@@ -72,7 +72,7 @@ def test_http_proxy_carries_an_http_base_url(pytester: pytest.Pytester, sweep: S
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     before = len(proxy.lines(port_of(openai_server)))
     run(pytester, sweep, spec(openai_server.base_url, client))
-    # proxy.py logs one line per proxied connection; kept alive, one carries several calls
+    # one upstream connection per kept client connection; kept alive, one carries several calls
     assert 1 <= len(proxy.lines(port_of(openai_server), before + 1)) - before <= 4
     assert len(openai_server.requests) == 4
 
@@ -81,8 +81,6 @@ def test_http_proxy_carries_an_http_base_url(pytester: pytest.Pytester, sweep: S
 def test_no_proxy_goes_direct(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy,
                               openai_server: FakeOpenAI, client: str, monkeypatch: pytest.MonkeyPatch,
                               no_proxy: str) -> None:
-    if client == "sdk" and "/" in no_proxy:
-        pytest.skip("CIDR blocks in NO_PROXY are the lean client's (and curl's); the SDK's httpx matches hosts only")
     monkeypatch.setenv("http_proxy", proxy.url)
     monkeypatch.setenv("NO_PROXY", no_proxy)
     run(pytester, sweep, spec(openai_server.base_url, client))
@@ -107,8 +105,8 @@ def test_https_goes_through_a_connect_tunnel_with_tls_to_the_origin(
     with tls_server(cert) as server:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         run(pytester, sweep, spec(https_url(server), client, gpt=f"    ca_file: {cert.cert}\n"))
-        tunnels = [line for line in proxy.lines(port_of(server), 1) if " - CONNECT " in line]
-        assert 1 <= len(tunnels) <= 4  # one per kept connection; the proxy saw no request inside
+        # One tunnel per kept connection; the server speaks only TLS, so the proxy carried it unread.
+        assert 1 <= len(proxy.lines(port_of(server), 1)) <= 4
         assert len(server.requests) == 4
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netparts import Cert, https_url, make_cert, tls_server
+from netparts import Cert, https_url, make_cert, make_expired_cert, tls_server
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
@@ -119,6 +119,17 @@ def test_a_certificate_for_another_host_names_the_mismatch(pytester: pytest.Pyte
         result, _, rows = sweep.run()
         port = running.httpd.server_address[1]
         assert_tls_stop(result, rows, f"127.0.0.1:{port}", "IP address mismatch", time.monotonic() - started)
+
+
+def test_an_expired_certificate_names_the_expiry(pytester: pytest.Pytester, sweep: Sweep, client: str,
+                                                 tmp_path: Path) -> None:
+    ca, expired = make_expired_cert(tmp_path)
+    with tls_server(expired) as running:
+        make_spec(pytester, spec(https_url(running), client, gpt=f"    ca_file: {ca}\n"))
+        started = time.monotonic()
+        result, _, rows = sweep.run()
+        port = running.httpd.server_address[1]
+        assert_tls_stop(result, rows, f"127.0.0.1:{port}", "certificate has expired", time.monotonic() - started)
 
 
 @pytest.mark.parametrize("option, value, said", [
