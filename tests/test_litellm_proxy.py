@@ -352,14 +352,14 @@ def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
             started = time.monotonic()
             result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "16")
             took = time.monotonic() - started
-    text = result.stdout.str()
+    text, ideal = result.stdout.str(), ideal_s(admitted)
+    print(f"router sweep: {took:.1f} s, ideal {ideal:.0f} s, {len(rows)} rows, "
+          f"{sum(r['status'] == 'correct' for r in rows)} correct, exit {result.ret}")
     assert result.ret == 0, text[-3000:]
     assert len(rows) == ROUTER_ITEMS and {r["status"] for r in rows} == {"correct"}, text[-3000:]
     waited = [r for r in rows if r["retries"]]
     assert waited, "the router refused nothing: the test did not reach its limit"
     assert all("llm_provider" not in r.get("detail", "") for r in rows)
-    ideal = ideal_s(admitted)
-    print(f"router sweep: {took:.1f} s, ideal {ideal:.0f} s, {len(waited)} items waited, exit {result.ret}")
     assert ideal >= WINDOW_S, admitted  # the router did refuse: a whole minute had to pass
     assert took < 2 * ideal, (took, ideal)
     assert len(upstream.requests) == ROUTER_ITEMS  # a refusal never reached the upstream: no call billed twice

@@ -118,7 +118,7 @@ def call_with_retries(
         if rate_limited(error):
             limited_since = clock() if limited_since is None else limited_since
             rng = rng or random.Random()
-            delay = backoff_delay(policy, len(retries) - failures, error.retry_after, rng)
+            delay = backoff_delay(policy, min(len(retries) - failures, 30), error.retry_after, rng)
             if clock() - limited_since + delay > policy.max_wait_s:
                 raise IncompleteError(f"rate-limited for {clock() - limited_since:.0f} s, and the next wait would pass "
                                       f"the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
