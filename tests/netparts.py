@@ -10,9 +10,10 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openai_server import FakeOpenAI
@@ -39,20 +40,20 @@ def make_cert(where: Path, name: str, san: str = "IP:127.0.0.1,DNS:localhost", d
 
 
 @contextlib.contextmanager
-def tls_server(cert: Cert) -> Iterator[FakeOpenAI]:
-    """The loopback OpenAI server speaking https with ``cert``; the handshake runs on the
-    connection's own thread, so a client that refuses the certificate does not stall the others."""
+def tls_server(cert: Cert, make: Callable[[], Any] = FakeOpenAI) -> Iterator[Any]:
+    """The loopback OpenAI (or ``make``'s) server speaking https with ``cert``; the handshake runs
+    on the connection's own thread, so a client that refuses the certificate stalls no other."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert.cert, cert.key)
-    server = FakeOpenAI()
+    server = make()
     server.httpd.handle_error = lambda request, address: None  # a refused handshake is what these tests make
     server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True, do_handshake_on_connect=False)
     with server:
         yield server
 
 
-def https_url(server: FakeOpenAI, host: str = "127.0.0.1") -> str:
-    return f"https://{host}:{server.httpd.server_address[1]}/v1"
+def https_url(server: Any, host: str = "127.0.0.1", path: str = "/v1") -> str:
+    return f"https://{host}:{server.httpd.server_address[1]}{path}"
 
 
 def free_port() -> int:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from anthropic_server import FakeAnthropic
 from netparts import Cert, https_url, make_cert, make_expired_cert, tls_server
 from openai_server import FakeOpenAI
 
@@ -146,3 +147,20 @@ def test_a_ca_option_that_cannot_be_used_is_a_spec_error(pytester: pytest.Pytest
     text = result.stdout.str() + result.stderr.str()
     assert result.ret != 0 and rows == []
     assert said in text and f"arms.gpt.{option}" in text, text[-3000:]
+
+
+def test_the_anthropic_arm_trusts_ca_file_and_stops_on_an_untrusted_certificate(
+        pytester: pytest.Pytester, sweep: Sweep, cert: Cert, client: str) -> None:
+    with tls_server(cert, FakeAnthropic) as running:
+        arms = ("  good: {provider: sim, accuracy: 1.0}\n"
+                f"  gpt:\n    provider: anthropic\n    model: claude-test\n    base_url: {https_url(running, path='')}\n"
+                f"    api_key_env: TEST_OPENAI_KEY\n    client: {client}\n")
+        make_spec(pytester, sim_spec(6, arms=arms + f"    ca_file: {cert.cert}\n", extra=FAST))
+        result, _, rows = sweep.run("--bench-concurrency", "4")
+        assert result.ret == 0 and len(rows) == 12, result.stdout.str()[-3000:]
+        (pytester.path / "results.jsonl").unlink()
+        make_spec(pytester, sim_spec(6, arms=arms, extra=FAST))
+        started = time.monotonic()
+        result, _, rows = sweep.run("--bench-concurrency", "4")
+        port = running.httpd.server_address[1]
+        assert_tls_stop(result, rows, f"127.0.0.1:{port}", "self-signed certificate", time.monotonic() - started)
