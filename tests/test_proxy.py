@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from netparts import Cert, ForwardProxy, forward_proxy, https_url, make_cert, tls_server
+from netparts import Cert, ForwardProxy, forward_proxy, free_port, https_url, make_cert, tls_server
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
@@ -123,6 +123,17 @@ def test_proxy_credentials_are_sent_and_never_shown(pytester: pytest.Pytester, s
     assert result.ret == 2 and rows == [], text[-3000:]
     assert "407" in text and "cannot work as configured" in text, text[-3000:]
     assert SECRET not in text and SECRET not in sweep.out.read_text(encoding="utf-8")
+
+
+def test_a_proxy_nothing_listens_on_stops_the_arm_naming_the_proxy(pytester: pytest.Pytester, sweep: Sweep,
+                                                                   openai_server: FakeOpenAI) -> None:
+    closed = free_port()
+    make_spec(pytester, spec(openai_server.base_url, "http", gpt=f"    proxy: http://bench:{SECRET}@127.0.0.1:{closed}\n"))
+    result, _, rows = sweep.run("--bench-concurrency", "2")
+    text = result.stdout.str()
+    assert result.ret == 2 and rows == [] and openai_server.requests == [], text[-3000:]
+    assert f"through the proxy 127.0.0.1:{closed}" in text and "cannot work as configured" in text
+    assert SECRET not in text
 
 
 @pytest.mark.parametrize("host, port, no_proxy, expected", [

@@ -123,7 +123,8 @@ class JSONClient:
                 raise ArmError(str(exc), hint=PROXY_HINT, status=exc.status) from None
             raise TransientError(str(exc), status=exc.status) from None  # 502/503: it cannot reach the origin now
         except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+            via = f" (through the proxy {self._proxy.shown})" if self._proxy is not None else ""
+            raise TransientError(f"{type(exc).__name__}: {exc}{via}") from exc
         if reply.status == 407 and self._proxy is not None:
             raise ArmError(f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)", hint=PROXY_HINT, status=407)
         return reply.status, reply.headers, _data(reply)
