@@ -11,7 +11,9 @@ project's own openai SDK or pydantic): ``.venv-litellm/bin/litellm``, or ``$ECHO
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
@@ -25,6 +27,7 @@ from typing import Any
 
 import pytest
 from filelock import FileLock
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
 
@@ -35,7 +38,8 @@ MASTER_KEY = "sk-echo-bench-master"  # general_settings.master_key in proxy.yaml
 WRONG_KEY = "sk-not-the-master-key"
 READY_TIMEOUT_S = 120.0  # 8 s on an idle machine, 40 s seen with both cores busy: it imports a lot
 ATTEMPTS = 3
-RETRIES = f"retries: {{attempts: {ATTEMPTS}, backoff_s: 0.01, max_backoff_s: 0.02}}\ntimeout_s: 10\n"
+WAIT_S = 3  # a rate limit's 429 does not spend attempts: the item waits this long at most
+RETRIES = f"retries: {{attempts: {ATTEMPTS}, backoff_s: 0.01, max_backoff_s: 0.02, max_wait_s: {WAIT_S}}}\ntimeout_s: 10\n"
 NOT_INSTALLED = ("the LiteLLM proxy is not installed: run `bash .ci/litellm` (it makes .venv-litellm), "
                  "or point ECHO_BENCH_LITELLM at a litellm executable")
 
@@ -220,7 +224,12 @@ def test_a_transient_error_that_persists_leaves_the_items_incomplete(
     assert stop_marker(pytester)["reason"] == "incomplete"
     result.stdout.fnmatch_lines(["*stopped early (incomplete*resume with:", "  pytest --bench-resume *results.jsonl*"])
     # Retried up to the spec's limit, and never taken for quota exhaustion (LiteLLM calls its 429 a "throttling_error").
-    assert len(proxy.events(f"{tag} [{status}] 2+2=? (0)", "call")) == ATTEMPTS
+    calls = len(proxy.events(f"{tag} [{status}] 2+2=? (0)", "call"))
+    if status == "500":
+        assert calls == ATTEMPTS
+    else:  # a rate limit waits out the item's wait budget (the endpoint paused a second per 429), attempts unspent
+        assert 2 <= calls <= WAIT_S + 2, calls
+        assert "retries.max_wait_s" in result.stdout.str()
 
 
 def test_a_bad_request_is_one_error_row_with_one_prefix(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
@@ -281,3 +290,76 @@ def test_an_unknown_model_stops_the_arm(pytester: pytest.Pytester, sweep: Sweep,
     assert stop_marker(pytester)["reason"] == "arm-unavailable"
     assert "Invalid model name" in out and "check the arm's model" in out
     assert len(proxy.events(tag, "call")) == 1  # the arm's other items were never sent
+
+
+def router_config(upstream: str) -> str:
+    """One model name routed to two deployments with an ``rpm`` each, enforced by LiteLLM's router as
+    PROVIDER-FACTS records: beyond the minute's count it answers 429 with only
+    ``llm_provider-retry-after: 60``. Measured with 1.108.7 here: two deployments of ``rpm: 20``
+    admitted 20 requests a minute, not 40; ``rpm: 40`` each admits 40, so 60 items need two minutes."""
+    # Two distinct deployments (two upstream model names): identical ones are one deployment to LiteLLM.
+    deployments = "".join(f"  - model_name: limited\n    litellm_params: {{model: openai/local-{name}, "
+                          f"api_base: {upstream}, api_key: sk-upstream, rpm: 40}}\n" for name in ("a", "b"))
+    return ("model_list:\n" + deployments +
+            "router_settings:\n  routing_strategy: usage-based-routing-v2\n  enable_pre_call_checks: true\n"
+            "  optional_pre_call_checks: [\"enforce_model_rate_limits\"]\n  num_retries: 0\n"
+            "litellm_settings:\n  num_retries: 0\n  request_timeout: 10\n"
+            f"general_settings:\n  master_key: {MASTER_KEY}\n")
+
+
+@contextlib.contextmanager
+def litellm(config: Path, work: Path) -> Iterator[str]:
+    exe = litellm_executable()
+    output, port = work / "router.log", free_port()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with output.open("wb") as log:
+        proc = subprocess.Popen([str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_ready(proc, base_url, output)
+        yield base_url
+    finally:
+        stop(proc)
+
+
+ROUTER_ITEMS = 60
+WINDOW_S = 60.0  # the router counts requests a minute from the first one it admits
+
+
+def ideal_s(admitted: list[float]) -> float:
+    """The least time any client needs: the router admits the first minute's count, then as many
+    again a minute later, and so on (the minutes measured from the upstream's side)."""
+    first = [t for t in admitted if t - admitted[0] < WINDOW_S]
+    return WINDOW_S * (math.ceil(len(admitted) / len(first)) - 1)
+
+
+def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
+        pytester: pytest.Pytester, sweep: Sweep, tmp_path: Path) -> None:
+    """60 items at 16 in flight against about 40 requests a minute: the refused wait out the router's
+    ``llm_provider-retry-after`` (their attempts unspent) and the plain run completes, exit 0."""
+    admitted: list[float] = []
+    with FakeOpenAI() as upstream:
+        upstream.fault_for = lambda body: admitted.append(time.monotonic())  # asked once per request it answers
+        config = tmp_path / "router.yaml"
+        config.write_text(router_config(upstream.base_url), encoding="utf-8")
+        with litellm(config, tmp_path) as base_url:
+            lines = "\n".join(f'    - {{id: q{i}, input: "rpm {i}", target: "42"}}' for i in range(ROUTER_ITEMS))
+            arms = (f"  routed:\n    provider: openai\n    model: limited\n    base_url: {base_url}\n"
+                    "    api_key_env: LITELLM_TEST_KEY\n")
+            make_spec(pytester, f"benchmark: rpm\ndataset:\n  loader: inline\n  items:\n{lines}\nscorer: exact\n"
+                                f"arms:\n{arms}retries: {{attempts: 4, backoff_s: 1}}\ntimeout_s: 20\n")
+            started = time.monotonic()
+            result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "16")
+            took = time.monotonic() - started
+    text, ideal = result.stdout.str(), ideal_s(admitted)
+    print(f"router sweep: {took:.1f} s, ideal {ideal:.0f} s, {len(rows)} rows, "
+          f"{sum(r['status'] == 'correct' for r in rows)} correct, exit {result.ret}")
+    assert result.ret == 0, text[-3000:]
+    assert len(rows) == ROUTER_ITEMS and {r["status"] for r in rows} == {"correct"}, text[-3000:]
+    waited = [r for r in rows if r["retries"]]
+    assert waited, "the router refused nothing: the test did not reach its limit"
+    assert all("llm_provider" not in r.get("detail", "") for r in rows)
+    assert ideal >= WINDOW_S, admitted  # the router did refuse: a whole minute had to pass
+    assert took < 2 * ideal, (took, ideal)
+    assert len(upstream.requests) == ROUTER_ITEMS  # a refusal never reached the upstream: no call billed twice

@@ -234,10 +234,15 @@ class Storm:
         while left:
             run: dict[str, int | None] = {}
             for prompt in left:
-                kinds = [self.kind(prompt, pos[prompt] + i) for i in range(attempts)]
-                used = kinds.index("ok") + 1 if "ok" in kinds else None
-                pos[prompt] += used or attempts
-                run[prompt] = used
+                calls = failures = 0
+                while failures < attempts:  # a 429 (a rate limit) waits: it is no attempt (engine.calls)
+                    kind = self.kind(prompt, pos[prompt] + calls)
+                    calls += 1
+                    if kind == "ok":
+                        break
+                    failures += kind != "429"
+                pos[prompt] += calls
+                run[prompt] = calls if failures < attempts else None
             runs.append(run)
             left = [p for p in left if run[p] is None]
         return runs

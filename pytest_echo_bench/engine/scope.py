@@ -2,7 +2,8 @@
 
     item       PermanentError   this prompt fails (a 400 for its length, a content filter): an error row
     arm        ArmError         this arm cannot work as configured (not logged in, key refused, no
-                                such model, endpoint unreachable or not the API): the arm stops,
+                                such model, endpoint unreachable or not the API, a certificate
+                                that fails verification): the arm stops,
                                 nothing of it is recorded, the other arms go on
     run        ExhaustedError   quota or usage exhausted: every process stops; resumable later
     local      LocalError       our own machine (too many open files, disk full): the run stops
@@ -29,6 +30,7 @@ from pytest_echo_bench.errors import (
     ProviderError,
     TransientError,
 )
+from pytest_echo_bench.providers.network import TLS_HINT, cert_failure
 
 # Texts that mean "out of quota/credit" in an error without an HTTP status (a CLI's output, an
 # exception of unknown origin). An error with a status was classified by its provider from the
@@ -76,6 +78,10 @@ class Classifier:
             return LocalError(f"{described(local)}; {LOCAL_HINT}")
         error = exc if isinstance(exc, ProviderError) else _builtin(exc)
         text = str(exc)
+        if not isinstance(error, ArmError) and cert_failure(exc) is not None:
+            # A certificate that fails verification fails every call the same way: retried as
+            # transient it kept a run "incomplete" for days. The arm's settings must change.
+            return ArmError(text, hint=TLS_HINT, status=error.status)
         if not isinstance(error, ExhaustedError) and (
                 self._exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))):  # type: ignore[attr-defined]
             return ExhaustedError(text, status=error.status)

@@ -8,17 +8,18 @@ through one ``classify_status``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
-_KNOWN = {"model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
+_KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
 # An account without credit: no retry can help, so the run stops. A refused key (401
 # authentication_error, 403 permission_error) is the arm's: it stops, other arms go on.
 _EXHAUSTED_TYPES = {"billing_error"}
@@ -49,7 +50,7 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
     if kind in _EXHAUSTED_TYPES or status == 402 or "credit balance is too low" in text.lower():
         return ExhaustedError(f"{message}; top up the account, then resume", status=status)
-    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
         return ArmError(message, status=status)
     if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:  # 529 is "overloaded"
         return TransientError(message, retry_after=retry_after(headers), status=status)
@@ -88,10 +89,11 @@ def _sdk_arguments(payload: dict[str, Any]) -> dict[str, Any]:
 class SDKTransport:
     client: Any
     sdk: Any
+    url: str = ""  # the base_url, to name the host when its certificate is refused
 
     def post(self, payload: dict[str, Any]) -> Completion:
         with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
-                status, _error_of(body), headers)):
+                status, _error_of(body), headers), self.url):
             resp = self.client.messages.create(**_sdk_arguments(payload))
         if not hasattr(resp, "content"):  # the SDK hands back a page that is not JSON as a str
             return _reply(None)
@@ -104,10 +106,11 @@ class HTTPTransport:
     base_url: str
     key: str | None
     timeout: float
+    network: Network = field(default_factory=Network)
 
     def __post_init__(self) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
-        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout)
+        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network)
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
@@ -136,8 +139,9 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     params = _params(arm, spec)
     # "api_key_env: null" is for local proxies that take no key; then none is sent.
     key = read_key(arm.name, key_env) if key_env else None
+    network = network_of(arm, spec)
     if client == "http":
-        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params, base_url, key)
+        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s, network), model, system, params, base_url, key)
     try:
         import anthropic
     except ImportError as exc:
@@ -145,5 +149,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
     # The SDK insists on some credential, so a keyless arm sends a placeholder.
-    sdk_client = anthropic.Anthropic(api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s)
-    return AnthropicProvider(SDKTransport(sdk_client, anthropic), model, system, params, base_url, key)
+    sdk_client = anthropic.Anthropic(api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
+                                     http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s))
+    return AnthropicProvider(SDKTransport(sdk_client, anthropic, base_url), model, system, params, base_url, key)

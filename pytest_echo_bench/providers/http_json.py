@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import ArmError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Completion
+from pytest_echo_bench.providers.network import Network, Proxy, cert_failure, tls_refused
 from pytest_echo_bench.providers.reply import UnknownEncoding
-from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, Reply, Target, WireError, request_head
+from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, ProxyRefused, Reply, Target, WireError, request_head
 
+PROXY_HINT = "check the proxy's address and credentials (the arm's proxy:, or HTTP(S)_PROXY), or set proxy: none"
 # What to do when a server answers, but not in the API's wire format.
 WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
 
@@ -43,13 +45,18 @@ def plain(resp: Any) -> Any:
 
 @contextlib.contextmanager
 def sdk_errors(sdk: Any, base_error: type[Exception],
-               classify: Callable[[int, Any, Mapping[str, str]], ProviderError]) -> Iterator[None]:
+               classify: Callable[[int, Any, Mapping[str, str]], ProviderError], url: str = "") -> Iterator[None]:
     """An official SDK's exceptions in our terms, as the lean client reports the same failures:
-    no connection or a timeout is transient, an HTTP status is classified by the provider, and
-    anything else the SDK raises is permanent."""
+    no connection or a timeout is transient, a certificate that failed verification is the arm's
+    (named as the lean client names it: the SDK says only "Connection error."), an HTTP status is
+    classified by the provider, and anything else the SDK raises is permanent."""
     try:
         yield
     except sdk.APIConnectionError as exc:  # includes APITimeoutError
+        refused = cert_failure(exc)
+        if refused is not None:
+            target = Target.parse(url)
+            raise tls_refused(target.host, target.port, refused) from exc
         raise TransientError(f"{type(exc).__name__}: {exc}") from exc
     except sdk.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
@@ -63,35 +70,41 @@ class JSONClient:
     url: str  # the endpoint, e.g. http://127.0.0.1:8000/v1/chat/completions
     headers: dict[str, str]
     timeout: float
+    network: Network = field(default_factory=Network)
     _local: threading.local = field(default_factory=threading.local)
 
     def __post_init__(self) -> None:
         # identity: a compressed reply would cost CPU to inflate (``reply`` still inflates one, if sent).
         self.headers = {"content-type": "application/json", "accept-encoding": "identity", **self.headers}
         self._head: bytes | None = None
-        self._refused: Exception | None = None  # why the URL or a header cannot be used, found once
+        self._refused: str | None = None  # why the URL or the proxy cannot be used, found once
+        self._proxy: Proxy | None = None
         try:
             self._target: Target | None = Target.parse(self.url)
         except BadURL as exc:
-            self._target, self._refused = None, exc
-        self._tls = ssl.create_default_context() if self._target is not None and self._target.tls else None
+            self._target, self._refused = None, f"the base_url cannot be used: {exc}"
+        try:
+            self._proxy = self.network.proxy_for(self.url) if self._target is not None else None
+        except ValueError as exc:  # HTTPS_PROXY=socks5://...: the SDK may reach it, we cannot
+            self._target, self._refused = None, f"the proxy cannot be used by client: http: {exc}; {PROXY_HINT}"
+        self._tls = self.network.tls_context() if self._target is not None and self._target.tls else None
 
     def _connection(self, target: Target) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = Connection(target, self.timeout, self._tls)
+            conn = self._local.conn = Connection(target, self.timeout, self._tls, self._proxy)
         return conn
 
     def _request_head(self, target: Target) -> bytes:
         if self._head is None:
-            self._head = request_head(target, self.headers)
+            self._head = request_head(target, self.headers, self._proxy)
         return self._head
 
     def post(self, payload: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         """(status, lower-cased headers, parsed body); transport failures are TransientError."""
         target = self._target
         if target is None:  # the spec's base_url, refused before anything was sent
-            raise UnavailableError(f"the base_url cannot be used: {self._refused}") from None
+            raise UnavailableError(str(self._refused)) from None
         try:
             head = self._request_head(target)
         except BadHeader:
@@ -103,8 +116,17 @@ class JSONClient:
             reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
         except UnknownEncoding as exc:  # the server compresses every reply so: retrying cannot help
             raise PermanentError(str(exc)) from None
+        except ssl.SSLCertVerificationError as exc:  # untrusted, expired, another host's: the same on every try
+            raise tls_refused(target.host, target.port, exc) from None
+        except ProxyRefused as exc:
+            if exc.status in (403, 407):  # the proxy's policy or credentials: this arm's settings
+                raise ArmError(str(exc), hint=PROXY_HINT, status=exc.status) from None
+            raise TransientError(str(exc), status=exc.status) from None  # 502/503: it cannot reach the origin now
         except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+            via = f" (through the proxy {self._proxy.shown})" if self._proxy is not None else ""
+            raise TransientError(f"{type(exc).__name__}: {exc}{via}") from exc
+        if reply.status == 407 and self._proxy is not None:
+            raise ArmError(f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)", hint=PROXY_HINT, status=407)
         return reply.status, reply.headers, _data(reply)
 
 
@@ -134,10 +156,16 @@ def _loads(body: bytes) -> Any:
     return json.loads(body, parse_int=lambda digits: int(digits) if len(digits) <= 4000 else math.inf)
 
 
+# The wait headers, first found wins: the standard one, its millisecond form (OpenAI, Anthropic),
+# and LiteLLM's, the only one its router sends when every deployment is at its rpm.
+RETRY_HEADERS = (("retry-after-ms", 0.001), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
+
+
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``, else OpenAI's
-    ``x-ratelimit-reset-*`` of the limit that ran out), if it says."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``,
+    ``llm_provider-retry-after``, else OpenAI's ``x-ratelimit-reset-*`` of the limit that ran
+    out), if it says."""
+    for name, scale in RETRY_HEADERS:
         value = headers.get(name)
         if value is not None:
             try:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
 from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
+from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
-_KNOWN = {"model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
+_KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
 _EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
 _QUOTA_TEXT = "you exceeded your current quota"
 
@@ -47,7 +48,7 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # keeps when it rewrites the code to "429" (docs: PROVIDER-FACTS); never by a bare word.
     if code in _EXHAUSTED_CODES or status == 402 or _QUOTA_TEXT in message.lower():
         return ExhaustedError(message, status=status)
-    if status in (401, 403, 404) or 300 <= status < 400:  # the key, the model or the base_url: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
         return ArmError(message, status=status)
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
@@ -82,9 +83,10 @@ def _reply(data: Any) -> Completion:
 class SDKTransport:
     client: Any
     sdk: Any
+    url: str = ""  # the base_url, to name the host when its certificate is refused
 
     def post(self, payload: dict[str, Any]) -> Completion:
-        with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status):
+        with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status, self.url):
             resp = self.client.chat.completions.create(**payload)
         if not hasattr(resp, "choices"):  # the SDK hands back a page that is not JSON as a str
             return _reply(None)
@@ -97,10 +99,11 @@ class HTTPTransport:
     base_url: str
     key: str
     timeout: float
+    network: Network = field(default_factory=Network)
 
     def __post_init__(self) -> None:
         url = self.base_url.rstrip("/") + "/chat/completions"
-        self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout)
+        self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network)
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
@@ -117,13 +120,15 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     system = option(arm, "system", str, None, spec)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
     key = read_key(arm.name, key_env) if key_env else "unused"
+    network = network_of(arm, spec)
     if client == "http":
-        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s), model, system, params, base_url, key)
+        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s, network), model, system, params, base_url, key)
     try:
         import openai
     except ImportError as exc:
         raise UnavailableError("the openai SDK is not installed: pip install 'pytest-echo-bench[openai]' "
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry every 429, quota exhaustion included; we classify first.
-    sdk_client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s)
-    return OpenAIProvider(SDKTransport(sdk_client, openai), model, system, params, base_url, key)
+    sdk_client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
+                               http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s))
+    return OpenAIProvider(SDKTransport(sdk_client, openai, base_url), model, system, params, base_url, key)

@@ -155,6 +155,12 @@ def read_reply(reader: Reader) -> Reply:
     raise WireError(f"the server sent more than {MAX_INTERIM} interim (1xx) replies")
 
 
+def read_head_status(reader: Reader) -> int:
+    """The status of a reply that has no body to read (a proxy's answer to ``CONNECT``)."""
+    status, _, _ = _head(reader, first=True)
+    return status
+
+
 def _line(reader: Reader, what: str) -> bytes:
     line = reader.readline(MAX_LINE)
     if len(line) > MAX_LINE:

@@ -6,8 +6,10 @@ what a JSON call needs here, and at hundreds of calls in flight that CPU is the 
 docs/performance.md). This speaks the part of HTTP/1.1 the APIs use: a request with a
 ``content-length``, replies with ``content-length``, ``transfer-encoding: chunked`` or a body up
 to the close, ``1xx`` interim replies skipped, ``connection: close`` honoured; TLS through ``ssl``.
-No proxies, no redirects (a 3xx is the caller's to judge); ``accept-encoding: identity`` is asked
-for, and a gzip or deflate body sent anyway is inflated (``reply.decoded``).
+Through a forward proxy (``network.Proxy``) as browsers and the SDKs go: an http request in
+absolute form, an https one inside a ``CONNECT`` tunnel with TLS to the origin. No redirects (a 3xx
+is the caller's to judge); ``accept-encoding: identity`` is asked for, and a gzip or deflate body
+sent anyway is inflated (``reply.decoded``).
 
 A reply must never be taken for the next request's: a connection is reused only when its last
 reply ended exactly where its framing said and nothing has arrived since; anything else closes it.
@@ -22,9 +24,10 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from pytest_echo_bench.providers.reply import TOKEN, ClosedBeforeReply, Reader, Reply, WireError, read_reply
+from pytest_echo_bench.providers.network import Proxy
+from pytest_echo_bench.providers.reply import TOKEN, ClosedBeforeReply, Reader, Reply, WireError, read_head_status, read_reply
 
-__all__ = ["BadHeader", "BadURL", "Connection", "Reply", "Target", "WireError", "request_head"]
+__all__ = ["BadHeader", "BadURL", "Connection", "ProxyRefused", "Reply", "Target", "WireError", "request_head"]
 
 RESEND_WITHIN_S = 0.5  # a reused connection closed this soon after the send, with no reply: sent again
 # What may not appear in a header value or the request target: it would end the line early
@@ -35,6 +38,14 @@ _TARGET = re.compile(r"[\x21-\x7e]+")
 
 class BadURL(ValueError):
     """The URL cannot be used for a request: no host, a port that is no number, controls in the path."""
+
+
+class ProxyRefused(WireError):
+    """The proxy answered ``CONNECT`` with something other than 200 (``status``); its text is not kept."""
+
+    def __init__(self, proxy: Proxy, status: int) -> None:
+        super().__init__(f"the proxy {proxy.shown} refused the tunnel: HTTP {status}")
+        self.status = status
 
 
 class BadHeader(ValueError):
@@ -81,9 +92,17 @@ class Target:
         return cls(ascii_host, port or default, tls, path, host_header)
 
 
-def request_head(target: Target, headers: dict[str, str]) -> bytes:
-    """The request's line and headers up to ``content-length``'s value; checked once, reused per call."""
-    lines = [f"POST {target.path} HTTP/1.1", f"host: {target.host_header}"]
+def request_head(target: Target, headers: dict[str, str], proxy: Proxy | None = None) -> bytes:
+    """The request's line and headers up to ``content-length``'s value; checked once, reused per call.
+
+    Through a proxy, an http request names its origin in full (RFC 9112's absolute form) and
+    carries the proxy's credentials; an https one goes in a tunnel, as if direct.
+    """
+    via = proxy is not None and not target.tls
+    where = f"http://{target.host_header}{target.path}" if via else target.path
+    lines = [f"POST {where} HTTP/1.1", f"host: {target.host_header}"]
+    if via and proxy is not None and proxy.authorization:
+        lines.append(f"proxy-authorization: {proxy.authorization}")
     for name, value in headers.items():
         if not TOKEN.fullmatch(name):
             raise BadHeader(f"the header name {name!r} is not a token")
@@ -105,6 +124,7 @@ class Connection:
     target: Target
     timeout: float
     tls: ssl.SSLContext | None = None
+    proxy: Proxy | None = None
     _sock: socket.socket | None = field(default=None, repr=False)
     _reader: Reader | None = field(default=None, repr=False)
 
@@ -158,9 +178,12 @@ class Connection:
 
     def _open(self) -> tuple[socket.socket, Reader]:
         if self._sock is None or self._reader is None:
-            sock = socket.create_connection((self.target.host, self.target.port), self.timeout)
+            peer = (self.proxy.host, self.proxy.port) if self.proxy else (self.target.host, self.target.port)
+            sock = socket.create_connection(peer, self.timeout)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.proxy is not None and self.target.tls:
+                    self._tunnel(sock, self.proxy)
                 if self.target.tls:
                     context = self.tls or ssl.create_default_context()
                     sock = context.wrap_socket(sock, server_hostname=self.target.host)
@@ -169,6 +192,23 @@ class Connection:
                 raise
             self._sock, self._reader = sock, Reader(sock)
         return self._sock, self._reader
+
+    def _tunnel(self, sock: socket.socket, proxy: Proxy) -> None:
+        """``CONNECT host:port`` through the proxy; TLS to the origin goes inside it."""
+        authority = f"[{self.target.host}]:{self.target.port}" if ":" in self.target.host else \
+            f"{self.target.host}:{self.target.port}"
+        lines = [f"CONNECT {authority} HTTP/1.1", f"host: {authority}"]
+        if proxy.authorization:
+            lines.append(f"proxy-authorization: {proxy.authorization}")
+        sock.settimeout(self.timeout)
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        reader = Reader(sock)
+        reader.expect(self.timeout)
+        status = read_head_status(reader)
+        if status != 200:
+            raise ProxyRefused(proxy, status)
+        if reader.buf:  # the origin's TLS has not started: anything here is the proxy's, not ours to read
+            raise WireError(f"the proxy {proxy.shown} sent bytes after its CONNECT reply")
 
     def close(self) -> None:
         sock, self._sock, self._reader = self._sock, None, None

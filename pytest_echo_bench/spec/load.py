@@ -25,6 +25,7 @@ class RetryPolicy:
     attempts: int = 4
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
+    max_wait_s: float = 600.0  # an item's rate-limit waits (429) end after this long: left for a resume
 
 
 @dataclass(frozen=True)
@@ -204,13 +205,14 @@ def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str,
 
 def _retries(value: Any, fail: Any) -> RetryPolicy:
     conf = _mapping(value, "retries", fail)
-    unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s"}
+    unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s", "max_wait_s"}
     if unknown:
-        raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s", "retries")
+        raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s, max_wait_s", "retries")
     attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
     backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail, MAX_SECONDS)
     max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail, MAX_SECONDS)
-    return RetryPolicy(attempts, backoff, max_backoff)
+    max_wait = _non_negative(conf.get("max_wait_s", 600.0), "retries.max_wait_s", fail, MAX_SECONDS)
+    return RetryPolicy(attempts, backoff, max_backoff, max_wait)
 
 
 def _mapping(value: Any, key: str, fail: Any) -> dict[str, Any]:
