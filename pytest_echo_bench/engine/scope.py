@@ -11,7 +11,7 @@
     (transient TransientError   may pass: retried with backoff, never recorded)
 
 Providers raise the class they know; whatever else is raised, and every text, passes here. The
-README's error table lists the rules.
+error tables of docs/exit-status.md and docs/providers.md list the rules.
 """
 
 from __future__ import annotations
