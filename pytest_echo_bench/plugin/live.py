@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.ops.gates import Gate
+from pytest_echo_bench.ops.gates import Gate, arm_key
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
@@ -21,11 +21,6 @@ from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
 
 FILE_EVERY_S = 5.0
-
-
-def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
-    """The arm's name, prefixed by its benchmark only when the run has several."""
-    return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
 
 
 @dataclass
