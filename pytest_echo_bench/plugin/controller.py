@@ -330,5 +330,8 @@ class ControllerPlugin:
             tr.write_line(f"  {self.resume_command()}", bold=True)
 
     def close(self) -> None:
-        """Unconfigure: the signal handlers go back to what they were."""
+        """Unconfigure: the summary made true to the file after a stop; the signal handlers as they were."""
         self.signals.restore()
+        if self.live is not None and self.final is not None and self.stopped and self.live.reconcile(self.ctx.run_start):
+            # xdist's workers are gone by now (it shuts them down after our sessionfinish): the file is final.
+            self.live.write_files(True, self.final["status"], self.stopped, self.gate_lines)

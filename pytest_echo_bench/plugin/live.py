@@ -176,6 +176,25 @@ class LiveRun:
         except OSError:
             pass
 
+    def reconcile(self, run_start: int) -> bool:
+        """Count from the file itself: True when it holds rows no report counted.
+
+        After a stop, calls in flight still finish and append their rows, on xdist workers whose
+        reports no longer reach the controller (two Ctrl-C: "done 40" for a file of 66 rows). Once
+        every worker is gone, the whole file's tallies (``counted``, read on from where it was)
+        replace the report-fed ones, and ``done`` is the keys of the rows after ``run_start``.
+        """
+        tallies = {k: replace(t) for k, t in self.counted.update(self.results).items() if t.items}
+        mine = FileTally()
+        mine.end = (run_start, 1 if run_start == 0 else 2)  # the meta line, if any, is before ``run_start``
+        mine.update(self.results)
+        done: dict[str, int] = {}
+        for (benchmark, arm, _), codes in mine.codes.items():
+            done[self.key(benchmark, arm)] = done.get(self.key(benchmark, arm), 0) + len(codes)
+        changed = done != self.done or tallies != {k: t for k, t in self.tallies.items() if t.items}
+        self.done, self.tallies = done, tallies
+        return changed
+
     def check_gates(self) -> tuple[bool, list[str]]:
         rates = self.rates()
         results = [gate.check(rates) for gate in self.gates]
