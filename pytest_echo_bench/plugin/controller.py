@@ -21,10 +21,11 @@ from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, RunContext
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
-from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json, unescape_id
+from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
 
 NOT_RECORDED = {INCOMPLETE: ("incomplete", "I", "INCOMPLETE"), ABORTED: ("aborted", "A", "ABORTED")}
@@ -102,16 +103,16 @@ class ControllerPlugin:
 
     # -- reports -----------------------------------------------------------------------------
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
-        bench = getattr(report, "bench", None)
-        if bench and report.when == "call" and bench["kind"] in NOT_RECORDED:
-            return NOT_RECORDED[bench["kind"]]
+        bench = Payload.of(report)
+        if bench and report.when == "call" and bench.kind in NOT_RECORDED:
+            return NOT_RECORDED[bench.kind]
         return None
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter has filed the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed and not report.sections:
             self._unfile(report)
-        bench = getattr(report, "bench", None)
+        bench = Payload.of(report)
         if bench is None:
             if report.failed:
                 self.other_failures += 1
@@ -120,29 +121,29 @@ class ControllerPlugin:
             self._count(report.nodeid, bench)
         spend(report)
 
-    def _count(self, nodeid: str, bench: dict[str, Any]) -> None:
-        self.counts[bench["kind"]] = self.counts.get(bench["kind"], 0) + 1
-        if bench.get("stop") and self.stop_reason is None:
-            self.stop_reason = StopReason(str(bench["stop"]["reason"]), str(bench["stop"]["message"]))
+    def _count(self, nodeid: str, bench: Payload) -> None:
+        self.counts[bench.kind] = self.counts.get(bench.kind, 0) + 1
+        if bench.stop is not None and self.stop_reason is None:
+            self.stop_reason = bench.stop_reason
         if self.live is not None:
             self.live.record(bench)
-        if bench["kind"] != ROW:
-            key = (bench["benchmark"], bench["arm"])
+        if bench.kind != ROW:
+            key = (bench.benchmark, bench.arm)
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
-            if bench["kind"] == UNAVAILABLE:  # one reason per arm, not one line per item
+            if bench.kind == UNAVAILABLE:  # one reason per arm, not one line per item
                 self._unavailable(bench)
             else:
-                self.unfinished.append((nodeid, bench["message"]))
-        if bench.get("retries"):
-            self._write(f"echo-bench: {nodeid} took {bench['retries']} retries")
+                self.unfinished.append((nodeid, bench.message))
+        if bench.retries:
+            self._write(f"echo-bench: {nodeid} took {bench.retries} retries")
 
-    def _unavailable(self, bench: dict[str, Any]) -> None:
-        reason = (bench["arm"], bench["message"])
+    def _unavailable(self, bench: Payload) -> None:
+        reason = (bench.arm, bench.message)
         if reason not in self.unavailable:  # said at once: a user watching a long run can fix it now
-            self._write(f"echo-bench: arm {bench['arm']} stopped: {bench['message']}")
+            self._write(f"echo-bench: arm {bench.arm} stopped: {bench.message}")
         self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
-        if not bench.get("optional"):
-            self.required.setdefault(f"{bench['benchmark']}/{bench['arm']}", str(bench["message"]))
+        if not bench.optional:
+            self.required.setdefault(f"{bench.benchmark}/{bench.arm}", bench.message)
 
     def _unfile(self, report: pytest.TestReport) -> None:
         """A benchmark item's silent setup/teardown report leaves the terminal reporter's list (``unfile``)."""
@@ -173,9 +174,7 @@ class ControllerPlugin:
         message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
         report.outcome, report.when = "skipped", "call"
         report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
-        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": escape_id(key[1]), "arm": key[2], "epoch": key[3],
-                   "status": INCOMPLETE, "wall_seconds": None, "retries": 0, "message": message}
-        report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
+        report.bench = Payload.lost(key, message).to_wire()  # type: ignore[attr-defined]  # as a worker sends it
 
     def _key_of(self, nodeid: str) -> tuple[str, str, str, int] | None:
         """(benchmark, task_id, arm, epoch) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.

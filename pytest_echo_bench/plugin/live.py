@@ -16,6 +16,7 @@ from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.plugin.collect import split_name
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.store.files import summary_path, write_atomic
 from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
@@ -71,23 +72,23 @@ class LiveRun:
     def key(self, benchmark: str, arm: str) -> str:
         return arm_key(benchmark, arm, self.benchmarks)
 
-    def record(self, bench: Mapping[str, Any]) -> None:
-        """One item's report (the plain-JSON payload that travels from workers)."""
-        self.retries += int(bench.get("retries") or 0)
-        self.throttled += int(bench.get("throttled") or 0)
-        if bench.get("limit") is not None:
-            key = self.key(bench["benchmark"], bench["arm"])
-            self.limits[key] = int(bench["limit"])
-            if bench.get("pace"):
-                self.paces[key] = float(bench["pace"])
+    def record(self, bench: Payload) -> None:
+        """One item's report (the payload that travels from workers)."""
+        self.retries += bench.retries
+        self.throttled += bench.throttled
+        if bench.limit is not None:
+            key = self.key(bench.benchmark, bench.arm)
+            self.limits[key] = bench.limit
+            if bench.pace:
+                self.paces[key] = bench.pace
             else:
                 self.paces.pop(key, None)  # not paced (any more)
-        kind = bench["kind"]
+        kind = bench.kind
         if kind == "row":
-            t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
+            t = self.tallies.setdefault((bench.benchmark, bench.arm), ArmTally())
             self._replace(t, bench)
-            t.count(CODES[bench["status"]] + PASSED * (bench["status"] == "correct"), float(bench.get("wall_seconds") or 0.0))
-            key = self.key(bench["benchmark"], bench["arm"])
+            t.count(CODES[bench.status] + PASSED * (bench.status == "correct"), bench.wall_seconds or 0.0)
+            key = self.key(bench.benchmark, bench.arm)
             self.done[key] = self.done.get(key, 0) + 1
         elif kind == "incomplete":
             self.incomplete += 1
@@ -95,9 +96,9 @@ class LiveRun:
             self.aborted += 1
         self.flush()
 
-    def _replace(self, t: ArmTally, bench: Mapping[str, Any]) -> None:
+    def _replace(self, t: ArmTally, bench: Payload) -> None:
         """An item the file already had a row for (``--bench-retry-errors``): its new row replaces that one."""
-        key = (bench["benchmark"], unescape_id(bench["task_id"]), bench["arm"], int(bench.get("epoch") or 1))
+        key = bench.key
         previous = self.counted.previous(key) if key not in self._replaced else None
         if previous is not None:
             self._replaced.add(key)
