@@ -19,6 +19,7 @@ from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILAB
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, RunContext
+from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.payload import Payload
@@ -232,12 +233,11 @@ class ControllerPlugin:
             if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
                 session.exitstatus = pytest.ExitCode.OK  # nothing left to collect: the sweep is complete
             return
-        status = self.final_status(int(exitstatus))
+        passed = True
+        if self.live is not None and self.live.gates:
+            passed, self.gate_lines = self.live.check_gates()
+        status = self.final_status(int(exitstatus), passed)
         if self.live is not None:
-            if self.live.gates:
-                passed, self.gate_lines = self.live.check_gates()
-                if not passed and status == pytest.ExitCode.OK:
-                    status = pytest.ExitCode.TESTS_FAILED  # a CI gate failed: the sweep itself completed
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
             self.live.write_files(partial, int(status), self.stopped, self.gate_lines)
@@ -245,49 +245,16 @@ class ControllerPlugin:
         with contextlib.suppress(OSError):
             lock_path(self.ctx.results).unlink(missing_ok=True)  # every worker has finished by now
 
-    def final_status(self, status: int) -> int:
-        """0 when the sweep completed (wrong answers included); 2 when it stopped early."""
-        marked = read_stop(self.ctx.results)
-        if marked is not None:
-            self.stopped = str(marked)
-            return pytest.ExitCode.INTERRUPTED
-        if self.stop_reason is not None:
-            # Our own stop whose marker could not be written (e.g. the directory is unwritable).
-            self.stopped = str(self.stop_reason)
-            return pytest.ExitCode.INTERRUPTED
-        if self.lost:
-            left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
-            stop = StopReason("worker-lost", f"xdist lost worker {', '.join(self.lost)} (killed or crashed); "
-                              f"{left} items not completed")
-            self.stopped = str(stop)
-            write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, workers=self.lost)
-            return pytest.ExitCode.INTERRUPTED
-        if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
-            return status
-        if self.required:
-            return self._arms_unavailable()
+    def final_status(self, status: int, gates_passed: bool = True) -> int:
+        """Decided by ``exit_status.decide``; this only gathers what it needs and writes what it decided."""
         left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
-        if status == pytest.ExitCode.INTERRUPTED or left:
-            stop = StopReason("incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted",
-                              f"{left} items not completed" if left else "the run was interrupted")
-            self.stopped = str(stop)
-            if self._has_rows() or left:
-                write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
-            return pytest.ExitCode.INTERRUPTED
-        if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
-            return pytest.ExitCode.OK  # resume found nothing left: the sweep is complete
-        if status == pytest.ExitCode.TESTS_FAILED and not self.opts.strict and not self.other_failures:
-            return pytest.ExitCode.OK  # wrong answers are results, not a failed run
-        return status
-
-    def _arms_unavailable(self) -> int:
-        """Arms the spec needs could not run: the sweep is not complete until someone fixes them."""
-        names = sorted(self.required)
-        # Routing arms over one broken arm carry its message: each message once.
-        stop = StopReason("arm-unavailable", "; ".join(dict.fromkeys(self.required[name] for name in names)))
-        self.stopped = str(stop)
-        write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, arms=names)
-        return pytest.ExitCode.INTERRUPTED
+        outcomes = Outcomes(status, left, tuple(self.lost), dict(self.required), self.collect_errors, self.other_failures,
+                            self.ctx.resume_upto is not None, self.opts.strict, self._has_rows(), gates_passed)
+        decided = decide(outcomes, Stops(read_stop(self.ctx.results), self.stop_reason))
+        if decided.write and decided.stop is not None:
+            write_stop(self.ctx.results, decided.stop, at=utcnow(), results=self.ctx.results, **decided.details)
+        self.stopped = str(decided.stop) if decided.stop is not None else ""
+        return decided.status
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
