@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from openai_server import RateWindow, Server
+from openai_server import RateWindow, Server, reset_connection
 
 RATE_LIMIT = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
 OVERLOADED = {"type": "overloaded_error", "message": "Overloaded"}
@@ -105,10 +104,7 @@ class FakeAnthropic:
                     time.sleep(value)
                     return self._send(200, self._message(body))
                 if kind == "reset":
-                    # SO_LINGER 0: the client sees a TCP reset, not a clean close.
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    self.connection.close()
-                    return None
+                    return reset_connection(self)
                 if kind == "error":
                     status, error, headers = value
                     return self._error(status, error, headers)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import first_time
 import pytest
 from openai_server import FakeOpenAI
 
@@ -33,6 +34,14 @@ def _import_the_whole_package() -> None:
 
 
 _import_the_whole_package()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    first_time.remember(config)  # the builds some tests make once say so past the output capture
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return first_time.header()
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The first three items of every BBH task (see data/README.md), so a clone without ../shared still

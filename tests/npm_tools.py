@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from filelock import FileLock
+from first_time import building
 
 ROOT = Path(__file__).resolve().parents[1]
 NPM_TIMEOUT_S = 300.0  # the pinned packages from the registry: about 15 s here
@@ -24,5 +25,6 @@ def npm_ci(wanted: Path) -> None:
     # xdist workers may get here together: one installs, the others wait and find it installed.
     with FileLock(str(ROOT / ".npm-ci.lock")):
         if not wanted.exists():
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=NPM_TIMEOUT_S, check=False)
+            with building("node_modules"):
+                subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=NPM_TIMEOUT_S, check=False)

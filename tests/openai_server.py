@@ -39,6 +39,21 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 1024
 
 
+def reset_connection(handler: BaseHTTPRequestHandler) -> None:
+    """Drop the handler's connection with a TCP reset, now.
+
+    ``rfile``/``wfile`` hold references to the socket: closing only ``handler.connection`` defers
+    the real close until they go, and the keep-alive loop then waits on ``rfile`` for a next
+    request the client never sends, so the client saw its own timeout (10 s) instead of a reset.
+    SO_LINGER 0 makes the close send RST rather than FIN; ``close_connection`` ends the loop.
+    """
+    handler.close_connection = True
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.rfile.close()
+    handler.wfile.close()
+    handler.connection.close()
+
+
 class RateWindow:
     """At most ``per_s`` admissions in any sliding second; the rest get how long to wait."""
 
@@ -163,10 +178,7 @@ class FakeOpenAI:
                     time.sleep(value)
                     return self._send(200, self._completion(body))
                 if kind == "reset":
-                    # SO_LINGER 0: the client sees a TCP reset, not a clean close.
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    self.connection.close()
-                    return None
+                    return reset_connection(self)
                 if kind == "error":
                     status, error, headers = value
                     return self._send(status, {"error": error}, headers)

@@ -259,6 +259,25 @@ def test_a_misaligned_recording_is_an_error_not_a_score(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1, failed=3)
 
 
+def test_the_papers_output_file_names_are_replayed_as_they_are(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    """The paper's repository names them <task>_few_shot_template_0-255000.json: no renaming needed."""
+    write_bbh(pytester.path, "navigate", ["Yes", "No"], recorded=["Yes", "No"])
+    paper = pytester.path / "rec" / "navigate_few_shot_template_0-255000.json"
+    with gzip.open(pytester.path / "rec" / "navigate.json.gz", "rt", encoding="utf-8") as f:
+        paper.write_text(f.read())  # plain JSON, as the paper ships it
+    (pytester.path / "rec" / "navigate.json.gz").unlink()
+    make_spec(pytester, bbh_spec("  rec: {provider: replay, path: rec}", "bbh", "[navigate]", 2, data=Path("bbh")))
+    result, _, rows = sweep.run()
+    assert [r["status"] for r in rows] == ["correct", "correct"]
+    result.assert_outcomes(passed=2)
+
+
+def test_a_missing_recording_names_every_file_name_it_looked_for() -> None:
+    assert replay.recording_names("navigate") == (
+        "navigate.json", "navigate.json.gz",
+        "navigate_few_shot_template_0-255000.json", "navigate_few_shot_template_0-255000.json.gz")
+
+
 @pytest.mark.parametrize(
     ("arm", "expected"),
     [

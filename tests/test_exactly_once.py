@@ -225,6 +225,11 @@ def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(pytester
     recorded = len(verdicts(out))
     assert summary["partial"] is True and summary["status"] == 2 and summary["stopped"].startswith("interrupted")
     assert summary["remaining"] == 600 - summary["done"] and 0 < recorded < 600
+    # Rows that landed after the stop (calls in flight finishing) are counted: the summary is the file's.
+    assert summary["done"] == recorded, (summary["done"], recorded)
+    assert sum(a["n"] for a in summary["arms"].values()) == recorded
+    assert {k: a["correct"] for k, a in summary["arms"].items()} == {
+        arm: sum(passed for (_, a), (passed, _) in verdicts(out).items() if a == arm) for arm in ("a", "b")}
     status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
     assert status == 0, output
     assert verdicts(out) == reference(pytester.path)

@@ -6,8 +6,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import msgspec
 import pytest
 from openai_server import FakeOpenAI
 
@@ -15,6 +15,7 @@ from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, PACE_FLOOR, PACE_GROWTH, Limiter, Limits, TokenBucket, estimate_tokens
 from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
 from pytest_echo_bench.plugin.live import LiveRun
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.http_json import JSONClient, retry_after
 from pytest_echo_bench.spec.load import ArmSpec, RateLimit, load_spec
@@ -406,17 +407,18 @@ def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Pat
     lines: list[str] = []
     live = LiveRun(tmp_path / "r.jsonl", "run", ["b"], None, 0.0, lines.append)
     live.expected = {"gpt": 2}
-    base: dict[str, Any] = {"kind": "row", "benchmark": "b", "task_id": "t", "arm": "gpt", "status": "correct", "wall_seconds": 0.2}
-    live.record({**base, "limit": 32, "throttled": 0})
-    live.record({**base, "limit": 16, "throttled": 2})
+    base = Payload(kind="row", benchmark="b", task_id="t", arm="gpt", epoch=1, status="correct", wall_seconds=0.2,
+                   retries=0, message="")
+    live.record(msgspec.structs.replace(base, limit=32, throttled=0))
+    live.record(msgspec.structs.replace(base, limit=16, throttled=2))
     line = live.progress_line()
     assert "gpt 2/2 pass 1.000 limit 16" in line and "2 rate-limited (429)" in line
     summary = live.summary(partial=False)
     assert summary["rate_limited"] == 2 and summary["arms"]["gpt"]["concurrency_limit"] == 16
     assert summary["arms"]["gpt"]["pace_per_s"] is None and " pace " not in line
     live.expected = {"gpt": 4}
-    live.record({**base, "limit": 11, "throttled": 1, "pace": 49.5})  # paced after a 429
+    live.record(msgspec.structs.replace(base, limit=11, throttled=1, pace=49.5))  # paced after a 429
     assert "gpt 3/4 pass 1.000 limit 11 pace 49.5/s" in live.progress_line()
     assert live.summary(partial=False)["arms"]["gpt"]["pace_per_s"] == 49.5
-    live.record({**base, "limit": 32, "throttled": 0, "pace": None})  # grown past what the ceiling carries
+    live.record(msgspec.structs.replace(base, limit=32, throttled=0, pace=None))  # grown past what the ceiling carries
     assert " pace " not in live.progress_line()

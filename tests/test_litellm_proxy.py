@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from filelock import FileLock
+from first_time import building
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
@@ -77,7 +78,8 @@ def install() -> None:
     with FileLock(str(HERE.parent / ".venv-litellm.lock"), timeout=INSTALL_TIMEOUT_S):
         if DEFAULT_EXE.is_file():
             return
-        done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+        with building("litellm"):
+            done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
         if done.returncode != 0 and os.environ.get("CI"):
             pytest.fail(f"bash .ci/litellm failed:\n{done.stderr[-3000:]}", pytrace=False)
 

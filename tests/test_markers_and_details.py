@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import Sweep, make_spec
+from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.providers.http_json import status_message
 
 SPEC = """\
@@ -54,3 +54,17 @@ def test_an_error_row_says_error_once(pytester: pytest.Pytester, sweep: Sweep) -
     assert {r["detail"] for r in rows} == {"error: ValueError: the prompt was refused"}
     out = result.stdout.str()
     assert "error: ValueError: the prompt was refused" in out and "error: error:" not in out
+
+
+def test_a_skip_reason_reads_as_the_outcome_at_the_arms_line(pytester: pytest.Pytester, sweep: Sweep,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not 'pytest_echo_bench.plugin.collect.NotRecorded: unavailable: ...' at a line of our source."""
+    monkeypatch.delenv("NO_SUCH_KEY_FOR_SKIPS", raising=False)
+    arms = ("  good: {provider: sim, accuracy: 1.0}\n"
+            "  gpt:\n    provider: openai\n    model: m\n    api_key_env: NO_SUCH_KEY_FOR_SKIPS\n    optional: true")
+    make_spec(pytester, sim_spec(2, arms=arms))
+    result, _, rows = sweep.run("-rs")
+    assert result.ret == 0 and len(rows) == 2
+    gpt_line = 1 + sim_spec(2, arms=arms).splitlines().index("  gpt:")
+    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] demo.yaml:{gpt_line}: unavailable: arm 'gpt' needs an API key: *"])
+    assert "NotRecorded" not in result.stdout.str()

@@ -12,6 +12,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.ops.gates import parse_gate, unknown_arm
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 
@@ -94,14 +95,33 @@ def test_regrade_with_a_changed_scorer_changes_exactly_the_expected_verdicts(
 
 @pytest.mark.parametrize(
     ("gate", "status", "line"),
-    [("a>=0.5", 0, "passed"), ("b>=0.9", 1, "FAILED"), ("a>=b+0.1", 0, "passed"), ("a<b", 1, "FAILED"),
-     ("zz>=0.1", 1, "has no results")],
+    [("a>=0.5", 0, "passed"), ("b>=0.9", 1, "FAILED"), ("a>=b+0.1", 0, "passed"), ("a<b", 1, "FAILED")],
 )
 def test_gates_decide_the_exit_status(pytester: pytest.Pytester, sweep: Sweep, gate: str, status: int, line: str) -> None:
     make_spec(pytester, sim_spec(20, arms=ARMS))
     result, _, _ = sweep.run("--bench-gate", gate)
     assert result.ret == status
     result.stdout.fnmatch_lines([f"gate {gate}: *{line}*"])
+
+
+@pytest.mark.parametrize(("gate", "name"), [("zz>=0.1", "zz"), ("a>=zz-0.1", "zz-0.1"), ("a >= c", "c")])
+def test_a_gate_naming_no_arm_is_refused_before_the_first_item(
+    pytester: pytest.Pytester, sweep: Sweep, gate: str, name: str,
+) -> None:
+    make_spec(pytester, sim_spec(20, arms=ARMS))
+    result, _, _ = sweep.run("--bench-gate", "a>=0.1", "--bench-gate", gate)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--bench-gate '{gate}': no arm '{name}' in this run; known arms: a, b"])
+    assert not sweep.out.exists()  # nothing ran, nothing was started: the corrected command runs as new
+    result, _, rows = sweep.run("--bench-gate", "a>=0.1")
+    assert result.ret == 0 and len(rows) == 40
+
+
+def test_gate_names_carry_the_benchmark_when_a_run_has_several() -> None:
+    gates = [parse_gate("demo/a>=0.5"), parse_gate("other/x>=demo/a-0.1")]
+    assert unknown_arm(gates, {"demo": ["a"], "other": ["x"]}) is None
+    assert "no arm 'a'" in (unknown_arm([parse_gate("a>=0.5")], {"demo": ["a"], "other": ["x"]}) or "")
+    assert unknown_arm([parse_gate("a>=0.5")], {"demo": ["a"]}) is None
 
 
 def test_bad_gate_is_a_usage_error(pytester: pytest.Pytester, sweep: Sweep) -> None:

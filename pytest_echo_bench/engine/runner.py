@@ -109,6 +109,7 @@ class Runner:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
         self.on_stop, self.cache, self.recorded = on_stop, cache, recorded
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
+        self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
         self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
         self.limits = Limits(stop)  # per endpoint: the adaptive concurrency limit and the arms' rate limits
         self._lock = threading.Lock()
@@ -119,6 +120,21 @@ class Runner:
             if key not in self._arms:
                 self._arms[key] = ArmRuntime(self, spec, name)
             return self._arms[key]
+
+    @contextlib.contextmanager
+    def spec_slot(self, spec: Spec) -> Iterator[None]:
+        """One of the spec's top-level ``concurrency:`` slots, shared by all its arms (no limit when unset).
+
+        Taken only around an item's own call: a composite arm's calls to its siblings run inside
+        the composite's slot, since taking a second one could wait on slots the composites hold.
+        """
+        if spec.concurrency is None:
+            yield
+            return
+        with self._lock:
+            slots = self._spec_slots.setdefault(str(spec.path), threading.BoundedSemaphore(spec.concurrency))
+        with slots:
+            yield
 
     def error_text(self, spec: Spec, exc: BaseException) -> str:
         """An error's text as a row or a message may carry it: every key of the spec's arms redacted.
@@ -204,7 +220,7 @@ class Runner:
         if found is not None:  # a lost worker recorded it; xdist handed it on: report it, never record it twice
             return Outcome(ROW, row_from_json(found), message="recorded before its worker was lost; not run again")
         request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s, epoch=item.epoch)
-        with self.arm(item.spec, item.arm).slot():
+        with self.spec_slot(item.spec), self.arm(item.spec, item.arm).slot():
             # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
             started, t0 = utcnow(), time.perf_counter()
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -108,6 +108,27 @@ def parse_gate(text: str, paired: bool = False) -> Gate:
     if _is_number(m.group("rhs")):
         raise ValueError(f"gate {text!r}: an interval gate compares two arms, e.g. 'judge >= strong - 0.02 @95'")
     return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"), float(level) / 100)
+
+
+def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
+    """The name a gate (and the live tallies) give an arm: prefixed by its benchmark only when the run has several."""
+    return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
+
+
+def unknown_arm(gates: Iterable[Gate], arms: Mapping[str, Iterable[str]]) -> str | None:
+    """What is wrong with the first gate naming an arm the run does not have (None: every name is known).
+
+    Checked before the first item runs: a misspelt arm would otherwise be found only after the
+    whole sweep, as a failed gate. ``arms``: benchmark -> its arm names.
+    """
+    known = {arm_key(b, a, arms): 0.0 for b, names in arms.items() for a in names}
+    for gate in gates:
+        rhs_ok = _is_number(gate.rhs) or gate._relative(known) is not None
+        if gate.arm not in known or not rhs_ok:
+            name = gate.arm if gate.arm not in known else gate.rhs
+            return (f"--bench-gate {gate.text!r}: no arm {name!r} in this run; "
+                    f"known arms: {', '.join(sorted(known)) or '(none)'}")
+    return None
 
 
 def _is_number(text: str) -> bool:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from pytest_echo_bench.store.files import NEEDS_FIXING, read_json, stop_path, summary_path
+from pytest_echo_bench.store.files import NEEDS_FIXING, read_json, results_dir, stop_path, summary_path
 from pytest_echo_bench.store.safe_text import shown
 
 RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
@@ -63,7 +63,7 @@ def results_path(command: Sequence[str]) -> tuple[list[str], Path]:
             if arg.startswith(flag + "="):
                 return argv, Path(arg.split("=", 1)[1])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = Path("bench_results") / f"{stamp}_supervised.jsonl"
+    path = results_dir(Path(), create=False) / f"{stamp}_supervised.jsonl"
     return argv + ["--bench-out", str(path)], path
 
 

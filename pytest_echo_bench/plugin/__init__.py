@@ -84,6 +84,8 @@ def pytest_configure_node(node: Any) -> None:
 # fingerprint and check a resume before workers start; so it looks for specs itself, pruning
 # the directories pytest would not enter.
 
+# "bench_results" is store.files.RESULTS_DIR, spelled out: the entry point imports nothing of
+# ours for a suite without specs (tests/test_inert.py); tests/test_results_dir.py checks they agree.
 _ALWAYS_SKIP = {"bench_results", "node_modules", "__pycache__"}
 _SNIFFED = ((b"benchmark", re.compile(rb"benchmark\s*:")), (b"arms", re.compile(rb"arms\s*:")))
 _SNIFF_CHUNK = 1 << 20

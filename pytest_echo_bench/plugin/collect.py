@@ -30,8 +30,14 @@ class WrongAnswer(Exception):
     """Raised by an item whose answer was wrong, unparseable or an error; rendered briefly."""
 
 
-class NotRecorded(pytest.skip.Exception):  # type: ignore[misc,name-defined]
-    """An item that did not complete (incomplete, aborted, unavailable): reported, never recorded."""
+def not_recorded(message: str) -> BaseException:
+    """The skip of an item that did not complete (incomplete, aborted, unavailable): reported, never recorded.
+
+    pytest's own skip exception, not a subclass: pytest strips only its name from the reason
+    ("unavailable: ..." rather than "pytest_echo_bench.plugin.collect.NotRecorded: unavailable: ...");
+    placed at the item (the spec's arm line), not at this module.
+    """
+    return pytest.skip.Exception(message, _use_item_location=True)
 
 
 def mark_name(prefix: str, value: str) -> str:
@@ -130,7 +136,7 @@ class BenchItem(pytest.Item):
             if not outcome.row.passed:
                 raise WrongAnswer(shown(outcome.row.detail))
             return
-        raise NotRecorded(shown(f"{outcome.kind}: {outcome.message}"))
+        raise not_recorded(shown(f"{outcome.kind}: {outcome.message}"))
 
     def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
         outcome = self.stash.get(OUTCOME, None)
@@ -139,7 +145,8 @@ class BenchItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.arms[self.arm].line or None, self.name  # the name is "<task_id>[<arm>]"
+        line = self.spec.arms[self.arm].line  # 1-based; pytest's are 0-based and shown plus one
+        return self.path, line - 1 if line else None, self.name  # the name is "<task_id>[<arm>]"
 
     @functools.cached_property
     def location(self) -> tuple[str, int | None, str]:

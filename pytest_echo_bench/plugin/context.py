@@ -17,9 +17,10 @@ from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
+from pytest_echo_bench.ops.gates import unknown_arm
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.files import lost_path, stop_path, torn_path
+from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.reader import ResultsIndex, parse_line
 from pytest_echo_bench.store.records import KeySet, Meta
@@ -82,10 +83,14 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     """Controller only: decide the results file, write down the meta line, check a resume."""
     rootdir = config.rootpath
     fingerprints, parts, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
+    wrong_gate = unknown_arm(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()}) if loaded else None
+    if wrong_gate:  # before the file is taken or started: the same command, corrected, runs as new
+        raise pytest.UsageError(wrong_gate)
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
-    results = opts.resume or opts.out or str(rootdir / "bench_results" / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
+    base = results_dir(rootdir, create=_writes(config) and (not (opts.resume or opts.out) or opts.cache == ""))
+    results = opts.resume or opts.out or str(base / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
     meta = Meta(
         benchmark="+".join(names), benchmarks={n: _bench_info(s, c, rootdir, fingerprints[n], parts[n])
                                                for n, (s, c) in loaded.items()},
@@ -99,7 +104,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
                      notes=opened.notes if opened else [], retry_errors=opts.retry_errors,
-                     cache=str(rootdir / "bench_results" / "cache.sqlite") if opts.cache == "" else opts.cache)
+                     cache=str(base / CACHE_FILE) if opts.cache == "" else opts.cache)
     if opened is not None:
         _check_resume(opts, opened.index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)

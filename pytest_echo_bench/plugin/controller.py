@@ -19,12 +19,14 @@ from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILAB
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
+from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
-from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json, unescape_id
+from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
 from pytest_echo_bench.suites import isolation
 
@@ -110,16 +112,16 @@ class ControllerPlugin:
 
     # -- reports -----------------------------------------------------------------------------
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
-        bench = getattr(report, "bench", None)
-        if bench and report.when == "call" and bench["kind"] in NOT_RECORDED:
-            return NOT_RECORDED[bench["kind"]]
+        bench = Payload.of(report)
+        if bench and report.when == "call" and bench.kind in NOT_RECORDED:
+            return NOT_RECORDED[bench.kind]
         return None
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter has filed the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed and not report.sections:
             self._unfile(report)
-        bench = getattr(report, "bench", None)
+        bench = Payload.of(report)
         if bench is None:
             if report.failed:
                 self.other_failures += 1
@@ -128,29 +130,29 @@ class ControllerPlugin:
             self._count(report.nodeid, bench)
         spend(report)
 
-    def _count(self, nodeid: str, bench: dict[str, Any]) -> None:
-        self.counts[bench["kind"]] = self.counts.get(bench["kind"], 0) + 1
-        if bench.get("stop") and self.stop_reason is None:
-            self.stop_reason = StopReason(str(bench["stop"]["reason"]), str(bench["stop"]["message"]))
+    def _count(self, nodeid: str, bench: Payload) -> None:
+        self.counts[bench.kind] = self.counts.get(bench.kind, 0) + 1
+        if bench.stop is not None and self.stop_reason is None:
+            self.stop_reason = bench.stop_reason
         if self.live is not None:
             self.live.record(bench)
-        if bench["kind"] != ROW:
-            key = (bench["benchmark"], bench["arm"])
+        if bench.kind != ROW:
+            key = (bench.benchmark, bench.arm)
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
-            if bench["kind"] == UNAVAILABLE:  # one reason per arm, not one line per item
+            if bench.kind == UNAVAILABLE:  # one reason per arm, not one line per item
                 self._unavailable(bench)
             else:
-                self.unfinished.append((nodeid, bench["message"]))
-        if bench.get("retries"):
-            self._write(f"echo-bench: {nodeid} took {bench['retries']} retries")
+                self.unfinished.append((nodeid, bench.message))
+        if bench.retries:
+            self._write(f"echo-bench: {nodeid} took {bench.retries} retries")
 
-    def _unavailable(self, bench: dict[str, Any]) -> None:
-        reason = (bench["arm"], bench["message"])
+    def _unavailable(self, bench: Payload) -> None:
+        reason = (bench.arm, bench.message)
         if reason not in self.unavailable:  # said at once: a user watching a long run can fix it now
-            self._write(f"echo-bench: arm {bench['arm']} stopped: {bench['message']}")
+            self._write(f"echo-bench: arm {bench.arm} stopped: {bench.message}")
         self.unavailable[reason] = self.unavailable.get(reason, 0) + 1
-        if not bench.get("optional"):
-            self.required.setdefault(f"{bench['benchmark']}/{bench['arm']}", str(bench["message"]))
+        if not bench.optional:
+            self.required.setdefault(f"{bench.benchmark}/{bench.arm}", bench.message)
 
     def _unfile(self, report: pytest.TestReport) -> None:
         """A benchmark item's silent setup/teardown report leaves the terminal reporter's list (``unfile``)."""
@@ -181,9 +183,7 @@ class ControllerPlugin:
         message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
         report.outcome, report.when = "skipped", "call"
         report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
-        payload = {"kind": INCOMPLETE, "benchmark": key[0], "task_id": escape_id(key[1]), "arm": key[2], "epoch": key[3],
-                   "status": INCOMPLETE, "wall_seconds": None, "retries": 0, "message": message}
-        report.bench = payload  # type: ignore[attr-defined]  # what a worker sends for an unrecorded item
+        report.bench = Payload.lost(key, message).to_wire()  # type: ignore[attr-defined]  # as a worker sends it
 
     def _key_of(self, nodeid: str) -> tuple[str, str, str, int] | None:
         """(benchmark, task_id, arm, epoch) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.
@@ -241,12 +241,11 @@ class ControllerPlugin:
             if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
                 session.exitstatus = pytest.ExitCode.OK  # nothing left to collect: the sweep is complete
             return
-        status = self.final_status(int(exitstatus))
+        passed = True
+        if self.live is not None and self.live.gates:
+            passed, self.gate_lines = self.live.check_gates()
+        status = self.final_status(int(exitstatus), passed)
         if self.live is not None:
-            if self.live.gates:
-                passed, self.gate_lines = self.live.check_gates()
-                if not passed and status == pytest.ExitCode.OK:
-                    status = pytest.ExitCode.TESTS_FAILED  # a CI gate failed: the sweep itself completed
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
             self.live.write_files(partial, int(status), self.stopped, self.gate_lines)
@@ -254,49 +253,16 @@ class ControllerPlugin:
         with contextlib.suppress(OSError):
             lock_path(self.ctx.results).unlink(missing_ok=True)  # every worker has finished by now
 
-    def final_status(self, status: int) -> int:
-        """0 when the sweep completed (wrong answers included); 2 when it stopped early."""
-        marked = read_stop(self.ctx.results)
-        if marked is not None:
-            self.stopped = str(marked)
-            return pytest.ExitCode.INTERRUPTED
-        if self.stop_reason is not None:
-            # Our own stop whose marker could not be written (e.g. the directory is unwritable).
-            self.stopped = str(self.stop_reason)
-            return pytest.ExitCode.INTERRUPTED
-        if self.lost:
-            left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
-            stop = StopReason("worker-lost", f"xdist lost worker {', '.join(self.lost)} (killed or crashed); "
-                              f"{left} items not completed")
-            self.stopped = str(stop)
-            write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, workers=self.lost)
-            return pytest.ExitCode.INTERRUPTED
-        if status in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or self.collect_errors:
-            return status
-        if self.required:
-            return self._arms_unavailable()
+    def final_status(self, status: int, gates_passed: bool = True) -> int:
+        """Decided by ``exit_status.decide``; this only gathers what it needs and writes what it decided."""
         left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
-        if status == pytest.ExitCode.INTERRUPTED or left:
-            stop = StopReason("incomplete" if left and status != pytest.ExitCode.INTERRUPTED else "interrupted",
-                              f"{left} items not completed" if left else "the run was interrupted")
-            self.stopped = str(stop)
-            if self._has_rows() or left:
-                write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
-            return pytest.ExitCode.INTERRUPTED
-        if status == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
-            return pytest.ExitCode.OK  # resume found nothing left: the sweep is complete
-        if status == pytest.ExitCode.TESTS_FAILED and not self.opts.strict and not self.other_failures:
-            return pytest.ExitCode.OK  # wrong answers are results, not a failed run
-        return status
-
-    def _arms_unavailable(self) -> int:
-        """Arms the spec needs could not run: the sweep is not complete until someone fixes them."""
-        names = sorted(self.required)
-        # Routing arms over one broken arm carry its message: each message once.
-        stop = StopReason("arm-unavailable", "; ".join(dict.fromkeys(self.required[name] for name in names)))
-        self.stopped = str(stop)
-        write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results, arms=names)
-        return pytest.ExitCode.INTERRUPTED
+        outcomes = Outcomes(status, left, tuple(self.lost), dict(self.required), self.collect_errors, self.other_failures,
+                            self.ctx.resume_upto is not None, self.opts.strict, self._has_rows(), gates_passed)
+        decided = decide(outcomes, Stops(read_stop(self.ctx.results), self.stop_reason))
+        if decided.write and decided.stop is not None:
+            write_stop(self.ctx.results, decided.stop, at=utcnow(), results=self.ctx.results, **decided.details)
+        self.stopped = str(decided.stop) if decided.stop is not None else ""
+        return decided.status
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
@@ -342,5 +308,8 @@ class ControllerPlugin:
             tr.write_line(f"  {self.resume_command()}", bold=True)
 
     def close(self) -> None:
-        """Unconfigure: the signal handlers go back to what they were."""
+        """Unconfigure: the summary made true to the file after a stop; the signal handlers as they were."""
         self.signals.restore()
+        if self.live is not None and self.final is not None and self.stopped and self.live.reconcile(self.ctx.run_start):
+            # xdist's workers are gone by now (it shuts them down after our sessionfinish): the file is final.
+            self.live.write_files(True, self.final["status"], self.stopped, self.gate_lines)

@@ -11,21 +11,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.ops.gates import Gate
+from pytest_echo_bench.ops.gates import Gate, arm_key
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.plugin.collect import split_name
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.store.files import summary_path, write_atomic
 from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
 
 FILE_EVERY_S = 5.0
-
-
-def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
-    """The arm's name, prefixed by its benchmark only when the run has several."""
-    return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
 
 
 @dataclass
@@ -76,23 +72,23 @@ class LiveRun:
     def key(self, benchmark: str, arm: str) -> str:
         return arm_key(benchmark, arm, self.benchmarks)
 
-    def record(self, bench: Mapping[str, Any]) -> None:
-        """One item's report (the plain-JSON payload that travels from workers)."""
-        self.retries += int(bench.get("retries") or 0)
-        self.throttled += int(bench.get("throttled") or 0)
-        if bench.get("limit") is not None:
-            key = self.key(bench["benchmark"], bench["arm"])
-            self.limits[key] = int(bench["limit"])
-            if bench.get("pace"):
-                self.paces[key] = float(bench["pace"])
+    def record(self, bench: Payload) -> None:
+        """One item's report (the payload that travels from workers)."""
+        self.retries += bench.retries
+        self.throttled += bench.throttled
+        if bench.limit is not None:
+            key = self.key(bench.benchmark, bench.arm)
+            self.limits[key] = bench.limit
+            if bench.pace:
+                self.paces[key] = bench.pace
             else:
                 self.paces.pop(key, None)  # not paced (any more)
-        kind = bench["kind"]
+        kind = bench.kind
         if kind == "row":
-            t = self.tallies.setdefault((bench["benchmark"], bench["arm"]), ArmTally())
+            t = self.tallies.setdefault((bench.benchmark, bench.arm), ArmTally())
             self._replace(t, bench)
-            t.count(CODES[bench["status"]] + PASSED * (bench["status"] == "correct"), float(bench.get("wall_seconds") or 0.0))
-            key = self.key(bench["benchmark"], bench["arm"])
+            t.count(CODES[bench.status] + PASSED * (bench.status == "correct"), bench.wall_seconds or 0.0)
+            key = self.key(bench.benchmark, bench.arm)
             self.done[key] = self.done.get(key, 0) + 1
         elif kind == "incomplete":
             self.incomplete += 1
@@ -100,9 +96,9 @@ class LiveRun:
             self.aborted += 1
         self.flush()
 
-    def _replace(self, t: ArmTally, bench: Mapping[str, Any]) -> None:
+    def _replace(self, t: ArmTally, bench: Payload) -> None:
         """An item the file already had a row for (``--bench-retry-errors``): its new row replaces that one."""
-        key = (bench["benchmark"], unescape_id(bench["task_id"]), bench["arm"], int(bench.get("epoch") or 1))
+        key = bench.key
         previous = self.counted.previous(key) if key not in self._replaced else None
         if previous is not None:
             self._replaced.add(key)
@@ -180,6 +176,25 @@ class LiveRun:
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:
             pass
+
+    def reconcile(self, run_start: int) -> bool:
+        """Count from the file itself: True when it holds rows no report counted.
+
+        After a stop, calls in flight still finish and append their rows, on xdist workers whose
+        reports no longer reach the controller (two Ctrl-C: "done 40" for a file of 66 rows). Once
+        every worker is gone, the whole file's tallies (``counted``, read on from where it was)
+        replace the report-fed ones, and ``done`` is the keys of the rows after ``run_start``.
+        """
+        tallies = {k: replace(t) for k, t in self.counted.update(self.results).items() if t.items}
+        mine = FileTally()
+        mine.end = (run_start, 1 if run_start == 0 else 2)  # the meta line, if any, is before ``run_start``
+        mine.update(self.results)
+        done: dict[str, int] = {}
+        for (benchmark, arm, _), codes in mine.codes.items():
+            done[self.key(benchmark, arm)] = done.get(self.key(benchmark, arm), 0) + len(codes)
+        changed = done != self.done or tallies != {k: t for k, t in self.tallies.items() if t.items}
+        self.done, self.tallies = done, tallies
+        return changed
 
     def check_gates(self) -> tuple[bool, list[str]]:
         rates = self.rates()

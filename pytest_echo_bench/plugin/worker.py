@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.engine.outcome import ROW, UNAVAILABLE, Outcome
+from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
 from pytest_echo_bench.plugin.context import RECORDED, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
@@ -29,7 +30,7 @@ from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
-from pytest_echo_bench.store.safe_text import escape_id, shown, shown_json
+from pytest_echo_bench.store.safe_text import shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
 from pytest_echo_bench.suites import isolation
 
@@ -129,7 +130,7 @@ class WorkerPlugin:
         if isinstance(item, BenchItem) and call.when == "call":
             outcome = item.stash.get(OUTCOME, None)
             if outcome is not None:
-                report.bench = bench_payload(item, outcome)  # plain JSON: it travels to the controller
+                report.bench = Payload.of_item(item, outcome).to_wire()  # plain JSON: it travels to the controller
         elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
             del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
         if isinstance(item, BenchItem) and call.when != "call":
@@ -198,25 +199,6 @@ def is_recorded(recorded: KeySet, key: Key) -> bool:
     return key in recorded or ("", key[1], key[2], key[3]) in recorded
 
 
-def bench_payload(item: BenchItem, outcome: Outcome) -> dict[str, Any]:
-    """What the controller learns of an item. ``task_id`` is the id as the node id spells it
-    (``escape_id``, reversible): execnet sends only UTF-8-encodable strings, and a lone surrogate
-    in an id is not one. The messages, which the controller prints, are shown escaped."""
-    row = outcome.row
-    payload: dict[str, Any] = {
-        "kind": outcome.kind, "benchmark": item.spec.benchmark, "task_id": escape_id(item.example.id), "arm": item.arm,
-        "epoch": item.epoch, "status": row.status if row else outcome.kind, "wall_seconds": row.wall_seconds if row else None,
-        "retries": outcome.retries, "message": shown(outcome.message),
-    }
-    if outcome.limit is not None:  # the endpoint's adaptive limit, for the progress line and page
-        payload["limit"], payload["throttled"], payload["pace"] = outcome.limit, outcome.throttled, outcome.pace
-    if outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional and not outcome.misconfigured:
-        payload["optional"] = True  # the spec says the sweep is complete without this arm
-    if outcome.stop is not None:  # this item's failure stopped the run: the controller needs why
-        payload["stop"] = {"reason": outcome.stop.reason, "message": shown(outcome.stop.message)}
-    return payload
-
-
 _NO_KEYWORDS: Mapping[str, Any] = MappingProxyType({})
 _NO_SECTIONS: Any = ()  # for the lists: immutable and shared, like the keywords
 
@@ -243,10 +225,10 @@ def spend(report: pytest.TestReport) -> None:
     summary asks ``pytest_report_teststatus`` again for their word. A report with captured
     output keeps its sections.
     """
-    bench = getattr(report, "bench", None)
+    bench = Payload.of(report)
     if bench is None:
         return
-    if bench["kind"] == ROW:
+    if bench.kind == ROW:
         del report.bench
     report.keywords = _NO_KEYWORDS  # read-only: a late writer fails loudly instead of sharing
     if not report.sections:

@@ -19,6 +19,7 @@ from pytest_echo_bench.store.records import row_epoch
 
 T = TypeVar("T")
 _KNOWN = {"path", "arm"}
+PAPER_SUFFIX = "_few_shot_template_0-255000"  # the BBH paper's output files: <subtask><suffix>.json
 _BBH_ID = re.compile(r"bbh/(?P<subtask>[^/]+)/(?P<index>\d+)")
 
 # One load per file per process, shared by every arm and thread that replays it.
@@ -28,7 +29,8 @@ _load_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class BbhRecording:
-    """A directory of ``<subtask>.json[.gz]`` files, ``{"outputs": [{"input", "prediction", "target"}]}``."""
+    """A directory of ``<subtask>.json[.gz]`` files (or the paper's names, ``recording_names``),
+    ``{"outputs": [{"input", "prediction", "target"}]}``."""
 
     instant = True  # recorded outputs, read once: nothing to wait for
 
@@ -51,10 +53,21 @@ class BbhRecording:
         return _replayed(str(record.get("prediction", "")))
 
     def _file(self, subtask: str) -> Path:
-        for name in (f"{subtask}.json", f"{subtask}.json.gz"):
+        names = recording_names(subtask)
+        for name in names:
             if (self.root / name).is_file():
                 return self.root / name
-        raise PermanentError(f"no recording for BBH task {subtask!r}: neither {subtask}.json nor {subtask}.json.gz in {self.root}")
+        raise PermanentError(f"no recording for BBH task {subtask!r}: none of {', '.join(names)} in {self.root}")
+
+
+def recording_names(subtask: str) -> tuple[str, ...]:
+    """The file names a recording of ``subtask`` may have, first found wins: ours, then the paper's.
+
+    The paper's repository names its outputs ``<subtask>_few_shot_template_0-255000.json`` (one
+    directory per model and prompt style); they are read as they are, without renaming.
+    """
+    stems = (subtask, f"{subtask}{PAPER_SUFFIX}")
+    return tuple(f"{stem}{ext}" for stem in stems for ext in (".json", ".json.gz"))
 
 
 @dataclass(frozen=True)

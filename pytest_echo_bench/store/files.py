@@ -21,6 +21,31 @@ from typing import Any
 
 STATUSES = ("correct", "wrong", "unparseable", "error")
 
+RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
+CACHE_FILE = "cache.sqlite"
+# The Cache Directory Tagging Specification's signature (https://bford.info/cachedir/), as pytest writes it.
+CACHEDIR_TAG = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
+                b"# This file is a cache directory tag created by pytest-echo-bench.\n"
+                b"# For information about cache directory tags, see:\n#\thttps://bford.info/cachedir/spec.html\n")
+GITIGNORE = b"# Created by pytest-echo-bench automatically.\n*\n"
+
+
+def results_dir(rootdir: Path, create: bool) -> Path:
+    """``rootdir/bench_results``; with ``create``, made now if missing, with a ``.gitignore`` of ``*``
+    and a ``CACHEDIR.TAG``, as pytest makes its cache directory.
+
+    Only a directory made here gets them: one that exists may be a user's, committed on purpose.
+    Best effort: a directory that refuses them is reported, if at all, by the first append.
+    """
+    path = rootdir / RESULTS_DIR
+    if not create or path.exists():
+        return path
+    with contextlib.suppress(FileExistsError, OSError):
+        path.mkdir(parents=True)
+        (path / ".gitignore").write_bytes(GITIGNORE)
+        (path / "CACHEDIR.TAG").write_bytes(CACHEDIR_TAG)
+    return path
+
 
 def owner_path(results: str | Path) -> Path:
     return Path(f"{results}.owner")

@@ -1,0 +1,40 @@
+"""The fake API servers' faults are what they say: a queued reset is a TCP reset, at once.
+
+Closing only the handler's socket left its ``rfile``/``wfile`` open, so the client waited out its
+own timeout instead; the "connection reset" cases then tested a timeout twice (20-30 s each).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+from anthropic_server import FakeAnthropic
+from openai_server import FakeOpenAI
+
+BODY = json.dumps({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "2+2=?"}]}).encode()
+
+
+def post(port: int, path: str) -> bytes:
+    request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+               f"content-length: {len(BODY)}\r\n\r\n").encode() + BODY
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        sock.sendall(request)
+        return sock.recv(65536)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_queued_reset_resets_the_connection_at_once(kind: str) -> None:
+    server: Any = FakeOpenAI() if kind == "openai" else FakeAnthropic()
+    path = "/v1/chat/completions" if kind == "openai" else "/v1/messages"
+    with server:
+        port = server.httpd.server_address[1]
+        server.push("reset")
+        start = time.monotonic()
+        with pytest.raises(ConnectionResetError):
+            post(port, path)
+        assert time.monotonic() - start < 1.0
+        assert post(port, path).startswith(b"HTTP/1.1 200")  # the next request is served as usual

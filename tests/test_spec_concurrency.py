@@ -1,0 +1,49 @@
+"""A spec's top-level ``concurrency:``: calls in flight per process across all the spec's arms.
+
+It was parsed and then ignored (the shipped ``humaneval.yaml`` sets it); now it caps the spec's
+calls like ``--bench-concurrency`` does, whichever is lower, counted at a real server.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from openai_server import FakeOpenAI
+
+from conftest import Sweep, make_spec, sim_spec
+
+
+def two_arm_spec(server: FakeOpenAI, n: int, extra: str) -> str:
+    arm = ("    provider: openai\n    model: local-model\n    base_url: {url}\n    api_key_env: TEST_OPENAI_KEY\n"
+           "    client: http\n").format(url=server.base_url)
+    return sim_spec(n, arms=f"  a:\n{arm}  b:\n{arm}", extra="timeout_s: 10\n" + extra)
+
+
+def slow(prompt: str) -> str:
+    time.sleep(0.15)  # long enough that every call the process allows is in flight together
+    return "4"
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-concurrency")
+
+
+@pytest.mark.parametrize(("spec_cap", "cli_cap", "most"), [(2, "8", 2), (8, "3", 3)])
+def test_the_lower_of_the_spec_and_the_option_caps_calls_in_flight(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, spec_cap: int, cli_cap: str, most: int,
+) -> None:
+    openai_server.answer = slow
+    make_spec(pytester, two_arm_spec(openai_server, 5, f"concurrency: {spec_cap}\n"))
+    result, _, rows = sweep.run("--bench-concurrency", cli_cap)
+    assert result.ret == 0 and len(rows) == 10
+    assert 2 <= openai_server.max_in_flight <= most  # the cap holds, and calls still overlap
+
+
+def test_without_it_only_the_option_caps(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = slow
+    make_spec(pytester, two_arm_spec(openai_server, 5, ""))
+    result, _, rows = sweep.run("--bench-concurrency", "8")
+    assert result.ret == 0 and len(rows) == 10
+    assert openai_server.max_in_flight > 2
