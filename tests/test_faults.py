@@ -113,10 +113,13 @@ def test_a_permanent_error_is_a_failed_row_with_the_error(pytester: pytest.Pytes
     assert "prompt rejected" in rows[0]["detail"] and not rows[0]["passed"]
 
 
-def test_unwritable_results_file_stops_with_a_clear_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_results_path_through_a_file_is_a_usage_error_before_anything_runs(pytester: pytest.Pytester,
+                                                                              sweep: Sweep) -> None:
+    # Once a store error at the first append (exit 2); the path is now examined with the options.
     (pytester.path / "blocker").write_text("a file where a directory should be")
     make_spec(pytester, sim_spec(3))
     result, _, _ = sweep.run("--bench-out", str(pytester.path / "blocker" / "r.jsonl"))
-    assert result.ret == 2
-    result.stdout.fnmatch_lines(["*cannot open results file*blocker/r.jsonl*", "*resume with:*"])
-    assert "Traceback" not in result.stdout.str()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--bench-out*blocker/r.jsonl*Not a directory*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert sorted(p.name for p in pytester.path.iterdir() if p.name != "blocker") == ["demo.yaml"]
