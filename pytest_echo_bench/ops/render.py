@@ -94,7 +94,7 @@ def _opt(value: float | None, spec: str) -> str:
 STATS_COLUMNS: list[Column] = [
     ("n", "", lambda s: str(s.n)),
     ("correct", "", lambda s: str(s.correct)),
-    ("pass rate", "", lambda s: _opt(s.pass_rate, ".3f")),
+    ("pass rate", "", lambda s: "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"),
     ("95% CI", "", lambda s: _ci_text(s.ci95)),
     ("clusters", "cluster", lambda s: _opt(s.clusters, "d")),
     ("cluster SE", "cluster", lambda s: _opt(s.cluster_se, ".4f")),

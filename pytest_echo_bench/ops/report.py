@@ -41,7 +41,7 @@ class ArmStats:
     subtask: str | None
     n: int
     correct: int
-    pass_rate: float
+    pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
     ci95: tuple[float, float]
     unparseable: int
     errors: int
@@ -135,12 +135,14 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
 
 
 def _arm_order(results: Results) -> dict[str, list[str]]:
-    """Benchmarks and arms in spec order (from the meta lines), then in order of first appearance."""
-    present = {(r.benchmark, r.arm) for r in results.rows}
+    """Benchmarks and arms in spec order (from the meta lines), then in order of first appearance.
+
+    An arm a meta line names stays listed though it has no graded row (all its items incomplete or
+    unavailable): a report that drops it reads as if the arm was never run."""
     listed = [(b, a) for meta in results.metas for b, arms in _meta_arms(meta) for a in arms]
     order: dict[str, list[str]] = {}
     for bench, arm in listed + [(r.benchmark, r.arm) for r in results.rows]:
-        if (bench, arm) in present and arm not in order.setdefault(bench, []):
+        if arm not in order.setdefault(bench, []):
             order[bench].append(arm)
     return order
 
@@ -165,6 +167,8 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
+    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
+    by_arm = {arm: items for arm, items in by_arm.items() if items}
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
@@ -230,7 +234,7 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     units = _total(i.cost_units for i in rows)
     clustered = _clustered(by_subtask)
     return ArmStats(
-        bench, arm, subtask, n, correct, total / n, wilson(total, n),
+        bench, arm, subtask, n, correct, total / n if n else None, wilson(total, n),
         unparseable=sum(i.status == "unparseable" for i in rows),
         errors=sum(i.status == "error" for i in rows),
         not_completed=len(universe - {i.task_id for i in items}),

@@ -51,6 +51,7 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
     pairs = [p for p in report.pairs if p.benchmark == bench.name]
     frontier = next((f for f in report.frontiers if f.benchmark == bench.name), None)
     count, shown = report.disagreements.get(bench.name, (0, []))
+    graded = [s.arm for s in arms if s.n]  # an arm with no graded row has no verdict to compare
     parts = [f'<section class="benchmark"><h2>{e(bench.name or "(no benchmark name)")}</h2>',
              f'<p class="muted">{bench.tasks} task id(s), {len(arms)} arm(s)</p>',
              '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% interval; '
@@ -58,9 +59,9 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
              rate_bars(arms, colors),
              _pass_at(arms),
              _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
-             _pair_matrix([s.arm for s in arms], pairs),
+             _pair_matrix(graded, pairs),
              _cost(frontier, colors),
-             _disagreements(count, shown, [s.arm for s in arms]),
+             _disagreements(count, shown, graded),
              "</section>"]
     return "\n".join(p for p in parts if p)
 
@@ -95,7 +96,7 @@ def _heatmap(subtasks: list[ArmStats], arms: list[str]) -> str:
 
 
 def _heat_cell(s: ArmStats | None) -> str:
-    if s is None:
+    if s is None or s.pass_rate is None:
         return '<td class="heat">-</td>'
     ink = "#fff" if s.pass_rate > 0.55 else "#222"  # keep the text readable on the darker blues
     return (f'<td class="heat" style="background:{heat_color(s.pass_rate)};color:{ink}" '
