@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,92 @@ def test_the_end_table_and_the_report_agree_on_an_arm_whose_items_all_failed_tra
     assert end and end[0][2:5] == ["0", "0", "n/a"]
     report = build_report(load_results([sweep.out]))
     assert [(s.arm, s.n, s.pass_rate) for s in report.arms] == [("ok", 2, 1.0), ("flaky", 0, None)]
+
+
+# --- repeats: what the counts count -----------------------------------------------------------------
+
+EPOCH_META = {"_meta": True, "benchmark": "d", "benchmarks": {"d": {"epochs": 5}}, "arms": {"d": ["A", "B"]}}
+
+
+def sampled(verdicts: dict[str, dict[str, list[bool]]]) -> list[dict[str, Any]]:
+    return [{"task_id": task, "arm": arm, "passed": ok, "status": "correct" if ok else "wrong", "detail": "",
+             "benchmark": "d", "epoch": e, "wall_seconds": 1.0, "answer": "x"}
+            for arm, tasks in verdicts.items() for task, per_epoch in tasks.items() for e, ok in enumerate(per_epoch, 1)]
+
+
+@pytest.fixture
+def repeats(tmp_path: Path) -> Path:
+    """4 items of 5 samples; A gets 4 of 5 right on each: 16 correct samples, far more than its 4 items."""
+    a = {f"t{i}": [True, True, True, True, False] for i in range(4)}
+    b = {f"t{i}": [i % 2 == 0] * 5 for i in range(4)}
+    return write(tmp_path / "r.jsonl", [EPOCH_META, *sampled({"A": a, "B": b})])
+
+
+def test_mean_names_its_score_and_its_correct_samples_and_no_count_exceeds_its_total(repeats: Path) -> None:
+    a = next(s for s in build_report(load_results([repeats]), reduce="mean").arms if s.arm == "A")
+    assert (a.n, a.correct, a.score, a.samples, a.correct_samples) == (4, None, pytest.approx(3.2), 20, 16)
+    assert a.pass_rate == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("how", ["majority", "pass_at_k"])
+def test_a_reduction_to_verdicts_counts_correct_items(repeats: Path, how: str) -> None:
+    a = next(s for s in build_report(load_results([repeats]), reduce=how).arms if s.arm == "A")
+    assert (a.n, a.correct, a.score, a.samples, a.correct_samples) == (4, 4, 4.0, 20, 16)
+
+
+def test_every_format_counts_items_and_samples_apart_under_mean(repeats: Path) -> None:
+    report = build_report(load_results([repeats]), reduce="mean")
+    lines = render(report, "table").splitlines()
+    cells = dict(zip(re.split(r"\s{2,}", lines[1]), re.split(r"\s{2,}", lines[2]), strict=True))  # cells are 2 spaces apart
+    assert (cells["n"], cells["correct"], cells["score"], cells["samples"], cells["correct samples"]) == ("4", "-", "3.20", "20", "16")
+    md = render(report, "markdown")
+    assert "| n | correct | score | pass rate |" in md and "| A | 4 | - | 3.20 | 0.800 |" in md
+    data = json.loads(render(report, "json"))["arms"]["A"]
+    assert (data["n"], data["correct"], data["score"], data["samples"], data["correct_samples"]) == (4, None, pytest.approx(3.2), 20, 16)
+    (row_a,) = [r for r in csv.DictReader(io.StringIO(render(report, "csv"))) if r["arm"] == "A"]
+    assert (row_a["n"], row_a["correct"], float(row_a["score"]), row_a["samples"], row_a["correct_samples"]) == ("4", "", 3.2, "20", "16")
+    page = render(report, "html")
+    assert "<th>items</th><th>score</th><th>samples</th><th>correct samples</th>" in page
+    assert '<td class="text">A</td><td>4</td><td>3.20</td><td>20</td><td>16</td>' in page
+
+
+def test_the_html_header_says_items_and_samples_with_repeats(repeats: Path) -> None:
+    page = render(build_report(load_results([repeats])), "html")
+    assert "8 graded item(s) from 40 sample row(s)" in page and "graded row(s)" not in page
+
+
+def test_the_html_header_counts_graded_rows_without_repeats(silent_arm: Path) -> None:
+    assert "4 graded row(s)" in render(build_report(load_results([silent_arm])), "html")
+
+
+def test_the_pair_caption_names_the_paired_t_under_mean(repeats: Path) -> None:
+    page = render(build_report(load_results([repeats]), reduce="mean"), "html")
+    caption = page.split("Paired comparisons", 1)[1].split("</p>", 1)[0]
+    assert "paired t" in caption and "McNemar" not in caption and "Newcombe" not in caption
+
+
+@pytest.mark.parametrize("how", ["majority", "pass_at_k"])
+def test_the_pair_caption_names_mcnemar_on_verdicts(repeats: Path, how: str) -> None:
+    caption = render(build_report(load_results([repeats]), reduce=how), "html").split("Paired comparisons", 1)[1].split("</p>", 1)[0]
+    assert "McNemar" in caption and "Newcombe" in caption and "paired t" not in caption
+
+
+# --- long outputs in the disagreement table ----------------------------------------------------------
+
+
+def _rules(page: str) -> dict[str, str]:
+    css = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    return {sel.strip(): body for sel, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css)}
+
+
+def test_long_answers_wrap_only_where_they_must(tmp_path: Path) -> None:
+    long = "x" * 120 + " a readable sentence"  # no space in 120 characters: wider than the cell
+    rows = [row("t1", "A", True, answer=long), row("t1", "B", False, answer="short")]
+    page = render(build_report(load_results([write(tmp_path / "r.jsonl", [META, *rows])])), "html")
+    table = page.split('<table class="disagreements">', 1)[1].split("</table>", 1)[0]
+    assert f'<span class="answer">{long}</span>' in table
+    rules = _rules(page)
+    for selector in (".answer", "table.disagreements td"):
+        assert "overflow-wrap:anywhere" in rules[selector]
+    # break-all splits every word at the edge of the cell, the readable ones too.
+    assert not any("break-all" in body for body in rules.values())

@@ -39,8 +39,8 @@ class ArmStats:
     benchmark: str
     arm: str
     subtask: str | None
-    n: int
-    correct: int
+    n: int  # graded items (with repeats: items, each reduced from its samples)
+    correct: int | None  # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
     pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
     ci95: tuple[float, float]
     unparseable: int
@@ -60,11 +60,14 @@ class ArmStats:
     clusters: int | None = None  # subtasks of the overall rate, when it has two or more
     cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
     cluster_ci95: tuple[float, float] | None = None
-    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k.
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k,
+    # the sum of the items' scores (at most n; pass_rate = score / n) and the correct sample rows (at most samples).
     samples: int | None = None
     epochs: int | None = None
     reduce: str | None = None
     pass_at: dict[str, float] | None = None
+    score: float | None = None
+    correct_samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -224,8 +227,11 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
     # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
     total: float = sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
-    # ``mean`` has no verdict per item: its ``correct`` counts correct samples (what cost_per_correct divides by).
-    correct = sum(r.passed for r in rows) if samples is not None and samples[2] == "mean" else sum(i.passed for i in items)
+    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as more
+    # correct items than n. What a correct result costs then divides by the correct samples.
+    mean = samples is not None and samples[2] == "mean"
+    correct = None if mean else sum(i.passed for i in items)
+    correct_samples = sum(r.passed for r in rows)
     walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
     calls = [i.sub_calls for i in rows if i.sub_calls is not None]
     flags = [float(i.escalated) for i in rows if i.escalated is not None]
@@ -247,8 +253,8 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         completion_tokens=sum(u[1] for u in usage) if usage else None,
         cost_usd=cost,
         cost_units=units,
-        cost_per_correct=_per(cost, correct),
-        cost_units_per_correct=_per(units, correct),
+        cost_per_correct=_per(cost, correct_samples if mean else correct),
+        cost_units_per_correct=_per(units, correct_samples if mean else correct),
         clusters=None if clustered is None else len(by_subtask or {}),
         cluster_se=None if clustered is None else clustered[0],
         cluster_ci95=None if clustered is None else clustered[1:],
@@ -256,6 +262,8 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         epochs=None if samples is None else max((s.n for s in samples[1]), default=0),
         reduce=None if samples is None else samples[2],
         pass_at=None if samples is None else pass_at(samples[1]),
+        score=None if samples is None else total,
+        correct_samples=None if samples is None else correct_samples,
     )
 
 
@@ -275,7 +283,7 @@ def _total(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def _per(total: float | None, correct: int) -> float | None:
+def _per(total: float | None, correct: int | None) -> float | None:
     return total / correct if total is not None and correct else None
 
 
