@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.ops.cli_args import OutputClosed, say
 from pytest_echo_bench.ops.render import render, report_json
 from pytest_echo_bench.ops.report import build_report, load_results
 
@@ -174,3 +179,56 @@ def test_long_answers_wrap_only_where_they_must(tmp_path: Path) -> None:
         assert "overflow-wrap:anywhere" in rules[selector]
     # break-all splits every word at the edge of the cell, the readable ones too.
     assert not any("break-all" in body for body in rules.values())
+
+
+# --- a reader that goes away: ``echo-bench report F | head`` ---------------------------------------
+
+
+def _report_into_closed_pipe(path: Path, lines_read: int) -> tuple[int, str]:
+    """``echo-bench report`` with its stdout a real pipe whose reader closes after ``lines_read`` lines."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_echo_bench.ops.cli", "report", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    for _ in range(lines_read):
+        proc.stdout.readline()
+    proc.stdout.close()
+    try:
+        err = proc.stderr.read().decode()
+        return proc.wait(timeout=60), err
+    finally:
+        proc.kill()
+
+
+def test_a_reader_gone_mid_report_ends_it_quietly_with_sigpipes_status(tmp_path: Path) -> None:
+    # 300 subtasks: a report of some 40 kB, far past what one write puts in the pipe.
+    rows = [row(f"t{i}", arm, i % 3 != 0, subtask=f"sub{i % 300}") for i in range(1200) for arm in ("A", "B")]
+    path = write(tmp_path / "big.jsonl", [META, *rows])
+    status, err = _report_into_closed_pipe(path, lines_read=2)
+    assert (status, err) == (141, "")
+
+
+def test_a_reader_gone_before_any_output_ends_it_quietly_too(tmp_path: Path) -> None:
+    # The whole report fits Python's buffer: the write that fails is the flush at the end.
+    path = write(tmp_path / "small.jsonl", [META, row("t1", "A", True)])
+    status, err = _report_into_closed_pipe(path, lines_read=0)
+    assert (status, err) == (141, "")
+
+
+def test_only_a_broken_stdout_counts_as_the_reader_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``say`` to a real pipe whose reader closed raises OutputClosed, which main ends quietly; a broken
+    pipe anywhere else (a provider's connection) stays a plain BrokenPipeError, an error of the command."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    closed = os.fdopen(write_end, "w")
+    try:
+        monkeypatch.setattr(sys, "stdout", closed)
+        with pytest.raises(OutputClosed):
+            say("x" * 100_000)
+        monkeypatch.undo()
+        with pytest.raises(BrokenPipeError) as other:
+            os.write(write_end, b"x")
+        assert type(other.value) is BrokenPipeError
+    finally:
+        with contextlib.suppress(OSError):  # what is still buffered for the pipe fails to flush
+            closed.close()
