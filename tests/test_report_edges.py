@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -14,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli_args import OutputClosed, say
 from pytest_echo_bench.ops.render import render, report_json
 from pytest_echo_bench.ops.report import build_report, load_results
+from pytest_echo_bench.store.records import Meta
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 3}},
         "arms": {"demo": ["A", "B", "C"]}}
@@ -232,3 +237,47 @@ def test_only_a_broken_stdout_counts_as_the_reader_gone(monkeypatch: pytest.Monk
     finally:
         with contextlib.suppress(OSError):  # what is still buffered for the pipe fails to flush
             closed.close()
+
+
+# --- the meta line, typed when read ------------------------------------------------------------------
+
+
+def test_meta_from_json_is_to_json_read_back_with_extras_and_defaults_kept() -> None:
+    meta = Meta("d", {"d": {"spec": "d.yaml", "items": 3}}, ["d.yaml"], "f1", {"d": ["A"]}, {"args": ["d.yaml"]},
+                "r1", "1.0", "2024-01-01T00:00:00Z", extra={"merged_from": ["a.jsonl"]})
+    line = meta.to_json()
+    assert line["merged_from"] == ["a.jsonl"] and "extra" not in line
+    assert Meta.from_json(line) == meta
+    old = Meta.from_json({"_meta": True, "benchmark": "d"})  # an older writer's line: the rest empty
+    assert (old.arms, old.benchmarks, old.spec_files, old.selection, old.fsync) == ({}, {}, [], {}, "end")
+    own = Meta.from_json({"_meta": True, "extra": 5})  # a line's own field called extra is one of its extras
+    assert own.extra == {"extra": 5} and own.to_json()["extra"] == 5
+
+
+@given(st.dictionaries(st.text(max_size=8).filter(lambda k: k != "_meta"),
+                       st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                                    lambda inner: st.lists(inner, max_size=3), max_leaves=5), max_size=6),
+       st.text(max_size=8), st.dictionaries(st.text(max_size=5), st.lists(st.text(max_size=5), max_size=3), max_size=3))
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+def test_meta_round_trips_any_sound_line(fields: dict[str, Any], benchmark: str, arms: dict[str, list[str]]) -> None:
+    record = {**{k: v for k, v in fields.items() if k not in {f.name for f in dataclasses.fields(Meta)}},
+              "_meta": True, "benchmark": benchmark, "arms": arms}
+    meta = Meta.from_json(record)
+    assert meta.benchmark == benchmark and meta.arms == arms
+    assert {k: v for k, v in meta.to_json().items() if k in record} == record
+    assert Meta.from_json(meta.to_json()) == meta
+
+
+@pytest.mark.parametrize("bad", [{"arms": {"d": "A"}}, {"benchmark": 3}, {"benchmarks": {"d": {"items": -1}}},
+                                 {"selection": []}])
+def test_a_bad_meta_line_is_a_store_error_naming_file_and_line(tmp_path: Path, bad: dict[str, Any]) -> None:
+    with pytest.raises(StoreError, match=r"where\.jsonl:1: meta line"):
+        Meta.from_json({"_meta": True, **bad}, "where.jsonl:1")
+    path = write(tmp_path / "run.jsonl", [{"_meta": True, **bad}, row("t1", "A", True)])
+    with pytest.raises(StoreError, match=rf"{path}:1: meta line"):
+        load_results([path])
+
+
+def test_a_line_that_is_no_meta_line_is_refused() -> None:
+    with pytest.raises(StoreError, match="not a meta line"):
+        Meta.from_json({"benchmark": "d"}, "f.jsonl:1")

@@ -7,7 +7,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
 
 from pytest_echo_bench.ops.compare import (
     Disagreement,
@@ -142,19 +141,12 @@ def _arm_order(results: Results) -> dict[str, list[str]]:
 
     An arm a meta line names stays listed though it has no graded row (all its items incomplete or
     unavailable): a report that drops it reads as if the arm was never run."""
-    listed = [(b, a) for meta in results.metas for b, arms in _meta_arms(meta) for a in arms]
+    listed = [(b, a) for meta in results.metas for b, arms in meta.arms.items() for a in arms]
     order: dict[str, list[str]] = {}
     for bench, arm in listed + [(r.benchmark, r.arm) for r in results.rows]:
         if arm not in order.setdefault(bench, []):
             order[bench].append(arm)
     return order
-
-
-def _meta_arms(meta: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    arms = meta.get("arms")
-    if not isinstance(arms, dict):
-        return []
-    return [(str(b), [str(a) for a in names]) for b, names in arms.items() if isinstance(names, list)]
 
 
 def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None,
