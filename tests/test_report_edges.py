@@ -74,6 +74,14 @@ def test_every_format_shows_the_silent_arm(silent_arm: Path) -> None:
     assert '<th class="text">C</th>' not in page
 
 
+def test_the_cost_frontier_leaves_out_an_arm_without_graded_rows(tmp_path: Path) -> None:
+    rows = [row("t1", "A", True, cost_usd=0.01), row("t1", "B", False, cost_usd=0.001)]
+    report = build_report(load_results([write(tmp_path / "run.jsonl", [META, *rows])]))
+    (found,) = report.frontiers
+    assert [p[0] for p in found.points] == ["A", "B"]
+    assert "cost-point" in render(report, "html")
+
+
 def test_a_report_of_only_silent_arms_renders(tmp_path: Path) -> None:
     path = write(tmp_path / "run.jsonl", [META, row("t1", "A", True)])
     report = build_report(load_results([path]))
