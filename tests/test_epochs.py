@@ -192,7 +192,9 @@ def test_pass_at_per_arm_is_the_mean_over_items_and_uses_each_items_own_n(tmp_pa
         items = [(len(v), sum(v)) for v in a.values() if len(v) >= k]
         assert arm_a.pass_at[str(k)] == pytest.approx(float(np.mean([reference_pass_at_k(n, c, k) for n, c in items])),
                                                       rel=1e-15)
-    assert (arm_a.n, arm_a.samples, arm_a.epochs, arm_a.correct) == (4, 17, 5, 8)
+    # mean grades no item right or wrong: no ``correct``; 8 correct samples of 17, a score of 1.9 of 4 items
+    assert (arm_a.n, arm_a.samples, arm_a.epochs, arm_a.correct, arm_a.correct_samples) == (4, 17, 5, None, 8)
+    assert arm_a.score == pytest.approx(2 / 5 + 0 + 1 + 1 / 2)
     assert arm_a.pass_rate == pytest.approx((2 / 5 + 0 + 1 + 1 / 2) / 4)
 
 
@@ -244,12 +246,12 @@ def test_the_end_table_tally_counts_each_epoch_once(tmp_path: Path) -> None:
 def test_every_format_shows_repeats_and_a_file_without_them_reads_as_before(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", [META, *sampled_rows({"A": {"t1": [True, False]}, "B": {"t1": [True, True]}})])
     header = _out(["report", str(path), "--format", "csv"]).splitlines()[0]
-    assert header.endswith(",samples,epochs,reduce,pass_at_1,pass_at_2")
+    assert header.endswith(",score,samples,correct_samples,epochs,reduce,pass_at_1,pass_at_2")
     assert "<h3>Repeats: pass@k</h3>" in _out(["report", str(path), "--format", "html"])
     plain = write(tmp_path / "plain.jsonl", [META, *[{k: v for k, v in r.items() if k != "epoch"}
                                                      for r in sampled_rows({"A": {"t1": [True]}, "B": {"t2": [False]}})]])
     data = report_of(plain)
-    assert not {"samples", "epochs", "reduce", "pass_at"} & set(data["arms"]["A"])
+    assert not {"samples", "epochs", "reduce", "pass_at", "score", "correct_samples"} & set(data["arms"]["A"])
     assert "pass_at" not in _out(["report", str(plain), "--format", "csv"]).splitlines()[0]
     assert "Repeats" not in _out(["report", str(plain), "--format", "html"])
 

@@ -72,7 +72,7 @@ def test_transient_errors_past_the_last_attempt_leave_the_item_incomplete(
     result, _, rows = sweep.run()
     assert result.ret == 2
     assert rows == []
-    result.stdout.fnmatch_lines(["*a*0*0*0.000*0*0*3*", "*not completed: demo.yaml::q0[[]a[]]*3 transient errors*",
+    result.stdout.fnmatch_lines(["*a*0*0*n/a*0*0*3*", "*not completed: demo.yaml::q0[[]a[]]*3 transient errors*",
                                  "*resume with:*", "*3 incomplete*"])
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "incomplete"

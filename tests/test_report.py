@@ -95,7 +95,8 @@ def test_older_rows_without_meta(tmp_path: Path) -> None:
 def test_older_rows_take_the_meta_benchmark_and_a_late_meta_is_ignored(tmp_path: Path) -> None:
     late = {**META, "benchmark": "other"}
     report = report_of(tmp_path, [META, old_row("q1", "x", "passed"), late, old_row("q2", "x", "passed")])
-    assert [(s.benchmark, s.n) for s in report.arms] == [("demo", 2)]
+    # B and A, which the meta names and no row has, are listed with n = 0 (tests/test_report_edges.py).
+    assert [(s.benchmark, s.arm, s.n) for s in report.arms] == [("demo", "B", 0), ("demo", "A", 0), ("demo", "x", 2)]
 
 
 def test_duplicates_are_counted_once_and_conflicts_listed(tmp_path: Path) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.cli_args import Parser, number, output_file, say, whole
+from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
@@ -17,6 +18,7 @@ from pytest_echo_bench.store.safe_text import shown
 
 BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
 BUG = 3  # an exception no bad input explains
+OUTPUT_CLOSED = 128 + 13  # what a shell reports of a command SIGPIPE ended, as ``cat F | head`` does
 DEBUG_ENV = "ECHO_BENCH_DEBUG"  # set, and not to 0: exceptions propagate, traceback and all
 DAY_S = 86400.0
 MAX_BACKOFF_S = 8 * DAY_S  # as far ahead as the supervisor trusts a provider's reset time
@@ -63,8 +65,6 @@ def _progress(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import contextlib
-
     from pytest_echo_bench.ops.supervise import supervise
 
     command = list(args.command)
@@ -205,7 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2): argparse has printed it
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        flush_stdout()
+        return status
+    except OutputClosed:
+        _quiet_stdout()
+        return OUTPUT_CLOSED
     except KeyboardInterrupt:
         say(f"echo-bench {args.command_name}: interrupted", err=True)
         return 2  # as pytest says it of an interrupted run
@@ -220,6 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"echo-bench {args.command_name}: internal error ({type(exc).__name__}: {_one_line(exc)}); "
             f"a bug: {DEBUG_ENV}=1 shows the traceback", err=True)
         return BUG
+
+
+def _quiet_stdout() -> None:
+    """Python's recipe for a closed pipe: point stdout at devnull, so the flush at the exit cannot
+    fail a second time and print "Exception ignored ... BrokenPipeError"."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout without a file descriptor (captured)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _debugging() -> bool:

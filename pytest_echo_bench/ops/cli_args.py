@@ -22,11 +22,27 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 
+class OutputClosed(BrokenPipeError):
+    """The reader of our standard output went away (``echo-bench report F | head``): told apart from a
+    broken pipe to a provider, which is an error of the command."""
+
+
 def say(text: str, err: bool = False) -> None:
     """Print ``text`` escaped; CR LF line ends (the CSV format's RFC 4180 ones) stay as they are: a
     CR right before a LF only ends the line."""
     safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
-    print(safe, file=sys.stderr if err else sys.stdout)
+    try:
+        print(safe, file=sys.stderr if err else sys.stdout)
+    except BrokenPipeError as exc:
+        raise OutputClosed(*exc.args) from exc
+
+
+def flush_stdout() -> None:
+    """Write out what is buffered now, where a reader gone is handled, rather than at the exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise OutputClosed(*exc.args) from exc
 
 
 class Parser(argparse.ArgumentParser):

@@ -71,7 +71,7 @@ class Priced(Protocol):
     @property
     def n(self) -> int: ...
     @property
-    def pass_rate(self) -> float: ...
+    def pass_rate(self) -> float | None: ...  # None at n = 0, which the frontier leaves out
     @property
     def cost_usd(self) -> float | None: ...
     @property
@@ -132,7 +132,7 @@ def frontier(bench: str, arms: Sequence[Priced]) -> Frontier | None:
     """The Pareto frontier of pass rate against cost per item, in USD when any arm is priced so, else units."""
     for basis in ("cost_usd", "cost_units"):
         points = tuple((s.arm, cost / s.n, s.pass_rate) for s in arms
-                       if s.n and (cost := getattr(s, basis)) is not None)
+                       if s.n and s.pass_rate is not None and (cost := getattr(s, basis)) is not None)
         if points:
             return Frontier(bench, basis, points, _pareto(points))
     return None

@@ -47,7 +47,7 @@ def _labeller(report: Report) -> Callable[[str, str], str]:
     return lambda bench, arm: f"{bench}/{arm}"
 
 
-EPOCH_FIELDS = ("samples", "epochs", "reduce", "pass_at")
+EPOCH_FIELDS = ("samples", "epochs", "reduce", "pass_at", "score", "correct_samples")
 
 
 def _stats_json(s: ArmStats) -> dict[str, Any]:
@@ -93,8 +93,9 @@ def _opt(value: float | None, spec: str) -> str:
 
 STATS_COLUMNS: list[Column] = [
     ("n", "", lambda s: str(s.n)),
-    ("correct", "", lambda s: str(s.correct)),
-    ("pass rate", "", lambda s: _opt(s.pass_rate, ".3f")),
+    ("correct", "", lambda s: _opt(s.correct, "d")),
+    ("score", "epochs", lambda s: _opt(s.score, ".2f")),
+    ("pass rate", "", lambda s: "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"),
     ("95% CI", "", lambda s: _ci_text(s.ci95)),
     ("clusters", "cluster", lambda s: _opt(s.clusters, "d")),
     ("cluster SE", "cluster", lambda s: _opt(s.cluster_se, ".4f")),
@@ -103,6 +104,7 @@ STATS_COLUMNS: list[Column] = [
     ("errors", "", lambda s: str(s.errors)),
     ("not completed", "", lambda s: str(s.not_completed)),
     ("samples", "epochs", lambda s: _opt(s.samples, "d")),
+    ("correct samples", "epochs", lambda s: _opt(s.correct_samples, "d")),
     ("reduce", "epochs", lambda s: s.reduce or "-"),
     ("pass@k", "epochs", lambda s: " ".join(f"{k}:{v:.3f}" for k, v in (s.pass_at or {}).items()) or "-"),
     ("wall mean", "", lambda s: _opt(s.wall_mean, ".3f")),

@@ -36,12 +36,13 @@ def render_csv(report: Report) -> str:
 
 
 def _epoch_fields(report: Report) -> list[str]:
-    """With repeats only (the columns are what they were without): samples, epochs, reduce, pass_at_<k>."""
+    """With repeats only (the columns are what they were without): score (the sum of the items' scores, at
+    most n), samples, correct_samples, epochs, reduce, pass_at_<k>."""
     stats = [s for s in (*report.arms, *report.subtasks) if s.epochs is not None]
     if not stats:
         return []
     ks = sorted({int(k) for s in stats for k in (s.pass_at or {})})
-    return ["samples", "epochs", "reduce"] + [f"pass_at_{k}" for k in ks]
+    return ["score", "samples", "correct_samples", "epochs", "reduce"] + [f"pass_at_{k}" for k in ks]
 
 
 def neutralise(text: str) -> str:

@@ -7,7 +7,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
 
 from pytest_echo_bench.ops.compare import (
     Disagreement,
@@ -39,9 +38,9 @@ class ArmStats:
     benchmark: str
     arm: str
     subtask: str | None
-    n: int
-    correct: int
-    pass_rate: float
+    n: int  # graded items (with repeats: items, each reduced from its samples)
+    correct: int | None  # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
+    pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
     ci95: tuple[float, float]
     unparseable: int
     errors: int
@@ -60,11 +59,14 @@ class ArmStats:
     clusters: int | None = None  # subtasks of the overall rate, when it has two or more
     cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
     cluster_ci95: tuple[float, float] | None = None
-    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k.
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k,
+    # the sum of the items' scores (at most n; pass_rate = score / n) and the correct sample rows (at most samples).
     samples: int | None = None
     epochs: int | None = None
     reduce: str | None = None
     pass_at: dict[str, float] | None = None
+    score: float | None = None
+    correct_samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,21 +137,16 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
 
 
 def _arm_order(results: Results) -> dict[str, list[str]]:
-    """Benchmarks and arms in spec order (from the meta lines), then in order of first appearance."""
-    present = {(r.benchmark, r.arm) for r in results.rows}
-    listed = [(b, a) for meta in results.metas for b, arms in _meta_arms(meta) for a in arms]
+    """Benchmarks and arms in spec order (from the meta lines), then in order of first appearance.
+
+    An arm a meta line names stays listed though it has no graded row (all its items incomplete or
+    unavailable): a report that drops it reads as if the arm was never run."""
+    listed = [(b, a) for meta in results.metas for b, arms in meta.arms.items() for a in arms]
     order: dict[str, list[str]] = {}
     for bench, arm in listed + [(r.benchmark, r.arm) for r in results.rows]:
-        if (bench, arm) in present and arm not in order.setdefault(bench, []):
+        if arm not in order.setdefault(bench, []):
             order[bench].append(arm)
     return order
-
-
-def _meta_arms(meta: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    arms = meta.get("arms")
-    if not isinstance(arms, dict):
-        return []
-    return [(str(b), [str(a) for a in names]) for b, names in arms.items() if isinstance(names, list)]
 
 
 def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None,
@@ -165,6 +162,8 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
+    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
+    by_arm = {arm: items for arm, items in by_arm.items() if items}
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
@@ -220,8 +219,11 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
     # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
     total: float = sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
-    # ``mean`` has no verdict per item: its ``correct`` counts correct samples (what cost_per_correct divides by).
-    correct = sum(r.passed for r in rows) if samples is not None and samples[2] == "mean" else sum(i.passed for i in items)
+    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as more
+    # correct items than n. What a correct result costs then divides by the correct samples.
+    mean = samples is not None and samples[2] == "mean"
+    correct = None if mean else sum(i.passed for i in items)
+    correct_samples = sum(r.passed for r in rows)
     walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
     calls = [i.sub_calls for i in rows if i.sub_calls is not None]
     flags = [float(i.escalated) for i in rows if i.escalated is not None]
@@ -230,7 +232,7 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     units = _total(i.cost_units for i in rows)
     clustered = _clustered(by_subtask)
     return ArmStats(
-        bench, arm, subtask, n, correct, total / n, wilson(total, n),
+        bench, arm, subtask, n, correct, total / n if n else None, wilson(total, n),
         unparseable=sum(i.status == "unparseable" for i in rows),
         errors=sum(i.status == "error" for i in rows),
         not_completed=len(universe - {i.task_id for i in items}),
@@ -243,8 +245,8 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         completion_tokens=sum(u[1] for u in usage) if usage else None,
         cost_usd=cost,
         cost_units=units,
-        cost_per_correct=_per(cost, correct),
-        cost_units_per_correct=_per(units, correct),
+        cost_per_correct=_per(cost, correct_samples if mean else correct),
+        cost_units_per_correct=_per(units, correct_samples if mean else correct),
         clusters=None if clustered is None else len(by_subtask or {}),
         cluster_se=None if clustered is None else clustered[0],
         cluster_ci95=None if clustered is None else clustered[1:],
@@ -252,6 +254,8 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         epochs=None if samples is None else max((s.n for s in samples[1]), default=0),
         reduce=None if samples is None else samples[2],
         pass_at=None if samples is None else pass_at(samples[1]),
+        score=None if samples is None else total,
+        correct_samples=None if samples is None else correct_samples,
     )
 
 
@@ -271,7 +275,7 @@ def _total(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def _per(total: float | None, correct: int) -> float | None:
+def _per(total: float | None, correct: int | None) -> float | None:
     return total / correct if total is not None and correct else None
 
 

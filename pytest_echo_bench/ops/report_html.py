@@ -16,7 +16,8 @@ table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25em .45em;t
 th:first-child,td:first-child,.text{text-align:left}td.heat,td.pair{text-align:center;font-size:12px;min-width:6.5em}
 td.sig-pos{background:#c7e9c0}td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
 .legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ddd}
-.answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;word-break:break-all;max-width:22em}
+.answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-width:22em}
+table.disagreements td{max-width:24em;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}th{max-width:14em;overflow-wrap:anywhere}
 .right{color:#176d1c}.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
 """
@@ -38,11 +39,19 @@ def render_html(report: Report) -> str:
 
 def _summary(report: Report) -> str:
     facts = [f"{len(report.benchmarks)} benchmark(s)", f"{sum(b.tasks for b in report.benchmarks)} task id(s)",
-             f"{sum(s.n for s in report.arms)} graded row(s)", f"{report.duplicates} duplicate(s)",
+             _graded(report.arms), f"{report.duplicates} duplicate(s)",
              f"{len(report.conflicts)} conflicting verdict(s)"]
     if report.unknown_figures:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
+
+
+def _graded(arms: list[ArmStats]) -> str:
+    """Graded rows; with repeats an arm's n counts items, each reduced from its sample rows, so both are named."""
+    items = sum(s.n for s in arms)
+    if all(s.samples is None for s in arms):
+        return f"{items} graded row(s)"
+    return f"{items} graded item(s) from {sum(s.samples or s.n for s in arms)} sample row(s)"
 
 
 def _benchmark(report: Report, bench: Benchmark) -> str:
@@ -51,6 +60,7 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
     pairs = [p for p in report.pairs if p.benchmark == bench.name]
     frontier = next((f for f in report.frontiers if f.benchmark == bench.name), None)
     count, shown = report.disagreements.get(bench.name, (0, []))
+    graded = [s.arm for s in arms if s.n]  # an arm with no graded row has no verdict to compare
     parts = [f'<section class="benchmark"><h2>{e(bench.name or "(no benchmark name)")}</h2>',
              f'<p class="muted">{bench.tasks} task id(s), {len(arms)} arm(s)</p>',
              '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% interval; '
@@ -58,9 +68,9 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
              rate_bars(arms, colors),
              _pass_at(arms),
              _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
-             _pair_matrix([s.arm for s in arms], pairs),
+             _pair_matrix(graded, pairs),
              _cost(frontier, colors),
-             _disagreements(count, shown, [s.arm for s in arms]),
+             _disagreements(count, shown, graded),
              "</section>"]
     return "\n".join(p for p in parts if p)
 
@@ -72,12 +82,18 @@ def _pass_at(arms: list[ArmStats]) -> str:
         return ""
     ks = sorted({int(k) for s in sampled for k in (s.pass_at or {})})
     head = "".join(f"<th>pass@{k}</th>" for k in ks)
-    rows = "".join(f'<tr><td class="text">{e(s.arm)}</td><td>{s.samples}</td><td>{s.epochs}</td><td class="text">'
+    rows = "".join(f'<tr><td class="text">{e(s.arm)}</td><td>{s.n}</td><td>{_opt(s.score)}</td><td>{s.samples}</td>'
+                   f'<td>{s.correct_samples}</td><td>{s.epochs}</td><td class="text">'
                    f'{e(s.reduce or "")}</td>' + "".join(f"<td>{(s.pass_at or {}).get(str(k), float('nan')):.3f}</td>" for k in ks)
                    + "</tr>" for s in sampled)
     return ('<h3>Repeats: pass@k</h3><p class="muted">unbiased estimator of Chen et al. (2021); an item counts for the k '
-            'its own number of samples reaches</p><table class="pass-at"><tr><th class="text">arm</th><th>samples</th>'
+            'its own number of samples reaches; score: the sum of the items\' scores (pass rate = score / items)</p>'
+            '<table class="pass-at"><tr><th class="text">arm</th><th>items</th><th>score</th><th>samples</th><th>correct samples</th>'
             f'<th>epochs</th><th class="text">reduce</th>{head}</tr>{rows}</table>')
+
+
+def _opt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _heatmap(subtasks: list[ArmStats], arms: list[str]) -> str:
@@ -95,11 +111,16 @@ def _heatmap(subtasks: list[ArmStats], arms: list[str]) -> str:
 
 
 def _heat_cell(s: ArmStats | None) -> str:
-    if s is None:
+    if s is None or s.pass_rate is None:
         return '<td class="heat">-</td>'
     ink = "#fff" if s.pass_rate > 0.55 else "#222"  # keep the text readable on the darker blues
     return (f'<td class="heat" style="background:{heat_color(s.pass_rate)};color:{ink}" '
-            f'title="{s.correct}/{s.n}">{s.pass_rate:.2f}<br>n={s.n}</td>')
+            f'title="{_of_n(s)}">{s.pass_rate:.2f}<br>n={s.n}</td>')
+
+
+def _of_n(s: ArmStats) -> str:
+    """What the rate is of: correct items of n, or with repeats the sum of the items' scores of n."""
+    return f"{s.correct}/{s.n}" if s.score is None else f"score {s.score:.2f}/{s.n} items, {s.correct_samples}/{s.samples} samples"
 
 
 def _pair_matrix(arms: list[str], pairs: list[Pair]) -> str:
@@ -114,9 +135,20 @@ def _pair_matrix(arms: list[str], pairs: list[Pair]) -> str:
     legend = ('<p class="legend"><span class="sig-pos" style="background:#c7e9c0">row better (Holm p &lt; 0.05)</span>'
               '<span style="background:#fcbba1">row worse (Holm p &lt; 0.05)</span>'
               '<span style="background:#f2f2f2">not significant</span></p>')
-    return ('<h3>Paired comparisons (row − column)</h3><p class="muted">diff of pass rates on the items both answered, '
-            "Newcombe's paired 95% interval, exact McNemar p adjusted by Holm over the benchmark's pairs</p>"
+    return (f'<h3>Paired comparisons (row − column)</h3><p class="muted">{_method(pairs)}</p>'
             f'{legend}<div class="scroll"><table class="pair-matrix"><tr><th class="text">row − column</th>{head}</tr>{"".join(rows)}</table></div>')
+
+
+MCNEMAR = ("diff of pass rates on the items both answered, Newcombe's paired 95% interval, exact McNemar p "
+           "adjusted by Holm over the benchmark's pairs")
+PAIRED_T = ("diff of mean scores of repeats on the items both answered: Student's paired t on the per-item "
+            "differences, its 95% interval and p adjusted by Holm over the benchmark's pairs")
+
+
+def _method(pairs: list[Pair]) -> str:
+    """The caption names the method the cells use: fractional mean scores are compared by a paired t
+    (``--reduce mean`` makes every pair of a benchmark one, so a caption per benchmark is exact)."""
+    return PAIRED_T if any(p.diff_method == "paired-t" for p in pairs) else MCNEMAR
 
 
 def _pair_cell(row: str, col: str, by: dict[tuple[str, str], Pair]) -> str:

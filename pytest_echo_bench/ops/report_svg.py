@@ -40,11 +40,12 @@ def rate_bars(arms: Sequence[ArmStats], colors: dict[str, str]) -> str:
         y = row * ROW_H + 4
         mid = y + ROW_H / 2 - 3
         label = f"<title>{e(s.arm)}</title>{e(_short(s.arm))}"
+        rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"  # n/a: an arm with no graded row
         parts.append(f'<g class="rate-bar" data-arm="{e(s.arm)}"><text x="{LABEL_W - 8}" y="{mid + 4:.1f}" text-anchor="end">{label}</text>'
-                     f'<rect x="{LABEL_W}" y="{y}" width="{s.pass_rate * BAR_W:.1f}" height="{ROW_H - 8}" fill="{colors[s.arm]}" opacity="0.8"/>'
+                     f'<rect x="{LABEL_W}" y="{y}" width="{(s.pass_rate or 0.0) * BAR_W:.1f}" height="{ROW_H - 8}" fill="{colors[s.arm]}" opacity="0.8"/>'
                      f'{_whisker(s.ci95, mid, "#222", "")}'
                      f'{_whisker(s.cluster_ci95, mid + 5, "#555", DASHED)}'
-                     f'<text x="{LABEL_W + BAR_W + 8}" y="{mid + 4:.1f}">{s.pass_rate:.3f} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}] n={s.n}</text></g>')
+                     f'<text x="{LABEL_W + BAR_W + 8}" y="{mid + 4:.1f}">{rate} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}] n={s.n}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
 

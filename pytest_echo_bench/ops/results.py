@@ -12,7 +12,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import Key, row_key
+from pytest_echo_bench.store.records import Key, Meta, row_key
 
 # The disagreement list shows answers, not whole outputs: keep a short prefix of each.
 ANSWER_CHARS = 160
@@ -55,7 +55,7 @@ class Results:
     order given, each from its first line to its last)."""
 
     rows: list[Item] = field(default_factory=list)
-    metas: list[dict[str, Any]] = field(default_factory=list)
+    metas: list[Meta] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
@@ -70,8 +70,9 @@ def load_results(paths: Sequence[Path]) -> Results:
         for lineno, record in _records(path):
             if record.get("_meta"):
                 if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
-                    results.metas.append(record)
-                    default = str(record.get("benchmark") or "")
+                    meta = Meta.from_json(record, f"{path}:{lineno}")
+                    results.metas.append(meta)
+                    default = meta.benchmark
                 continue
             unknown: list[str] = []
             _add(results, seen, _item(record, default, unknown))

@@ -201,11 +201,12 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
     """Positional args, -k, -m and the shard; a bare ``--bench-resume PATH`` takes them from the meta line."""
     args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
     shard = str(opts.shard) if opts.shard else None
-    meta = opened.index.meta if opened else None
-    if meta and config.args_source != pytest.Config.ArgsSource.ARGS:
-        recorded = meta.get("selection") or {}
+    found = opened.index.meta if opened else None
+    if found and config.args_source != pytest.Config.ArgsSource.ARGS:
+        meta = Meta.from_json(found, f"{opts.resume}:1")
+        recorded = meta.selection
         base = _meta_base(config, meta)
-        args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.get("spec_files") or []]
+        args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.spec_files]
         keyword = keyword or recorded.get("keyword") or None
         markexpr = markexpr or recorded.get("markexpr") or None
         shard = shard or recorded.get("shard") or None
@@ -242,7 +243,7 @@ def _inside(config: pytest.Config, opts: BenchOptions, base: Path, arg: str) -> 
     return path
 
 
-def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
+def _meta_base(config: pytest.Config, meta: Meta) -> Path:
     """The directory the meta line's relative paths start from: the current rootdir, or the
     directory pytest was started in (never a directory the meta line names: see ``_inside``).
 
@@ -250,7 +251,7 @@ def _meta_base(config: pytest.Config, meta: dict[str, Any]) -> Path:
     ``--bench-resume PATH`` for a path argument: a results file outside the project (another
     disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
     """
-    files = meta.get("spec_files") or []
+    files = meta.spec_files
     root = _trusted_root(config)
     for base in (config.rootpath, config.invocation_params.dir):
         if files and base.resolve().is_relative_to(root) and all((base / f).is_file() for f in files):

@@ -211,7 +211,7 @@ def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: Fi
         return []
     header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s")
     rows = [header] + [
-        (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}", str(t.unparseable), str(t.errors),
+        (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}" if t.items else "n/a", str(t.unparseable), str(t.errors),
          str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-")
         for (b, a), t in sorted(arms.items())
     ]

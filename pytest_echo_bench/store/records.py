@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.checks import meta_problem
 from pytest_echo_bench.store.files import encode_line
 
 SCHEMA = 1
@@ -30,9 +32,28 @@ class Meta:
     fsync: str = "end"
     rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
     schema: int = SCHEMA
+    # Fields of a line this class does not name (merge's merged_from, regrade's regraded_from, a
+    # newer writer's): kept, so a meta line read and written again loses nothing.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"_meta": True, **asdict(self)}
+        data = asdict(self)
+        extra = data.pop("extra")
+        return {"_meta": True, **data, **extra}
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], where: str = "meta line") -> Meta:
+        """The meta line ``record`` (a decoded line 1), typed. Its fields must meet ``store.checks``'s
+        rules, else a StoreError naming ``where`` (the reader passes ``file:1``); a field an older
+        writer left out takes its empty value, as the readers took it before."""
+        problem = meta_problem(record) if record.get("_meta") is True else "not a meta line (no \"_meta\": true)"
+        if problem is not None:
+            raise StoreError(f"{where}: {problem}")
+        known = {name: record[name] for name in _META_FIELDS if name in record}
+        extra = {k: v for k, v in record.items() if k not in _META_FIELDS and k != "_meta"}
+        empty: dict[str, Any] = {"benchmark": "", "benchmarks": {}, "spec_files": [], "fingerprint": "", "arms": {},
+                                 "selection": {}, "run_id": "", "plugin_version": "", "created_at": ""}
+        return cls(**{**empty, **known}, extra=extra)
 
 
 @dataclass
@@ -77,6 +98,7 @@ class Row:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
+_META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}  # a line's own "extra" field is one of its extras
 
 
 def row_from_json(record: dict[str, Any]) -> Row:

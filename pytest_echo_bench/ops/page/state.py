@@ -21,7 +21,8 @@ from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import row_epoch, scan_epoch
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.records import Meta, row_epoch, scan_epoch
 
 RECENT = 10  # wrong/unparseable rows listed on the page
 TAIL = 200  # characters of raw output shown for each of them
@@ -195,7 +196,7 @@ class PageFeed:
 
     def _reset(self) -> None:
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
-        self.meta: dict[str, Any] | None = None
+        self.meta: Meta | None = None
         self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}  # -> task id -> (status, passed)
         self.arms: dict[ArmId, _Arm] = {}
         self.benchmarks: dict[str, None] = {}  # in order of first appearance
@@ -217,7 +218,7 @@ class PageFeed:
             scan = RowScan(self.results, PageRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
                            start=self.end)
             for fast, slow in scan.batches():
-                self.meta = scan.meta or self.meta
+                self.meta = _typed(scan.meta) or self.meta
                 for row in fast:
                     self._add(row)
                 for record in slow:
@@ -227,7 +228,7 @@ class PageFeed:
             pass  # not written yet, or unreadable for now: the page shows what it has
 
     def _add(self, row: PageRow) -> None:
-        benchmark = row.benchmark or str((self.meta or {}).get("benchmark") or "")
+        benchmark = row.benchmark or (self.meta.benchmark if self.meta else "")
         arm_id = (benchmark, row.arm)
         ids = self.seen.setdefault((benchmark, row.arm, scan_epoch(row.epoch)), {})
         self.benchmarks[benchmark] = None
@@ -284,7 +285,7 @@ class PageFeed:
         def key(arm_id: ArmId) -> str:
             return arm_id[1] if single else f"{arm_id[0]}/{arm_id[1]}"
 
-        title = str(self.meta.get("benchmark") or "") if self.meta else ""
+        title = self.meta.benchmark if self.meta else ""
         state = ProgressState(title or "+".join(n for n in names if n) or self.results.stem, now)
         session = self.sessions.get("live" if self.started_at is not None else self.latest_run, _Session())
         state.arms = {k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()}
@@ -308,8 +309,7 @@ class PageFeed:
         return state
 
     def _names(self) -> list[str]:
-        meta = self.meta
-        names = dict.fromkeys(meta["benchmarks"]) if meta and isinstance(meta.get("benchmarks"), dict) else {}
+        names = dict.fromkeys(self.meta.benchmarks) if self.meta else {}
         return list(names | self.benchmarks)
 
     def _expected(self, live: LiveCounters | None, single: bool, key: Any, session: _Session) -> dict[str, int]:
@@ -341,13 +341,21 @@ def progress_state(results: Path, live: LiveCounters | None = None, now: float |
     return feed.state(live, now)
 
 
-def _meta_expected(meta: dict[str, Any] | None, single: bool) -> dict[str, int]:
-    benchmarks, arms = (meta.get("benchmarks"), meta.get("arms")) if meta else (None, None)
-    if not isinstance(benchmarks, dict) or not isinstance(arms, dict):
+def _typed(meta: dict[str, Any] | None) -> Meta | None:
+    """The scan's meta line typed; the page must never break a run, so a bad one is left out (the
+    lenient parser skips it already: this only keeps that so)."""
+    try:
+        return None if meta is None else Meta.from_json(meta)
+    except StoreError:
+        return None
+
+
+def _meta_expected(meta: Meta | None, single: bool) -> dict[str, int]:
+    if meta is None:
         return {}
     expected = {}
-    for name, info in benchmarks.items():
-        names, items = arms.get(name), info.get("items") if isinstance(info, dict) else None
+    for name, info in meta.benchmarks.items():
+        names, items = meta.arms.get(name), info.get("items")
         if isinstance(names, list) and names and isinstance(items, int):
             expected.update({(str(a) if single else f"{name}/{a}"): items // len(names) for a in names})
     return expected
