@@ -231,7 +231,7 @@ def test_ctrl_c_under_the_supervisor_stops_a_real_sweep_resumably(pytester: pyte
     assert proc.returncode == 2, output
     assert json.loads((pytester.path / "r.jsonl.stop.json").read_text())["reason"] == "interrupted"
     resume = [line.strip() for line in output.splitlines() if "--bench-resume" in line]
-    assert resume == [shlex.join(["pytest", "--bench-resume", str(out), *workers])], output  # the run's own, once
+    assert resume == [shlex.join(["pytest", "--bench-resume", str(out), *workers, "--rootdir", str(pytester.path)])], output  # the run's own, once
     assert "attempt 2" not in output
     _, rows = read_rows(out)
     assert 5 <= len(rows) < 120
