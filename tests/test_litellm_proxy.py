@@ -298,10 +298,12 @@ def router_config(upstream: str) -> str:
     """One model name routed to two deployments with an ``rpm`` each, enforced by LiteLLM's router as
     PROVIDER-FACTS records: beyond the minute's count it answers 429 with only
     ``llm_provider-retry-after: 60``. Measured with 1.108.7 here: two deployments of ``rpm: 20``
-    admitted 20 requests a minute, not 40; ``rpm: 40`` each admits 40, so 60 items need two minutes."""
+    admitted 20 requests a minute, not 40, and with ``rpm: 40`` each one run admitted all 60 items at
+    once; so the limits are 20: whichever way the router counts (20 or 40 a minute), 60 items need
+    two or three minutes (``ideal_s`` reads which from the admitted requests)."""
     # Two distinct deployments (two upstream model names): identical ones are one deployment to LiteLLM.
     deployments = "".join(f"  - model_name: limited\n    litellm_params: {{model: openai/local-{name}, "
-                          f"api_base: {upstream}, api_key: sk-upstream, rpm: 40}}\n" for name in ("a", "b"))
+                          f"api_base: {upstream}, api_key: sk-upstream, rpm: 20}}\n" for name in ("a", "b"))
     return ("model_list:\n" + deployments +
             "router_settings:\n  routing_strategy: usage-based-routing-v2\n  enable_pre_call_checks: true\n"
             "  optional_pre_call_checks: [\"enforce_model_rate_limits\"]\n  num_retries: 0\n"
@@ -338,7 +340,7 @@ def ideal_s(admitted: list[float]) -> float:
 
 def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
         pytester: pytest.Pytester, sweep: Sweep, tmp_path: Path) -> None:
-    """60 items at 16 in flight against about 40 requests a minute: the refused wait out the router's
+    """60 items at 16 in flight against 20 or 40 requests a minute: the refused wait out the router's
     ``llm_provider-retry-after`` (their attempts unspent) and the plain run completes, exit 0."""
     admitted: list[float] = []
     with FakeOpenAI() as upstream:
