@@ -131,7 +131,7 @@ def main() -> None:
         print(f"{'keys, store.read_index (workers)':44} {fast:8.2f} {fast / slow:11.2f} {TARGET_S:8.1f} {'yes' if fast <= TARGET_S else 'no':>4}")
         print(f"{'keys and per-arm counts (controller)':44} {counts:8.2f} {counts / slow:11.2f}")
         first = args.rows // args.arms - args.items // 2  # half of the sweep is recorded in the file
-        keys = [("scale", f"t{i}", f"a{j}") for i in range(first, first + args.items) for j in range(args.arms)]
+        keys = [("scale", f"t{i}", f"a{j}", 1) for i in range(first, first + args.items) for j in range(args.arms)]
         check, _ = timed(lambda: sum(is_recorded(index.keys, k) for k in keys), args.repeat)
         print(f"{f'deselect predicate, {len(keys)} items':44} {check:8.2f}")
 
