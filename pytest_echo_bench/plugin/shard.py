@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import pytest
+
+from pytest_echo_bench.store.partition import shard_of
 
 
 @dataclass(frozen=True)
@@ -17,11 +18,7 @@ class Shard:
         return f"{self.index}/{self.total}"
 
     def owns(self, key: tuple[str, str, str, int]) -> bool:
-        # sha256, not hash(): every machine and process must agree on the partition. Epoch 1 hashes
-        # as the key did before epochs existed, so a K = 1 sweep keeps its shards.
-        parts = key[:3] if key[3] == 1 else (*key[:3], str(key[3]))
-        digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()  # ids may hold lone surrogates
-        return int.from_bytes(digest[:8], "big") % self.total == self.index - 1
+        return shard_of(key, self.total) == self.index  # the hash lives in store/: the estimate uses it too
 
 
 def parse_shard(text: str | None) -> Shard | None:
