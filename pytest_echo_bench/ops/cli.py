@@ -1,4 +1,4 @@
-"""The ``echo-bench`` command: a thin layer over pure functions (report, progress, run, regrade, merge)."""
+"""The ``echo-bench`` command: a thin layer over pure functions (report, power, estimate, progress, run, regrade, merge)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_file, say, whole
@@ -51,6 +52,18 @@ def _power(args: argparse.Namespace) -> int:
     for line in lines:
         say(line, err=status != 0)
     return status
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from pytest_echo_bench.ops.estimate_cli import Options, default_cache, estimate, text_lines
+
+    opts = Options(args.keyword, args.bench_shard, tuple(args.results), default_cache(args.rootdir, args.cache),
+                   args.rootdir, args.concurrency, args.workers)
+    data = estimate(args.specs, opts)
+    say(json.dumps(data, indent=2) if args.format == "json" else "\n".join(text_lines(data)))
+    return 0
 
 
 def _progress(args: argparse.Namespace) -> int:
@@ -157,6 +170,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)")
     w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
     w.set_defaults(func=_power)
+    _estimate_parser(sub)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
     g.add_argument("file", type=Path)
     g.add_argument("-o", "--output", type=output_file, required=True)
@@ -194,6 +208,24 @@ def parser() -> argparse.ArgumentParser:
                         "spec gives, so resuming it needs --bench-allow-mismatch")
     m.set_defaults(func=_merge)
     return p
+
+
+def _estimate_parser(sub: Any) -> None:
+    from pytest_echo_bench.ops.estimate_cli import shard_arg
+
+    e = sub.add_parser("estimate", help="Calls, cost and wall time of a sweep before anything is sent")
+    e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
+    e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
+    e.add_argument("--bench-shard", metavar="K/N", type=shard_arg, help="Only shard K of N (as the run's --bench-shard)")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--results", type=Path, nargs="+", default=[],
+                   help="Earlier results file(s): replies' lengths and latencies seen")
+    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: bench_results/cache.sqlite "
+                   "under --rootdir); cached replies are not sent")
+    e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
+    e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
+    e.add_argument("--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, -n (default 1)")
+    e.set_defaults(func=_estimate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
