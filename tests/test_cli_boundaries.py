@@ -93,12 +93,15 @@ BASES = {
                                                      "sim >= ref - 0.02 @95"]],
     "power": [["--diff", "0.03", "--discordant", "0.12", "--alpha", "0.05", "--power", "0.8"],
               ["{results}", "--pair", "sim,ref", "--diff", "0.03"]],
+    "estimate": [["{spec}"], ["{spec}", "-k", "sim", "--format", "json", "--results", "{results}", "--cache", "off"],
+                 ["{spec}", "--bench-shard", "1/2", "--concurrency", "4", "--workers", "2", "--rootdir", "{out}"]],
     "progress": [["{results}", "-o", "{out}/page.html", "--interval", "5"]],
     "run": [["--max-retries", "1", "--backoff", "0", "--grace", "1"]],
     "regrade": [["{results}", "--spec", "{spec}", "-o", "{out}/new.jsonl"], ["{results}", "-o", "{out}/new.jsonl"]],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
 }
 EXTRA = {"report": ["--format", "--oracle", "--reduce", "--gate"], "power": ["--pair", "--diff", "--discordant", "--alpha", "--power"],
+         "estimate": ["-k", "--bench-shard", "--format", "--results", "--cache", "--rootdir", "--concurrency", "--workers"],
          "progress": ["--interval"], "run": ["--max-retries", "--backoff", "--grace", "--retry-errors"],
          "regrade": ["--spec"], "merge": []}
 OUTPUTS = ("-o", "--output")
