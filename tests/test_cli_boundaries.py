@@ -92,7 +92,7 @@ BASES = {
                                "--reduce", "mean"], ["{results}", "{results}", "--format", "html", "--gate",
                                                      "sim >= ref - 0.02 @95"]],
     "power": [["--diff", "0.03", "--discordant", "0.12", "--alpha", "0.05", "--power", "0.8"],
-              ["{results}", "--pair", "sim,ref", "--diff", "0.03"]],
+              ["{results}", "--pair", "sim,ref", "--diff", "0.03"], ["{results}", "--pair", "sim,ref", "--repeats", "3"]],
     "estimate": [["{spec}"], ["{spec}", "-k", "sim", "--format", "json", "--results", "{results}", "--cache", "off"],
                  ["{spec}", "--bench-shard", "1/2", "--concurrency", "4", "--workers", "2", "--rootdir", "{out}"]],
     "progress": [["{results}", "-o", "{out}/page.html", "--interval", "5"]],
@@ -100,7 +100,7 @@ BASES = {
     "regrade": [["{results}", "--spec", "{spec}", "-o", "{out}/new.jsonl"], ["{results}", "-o", "{out}/new.jsonl"]],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
 }
-EXTRA = {"report": ["--format", "--oracle", "--reduce", "--gate"], "power": ["--pair", "--diff", "--discordant", "--alpha", "--power"],
+EXTRA = {"report": ["--format", "--oracle", "--reduce", "--gate"], "power": ["--pair", "--diff", "--discordant", "--alpha", "--power", "--repeats"],
          "estimate": ["-k", "--bench-shard", "--format", "--results", "--cache", "--rootdir", "--concurrency", "--workers"],
          "progress": ["--interval"], "run": ["--max-retries", "--backoff", "--grace", "--retry-errors"],
          "regrade": ["--spec"], "merge": []}

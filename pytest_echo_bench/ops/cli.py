@@ -169,6 +169,8 @@ def parser() -> argparse.ArgumentParser:
                    help="Expected share of items the arms disagree on (e.g. 0.12)")
     w.add_argument("--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)")
     w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
+    w.add_argument("--repeats", type=whole(1, 1000), metavar="K",
+                   help="With a pilot: the items needed with K samples of each arm per item (epochs: K)")
     w.set_defaults(func=_power)
     _estimate_parser(sub)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
