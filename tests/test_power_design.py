@@ -175,3 +175,12 @@ def test_items_pair_by_task_and_keep_epochs_apart() -> None:
             ("t1", "C", "s", 1, 0.0)]
     assert paired_items(rows, "A", "B") == [PairedItem("s", (1.0, 0.0), (1.0,))]  # t2 has no B: not a pair
     assert estimate_design(paired_items(rows, "A", "B")) is None  # one item: no variance
+
+
+def test_a_vanishing_difference_needs_no_finite_n(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the generated-argument test: --diff 1e-300 overflowed a float power (status 3)."""
+    assert items_needed(0.2, 1e-300, 0.05, 0.8) is None
+    assert items_clustered(0.2, 0.1, 10, 1e-300, 0.05, 0.8) is None
+    path, _ = pilot_file(tmp_path, 2)
+    status = main(["power", str(path), "--pair", "A,B", "--diff", "1e-300", "--repeats", "2"])
+    assert status == 2 and "no finite number of items" in capsys.readouterr().err

@@ -108,10 +108,17 @@ def z_total(alpha: float, power: float) -> float:
 
 def items_needed(variance: float, delta: float, alpha: float, power: float) -> int | None:
     """``ceil((z_{1-alpha/2} + z_power)^2 variance / delta^2)``; None for delta 0 or no finite n."""
-    if delta == 0:
-        return None
-    n = (z_total(alpha, power) * math.sqrt(max(variance, 0.0)) / abs(delta)) ** 2
+    n = _n0(variance, delta, alpha, power)
     return max(1, math.ceil(n)) if math.isfinite(n) else None
+
+
+def _n0(variance: float, delta: float, alpha: float, power: float) -> float:
+    """The unrounded n; inf when none suffices. ``ratio * ratio``, not ``** 2``: a float power
+    raises OverflowError where a product gives inf (a difference of 1e-300)."""
+    if delta == 0:
+        return math.inf
+    ratio = z_total(alpha, power) * math.sqrt(max(variance, 0.0)) / abs(delta)
+    return ratio * ratio
 
 
 def items_clustered(variance: float, icc: float, clusters: int, delta: float, alpha: float,
@@ -124,7 +131,7 @@ def items_clustered(variance: float, icc: float, clusters: int, delta: float, al
         return None
     if clusters < 2 or icc <= 0:
         return base
-    n0 = (z_total(alpha, power) / abs(delta)) ** 2 * variance
+    n0 = _n0(variance, delta, alpha, power)
     room = 1 - n0 * icc / clusters
     if room <= 0:
         return None
