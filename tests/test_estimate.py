@@ -98,6 +98,20 @@ def test_an_arm_without_prices_is_unknown_not_free(tmp_path: Path, capsys: pytes
     assert "unknown" in capsys.readouterr().out
 
 
+def test_a_python_arm_s_calls_are_unknown_not_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Python arm calls what its code calls: its one call is a floor, never a maximum or a price."""
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(spec_text("  a: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_tokens: 5}\n"
+                              "  py: {provider: python, function: 'nowhere:fn'}\n"
+                              "  r: {provider: cascade, cheap: a, strong: py}\n",
+                              "pricing:\n  a: {input: 1, output: 1}\n  py: {input: 1, output: 1}\n"))
+    data = run_json(str(spec), capsys=capsys)
+    assert (data["arms"]["py"]["calls_min"], data["arms"]["py"]["calls_max"]) == (3, None)
+    assert data["arms"]["r"]["calls_max"] is None and data["arms"]["r"]["cost_usd"]["high"] is None
+    assert data["calls_max"] is None and data["cost_usd"] == {"low": None, "high": None}
+    assert run_json(str(spec), "-k", "arm_a", capsys=capsys)["calls_max"] == 3
+
+
 def test_an_arm_without_max_tokens_has_no_high(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "demo.yaml"
     spec.write_text(spec_text("  a: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1'}\n",

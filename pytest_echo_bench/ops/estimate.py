@@ -8,7 +8,9 @@ seen: 0), ``high`` the dearest path with every reply at ``max_tokens``. Prompt t
 estimated from the text as ``ceil(characters / 4)`` (the arm's ``system`` prompt counted too):
 about right for English with the OpenAI and Anthropic tokenizers, low for text of other scripts.
 A call whose reply the response cache holds is not sent and costs nothing. An arm the spec does
-not price, or one with no ``max_tokens`` for ``high``, has an unknown cost: ``None``, never 0.
+not price, or one with no ``max_tokens`` for ``high``, has an unknown cost: ``None``, never 0; so
+has a Python arm (and a routing arm that calls one): the calls it makes are its code's, counted
+here as its one call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pytest_echo_bench.providers.routing import JUDGE_PROMPT, ROUTERS, route_pla
 from pytest_echo_bench.spec.load import Spec
 
 CHARS_PER_TOKEN = 4
-DEFAULT_MAX_TOKENS = {"anthropic": 1024}  # what the provider sends without one (the Messages API needs it)
+DEFAULT_MAX_TOKENS = {"anthropic": 1024}
+OPAQUE = frozenset({"python"})  # arms whose calls to other arms only their code knows: counted once, cost unknown  # what the provider sends without one (the Messages API needs it)
 
 
 def prompt_tokens(text: str) -> int:
@@ -138,6 +141,7 @@ class ArmEstimate:
     cost_high: float | None = 0.0
     seconds_per_item: float | None = None
     priced: bool = True
+    calls_known: bool = True  # False when a Python arm is among its calls: the calls it makes are its code's
 
 
 def call_cost(spec: Spec, call: Call, completion: float | None, fed: float | None) -> float | None:
@@ -153,7 +157,9 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     """The calls and cost range of ``arm`` over ``items`` ((example, epoch) pairs); ``cache_of(call,
     example, epoch)`` says whether the response cache answers a call (None: no cache)."""
     seen = seen or Seen()
-    out = ArmEstimate(arm, priced=all(c in spec.pricing for c in _leaves(spec, arm)))
+    leaves = _leaves(spec, arm)
+    opaque = any(spec.arms[leaf].provider in OPAQUE for leaf in leaves)
+    out = ArmEstimate(arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque)
     for example, epoch in items:
         paths = arm_paths(spec, arm, example.input, example.input)
         out.items += 1
@@ -176,6 +182,7 @@ def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epo
     """(USD, completion tokens) of one item's path; ``into`` counts its calls and prompt tokens."""
     cost: float | None = 0.0
     completion: float | None = 0.0
+    opaque = {c.arm for c in calls if spec.arms[c.arm].provider in OPAQUE}
     for call in calls:
         if cache_of is not None and call.prompt is not None and cache_of(call, example, epoch):
             if into is not None:
@@ -183,7 +190,7 @@ def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epo
             continue
         reply = max_completion(spec, call.arm) if high else (seen.mean_completion(call.arm) or 0.0)
         fed = _fed(spec, call, seen, high)
-        cost = _add(cost, call_cost(spec, call, reply, fed))
+        cost = _add(cost, None if call.arm in opaque else call_cost(spec, call, reply, fed))
         completion = None if completion is None or reply is None else completion + reply
         if into is not None:
             into.calls_max += 1

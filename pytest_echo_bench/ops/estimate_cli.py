@@ -168,17 +168,18 @@ def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
             known_high &= est.cost_high is not None
             low += est.cost_low or 0.0
             high += est.cost_high or 0.0
-    return {"items": sum(e.items for e in ests), "calls_max": sum(e.calls_max for e in ests),
+    known = all(e.calls_known for e in ests if e.items)
+    return {"items": sum(e.items for e in ests), "calls_max": sum(e.calls_max for e in ests) if known else None,
             "cost_usd": {"low": finite(low) if known_low else None, "high": finite(high) if known_high else None}}
 
 
 def arm_json(est: ArmEstimate) -> dict[str, Any]:
     unknown = est.calls_max and not est.priced
-    return {"items": est.items, "calls_min": est.calls_min, "calls_max": est.calls_max, "cached_calls": est.cached,
+    return {"items": est.items, "calls_min": est.calls_min, "calls_max": est.calls_max if est.calls_known else None, "cached_calls": est.cached,
             "prompt_tokens": est.prompt_tokens,
             "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
             "cost_usd": {"low": None if unknown else finite(est.cost_low), "high": None if unknown else finite(est.cost_high)},
-            "priced": est.priced, "seconds_per_item": finite(est.seconds_per_item)}
+            "priced": est.priced, "calls_known": est.calls_known, "seconds_per_item": finite(est.seconds_per_item)}
 
 
 def default_cache(rootdir: Path, text: str | None) -> Path | None:
@@ -192,17 +193,19 @@ def text_lines(data: dict[str, Any]) -> list[str]:
     """The estimate for a terminal: one line per arm, then the totals."""
     lines = [f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} {'cost high':>10} {'s/item':>8}"]
     for label, arm in data["arms"].items():
-        calls = f"{arm['calls_min']}-{arm['calls_max']}" if arm["calls_min"] != arm["calls_max"] else str(arm["calls_max"])
+        most = "?" if arm["calls_max"] is None else arm["calls_max"]  # a Python arm: its code decides its calls
+        calls = f"{arm['calls_min']}-{most}" if arm["calls_min"] != most else str(most)
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
                      f"{_num(arm['seconds_per_item']):>8}")
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
-    lines.append(f"total{shard}: {data['items']} items, at most {data['calls_max']} calls, "
-                 f"cost {_usd(cost['low'])} to {_usd(cost['high'])}, wall time {_duration(data['seconds'])}")
+    most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
+    lines.append(f"total{shard}: {data['items']} items, at most {most} calls, "
+                 f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}")
     lines.append(f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen so far (else 0), "
                  "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
-                 "prices or without max_tokens")
+                 "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)")
     return lines
 
 
@@ -210,6 +213,10 @@ def _usd(value: float | None) -> str:
     if value is None:
         return "unknown"
     return f"${value:,.2f}" if value >= 100 else f"${value:.4g}"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "unknown" if low is None and high is None else f"{_usd(low)} to {_usd(high)}"
 
 
 def _num(value: float | None) -> str:
