@@ -285,3 +285,33 @@ def test_a_real_sweep_teaches_lengths_latency_and_the_cache(pytester: pytest.Pyt
     assert main([*argv, "--cache", str(pytester.path / "elsewhere" / "c.sqlite")]) == 0  # missing: nothing cached
     assert json.loads(capsys.readouterr().out)["arms"]["small"]["cached_calls"] == 0
     assert not (pytester.path / "elsewhere").exists()  # and nothing created
+
+
+def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from pytest_echo_bench.engine.fingerprint import arm_descriptor
+    from pytest_echo_bench.store.cache import cache_key
+
+    path = tmp_path / "demo.yaml"
+    path.write_text(spec_text("  a: {provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_tokens: 50}\n",
+                              "pricing:\n  a: {input: 0, output: 1}\n"))
+    spec, examples = load_benchmark(path)
+    cache = tmp_path / "cache.sqlite"
+    db = sqlite3.connect(cache)
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)")
+    usages = ['{"completion_tokens": -5}', '{"completion_tokens": "9", "prompt_tokens": 1e400}', "[not json"]
+    for ex, usage in zip(examples, usages, strict=True):
+        db.execute("INSERT INTO responses VALUES (?, ?, ?)", (cache_key(arm_descriptor(spec, "a"), ex.input, 0), "x", usage))
+    db.commit()
+    db.close()
+    before = cache.read_bytes()
+    capsys.readouterr()
+    assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
+    arm = json.loads(capsys.readouterr().out)["arms"]["a"]
+    assert arm["cached_calls"] == 3 and arm["completion_tokens"]["low"] == 0  # cached, but no usable usage
+    assert cache.read_bytes() == before and not (tmp_path / "cache.sqlite-wal").exists()
+    cache.write_bytes(b"\x00garbage" * 100)  # not SQLite at all: holds nothing
+    assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
+    assert json.loads(capsys.readouterr().out)["arms"]["a"]["cached_calls"] == 0

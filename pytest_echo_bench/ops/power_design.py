@@ -2,11 +2,11 @@
 
 Following Miller, "Adding Error Bars to Evals" (arXiv 2411.00640): an item's score under an arm
 is its conditional mean plus sampling noise, so the paired difference of item i averaged over K
-samples of each arm has variance ``Var(x_A - x_B) + (E[sigma2_A] + E[sigma2_B]) / K`` (§3 and §4:
-resampling and paired differences); items of one subtask are correlated, which inflates the
-variance of the mean by the design effect ``1 + (m - 1) * ICC`` (§2: clustered standard errors);
+samples of each arm has variance ``Var(x_A - x_B) + (E[sigma2_A] + E[sigma2_B]) / K`` (its sections
+on resampling and on paired differences); items of one subtask are correlated, which inflates the
+variance of the mean by the design effect ``1 + (m - 1) * ICC`` (clustered standard errors);
 and the items a two-sided test at ``alpha`` needs for ``power`` against a difference ``delta`` are
-``(z_{1-alpha/2} + z_power)^2 * omega^2 / delta^2`` (§5: power analysis). Formulas and their
+``(z_{1-alpha/2} + z_power)^2 * omega^2 / delta^2`` (power analysis). Formulas and their
 estimators: ``docs/statistics.md``.
 """
 
