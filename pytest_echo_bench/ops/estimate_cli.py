@@ -109,7 +109,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) ->
             descriptors[call.arm] = arm_descriptor(spec, call.arm)
         return cache_key(descriptors[call.arm], call.prompt, call.sample, epoch)
 
-    wanted = {}
+    wanted: dict[str, str] = {}  # cache key -> the arm it would answer
     for example, arm, epoch in items:
         for call in arm_paths(spec, arm, example.input, example.input).worst:
             k = key(call, example, epoch)
