@@ -59,21 +59,28 @@ def max_completion(spec: Spec, arm: str) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def arm_paths(spec: Spec, arm: str, prompt: str, question: str) -> Paths:
-    """The calls an item of ``arm`` with ``prompt`` makes, cheapest and dearest."""
+Plans = dict[str, tuple[list[str], list["str | None"], str, "str | None"]]  # routing arm -> route_plan, read once
+
+
+def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | None = None) -> Paths:
+    """The calls an item of ``arm`` with ``prompt`` makes, cheapest and dearest (``plans`` keeps
+    each routing arm's plan, so that a sweep's items read it once)."""
+    plans = {} if plans is None else plans
     conf = spec.arms[arm]
     if conf.provider not in ROUTERS:
         system = conf.options.get("system")
         extra = prompt_tokens(system) if isinstance(system, str) else 0
         call = (Call(arm, prompt, prompt_tokens(prompt) + extra),)
         return Paths(call, call)
-    cheap, personas, strong, judge = route_plan(conf, spec)
+    if arm not in plans:
+        plans[arm] = route_plan(conf, spec)
+    cheap, personas, strong, judge = plans[arm]
     asked: dict[tuple[str, str], int] = {}
     best: list[Call] = []
     worst: list[Call] = []
     for name, persona in zip(cheap, personas, strict=True):
         text = f"{persona}\n\n{prompt}" if persona else prompt
-        sub = _asked(arm_paths(spec, name, text, question), asked, (name, text))
+        sub = _asked(arm_paths(spec, name, text, question, plans), asked, (name, text))
         best += sub.best
         worst += sub.worst
     if judge is not None:
@@ -81,14 +88,14 @@ def arm_paths(spec: Spec, arm: str, prompt: str, question: str) -> Paths:
         labels = sum(prompt_tokens(f"Answer {i}:\n\n\n") for i in range(1, len(cheap) + 1))
         fed = tuple(_answering(spec, name) for name in cheap)
         call = Call(judge, None, prompt_tokens(template) + labels, fed)
-        judged = arm_paths(spec, judge, "", question)
+        judged = arm_paths(spec, judge, "", question, plans)
         if len(judged.worst) == 1:
             best.append(call)
             worst.append(call)
         else:  # a routing judge: its calls, each fed the answers
             best += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.best]
             worst += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.worst]
-    strong_paths = _asked(arm_paths(spec, strong, prompt, question), asked, (strong, prompt))
+    strong_paths = _asked(arm_paths(spec, strong, prompt, question, plans), asked, (strong, prompt))
     return Paths(tuple(best), tuple(worst) + strong_paths.worst)
 
 
@@ -160,8 +167,9 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     leaves = _leaves(spec, arm)
     opaque = any(spec.arms[leaf].provider in OPAQUE for leaf in leaves)
     out = ArmEstimate(arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque)
+    plans: Plans = {}
     for example, epoch in items:
-        paths = arm_paths(spec, arm, example.input, example.input)
+        paths = arm_paths(spec, arm, example.input, example.input, plans)
         out.items += 1
         out.calls_min += len(paths.best)
         low = _path(spec, paths.best, seen, example, epoch, cache_of, high=False, into=None)

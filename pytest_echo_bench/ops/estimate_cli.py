@@ -11,8 +11,8 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Seen, arm_paths, estimate_arm, finite,
-                                            wall_seconds)
+from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm,
+                                            finite, wall_seconds)
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
@@ -96,7 +96,7 @@ def _note_row(seen: Seen, row: dict[str, Any]) -> None:
 def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) -> Callable[[Call, Example, int], bool] | None:
     """Whether the response cache answers a call: every key of the items' calls looked up once;
     the usage of what it holds joins ``seen``."""
-    if path is None:
+    if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
         return None
     from pytest_echo_bench.engine.fingerprint import arm_descriptor
 
@@ -110,8 +110,9 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) ->
         return cache_key(descriptors[call.arm], call.prompt, call.sample, epoch)
 
     wanted: dict[str, str] = {}  # cache key -> the arm it would answer
+    plans: Plans = {}
     for example, arm, epoch in items:
-        for call in arm_paths(spec, arm, example.input, example.input).worst:
+        for call in arm_paths(spec, arm, example.input, example.input, plans).worst:
             k = key(call, example, epoch)
             if k is not None:
                 wanted[k] = call.arm
