@@ -315,3 +315,31 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     cache.write_bytes(b"\x00garbage" * 100)  # not SQLite at all: holds nothing
     assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
     assert json.loads(capsys.readouterr().out)["arms"]["a"]["cached_calls"] == 0
+
+
+def test_wall_time_spreads_the_work_over_the_slots_and_waits_for_the_slowest_arm(tmp_path: Path) -> None:
+    from pytest_echo_bench.ops.estimate import ArmEstimate, wall_seconds
+
+    path = tmp_path / "demo.yaml"
+    path.write_text(spec_text("  a: {provider: sim, accuracy: 1.0}\n  b: {provider: sim, accuracy: 1.0, concurrency: 1}\n"))
+    spec, _ = load_benchmark(path)
+    a = ArmEstimate("a", items=100, calls_max=100, seconds_per_item=2.0)
+    b = ArmEstimate("b", items=10, calls_max=10, seconds_per_item=3.0)
+    # 230 s of work over 4 x 2 slots is 28.75 s, but b runs one at a time a process: 30 s / 2.
+    assert wall_seconds([a, b], spec, 4, 2) == pytest.approx(max(230 / 8, 30 / 2))
+    assert wall_seconds([a, b], spec, 64, 1) == pytest.approx(30.0)  # b alone, one call at a time
+    assert wall_seconds([a, ArmEstimate("b", items=1, calls_max=1)], spec, 4, 1) is None  # b's latency unseen
+    assert wall_seconds([a, ArmEstimate("b", items=5, calls_max=0, cached=5)], spec, 4, 1) == pytest.approx(50.0)
+
+
+def test_several_benchmarks_are_keyed_benchmark_slash_arm_and_summed(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    one.write_text(PRICED)
+    two.write_text(PRICED.replace("benchmark: demo", "benchmark: other"))
+    both = run_json(str(one), str(two), capsys=capsys)
+    alone = run_json(str(one), capsys=capsys)
+    assert set(both["arms"]) == {f"{b}/{a}" for b in ("demo", "other") for a in ("small", "big", "esc")}
+    assert both["items"] == 2 * alone["items"] and both["calls_max"] == 2 * alone["calls_max"]
+    assert both["cost_usd"]["high"] == pytest.approx(2 * alone["cost_usd"]["high"])
+    assert both["benchmarks"]["other"]["items"] == alone["items"]
