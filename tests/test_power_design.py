@@ -164,6 +164,11 @@ def test_a_pilot_without_epochs_says_repeats_need_them(tmp_path: Path, capsys: p
     assert "n = 1045 items" not in out
 
 
+def test_repeats_without_a_pilot_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["power", "--diff", "0.03", "--discordant", "0.12", "--repeats", "3"]) == 2
+    assert "--repeats K plans from a pilot file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "1001", "x", "2.5"])
 def test_bad_repeats_are_refused(tmp_path: Path, value: str) -> None:
     path, _ = pilot_file(tmp_path, 1)

@@ -18,6 +18,8 @@ def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
         return ["echo-bench power: --alpha and --power must be between 0 and 1"], 2
     if args.files:
         return _from_pilot(args)
+    if args.repeats is not None:  # the within-item variance comes from a pilot's epochs only
+        return ["echo-bench power: --repeats K plans from a pilot file: give one with --pair A,B"], 2
     if args.diff is None or args.discordant is None:
         return ["echo-bench power: give --diff and --discordant, or a pilot file with --pair A,B"], 2
     return _planned(args.diff, args.discordant, args.alpha, args.power)
