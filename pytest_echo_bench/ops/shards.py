@@ -107,7 +107,7 @@ def coverage(parts: Iterable[Part]) -> Coverage:
         if part.total:
             groups.setdefault((part.total, part.scheme, part.sweep), set()).update(part.got)
     shards = sorted({(k, n) for (n, _, _), got in groups.items() for k in got}, key=lambda kn: (kn[1], kn[0]))
-    complete = whole or any(len(got) == n for (n, _, _), got in groups.items())
+    complete = whole or not groups or any(len(got) == n for (n, _, _), got in groups.items())
     missing = [] if complete else sorted({(k, n) for (n, _, _), got in groups.items()
                                           for k in range(1, n + 1) if k not in got}, key=lambda kn: (kn[1], kn[0]))
     return Coverage(complete, [f"{k}/{n}" for k, n in shards], [f"{k}/{n}" for k, n in missing])
