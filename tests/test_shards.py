@@ -329,9 +329,12 @@ def test_coverage_of_parts() -> None:
         return part_of("f", {"selection": {"shard": shard}, "shard_scheme": 2, **extra})
 
     assert coverage([part("1/2"), part("2/2")]).complete
-    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).complete  # a whole file is whole
+    assert coverage([part_of("w", {"selection": {"shard": ""}}), part_of("none", None)]).complete  # whole files
+    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).missing == ["2/2"]  # completes no shard
     assert coverage([part("1/3"), part("", shards=["2/3", "3/3"])]).complete
     assert coverage([part("1/3"), part("", shards=["2/3"], complete=False)]).missing == ["3/3"]
+    assert coverage([part("1/2"), part("2/2"), part("1/4")]).missing == ["2/4", "3/4", "4/4"]  # every sweep must be whole
+    assert coverage([part("1/1"), part("", shards=["1/2"], complete=True)]).complete  # a complete merge is whole
     assert coverage([]).complete
     with pytest.raises(Exception, match="not K/N of one N"):
         part_of("f", {"shards": ["1/2", "1/3"]})

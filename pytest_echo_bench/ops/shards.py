@@ -99,18 +99,19 @@ class Coverage:
 
 
 def coverage(parts: Iterable[Part]) -> Coverage:
-    """Complete when a file holds the whole sweep, or the files of one sweep hold all its shards."""
+    """Complete when every sweep the shard files come from has all its shards here.
+
+    A whole file (or one without a meta line) completes no sweep but its own: beside shards of
+    another sweep (``--allow-mismatch``), or of the same one, it cannot say which items it covers.
+    """
     groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
-    whole = False
     for part in parts:
-        whole = whole or not part.total
         if part.total:
             groups.setdefault((part.total, part.scheme, part.sweep), set()).update(part.got)
     shards = sorted({(k, n) for (n, _, _), got in groups.items() for k in got}, key=lambda kn: (kn[1], kn[0]))
-    complete = whole or not groups or any(len(got) == n for (n, _, _), got in groups.items())
-    missing = [] if complete else sorted({(k, n) for (n, _, _), got in groups.items()
-                                          for k in range(1, n + 1) if k not in got}, key=lambda kn: (kn[1], kn[0]))
-    return Coverage(complete, [f"{k}/{n}" for k, n in shards], [f"{k}/{n}" for k, n in missing])
+    missing = sorted({(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got},
+                     key=lambda kn: (kn[1], kn[0]))
+    return Coverage(not missing, [f"{k}/{n}" for k, n in shards], [f"{k}/{n}" for k, n in missing])
 
 
 def merged_fields(cover: Coverage) -> dict[str, Any]:

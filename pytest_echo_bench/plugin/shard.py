@@ -16,6 +16,7 @@ from pytest_echo_bench.ops.shards import SCHEME, k_of_n, part_of, whole_number
 
 SLURM = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT")
 INDEXED = ("JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT")  # Kubernetes gives the index, not the count
+_BLANK = " \t\r\n"  # a value set from a file or a command substitution may end in a newline
 
 
 @dataclass(frozen=True)
@@ -48,32 +49,37 @@ def parse_shard(text: str | None, environ: Mapping[str, str] | None = None) -> S
 def auto_shard(environ: Mapping[str, str]) -> Shard:
     """K/N from a Slurm array task (index ``SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN``, so ``--array=1-4``
     works like ``0-3``) or an Indexed Job's pod (``JOB_COMPLETION_INDEX``, 0-based)."""
-    slurm, indexed = environ.get(SLURM[0], "").strip(), environ.get(INDEXED[0], "").strip()
-    if slurm and indexed:
-        raise pytest.UsageError(f"--bench-shard auto: both {SLURM[0]} and {INDEXED[0]} are set, so it cannot "
-                                "tell which scheduler started this run; unset one, or give --bench-shard K/N")
-    names = SLURM if slurm else INDEXED if indexed else None
-    if names is None:
-        found = [n for n in (*SLURM, *INDEXED) if environ.get(n, "").strip()]
-        raise pytest.UsageError(
-            f"--bench-shard auto: neither a Slurm array task ({', '.join(SLURM)}) nor a Kubernetes Indexed Job "
-            f"({', '.join(INDEXED)}) is in the environment (found: {', '.join(found) or 'none of them'}); "
-            "give --bench-shard K/N")
-    missing = [n for n in names if not environ.get(n, "").strip()]
-    if missing:
-        raise pytest.UsageError(f"--bench-shard auto: found {names[0]} but not {', '.join(missing)}; "
-                                f"a shard needs all of {', '.join(names)}")
-    values = {n: whole_number(environ[n]) for n in names}
-    bad = [f"{n}={environ[n]!r}" for n, v in values.items() if v is None]
+    names = _family(environ)
+    bad = [f"{n}={environ[n]!r}" for n in names if whole_number(environ[n]) is None]
     if bad:
         raise pytest.UsageError(f"--bench-shard auto: {', '.join(bad)} is not a whole number")
-    index = values[SLURM[0]] - values[SLURM[1]] if slurm else values[INDEXED[0]]  # type: ignore[operator]
-    count = values[names[-1]] or 0
+    values = {n: whole_number(environ[n]) or 0 for n in names}
+    index = values[SLURM[0]] - values[SLURM[1]] if names == SLURM else values[INDEXED[0]]
+    count = values[names[-1]]
     if not 0 <= index < count:
         shown = ", ".join(f"{n}={values[n]}" for n in names)
         raise pytest.UsageError(f"--bench-shard auto: {shown} gives index {index}, outside 0..count-1; "
                                 "a shard array must be contiguous (e.g. --array=0-3 or completions: 4)")
     return Shard(index + 1, count)
+
+
+def _family(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of the one scheduler whose index is set, all of them present; else a UsageError naming them."""
+    present = [n for n in (*SLURM, *INDEXED) if environ.get(n, "").strip(_BLANK)]
+    if SLURM[0] in present and INDEXED[0] in present:
+        raise pytest.UsageError(f"--bench-shard auto: both {SLURM[0]} and {INDEXED[0]} are set, so it cannot "
+                                "tell which scheduler started this run; unset one, or give --bench-shard K/N")
+    names = SLURM if SLURM[0] in present else INDEXED if INDEXED[0] in present else None
+    if names is None:
+        raise pytest.UsageError(
+            f"--bench-shard auto: neither a Slurm array task ({', '.join(SLURM)}) nor a Kubernetes Indexed Job "
+            f"({', '.join(INDEXED)}) is in the environment (found: {', '.join(present) or 'none of them'}); "
+            "give --bench-shard K/N")
+    missing = [n for n in names if n not in present]
+    if missing:
+        raise pytest.UsageError(f"--bench-shard auto: found {names[0]} but not {', '.join(missing)}; "
+                                f"a shard needs all of {', '.join(names)}")
+    return names
 
 
 def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str) -> str | None:
