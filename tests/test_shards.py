@@ -340,6 +340,23 @@ def test_coverage_of_parts() -> None:
         part_of("f", {"shards": ["1/2", "1/3"]})
 
 
+def test_a_meta_line_with_broken_shard_fields_is_refused_naming_the_file(
+        pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    shard = run_shards(sweep, pytester.path, 2)[0]
+    lines = shard.read_text().splitlines()
+    for field, value, why in (("complete", "yes", "'complete' must be true or false"),
+                              ("shards", ["1/2", 3], "'shards' must be a list of strings"),
+                              ("selection", {"shard": "1 of 2"}, "records shards 1 of 2, which are not K/N"),
+                              ("shard_scheme", 0, "'shard_scheme' must be an integer of 1 or more")):
+        meta = {**json.loads(lines[0]), field: value}
+        broken = pytester.path / "broken.jsonl"
+        broken.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+        for argv in (("report", str(broken)), ("merge", str(broken), "-o", str(pytester.path / "m.jsonl"))):
+            status, _, err = cli(capsys, *argv)
+            assert status == 2 and f"{broken}:1" in err and why in err, err
+
+
 def test_a_gate_during_a_shard_run_is_refused_unless_partial(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(4, arms=ARMS))
     result, _, _ = sweep.run("--bench-shard", "1/2", "--bench-gate", "a>=0")
