@@ -364,3 +364,5 @@ def test_a_gate_during_a_shard_run_is_refused_unless_partial(pytester: pytest.Py
     result.stderr.fnmatch_lines(["*--bench-gate with --bench-shard 1/2: a shard holds part of the sweep*--bench-allow-partial*"])
     result, _, _ = sweep.run("--bench-shard", "1/2", "--bench-gate", "a>=0", "--bench-allow-partial")
     assert result.ret == 0
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out), "--bench-gate", "a>=0")  # the file's own shard
+    assert result.ret == 4 and "--bench-gate with --bench-shard 1/2" in result.stderr.str()
