@@ -193,6 +193,17 @@ def test_explicit_shards_allow_surrounding_whitespace() -> None:
     assert whole_number("007") == 7 and whole_number("") is None and k_of_n("4/4") == (4, 4)
 
 
+@settings(derandomize=True, database=None, deadline=None, max_examples=200)
+@given(text=st.text(st.sampled_from("0123456789 \t\n\r/+-_\u0663\u00a0ab"), max_size=12))
+def test_only_ascii_digits_with_outer_whitespace_are_numbers(text: str) -> None:
+    core = text.strip(" \t\r\n")
+    expected = int(core) if core and len(core) <= 7 and all(c in "0123456789" for c in core) else None
+    assert whole_number(text) == expected
+    head, sep, tail = text.partition("/")
+    k, n = whole_number(head), whole_number(tail)
+    assert k_of_n(text) == ((k, n) if sep and k is not None and n is not None and 1 <= k <= n <= 1_000_000 else None)
+
+
 # --- resume ----------------------------------------------------------------------------------
 
 def _resume(sweep: Sweep, path: Path, *args: str) -> pytest.RunResult:
