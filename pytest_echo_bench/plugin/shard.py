@@ -105,7 +105,7 @@ def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str
     if recorded and part.scheme != SCHEME:
         raise pytest.UsageError(
             f"--bench-resume {path}: shard {recorded} was written by an earlier version, which assigned each "
-            f"(task, arm) to a shard on its own; this version keeps an item's arms and epochs in one shard, so "
+            "(task, arm) to a shard on its own; this version keeps an item's arms and epochs in one shard, so "
             "resuming would mix the two assignments. Finish it with the version that wrote it, or run this shard "
             "again into a new file (--bench-out NEW.jsonl) and merge the new files")
     if given is not None and str(given) != recorded:
