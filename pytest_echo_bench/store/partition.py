@@ -13,8 +13,7 @@ from pytest_echo_bench.store.records import Key
 
 def shard_of(key: Key, total: int) -> int:
     """The 1-based shard of ``total`` that owns ``key`` (benchmark, task_id, arm, epoch)."""
-    # sha256, not hash(): every machine and process must agree on the partition. Epoch 1 hashes
-    # as the key did before epochs existed, so a K = 1 sweep keeps its shards.
-    parts = key[:3] if key[3] == 1 else (*key[:3], str(key[3]))
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()  # ids may hold lone surrogates
+    # sha256, not hash(): every machine and process must agree on the partition. The arm and
+    # the epoch are left out, so a shard's report has whole pairs and a lost shard whole items.
+    digest = hashlib.sha256(f"{key[0]}\x1f{key[1]}".encode("utf-8", "surrogatepass")).digest()  # ids may hold lone surrogates
     return int.from_bytes(digest[:8], "big") % total + 1
