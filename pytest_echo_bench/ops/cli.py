@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_file, say, whole
+from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
@@ -143,6 +143,29 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.inspect_import import import_logs, write_new
+
+    imported = import_logs(args.logs, args.arm, args.scorer)  # refuses before anything is written
+    write_new(args.output, imported.meta, imported.lines)
+    for note in imported.notes:
+        say(note, err=True)
+    arms = {f"{b}[{a}]" for b, names in imported.meta["arms"].items() for a in names}
+    say(f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of "
+        f"{', '.join(sorted(arms))} -> {args.output}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.inspect_export import export_inspect, spec_inputs
+
+    done = export_inspect(args.file, args.output, spec_inputs(args.spec))
+    for path in done.paths:
+        say(f"echo-bench: wrote {path}")
+    say(f"echo-bench: exported {done.samples} samples as {len(done.paths)} Inspect logs -> {args.output}")
+    return 0
+
+
 def _pair(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not (sep and name and value):
@@ -221,6 +244,21 @@ def parser() -> argparse.ArgumentParser:
                    help="Merge files whose fingerprints of a benchmark differ; the merged file gets a fingerprint no "
                         "spec gives, so resuming it needs --bench-allow-mismatch")
     m.set_defaults(func=_merge)
+    i = sub.add_parser("import", help="Inspect eval logs (.eval, .json) as a new results file: a sample's epochs are "
+                       "rows, its model the arm, its task the benchmark")
+    i.add_argument("logs", nargs="+", type=Path)
+    i.add_argument("-o", "--output", type=output_file, required=True, help="The new results file (never an existing one)")
+    i.add_argument("--arm", action="append", default=[], help="The arm instead of the log's model: once for every "
+                   "log, or once per log in their order")
+    i.add_argument("--scorer", help="The scorer whose value is the verdict (default: the log's first)")
+    i.set_defaults(func=_import)
+    x = sub.add_parser("export", help="A results file as Inspect eval logs, one per benchmark and arm")
+    x.add_argument("file", type=Path)
+    x.add_argument("--format", choices=["inspect"], default="inspect")
+    x.add_argument("-o", "--output", type=output_dir, required=True, help="The directory of the logs")
+    x.add_argument("--spec", type=Path, action="append", default=[],
+                   help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt)")
+    x.set_defaults(func=_export)
     return p
 
 
