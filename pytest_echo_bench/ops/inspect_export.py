@@ -28,7 +28,8 @@ from pytest_echo_bench.store.records import row_epoch, row_key
 
 SCORER = "echo_bench"  # the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
 SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 Inputs = Mapping[tuple[str, str], str]  # (benchmark, task_id) -> the prompt, from the specs given
 
@@ -51,7 +52,8 @@ def export_inspect(results: Path, out: Path, inputs: Inputs | None = None) -> Ex
         groups.setdefault((benchmark, arm), []).append(row)
     logs = [eval_log(meta or {}, benchmark, arm, rows, inputs or {}) for (benchmark, arm), rows in groups.items()]
     names: set[str] = set()
-    paths = [out / _file_name(benchmark, arm, names) for benchmark, arm in groups]
+    stamp = _stamp((meta or {}).get("created_at"))
+    paths = [out / _file_name(stamp, benchmark, arm, names) for benchmark, arm in groups]
     for path in paths:  # all refused before any is written
         if path.exists() or path.is_symlink():
             raise StoreError(f"{path} exists: export writes new logs, never over one")
@@ -64,7 +66,9 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[d
              inputs: Inputs) -> dict[str, Any]:
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
-    epochs = max(row_epoch(r) for r in rows)
+    info = (meta.get("benchmarks") or {}).get(benchmark) or {}
+    recorded = info.get("epochs") if isinstance(info.get("epochs"), int) else 1
+    epochs = max([recorded, *(row_epoch(r) for r in rows)])  # the spec's K: an arm may lack rows of the last epochs
     samples = [_sample(r, arm, inputs.get((benchmark, str(r["task_id"])))) for r in rows]
     reduced = _reduce(samples)
     created = _time(meta.get("created_at")) or _time(rows[0].get("started_at")) or "1970-01-01T00:00:00+00:00"
@@ -172,9 +176,17 @@ def _time(value: object) -> str | None:
     return value[:-1] + "+00:00" if value.endswith("Z") else value
 
 
-def _file_name(benchmark: str, arm: str, taken: set[str]) -> str:
-    """``BENCHMARK_ARM.json`` in characters every file system takes; a second one the same gets a number."""
-    stem = f"{_UNSAFE.sub('-', benchmark)}_{_UNSAFE.sub('-', arm)}".strip(".") or "log"
+def _stamp(created: object) -> str:
+    """The run's start as Inspect's log names begin (``2026-12-01T22-41-38-00-00``): ``inspect view``
+    and ``list_eval_logs`` list a ``.json`` file only under such a name."""
+    found = _STAMP.match(created) if isinstance(created, str) else None
+    return (found.group(0) if found else "1970-01-01T00:00:00").replace(":", "-") + "-00-00"
+
+
+def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
+    """``STAMP_BENCHMARK_ARM.json`` (Inspect's ``{timestamp}_{task}_{id}``) in characters every file
+    system takes; a second one the same gets a number."""
+    stem = f"{stamp}_{_UNSAFE.sub('-', benchmark) or 'benchmark'}_{_UNSAFE.sub('-', arm) or 'arm'}"
     name, n = f"{stem}.json", 1
     while name in taken:
         n += 1
