@@ -212,7 +212,7 @@ USAGE = st.none() | st.fixed_dictionaries({"prompt_tokens": st.integers(0, 10**6
 IDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(st.dictionaries(st.tuples(IDS, st.sampled_from(["a", "b/c", "d_e"]), st.integers(1, 3)),
                        st.tuples(STATUS, USAGE), min_size=1, max_size=12))
 def test_export_then_import_keeps_ids_verdicts_and_usage(tmp_path_factory: pytest.TempPathFactory,
@@ -242,3 +242,19 @@ def _import_all(tmp: Path) -> Path:
     assert main(["import", *map(str, logs), "-o", str(out)]) == 0
     assert read_rows(out)[0]["arms"] == {"demo": list(dict.fromkeys(arms))}
     return out
+
+
+def test_names_from_a_log_cannot_draw_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by hand: the summary printed the task's CR LF raw (say() keeps CSV's line ends)."""
+    log = write_log(tmp_path / "a.json", [sample("q1")], task="x\r\n===== 2 passed =====", model="m\x1b[2J")
+    capsys.readouterr()
+    imported(tmp_path, log)
+    out = capsys.readouterr().out
+    assert "\r" not in out and "\x1b" not in out and out.count("\n") == 1 and "x\\x0d\\x0a===== 2 passed" in out
+
+
+def test_export_names_stay_short_and_plain(tmp_path: Path) -> None:
+    run = results(tmp_path / "run.jsonl", [row("q1", "a/" * 200 + "\u202e", "correct")])
+    assert main(["export", str(run), "-o", str(tmp_path / "logs")]) == 0
+    (path,) = (tmp_path / "logs").iterdir()
+    assert len(path.name) <= 200 and path.name.isascii() and "/" not in path.name

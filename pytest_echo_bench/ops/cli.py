@@ -150,9 +150,11 @@ def _import(args: argparse.Namespace) -> int:
     write_new(args.output, imported.meta, imported.lines)
     for note in imported.notes:
         say(note, err=True)
-    arms = {f"{b}[{a}]" for b, names in imported.meta["arms"].items() for a in names}
-    say(f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of "
-        f"{', '.join(sorted(arms))} -> {args.output}")
+    # Names from the logs, escaped here with their line ends: say() keeps a CR LF (CSV's), and a task
+    # named "x\r\n===== 2 passed =====" would draw a line of its own.
+    arms = sorted(shown(f"{b}[{a}]", newlines=False) for b, names in imported.meta["arms"].items() for a in names)
+    say(f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of {', '.join(arms)} "
+        f"-> {args.output}")
     return 0
 
 

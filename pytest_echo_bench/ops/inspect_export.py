@@ -186,7 +186,8 @@ def _stamp(created: object) -> str:
 def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
     """``STAMP_BENCHMARK_ARM.json`` (Inspect's ``{timestamp}_{task}_{id}``) in characters every file
     system takes; a second one the same gets a number."""
-    stem = f"{stamp}_{_UNSAFE.sub('-', benchmark) or 'benchmark'}_{_UNSAFE.sub('-', arm) or 'arm'}"
+    parts = [_UNSAFE.sub("-", text)[:80] or what for text, what in ((benchmark, "benchmark"), (arm, "arm"))]
+    stem = "_".join([stamp, *parts])  # at most 200 bytes: file systems refuse names over 255
     name, n = f"{stem}.json", 1
     while name in taken:
         n += 1
