@@ -258,3 +258,44 @@ def test_export_names_stay_short_and_plain(tmp_path: Path) -> None:
     assert main(["export", str(run), "-o", str(tmp_path / "logs")]) == 0
     (path,) = (tmp_path / "logs").iterdir()
     assert len(path.name) <= 200 and path.name.isascii() and "/" not in path.name
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                    max_leaves=8)
+FIELDS = ("input", "target", "output", "scores", "error", "model_usage", "metadata", "total_time", "turn_count",
+          "error_retries", "started_at", "attachments", "uuid")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=6), min_size=1, max_size=4),
+       st.dictionaries(st.sampled_from(["config", "created", "run_id", "task_version", "eval_id", "packages"]), JSON),
+       JSON)
+def test_any_json_in_a_log_gives_rows_or_one_line(tmp_path_factory: pytest.TempPathFactory,
+                                                  fields: list[dict[str, Any]], spec: dict[str, Any],
+                                                  results_field: Any) -> None:
+    """Whatever the fields of a log hold (NaN and Infinity too, as Inspect writes them), the import
+    gives rows every reader of ours takes, or status 2 and one line: never a crash of ours."""
+    tmp = tmp_path_factory.mktemp("any")
+    samples = [{"id": f"s{i}", "epoch": 1, **f} for i, f in enumerate(fields)]
+    log = {"eval": {"task": "t", "model": "m", **spec}, "results": results_field, "samples": samples}
+    (tmp / "a.json").write_text(json.dumps(log))
+    status = main(["import", str(tmp / "a.json"), "-o", str(tmp / "run.jsonl")])
+    assert status in (0, 2)
+    if status == 0:
+        assert main(["report", str(tmp / "run.jsonl"), "--format", "json"]) == 0
+        assert main(["export", str(tmp / "run.jsonl"), "-o", str(tmp / "logs")]) == 0
+
+
+def test_logs_imported_apart_merge_into_two_arms(tmp_path: Path) -> None:
+    """One file per model, imported one at a time: the task's fingerprint is the same, so they merge."""
+    for name in ("a", "b"):
+        log = write_log(tmp_path / f"{name}.json", [sample("q1"), sample("q2", "I")], model=f"openai/{name}")
+        assert main(["import", str(log), "-o", str(tmp_path / f"{name}.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "all.jsonl")]) == 0
+    rows = read_rows(tmp_path / "all.jsonl")[1]
+    assert sorted((r["arm"], r["task_id"]) for r in rows) == [("openai/a", "q1"), ("openai/a", "q2"),
+                                                              ("openai/b", "q1"), ("openai/b", "q2")]
+    changed = write_log(tmp_path / "c.json", [sample("q1"), sample("q3")], model="openai/c")  # another dataset
+    assert main(["import", str(changed), "-o", str(tmp_path / "c.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "a.jsonl"), str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "x.jsonl")]) == 2

@@ -105,7 +105,8 @@ def _sample(row: Mapping[str, Any], arm: str, prompt: str | None) -> dict[str, A
     if status == "error":
         sample["error"] = {"message": str(row.get("detail") or "error"), "traceback": "", "traceback_ansi": ""}
     else:
-        sample["scores"] = {SCORER: {"value": SCORE[status], "answer": row.get("answer"),
+        answer = row.get("answer")
+        sample["scores"] = {SCORER: {"value": SCORE[status], "answer": answer if isinstance(answer, str) else None,
                                      "explanation": str(row.get("detail") or "")}}
     return sample
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -131,7 +132,9 @@ def _verdict(sample: dict[str, Any], scorer: str | None, target: str) -> tuple[V
     value = score["value"]
     answer = score.get("answer") if isinstance(score.get("answer"), str) else None
     number = value_to_float(value)
-    inspect = {"scorer": scorer, "value": value, "value_float": number}
+    # Inspect writes NaN and Infinity as such (JSON has neither): kept as text, never as a figure.
+    kept = value if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    inspect = {"scorer": scorer, "value": kept, "value_float": number if math.isfinite(number) else None}
     if value == NOANSWER:
         return Verdict("unparseable", answer, "unparseable"), inspect
     verdict = judge(answer if answer is not None else "", target, number == 1.0)
@@ -150,12 +153,13 @@ def _target(value: object) -> str:
 
 
 def _text(value: object) -> str:
-    """An input: its text, or a chat's messages joined (each message's text parts)."""
+    """An input: its text, or a chat's messages joined, each message's content its text or its text parts."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        return "\n\n".join(_text(m.get("content")) for m in value if isinstance(m, dict))
-    return ""
+    if not isinstance(value, list):
+        return ""
+    parts = [_text(m.get("content")) if "role" in m else str(m.get("text") or "") for m in value if isinstance(m, dict)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def _output(sample: dict[str, Any]) -> str:
@@ -166,8 +170,9 @@ def _output(sample: dict[str, Any]) -> str:
 
 def _usage(sample: dict[str, Any]) -> dict[str, int] | None:
     """The sample's tokens over every model it called (``model_usage``), else its output's."""
-    usages = sample.get("model_usage")
-    found = list(usages.values()) if isinstance(usages, dict) and usages else [(sample.get("output") or {}).get("usage")]
+    usages, output = sample.get("model_usage"), sample.get("output")
+    found = list(usages.values()) if isinstance(usages, dict) and usages else [
+        output.get("usage") if isinstance(output, dict) else None]
     total = {"prompt_tokens": 0, "completion_tokens": 0}
     seen = False
     for usage in found:
@@ -222,9 +227,13 @@ def _bench_info(name: str, logs: Sequence[InspectLog], items: int) -> dict[str, 
 def _source(log: InspectLog) -> dict[str, Any]:
     spec = log.header["eval"]
     packages = spec.get("packages") if isinstance(spec.get("packages"), dict) else {}
-    return {"path": str(log.path), "task": spec["task"], "model": spec["model"], "eval_id": spec.get("eval_id"),
-            "status": log.header.get("status"), "inspect_ai": packages.get("inspect_ai"), "reader": log.reader,
-            "samples": len(log.samples)}
+    return {"path": str(log.path), "task": spec["task"], "model": spec["model"], "eval_id": _str(spec.get("eval_id")),
+            "status": _str(log.header.get("status")), "inspect_ai": _str(packages.get("inspect_ai")),
+            "reader": log.reader, "samples": len(log.samples)}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _digest(data: Any) -> str:

@@ -16,6 +16,7 @@ wrong type is refused naming the file, never trusted to index or sum.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import zipfile
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.paths import read_regular
+from pytest_echo_bench.store.paths import read_regular, refusal
 
 LOG_LIMIT = 2 << 30  # bytes of a .json log, and of a .eval zip's entries in all
 ENTRY_LIMIT = 512 << 20  # bytes of one uncompressed zip entry: a zip bomb is refused before it is inflated
@@ -70,7 +71,9 @@ def read_log(path: Path) -> InspectLog:
 def _read_with_inspect(path: Path, version: str) -> InspectLog:
     from inspect_ai.log import read_eval_log
 
-    read_regular(path, LOG_LIMIT, lambda why: StoreError(f"{path} {why}"))  # a FIFO or a device: refused first
+    problem = refusal(path)  # a FIFO or a device: refused before Inspect opens it
+    if problem is not None:
+        raise StoreError(f"{path}: {problem}")
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # noqa: BLE001 - pydantic, zip and JSON errors alike: the file is not a log it reads
@@ -87,12 +90,12 @@ def _read_plain(path: Path) -> InspectLog:
         header = _json(data, path, "")
         samples = header.pop("samples", None) or []
         return _checked(InspectLog(path, header, samples, reader="json"))
-    return _checked(_read_zip(path))
+    return _checked(_read_zip(path, data))
 
 
-def _read_zip(path: Path) -> InspectLog:
+def _read_zip(path: Path, data: bytes) -> InspectLog:
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(io.BytesIO(data))  # the bytes read_regular checked, not the path again
     except (zipfile.BadZipFile, OSError) as exc:
         raise StoreError(f"{path}: not a .eval log (not a zip file: {exc})") from exc
     with archive:
