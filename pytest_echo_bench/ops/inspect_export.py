@@ -199,7 +199,8 @@ def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
 
 def _write(path: Path, log: dict[str, Any]) -> None:
     # ASCII with escapes: a lone surrogate (valid in our rows' JSON) cannot make the file invalid UTF-8.
-    data = json.dumps(log, ensure_ascii=True, indent=1).encode("ascii")
+    # No indent: it turns json's C encoder off (encoding 20,000 samples: 17.7 s indented, 0.6 s not).
+    data = json.dumps(log, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     try:
         write_atomic(path, data, exclusive=True)
     except FileExistsError:
