@@ -69,7 +69,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files["inspect_log"] = root / "inspect.json"  # an Inspect log whose task, model, ids and outputs are hostile
     samples = [{"id": task, "epoch": 1, "input": HOSTILE, "target": HOSTILE, "output": {"completion": HOSTILE},
                 "scores": {"match": {"value": value, "answer": HOSTILE}}, "error": error}
-               for task, value, error in zip(IDS, ("C", "P", [1], None), (None, None, None, {"message": HOSTILE}))]
+               for task, value, error in zip(IDS, ("C", "P", [1], None), (None, None, None, {"message": HOSTILE}), strict=True)]
     files["inspect_log"].write_text(json.dumps({"eval": {"task": HOSTILE, "model": f"m{HOSTILE}"}, "samples": samples}))
     return files
 

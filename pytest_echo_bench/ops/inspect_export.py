@@ -67,7 +67,7 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[d
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
     info = (meta.get("benchmarks") or {}).get(benchmark) or {}
-    recorded = info.get("epochs") if isinstance(info.get("epochs"), int) else 1
+    recorded: int = info["epochs"] if isinstance(info.get("epochs"), int) else 1
     epochs = max([recorded, *(row_epoch(r) for r in rows)])  # the spec's K: an arm may lack rows of the last epochs
     samples = [_sample(r, arm, inputs.get((benchmark, str(r["task_id"])))) for r in rows]
     reduced = _reduce(samples)
@@ -86,7 +86,7 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[d
             "samples": samples, "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": reduced}]}
 
 
-def _sample(row: Mapping[str, Any], arm: str, prompt: str | None) -> dict[str, Any]:
+def _sample(row: dict[str, Any], arm: str, prompt: str | None) -> dict[str, Any]:
     status = row_status(row)
     output = str(row.get("output") or "")
     usage = _usage(row.get("usage"))

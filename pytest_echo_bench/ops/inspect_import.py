@@ -104,8 +104,8 @@ def _row(log: InspectLog, sample: dict[str, Any], arm: str, scorer: str | None, 
     if isinstance(sample.get("uuid"), str):
         inspect["sample_uuid"] = sample["uuid"]
     retries = len(sample["error_retries"]) if isinstance(sample.get("error_retries"), list) else 0
-    metadata = sample.get("metadata") if isinstance(sample.get("metadata"), dict) else {}
-    subtask = metadata.get("subtask")
+    metadata = sample.get("metadata")
+    subtask = metadata.get("subtask") if isinstance(metadata, dict) else None
     when = str(spec.get("created") or "")
     return Row(
         task_id=str(sample["id"]), arm=arm, passed=verdict.passed, detail=verdict.detail,
@@ -125,8 +125,8 @@ def _verdict(sample: dict[str, Any], scorer: str | None, target: str) -> tuple[V
     if isinstance(error, dict) and error:
         message = " ".join(str(error.get("message") or "the sample errored").split())
         return Verdict("error", None, f"error: {message[:500]}"), {"error": True}
-    scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else {}
-    score = scores.get(scorer) if scorer else None
+    scores = sample.get("scores")
+    score = scores.get(scorer) if scorer and isinstance(scores, dict) else None
     if not isinstance(score, dict) or "value" not in score:
         return Verdict("error", None, f"error: the sample has no score from scorer {scorer!r}"), {"scorer": scorer}
     value = score["value"]

@@ -69,7 +69,7 @@ def read_log(path: Path) -> InspectLog:
 
 
 def _read_with_inspect(path: Path, version: str) -> InspectLog:
-    from inspect_ai.log import read_eval_log
+    from inspect_ai.log import read_eval_log  # type: ignore[import-not-found,unused-ignore]  # the optional extra
 
     problem = refusal(path)  # a FIFO or a device: refused before Inspect opens it
     if problem is not None:
