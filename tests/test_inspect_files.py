@@ -299,3 +299,14 @@ def test_logs_imported_apart_merge_into_two_arms(tmp_path: Path) -> None:
     changed = write_log(tmp_path / "c.json", [sample("q1"), sample("q3")], model="openai/c")  # another dataset
     assert main(["import", str(changed), "-o", str(tmp_path / "c.jsonl")]) == 0
     assert main(["merge", str(tmp_path / "a.jsonl"), str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "x.jsonl")]) == 2
+
+
+def test_scorer_picks_the_verdict_and_a_missing_one_is_refused(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    two = sample("q1", "C")
+    two["scores"]["judge"] = {"value": "I", "answer": "41"}
+    log = write_log(tmp_path / "a.json", [two])
+    (row,) = imported(tmp_path, log, extra=("--scorer", "judge"))
+    assert (row["status"], row["answer"], row["extra"]["inspect"]["scorer"]) == ("wrong", "41", "judge")
+    assert main(["import", str(log), "-o", str(tmp_path / "x.jsonl"), "--scorer", "typo"]) == 2
+    assert "no sample has a score from scorer 'typo' (its scorers: 'judge', 'match')" in capsys.readouterr().err

@@ -71,9 +71,18 @@ def log_rows(log: InspectLog, arm: str | None, scorer: str | None, notes: list[s
     spec = log.header["eval"]
     epochs = _epochs(log)
     name = scorer or _first_scorer(log)
+    if scorer is not None and log.samples and not any(scorer in _scorers(s) for s in log.samples):
+        found = sorted({n for s in log.samples for n in _scorers(s)})
+        raise StoreError(f"{log.path}: no sample has a score from scorer {scorer!r} (its scorers: "
+                         f"{', '.join(map(repr, found)) or 'none'})")
     if log.header.get("status") not in ("success", None):
         notes.append(f"{log.path}: the eval's status is {log.header.get('status')!r}: only its logged samples are imported")
     return [_row(log, sample, arm or str(spec["model"]), name, epochs) for sample in log.samples]
+
+
+def _scorers(sample: dict[str, Any]) -> list[str]:
+    scores = sample.get("scores")
+    return [str(name) for name in scores] if isinstance(scores, dict) else []
 
 
 def _epochs(log: InspectLog) -> int:
