@@ -9,6 +9,7 @@ path CI tests in process (the plain ``.json`` and zipfile readers). In this venv
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -75,5 +76,14 @@ def check(done: subprocess.CompletedProcess[str], what: str) -> str:
 
 def inspect_json(python: Path, code: str, tmp: Path, *args: str) -> Any:
     """What ``code`` (run in Inspect's venv with ``args`` as sys.argv[1:]) prints as its last line, as JSON."""
+    return inspect_lines(python, code, tmp, *args)[-1]
+
+
+def inspect_lines(python: Path, code: str, tmp: Path, *args: str) -> list[Any]:
+    """Every line ``code`` prints that is JSON (one start of inspect_ai, seconds here, for several answers)."""
     done = run(python, ["-c", code, *args], hermetic(tmp), tmp)
-    return json.loads(check(done, "python in .venv-inspect").strip().splitlines()[-1])
+    answers = []
+    for line in check(done, "python in .venv-inspect").strip().splitlines():
+        with contextlib.suppress(ValueError):  # a line of Inspect's own (a warning) is not an answer
+            answers.append(json.loads(line))
+    return answers

@@ -76,7 +76,8 @@ def log_rows(log: InspectLog, arm: str | None, scorer: str | None, notes: list[s
         raise StoreError(f"{log.path}: no sample has a score from scorer {scorer!r} (its scorers: "
                          f"{', '.join(map(repr, found)) or 'none'})")
     if log.header.get("status") not in ("success", None):
-        notes.append(f"{log.path}: the eval's status is {log.header.get('status')!r}: only its logged samples are imported")
+        notes.append(f"{log.path}: the eval's status is {log.header.get('status')!r:.40}: only its logged samples "
+                     "are imported")
     return [_row(log, sample, arm or str(spec["model"]), name, epochs) for sample in log.samples]
 
 
