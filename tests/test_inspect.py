@@ -313,12 +313,12 @@ VALUES: list[Any] = ["C", "I", "P", "N", "c", "i", "yes", "YES", "No", "true", "
                      None, [1, "C"], {"a": 1}, [], {}]
 
 
-def test_value_to_float_is_inspects(logs: Logs, tmp_path: Path) -> None:
+def test_value_to_float_is_inspects(tmp_path: Path) -> None:
     """Every kind of score value, mapped by Inspect's own ``value_to_float()`` and by ours."""
     from pytest_echo_bench.ops.inspect_log import value_to_float
 
     code = ("import json, sys, logging\nlogging.disable(logging.WARNING)\n"
             "from inspect_ai.scorer import value_to_float\nf = value_to_float()\n"
             "print(json.dumps([repr(f(v)) for v in json.loads(sys.argv[1])]))")
-    theirs = inspect_json(logs.python, code, tmp_path, json.dumps(VALUES))
+    theirs = inspect_json(inspect_python(), code, tmp_path, json.dumps(VALUES))
     assert [repr(value_to_float(v)) for v in VALUES] == theirs

@@ -6,7 +6,7 @@ Two readers give the same dicts, the field names of Inspect's ``EvalLog`` (``log
   knows every log version and compression Inspect has written, dumped to JSON data;
 - without it, the standard library: a ``.json`` log is that JSON; a ``.eval`` log is a zip of
   ``header.json`` and one ``samples/ID_epoch_N.json`` per sample. Entries stored or deflated
-  (Inspect before zstd) are read with ``zipfile``; zstd entries (Inspect's default since 2025)
+  (Inspect before zstd) are read with ``zipfile``; zstd entries (the default of the Inspect tested, 0.3.285)
   need the extra, and say so. Attachments (``attachment://HASH`` in place of long text) are
   resolved by both.
 
