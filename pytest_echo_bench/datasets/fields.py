@@ -33,8 +33,8 @@ def to_examples(spec: Spec, records: list[dict[str, Any]], offset: int = 0) -> l
     choices = _choices(spec)
     examples = []
     for i, rec in enumerate(records, offset):
-        def fail(why: str, key: str = "fields", i: int = i) -> Exception:
-            return spec.error(f"record {i}: {why}", "dataset", key)
+        def fail(why: str, *keys: str, i: int = i) -> Exception:
+            return spec.error(f"record {i}: {why}", "dataset", *(keys or ("fields",)))
         examples.append(_example(spec, rec, i, fields, template, choices, fail))
     return examples
 
@@ -123,7 +123,7 @@ def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any]
         if not any(name == "choices" for _, name in template):
             template = [*template, ("\n\n", "choices")]
     subtask = _text(_field(rec, fields["subtask"], fail, "fields")) if "subtask" in fields else None
-    return Example(ident, render(template, values, lambda m: fail(m, "fields")), _text(target), subtask,
+    return Example(ident, render(template, values, lambda m: fail(m, "fields", "input")), _text(target), subtask,
                    metadata or NO_METADATA)
 
 

@@ -35,10 +35,11 @@ def parquet(spec: Spec) -> list[Example]:
     return _nonempty(spec, to_examples(spec, records[start:end], start))
 
 
-def _missing_extra(spec: Spec, message: str) -> Exception:
+def _missing_extra(spec: Spec, message: str, key: str = "path") -> Exception:
+    """A missing extra skips a dataset marked optional; anything else about the file is the spec's error."""
     if "pip install" in message and spec.dataset.get("optional") is True:
         return UnavailableError(f"{message} ({spec.path.name} marks its dataset optional)")
-    return spec.error(message, "dataset", "path")
+    return spec.error(message, "dataset", key)
 
 
 def hf(spec: Spec) -> list[Example]:
@@ -64,7 +65,8 @@ def _datasets(spec: Spec) -> ModuleType:
     try:
         lib = importlib.import_module("datasets")
     except ImportError:
-        raise _missing_extra(spec, "loader hf needs the datasets package: pip install 'pytest-echo-bench[hf]'") from None
+        raise _missing_extra(spec, "loader hf needs the datasets package: pip install 'pytest-echo-bench[hf]'",
+                             "loader") from None
     lib.disable_progress_bars()  # its bars would write into pytest's output at every collection
     return lib
 
@@ -78,8 +80,11 @@ def _open(spec: Spec, lib: ModuleType, split: str) -> Any:
     if config is not None and not isinstance(config, str):
         raise spec.error("config must name one configuration of the dataset", "dataset", "config")
     snapshot = _hub_snapshot(name)
+    if snapshot is None and offline(lib) and not _library_offline(lib):
+        # Set after the library was imported (it reads the variables once): it would still try the network.
+        raise _unreadable(spec, lib, name, None)
     try:
-        return lib.load_dataset(str(snapshot) if snapshot else name, config, split=split)
+        return lib.load_dataset(str(snapshot) if snapshot else name, config, split=split, cache_dir=_cache("datasets"))
     except (OSError, ValueError, lib.exceptions.DatasetsError) as exc:
         raise _unreadable(spec, lib, name, exc) from None
 
@@ -90,11 +95,11 @@ def _local(spec: Spec, lib: ModuleType, split: str) -> Any:
         if path.is_dir() and any((path / f).is_file() for f in _SAVED):
             return lib.load_from_disk(str(path))
         if path.is_dir():
-            return lib.load_dataset(str(path), split=split)
+            return lib.load_dataset(str(path), split=split, cache_dir=_cache("datasets"))
         kind = file_format(path)
         if kind is None:
             raise spec.error(f"cannot tell the format of {path.name}: name it {', '.join(FORMATS)}", "dataset", "path")
-        return lib.load_dataset(_BUILDERS[kind], data_files={split: str(path)}, split=split)
+        return lib.load_dataset(_BUILDERS[kind], data_files={split: str(path)}, split=split, cache_dir=_cache("datasets"))
     except (OSError, ValueError, lib.exceptions.DatasetsError) as exc:
         raise spec.error(f"the datasets library cannot read {path}: {exc}", "dataset", "path") from None
 
@@ -114,25 +119,43 @@ def _split(spec: Spec, loaded: Any, split: str) -> Any:
 
 
 def _hub_snapshot(name: str) -> Path | None:
-    """The dataset's snapshot in the local hub cache (``HF_HUB_CACHE``), without asking the network."""
+    """The dataset's snapshot in the local hub cache, without asking the network."""
     try:
         hub = importlib.import_module("huggingface_hub")
-        return Path(hub.snapshot_download(name, repo_type="dataset", local_files_only=True))
+        return Path(hub.snapshot_download(name, repo_type="dataset", local_files_only=True, cache_dir=_cache("hub")))
     except (ImportError, OSError, ValueError):  # not cached (LocalEntryNotFoundError is an OSError), or no hub client
         return None
 
 
+def _cache(kind: str) -> str | None:
+    """The cache the environment names now (``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``, ``HF_HOME``): the
+    libraries read these once, at import, and a sweep's environment may set them later."""
+    named = os.environ.get("HF_HUB_CACHE" if kind == "hub" else "HF_DATASETS_CACHE")
+    home = os.environ.get("HF_HOME")
+    return named or (str(Path(home) / kind) if home else None)
+
+
+_TRUE = {"1", "on", "yes", "true"}
+
+
 def offline(lib: ModuleType) -> bool:
+    """``HF_DATASETS_OFFLINE`` or ``HF_HUB_OFFLINE`` set, now or when the library was imported."""
+    now = any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"))
+    return now or _library_offline(lib)
+
+
+def _library_offline(lib: ModuleType) -> bool:
     config = lib.config
     return bool(getattr(config, "HF_DATASETS_OFFLINE", False) or getattr(config, "HF_HUB_OFFLINE", False))
 
 
-def _unreadable(spec: Spec, lib: ModuleType, name: str, exc: BaseException) -> Exception:
+def _unreadable(spec: Spec, lib: ModuleType, name: str, exc: BaseException | None) -> Exception:
     if offline(lib):
-        hub_cache = os.environ.get("HF_HUB_CACHE") or getattr(lib.config, "HF_CACHE_HOME", "~/.cache/huggingface")
-        message = (f"dataset {name!r} is not on this machine (looked in the hub cache under {hub_cache} and the datasets "
-                   f"cache {lib.config.HF_DATASETS_CACHE}) and HF_DATASETS_OFFLINE / HF_HUB_OFFLINE forbids downloading "
-                   "it: fetch it once online, or give its local 'path'")
+        hub = _cache("hub") or importlib.import_module("huggingface_hub").constants.HF_HUB_CACHE
+        data = _cache("datasets") or lib.config.HF_DATASETS_CACHE
+        message = (f"dataset {name!r} is not on this machine (not in the hub cache {hub} nor the datasets cache {data}) "
+                   "and HF_DATASETS_OFFLINE / HF_HUB_OFFLINE forbids downloading it: fetch it once online, or give "
+                   "its local 'path'")
     else:
         message = f"cannot load dataset {name!r}: {exc}"
     if spec.dataset.get("optional") is True:
