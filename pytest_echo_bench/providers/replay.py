@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_echo_bench.datasets.tables import file_format, read_table
-from pytest_echo_bench.errors import PermanentError, StoreError
+from pytest_echo_bench.errors import PermanentError, StoreError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.reader import read_records
@@ -183,6 +183,8 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRec
     if not path.is_absolute():
         path = spec.path.parent / path  # relative to the spec, like a dataset path
     if not path.exists():
+        if arm.optional:  # a shipped spec's replay of a published run the user may not have: its items skip
+            raise UnavailableError(f"replay path not found: {path} (the arm is optional)")
         raise spec.error(f"replay path not found: {path}", "arms", arm.name, "path")
     source = option(arm, "arm", str, None, spec)
     if path.is_dir():
