@@ -124,7 +124,7 @@ def test_gpqa_style_choices_need_only_yaml(pytester: pytest.Pytester, sweep: Swe
     got = items(pytester.path / "demo.yaml")
     letters = {e.target for e in got}
     assert len(letters) > 1  # shuffled: the correct answer is not always A
-    for e, rec in zip(got, GPQA):
+    for e, rec in zip(got, GPQA, strict=True):
         lines = e.input.splitlines()
         assert lines[0] == rec["Question"] and lines[-1] == "Reply 'the answer is (X)'."
         options = dict(line.split(". ", 1) for line in lines[1:-1])

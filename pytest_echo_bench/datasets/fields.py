@@ -96,7 +96,7 @@ def _choices(spec: Spec) -> str | list[str] | None:
         raise spec.error(f"shuffle_choices must be a whole number (a seed), got {seed!r}", "dataset", "shuffle_choices")
     if seed is not None and value is None:
         raise spec.error("shuffle_choices needs choices", "dataset", "shuffle_choices")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _field(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: str) -> Any:

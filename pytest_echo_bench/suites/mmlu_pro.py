@@ -41,7 +41,7 @@ def load(spec: Spec) -> list[Example]:
     wanted = _categories(spec)
     shots = _shots(spec)
     by_category: dict[str, list[Example]] = {}
-    for i, rec in enumerate(records):
+    for rec in records:
         if wanted is None or rec["category"] in wanted:
             by_category.setdefault(rec["category"], []).append(_example(rec, shots.get(rec["category"], [])))
     if wanted is not None and (missing := sorted(wanted - set(by_category))):
@@ -126,10 +126,10 @@ def prompt(rec: dict[str, Any], shots: list[dict[str, Any]]) -> str:
 
 def format_cot_example(rec: dict[str, Any], including_answer: bool) -> str:
     """The authors' ``format_cot_example``: the question, the lettered options, the chain of thought or its cue."""
-    text = "Question:\n" + rec["question"] + "\nOptions:\n"
+    text = "Question:\n" + str(rec["question"]) + "\nOptions:\n"
     text += "".join(f"{LETTERS[i]}. {opt}\n" for i, opt in enumerate(rec["options"]))
     if including_answer:
-        return text + rec["cot_content"].replace("A: Let's think step by step.", COT_CUE) + "\n\n"
+        return text + str(rec["cot_content"]).replace("A: Let's think step by step.", COT_CUE) + "\n\n"
     return text + COT_CUE
 
 
