@@ -224,3 +224,18 @@ def test_replay_reads_model_outputs_by_question_id(pytester: pytest.Pytester, sw
     assert "no question_id 9 in" in by[("mmlu_pro/9", "llama3-8b")]["detail"]
     assert "does not line up with the dataset" in by[("mmlu_pro/9", "other")]["detail"]
     result.assert_outcomes(passed=2, failed=10)
+
+
+def test_the_report_says_how_many_rows_were_random_guesses(pytester: pytest.Pytester, sweep: Sweep,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_echo_bench.ops.cli import main
+    records = [record(i, generated_text="The answer is (B)." if i < 3 else "no idea") for i in range(1, 6)]
+    write(pytester.path / "test.json", records)
+    make_spec(pytester, spec_text("test.json", "{name: mmlu_pro, random_guess_seed: 12345}"))
+    _, _, rows = sweep.run()
+    assert sum(r["extra"].get("random_guess") is True for r in rows) == 3  # items 3, 4 and 5
+    capsys.readouterr()
+    assert main(["report", str(sweep.out)]) == 0
+    assert "random guesses: 3 row(s) had no answer extracted" in capsys.readouterr().out
+    assert main(["report", str(sweep.out), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["random_guesses"] == 3

@@ -36,6 +36,7 @@ def report_json(report: Report) -> dict[str, Any]:
                           for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
         "unknown_figures": report.unknown_figures,
+        "random_guesses": report.random_guesses,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
     }
@@ -161,9 +162,13 @@ def _tables(report: Report) -> list[Table]:
         tables.append(_duplicates_table(report))
     if report.unknown_figures:
         tables.append(Table(UNKNOWN_FIGURES.format(report.unknown_figures), [], [], 0))
+    if report.random_guesses:
+        tables.append(Table(RANDOM_GUESSES.format(report.random_guesses), [], [], 0))
     return tables
 
 
+RANDOM_GUESSES = ("random guesses: {} row(s) had no answer extracted and were graded by a seeded random guess "
+                  "(the scorer's random_guess_seed, the convention of a published figure); their rates include luck")
 UNKNOWN_FIGURES = ("unknown figures: {} row(s) had a time, token or cost figure that is not a finite number of 0 "
                    "or more; those figures are left out of the sums and means")
 

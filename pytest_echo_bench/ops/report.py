@@ -112,6 +112,7 @@ class Report:
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
+    random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
-                    unknown_figures=results.unknown_figures)
+                    unknown_figures=results.unknown_figures, random_guesses=results.random_guesses)
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
                        None if reduced is None else (reduced, reduce))
