@@ -239,3 +239,19 @@ def test_the_report_says_how_many_rows_were_random_guesses(pytester: pytest.Pyte
     assert "random guesses: 3 row(s) had no answer extracted" in capsys.readouterr().out
     assert main(["report", str(sweep.out), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["random_guesses"] == 3
+
+
+def test_the_test_set_as_parquet_gives_the_same_items(pytester: pytest.Pytester) -> None:
+    pa = pytest.importorskip("pyarrow", reason="needs pip install 'pytest-echo-bench[parquet]'")
+    import pyarrow.parquet as pq
+    from pytest_echo_bench.datasets.registry import load_benchmark
+    records = [record(1), record(2, "law", answer="C"), record(3)]
+    write(pytester.path / "test.json", records)
+    pq.write_table(pa.Table.from_pylist(records), pytester.path / "test.parquet")
+    by_format = {}
+    for name in ("test.json", "test.parquet"):
+        make_spec(pytester, spec_text(name, "mmlu_pro", "  categories: [math, law]\n  limit: 1\n",
+                                      arm="{provider: sim, accuracy: 1.0}"))
+        by_format[name] = [(e.id, e.input, e.target, e.subtask) for e in load_benchmark(pytester.path / "demo.yaml")[1]]
+    assert by_format["test.json"] == by_format["test.parquet"]
+    assert [i[0] for i in by_format["test.json"]] == ["mmlu_pro/1", "mmlu_pro/2"]  # limit 1 per category
