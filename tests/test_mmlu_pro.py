@@ -18,6 +18,9 @@ from hypothesis import strategies as st
 
 from conftest import SHARED_DATA, Sweep, make_spec
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.providers import replay
 from pytest_echo_bench.suites import mmlu_pro
 
 OUTPUTS = SHARED_DATA / "mmlu-pro" / "model_outputs_Meta-Llama-3-8B_5shots.json.gz"
@@ -148,7 +151,7 @@ def test_scorer_options_are_checked_with_file_line_and_key(pytester: pytest.Pyte
 
 
 def record(qid: int, category: str = "math", answer: str = "B", **extra: Any) -> dict[str, Any]:
-    return {"question_id": qid, "question": f"What is {qid}?", "options": ["one", "N/A", "two", "three"],
+    return {"question_id": qid, "question": f"What is {qid}?", "options": ["one", "two", "three", "N/A"],
             "answer": answer, "answer_index": "ABC".index(answer), "cot_content": "", "category": category,
             "src": "ori", **extra}
 
@@ -178,7 +181,6 @@ def test_k_shot_from_the_validation_file_per_category(pytester: pytest.Pytester,
                                   arm="{provider: reference, template: 'The answer is ({target}).'}"))
     result, _, rows = sweep.run()
     result.assert_outcomes(passed=3)
-    from pytest_echo_bench.datasets.registry import load_benchmark
     _, items = load_benchmark(pytester.path / "demo.yaml")
     by_id = {ex.id: ex for ex in items}
     assert sorted(by_id) == ["mmlu_pro/1", "mmlu_pro/2", "mmlu_pro/3"]
@@ -196,6 +198,7 @@ def test_k_shot_from_the_validation_file_per_category(pytester: pytest.Pytester,
     ([{"question_id": 1, "question": "q", "options": ["a"], "category": "math"}], "",
      "*demo.yaml:4*[[]dataset.path[]]:*record 0 has no 'answer'*"),
     ([record(1, answer="C") | {"options": ["a", "b"]}], "", "*record 0: answer 'C' is not the letter of one of its 2*"),
+    ([record(1) | {"answer_index": 2}], "", "*record 0: answer 'B' and answer_index 2 disagree*"),
     ([record(1)], "  shots: 3\n", "*demo.yaml:*[[]dataset.shots[]]: shots needs a dev_path*"),
     ([record(1)], "  categories: [chemistry]\n", "*[[]dataset.categories[]]: no question of category 'chemistry'*"),
 ])
@@ -228,7 +231,6 @@ def test_replay_reads_model_outputs_by_question_id(pytester: pytest.Pytester, sw
 
 def test_the_report_says_how_many_rows_were_random_guesses(pytester: pytest.Pytester, sweep: Sweep,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_echo_bench.ops.cli import main
     records = [record(i, generated_text="The answer is (B)." if i < 3 else "no idea") for i in range(1, 6)]
     write(pytester.path / "test.json", records)
     make_spec(pytester, spec_text("test.json", "{name: mmlu_pro, random_guess_seed: 12345}"))
@@ -244,7 +246,6 @@ def test_the_report_says_how_many_rows_were_random_guesses(pytester: pytest.Pyte
 def test_the_test_set_as_parquet_gives_the_same_items(pytester: pytest.Pytester) -> None:
     pa = pytest.importorskip("pyarrow", reason="needs pip install 'pytest-echo-bench[parquet]'")
     import pyarrow.parquet as pq
-    from pytest_echo_bench.datasets.registry import load_benchmark
     records = [record(1), record(2, "law", answer="C"), record(3)]
     write(pytester.path / "test.json", records)
     pq.write_table(pa.Table.from_pylist(records), pytester.path / "test.parquet")
@@ -255,3 +256,24 @@ def test_the_test_set_as_parquet_gives_the_same_items(pytester: pytest.Pytester)
         by_format[name] = [(e.id, e.input, e.target, e.subtask) for e in load_benchmark(pytester.path / "demo.yaml")[1]]
     assert by_format["test.json"] == by_format["test.parquet"]
     assert [i[0] for i in by_format["test.json"]] == ["mmlu_pro/1", "mmlu_pro/2"]  # limit 1 per category
+
+
+def test_a_bad_outputs_file_is_read_once_and_fails_every_item(pytester: pytest.Pytester, sweep: Sweep,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[Path] = []
+    real = replay._read_keyed
+
+    def counting(path: Path) -> Any:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(replay, "_loaded", {})
+    monkeypatch.setattr(replay, "_read_keyed", counting)
+    (pytester.path / "outputs.json").write_text('[{"question_id": 1, "generated_text": "x"}, {"no": "id"}]')
+    write(pytester.path / "test.json", [record(i) for i in range(1, 5)])
+    make_spec(pytester, spec_text("test.json", arm="{provider: replay, path: outputs.json}"))
+    result, _, rows = sweep.run()
+    assert len(reads) == 1 and rows  # the arm stops after its first errors: the rest skip
+    assert all(r["status"] == "error" and "has a record without question_id (record 1)" in r["detail"] for r in rows)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == len(rows) and outcomes.get("failed", 0) + outcomes.get("skipped", 0) == 4

@@ -221,3 +221,17 @@ def test_hf_without_the_library_names_the_extra(pytester: pytest.Pytester, monke
     with pytest.raises(SpecError, match=r"\[dataset.loader\]: loader hf needs the datasets package: "
                                         r"pip install 'pytest-echo-bench\[hf\]'"):
         items(pytester.path / "demo.yaml")
+
+
+def test_json_lines_keep_line_separators_inside_strings(pytester: pytest.Pytester) -> None:
+    rows = [{"input": "a\u2028b\u0085c", "target": "1"}, {"input": "d", "target": "2"}]
+    (pytester.path / "set.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    spec(pytester, "  loader: parquet\n  path: set.jsonl\n")
+    assert [e.input for e in items(pytester.path / "demo.yaml")] == ["a\u2028b\u0085c", "d"]
+
+
+def test_a_csv_field_over_the_limit_is_an_error_naming_the_file(pytester: pytest.Pytester) -> None:
+    (pytester.path / "set.csv").write_text("input,target\n" + "x" * 200_000 + ",1\n")
+    spec(pytester, "  loader: parquet\n  path: set.csv\n")
+    with pytest.raises(SpecError, match=r"\[dataset.path\]: dataset .*set.csv is not readable CSV"):
+        items(pytester.path / "demo.yaml")

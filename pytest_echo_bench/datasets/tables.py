@@ -46,7 +46,7 @@ def read_table(path: Path, fail: Fail) -> list[dict[str, Any]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise fail(f"is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
-    records = _csv(text) if kind == "csv" else _json_lines(text, fail) if kind == "jsonl" else _json(text, fail)
+    records = _csv(text, fail) if kind == "csv" else _json_lines(text, fail) if kind == "jsonl" else _json(text, fail)
     for i, record in enumerate(records):
         if not isinstance(record, dict):
             raise fail(f"record {i} is {type(record).__name__}, not a mapping of field to value")
@@ -84,7 +84,8 @@ def _json(text: str, fail: Fail) -> list[Any]:
 
 def _json_lines(text: str, fail: Fail) -> list[Any]:
     records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # "\n" only: str.splitlines also splits at U+2028 and U+0085, which JSON strings may hold raw.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -94,8 +95,11 @@ def _json_lines(text: str, fail: Fail) -> list[Any]:
     return records
 
 
-def _csv(text: str) -> list[Any]:
-    return list(csv.DictReader(io.StringIO(text, newline="")))
+def _csv(text: str, fail: Fail) -> list[Any]:
+    try:
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:  # a field over csv's size limit, a NUL
+        raise fail(f"is not readable CSV ({exc})") from None
 
 
 def pyarrow(fail: Fail, what: str) -> ModuleType:

@@ -106,7 +106,10 @@ class OutputsRecording:
     def complete(self, request: Request) -> Completion:
         ex = request.example
         key = str(ex.metadata.get("question_id", ex.id))  # the item's own id where its loader kept none
-        record = _once("outputs", self.path, _read_keyed).get(key)
+        keyed = _once("outputs", self.path, _read_keyed)
+        if isinstance(keyed, PermanentError):  # read once: a bad file fails every item at once, not by re-reading
+            raise PermanentError(str(keyed))
+        record = keyed.get(key)
         if record is None:
             raise PermanentError(f"no recorded output for {ex.id}: no question_id {key} in {self.path}")
         answer = record.get("answer")
@@ -120,14 +123,18 @@ class OutputsRecording:
         return _replayed(text)
 
 
-def _read_keyed(path: Path) -> dict[str, dict[str, Any]]:
-    def fail(why: str) -> Exception:
+def _read_keyed(path: Path) -> dict[str, dict[str, Any]] | PermanentError:
+    def fail(why: str) -> PermanentError:
         return PermanentError(f"cannot read recording {path}: it {why}")
 
     keyed: dict[str, dict[str, Any]] = {}
-    for i, rec in enumerate(read_table(path, fail)):
+    try:
+        records = read_table(path, fail)
+    except PermanentError as exc:
+        return exc
+    for i, rec in enumerate(records):
         if rec.get("question_id") is None:
-            raise fail(f"has a record without question_id (record {i})")
+            return fail(f"has a record without question_id (record {i})")
         keyed[str(rec["question_id"])] = rec
     return keyed
 

@@ -74,6 +74,9 @@ def _checked(rec: dict[str, Any], i: int, fail: Any) -> dict[str, Any]:
     answer = str(rec["answer"])
     if len(answer) != 1 or answer not in LETTERS[: len(options)]:
         raise fail(f"record {i}: answer {answer!r} is not the letter of one of its {len(options)} options")
+    index = rec.get("answer_index")
+    if index is not None and index != LETTERS.index(answer):  # a file edited by hand, or options reordered
+        raise fail(f"record {i}: answer {answer!r} and answer_index {index!r} disagree")
     if not isinstance(rec["question"], str) or not isinstance(rec["category"], str):
         raise fail(f"record {i}: question and category must be text")
     return {**rec, "options": options, "answer": answer, "cot_content": str(rec.get("cot_content") or "")}
