@@ -22,7 +22,7 @@ def spec_with(arms: str = "  a: {provider: sim}", scorer: str = "exact", dataset
         (spec_with(arms="  a: {provider: sim, acuracy: 1}"), "*[[]arms.a.acuracy[]]: unknown sim option 'acuracy'*"),
         (spec_with(arms="  a: {model: x}"), "*demo.yaml:9 [[]arms.a[]]: an arm needs a 'provider'*"),
         (spec_with(dataset="  loader: jsonl\n  path: missing.jsonl"), "*[[]dataset.path[]]: dataset not found:*missing.jsonl*"),
-        (spec_with(dataset="  loader: csv"), "*[[]dataset.loader[]]: unknown loader 'csv'; known loaders: bbh, humaneval, inline, jsonl*"),
+        (spec_with(dataset="  loader: csv"), "*[[]dataset.loader[]]: unknown loader 'csv'; known loaders: bbh, hf, humaneval, inline, jsonl, mmlu_pro, parquet*"),
         (spec_with(dataset="  loader: inline\n  items:\n    - {id: a, input: x, target: y}\n    - {id: a, input: z, target: y}"),
          "*duplicate task id 'a' (item 1)*"),
         (spec_with(dataset="  loader: inline\n  items:\n    - {id: a, input: x}"), "*demo.yaml:5 [[]dataset.items.0[]]: item is missing 'target'*"),

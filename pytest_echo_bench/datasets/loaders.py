@@ -117,10 +117,15 @@ def jsonl(spec: Spec) -> list[Example]:
 
 
 def slice_examples(spec: Spec, examples: list[Example]) -> list[Example]:
+    start, end = window(spec)
+    return examples[start:end]
+
+
+def window(spec: Spec) -> tuple[int, int | None]:
+    """The items ``start`` and ``limit`` keep, as a slice's bounds (no end without a limit)."""
     start = spec.dataset.get("start", 0)
     limit = spec.dataset.get("limit", spec.dataset.get("n_per_subtask"))
     for key, value in (("start", start), ("limit", limit)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise spec.error(f"must be a whole number >= 0, got {value!r}", "dataset", key)
-    end = None if limit is None else start + limit
-    return examples[start:end]
+    return start, None if limit is None else start + limit

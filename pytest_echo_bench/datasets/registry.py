@@ -18,6 +18,9 @@ LOADERS: dict[str, str] = {
     "jsonl": "pytest_echo_bench.datasets.loaders:jsonl",
     "bbh": "pytest_echo_bench.suites.bbh:load",
     "humaneval": "pytest_echo_bench.suites.humaneval:load",
+    "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:load",
+    "hf": "pytest_echo_bench.datasets.hub:hf",
+    "parquet": "pytest_echo_bench.datasets.hub:parquet",
 }
 
 

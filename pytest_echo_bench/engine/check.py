@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_echo_bench.errors import PermanentError, UnavailableError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Request
-from pytest_echo_bench.scoring.registry import get_scorer, known
+from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
 from pytest_echo_bench.spec.load import Spec
 
 
@@ -12,6 +12,10 @@ def check_spec(spec: Spec) -> None:
     """Raise the SpecError (file, line, key) of the first problem found."""
     if get_scorer(spec.scorer) is None:
         raise spec.error(f"unknown scorer {spec.scorer!r}; known: {', '.join(known())}", "scorer")
+    check = option_check(spec.scorer)
+    why = check(spec.scorer_options) if check is not None else None
+    if why is not None:
+        raise spec.error(why, "scorer")
     for arm in spec.arms.values():
         if arm.provider not in PROVIDERS:
             raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",

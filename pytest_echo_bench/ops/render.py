@@ -38,6 +38,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "complete": report.coverage.complete, "shards": report.coverage.shards,
         "missing_shards": report.coverage.missing,
         "unknown_figures": report.unknown_figures,
+        "random_guesses": report.random_guesses,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
     }
@@ -166,9 +167,13 @@ def _tables(report: Report) -> list[Table]:
     if not report.coverage.complete:
         tables.append(Table(f"incomplete: {report.coverage.describe()}; these figures are of part of the sweep",
                             [], [], 0))
+    if report.random_guesses:
+        tables.append(Table(RANDOM_GUESSES.format(report.random_guesses), [], [], 0))
     return tables
 
 
+RANDOM_GUESSES = ("random guesses: {} row(s) had no answer extracted and were graded by a seeded random guess "
+                  "(the scorer's random_guess_seed, the convention of a published figure); their rates include luck")
 UNKNOWN_FIGURES = ("unknown figures: {} row(s) had a time, token or cost figure that is not a finite number of 0 "
                    "or more; those figures are left out of the sums and means")
 

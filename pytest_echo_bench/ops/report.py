@@ -114,6 +114,7 @@ class Report:
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
+    random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
-                    unknown_figures=results.unknown_figures,
+                    unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=coverage(results.parts))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,

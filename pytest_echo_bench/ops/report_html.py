@@ -43,6 +43,8 @@ def _summary(report: Report) -> str:
              f"{len(report.conflicts)} conflicting verdict(s)"]
     if report.unknown_figures:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
+    if report.random_guesses:
+        facts.append(f"{report.random_guesses} row(s) graded by a seeded random guess")
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
 
 

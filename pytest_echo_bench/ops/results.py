@@ -61,6 +61,7 @@ class Results:
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
+    random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
 
 
 def load_results(paths: Sequence[Path]) -> Results:
@@ -81,6 +82,9 @@ def load_results(paths: Sequence[Path]) -> Results:
             _add(results, seen, _item(record, default, unknown))
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
+            extra = record.get("extra")
+            if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
+                results.random_guesses += 1
     results.rows = list(seen.values())
     return results
 

@@ -1,4 +1,5 @@
-"""Replay: answer from recorded outputs (the BBH paper's files or our own results) with no model calls."""
+"""Replay: answer from recorded outputs (the BBH paper's files, an MMLU-Pro outputs file, or our own
+results) with no model calls."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_echo_bench.errors import PermanentError, StoreError
+from pytest_echo_bench.datasets.tables import file_format, read_table
+from pytest_echo_bench.errors import PermanentError, StoreError, UnavailableError
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.reader import read_records
@@ -92,6 +94,51 @@ class ResultsRecording:
         return _replayed(output)
 
 
+@dataclass(frozen=True)
+class OutputsRecording:
+    """A JSON list of records keyed by ``question_id``, each with the model's ``generated_text`` (or
+    ``model_outputs``): the outputs files the MMLU-Pro authors publish, read as they are."""
+
+    instant = True  # recorded outputs, read once: nothing to wait for
+
+    path: Path
+
+    def complete(self, request: Request) -> Completion:
+        ex = request.example
+        key = str(ex.metadata.get("question_id", ex.id))  # the item's own id where its loader kept none
+        keyed = _once("outputs", self.path, _read_keyed)
+        if isinstance(keyed, PermanentError):  # read once: a bad file fails every item at once, not by re-reading
+            raise PermanentError(str(keyed))
+        record = keyed.get(key)
+        if record is None:
+            raise PermanentError(f"no recorded output for {ex.id}: no question_id {key} in {self.path}")
+        answer = record.get("answer")
+        if answer is not None and str(answer) != ex.target.strip().strip("()"):
+            # Another split or a renumbered file would otherwise score as plausible nonsense.
+            raise PermanentError(f"the recording does not line up with the dataset: question_id {key} in {self.path} "
+                                 f"has answer {answer!r} but {ex.id} has target {ex.target!r}")
+        text = record.get("generated_text", record.get("model_outputs"))
+        if not isinstance(text, str):
+            raise PermanentError(f"question_id {key} in {self.path} has no generated_text or model_outputs text")
+        return _replayed(text)
+
+
+def _read_keyed(path: Path) -> dict[str, dict[str, Any]] | PermanentError:
+    def fail(why: str) -> PermanentError:
+        return PermanentError(f"cannot read recording {path}: it {why}")
+
+    keyed: dict[str, dict[str, Any]] = {}
+    try:
+        records = read_table(path, fail)
+    except PermanentError as exc:
+        return exc
+    for i, rec in enumerate(records):
+        if rec.get("question_id") is None:
+            return fail(f"has a record without question_id (record {i})")
+        keyed[str(rec["question_id"])] = rec
+    return keyed
+
+
 def _replayed(text: str) -> Completion:
     return Completion(text, usage=None, sub_calls=0, extra={"replayed": True})
 
@@ -133,15 +180,18 @@ def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str, int], str]
     return arms, outputs
 
 
-def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRecording:
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRecording | OutputsRecording:
     check_options(arm, spec, "replay", _KNOWN)
     raw = option(arm, "path", str, None, spec)
     if not raw:
-        raise spec.error("replay needs a 'path': a directory of BBH recordings or a .jsonl results file", "arms", arm.name)
+        raise spec.error("replay needs a 'path': a directory of BBH recordings, a .json[.gz] outputs file or a .jsonl "
+                         "results file", "arms", arm.name)
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = spec.path.parent / path  # relative to the spec, like a dataset path
     if not path.exists():
+        if arm.optional:  # a shipped spec's replay of a published run the user may not have: its items skip
+            raise UnavailableError(f"replay path not found: {path} (the arm is optional)")
         raise spec.error(f"replay path not found: {path}", "arms", arm.name, "path")
     source = option(arm, "arm", str, None, spec)
     if path.is_dir():
@@ -149,7 +199,12 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRec
             raise spec.error("'arm' selects a row of a .jsonl results file; a directory of BBH recordings has none",
                              "arms", arm.name, "arm")
         return BbhRecording(path.resolve())
+    if file_format(path) == "json":
+        if source is not None:
+            raise spec.error("'arm' selects a row of a .jsonl results file; an outputs file has none",
+                             "arms", arm.name, "arm")
+        return OutputsRecording(path.resolve())
     if path.suffix != ".jsonl":
-        raise spec.error(f"replay path must be a directory of BBH recordings or a .jsonl results file: {path}",
-                         "arms", arm.name, "path")
+        raise spec.error(f"replay path must be a directory of BBH recordings, a .json[.gz] outputs file or a .jsonl "
+                         f"results file: {path}", "arms", arm.name, "path")
     return ResultsRecording(path.resolve(), source)

@@ -23,8 +23,12 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "choice": ("pytest_echo_bench.scoring.text:choice", True),
     "bbh": ("pytest_echo_bench.suites.bbh:score", True),
     "humaneval": ("pytest_echo_bench.suites.humaneval:score", False),
+    "mmlu_pro": ("pytest_echo_bench.suites.mmlu_pro:score", False),
 }
-IN_PROCESS = frozenset(name for name, (_, text) in BUILTIN.items() if text)  # pure text checks: microseconds
+# Checks only text (microseconds): graded on pytest's own thread. mmlu_pro reads the item's option count too.
+IN_PROCESS = frozenset({*(name for name, (_, text) in BUILTIN.items() if text), "mmlu_pro"})
+# A scorer's options checked when the spec is, so a typo fails collection with its line, not every row.
+OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
 
 _registered: dict[str, Scorer] = {}  # built-ins once imported, and the user's own
 
@@ -62,6 +66,11 @@ def get_scorer(name: str) -> Scorer | None:
     elif found is None and ":" in name:
         found = _resolve(name)
     return found
+
+
+def option_check(name: str) -> Callable[[dict[str, Any]], str | None] | None:
+    """The built-in scorer's check of its options: the reason they are wrong, or None."""
+    return _resolve(OPTION_CHECKS[name]) if name in OPTION_CHECKS else None
 
 
 def _resolve(ref: str) -> Callable[..., Any] | None:

@@ -124,7 +124,7 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         raise fail("benchmark must be a name of letters, digits, '_', '-' or '.'", "benchmark")
     dataset = data["dataset"]
     if not isinstance(dataset, dict) or "loader" not in dataset:
-        raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl or bbh)", "dataset")
+        raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl, parquet, hf, bbh, mmlu_pro, ...)", "dataset")
     scorer, scorer_options = _scorer(data["scorer"], fail)
     errors = _mapping(data.get("errors", {}), "errors", fail)
     arms = _arms(data["arms"], lines, fail)

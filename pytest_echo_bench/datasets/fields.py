@@ -1,0 +1,154 @@
+"""Items from any table of records, by a field map written in the spec::
+
+    fields: {id: record_id, input: "{question}", target: answer, subtask: category, metadata: [src]}
+    choices: [Correct Answer, Incorrect Answer 1, Incorrect Answer 2]   # or one list-valued field
+    shuffle_choices: 7                                                  # a seed: options in a stable order per item
+
+``input`` is a template over the record's fields (``{name}``, ``{{`` for a brace; no attribute,
+index or format spec: a dataset's text never reaches ``str.format``). With ``choices`` the options
+are lettered A, B, ... into ``{choices}`` (appended when the template does not place it), and the
+target (an option's text, its letter or its index) becomes the letter, so a GPQA-style dataset needs
+only YAML and the ``choice`` or ``mmlu_pro`` scorer.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Callable
+from typing import Any
+
+from pytest_echo_bench.datasets.example import NO_METADATA, Example
+from pytest_echo_bench.spec.load import Spec
+
+LETTERS = string.ascii_uppercase
+FIELD_KEYS = ("id", "input", "target", "subtask", "metadata")
+Piece = tuple[str, str | None]  # literal text, then the field after it (None at the end)
+
+
+def to_examples(spec: Spec, records: list[dict[str, Any]], offset: int = 0) -> list[Example]:
+    """One item per record; ``offset`` is the first record's index in the whole table (for default ids)."""
+    fields = _field_map(spec)
+    template = parse_template(spec, str(fields.get("input", "{input}")))
+    choices = _choices(spec)
+    examples = []
+    for i, rec in enumerate(records, offset):
+        def fail(why: str, *keys: str, i: int = i) -> Exception:
+            return spec.error(f"record {i}: {why}", "dataset", *(keys or ("fields",)))
+        examples.append(_example(spec, rec, i, fields, template, choices, fail))
+    return examples
+
+
+def _field_map(spec: Spec) -> dict[str, Any]:
+    fields = spec.dataset.get("fields", {})
+    if not isinstance(fields, dict):
+        raise spec.error(f"fields must be a mapping of {', '.join(FIELD_KEYS)} to the record's fields", "dataset", "fields")
+    unknown = sorted(set(map(str, fields)) - set(FIELD_KEYS))
+    if unknown:
+        raise spec.error(f"unknown field {unknown[0]!r}; known: {', '.join(FIELD_KEYS)}", "dataset", "fields", unknown[0])
+    for key in ("id", "target", "subtask"):
+        if key in fields and not isinstance(fields[key], str):
+            raise spec.error(f"{key} must name one field of the record", "dataset", "fields", key)
+    meta = fields.get("metadata", [])
+    if not isinstance(meta, list) or not all(isinstance(m, str) for m in meta):
+        raise spec.error("metadata must be a list of the record's field names", "dataset", "fields", "metadata")
+    return fields
+
+
+def parse_template(spec: Spec, text: str) -> list[Piece]:
+    """``text`` as literal pieces and the plain field names between them; anything else refused."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as exc:  # a lone "{" or "}"
+        raise spec.error(f"input template {text!r}: {exc} (write {{{{ and }}}} for braces)", "dataset", "fields", "input") from None
+    pieces: list[Piece] = []
+    for literal, name, spec_text, conversion in parsed:
+        if name is not None and (not name or conversion or spec_text or "." in name or "[" in name):
+            raise spec.error(f"input template {text!r}: {{{name}}} must be a plain field name (no '.', '[', '!' or ':')",
+                             "dataset", "fields", "input")
+        pieces.append((literal, name))
+    return pieces
+
+
+def render(pieces: list[Piece], values: dict[str, Any], fail: Callable[[str], Exception]) -> str:
+    out = []
+    for literal, name in pieces:
+        out.append(literal)
+        if name is not None:
+            if name not in values:
+                raise fail(f"the input template names {name!r}, which the record lacks (it has {', '.join(map(str, values))})")
+            out.append(_text(values[name]))
+    return "".join(out)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def _choices(spec: Spec) -> str | list[str] | None:
+    value = spec.dataset.get("choices")
+    ok = isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
+    if value is not None and not ok:
+        raise spec.error("choices must name one list-valued field, or list the fields holding one option each",
+                         "dataset", "choices")
+    seed = spec.dataset.get("shuffle_choices")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise spec.error(f"shuffle_choices must be a whole number (a seed), got {seed!r}", "dataset", "shuffle_choices")
+    if seed is not None and value is None:
+        raise spec.error("shuffle_choices needs choices", "dataset", "shuffle_choices")
+    return value
+
+
+def _field(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: str) -> Any:
+    if rec.get(name) is None:
+        raise fail(f"no value in field {name!r} (the record has {', '.join(map(str, rec))})", key)
+    return rec[name]
+
+
+def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any], template: list[Piece],
+             choices: str | list[str] | None, fail: Callable[..., Exception]) -> Example:
+    ident = _text(_field(rec, fields["id"], fail, "fields")) if "id" in fields else f"{spec.benchmark}/{index}"
+    target = _field(rec, fields.get("target", "target"), fail, "fields")
+    values = dict(rec)
+    metadata: dict[str, Any] = {m: _field(rec, m, fail, "fields") for m in fields.get("metadata", [])}
+    if choices is not None:
+        options = _options(rec, choices, fail)
+        correct = _target_index(target, options, fail)
+        order = list(range(len(options)))
+        if spec.dataset.get("shuffle_choices") is not None:
+            random.Random(f"{spec.dataset['shuffle_choices']}/{ident}").shuffle(order)  # stable per item and seed
+        values["choices"] = "\n".join(f"{LETTERS[k]}. {options[j]}" for k, j in enumerate(order))
+        target = LETTERS[order.index(correct)]
+        metadata["n_options"] = len(options)
+        if not any(name == "choices" for _, name in template):
+            template = [*template, ("\n\n", "choices")]
+    subtask = _text(_field(rec, fields["subtask"], fail, "fields")) if "subtask" in fields else None
+    return Example(ident, render(template, values, lambda m: fail(m, "fields", "input")), _text(target), subtask,
+                   metadata or NO_METADATA)
+
+
+def _options(rec: dict[str, Any], choices: str | list[str], fail: Callable[..., Exception]) -> list[str]:
+    if isinstance(choices, str):
+        options = _field(rec, choices, fail, "choices")
+        if not isinstance(options, list) or not all(isinstance(o, (str, int, float)) for o in options):
+            raise fail(f"field {choices!r} must hold a list of options", "choices")
+    else:
+        options = [_field(rec, name, fail, "choices") for name in choices]
+    if not 2 <= len(options) <= len(LETTERS):
+        raise fail(f"{len(options)} options; a choice question has 2 to {len(LETTERS)}", "choices")
+    return [_text(o).strip() for o in options]
+
+
+def _target_index(target: Any, options: list[str], fail: Callable[..., Exception]) -> int:
+    """The correct option: the target's index, its text among the options, or its letter."""
+    if isinstance(target, int) and not isinstance(target, bool):
+        if 0 <= target < len(options):
+            return target
+        raise fail(f"target index {target} is not one of the {len(options)} options", "fields")
+    text = _text(target).strip()
+    if text in options:
+        return options.index(text)
+    letter = text.strip("()")
+    if len(letter) == 1 and letter in LETTERS[: len(options)]:
+        return LETTERS.index(letter)
+    raise fail(f"target {text[:80]!r} is neither an option's text, its letter nor its index", "fields")
