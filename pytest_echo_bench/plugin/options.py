@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
+# The options whose values are paths, by dest: pytest may take any of them for a test path (plugin.rootdir).
+PATH_OPTIONS = {"bench_out": "--bench-out", "bench_resume": "--bench-resume",
+                "bench_cache": "--bench-cache", "bench_html": "--bench-html"}
 
 
 @dataclass(frozen=True)
