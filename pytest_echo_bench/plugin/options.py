@@ -59,8 +59,8 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
                     "hash of benchmark, task_id, arm and epoch), e.g. 2/4")
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
-                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
-                    "(repeatable)")
+                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02'; "
+                    "arms as ARM or BENCHMARK/ARM, which two benchmarks sharing an arm name need (repeatable)")
     group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
                     "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
