@@ -40,6 +40,12 @@ def _report(args: argparse.Namespace) -> int:
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
     intervals = paired_intervals(report)
     failed = 0
+    cover = report.coverage
+    if args.gate and not cover.complete:  # a gate judges the whole sweep: a missing shard is a failure
+        failed += not args.allow_partial
+        say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
+            f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
+            err=True)
     for gate in gates:
         ok, line = gate.check(rates, intervals)
         failed += not ok
@@ -120,6 +126,10 @@ def _merge(args: argparse.Namespace) -> int:
     write_whole(args.output, merged.meta, merged.lines)
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
+    cover = merged.coverage
+    if cover.shards:
+        say(f"echo-bench: {cover.describe()}" + ("" if cover.complete else
+            f"; {args.output} is marked incomplete, and a gate on it fails unless --allow-partial"))
     return 0
 
 
@@ -150,6 +160,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
                    help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the paired "
                         "interval 'judge >= strong - 0.02 @95' (repeatable)")
+    r.add_argument("--allow-partial", action="store_true",
+                   help="Let --gate judge files missing some shards of their sweep (by default such a gate fails)")
     r.set_defaults(func=_report)
     w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
     w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")

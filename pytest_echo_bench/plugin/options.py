@@ -57,10 +57,15 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-strict", action="store_true", default=None,
                     help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
     group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
-                    "hash of benchmark, task_id, arm and epoch), e.g. 2/4")
+                    "hash of benchmark and task_id: a shard has all arms and epochs of its items), e.g. 2/4; "
+                    "auto: K/N from a Slurm job array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX "
+                    "and ECHO_BENCH_SHARD_COUNT)")
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
                     help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02'; "
                     "arms as ARM or BENCHMARK/ARM, which two benchmarks sharing an arm name need (repeatable)")
+    group.addoption("--bench-allow-partial", action="store_true", default=None,
+                    help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
+                    "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)")
     group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
                     "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
@@ -70,6 +75,7 @@ def addoption(parser: pytest.Parser) -> None:
                     help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
                     "(bubblewrap, cgroups, uid drop), naming it, instead of running with less")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
+    parser.addini("bench_shard", "Shard K/N (or auto) to run, like --bench-shard")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
@@ -119,6 +125,12 @@ def resolve(config: pytest.Config) -> BenchOptions:
     cache = _cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache"))
     for option, path in (("--bench-out", out), ("--bench-resume", resume), ("--bench-html", html), ("--bench-cache", cache)):
         _check_file(option, path)
+    shard = parse_shard(_pick(config, "bench_shard", "ECHO_BENCH_SHARD", "bench_shard"))
+    gates = _gates(config.getoption("bench_gate") or ())
+    if shard is not None and gates and not config.getoption("bench_allow_partial"):
+        raise pytest.UsageError(f"--bench-gate with --bench-shard {shard}: a shard holds part of the sweep, and a "
+                                "gate judges the whole; gate the merged shards (echo-bench report MERGED.jsonl --gate "
+                                "RULE), or pass --bench-allow-partial to gate this shard alone")
     return BenchOptions(
         out=out,
         resume=resume,
@@ -126,8 +138,8 @@ def resolve(config: pytest.Config) -> BenchOptions:
         concurrency=concurrency,
         fsync=fsync,
         strict=strict,
-        shard=parse_shard(config.getoption("bench_shard")),
-        gates=_gates(config.getoption("bench_gate") or ()),
+        shard=shard,
+        gates=gates,
         html=html,
         progress_every=every,
         cache=cache,
