@@ -25,7 +25,7 @@ mkdir -p "$RESULTS"
 out="$RESULTS/shard-$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)).jsonl"
 if [ -s "$out" ]; then
   # A requeued task (node failure, preemption) continues its own file: the meta line holds the shard.
-  sweep=(--bench-resume "$out")
+  sweep=("--bench-resume=$out")
 else
   # shellcheck disable=SC2086  # SPECS may name several paths
   sweep=($SPECS --bench-shard auto "--bench-out=$out")

@@ -98,22 +98,36 @@ def test_a_cache_elsewhere_that_exists_moves_nothing(pytester: pytest.Pytester, 
     assert cache.is_file() and not (pytester.path.parent / RESULTS_DIR).exists()
 
 
-def test_a_value_that_hid_the_ini_file_is_refused_with_the_form_that_works(
-        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Bare ``--bench-resume /elsewhere/x.jsonl`` made pytest miss the project's ini file: its settings
-    were never read, and no plugin can read them after the fact. Refused, naming the ``=`` form."""
+def test_a_value_that_hid_the_ini_file_gets_it_back(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Bare ``--bench-resume /elsewhere/x.jsonl`` (the printed resume command) made pytest miss the
+    project's ini file: the run takes it up again, its settings included."""
     outside = tmp_path_factory.mktemp("elsewhere")
     make_spec(pytester, sim_spec(4))
-    pytester.makeini("[pytest]\nmarkers =\n    slow: a marker of the project\n")
+    pytester.makeini("[pytest]\nbench_progress_every = 0.001\n")
     out = outside / "x.jsonl"
-    assert pytester.runpytest(*ARGS, "demo.yaml", "--bench-out", str(out)).ret == 0
+    assert pytester.runpytest(*ARGS, "demo.yaml", "--bench-out", str(out), "-k", "good").ret == 0
+    pytester.makeconftest(RECORDER)
+    result = pytester.runpytest(*ARGS, "-n", "2", "--bench-resume", str(out), "-k", "bad")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"rootdir: {pytester.path}", "configfile: tox.ini", "*echo-bench: 4/4 done*"])  # the ini says how often
+    stayed(pytester, result, outside)
+
+
+def test_an_ini_file_pytest_acted_on_too_early_is_refused_with_the_form_that_works(
+        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Its addopts were never applied, and no plugin can apply them after the fact: refused, naming the ``=`` form."""
+    outside = tmp_path_factory.mktemp("elsewhere")
+    make_spec(pytester, sim_spec(4))
+    pytester.makeini("[pytest]\naddopts = --bench-concurrency 2\n")
+    out = outside / "x.jsonl"
+    assert pytester.runpytest(*ARGS, "demo.yaml", "--bench-out", str(out), "-k", "good").ret == 0
     refused = pytester.runpytest(*ARGS, "--bench-resume", str(out))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines([f"*--bench-resume {out} for a test path*instead of {pytester.path / 'tox.ini'}*"
-                                  f"write --bench-resume={out}*"])
+    refused.stderr.fnmatch_lines([f"*--bench-resume {out} for a test path*from no ini file instead of "
+                                  f"{pytester.path / 'tox.ini'}*addopts*write --bench-resume={out}*"])
     again = pytester.runpytest(*ARGS, f"--bench-resume={out}")
     assert again.ret == 0, again.stdout.str()
-    again.stdout.fnmatch_lines([f"rootdir: {pytester.path}", "configfile: tox.ini", "*sweep complete*"])
+    again.stdout.fnmatch_lines([f"rootdir: {pytester.path}", "configfile: tox.ini"])
 
 
 def test_the_meta_line_works_from_another_checkout(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,

@@ -7,9 +7,10 @@ parent (``/tmp``, or ``/scratch`` itself). Node ids gain a prefix, the default `
 and the cache land there, and under xdist the workers, started once the controller has created
 the file, disagree with the controller about every node id. Two rules keep it in place:
 
-- every process recomputes the setup once our options are known (``repin``); when only the
-  rootdir moved, it is put back; when the value also hid the project's ini file, the run stops
-  with a usage error naming the ``=`` form, which pytest never reads as a path;
+- every process recomputes the setup once our options are known (``repin``) and puts the rootdir
+  and ini file back; an ini file pytest missed whose settings it acts on at once (``addopts``,
+  ``pythonpath``...) cannot be taken up late: the run stops with a usage error naming the ``=``
+  form, which pytest never reads as a path;
 - xdist workers start with the controller's rootdir and ini file pinned (``worker_pins``), so a
   file the controller created meanwhile cannot move theirs.
 """
@@ -37,39 +38,49 @@ def spaced_values(namespace: Any, args: list[str]) -> dict[str, str]:
     return found
 
 
+# What pytest has already acted on by the time a plugin can look: an ini file that sets one of these
+# cannot be taken up after the fact (plugins loaded, sys.path set, versions checked).
+READ_EARLY = ("addopts", "pythonpath", "required_plugins", "minversion")
+
+
 def repin(config: pytest.Config, args: list[str]) -> None:
-    """Put the rootdir back where pytest puts it without our options' values (see the module docstring)."""
+    """Put the rootdir (and the ini file) back where pytest puts them without our options' values."""
     ns = config.known_args_namespace
     spaced = spaced_values(ns, args)
     if not spaced:
         return  # the ``=`` form: pytest never took it for a path
-    root, ini = _setup(ns, config.invocation_params.dir)
+    root, ini, cfg = _setup(ns, config.invocation_params.dir)
     if (root, ini) == (config.rootpath, config.inipath):
         return
-    if ini != config.inipath:
+    ini_moved = ini != config.inipath
+    # Keys of the ini file pytest should have read, or of the one it read instead, already acted on.
+    early = sorted({k for k in READ_EARLY if k in cfg or k in config._inicfg}) if ini_moved else []  # noqa: SLF001
+    if early:
         flag, value = next(iter(spaced.items()))
-        found = f"from {config.inipath}" if config.inipath else "from no ini file"
         raise pytest.UsageError(
-            f"pytest took the value of {flag} {value} for a test path, so it read its configuration {found} "
-            f"instead of {ini or 'none'}, before echo-bench could say otherwise: write {flag}={value} "
-            "(pytest never reads that form as a path), or pass -c and --rootdir")
+            f"pytest took the value of {flag} {value} for a test path, so it read its configuration from "
+            f"{config.inipath or 'no ini file'} instead of {ini or 'none'}, and acted on their {', '.join(early)} "
+            f"before echo-bench could say otherwise: write {flag}={value} (pytest never reads that form as a path)")
+    # pytest has no setter for these: Config.rootpath / inipath / getini read them (pytest 7 to 9).
     moved = config.rootpath
-    # pytest has no setter for the rootdir; Config.rootpath reads this attribute (pytest 6.1 to 9).
-    config._rootpath = root  # noqa: SLF001
-    config._parser.extra_info["rootdir"] = str(root)  # noqa: SLF001 (shown by usage errors)
-    if ini is None and ns.confcutdir == str(moved):  # pytest's default, derived from the moved rootdir
-        ns.confcutdir = str(root)
+    config._rootpath, config._inipath = root, ini  # noqa: SLF001
+    config._parser.extra_info.update(rootdir=str(root), inifile=str(ini))  # noqa: SLF001 (usage errors show them)
+    if ini_moved:  # the settings read so far are none of the keys refused above
+        config._inicfg = cfg  # noqa: SLF001
+        config._inicache.clear()  # noqa: SLF001
+    if ns.confcutdir == str(moved):  # pytest's default, derived from the moved rootdir
+        ns.confcutdir = str(ini.parent if ini else root)
 
 
-def _setup(ns: Any, invocation_dir: Path) -> tuple[Path, Path | None]:
-    """The rootdir and ini file pytest derives from the positional args alone (our values excluded)."""
+def _setup(ns: Any, invocation_dir: Path) -> tuple[Path, Path | None, dict[str, Any]]:
+    """The rootdir, ini file and its settings pytest derives from the positional args alone."""
     from _pytest.config.findpaths import determine_setup
 
     given = {"inifile": ns.inifilename, "override_ini": getattr(ns, "override_ini", None), "args": ns.file_or_dir,
              "rootdir_cmd_arg": ns.rootdir or None, "invocation_dir": invocation_dir}
     accepted = inspect.signature(determine_setup).parameters  # override_ini is new in pytest 8.x
-    root, ini, *_ = determine_setup(**{k: v for k, v in given.items() if k in accepted})
-    return Path(root), Path(ini) if ini else None
+    root, ini, cfg, *_ = determine_setup(**{k: v for k, v in given.items() if k in accepted})
+    return Path(root), Path(ini) if ini else None, cfg
 
 
 def worker_pins(config: pytest.Config, before: str | None) -> str:
