@@ -139,6 +139,19 @@ def _env(project: Path) -> dict[str, str]:
             "PYTHON": sys.executable, "SPECS": "demo.yaml", "RESULTS": str(project / "results"), "WORKERS": "1"}
 
 
+def _finished(job: str, deadline: float) -> list[str]:
+    """The array's task states once none is pending or running; ``sbatch --wait`` polls with a
+    growing sleep (it returned ~30 s after the last task ended here), so ask every 0.2 s instead.
+    Finished jobs stay in slurmctld's memory for MinJobAge (300 s): no accounting store is needed."""
+    while True:
+        shown = _run("scontrol", "-o", "show", "job", job, check=False, timeout=10.0).stdout.splitlines()
+        states = sorted(w.split("=", 1)[1] for line in shown for w in line.split() if w.startswith("JobState="))
+        if (len(states) == SHARDS and not {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING"} & set(states)) \
+                or time.monotonic() > deadline:
+            return states
+        time.sleep(0.2)
+
+
 def _verdicts(path: Path) -> dict[tuple[str, str], str]:
     _, rows = read_rows(path)
     return {(r["task_id"], r["arm"]): r["status"] for r in rows}
@@ -150,10 +163,12 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
     (project / "demo.yaml").write_text(sim_spec(30, arms=ARMS))
     env = _env(project)
     started = time.monotonic()
-    submitted = _run("sbatch", "--parsable", "--wait", f"--array=0-{SHARDS - 1}", f"--chdir={project}",
-                     f"--time={int(JOB_S // 60) + 1}", str(SCRIPT), timeout=JOB_S, check=False, env=env, cwd=project)
+    submitted = _run("sbatch", "--parsable", f"--array=0-{SHARDS - 1}", f"--chdir={project}",
+                     f"--time={int(JOB_S // 60) + 1}", str(SCRIPT), env=env, cwd=project)
+    job = submitted.stdout.strip().split(";")[0]
+    states = _finished(job, started + JOB_S)
     logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(project.glob("slurm-*.out")))
-    assert submitted.returncode == 0, f"{submitted.stdout}{submitted.stderr}\n{logs}"
+    assert states == ["COMPLETED"] * SHARDS, f"{states}\n{logs}"
     shards = sorted((project / "results").glob("shard-*.jsonl"))
     assert [p.name for p in shards] == [f"shard-{i}.jsonl" for i in range(SHARDS)], logs
     merged = project / "merged.jsonl"
