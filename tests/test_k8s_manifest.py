@@ -115,10 +115,18 @@ def test_the_pods_scripts_run_the_sweep_and_the_merge_as_an_indexed_job_would(tm
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "ECHO_BENCH_SHARD_COUNT": str(shards["spec"]["completions"])}
     env.pop("PYTEST_XDIST_WORKER", None)
-    for index in range(shards["spec"]["completions"]):
-        pod = subprocess.run(["bash", "-c", _local(_script(shards), results, spec)], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=TIMEOUT_S, check=False, env={**env, "JOB_COMPLETION_INDEX": str(index)})
-        assert pod.returncode == 0, pod.stdout[-2000:] + pod.stderr[-2000:]
+    pods = [subprocess.Popen(["bash", "-c", _local(_script(shards), results, spec)], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**env, "JOB_COMPLETION_INDEX": str(i)})
+            for i in range(shards["spec"]["completions"])]  # in parallel, as the Job's pods run
+    try:
+        for pod in pods:
+            output, _ = pod.communicate(timeout=TIMEOUT_S)
+            assert pod.returncode == 0, output[-2000:]
+    finally:
+        for pod in pods:
+            if pod.poll() is None:
+                pod.kill()
+                pod.wait(timeout=10)
     merge = subprocess.run(["bash", "-c", _local(_script(_job("echo-bench-merge")), results, spec)], cwd=tmp_path,
                            capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=env)
     assert merge.returncode == 0, merge.stdout[-2000:] + merge.stderr[-2000:]

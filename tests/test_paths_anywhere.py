@@ -44,7 +44,7 @@ def stayed(pytester: pytest.Pytester, result: pytest.RunResult, outside: Path) -
     """The rootdir, node ids and side files all stayed in the project; the outside holds our files only."""
     result.stdout.fnmatch_lines([f"rootdir: {pytester.path}"])
     assert (pytester.path / RESULTS_DIR).is_dir()  # where the default cache (and default results) go
-    common = Path(*[a for a, b in zip(pytester.path.parts, outside.parts) if a == b])
+    common = Path(*[a for a, b in zip(pytester.path.parts, outside.parts, strict=False) if a == b])
     assert not (common / RESULTS_DIR).exists() and not (outside / RESULTS_DIR).exists()
     for seen in map(json.loads, (p.read_text() for p in pytester.path.glob("gw*.json"))):
         assert seen["rootdir"] == str(pytester.path) and seen["nodeid"].startswith("demo.yaml::"), seen

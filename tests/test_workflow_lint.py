@@ -205,7 +205,7 @@ def test_the_gates_name_benchmark_and_arm_of_the_shipped_specs() -> None:
         doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
         arms[doc["benchmark"]] = list(doc["arms"])
     gates = [w for command in _echo_bench_commands() if command[0] == "report"
-             for flag, w in zip(command, command[1:]) if flag == "--gate"]
+             for flag, w in zip(command, command[1:], strict=False) if flag == "--gate"]
     assert gates and all("/" in g.split(">")[0] for g in gates), gates
     bind_gates([parse_gate(g, paired=True) for g in gates], arms)  # ValueError: a name no spec has, or ambiguous
     gated = [c for c in _echo_bench_commands() if "--gate" in c]

@@ -33,7 +33,7 @@ def spaced_values(namespace: Any, args: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for dest, flag in PATH_OPTIONS.items():
         value = getattr(namespace, dest, None)
-        if value and any(a == flag and b == value for a, b in zip(args, args[1:])):
+        if value and any(a == flag and b == value for a, b in zip(args, args[1:], strict=False)):
             found[flag] = value
     return found
 
