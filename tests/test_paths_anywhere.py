@@ -145,3 +145,18 @@ def test_the_meta_line_works_from_another_checkout(pytester: pytest.Pytester, tm
     result = pytester.runpytest(*ARGS, "--bench-resume", str(moved))
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([f"rootdir: {there}", "*sweep complete*"])
+
+
+def test_workers_import_no_conftest_above_the_rootdir(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller never imports a conftest.py above its rootdir (pytest's conftest boundary): nor do its workers."""
+    project = pytester.mkdir("project")
+    (project / "demo.yaml").write_text(sim_spec(4))
+    marker = pytester.path / "imported"
+    pytester.makeconftest(f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n")
+    monkeypatch.chdir(project)
+    out = tmp_path_factory.mktemp("elsewhere") / "x.jsonl"
+    result = pytester.runpytest(*ARGS, "-n", "2", "demo.yaml", "--bench-out", str(out))
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([f"rootdir: {project}"])
+    assert not marker.exists()

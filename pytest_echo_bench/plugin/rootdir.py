@@ -84,9 +84,14 @@ def _setup(ns: Any, invocation_dir: Path) -> tuple[Path, Path | None, dict[str, 
 
 
 def worker_pins(config: pytest.Config, before: str | None) -> str:
-    """``PYTEST_ADDOPTS`` for local xdist workers: the caller's own, then the controller's rootdir and ini.
+    """``PYTEST_ADDOPTS`` for local xdist workers: the caller's own, then the controller's rootdir, ini
+    file and conftest boundary.
 
     The user's own ``--rootdir``/``-c`` on the command line come after it and win, as they did here.
     """
-    pins = shlex.join(["--rootdir", str(config.rootpath), "--config-file", str(config.inipath or os.devnull)])
+    # With no ini file, /dev/null says "none"; pytest would then derive the conftest boundary from
+    # /dev, so it is pinned too: a worker never imports a conftest.py the controller would not.
+    confcutdir = config.known_args_namespace.confcutdir or str(config.rootpath)
+    pins = shlex.join(["--rootdir", str(config.rootpath), "--config-file", str(config.inipath or os.devnull),
+                       "--confcutdir", confcutdir])
     return f"{before} {pins}" if before else pins
