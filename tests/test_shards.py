@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli import main
 from pytest_echo_bench.ops.shards import coverage, k_of_n, part_of, whole_number
 from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
@@ -77,7 +78,7 @@ def test_every_item_is_in_exactly_one_shard_with_all_its_arms(task_id: str, benc
 
 
 def test_a_sweep_keeps_each_items_arms_and_epochs_in_one_shard(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    make_spec(pytester, sim_spec(40, arms=ARMS, extra="epochs: 2\n"))
+    make_spec(pytester, sim_spec(20, arms=ARMS, extra="epochs: 2\n"))
     files = run_shards(sweep, pytester.path, 4)
     holders: dict[str, list[int]] = {}
     for k, path in enumerate(files, 1):
@@ -87,8 +88,8 @@ def test_a_sweep_keeps_each_items_arms_and_epochs_in_one_shard(pytester: pytest.
         for task_id, pieces in by_task.items():
             assert pieces == {(a, e) for a in "abc" for e in (1, 2)}, (k, task_id)  # every arm, every epoch
             holders.setdefault(task_id, []).append(k)
-    assert sorted(holders) == sorted(f"q{i}" for i in range(40)) and all(len(h) == 1 for h in holders.values())
-    assert sum(len(keys(f)) for f in files) == 240
+    assert sorted(holders) == sorted(f"q{i}" for i in range(20)) and all(len(h) == 1 for h in holders.values())
+    assert sum(len(keys(f)) for f in files) == 120 and all(keys(f) for f in files)
     meta, _ = read_rows(files[1])
     assert meta is not None and meta["selection"]["shard"] == "2/4" and meta["shard_scheme"] == 2
 
@@ -193,6 +194,17 @@ def test_explicit_shards_allow_surrounding_whitespace() -> None:
     assert whole_number("007") == 7 and whole_number("") is None and k_of_n("4/4") == (4, 4)
 
 
+@settings(derandomize=True, database=None, deadline=None, max_examples=200)
+@given(text=st.text(st.sampled_from("0123456789 \t\n\r/+-_\u0663\u00a0ab"), max_size=12))
+def test_only_ascii_digits_with_outer_whitespace_are_numbers(text: str) -> None:
+    core = text.strip(" \t\r\n")
+    expected = int(core) if core and len(core) <= 7 and all(c in "0123456789" for c in core) else None
+    assert whole_number(text) == expected
+    head, sep, tail = text.partition("/")
+    k, n = whole_number(head), whole_number(tail)
+    assert k_of_n(text) == ((k, n) if sep and k is not None and n is not None and 1 <= k <= n <= 1_000_000 else None)
+
+
 # --- resume ----------------------------------------------------------------------------------
 
 def _resume(sweep: Sweep, path: Path, *args: str) -> pytest.RunResult:
@@ -261,6 +273,8 @@ def test_a_merge_of_three_of_four_shards_says_so_and_fails_gates(pytester: pytes
     status, _, err = cli(capsys, "report", str(partial), "--gate", "a>=0", "--allow-partial")
     assert status == 0 and "allowed on a partial sweep" in err and "gate a>=0: passed" in err
     assert cli(capsys, "report", str(partial))[0] == 0  # no gate: the report itself is not refused
+    result = _resume(sweep, partial)
+    assert result.ret == 4 and "a merge of shards 1, 2, 4 of 4; resume each shard's own file" in result.stderr.str()
     # The missing shard, merged in later, makes it whole.
     whole = pytester.path / "whole.jsonl"
     status, out, _ = cli(capsys, "merge", str(partial), str(files[2]), "-o", str(whole))
@@ -288,14 +302,14 @@ def test_a_single_shard_file_gated_is_partial_and_an_unsharded_one_is_whole(
 
 def test_all_four_shards_merge_to_the_unsharded_verdicts_with_duplicates_once(
         pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
-    make_spec(pytester, sim_spec(24, arms=ARMS, extra="epochs: 2\n"))
+    make_spec(pytester, sim_spec(16, arms=ARMS, extra="epochs: 2\n"))
     unsharded = pytester.path / "unsharded.jsonl"
     sweep.run("--bench-out", str(unsharded))
     files = run_shards(sweep, pytester.path, 4)
     merged = pytester.path / "merged.jsonl"
     twice = len(keys(files[1]))
     status, out, _ = cli(capsys, "merge", *map(str, files), str(files[1]), "-o", str(merged))
-    assert status == 0 and f"144 rows, {twice} duplicates removed, 0 conflicts" in out and "all of them" in out
+    assert status == 0 and f"96 rows, {twice} duplicates removed, 0 conflicts" in out and "all of them" in out
     assert keys(merged) == keys(unsharded)
     strip = lambda d: {arm: {k: v for k, v in s.items() if not k.startswith("wall")} for arm, s in d["arms"].items()}  # noqa: E731
     ours, theirs = report_json(merged, capsys), report_json(unsharded, capsys)
@@ -336,8 +350,25 @@ def test_coverage_of_parts() -> None:
     assert coverage([part("1/2"), part("2/2"), part("1/4")]).missing == ["2/4", "3/4", "4/4"]  # every sweep must be whole
     assert coverage([part("1/1"), part("", shards=["1/2"], complete=True)]).complete  # a complete merge is whole
     assert coverage([]).complete
-    with pytest.raises(Exception, match="not K/N of one N"):
+    with pytest.raises(StoreError, match="not K/N of one N"):
         part_of("f", {"shards": ["1/2", "1/3"]})
+
+
+def test_a_meta_line_with_broken_shard_fields_is_refused_naming_the_file(
+        pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    shard = run_shards(sweep, pytester.path, 2)[0]
+    lines = shard.read_text().splitlines()
+    for field, value, why in (("complete", "yes", "'complete' must be true or false"),
+                              ("shards", ["1/2", 3], "'shards' must be a list of strings"),
+                              ("selection", {"shard": "1 of 2"}, "records shards 1 of 2, which are not K/N"),
+                              ("shard_scheme", 0, "'shard_scheme' must be an integer of 1 or more")):
+        meta = {**json.loads(lines[0]), field: value}
+        broken = pytester.path / "broken.jsonl"
+        broken.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+        for argv in (("report", str(broken)), ("merge", str(broken), "-o", str(pytester.path / "m.jsonl"))):
+            status, _, err = cli(capsys, *argv)
+            assert status == 2 and f"{broken}:1" in err and why in err, err
 
 
 def test_a_gate_during_a_shard_run_is_refused_unless_partial(pytester: pytest.Pytester, sweep: Sweep) -> None:
@@ -347,3 +378,5 @@ def test_a_gate_during_a_shard_run_is_refused_unless_partial(pytester: pytest.Py
     result.stderr.fnmatch_lines(["*--bench-gate with --bench-shard 1/2: a shard holds part of the sweep*--bench-allow-partial*"])
     result, _, _ = sweep.run("--bench-shard", "1/2", "--bench-gate", "a>=0", "--bench-allow-partial")
     assert result.ret == 0
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out), "--bench-gate", "a>=0")  # the file's own shard
+    assert result.ret == 4 and "--bench-gate with --bench-shard 1/2" in result.stderr.str()

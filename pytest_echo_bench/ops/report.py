@@ -23,7 +23,7 @@ from pytest_echo_bench.ops.compare import (
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
-from pytest_echo_bench.ops.shards import Coverage, coverage, part_of
+from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
 __all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
@@ -130,7 +130,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unknown_figures=results.unknown_figures,
-                    coverage=coverage(part_of(f"the meta line of {m.benchmark}", m.to_json()) for m in results.metas))
+                    coverage=coverage(results.parts))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))

@@ -61,7 +61,7 @@ def part_of(path: Path | str, meta: Mapping[str, Any] | None) -> Part:
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
-        raise StoreError(f"{path}: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
+        raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
     sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
              f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
     scheme = meta.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)

@@ -20,7 +20,7 @@ from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.shard import resumed_shard
+from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
@@ -216,6 +216,7 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
         markexpr = markexpr or recorded.get("markexpr") or None
     if opened is not None:  # with positional args too: a shard file resumes as its own shard, or not at all
         shard = resumed_shard(found, opts.shard, str(opts.resume))
+    refuse_partial_gate(shard, len(opts.gates), opts.allow_partial)
     return Selection(args, keyword, markexpr, shard)
 
 

@@ -38,6 +38,7 @@ class BenchOptions:
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
     require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
+    allow_partial: bool = False  # a gate may judge one shard alone
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -125,12 +126,6 @@ def resolve(config: pytest.Config) -> BenchOptions:
     cache = _cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache"))
     for option, path in (("--bench-out", out), ("--bench-resume", resume), ("--bench-html", html), ("--bench-cache", cache)):
         _check_file(option, path)
-    shard = parse_shard(_pick(config, "bench_shard", "ECHO_BENCH_SHARD", "bench_shard"))
-    gates = _gates(config.getoption("bench_gate") or ())
-    if shard is not None and gates and not config.getoption("bench_allow_partial"):
-        raise pytest.UsageError(f"--bench-gate with --bench-shard {shard}: a shard holds part of the sweep, and a "
-                                "gate judges the whole; gate the merged shards (echo-bench report MERGED.jsonl --gate "
-                                "RULE), or pass --bench-allow-partial to gate this shard alone")
     return BenchOptions(
         out=out,
         resume=resume,
@@ -138,8 +133,9 @@ def resolve(config: pytest.Config) -> BenchOptions:
         concurrency=concurrency,
         fsync=fsync,
         strict=strict,
-        shard=shard,
-        gates=gates,
+        shard=parse_shard(_pick(config, "bench_shard", "ECHO_BENCH_SHARD", "bench_shard")),
+        gates=_gates(config.getoption("bench_gate") or ()),
+        allow_partial=bool(config.getoption("bench_allow_partial")),
         html=html,
         progress_every=every,
         cache=cache,

@@ -82,6 +82,15 @@ def _family(environ: Mapping[str, str]) -> tuple[str, ...]:
     return names
 
 
+def refuse_partial_gate(shard: str | None, gates: int, allowed: bool) -> None:
+    """A gate judges the whole sweep: with a shard (given, or the one a resumed file records) it is
+    refused before anything runs, unless the user says this shard alone is what to judge."""
+    if shard and gates and not allowed:
+        raise pytest.UsageError(f"--bench-gate with --bench-shard {shard}: a shard holds part of the sweep, and a "
+                                "gate judges the whole; gate the merged shards (echo-bench report MERGED.jsonl --gate "
+                                "RULE), or pass --bench-allow-partial to gate this shard alone")
+
+
 def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str) -> str | None:
     """The shard a resume runs: the one the file records; a different one given is refused, and so is
     a shard file written with the old per-arm assignment (resuming it would mix two partitions)."""
@@ -96,7 +105,7 @@ def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str
     if recorded and part.scheme != SCHEME:
         raise pytest.UsageError(
             f"--bench-resume {path}: shard {recorded} was written by an earlier version, which assigned each "
-            f"(task, arm) to a shard on its own; this version keeps an item's arms and epochs in one shard, so "
+            "(task, arm) to a shard on its own; this version keeps an item's arms and epochs in one shard, so "
             "resuming would mix the two assignments. Finish it with the version that wrote it, or run this shard "
             "again into a new file (--bench-out NEW.jsonl) and merge the new files")
     if given is not None and str(given) != recorded:
