@@ -12,7 +12,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.gates import parse_gate, unknown_arm
+from pytest_echo_bench.ops.gates import bind_gates, parse_gate
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 
@@ -107,24 +107,27 @@ def test_gates_decide_the_exit_status(pytester: pytest.Pytester, sweep: Sweep, g
     result.stdout.fnmatch_lines([f"gate {gate}: *{line}*"])
 
 
-@pytest.mark.parametrize(("gate", "name"), [("zz>=0.1", "zz"), ("a>=zz-0.1", "zz-0.1"), ("a >= c", "c")])
+@pytest.mark.parametrize(("gate", "name"), [("zz>=0.1", "zz"), ("a>=zz-0.1", "zz"), ("a >= c", "c"), ("other/a>=0.1", "other/a")])
 def test_a_gate_naming_no_arm_is_refused_before_the_first_item(
     pytester: pytest.Pytester, sweep: Sweep, gate: str, name: str,
 ) -> None:
     make_spec(pytester, sim_spec(20, arms=ARMS))
     result, _, _ = sweep.run("--bench-gate", "a>=0.1", "--bench-gate", gate)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--bench-gate '{gate}': no arm '{name}' in this run; known arms: a, b"])
+    result.stderr.fnmatch_lines([f"*--bench-gate '{gate}': no arm '{name}'; known arms: a, b"])
     assert not sweep.out.exists()  # nothing ran, nothing was started: the corrected command runs as new
     result, _, rows = sweep.run("--bench-gate", "a>=0.1")
     assert result.ret == 0 and len(rows) == 40
 
 
 def test_gate_names_carry_the_benchmark_when_a_run_has_several() -> None:
-    gates = [parse_gate("demo/a>=0.5"), parse_gate("other/x>=demo/a-0.1")]
-    assert unknown_arm(gates, {"demo": ["a"], "other": ["x"]}) is None
-    assert "no arm 'a'" in (unknown_arm([parse_gate("a>=0.5")], {"demo": ["a"], "other": ["x"]}) or "")
-    assert unknown_arm([parse_gate("a>=0.5")], {"demo": ["a"]}) is None
+    gates = [parse_gate("demo/a>=0.5"), parse_gate("other/x>=demo/a-0.1"), parse_gate("x >= a")]
+    bound = bind_gates(gates, {"demo": ["a"], "other": ["x"]})
+    assert [(g.arm, g.rhs) for g in bound] == [("demo/a", "0.5"), ("other/x", "demo/a - 0.1"), ("other/x", "demo/a")]
+    assert bound[1].check({"demo/a": 0.5, "other/x": 0.45}) == (True, "gate other/x>=demo/a-0.1: passed (other/x = 0.450, bound 0.400)")
+    with pytest.raises(ValueError, match="gate 'a>=0.5': arm name 'a' is ambiguous: 2 benchmarks have it; write one of demo/a, other/a"):
+        bind_gates([parse_gate("a>=0.5")], {"demo": ["a"], "other": ["a"]})
+    assert [g.arm for g in bind_gates([parse_gate("demo/a>=0.5")], {"demo": ["a"]})] == ["a"]  # one benchmark: keyed bare
 
 
 def test_bad_gate_is_a_usage_error(pytester: pytest.Pytester, sweep: Sweep) -> None:

@@ -23,6 +23,8 @@ import yaml
 from npm_tools import npm_ci
 
 from pytest_echo_bench.ops.cli import parser
+from pytest_echo_bench.ops.gates import bind_gates, parse_gate
+from pytest_echo_bench.store.files import CACHE_FILE, RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "docs" / "nightly.yml"
@@ -178,3 +180,33 @@ def test_workflow_commands_exist(pytestconfig: pytest.Config) -> None:
             if word.startswith("--"):
                 # getoption raises ValueError for an option no plugin registered.
                 pytestconfig.getoption(word[2:].split("=", 1)[0].replace("-", "_"))
+
+
+def test_every_job_is_bounded_in_time() -> None:
+    # The supervisor may wait for a provider's reset: without timeout-minutes GitHub waits 6 hours.
+    for name, job in _workflow()["jobs"].items():
+        assert 0 < int(job.get("timeout-minutes", 0)) <= 240, f"job {name} has no timeout-minutes (or over 4 hours)"
+
+
+def test_the_sweep_keeps_its_response_cache_between_nights() -> None:
+    steps = _steps(_workflow()["jobs"]["shard"])
+    caches = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/cache@")]
+    sweeps = [i for i, s in enumerate(steps) if "--bench-shard" in str(s.get("run", ""))]
+    assert len(caches) == 1 and len(sweeps) == 1 and caches[0] < sweeps[0]
+    cached = steps[caches[0]]["with"]
+    assert cached["path"] == f"{RESULTS_DIR}/{CACHE_FILE}"  # where the sweep's default cache is, under the rootdir
+    assert "--bench-cache" not in str(steps[sweeps[0]]["run"])
+    assert "${{ matrix.shard }}" in cached["key"] and "${{ github.run_id }}" in cached["key"]  # saved anew each night
+
+
+def test_the_gates_name_benchmark_and_arm_of_the_shipped_specs() -> None:
+    arms: dict[str, list[str]] = {}
+    for spec in sorted((ROOT / "bench_specs").glob("*.yaml")):
+        doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        arms[doc["benchmark"]] = list(doc["arms"])
+    gates = [w for command in _echo_bench_commands() if command[0] == "report"
+             for flag, w in zip(command, command[1:], strict=False) if flag == "--gate"]
+    assert gates and all("/" in g.split(">")[0] for g in gates), gates
+    bind_gates([parse_gate(g, paired=True) for g in gates], arms)  # ValueError: a name no spec has, or ambiguous
+    gated = [c for c in _echo_bench_commands() if "--gate" in c]
+    assert all("--allow-partial" not in c for c in gated)  # a missing shard fails the nightly

@@ -14,6 +14,7 @@ from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
+from pytest_echo_bench.ops.names import ArmNames
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
 from pytest_echo_bench.store.safe_text import shown
 
@@ -34,6 +35,8 @@ def _report(args: argparse.Namespace) -> int:
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
     report = build_report(load_results(args.files), oracle, args.reduce)
+    names = ArmNames({b.name: b.arms for b in report.benchmarks})
+    gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
     say(render(report, args.format))
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
     intervals = paired_intervals(report)
@@ -44,7 +47,7 @@ def _report(args: argparse.Namespace) -> int:
         say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
             f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
             err=True)
-    for gate in args.gate:
+    for gate in gates:
         ok, line = gate.check(rates, intervals)
         failed += not ok
         say(line, err=True)
@@ -188,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
     r.add_argument("files", nargs="+", type=Path)
     r.add_argument("--format", choices=FORMATS, default="table")
-    r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row (default: all)")
+    r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row, as ARM or BENCHMARK/ARM (default: all)")
     r.add_argument("--reduce", choices=REDUCERS, default="mean",
                    help="How the samples of an item recorded with epochs make its score: mean (default; the share "
                         "correct), majority (more than half correct) or pass_at_k (any correct)")
@@ -200,7 +203,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_report)
     w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
     w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")
-    w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for")
+    w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)")
     w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
     w.add_argument("--discordant", type=number(0, 1, open_low=True),
                    help="Expected share of items the arms disagree on (e.g. 0.12)")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from pytest_echo_bench.ops.names import ArmNames
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
@@ -71,6 +73,26 @@ class Gate:
         return ok, (f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {level:.0%} CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
                     f"the {need})")
 
+    def bind(self, names: ArmNames) -> Gate:
+        """This gate with its arms named as the rates are keyed (``arm`` or ``benchmark/arm``).
+
+        ValueError, naming the gate, for an arm no benchmark has or a bare name two benchmarks share.
+        """
+        try:
+            arm = names.label(names.resolve(self.arm))
+            return replace(self, arm=arm, rhs=self.rhs if _is_number(self.rhs) else self._bound_rhs(names))
+        except ValueError as exc:
+            raise ValueError(f"gate {self.text!r}: {exc}") from None
+
+    def _bound_rhs(self, names: ArmNames) -> str:
+        whole = names.find(self.rhs)  # arm names may contain '-' and digits: the whole name wins
+        if whole is not None:
+            return names.label(whole)
+        m = _DELTA.match(self.rhs)
+        if m is None:
+            return names.label(names.resolve(self.rhs))  # raises: no such arm, with the known ones
+        return f"{names.label(names.resolve(m.group('arm')))} {m.group('delta')} {m.group('margin')}"
+
     def _relative(self, rates: Mapping[str, float]) -> tuple[str, float] | None:
         """(other arm, margin) of a right-hand side ``OTHER`` or ``OTHER - 0.02``."""
         if self.rhs in rates:  # arm names may contain '-' and digits: the whole name wins
@@ -115,20 +137,14 @@ def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:
     return arm if len(set(benchmarks)) <= 1 else f"{benchmark}/{arm}"
 
 
-def unknown_arm(gates: Iterable[Gate], arms: Mapping[str, Iterable[str]]) -> str | None:
-    """What is wrong with the first gate naming an arm the run does not have (None: every name is known).
+def bind_gates(gates: Iterable[Gate], arms: Mapping[str, Iterable[str]]) -> tuple[Gate, ...]:
+    """Every gate with its names checked and bound (``Gate.bind``); ``arms``: benchmark -> its arm names.
 
-    Checked before the first item runs: a misspelt arm would otherwise be found only after the
-    whole sweep, as a failed gate. ``arms``: benchmark -> its arm names.
+    The plugin calls it before the first item runs: a misspelt or ambiguous arm would otherwise be
+    found only after the whole sweep, as a failed gate.
     """
-    known = {arm_key(b, a, arms): 0.0 for b, names in arms.items() for a in names}
-    for gate in gates:
-        rhs_ok = _is_number(gate.rhs) or gate._relative(known) is not None
-        if gate.arm not in known or not rhs_ok:
-            name = gate.arm if gate.arm not in known else gate.rhs
-            return (f"--bench-gate {gate.text!r}: no arm {name!r} in this run; "
-                    f"known arms: {', '.join(sorted(known)) or '(none)'}")
-    return None
+    names = ArmNames(arms)
+    return tuple(gate.bind(names) for gate in gates)
 
 
 def _is_number(text: str) -> bool:

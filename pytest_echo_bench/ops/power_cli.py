@@ -37,6 +37,7 @@ def _planned(diff: float, psi: float, alpha: float, power: float) -> tuple[list[
 
 
 def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
+    from pytest_echo_bench.ops.names import ArmNames
     from pytest_echo_bench.ops.report import build_report, load_results
     from pytest_echo_bench.ops.results import Results
 
@@ -45,11 +46,17 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
         return ["echo-bench power: a pilot file needs --pair A,B (two arm names)"], 2
     results: Results = load_results(args.files)
     report = build_report(results)
-    found = [p for p in report.pairs if {p.a, p.b} == set(names)]
+    known = ArmNames({b.name: b.arms for b in report.benchmarks})
+    try:  # ARM or BENCHMARK/ARM; a bare name two benchmarks share is refused with the choices
+        picked = [known.resolve(name) for name in names]
+    except ValueError as exc:
+        return [f"echo-bench power: --pair: {exc}"], 2
+    found = [p for p in report.pairs if {(p.benchmark, p.a), (p.benchmark, p.b)} == set(picked)]
     if not found:
-        return [f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"], 2
+        return [f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"
+                + (" (the two arms are of different benchmarks)" if picked[0][0] != picked[1][0] else "")], 2
     p = found[0]
-    sign = 1 if p.a == names[0] else -1
+    sign = 1 if p.a == picked[0][1] else -1
     psi = (p.a_only + p.b_only) / p.n if p.n else 0.0
     diff = args.diff if args.diff is not None else sign * (p.diff or 0.0)
     pilot = (f"pilot {p.benchmark or '-'}: {names[0]} - {names[1]} = {sign * (p.diff or 0.0):+.4f} on {p.n} items, "
@@ -61,7 +68,7 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
     planned, status = _planned(diff, psi, args.alpha, args.power)
     rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
             for r in results.rows if r.benchmark == p.benchmark and r.status != "error")
-    design = design_lines(paired_items(rows, names[0], names[1]), diff, args.alpha, args.power, args.repeats)
+    design = design_lines(paired_items(rows, picked[0][1], picked[1][1]), diff, args.alpha, args.power, args.repeats)
     return [pilot, detect, *planned, *design], status
 
 

@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.compare import (
     with_holm,
 )
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
+from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
 from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
@@ -123,10 +124,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``)."""
     order = _arm_order(results)
-    known = {arm for arms in order.values() for arm in arms}
-    unknown = sorted(set(oracle_arms or ()) - known)
-    if unknown:
-        raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(sorted(known))}")
+    oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
@@ -135,9 +133,18 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=coverage(results.parts))
     for bench, arms in order.items():
-        _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
+        _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))
     return report
+
+
+def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
+    """The (benchmark, arm) pairs ``--oracle`` names; ValueError listing every unknown name."""
+    found = {name: names.find(name) for name in given}  # an ambiguous name raises, with the choices
+    unknown = [name for name, pair in found.items() if pair is None]
+    if unknown:
+        raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(names.labels())}")
+    return {pair for pair in found.values() if pair is not None}
 
 
 def _arm_order(results: Results) -> dict[str, list[str]]:
@@ -153,7 +160,7 @@ def _arm_order(results: Results) -> dict[str, list[str]]:
     return order
 
 
-def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle_arms: Sequence[str] | None,
+def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle: set[ArmRef] | None,
                    reduced: tuple[Reduced, str] | None = None) -> None:
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
@@ -169,7 +176,7 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
     # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
     by_arm = {arm: items for arm, items in by_arm.items() if items}
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
-    chosen_arms = [a for a in by_arm if oracle_arms is None or a in oracle_arms]
+    chosen_arms = [a for a in by_arm if oracle is None or (bench, a) in oracle]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
     if len(chosen_arms) >= 2:
         report.oracles.append(_oracle(bench, chosen_arms, verdicts))

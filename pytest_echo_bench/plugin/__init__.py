@@ -23,10 +23,21 @@ from pytest_echo_bench.plugin import options
 # The run context, as plain JSON, that the controller hands every xdist worker.
 HANDOFF = pytest.StashKey[dict[str, Any]]()
 _WORKER_KEY = "echo_bench"
+_ADDOPTS_KEY = "echo_bench_addopts"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.addoption(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Before any conftest or plugin configures: a path option's value must not have moved the rootdir."""
+    namespace = early_config.known_args_namespace
+    if any(getattr(namespace, dest, None) for dest in options.PATH_OPTIONS):  # else nothing of ours loads
+        from pytest_echo_bench.plugin.rootdir import repin
+
+        repin(early_config, args)
 
 
 @pytest.hookimpl(trylast=True)
@@ -35,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bench_subtask(name): the subtask of a benchmark item")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
+        if _ADDOPTS_KEY in workerinput:  # what the controller's environment said, before the pins
+            _restore_addopts(workerinput[_ADDOPTS_KEY])
         if workerinput.get(_WORKER_KEY):  # the controller found specs
             from pytest_echo_bench.plugin.register import worker
 
@@ -77,6 +90,27 @@ def pytest_configure_node(node: Any) -> None:
     handoff = node.config.stash.get(HANDOFF, None)
     if handoff is not None:
         node.workerinput[_WORKER_KEY] = handoff
+        node.workerinput[_ADDOPTS_KEY] = os.environ.get("PYTEST_ADDOPTS")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """Controller: local workers start with its rootdir and ini file (``plugin.rootdir``)."""
+    if config.stash.get(HANDOFF, None) is None:
+        return  # not a sweep: xdist's workers are left exactly as they are
+    from pytest_echo_bench.plugin.rootdir import worker_pins
+
+    for spec in specs:
+        if spec.popen and not spec.chdir:  # a remote or relocated worker has its own paths
+            spec.env["PYTEST_ADDOPTS"] = worker_pins(config, os.environ.get("PYTEST_ADDOPTS"))
+
+
+def _restore_addopts(before: str | None) -> None:
+    """A worker's own subprocesses (model CLIs, sandboxes) see the environment the user gave."""
+    if before is None:
+        os.environ.pop("PYTEST_ADDOPTS", None)
+    else:
+        os.environ["PYTEST_ADDOPTS"] = before
 
 
 # -- finding spec files ----------------------------------------------------------------------

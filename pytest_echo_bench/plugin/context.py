@@ -17,7 +17,7 @@ from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
-from pytest_echo_bench.ops.gates import unknown_arm
+from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
@@ -85,9 +85,11 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     """Controller only: decide the results file, write down the meta line, check a resume."""
     rootdir = config.rootpath
     fingerprints, parts, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
-    wrong_gate = unknown_arm(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()}) if loaded else None
-    if wrong_gate:  # before the file is taken or started: the same command, corrected, runs as new
-        raise pytest.UsageError(wrong_gate)
+    if loaded:  # before the file is taken or started: the same command, corrected, runs as new
+        try:
+            bind_gates(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()})
+        except ValueError as exc:
+            raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]

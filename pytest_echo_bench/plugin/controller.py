@@ -17,6 +17,7 @@ import pytest
 
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.gates import Gate, bind_gates
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
@@ -72,9 +73,14 @@ class ControllerPlugin:
             self._write(isolation.summary_line())
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
-                            self._write, list(self.opts.gates),
+                            self._write, self._gates(),
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs())
         self.live.start()
+
+    def _gates(self) -> list[Gate]:
+        """The gates with their arms named as the tallies key them (checked by ``build_context`` already)."""
+        arms = self.ctx.meta.get("arms") or {}
+        return list(bind_gates(self.opts.gates, arms)) if arms else list(self.opts.gates)
 
     def _scores_code(self) -> bool:
         """Whether a spec of this run has its answers' code executed (the sandbox's isolation matters)."""

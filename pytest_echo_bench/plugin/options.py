@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
+# The options whose values are paths, by dest: pytest may take any of them for a test path (plugin.rootdir).
+PATH_OPTIONS = {"bench_out": "--bench-out", "bench_resume": "--bench-resume",
+                "bench_cache": "--bench-cache", "bench_html": "--bench-html"}
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ def addoption(parser: pytest.Parser) -> None:
                     "auto: K/N from a Slurm job array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX "
                     "and ECHO_BENCH_SHARD_COUNT)")
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
-                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
-                    "(repeatable)")
+                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02'; "
+                    "arms as ARM or BENCHMARK/ARM, which two benchmarks sharing an arm name need (repeatable)")
     group.addoption("--bench-allow-partial", action="store_true", default=None,
                     help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
                     "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)")
