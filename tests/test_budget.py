@@ -72,13 +72,33 @@ def test_two_workers_32_in_flight_each_never_overshoot_and_keep_pairs_whole(
     assert marker["reason"] == "budget" and marker["items_complete"] == 50
 
 
+def test_holds_of_calls_in_flight_come_back_so_the_budget_is_spent_not_just_held(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server, delay=0.01)
+    # Priced on input: a prompt's worst case is its bytes and framing (26 tokens), what the server
+    # counts its words (2): 16 calls in flight hold twice the budget at first.
+    prices = "pricing:\n  a: {input: 1000, output: 0}\n  b: {input: 1000, output: 0}\n"
+    make_spec(pytester, sim_spec(60, arms=arm(openai_server, "a") + arm(openai_server, "b"), extra=prices))
+    result, _, rows = sweep.run("--bench-concurrency", "16", "--bench-budget-usd", "0.2")
+    assert result.ret == 2
+    assert spent(rows) <= 0.2 + 1e-9
+    # Refusing what does not fit at once would close the run after 3 pairs (6 rows): 0.2 holds 3
+    # pairs' worst cases. Waiting for the holds to settle, pairs start until what is spent and
+    # pledged to started pairs leaves no room for one more (66 rows measured; 74 at most).
+    assert len(rows) >= 50 and pairs_whole(rows)
+
+
 def test_the_budget_stop_resumes_with_a_larger_budget_exactly_once(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
     exact_answers(openai_server)
     make_spec(pytester, priced_spec(openai_server, 10))
     budget = 8.5 * PER_CALL
-    result, _, rows = sweep.run("--bench-concurrency", "4", "--bench-budget-usd", repr(budget))
+    page = pytester.path / "page.html"
+    result, _, rows = sweep.run("--bench-concurrency", "4", "--bench-budget-usd", repr(budget),
+                                "--bench-progress-every", "0.001", "--bench-html", str(page))
     assert result.ret == 2
+    result.stdout.fnmatch_lines(["echo-bench: */20 done*spent $0.0*of $0.0340*"])  # the progress line
+    assert "Budget:</strong> spent $0.0320 of $0.0340" in page.read_text()
     assert len(rows) == 8 and pairs_whole(rows) and spent(rows) <= budget + 1e-9
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "budget"

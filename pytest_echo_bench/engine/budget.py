@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,6 +27,9 @@ from pytest_echo_bench.store.ledger import EPSILON_USD, Ledger, LedgerState
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
 T = TypeVar("T")
+WAIT = "wait"  # (compared by identity) ``_cover``'s answer when the room is held by calls in flight: ask again shortly
+POLL_S = 0.01
+MAX_WAIT_S = 600.0  # a call waits this long at most for room the calls in flight hold, then is refused
 Settle = Callable[["float | None"], None]
 
 
@@ -50,6 +54,7 @@ class Ticket:
     spent: float = 0.0
     in_flight: float = 0.0  # worst cases of calls sent and not yet answered
     started: bool = False
+    _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -61,8 +66,10 @@ class Ticket:
         """Around one real call: held before it is sent; ``settle(cost)`` once it answers (None: the
         reply said no usage, so its worst case stands as spent, as it does when no reply comes)."""
         worst = call_worst(self.spec, arm, prompt)
+        deadline = time.monotonic() + self.budget.max_wait_s
         with self._lock:
-            refused = self.budget.ledger_change(lambda state: self._cover(state, worst or 0.0))
+            while (refused := self.budget.ledger_change(lambda state: self._cover(state, worst or 0.0, deadline))) is WAIT:
+                time.sleep(POLL_S)  # bounded: calls in flight settle, or the deadline refuses
             if refused:
                 raise BudgetError(refused)
             self.in_flight += worst or 0.0
@@ -83,9 +90,10 @@ class Ticket:
                     self.in_flight -= worst or 0.0
                     self.spent += worst or 0.0
 
-    def _cover(self, state: LedgerState, worst: float) -> str | None:
+    def _cover(self, state: LedgerState, worst: float, deadline: float) -> str | None:
         """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state keeps
-        the count of refusals, so a refusal is written too)."""
+        the count of refusals, so a refusal is written too), or ``WAIT``."""
+        self._deadline = deadline
         if not self.started:
             refused = self._start(state)
             if refused:
@@ -94,7 +102,7 @@ class Ticket:
         short = worst - (self.held - self.in_flight - self.spent)
         if short > EPSILON_USD:  # the estimate fell short (a judge quoting long answers): more, if it fits
             if not state.fits(self.names, short):
-                return self._refuse(state, short, "its next call's worst case")
+                return self._wait_or_refuse(state, {n: short for n in self.names}, short, "its next call's worst case")
             state.hold(self.names, short)
             self.held += short
         return None
@@ -112,20 +120,39 @@ class Ticket:
         own = item_worst(self.spec, self.arm, self.prompt) or 0.0
         if not shares:  # started elsewhere without this arm's share, or a call of its own: it alone must fit
             if not state.fits(self.names, own):
-                return self._refuse(state, own, "this item's worst case")
+                return self._wait_or_refuse(state, {n: own for n in self.names}, own, "this item's worst case")
             state.hold(self.names, own)
             self.held = own
             return None
-        if self.spec.benchmark in state.closed or not _all_fit(state, self.spec, shares):
-            if self.spec.benchmark not in state.closed:
+        need = _by_account(self.spec, shares)
+        if self.spec.benchmark in state.closed or not all(state.fits([n], amount) for n, amount in need.items()):
+            refused = self._wait_or_refuse(state, need, shares[self.arm], "the worst case of all its arms",
+                                           sum(shares.values()), new=True)
+            if refused is not WAIT and self.spec.benchmark not in state.closed:
                 state.closed.append(self.spec.benchmark)
-            return self._refuse(state, shares[self.arm], "the worst case of all its arms", sum(shares.values()))
+            return refused
         for arm, share in shares.items():
             state.hold(accounts(self.spec, arm), share)
         self.held = shares.pop(self.arm)
         if shares:
             state.pledged[key] = shares  # type: ignore[index]
         return None
+
+    def _wait_or_refuse(self, state: LedgerState, need: Mapping[str, float], own: float, what: str,
+                        shown: float | None = None, new: bool = False) -> str:
+        """``WAIT`` while the room is held by calls in flight (it comes back as they settle); else refused.
+
+        Started items' pledges do not come back, so they count as spent here; a benchmark closed to
+        new items refuses them at once. Without the wait, 16 calls in flight whose worst cases are
+        12 times what they cost held the whole budget at the start, and the first new item closed it.
+        """
+        if not (new and self.spec.benchmark in state.closed):
+            pledged = _pledged(state)
+            # This item's own hold does not come back while it waits.
+            later = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
+            if later and time.monotonic() < self._deadline:
+                return WAIT
+        return self._refuse(state, own, what, shown)
 
     def _refuse(self, state: LedgerState, need: float, what: str, shown: float | None = None) -> str:
         """Count a call not sent (``need``: its own worst case, what a resume needs for it)."""
@@ -145,13 +172,32 @@ class Ticket:
         state.settle(self.names, self.held, self.spent + self.in_flight)
 
 
-def _all_fit(state: LedgerState, spec: Spec, shares: Mapping[str, float]) -> bool:
-    """Every account has room for the sum of the shares charged to it ("run" takes every arm's)."""
+def _by_account(spec: Spec, shares: Mapping[str, float]) -> dict[str, float]:
+    """What the shares need of each account ("run" takes every arm's)."""
     need: dict[str, float] = {}
     for arm, share in shares.items():
         for name in accounts(spec, arm):
             need[name] = need.get(name, 0.0) + share
-    return all(state.fits([name], amount) for name, amount in need.items())
+    return need
+
+
+def _pledged(state: LedgerState) -> dict[str, float]:
+    """Per account, what started items hold for their other arms."""
+    found: dict[str, float] = {}
+    for key, shares in state.pledged.items():
+        benchmark = key.split("\t", 1)[0]
+        for arm, share in shares.items():
+            for name in ("run", f"bench:{benchmark}", f"arm:{benchmark}/{arm}"):
+                found[name] = found.get(name, 0.0) + share
+    return found
+
+
+def _room_later(state: LedgerState, name: str, pledged: Mapping[str, float]) -> float:
+    """An account's room once every call in flight has settled, at no cost."""
+    account = state.accounts.get(name)
+    if account is None or account.limit is None:
+        return float("inf")
+    return account.limit - account.spent - pledged.get(name, 0.0)
 
 
 class Budget:
@@ -160,6 +206,7 @@ class Budget:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.plan: dict[Pair, tuple[str, ...]] = {}
+        self.max_wait_s = MAX_WAIT_S
         self._local = threading.local()
 
     def ledger_change(self, fn: Callable[[LedgerState], T]) -> T:

@@ -295,7 +295,7 @@ class ControllerPlugin:
             cmd += ["-n", str(workers)]
         usd = self.next_budget or self.opts.budget_usd  # the budget's stop suggests more; any other keeps the ceiling
         if usd is not None:
-            cmd += ["--bench-budget-usd", f"{usd:g}"]
+            cmd += ["--bench-budget-usd", str(usd)]  # the shortest text that reads back as the same amount
         # The rootdir, named: pasted in any directory, the resume finds the specs the meta line names
         # there, and only there (a results file's own paths never leave the rootdir: context._inside).
         return shlex.join([*cmd, "--rootdir", str(self.config.rootpath)])
