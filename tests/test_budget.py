@@ -227,3 +227,26 @@ def test_budget_keys_in_a_spec_are_checked(pytester: pytest.Pytester, sweep: Swe
     result, _, _ = sweep.run()
     assert result.ret != 0
     result.stdout.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_python_arm_allowed_unpriced_still_holds_each_priced_call_it_makes(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    pytester.makeconftest("""
+        from pytest_echo_bench import arm
+
+        @arm("twice")
+        def twice(ctx):
+            return ctx.call("a") + ctx.call("a", ctx.prompt + " again")
+    """)
+    spec = sim_spec(5, arms=arm(openai_server, "a") + "  py: {provider: python, function: twice}\n",
+                    extra="pricing:\n  a: {input: 0, output: 1000}\nbudget_unpriced: allow\n")
+    make_spec(pytester, spec)
+    # Its item has no worst case, but each call it makes holds its own: 3.5 calls' worth lets one
+    # item (two calls) through, and the next item's second call does not fit.
+    result, _, rows = sweep.run("-k", "py", "--bench-concurrency", "1", "--bench-budget-usd", repr(3.5 * PER_CALL))
+    assert result.ret == 2
+    assert len(openai_server.requests) == 3 and [r["arm"] for r in rows] == ["py"]
+    assert spent(rows) == pytest.approx(2 * PER_CALL)
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["spent_usd"] == pytest.approx(3 * PER_CALL)  # the half item's call was paid for all the same
