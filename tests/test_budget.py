@@ -250,3 +250,6 @@ def test_a_python_arm_allowed_unpriced_still_holds_each_priced_call_it_makes(
     assert spent(rows) == pytest.approx(2 * PER_CALL)
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["spent_usd"] == pytest.approx(3 * PER_CALL)  # the half item's call was paid for all the same
+    # A resume runs the half item whole again (2 calls), and the 3 items after it need at least their
+    # first calls (a Python arm has no worst case: only the calls refused are known).
+    assert marker["needed_usd"] == pytest.approx(5 * PER_CALL)

@@ -102,7 +102,10 @@ class Ticket:
         short = worst - (self.held - self.in_flight - self.spent)
         if short > EPSILON_USD:  # the estimate fell short (a judge quoting long answers): more, if it fits
             if not state.fits(self.names, short):
-                return self._wait_or_refuse(state, {n: short for n in self.names}, short, "its next call's worst case")
+                # A resume runs the whole item again: it needs the item's worst case, not this call's alone.
+                again = item_worst(self.spec, self.arm, self.prompt) or self.spent + self.in_flight + short
+                return self._wait_or_refuse(state, {n: short for n in self.names}, again, "its next call's worst case",
+                                            short)
             state.hold(self.names, short)
             self.held += short
         return None
