@@ -106,6 +106,7 @@ def test_the_budget_stop_resumes_with_a_larger_budget_exactly_once(
     assert marker["needed_usd"] == pytest.approx(12 * PER_CALL)  # the 12 calls not sent, at their worst case
     assert marker["suggested_usd"] == pytest.approx(0.08)  # spent + needed, up to the cent
     out = result.stdout.str()
+    result.stdout.fnmatch_lines(["*mean wall s  spend $", "demo *a *4 *0.0160", "demo *b *4 *0.0160"])  # the end table
     assert "4 of 4 items complete for all arms" in out and "stopped early (budget: spent $0.0320 of $0.0340" in out
     command = next(line.strip() for line in out.splitlines() if line.strip().startswith("pytest --bench-resume"))
     assert "--bench-budget-usd 0.08" in command

@@ -139,7 +139,8 @@ class FileTally:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
-            t.spent += r.spend()  # money spent stays spent, whichever row of the key is newest
+            if r.cost_usd is not None:  # money spent stays spent, whichever row of the key is newest
+                t.spent += r.spend()
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
