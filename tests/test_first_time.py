@@ -42,17 +42,23 @@ def test_a_build_says_so_on_the_terminal_while_it_runs(pytester: pytest.Pytester
 def test_the_header_names_the_builds_a_checkout_lacks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(first_time, "NODE_MODULES", tmp_path / "node_modules")
     monkeypatch.setattr(first_time, "LITELLM_VENV", tmp_path / ".venv-litellm")
+    monkeypatch.setattr(first_time, "INSPECT_VENV", tmp_path / ".venv-inspect")
     monkeypatch.delenv("ECHO_BENCH_LITELLM", raising=False)
+    monkeypatch.delenv("ECHO_BENCH_INSPECT_PYTHON", raising=False)
     monkeypatch.setattr(first_time.shutil, "which", lambda name: "/usr/bin/npm")
-    assert [line.split(" builds ")[0] for line in first_time.header()] == ["first run: `npm ci`", "first run: `bash .ci/litellm`"]
+    assert [line.split(" builds ")[0] for line in first_time.header()] == [
+        "first run: `npm ci`", "first run: `bash .ci/litellm`", "first run: `bash .ci/inspect`"]
     (tmp_path / "node_modules").mkdir()
     (tmp_path / ".venv-litellm" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-litellm" / "bin" / "litellm").write_text("")
+    (tmp_path / ".venv-inspect").mkdir()
+    (tmp_path / ".venv-inspect" / ".installed").write_text("")
     assert first_time.header() == []
 
 
 def test_the_builds_land_where_git_ignores_them() -> None:
-    paths = ["node_modules/x", ".venv-litellm/bin/litellm", ".npm-ci.lock", ".venv-litellm.lock"]
+    paths = ["node_modules/x", ".venv-litellm/bin/litellm", ".npm-ci.lock", ".venv-litellm.lock",
+             ".venv-inspect/bin/python", ".venv-inspect.lock"]
     done = subprocess.run(["git", "check-ignore", *paths], cwd=first_time.ROOT, capture_output=True, text=True)
     if done.returncode == 128:
         pytest.skip("not a git checkout")

@@ -47,6 +47,9 @@ def test_four_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, s
     assert report_json(merged)["pairs"] == report_json(whole)["pairs"]
     meta, _ = read_rows(merged)
     assert meta is not None and meta["selection"]["shard"] == "" and len(meta["merged_from"]) == 4
+    assert meta["complete"] is True and meta["missing_shards"] == [] and meta["shards"] == ["1/4", "2/4", "3/4", "4/4"]
+    tasks = [{task for task, _ in k} for k in keys]
+    assert all(len(k) == 2 * len(t) for k, t in zip(keys, tasks, strict=True))  # both arms of each item in one shard
 
 
 def test_merge_refuses_different_specs_and_reports_conflicts(pytester: pytest.Pytester, sweep: Sweep,

@@ -1,4 +1,4 @@
-"""The ``echo-bench`` command: a thin layer over pure functions (report, progress, run, regrade, merge)."""
+"""The ``echo-bench`` command: a thin layer over pure functions (report, power, estimate, progress, run, regrade, merge)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_file, say, whole
+from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
@@ -37,6 +38,12 @@ def _report(args: argparse.Namespace) -> int:
     rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
     intervals = paired_intervals(report)
     failed = 0
+    cover = report.coverage
+    if args.gate and not cover.complete:  # a gate judges the whole sweep: a missing shard is a failure
+        failed += not args.allow_partial
+        say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
+            f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
+            err=True)
     for gate in args.gate:
         ok, line = gate.check(rates, intervals)
         failed += not ok
@@ -51,6 +58,18 @@ def _power(args: argparse.Namespace) -> int:
     for line in lines:
         say(line, err=status != 0)
     return status
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from pytest_echo_bench.ops.estimate_cli import Options, default_cache, estimate, text_lines
+
+    opts = Options(args.keyword, args.bench_shard, tuple(args.results), default_cache(args.rootdir, args.cache),
+                   args.rootdir, args.concurrency, args.workers)
+    data = estimate(args.specs, opts)
+    say(json.dumps(data, indent=2) if args.format == "json" else "\n".join(text_lines(data)))
+    return 0
 
 
 def _progress(args: argparse.Namespace) -> int:
@@ -117,6 +136,35 @@ def _merge(args: argparse.Namespace) -> int:
     write_whole(args.output, merged.meta, merged.lines)
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
+    cover = merged.coverage
+    if cover.shards:
+        say(f"echo-bench: {cover.describe()}" + ("" if cover.complete else
+            f"; {args.output} is marked incomplete, and a gate on it fails unless --allow-partial"))
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.inspect_import import import_logs, write_new
+
+    imported = import_logs(args.logs, args.arm, args.scorer)  # refuses before anything is written
+    write_new(args.output, imported.meta, imported.lines)
+    for note in imported.notes:
+        say(note, err=True)
+    # Names from the logs, escaped here with their line ends: say() keeps a CR LF (CSV's), and a task
+    # named "x\r\n===== 2 passed =====" would draw a line of its own.
+    arms = sorted(shown(f"{b}[{a}]", newlines=False) for b, names in imported.meta["arms"].items() for a in names)
+    say(f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of {', '.join(arms)} "
+        f"-> {args.output}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.ops.inspect_export import export_inspect, spec_inputs
+
+    done = export_inspect(args.file, args.output, spec_inputs(args.spec))
+    for path in done.paths:
+        say(f"echo-bench: wrote {path}")
+    say(f"echo-bench: exported {done.samples} samples as {len(done.paths)} Inspect logs -> {args.output}")
     return 0
 
 
@@ -147,6 +195,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
                    help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the paired "
                         "interval 'judge >= strong - 0.02 @95' (repeatable)")
+    r.add_argument("--allow-partial", action="store_true",
+                   help="Let --gate judge files missing some shards of their sweep (by default such a gate fails)")
     r.set_defaults(func=_report)
     w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
     w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")
@@ -156,7 +206,10 @@ def parser() -> argparse.ArgumentParser:
                    help="Expected share of items the arms disagree on (e.g. 0.12)")
     w.add_argument("--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)")
     w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
+    w.add_argument("--repeats", type=whole(1, 1000), metavar="K",
+                   help="With a pilot: the items needed with K samples of each arm per item (epochs: K)")
     w.set_defaults(func=_power)
+    _estimate_parser(sub)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
     g.add_argument("file", type=Path)
     g.add_argument("-o", "--output", type=output_file, required=True)
@@ -193,7 +246,40 @@ def parser() -> argparse.ArgumentParser:
                    help="Merge files whose fingerprints of a benchmark differ; the merged file gets a fingerprint no "
                         "spec gives, so resuming it needs --bench-allow-mismatch")
     m.set_defaults(func=_merge)
+    i = sub.add_parser("import", help="Inspect eval logs (.eval, .json) as a new results file: a sample's epochs are "
+                       "rows, its model the arm, its task the benchmark")
+    i.add_argument("logs", nargs="+", type=Path)
+    i.add_argument("-o", "--output", type=output_file, required=True, help="The new results file (never an existing one)")
+    i.add_argument("--arm", action="append", default=[], help="The arm instead of the log's model: once for every "
+                   "log, or once per log in their order")
+    i.add_argument("--scorer", help="The scorer whose value is the verdict (default: the log's first)")
+    i.set_defaults(func=_import)
+    x = sub.add_parser("export", help="A results file as Inspect eval logs, one per benchmark and arm")
+    x.add_argument("file", type=Path)
+    x.add_argument("--format", choices=["inspect"], default="inspect")
+    x.add_argument("-o", "--output", type=output_dir, required=True, help="The directory of the logs")
+    x.add_argument("--spec", type=Path, action="append", default=[],
+                   help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt)")
+    x.set_defaults(func=_export)
     return p
+
+
+def _estimate_parser(sub: Any) -> None:
+    from pytest_echo_bench.ops.estimate_cli import shard_arg
+
+    e = sub.add_parser("estimate", help="Calls, cost and wall time of a sweep before anything is sent")
+    e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
+    e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
+    e.add_argument("--bench-shard", metavar="K/N", type=shard_arg, help="Only shard K of N (as the run's --bench-shard)")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--results", type=Path, nargs="+", default=[],
+                   help="Earlier results file(s): replies' lengths and latencies seen")
+    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: bench_results/cache.sqlite "
+                   "under --rootdir); cached replies are not sent")
+    e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
+    e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
+    e.add_argument("--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, -n (default 1)")
+    e.set_defaults(func=_estimate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -99,3 +99,13 @@ def output_file(text: str) -> Path:
     if path.exists() and not path.is_file():
         raise argparse.ArgumentTypeError(f"{text!r} exists and is not a regular file; the output would replace it")
     return path
+
+
+def output_dir(text: str) -> Path:
+    """An argparse type: a directory a command writes new files into (made if missing)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return path

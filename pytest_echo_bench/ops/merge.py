@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_echo_bench.engine.fingerprint import combine
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Key, row_key
@@ -20,6 +21,7 @@ class Merged:
     lines: list[bytes] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[str] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
 
 
 Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files without one were recorded with
@@ -55,7 +57,9 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     loaded = [(p, *read_records(p)) for p in paths]
     metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
     check_fingerprints(metas, allow_mismatch)
-    merged = Merged(_merged_meta([meta for _, meta in metas], paths))
+    parts = [part_of(p, meta) for p, meta in metas]
+    check_one_sweep(parts, allow_mismatch)
+    merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts))
     kept: dict[Key, tuple[bytes, bool, str, Path]] = {}  # key -> (line, passed, status, file) of its newest row
     for path, meta, rows in loaded:
         default = str((meta or {}).get("benchmark") or _only(assumed))
@@ -73,6 +77,9 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
                                         f"{path} says passed={passed}; kept the newest")
     merged.lines = [line for line, _, _, _ in kept.values()]
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
+    if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
+        schemes = [p.scheme for p in parts if p.total]
+        merged.meta.update(merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {}))
     return merged
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 
 from pytest_echo_bench.ops.power import mde, n_for_power
+from pytest_echo_bench.ops.power_design import (Design, PairedItem, estimate_design, items_clustered, items_needed,
+                                                paired_items)
 
 METHOD = "paired, exact McNemar planned by Connor's (1987) normal approximation"
+DESIGN = "planned by the normal approximation with clusters and repeats of Miller (2024, arXiv 2411.00640)"
 
 
 def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -15,6 +18,8 @@ def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
         return ["echo-bench power: --alpha and --power must be between 0 and 1"], 2
     if args.files:
         return _from_pilot(args)
+    if args.repeats is not None:  # the within-item variance comes from a pilot's epochs only
+        return ["echo-bench power: --repeats K plans from a pilot file: give one with --pair A,B"], 2
     if args.diff is None or args.discordant is None:
         return ["echo-bench power: give --diff and --discordant, or a pilot file with --pair A,B"], 2
     return _planned(args.diff, args.discordant, args.alpha, args.power)
@@ -33,11 +38,13 @@ def _planned(diff: float, psi: float, alpha: float, power: float) -> tuple[list[
 
 def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
     from pytest_echo_bench.ops.report import build_report, load_results
+    from pytest_echo_bench.ops.results import Results
 
     names = [a for a in (args.pair or "").split(",") if a]
     if len(names) != 2:
         return ["echo-bench power: a pilot file needs --pair A,B (two arm names)"], 2
-    report = build_report(load_results(args.files))
+    results: Results = load_results(args.files)
+    report = build_report(results)
     found = [p for p in report.pairs if {p.a, p.b} == set(names)]
     if not found:
         return [f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"], 2
@@ -52,4 +59,52 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
     if psi == 0:
         return [pilot, "the arms never disagree in the pilot: give --discordant to plan"], 2
     planned, status = _planned(diff, psi, args.alpha, args.power)
-    return [pilot, detect, *planned], status
+    rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
+            for r in results.rows if r.benchmark == p.benchmark and r.status != "error")
+    design = design_lines(paired_items(rows, names[0], names[1]), diff, args.alpha, args.power, args.repeats)
+    return [pilot, detect, *planned, *design], status
+
+
+def design_lines(items: list[PairedItem], diff: float, alpha: float, power: float, repeats: int | None) -> list[str]:
+    """The design from the pilot's items (Miller 2024): paired variance, clusters, repeats."""
+    design = estimate_design(items)
+    if design is None or diff == 0:
+        return []
+    k = f"{design.samples:g} sample{'s' if design.samples != 1 else ''} per item and arm"
+    lines = [f"paired variance per item {design.var_diff:.4f} (sd {design.var_diff ** 0.5:.4f}) on {design.n} items, "
+             f"{k}; {DESIGN}"]
+    plain = items_needed(design.variance(), diff, alpha, power)
+    lines.append(f"without clustering: n = {_count(plain)} items for diff {diff:+.4f}")
+    lines.append(_clustered(design, design.variance(), design.icc, diff, alpha, power, "") if design.clusters > 1
+                 else "with clustering: one subtask only, no clusters to account for")
+    if repeats is not None:
+        lines += _repeats(design, repeats, diff, alpha, power)
+    return lines
+
+
+def _clustered(design: Design, variance: float, icc: float, diff: float, alpha: float, power: float, tail: str) -> str:
+    n = items_clustered(variance, icc, design.clusters, diff, alpha, power)
+    if n is None:
+        return (f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}; no number of items suffices, "
+                "the subtasks' own differences alone are too variable: add subtasks")
+    deff = 1 + (n / design.clusters - 1) * icc
+    return (f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}, design effect {deff:.2f} at "
+            f"{n / design.clusters:.1f} items a subtask: n = {n} items")
+
+
+def _repeats(design: Design, repeats: int, diff: float, alpha: float, power: float) -> list[str]:
+    if design.within_a is None or design.within_b is None:
+        return [f"with {repeats} repeats per item: unknown, the pilot has one sample per item: the within-item "
+                "variance needs a pilot with epochs: 2 or more"]
+    variance = design.variance(repeats)
+    n = items_needed(variance, diff, alpha, power)
+    tail = f" and {repeats} repeats"
+    return [f"with {repeats} repeats per item: within-item variance ({design.within_a:.4f} + {design.within_b:.4f}) "
+            f"/ {repeats}, paired variance {variance:.4f}: n = {_count(n)} items "
+            f"({_count(n * repeats if n else None)} calls per arm)",
+            _clustered(design, variance, design.icc_at(repeats), diff, alpha, power, tail) if design.clusters > 1
+            else f"with {repeats} repeats, clustered: one subtask only"]
+
+
+def _count(n: int | None) -> str:
+    return "no finite number of" if n is None else str(n)

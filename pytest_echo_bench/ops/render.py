@@ -35,6 +35,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "disagreements": {bench: {"count": count, "shown": [asdict(d) for d in shown]}
                           for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
+        "complete": report.coverage.complete, "shards": report.coverage.shards,
+        "missing_shards": report.coverage.missing,
         "unknown_figures": report.unknown_figures,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
@@ -161,6 +163,9 @@ def _tables(report: Report) -> list[Table]:
         tables.append(_duplicates_table(report))
     if report.unknown_figures:
         tables.append(Table(UNKNOWN_FIGURES.format(report.unknown_figures), [], [], 0))
+    if not report.coverage.complete:
+        tables.append(Table(f"incomplete: {report.coverage.describe()}; these figures are of part of the sweep",
+                            [], [], 0))
     return tables
 
 

@@ -22,6 +22,7 @@ from pytest_echo_bench.ops.compare import (
 )
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
+from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
 __all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
@@ -112,6 +113,7 @@ class Report:
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
+    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -129,7 +131,8 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
-                    unknown_figures=results.unknown_figures)
+                    unknown_figures=results.unknown_figures,
+                    coverage=coverage(results.parts))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
                        None if reduced is None else (reduced, reduce))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.shards import Part, part_of
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import parse_line
@@ -56,6 +57,7 @@ class Results:
 
     rows: list[Item] = field(default_factory=list)
     metas: list[Meta] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)  # which shards of its sweep each file holds (``ops.shards``)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
@@ -72,6 +74,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                 if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
+                    results.parts.append(part_of(path, record))
                     default = meta.benchmark
                 continue
             unknown: list[str] = []

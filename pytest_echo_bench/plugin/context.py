@@ -18,8 +18,10 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import unknown_arm
+from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
@@ -103,6 +105,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         fsync=opts.fsync, rootdir=str(rootdir),
+        extra={"shard_scheme": SCHEME} if selection.shard else {},  # a resume refuses shards of another scheme
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
@@ -214,7 +217,9 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
         args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.spec_files]
         keyword = keyword or recorded.get("keyword") or None
         markexpr = markexpr or recorded.get("markexpr") or None
-        shard = shard or recorded.get("shard") or None
+    if opened is not None:  # with positional args too: a shard file resumes as its own shard, or not at all
+        shard = resumed_shard(found, opts.shard, str(opts.resume))
+    refuse_partial_gate(shard, len(opts.gates), opts.allow_partial)
     return Selection(args, keyword, markexpr, shard)
 
 

@@ -35,6 +35,7 @@ class BenchOptions:
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
     require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
+    allow_partial: bool = False  # a gate may judge one shard alone
     budget_usd: float | None = None  # the run (its shard) never spends more than this, in US dollars
 
 
@@ -55,10 +56,15 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-strict", action="store_true", default=None,
                     help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
     group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
-                    "hash of benchmark, task_id, arm and epoch), e.g. 2/4")
+                    "hash of benchmark and task_id: a shard has all arms and epochs of its items), e.g. 2/4; "
+                    "auto: K/N from a Slurm job array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX "
+                    "and ECHO_BENCH_SHARD_COUNT)")
     group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
                     help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02' "
                     "(repeatable)")
+    group.addoption("--bench-allow-partial", action="store_true", default=None,
+                    help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
+                    "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)")
     group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
                     "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
@@ -71,6 +77,7 @@ def addoption(parser: pytest.Parser) -> None:
                     help="Never spend more than USD on provider calls in this run (its shard), counting what "
                          "a resumed file already spent; a call whose worst case does not fit is not sent")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
+    parser.addini("bench_shard", "Shard K/N (or auto) to run, like --bench-shard")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
@@ -128,8 +135,9 @@ def resolve(config: pytest.Config) -> BenchOptions:
         concurrency=concurrency,
         fsync=fsync,
         strict=strict,
-        shard=parse_shard(config.getoption("bench_shard")),
+        shard=parse_shard(_pick(config, "bench_shard", "ECHO_BENCH_SHARD", "bench_shard")),
         gates=_gates(config.getoption("bench_gate") or ()),
+        allow_partial=bool(config.getoption("bench_allow_partial")),
         html=html,
         progress_every=every,
         cache=cache,

@@ -143,6 +143,16 @@ def _router_parts(arm: ArmSpec, spec: Spec, known: set[str]) -> tuple[list[str],
     return cheap, padded, strong[0]
 
 
+def route_plan(arm: ArmSpec, spec: Spec) -> tuple[list[str], list[str | None], str, str | None]:
+    """(cheap calls, their personas, strong, judge) of a routing arm, as ``build_*`` reads them:
+    what ``echo-bench estimate`` counts as the arm's calls without building it."""
+    if arm.provider == "oracle":
+        return (*_router_parts(arm, spec, {"cheap", "n", "personas", "strong"}), None)
+    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "agreement", "judge", "strong"})
+    judge = _arm_names(arm, spec, "judge", arm.options.get("judge"))[0] if arm.options.get("agreement") == "judge" else None
+    return cheap, personas, strong, judge
+
+
 def _scorer(spec: Spec) -> Scorer:
     scorer = get_scorer(spec.scorer)
     if scorer is None:

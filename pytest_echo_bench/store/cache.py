@@ -59,3 +59,35 @@ class ResponseCache:
                                (key, text, json.dumps(usage) if usage else None))
         except (sqlite3.Error, UnicodeEncodeError):
             pass  # best effort: the row is what matters (SQLite stores no lone surrogate: such a text is not cached)
+
+
+def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
+    """The usage of every key of ``keys`` the cache at ``path`` holds, read only: nothing is created
+    or written (``echo-bench estimate`` plans a run; it must not leave a cache where none was). A
+    missing or broken cache holds nothing."""
+    if not keys or not path.is_file():
+        return {}
+    found: dict[str, dict[str, int] | None] = {}
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        try:
+            for start in range(0, len(keys), 500):  # SQLite allows 999 parameters a statement
+                chunk = keys[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, usage in db.execute(f"SELECT key, usage FROM responses WHERE key IN ({marks})", chunk):
+                    found[key] = _usage(usage)
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+    return found
+
+
+def _usage(blob: str | None) -> dict[str, int] | None:
+    try:
+        data = json.loads(blob) if blob else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is int and v >= 0}

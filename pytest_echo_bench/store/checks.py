@@ -95,6 +95,10 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
 def _text(value: object) -> bool:
     return isinstance(value, str)
 
@@ -130,6 +134,8 @@ _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "run_id": (_text, "a string"), "plugin_version": (_text, "a string"), "created_at": (_text, "a string"),
     "fsync": (_text, "a string"), "rootdir": (_text, "a string"), "schema": (_positive_int, "an integer of 1 or more"),
     "merged_from": (_texts, "a list of strings"), "regraded_from": (_text, "a string"),
+    "shard_scheme": (_positive_int, "an integer of 1 or more"), "shards": (_texts, "a list of strings"),
+    "complete": (_bool, "true or false"), "missing_shards": (_texts, "a list of strings"),
 }
 META_FIELDS = {name: check for name, (check, _) in _META.items()}
 META_TYPES = {name: what for name, (_, what) in _META.items()}

@@ -1,0 +1,207 @@
+"""Reading an Inspect (``inspect_ai``) eval log as plain JSON data, and Inspect's scores as numbers.
+
+Two readers give the same dicts, the field names of Inspect's ``EvalLog`` (``log/_log.py``):
+
+- with ``inspect_ai`` installed (the ``inspect`` extra), Inspect's own ``read_eval_log``, which
+  knows every log version and compression Inspect has written, dumped to JSON data;
+- without it, the standard library: a ``.json`` log is that JSON; a ``.eval`` log is a zip of
+  ``header.json`` and one ``samples/ID_epoch_N.json`` per sample. Entries stored or deflated
+  (Inspect before zstd) are read with ``zipfile``; zstd entries (the default of the Inspect tested, 0.3.285)
+  need the extra, and say so. Attachments (``attachment://HASH`` in place of long text) are
+  resolved by both.
+
+A log is data from anywhere: each file and zip entry is read up to a size cap, a field of the
+wrong type is refused naming the file, never trusted to index or sum.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.paths import read_regular, refusal
+
+LOG_LIMIT = 2 << 30  # bytes of a .json log, and of a .eval zip's entries in all
+ENTRY_LIMIT = 512 << 20  # bytes of one uncompressed zip entry: a zip bomb is refused before it is inflated
+ZSTD = 93  # the zip compression method number of Zstandard (APPNOTE 4.4.5)
+ATTACHMENT = "attachment://"
+EXTRA = "pip install 'pytest-echo-bench[inspect]'"
+
+
+@dataclass
+class InspectLog:
+    """One log: its header (``version``, ``status``, ``eval``, ``results``, ``stats``) and its samples."""
+
+    path: Path
+    header: dict[str, Any]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    reader: str = "json"  # what read it: "inspect_ai X.Y.Z", "zipfile" or "json"
+
+
+def inspect_version() -> str | None:
+    """The installed ``inspect_ai``'s version, or None when it is not installed."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - the stdlib has it from 3.8
+        return None
+    try:
+        return version("inspect_ai")
+    except PackageNotFoundError:
+        return None
+
+
+def read_log(path: Path) -> InspectLog:
+    """The log at ``path`` (``.eval`` or ``.json``), through Inspect's reader when it is installed."""
+    if path.suffix not in (".eval", ".json"):
+        raise StoreError(f"{path}: not an Inspect log (want a .eval or .json file)")
+    version = inspect_version()
+    log = _read_with_inspect(path, version) if version else _read_plain(path)
+    for sample in log.samples:
+        _resolve(sample, sample.get("attachments") or {})
+    return log
+
+
+def _read_with_inspect(path: Path, version: str) -> InspectLog:
+    from inspect_ai.log import read_eval_log  # type: ignore[import-not-found,unused-ignore]  # the optional extra
+
+    problem = refusal(path)  # a FIFO or a device: refused before Inspect opens it
+    if problem is not None:
+        raise StoreError(f"{path}: {problem}")
+    try:
+        log = read_eval_log(str(path))
+    except Exception as exc:  # noqa: BLE001 - pydantic, zip and JSON errors alike: the file is not a log it reads
+        raise StoreError(f"{path}: Inspect cannot read it: {type(exc).__name__}: {exc}") from exc
+    data = log.model_dump(mode="json", exclude={"location", "etag"})
+    samples = data.pop("samples", None) or []
+    return _checked(InspectLog(path, data, samples, reader=f"inspect_ai {version}"))
+
+
+def _read_plain(path: Path) -> InspectLog:
+    fail: Callable[[str], Exception] = lambda why: StoreError(f"{path} {why}")  # noqa: E731
+    data = read_regular(path, LOG_LIMIT, fail)
+    if path.suffix == ".json":
+        header = _json(data, path, "")
+        samples = header.pop("samples", None) or []
+        return _checked(InspectLog(path, header, samples, reader="json"))
+    return _checked(_read_zip(path, data))
+
+
+def _read_zip(path: Path, data: bytes) -> InspectLog:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))  # the bytes read_regular checked, not the path again
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise StoreError(f"{path}: not a .eval log (not a zip file: {exc})") from exc
+    with archive:
+        entries = {info.filename: info for info in archive.infolist()}
+        if "header.json" not in entries:
+            raise StoreError(f"{path}: a .eval log without header.json (a log still being written?)")
+        if sum(info.file_size for info in entries.values()) > LOG_LIMIT:
+            raise StoreError(f"{path}: over {LOG_LIMIT:,} bytes uncompressed")
+        header = _json(_entry(archive, entries["header.json"], path), path, "header.json")
+        names = sorted(n for n in entries if n.startswith("samples/") and n.endswith(".json"))
+        samples = [_json(_entry(archive, entries[n], path), path, n) for n in names]
+    samples.sort(key=lambda s: (int(s.get("epoch") or 0), str(s.get("id"))))
+    return InspectLog(path, header, samples, reader="zipfile")
+
+
+def _entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> bytes:
+    if info.compress_type == ZSTD:
+        raise StoreError(f"{path}: its entries are zstd-compressed (Inspect's default .eval format), which this "
+                         f"Python cannot read without inspect_ai: {EXTRA}, or convert it with "
+                         "`inspect log convert --to json`")
+    if info.file_size > ENTRY_LIMIT:
+        raise StoreError(f"{path}: entry {info.filename} is {info.file_size:,} bytes, over {ENTRY_LIMIT:,}")
+    try:
+        with archive.open(info) as f:
+            data = f.read(ENTRY_LIMIT + 1)  # the size the directory claims is not trusted either
+    except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
+        raise StoreError(f"{path}: cannot read entry {info.filename}: {exc}") from exc
+    if len(data) > ENTRY_LIMIT:
+        raise StoreError(f"{path}: entry {info.filename} is over {ENTRY_LIMIT:,} bytes")
+    return data
+
+
+def _json(data: bytes, path: Path, entry: str) -> dict[str, Any]:
+    where = f"{path}" + (f" ({entry})" if entry else "")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"{where}: not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StoreError(f"{where}: not an Inspect log (a JSON object expected, got {type(value).__name__})")
+    return value
+
+
+def _checked(log: InspectLog) -> InspectLog:
+    """The fields the import reads must have their types: a log edited by hand or cut short is refused."""
+    spec = log.header.get("eval")
+    if not isinstance(spec, dict) or not isinstance(spec.get("task"), str) or not isinstance(spec.get("model"), str):
+        raise StoreError(f"{log.path}: not an Inspect eval log (no eval.task and eval.model)")
+    if not isinstance(log.samples, list) or not all(isinstance(s, dict) for s in log.samples):
+        raise StoreError(f"{log.path}: its samples are not a list of objects")
+    for sample in log.samples:
+        if not isinstance(sample.get("id"), str | int) or isinstance(sample.get("id"), bool):
+            raise StoreError(f"{log.path}: a sample whose id is not a string or an integer: {sample.get('id')!r:.60}")
+        if not _positive(sample.get("epoch", 1)):
+            raise StoreError(f"{log.path}: sample {sample['id']!r:.60} has epoch {sample.get('epoch')!r:.30}")
+    return log
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _resolve(value: Any, attachments: dict[str, Any]) -> Any:
+    """``value`` with every ``attachment://HASH`` string replaced by its text, in place for containers."""
+    if isinstance(value, str) and value.startswith(ATTACHMENT):
+        text = attachments.get(value[len(ATTACHMENT):])
+        return text if isinstance(text, str) else value
+    if isinstance(value, dict):
+        for key in list(value):
+            if key != "attachments":
+                value[key] = _resolve(value[key], attachments)
+    elif isinstance(value, list):
+        value[:] = [_resolve(item, attachments) for item in value]
+    return value
+
+
+# Inspect's default sentinels (``scorer/_metric.py``: CORRECT, INCORRECT, PARTIAL, NOANSWER).
+CORRECT, INCORRECT, PARTIAL, NOANSWER = "C", "I", "P", "N"
+
+
+def value_to_float(value: object) -> float:
+    """A score value as Inspect's default ``value_to_float()`` maps it: C 1, P 0.5, I and N 0, numbers
+    and bools as floats, "yes"/"true" 1 and "no"/"false" 0 (any case), a numeric string its number,
+    anything else (lists, dicts, other text) 0, as Inspect's accuracy counts it."""
+    if value == CORRECT:
+        return 1.0
+    if value == PARTIAL:
+        return 0.5
+    if value in (INCORRECT, NOANSWER):
+        return 0.0
+    if isinstance(value, int | float):  # bool included, as Inspect's isinstance(value, int | float | bool)
+        return float(value)
+    if isinstance(value, str):
+        text = value.lower()
+        if text in ("yes", "true"):
+            return 1.0
+        if text in ("no", "false"):
+            return 0.0
+        return _finite(text)
+    return 0.0
+
+
+def _finite(text: str) -> float:
+    """Inspect's ``is_finite_number`` then ``float``: a string that is a finite number, else 0."""
+    try:
+        number = float(text)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0

@@ -1,0 +1,120 @@
+"""Which shards of a sweep a set of results files holds: the ``K/N`` their meta lines record,
+checked to come from one sweep, and what is missing from the whole.
+
+A shard file's meta line records ``selection.shard`` (``"K/N"``) and ``shard_scheme``; a merged
+file records the shards it holds in ``shards`` and, from them, ``complete`` and ``missing_shards``.
+A file that records no shard is the whole sweep.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.errors import StoreError
+
+# How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
+# arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
+SCHEME = 2
+OLD_SCHEME = 1
+MAX_SHARDS = 1_000_000  # far beyond any array or matrix (GitHub's is 256); bounds the number parsed
+_DIGITS = re.compile(r"[0-9]{1,7}")  # ASCII only: int() would also take "٣", "1_0" and "+3"
+_SPACE = " \t\r\n"  # a value read from a file or a shell may carry a trailing newline
+
+
+def whole_number(text: str) -> int | None:
+    """A count or index as a shell or a scheduler writes it (surrounding whitespace allowed), else None."""
+    stripped = text.strip(_SPACE)
+    return int(stripped) if _DIGITS.fullmatch(stripped) else None
+
+
+def k_of_n(text: str) -> tuple[int, int] | None:
+    """``"K/N"`` with 1 <= K <= N <= MAX_SHARDS as (K, N); None for anything else."""
+    head, sep, tail = text.partition("/")
+    k, n = whole_number(head), whole_number(tail)
+    if not sep or k is None or n is None or not 1 <= k <= n <= MAX_SHARDS:
+        return None
+    return k, n
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one results file holds of its sweep: shards ``got`` of ``total`` (0: the whole sweep)."""
+
+    path: str
+    total: int
+    got: frozenset[int]
+    scheme: int
+    sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
+
+
+def part_of(path: Path | str, meta: Mapping[str, Any] | None) -> Part:
+    """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
+    meta = meta or {}
+    selection = meta.get("selection") or {}
+    if meta.get("complete") is True:  # a merge that had them all (or a whole file among them)
+        return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), ())
+    labels = meta.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
+    parsed = [k_of_n(label) for label in labels]
+    shards = [p for p in parsed if p is not None]
+    if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
+        raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
+    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
+             f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
+    scheme = meta.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
+    return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep)
+
+
+def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
+    """Refuse shards of different sweeps: another N, another assignment scheme, another selection."""
+    sharded = [p for p in parts if p.total]
+    for part in sharded[1:]:
+        first = sharded[0]
+        why = (f"is shard(s) of {part.total}, but {first.path} of {first.total}" if part.total != first.total else
+               f"assigns items to shards by scheme {part.scheme}, but {first.path} by {first.scheme}"
+               if part.scheme != first.scheme else
+               f"selected {' '.join(part.sweep)}, but {first.path} selected {' '.join(first.sweep)}"
+               if part.sweep != first.sweep else None)
+        if why is not None and not allow_mismatch:
+            raise StoreError(f"{part.path}: {why}: these are not shards of one sweep and cannot be merged "
+                             "(--allow-mismatch merges them; the result is marked complete only if one sweep's "
+                             "shards are all there)")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    complete: bool
+    shards: list[str]  # the shards held, "K/N", in order
+    missing: list[str]  # the shards of the sweep(s) not held
+
+    def describe(self) -> str:
+        """One line: which shards are here and which are missing."""
+        if not self.shards:
+            return "no shards: the whole sweep"
+        got = f"shards {', '.join(self.shards)}"
+        return f"{got}; missing {', '.join(self.missing)}" if self.missing else f"{got}: all of them"
+
+
+def coverage(parts: Iterable[Part]) -> Coverage:
+    """Complete when every sweep the shard files come from has all its shards here.
+
+    A whole file (or one without a meta line) completes no sweep but its own: beside shards of
+    another sweep (``--allow-mismatch``), or of the same one, it cannot say which items it covers.
+    """
+    groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
+    for part in parts:
+        if part.total:
+            groups.setdefault((part.total, part.scheme, part.sweep), set()).update(part.got)
+    shards = sorted({(k, n) for (n, _, _), got in groups.items() for k in got}, key=lambda kn: (kn[1], kn[0]))
+    missing = sorted({(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got},
+                     key=lambda kn: (kn[1], kn[0]))
+    return Coverage(not missing, [f"{k}/{n}" for k, n in shards], [f"{k}/{n}" for k, n in missing])
+
+
+def merged_fields(cover: Coverage) -> dict[str, Any]:
+    """What a merged meta line records of its shards (``shards`` only when there were any)."""
+    fields: dict[str, Any] = {"shards": cover.shards} if cover.shards else {}
+    return {**fields, "complete": cover.complete, "missing_shards": cover.missing}
