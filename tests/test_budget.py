@@ -254,3 +254,17 @@ def test_a_python_arm_allowed_unpriced_still_holds_each_priced_call_it_makes(
     # A resume runs the half item whole again (2 calls), and the 3 items after it need at least their
     # first calls (a Python arm has no worst case: only the calls refused are known).
     assert marker["needed_usd"] == pytest.approx(5 * PER_CALL)
+
+
+def test_a_shards_budget_is_its_own(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 20))
+    budget = 6.5 * PER_CALL
+    for k in (1, 2):
+        out = pytester.path / f"shard{k}.jsonl"
+        result = pytester.runpytest("-p", "no:cacheprovider", "--bench-out", str(out), "--bench-shard", f"{k}/2",
+                                    "--bench-concurrency", "4", "--bench-budget-usd", repr(budget))
+        assert result.ret == 2
+        _, rows = read_rows(out)
+        assert len(rows) == 6 and spent(rows) <= budget + 1e-9 and pairs_whole(rows)  # each shard spends its own
+    assert len(openai_server.requests) == 12
