@@ -9,8 +9,8 @@ stopped early and can be resumed; pytest's own usage and internal errors pass th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
