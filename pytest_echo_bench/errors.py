@@ -13,6 +13,7 @@
 
 Run control signals, not failures of a call:
     AbortedError                        the run is stopping; this item was not attempted
+    └── BudgetError                     its call's worst case does not fit the budget: not sent
     IncompleteError                     transient errors outlasted every retry; not recorded
     UnavailableError                    the arm cannot run here (SDK, binary or key missing): skip
 """
@@ -105,6 +106,11 @@ class LocalError(EchoBenchError, OSError):
 
 class AbortedError(EchoBenchError):
     """The run is stopping (exhaustion elsewhere); this item made no call and is not recorded."""
+
+
+class BudgetError(AbortedError):
+    """The worst case of this item's next call does not fit what the budget has left: the call is
+    not sent, nothing is recorded, and a resume with a larger budget runs the item."""
 
 
 class IncompleteError(EchoBenchError):

@@ -13,14 +13,17 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
+from pytest_echo_bench.engine.budget import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import arm_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
+from pytest_echo_bench.engine.worst import COMPOSITE
 from pytest_echo_bench.errors import (
     AbortedError,
     ArmError,
@@ -105,9 +108,9 @@ class ArmRuntime:
 class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
                  on_stop: Callable[[str], None], cache: ResponseCache | None = None,
-                 recorded: RunRows | None = None) -> None:
+                 recorded: RunRows | None = None, budget: Budget | None = None) -> None:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
-        self.on_stop, self.cache, self.recorded = on_stop, cache, recorded
+        self.on_stop, self.cache, self.recorded, self.budget = on_stop, cache, recorded, budget
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
         self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
@@ -173,15 +176,21 @@ class Runner:
         if hit is not None:  # checked too: a cache written before these rules may hold any usage
             completion, attempts, retries = checked(Completion(hit[0], hit[1], cache_hits=1)), 0, 0
         else:
-            done = self._attempt(spec, arm, runtime, request)
-            # Whatever the provider handed back: text or this item's error, usage counts or unknown.
-            completion, attempts, retries = checked(done.completion), done.attempts, len(done.retries)
+            with self._spend(spec, arm, request) as settle:  # a real call: held against the budget until it answers
+                done = self._attempt(spec, arm, runtime, request)
+                # Whatever the provider handed back: text or this item's error, usage counts or unknown.
+                completion, attempts, retries = checked(done.completion), done.attempts, len(done.retries)
+                settle(_priced(spec, arm, completion))
             if self.cache is not None and key:
                 self.cache.put(key, completion.text, completion.usage)
-        if completion.cost_usd is None:
-            # List price, cached or not: an arm's cost must not depend on what ran before it.
-            completion.cost_usd = finite_cost(spec.cost(arm, completion.usage))
+        _priced(spec, arm, completion)  # a cached reply costs nothing against the budget, but has its list price
         return completion, attempts, retries
+
+    def _spend(self, spec: Spec, arm: str, request: Request) -> AbstractContextManager[Settle]:
+        """The budget's hold on one real call; a routing or Python arm's own call is the calls it makes."""
+        if self.budget is None or spec.arms[arm].provider in COMPOSITE:
+            return contextlib.nullcontext(_no_budget)
+        return self.budget.call(spec, arm, request.prompt)
 
     def _attempt(self, spec: Spec, arm: str, runtime: ArmRuntime, request: Request) -> Attempted:
         """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""
@@ -214,6 +223,15 @@ class Runner:
 
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
+        if self.budget is None:
+            return self._run(item)
+        try:  # the item's calls draw on one hold on the budget, settled when it ends
+            with self.budget.item(item.spec, item.arm, item.example.input, (item.spec.benchmark, item.example.id, item.epoch)):
+                return self._run(item)
+        except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
+            return self._local(item, exc)
+
+    def _run(self, item: Job) -> Outcome:
         if self.stop.is_set():
             return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
         found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm, item.epoch)) if self.recorded else None
@@ -334,6 +352,18 @@ def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
 
 def _after(seconds: float | None) -> float | None:
     return time.time() + seconds if seconds else None
+
+
+def _priced(spec: Spec, arm: str, completion: Completion) -> float | None:
+    """The call's cost: the provider's own figure, else the list price of its usage (None: unknown)."""
+    if completion.cost_usd is None:
+        # List price, cached or not: an arm's cost must not depend on what ran before it.
+        completion.cost_usd = finite_cost(spec.cost(arm, completion.usage))
+    return completion.cost_usd
+
+
+def _no_budget(cost: float | None) -> None:
+    """Settling a call no budget holds."""
 
 
 def _units(cost: float | None, unit: float | None) -> float | None:

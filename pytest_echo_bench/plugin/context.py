@@ -19,6 +19,7 @@ from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spe
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.ops.shards import SCHEME
+from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.spec.load import Spec
@@ -46,6 +47,7 @@ class RunContext:
     run_start: int = 0  # the file's size when this run began: the rows after it are this run's
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
     results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
+    budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -90,6 +92,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
             bind_gates(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()})
         except ValueError as exc:
             raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
+    budget.refuse_unpriced(opts.budget_usd, {n: s for n, (s, _) in loaded.items()})
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
@@ -125,6 +128,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                 stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
         if loaded:  # specs that all failed to load are collection errors: no file for them
             ctx.run_start = _start_file(ctx, opts)
+            ctx.budget = budget.start(ctx.results, opts.budget_usd, {n: s for n, (s, _) in loaded.items()},
+                                      config.stash.get(COUNTED, None))
     return ctx
 
 

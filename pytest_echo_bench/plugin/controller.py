@@ -18,6 +18,7 @@ import pytest
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.gates import Gate, bind_gates
+from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
@@ -51,6 +52,8 @@ class ControllerPlugin:
         self.lost: list[str] = []  # xdist workers lost during the run
         self.stop_reason: StopReason | None = None  # the run's own stop, as the item that caused it said
         self.stopped = ""  # why the run stopped early, once decided
+        self.budget_line = ""  # with a budget: spent against it, and the items complete for all arms
+        self.next_budget: float | None = None  # after the budget's stop: the budget the resume command suggests
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
         self._prefixes: tuple[str, ...] = ()  # "<spec>::": node ids of benchmark items
         self.live: LiveRun | None = None
@@ -74,7 +77,8 @@ class ControllerPlugin:
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
                             self._write, self._gates(),
-                            counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs())
+                            counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
+                            budget=self.ctx.budget)
         self.live.start()
 
     def _gates(self) -> list[Gate]:
@@ -262,13 +266,29 @@ class ControllerPlugin:
     def final_status(self, status: int, gates_passed: bool = True) -> int:
         """Decided by ``exit_status.decide``; this only gathers what it needs and writes what it decided."""
         left = self.counts.get(INCOMPLETE, 0) + self.counts.get(ABORTED, 0)
+        stop, details = self._budget_stop()
         outcomes = Outcomes(status, left, tuple(self.lost), dict(self.required), self.collect_errors, self.other_failures,
-                            self.ctx.resume_upto is not None, self.opts.strict, self._has_rows(), gates_passed)
+                            self.ctx.resume_upto is not None, self.opts.strict, self._has_rows(), gates_passed, stop, details)
         decided = decide(outcomes, Stops(read_stop(self.ctx.results), self.stop_reason))
         if decided.write and decided.stop is not None:
             write_stop(self.ctx.results, decided.stop, at=utcnow(), results=self.ctx.results, **decided.details)
         self.stopped = str(decided.stop) if decided.stop is not None else ""
         return decided.status
+
+    def _budget_stop(self) -> tuple[StopReason | None, dict[str, Any]]:
+        """The budget's stop when it refused a call: spent, what the rest needs, the pairs complete."""
+        spend = budget.read(self.ctx.results) if self.ctx.budget else None
+        if spend is None:
+            return None, {}
+        counted = self.live.counted if self.live is not None else FileTally()
+        counted.update(Path(self.ctx.results))  # read on from where it was: the end table reads on from here
+        complete = budget.complete_items(counted, self.ctx.meta.get("arms") or {})
+        self.budget_line = (f"echo-bench: budget: {spend.text()}; {complete[0]} of {complete[1]} items complete "
+                            f"for all arms")
+        if not spend.refused:
+            return None, {}
+        self.next_budget = spend.suggested()
+        return budget.stop_of(spend, complete)
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
@@ -279,6 +299,9 @@ class ControllerPlugin:
         workers = self.config.getoption("numprocesses", None)
         if workers:
             cmd += ["-n", str(workers)]
+        usd = self.next_budget or self.opts.budget_usd  # the budget's stop suggests more; any other keeps the ceiling
+        if usd is not None:
+            cmd += ["--bench-budget-usd", str(usd)]  # the shortest text that reads back as the same amount
         # The rootdir, named: pasted in any directory, the resume finds the specs the meta line names
         # there, and only there (a results file's own paths never leave the rootdir: context._inside).
         return shlex.join([*cmd, "--rootdir", str(self.config.rootpath)])
@@ -304,6 +327,8 @@ class ControllerPlugin:
             tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {self.ctx.results}")
         for line in self.gate_lines:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
+        if self.budget_line:
+            tr.write_line(self.budget_line)
         tr.write_line(f"results: {self.ctx.results}")
         if self._scores_code() and isolation.machine().missing():
             tr.write_line(isolation.summary_line(), yellow=True)

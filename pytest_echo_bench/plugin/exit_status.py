@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,8 @@ class Outcomes:
     strict: bool = False
     has_rows: bool = False  # the results file holds anything
     gates_passed: bool = True
+    budget: StopReason | None = None  # calls were not sent for the budget: its stop, with the marker's figures
+    budget_details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,12 @@ class Exit:
     status: int
     stop: StopReason | None = None  # why the run stopped early (None: it did not)
     write: bool = False  # the controller writes ``stop`` as the marker, with ``details``
-    details: Mapping[str, list[str]] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 def decide(outcomes: Outcomes, stops: Stops) -> Exit:
     """The exit status and the stop, in order of precedence: a stop already marked or reported,
-    a lost worker, pytest's own errors, arms that could not run, items left or an interrupt."""
+    a lost worker, pytest's own errors, arms that could not run, the budget, items left or an interrupt."""
     o = outcomes
     if stops.marked is not None:
         return Exit(STOPPED, stops.marked)
@@ -67,6 +70,8 @@ def decide(outcomes: Outcomes, stops: Stops) -> Exit:
         # Routing arms over one broken arm carry its message: each message once.
         stop = StopReason("arm-unavailable", "; ".join(dict.fromkeys(o.required[name] for name in names)))
         return Exit(STOPPED, stop, True, {"arms": names})
+    if o.budget is not None and o.pytest_status != STOPPED:  # an interrupt is the user's stop, not the budget's
+        return Exit(STOPPED, o.budget, True, o.budget_details)
     interrupted = o.pytest_status == STOPPED
     if interrupted or o.left:
         stop = StopReason("incomplete" if o.left and not interrupted else "interrupted",

@@ -15,6 +15,7 @@ from pytest_echo_bench.ops.gates import Gate, arm_key
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.store.files import summary_path, write_atomic
@@ -50,6 +51,7 @@ class LiveRun:
     rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file has a row for
     _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
+    budget: bool = False  # the run has a spend ledger: the line, summary and page show spend against it
 
     def start(self) -> None:
         """Take what the file already holds (a resumed sweep) as the starting tallies."""
@@ -126,6 +128,9 @@ class LiveRun:
             parts.append(f"{self.retries} retries")
         if self.throttled:
             parts.append(f"{self.throttled} rate-limited (429)")
+        spend = budget.read(self.results) if self.budget else None
+        if spend is not None:
+            parts.append(spend.text())
         eta = self._eta(done, total)
         if eta:
             parts.append(f"ETA {eta}")
@@ -160,8 +165,15 @@ class LiveRun:
             "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
-            "aborted": self.aborted, "arms": arms, "gates": gates or [],
+            "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
         }
+
+    def _spend(self) -> dict[str, Any]:
+        spend = budget.read(self.results) if self.budget else None
+        if spend is None:
+            return {}
+        return {"budget": {"spent_usd": round(spend.spent, 6), "budget_usd": spend.limit,
+                           "refused_calls": spend.refused, "needed_usd": round(spend.needed, 6)}}
 
     def write_files(self, partial: bool, status: int | None = None, stopped: str = "",
                     gates: list[str] | None = None) -> None:
@@ -170,8 +182,10 @@ class LiveRun:
             text = json.dumps(self.summary(partial, status, stopped, gates), indent=1) + "\n"
             write_atomic(summary_path(self.results), text.encode("utf-8"))
             if self.html is not None:
+                spend = budget.read(self.results) if self.budget else None
                 live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
-                                    self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled)
+                                    self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled,
+                                    spend.text() if spend else "")
                 self._page = self._page or PageFeed(self.results, self.started)
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:
@@ -209,10 +223,11 @@ def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: Fi
         arms.setdefault(key, ArmTally()).not_completed += count
     if not arms:
         return []
-    header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s")
+    header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s",
+              "spend $")
     rows = [header] + [
         (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}" if t.items else "n/a", str(t.unparseable), str(t.errors),
-         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-")
+         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-", f"{t.spent:.4f}" if t.spent else "-")
         for (b, a), t in sorted(arms.items())
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

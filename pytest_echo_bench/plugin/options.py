@@ -39,6 +39,7 @@ class BenchOptions:
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
     require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
     allow_partial: bool = False  # a gate may judge one shard alone
+    budget_usd: float | None = None  # the run (its shard) never spends more than this, in US dollars
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -75,6 +76,9 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-require-isolation", action="store_true", default=None,
                     help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
                     "(bubblewrap, cgroups, uid drop), naming it, instead of running with less")
+    group.addoption("--bench-budget-usd", metavar="USD",
+                    help="Never spend more than USD on provider calls in this run (its shard), counting what "
+                         "a resumed file already spent; a call whose worst case does not fit is not sent")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
     parser.addini("bench_shard", "Shard K/N (or auto) to run, like --bench-shard")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
@@ -86,6 +90,7 @@ def addoption(parser: pytest.Parser) -> None:
                   type="bool", default=False)
     parser.addini("bench_require_isolation", "Stop arms whose sandbox lacks a layer (like --bench-require-isolation)",
                   type="bool", default=False)
+    parser.addini("bench_budget_usd", "Spend ceiling in US dollars for each run (like --bench-budget-usd)")
     parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
 
 
@@ -141,7 +146,21 @@ def resolve(config: pytest.Config) -> BenchOptions:
         cache=cache,
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
+        budget_usd=_budget(_pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd")),
     )
+
+
+def _budget(raw: str | None) -> float | None:
+    """A positive, finite number of US dollars (``$`` allowed in front: it is how people write it)."""
+    if raw is None:
+        return None
+    try:
+        usd = float(raw.strip().removeprefix("$"))
+    except ValueError:
+        usd = -1.0
+    if not 0 < usd < 1e12:  # NaN fails this too
+        raise pytest.UsageError(f"--bench-budget-usd must be an amount of US dollars > 0, e.g. 5 or 0.25, got {raw!r}")
+    return usd
 
 
 def _require_isolation(config: pytest.Config) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.engine.budget import Budget
 from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
@@ -27,6 +28,7 @@ from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
+from pytest_echo_bench.store.ledger import Ledger
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows
@@ -52,8 +54,9 @@ class WorkerPlugin:
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, str(ctx.meta.get("benchmark", "")))
+        self.budget = Budget(Ledger(ctx.results)) if ctx.budget else None
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,
-                             recorded)
+                             recorded, self.budget)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.runner.limits.processes = worker_count(config)  # an arm's rate_limit is split among the workers
         self.queue = WorkerQueue(config) if remote else None
@@ -85,6 +88,11 @@ class WorkerPlugin:
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
+        if self.budget is not None:  # the arms each item runs: every process collects the same, so all agree
+            for item in items:
+                if isinstance(item, BenchItem):
+                    pair = (item.spec.benchmark, item.example.id, item.epoch)
+                    self.budget.plan[pair] = (*self.budget.plan.get(pair, ()), item.arm)
 
     def _recorded(self) -> KeySet:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
@@ -172,6 +180,8 @@ class WorkerPlugin:
         # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
         self.prefetcher.close(stopping)
         self.writer.close()
+        if self.budget is not None:
+            self.budget.ledger.close()
         self.stop.persist()
         return (yield)
 
@@ -179,6 +189,8 @@ class WorkerPlugin:
         """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
         self.prefetcher.close(True)
         self.writer.close()
+        if self.budget is not None:
+            self.budget.ledger.close()
         isolation.require(False)
         self.signals.restore()
         if RUN in self.config.stash:

@@ -12,7 +12,8 @@ from typing import Any
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 
-TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs"}
+TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs",
+            "budget", "budget_unpriced"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 MAX_EPOCHS = 1000  # samples per item; every epoch is an item of its own
@@ -45,6 +46,7 @@ class ArmSpec:
     concurrency: int | None = None
     optional: bool = False  # when it cannot run here (no key, not logged in), the sweep still counts as complete
     rate_limit: RateLimit | None = None
+    budget_usd: float | None = None  # ``budget: {usd: X}``: this arm's calls never spend more than X
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class Spec:
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> USD per M (input, output)
     cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
     epochs: int = 1  # samples of every (task_id, arm); epochs are numbered 1..epochs
+    budget_usd: float | None = None  # ``budget: {usd: X}``: the benchmark's calls never spend more than X
+    budget_unpriced: bool = False  # ``budget_unpriced: allow``: arms without a worst case run unreserved
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
 
     def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
@@ -144,6 +148,8 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         pricing=pricing,
         cost_unit_usd=unit,
         epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail, MAX_EPOCHS) or 1,
+        budget_usd=_budget(data.get("budget"), ("budget",), fail),
+        budget_unpriced=_unpriced(data.get("budget_unpriced"), fail),
         lines=lines,
     )
 
@@ -166,14 +172,15 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
         # Run settings, not what the arm answers: kept out of its options (and its fingerprint).
-        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency", "optional", "rate_limit")}
+        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency", "optional", "rate_limit", "budget")}
         concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY)
         optional = conf.get("optional", False)
         if not isinstance(optional, bool):
             raise fail(f"optional must be true or false, got {optional!r}", "arms", name, "optional")
         line = nearest_line(lines, ("arms", name)) or 0
         rate_limit = _rate_limit(conf.get("rate_limit"), name, fail)
-        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit)
+        budget = _budget(conf.get("budget"), ("arms", name, "budget"), fail)
+        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit, budget)
     return arms
 
 
@@ -239,6 +246,23 @@ def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= MAX_NUMBER:
             raise fail(f"must be a positive number up to {MAX_NUMBER:g}, got {_shown(limit)}", *where, key)
     return RateLimit(value.get("requests_per_minute"), value.get("tokens_per_minute"))
+
+
+def _budget(value: Any, where: KeyPath, fail: Any) -> float | None:
+    """``budget: {usd: X}``: a ceiling in US dollars, a number > 0 (a run setting, not in the fingerprint)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"usd"}:
+        raise fail("budget must be a mapping with one key, usd (US dollars), e.g. budget: {usd: 5}", *where)
+    return _positive(value["usd"], ".".join(map(str, (*where, "usd"))), fail)
+
+
+def _unpriced(value: Any, fail: Any) -> bool:
+    if value is None:
+        return False
+    if value != "allow":
+        raise fail(f"budget_unpriced must be 'allow' (or absent), got {_shown(value)}", "budget_unpriced")
+    return True
 
 
 def _optional_int(value: Any, where: KeyPath, fail: Any, most: int = 1_000_000) -> int | None:

@@ -1,11 +1,12 @@
 """The conventions of a results file, each in one place: the side files beside it, how a line is
 encoded, how an older row's verdict is read, the atomic writer, and the stop marker.
 
-``RUN.jsonl`` has up to six companions: ``RUN.jsonl.owner`` (the run that owns the file, locked
+``RUN.jsonl`` has up to seven companions: ``RUN.jsonl.owner`` (the run that owns the file, locked
 for the whole run), ``RUN.jsonl.lock`` (the append lock), ``RUN.jsonl.torn`` (torn tails cut off by
 a repair), ``RUN.jsonl.stop.json`` (why a run stopped early), ``RUN.jsonl.lost`` (an xdist worker
-of the run was lost: items may come back already recorded) and ``RUN.jsonl.summary.json`` (the
-live per-arm summary).
+of the run was lost: items may come back already recorded), ``RUN.jsonl.summary.json`` (the
+live per-arm summary) and ``RUN.jsonl.budget`` (with ``--bench-budget-usd``: the spend ledger every
+process of the run shares, under a lock of its own).
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def torn_path(results: str | Path) -> Path:
 
 def stop_path(results: str | Path) -> Path:
     return Path(f"{results}.stop.json")
+
+
+def budget_path(results: str | Path) -> Path:
+    return Path(f"{results}.budget")
 
 
 def summary_path(results: str | Path) -> Path:

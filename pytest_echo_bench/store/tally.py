@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.checks import FIGURE_MAX, figure
+from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
 from pytest_echo_bench.store.files import STATUSES
 from pytest_echo_bench.store.keyscan import RowScan, StatusRow
 from pytest_echo_bench.store.reader import parse_line
@@ -31,6 +31,7 @@ class ArmTally:
     errors: int = 0
     wall: float = 0.0
     not_completed: int = 0
+    spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
 
     @property
     def pass_rate(self) -> float:
@@ -54,6 +55,18 @@ class TallyRow(StatusRow, gc=False):
     """
 
     wall_seconds: float | None = None
+    cost_usd: float | None = None
+    cache_hits: int | None = None
+    sub_calls: int | None = None
+
+    def spend(self) -> float:
+        """What the row's calls cost: its ``cost_usd``, unless every call was answered from the cache
+        (a cached reply costs nothing; a routing row with some cached calls counts whole: never less)."""
+        cost = self.cost_usd
+        if cost is None or not 0.0 <= cost <= FIGURE_MAX:
+            return 0.0
+        hits, calls = self.cache_hits or 0, self.sub_calls or 1
+        return 0.0 if hits and hits >= calls else cost
 
 
 class FileTally:
@@ -126,6 +139,8 @@ class FileTally:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
+            if r.cost_usd is not None:  # money spent stays spent, whichever row of the key is newest
+                t.spent += r.spend()
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
@@ -146,4 +161,6 @@ def _from_dict(d: dict[str, Any]) -> TallyRow:
     return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
                     benchmark=str(d["benchmark"]) if d.get("benchmark") else None, epoch=row_epoch(d),
                     passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
-                    wall_seconds=figure(d.get("wall_seconds")))  # a NaN or a string: unknown (store.checks)
+                    wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
+                    cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
+                    sub_calls=count(d.get("sub_calls")))

@@ -75,6 +75,8 @@ def _facts(state: ProgressState) -> str:
         facts.append(("Concurrency limit", ", ".join(f"{_e(k)} {v}" for k, v in sorted(state.limits.items()))))
     if state.throttled:
         facts.append(("Rate-limited (429)", str(state.throttled)))
+    if state.budget:
+        facts.append(("Budget", _e(state.budget)))
     if state.prompt_tokens is not None:
         facts.append(("Tokens", f"{state.prompt_tokens:,} prompt + {state.completion_tokens or 0:,} completion"))
     if state.cost_usd is not None:

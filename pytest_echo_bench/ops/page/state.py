@@ -43,6 +43,7 @@ class LiveCounters:
     rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file already has a row for
     limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit now
     throttled: int = 0  # calls answered 429 (rate limited) in this session
+    budget: str = ""  # spend against the budget ("spent $0.0100 of $0.5000"), when the run has one
 
 
 @dataclass
@@ -94,6 +95,7 @@ class ProgressState:
     window: tuple[float, float] | None = None  # (start, end) of the current session
     session_done: int = 0  # rows finished in that window: the throughput's numerator
     stopped: str = ""
+    budget: str = ""  # spend against the budget (live only)
     recent: list[Failure] = field(default_factory=list)  # newest first
 
     @property
@@ -303,7 +305,7 @@ class PageFeed:
         if live is not None:
             state.retries += live.retries
             state.incomplete, state.aborted = live.incomplete, live.aborted
-            state.throttled, state.limits = live.throttled, dict(live.limits)
+            state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
         stop = read_stop(self.results)
         state.stopped = (live.stopped if live is not None else "") or (str(stop) if stop else "")
         return state

@@ -1,0 +1,251 @@
+"""The budget's reservations: before a real call its worst case is held, once it answers what it
+cost is charged, and a call whose worst case does not fit is not sent (``BudgetError``).
+
+Every process of a run shares one ``store.ledger.Ledger``. A call is charged to the accounts of
+the item it serves ("run", "bench:<benchmark>", "arm:<benchmark>/<arm>", those that have a
+limit): a routing arm's calls to its sub-arms are the routing item's.
+
+Pairs are kept whole: an item (benchmark, task id, epoch) starts only when the worst cases of all
+the arms this run runs for it fit at once; then each of its other arms' worst case stays pledged
+to it, so once the budget runs short the items already started still finish and no new one
+starts (the first new item refused closes its benchmark to new items).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pytest_echo_bench.engine.worst import call_worst, item_worst
+from pytest_echo_bench.errors import BudgetError, LocalError, StoreError
+from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.ledger import EPSILON_USD, Ledger, LedgerState
+
+Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
+T = TypeVar("T")
+WAIT = "wait"  # (compared by identity) ``_cover``'s answer when the room is held by calls in flight: ask again shortly
+POLL_S = 0.01
+MAX_WAIT_S = 600.0  # a call waits this long at most for room the calls in flight hold, then is refused
+Settle = Callable[["float | None"], None]
+
+
+def accounts(spec: Spec, arm: str) -> list[str]:
+    return ["run", f"bench:{spec.benchmark}", f"arm:{spec.benchmark}/{arm}"]
+
+
+def pair_name(pair: Pair) -> str:
+    return f"{pair[0]}\t{pair[1]}\t{pair[2]}"
+
+
+@dataclass
+class Ticket:
+    """One item's hold on the budget: what it holds, what it spent, and the calls it has in flight."""
+
+    budget: Budget
+    spec: Spec
+    arm: str
+    prompt: str
+    pair: Pair | None  # None: a call outside any item's ticket (a Python arm's own thread)
+    held: float = 0.0
+    spent: float = 0.0
+    in_flight: float = 0.0  # worst cases of calls sent and not yet answered
+    started: bool = False
+    _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def names(self) -> list[str]:
+        return accounts(self.spec, self.arm)
+
+    @contextlib.contextmanager
+    def call(self, arm: str, prompt: str) -> Iterator[Settle]:
+        """Around one real call: held before it is sent; ``settle(cost)`` once it answers (None: the
+        reply said no usage, so its worst case stands as spent, as it does when no reply comes)."""
+        worst = call_worst(self.spec, arm, prompt)
+        deadline = time.monotonic() + self.budget.max_wait_s
+        with self._lock:
+            while (refused := self.budget.ledger_change(lambda state: self._cover(state, worst or 0.0, deadline))) is WAIT:
+                time.sleep(POLL_S)  # bounded: calls in flight settle, or the deadline refuses
+            if refused:
+                raise BudgetError(refused)
+            self.in_flight += worst or 0.0
+        settled = False
+
+        def settle(cost: float | None) -> None:
+            nonlocal settled
+            with self._lock:
+                self.in_flight -= worst or 0.0
+                self.spent += cost if cost is not None else (worst or 0.0)
+            settled = True
+
+        try:
+            yield settle
+        finally:
+            if not settled:
+                with self._lock:  # no reply: what it held stands as spent
+                    self.in_flight -= worst or 0.0
+                    self.spent += worst or 0.0
+
+    def _cover(self, state: LedgerState, worst: float, deadline: float) -> str | None:
+        """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state keeps
+        the count of refusals, so a refusal is written too), or ``WAIT``."""
+        self._deadline = deadline
+        if not self.started:
+            refused = self._start(state)
+            if refused:
+                return refused
+            self.started = True
+        short = worst - (self.held - self.in_flight - self.spent)
+        if short > EPSILON_USD:  # the estimate fell short (a judge quoting long answers): more, if it fits
+            if not state.fits(self.names, short):
+                # A resume runs the whole item again: it needs the item's worst case, not this call's alone.
+                again = item_worst(self.spec, self.arm, self.prompt) or self.spent + self.in_flight + short
+                return self._wait_or_refuse(state, {n: short for n in self.names}, again, "its next call's worst case",
+                                            short)
+            state.hold(self.names, short)
+            self.held += short
+        return None
+
+    def _start(self, state: LedgerState) -> str | None:
+        """The item's first call: take its pledge, or start it whole, or refuse it."""
+        key = pair_name(self.pair) if self.pair is not None else None
+        pledged = state.pledged.get(key, {}) if key is not None else {}
+        if self.arm in pledged:
+            self.held = pledged.pop(self.arm)
+            if not pledged:
+                del state.pledged[key]  # type: ignore[arg-type]  # key is set whenever pledged is
+            return None
+        shares = self.budget.shares(self.spec, self.pair, self.arm, self.prompt) if key is not None and key not in state.pledged else {}
+        own = item_worst(self.spec, self.arm, self.prompt) or 0.0
+        if not shares:  # started elsewhere without this arm's share, or a call of its own: it alone must fit
+            if not state.fits(self.names, own):
+                return self._wait_or_refuse(state, {n: own for n in self.names}, own, "this item's worst case")
+            state.hold(self.names, own)
+            self.held = own
+            return None
+        need = _by_account(self.spec, shares)
+        if self.spec.benchmark in state.closed or not all(state.fits([n], amount) for n, amount in need.items()):
+            refused = self._wait_or_refuse(state, need, shares[self.arm], "the worst case of all its arms",
+                                           sum(shares.values()), new=True)
+            if refused is not WAIT and self.spec.benchmark not in state.closed:
+                state.closed.append(self.spec.benchmark)
+            return refused
+        for arm, share in shares.items():
+            state.hold(accounts(self.spec, arm), share)
+        self.held = shares.pop(self.arm)
+        if shares:
+            state.pledged[key] = shares  # type: ignore[index]
+        return None
+
+    def _wait_or_refuse(self, state: LedgerState, need: Mapping[str, float], own: float, what: str,
+                        shown: float | None = None, new: bool = False) -> str:
+        """``WAIT`` while the room is held by calls in flight (it comes back as they settle); else refused.
+
+        Started items' pledges do not come back, so they count as spent here; a benchmark closed to
+        new items refuses them at once. Without the wait, 16 calls in flight whose worst cases are
+        12 times what they cost held the whole budget at the start, and the first new item closed it.
+        """
+        if not (new and self.spec.benchmark in state.closed):
+            pledged = _pledged(state)
+            # This item's own hold does not come back while it waits.
+            later = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
+            if later and time.monotonic() < self._deadline:
+                return WAIT
+        return self._refuse(state, own, what, shown)
+
+    def _refuse(self, state: LedgerState, need: float, what: str, shown: float | None = None) -> str:
+        """Count a call not sent (``need``: its own worst case, what a resume needs for it)."""
+        state.refused += 1
+        state.needed += need
+        room = min((state.accounts[n].room() for n in self.names if n in state.accounts), default=0.0)
+        return (f"budget: not sent: {what} (${need if shown is None else shown:.6f}) does not fit what the budget has left "
+                          f"(${max(room, 0.0):.6f}); resume with a larger budget to run it")
+
+    def close(self, state: LedgerState) -> None:
+        """The item is done: what it spent is charged, the rest of its hold goes back."""
+        if not self.started and self.pair is not None:
+            pledged = state.pledged.get(pair_name(self.pair), {})
+            self.held = pledged.pop(self.arm, 0.0)  # answered from the cache, or never called: its share is free
+            if not pledged:
+                state.pledged.pop(pair_name(self.pair), None)
+        state.settle(self.names, self.held, self.spent + self.in_flight)
+
+
+def _by_account(spec: Spec, shares: Mapping[str, float]) -> dict[str, float]:
+    """What the shares need of each account ("run" takes every arm's)."""
+    need: dict[str, float] = {}
+    for arm, share in shares.items():
+        for name in accounts(spec, arm):
+            need[name] = need.get(name, 0.0) + share
+    return need
+
+
+def _pledged(state: LedgerState) -> dict[str, float]:
+    """Per account, what started items hold for their other arms."""
+    found: dict[str, float] = {}
+    for key, shares in state.pledged.items():
+        benchmark = key.split("\t", 1)[0]
+        for arm, share in shares.items():
+            for name in ("run", f"bench:{benchmark}", f"arm:{benchmark}/{arm}"):
+                found[name] = found.get(name, 0.0) + share
+    return found
+
+
+def _room_later(state: LedgerState, name: str, pledged: Mapping[str, float]) -> float:
+    """An account's room once every call in flight has settled, at no cost."""
+    account = state.accounts.get(name)
+    if account is None or account.limit is None:
+        return float("inf")
+    return account.limit - account.spent - pledged.get(name, 0.0)
+
+
+class Budget:
+    """This process's side of the run's budget; ``plan`` is the arms the run runs for each item."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.plan: dict[Pair, tuple[str, ...]] = {}
+        self.max_wait_s = MAX_WAIT_S
+        self._local = threading.local()
+
+    def ledger_change(self, fn: Callable[[LedgerState], T]) -> T:
+        try:
+            return self.ledger.change(fn)
+        except StoreError as exc:  # our own file: a local failure stops the run, resumably
+            raise LocalError(str(exc)) from exc
+
+    def shares(self, spec: Spec, pair: Pair | None, arm: str, prompt: str) -> dict[str, float]:
+        arms = self.plan.get(pair, (arm,)) if pair is not None else (arm,)
+        return {a: item_worst(spec, a, prompt) or 0.0 for a in dict.fromkeys((*arms, arm))}
+
+    @contextlib.contextmanager
+    def item(self, spec: Spec, arm: str, prompt: str, pair: Pair) -> Iterator[None]:
+        """Around one item: its calls draw on one ticket, closed (settled) when the item ends."""
+        ticket = Ticket(self, spec, arm, prompt, pair)
+        self._local.ticket = ticket
+        try:
+            yield
+        finally:
+            self._local.ticket = None
+            if ticket.started or len(self.plan.get(pair, ())) > 1:  # else it never touched the ledger
+                self.ledger_change(ticket.close)
+
+    @contextlib.contextmanager
+    def call(self, spec: Spec, arm: str, prompt: str) -> Iterator[Settle]:
+        """Around one real call, under the current item's ticket (or one of its own)."""
+        ticket: Ticket | None = getattr(self._local, "ticket", None)
+        if ticket is not None and ticket.spec is spec:
+            with ticket.call(arm, prompt) as settle:
+                yield settle
+            return
+        alone = Ticket(self, spec, arm, prompt, None)
+        try:
+            with alone.call(arm, prompt) as settle:
+                yield settle
+        finally:
+            if alone.started:
+                self.ledger_change(alone.close)
