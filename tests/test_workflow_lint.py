@@ -24,7 +24,7 @@ from npm_tools import npm_ci
 
 from pytest_echo_bench.ops.cli import parser
 from pytest_echo_bench.ops.gates import bind_gates, parse_gate
-from pytest_echo_bench.store.files import CACHE_FILE, RESULTS_DIR
+from pytest_echo_bench.store.files import CACHE_DIR, CACHE_FILE, RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "docs" / "nightly.yml"
@@ -194,7 +194,7 @@ def test_the_sweep_keeps_its_response_cache_between_nights() -> None:
     sweeps = [i for i, s in enumerate(steps) if "--bench-shard" in str(s.get("run", ""))]
     assert len(caches) == 1 and len(sweeps) == 1 and caches[0] < sweeps[0]
     cached = steps[caches[0]]["with"]
-    assert cached["path"] == f"{RESULTS_DIR}/{CACHE_FILE}"  # where the sweep's default cache is, under the rootdir
+    assert cached["path"] == f"{RESULTS_DIR}/{CACHE_DIR}/{CACHE_FILE}"  # where the sweep's default cache is, under the rootdir
     assert "--bench-cache" not in str(steps[sweeps[0]]["run"])
     assert "${{ matrix.shard }}" in cached["key"] and "${{ github.run_id }}" in cached["key"]  # saved anew each night
 

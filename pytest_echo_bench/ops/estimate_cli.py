@@ -16,7 +16,8 @@ from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, 
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
-from pytest_echo_bench.store.files import CACHE_FILE, RESULTS_DIR
+from pytest_echo_bench.store.files import RESULTS_DIR
+from pytest_echo_bench.store.files import default_cache as run_cache
 from pytest_echo_bench.store.partition import shard_of
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.safe_text import escape_id
@@ -187,7 +188,7 @@ def default_cache(rootdir: Path, text: str | None) -> Path | None:
     """``--cache``: a path, ``off``, or (unset) the run's default file under the rootdir."""
     if text == "off":
         return None
-    return Path(text) if text else rootdir / RESULTS_DIR / CACHE_FILE
+    return Path(text) if text else run_cache(rootdir / RESULTS_DIR, create=False)
 
 
 def text_lines(data: dict[str, Any]) -> list[str]:

@@ -23,7 +23,7 @@ from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
+from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.reader import ResultsIndex, parse_line
 from pytest_echo_bench.store.records import KeySet, Meta
@@ -112,7 +112,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
                      notes=opened.notes if opened else [], retry_errors=opts.retry_errors,
-                     cache=str(base / CACHE_FILE) if opts.cache == "" else opts.cache)
+                     cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
         _check_resume(opts, opened.index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)

@@ -69,7 +69,7 @@ def addoption(parser: pytest.Parser) -> None:
                     help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
                     "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)")
     group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
-                    "(default: bench_results/cache.sqlite under the rootdir; 'off' disables it)")
+                    "(default: bench_results/cache/cache.sqlite under the rootdir; 'off' disables it)")
     group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
     group.addoption("--bench-progress-every", metavar="SECONDS",
                     help="Print a per-arm progress line this often (default 30; 0 turns it off)")

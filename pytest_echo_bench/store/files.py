@@ -24,6 +24,7 @@ STATUSES = ("correct", "wrong", "unparseable", "error")
 
 RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
 CACHE_FILE = "cache.sqlite"
+CACHE_DIR = "cache"  # bench_results/cache/: the response cache, the one part a backup may skip
 # The Cache Directory Tagging Specification's signature (https://bford.info/cachedir/), as pytest writes it.
 CACHEDIR_TAG = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
                 b"# This file is a cache directory tag created by pytest-echo-bench.\n"
@@ -33,10 +34,11 @@ GITIGNORE = b"# Created by pytest-echo-bench automatically.\n*\n"
 
 def results_dir(rootdir: Path, create: bool) -> Path:
     """``rootdir/bench_results``; with ``create``, made now if missing, with a ``.gitignore`` of ``*``
-    and a ``CACHEDIR.TAG``, as pytest makes its cache directory.
+    as pytest makes its cache directory, but with no ``CACHEDIR.TAG``: it holds results, which backup
+    tools that skip tagged directories (tar, borg, restic ``--exclude-caches``) must keep.
 
-    Only a directory made here gets them: one that exists may be a user's, committed on purpose.
-    Best effort: a directory that refuses them is reported, if at all, by the first append.
+    Only a directory made here gets it: one that exists may be a user's, committed on purpose.
+    Best effort: a directory that refuses it is reported, if at all, by the first append.
     """
     path = rootdir / RESULTS_DIR
     if not create or path.exists():
@@ -44,8 +46,25 @@ def results_dir(rootdir: Path, create: bool) -> Path:
     with contextlib.suppress(FileExistsError, OSError):
         path.mkdir(parents=True)
         (path / ".gitignore").write_bytes(GITIGNORE)
-        (path / "CACHEDIR.TAG").write_bytes(CACHEDIR_TAG)
     return path
+
+
+def default_cache(base: Path, create: bool) -> Path:
+    """The default response cache under ``base`` (the results directory): ``cache/cache.sqlite``, in a
+    directory of its own tagged ``CACHEDIR.TAG`` (it can be rebuilt, at a price; the results cannot).
+
+    A ``cache.sqlite`` right in ``base`` (where earlier versions kept it) stays in use: its answers
+    were paid for.
+    """
+    legacy = base / CACHE_FILE
+    if legacy.exists():
+        return legacy
+    path = base / CACHE_DIR
+    if create and not path.exists():
+        with contextlib.suppress(FileExistsError, OSError):
+            path.mkdir(parents=True)
+            (path / "CACHEDIR.TAG").write_bytes(CACHEDIR_TAG)
+    return path / CACHE_FILE
 
 
 def owner_path(results: str | Path) -> Path:
