@@ -20,6 +20,7 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
+from pytest_echo_bench.ops.decide import Sequential, replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
@@ -112,13 +113,16 @@ class Report:
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
+    sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
 
 
 # --- computing ---------------------------------------------------------------------------------
 
-def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean") -> Report:
+def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
+                 stopped_early: bool = False) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
-    ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``)."""
+    ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
+    ``stopped_early``: the sweep stopped once its comparisons were decided (its stop marker says so)."""
     order = _arm_order(results)
     known = {arm for arms in order.values() for arm in arms}
     unknown = sorted(set(oracle_arms or ()) - known)
@@ -129,7 +133,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
-                    unknown_figures=results.unknown_figures)
+                    unknown_figures=results.unknown_figures, sequential=replay(results, stopped_early))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle_arms,
                        None if reduced is None else (reduced, reduce))

@@ -18,6 +18,7 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import unknown_arm
+from pytest_echo_bench.plugin.plan import decide_plan, run_order
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
@@ -45,6 +46,8 @@ class RunContext:
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
     results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
     notes: list[str] = field(default_factory=list)
+    order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
+    decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
 
     @property
     def stop_marker(self) -> Path:
@@ -86,6 +89,10 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     wrong_gate = unknown_arm(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()}) if loaded else None
     if wrong_gate:  # before the file is taken or started: the same command, corrected, runs as new
         raise pytest.UsageError(wrong_gate)
+    arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
+    found = opened.index.meta if opened is not None else None
+    order, notes = run_order(opts, found)
+    plan = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
@@ -95,15 +102,15 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         benchmark="+".join(names), benchmarks={n: _bench_info(s, c, rootdir, fingerprints[n], parts[n])
                                                for n, (s, c) in loaded.items()},
         spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
-        arms={n: list(s.arms) for n, (s, _) in loaded.items()},
+        arms=arms,
         selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        fsync=opts.fsync, rootdir=str(rootdir),
+        fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
-                     notes=opened.notes if opened else [], retry_errors=opts.retry_errors,
+                     notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
                      cache=str(base / CACHE_FILE) if opts.cache == "" else opts.cache)
     if opened is not None:
         _check_resume(opts, opened.index, fingerprints)

@@ -50,6 +50,7 @@ class LiveRun:
     rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file has a row for
     _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
+    decide: list[dict[str, Any]] | None = None  # the stop-when-decided pairs' anytime-valid figures, at the end
 
     def start(self) -> None:
         """Take what the file already holds (a resumed sweep) as the starting tallies."""
@@ -161,6 +162,7 @@ class LiveRun:
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [],
+            **({"decide": self.decide} if self.decide is not None else {}),
         }
 
     def write_files(self, partial: bool, status: int | None = None, stopped: str = "",

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
+ORDERS = ("random", "file")  # random: stratified over subtasks, seeded (plugin.order); file: as collected
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class BenchOptions:
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
     require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
+    order: str | None = None  # None: not given (random for a new sweep; a resume keeps its meta line's)
+    seed: int | None = None
+    decide: tuple[str, ...] = ()  # --bench-stop-when-decided pairs, as given ("A,B")
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -66,6 +71,14 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-require-isolation", action="store_true", default=None,
                     help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
                     "(bubblewrap, cgroups, uid drop), naming it, instead of running with less")
+    group.addoption("--bench-order", choices=ORDERS, help="Order of the items: random (default for a new sweep: "
+                    "a seeded permutation, stratified over subtasks, all arms of an item together) or file")
+    group.addoption("--bench-seed", metavar="N", help="Seed of the random order (default 0); a resume keeps its file's")
+    group.addoption("--bench-stop-when-decided", metavar="A,B", action="append", default=[],
+                    help="Stop the sweep (exit 0) once an anytime-valid test decides A against B (arm or "
+                    "benchmark/arm; repeatable, Holm across the pairs)")
+    parser.addini("bench_order", "Order of benchmark items: random or file (default random)")
+    parser.addini("bench_seed", "Seed of the random item order (default 0)")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
     parser.addini("bench_fsync", "fsync policy for results: always, end or never (default end)")
@@ -130,7 +143,26 @@ def resolve(config: pytest.Config) -> BenchOptions:
         cache=cache,
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
+        order=_order(config),
+        seed=_seed(config),
+        decide=tuple(config.getoption("bench_stop_when_decided") or ()),
     )
+
+
+def _order(config: pytest.Config) -> str | None:
+    order = _pick(config, "bench_order", "ECHO_BENCH_ORDER", "bench_order")
+    if order is not None and order not in ORDERS:
+        raise pytest.UsageError(f"--bench-order must be one of {', '.join(ORDERS)}, got {order!r}")
+    return order
+
+
+def _seed(config: pytest.Config) -> int | None:
+    raw = _pick(config, "bench_seed", "ECHO_BENCH_SEED", "bench_seed")
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_SEED:
+        raise pytest.UsageError(f"--bench-seed must be a whole number from 0 to {MAX_SEED}, got {raw!r}")
+    return int(raw)
 
 
 def _require_isolation(config: pytest.Config) -> bool:

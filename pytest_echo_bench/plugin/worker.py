@@ -22,6 +22,7 @@ from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
 from pytest_echo_bench.plugin.context import RECORDED, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.order import ordered
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
@@ -79,6 +80,11 @@ class WorkerPlugin:
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        # Ordered first, from every item selected: a shard or a resume then leaves out some of the
+        # same order, and every xdist worker computes it alike (plugin.order).
+        slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
+        for slot, item in zip(slots, ordered([items[i] for i in slots], self.ctx.order), strict=True):  # type: ignore[misc]
+            items[slot] = item
         shard = self.shard
         if shard is not None:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
