@@ -78,8 +78,8 @@ class Deciding:
         """The end-of-run lines: each pair's anytime-valid figures, decided or not."""
         out = []
         for f in self.figures():
-            at = f"decided at {f['decided_at']} items" if f["decided_at"] is not None else "undecided"
-            out.append(f"decide {f['a']} vs {f['b']}: {f['verdict']}, {at}; at {f['n']} items anytime-valid p {f['p_anytime']:.3g} "
+            at = f", decided at {f['decided_at']} items" if f["decided_at"] is not None else ""
+            out.append(f"decide {f['a']} vs {f['b']}: {f['verdict']}{at}; at {f['n']} items anytime-valid p {f['p_anytime']:.3g} "
                        f"(Holm {f['p_holm']:.3g}), {f['level']:.0%} interval of the difference "
                        f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]")
         return out

@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
-from pytest_echo_bench.plugin.context import RECORDED, RunContext
+from pytest_echo_bench.plugin.context import RECORDED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.order import ordered
 from pytest_echo_bench.plugin.payload import Payload
@@ -49,6 +50,7 @@ class WorkerPlugin:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
+        config.stash.setdefault(SPEC_CACHE, {})  # an xdist worker's collection and ordering parse each spec once
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
@@ -83,7 +85,10 @@ class WorkerPlugin:
         # Ordered first, from every item selected: a shard or a resume then leaves out some of the
         # same order, and every xdist worker computes it alike (plugin.order).
         slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
-        for slot, item in zip(slots, ordered([items[i] for i in slots], self.ctx.order), strict=True):  # type: ignore[misc]
+        bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
+        universe = {spec.benchmark: examples for spec, examples in
+                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
+        for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
             items[slot] = item
         shard = self.shard
         if shard is not None:
