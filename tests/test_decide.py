@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Sweep, make_spec, read_rows
 
+from conftest import Sweep, make_spec, read_rows
 from pytest_echo_bench.ops.cli import main
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"
@@ -133,3 +133,12 @@ def test_a_resume_keeps_the_plan_of_its_meta_line(pytester: pytest.Pytester, swe
     assert meta is not None and meta["decide"]["pairs"] == [["demo", "strong", "weak"]]
     _, rows = read_rows(sweep.out)
     assert len({(r["task_id"], r["arm"]) for r in rows}) == len(rows)
+
+
+def test_two_specs_with_different_alpha_are_refused(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, _spec(4, CLEAR, "decide: {pairs: [[strong, weak]], alpha: 0.05}\n"), "one")
+    make_spec(pytester, _spec(4, CLEAR, "decide: {pairs: [[strong, weak]], alpha: 0.01}\n").replace(
+        "benchmark: demo", "benchmark: other"), "two")
+    result, _, _ = sweep.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*decide sections give different alpha or margin*"])

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import Sweep, make_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import Sweep, make_spec
 from pytest_echo_bench.plugin.order import order_meta, ordered, stratified
 
 
@@ -127,3 +127,18 @@ def test_xdist_workers_collect_one_order_and_a_shard_keeps_it(pytester: pytest.P
     sweep.run("--bench-shard", "1/2", "--bench-out", str(pytester.path / "s1.jsonl"))
     order, shard = _file_ids(pytester.path / "serial.jsonl"), _file_ids(pytester.path / "s1.jsonl")
     assert sorted(_ids(rows)) == sorted(order) and 0 < len(shard) < 24 and shard == [t for t in order if t in shard]
+
+
+@pytest.mark.parametrize("order", ['"random"', '{"order": "shuffled"}', '{"order": "random", "seed": -3}',
+                                   '{"order": "random", "seed": true}'])
+def test_a_meta_line_with_an_order_of_the_wrong_type_is_refused_naming_it(pytester: pytest.Pytester, sweep: Sweep,
+                                                                          order: str) -> None:
+    make_spec(pytester, _spec(3))
+    sweep.run("--bench-order", "file")
+    lines = sweep.out.read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta["order"] = json.loads(order)
+    sweep.out.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*meta line field 'order' must be an object (order: random or file*"])

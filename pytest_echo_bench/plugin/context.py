@@ -18,8 +18,8 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import unknown_arm
-from pytest_echo_bench.plugin.plan import decide_plan, run_order
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.plan import decide_plan, run_order
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import CACHE_FILE, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership

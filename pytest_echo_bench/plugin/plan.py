@@ -44,11 +44,14 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
     if found is not None:
         return dict(found.get("decide") or {})
     pairs: list[tuple[str, str, str]] = []
-    alpha, margin = 0.05, 0.0
+    levels = {(s.decide.alpha, s.decide.margin) for s in specs.values() if s.decide is not None}
+    if len(levels) > 1:  # one Holm family, one alpha: a sweep cannot hold two
+        raise pytest.UsageError("the specs' decide sections give different alpha or margin: "
+                                f"{sorted(levels)}; give them one, or run them as separate sweeps")
+    alpha, margin = levels.pop() if levels else (0.05, 0.0)
     for name, spec in sorted(specs.items()):
         if spec.decide is not None:
             pairs += [(name, a, b) for a, b in spec.decide.pairs]
-            alpha, margin = spec.decide.alpha, spec.decide.margin
     try:
         pairs += [resolve_pair(text, arms) for text in opts.decide]
     except ValueError as exc:
