@@ -54,6 +54,9 @@ def test_a_clearly_better_arm_stops_the_sweep_early_with_exit_0_and_resume_conti
     assert seq["collection"] == "stopped-when-decided" and not seq["fixed_n_valid"]
     assert seq["pairs"][0]["decided_at"] == pair["decided_at"]
     assert "not valid for strong vs weak" in _report(capsys, str(sweep.out))
+    page = _report(capsys, str(sweep.out), "--format", "html")
+    assert '<section id="sequential"><h2>Anytime-valid comparison</h2><p>this sweep stopped once' in page
+    assert "<td class=\"text\">strong better than weak</td>" in page
     # The printed resume command continues the sweep past the decision, to the end.
     result, _, rows = sweep.run("--bench-resume", str(sweep.out))
     assert result.ret == 0 and len(rows) == 240
