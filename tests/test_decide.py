@@ -10,6 +10,8 @@ import pytest
 
 from conftest import Sweep, make_spec, read_rows
 from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
+from pytest_echo_bench.store.files import StopReason
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"
 EQUAL = "  left: {provider: sim, accuracy: 0.7, seed: 1}\n  right: {provider: sim, accuracy: 0.7, seed: 2}"
@@ -145,3 +147,14 @@ def test_two_specs_with_different_alpha_are_refused(pytester: pytest.Pytester, s
     result, _, _ = sweep.run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*decide sections give different alpha or margin*"])
+
+
+@pytest.mark.parametrize(("marked", "reported", "status"), [
+    (StopReason("decided", "a better than b"), None, 0),
+    (None, StopReason("decided", "a better than b"), 0),  # the marker could not be written: still a decision
+    (StopReason("exhausted", "quota"), StopReason("decided", ""), 2),  # the first stop wins
+])
+def test_a_decided_stop_is_exit_0_and_any_other_stop_still_2(marked: StopReason | None, reported: StopReason | None,
+                                                              status: int) -> None:
+    decided = decide(Outcomes(int(pytest.ExitCode.INTERRUPTED), left=3), Stops(marked, reported))
+    assert decided.status == status and decided.stop == (marked or reported)

@@ -2,7 +2,7 @@
 
 ``decide(outcomes, stops)`` reads no file and writes none: the controller gathers the counts and
 the stop marker, calls it, and writes the marker only when the decision says so. 0 is a sweep
-that completed (wrong answers included), 1 a failed gate or ``--bench-strict``, 2 a sweep that
+that completed (wrong answers included) or stopped once its comparisons were decided, 1 a failed gate or ``--bench-strict``, 2 a sweep that
 stopped early and can be resumed; pytest's own usage and internal errors pass through.
 """
 

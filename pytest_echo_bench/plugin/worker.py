@@ -23,7 +23,7 @@ from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
 from pytest_echo_bench.plugin.context import RECORDED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.order import ordered
+from pytest_echo_bench.plugin.order import RANDOM, ordered
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
@@ -82,20 +82,24 @@ class WorkerPlugin:
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        # Ordered first, from every item selected: a shard or a resume then leaves out some of the
-        # same order, and every xdist worker computes it alike (plugin.order).
-        slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
-        bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
-        universe = {spec.benchmark: examples for spec, examples in
-                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
-        for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
-            items[slot] = item
+        if self.ctx.order.get("order") == RANDOM:
+            self._order(config, items)
         shard = self.shard
         if shard is not None:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
+
+    def _order(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a shard or a
+        resume then leaves out some of one order, and every xdist worker computes it alike (plugin.order)."""
+        slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
+        bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
+        universe = {spec.benchmark: examples for spec, examples in
+                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
+        for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
+            items[slot] = item
 
     def _recorded(self) -> KeySet:
         # Every process reads the same prefix of the file (up to the controller's offset), so all
