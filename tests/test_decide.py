@@ -133,8 +133,10 @@ def test_a_resume_keeps_the_plan_of_its_meta_line(pytester: pytest.Pytester, swe
     result, _, rows = sweep.run("--bench-stop-when-decided", "strong,weak")
     assert result.ret == 2 and _marker(sweep)["reason"] == "exhausted"
     make_spec(pytester, _spec(120, CLEAR))
-    result, meta, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
+    result, meta, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch", "--bench-stop-when-decided",
+                                   "weak,strong")
     assert result.ret == 0 and _marker(sweep)["reason"] == "decided" and len(rows) < 240
+    result.stdout.fnmatch_lines(["*--bench-stop-when-decided ignored: a resume keeps the pairs its meta line records (strong vs weak)*"])
     assert meta is not None and meta["decide"]["pairs"] == [["demo", "strong", "weak"]]
     _, rows = read_rows(sweep.out)
     assert len({(r["task_id"], r["arm"]) for r in rows}) == len(rows)

@@ -92,7 +92,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
     found = opened.index.meta if opened is not None else None
     order, notes = run_order(opts, found)
-    plan = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
+    plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
+    notes += more
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
