@@ -42,7 +42,7 @@ def _sweep(rng: random.Random, items: int, a_only: float, b_only: float, null: f
 
 
 def test_under_the_null_false_decisions_stay_below_alpha_over_2000_sweeps() -> None:
-    # Figure for docs/statistics.md: 2,000 sweeps of 300 items, a look after each: 1.4% decided (SE 0.26%).
+    # Figure for docs/statistics.md: 2,000 sweeps of 300 items, a look after each: 1.5% decided (SE 0.27%).
     rng = random.Random(20261201)
     share = _difficulty_discordance()
     sweeps = 2000
