@@ -95,7 +95,7 @@ def test_retry_after_is_honoured(pytester: pytest.Pytester, sweep: Sweep, server
 def test_credit_balance_too_low_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, server: FakeAnthropic, client: str) -> None:
     server.credit_after = 2
     make_spec(pytester, anthropic_spec(server, client, n=6))
-    result, _, rows = sweep.run("--bench-concurrency", "1")
+    result, _, rows = sweep.run("--bench-concurrency", "1", "--bench-order", "file")
     assert result.ret == 2
     assert sorted(r["task_id"] for r in rows) == ["q0", "q1"]  # the aborted item has no row
     assert len(server.requests) == 3  # never retried

@@ -63,7 +63,7 @@ def test_one_epoch_keeps_ids_and_rows_as_they_were(pytester: pytest.Pytester, sw
 
 def test_epochs_give_one_item_and_row_per_epoch_with_k_friendly_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(3, arms=ARMS, extra="epochs: 3\n"))
-    result, _, _ = sweep.run("--collect-only", "-q", "-k", "coin and e2")
+    result, _, _ = sweep.run("--collect-only", "-q", "-k", "coin and e2", "--bench-order", "file")
     result.stdout.fnmatch_lines(["demo.yaml::q0[[]coin-e2[]]", "demo.yaml::q1[[]coin-e2[]]", "demo.yaml::q2[[]coin-e2[]]",
                                  "*3/18 tests collected (15 deselected)*"])
     result, meta, rows = sweep.run()

@@ -237,7 +237,7 @@ def test_a_transient_error_that_persists_leaves_the_items_incomplete(
 def test_a_bad_request_is_one_error_row_with_one_prefix(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
     tag = f"bad-{client}"
     items = [(f"{tag} [400] 2+2=?", "4"), (f"{tag} 2+2=? (1)", "4"), (f"{tag} 2+2=? (2)", "4")]
-    result, rows = run(pytester, sweep, spec(items, arm("proxied", proxy, client)), "--bench-concurrency", "1")
+    result, rows = run(pytester, sweep, spec(items, arm("proxied", proxy, client)), "--bench-concurrency", "1", "--bench-order", "file")
     assert result.ret == 0, result.stdout.str()
     rows_by_id = by_id(rows)
     assert [r["status"] for r in rows_by_id.values()] == ["error", "correct", "correct"]

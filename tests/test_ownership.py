@@ -38,6 +38,7 @@ def held_sweep(pytester: pytest.Pytester) -> Path:
             return "4"
     """)
     make_spec(pytester, sim_spec(ITEMS, arms="  a: {provider: python, function: held}"))
+    pytester.makeini("[pytest]\nbench_order = file\n")  # the items that answer at once come first
     return pytester.path / "r.jsonl"
 
 

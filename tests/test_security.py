@@ -68,7 +68,7 @@ def test_no_artifact_or_output_holds_the_api_key(
     out = pytester.path / "run" / "r.jsonl"
     page, junit, report = pytester.path / "page.html", pytester.path / "junit.xml", pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-v", "-rA", "--bench-out", str(out), "--bench-concurrency", "1",
+        "-p", "no:cacheprovider", "-v", "-rA", "--bench-out", str(out), "--bench-concurrency", "1", "--bench-order", "file",
         "--bench-html", str(page), f"--junitxml={junit}", "--json-report", f"--json-report-file={report}",
     )
     output = result.stdout.str() + result.stderr.str()

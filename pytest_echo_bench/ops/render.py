@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_echo_bench.ops.decide import RAN_TO_END, SEQ_EARLY, SEQ_END, SEQ_HINT, STOPPED_EARLY, Sequential
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
@@ -41,7 +42,13 @@ def report_json(report: Report) -> dict[str, Any]:
         "random_guesses": report.random_guesses,
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
+        **({"sequential": _sequential_json(report.sequential)} if report.sequential is not None else {}),
     }
+
+
+def _sequential_json(seq: Sequential) -> dict[str, Any]:
+    return {"collection": STOPPED_EARLY if seq.stopped_early else RAN_TO_END, "fixed_n_valid": not seq.stopped_early,
+            "alpha": seq.plan.alpha, "margin": seq.plan.margin, "pairs": seq.pairs}
 
 
 def _labeller(report: Report) -> Callable[[str, str], str]:
@@ -146,7 +153,9 @@ def _tables(report: Report) -> list[Table]:
     if report.pairs:
         t_note = "\n" + T_HINT if any(p.diff_method == "paired-t" for p in report.pairs) else ""
         tables.append(Table("paired comparison", PAIR_HEADER, [_pair_row(p) for p in report.pairs], 3,
-                            P_HINT + "\n" + DIFF_HINT + t_note))
+                            P_HINT + "\n" + DIFF_HINT + t_note + _early_note(report)))
+    if report.sequential is not None:
+        tables.append(_sequential_table(report.sequential))
     if report.complementarity:
         tables.append(Table("complementarity: items only this arm gets right", ["benchmark", "arm", "shared items", "only this arm"],
                             [[c.benchmark, arm, str(c.n), str(k)] for c in report.complementarity for arm, k in c.alone.items()], 2))
@@ -194,6 +203,24 @@ def _pair_row(p: Pair) -> list[str]:
     return [p.benchmark, p.a, p.b, str(p.n), str(p.a_only), str(p.b_only), _opt(p.a_rate, ".3f"), _opt(p.b_rate, ".3f"),
             _opt(p.diff, "+.3f"), ci, f"{p.p_value:#.4g}", _opt(p.p_holm, "#.4g"), _opt(p.n_for_80, "d"),
             _opt(p.mde80, ".3f")]
+
+
+def _early_note(report: Report) -> str:
+    seq = report.sequential
+    if seq is None or not seq.stopped_early:
+        return ""
+    pairs = ", ".join(f"{f['a']} vs {f['b']}" for f in seq.pairs)
+    return f"\nnot valid for {pairs}: the sweep stopped once they were decided; read the anytime-valid comparison"
+
+
+def _sequential_table(seq: Sequential) -> Table:
+    rows = [[f["benchmark"], f["a"], f["b"], str(f["n"]), _opt(f["diff"], "+.3f"), f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]",
+             f"{f['p_anytime']:#.4g}", f"{f['p_holm']:#.4g}", _opt(f["decided_at"], "d"), f["verdict"]] for f in seq.pairs]
+    title = f"anytime-valid comparison (stop when decided, alpha {seq.plan.alpha:g}" + (
+        f", margin {seq.plan.margin:g})" if seq.plan.margin else ")")
+    header = ["benchmark", "a", "b", "n", "diff", f"{1 - seq.plan.alpha:.0%} anytime CI", "p anytime", "p holm", "decided at",
+              "verdict"]
+    return Table(title, header, rows, 3, (SEQ_EARLY if seq.stopped_early else SEQ_END) + "\n" + SEQ_HINT)
 
 
 def _disagreement_table(bench: str, count: int, shown: list[Disagreement]) -> Table:

@@ -20,6 +20,7 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
+from pytest_echo_bench.ops.decide import Sequential, replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
@@ -116,13 +117,16 @@ class Report:
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
+    sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
 
 
 # --- computing ---------------------------------------------------------------------------------
 
-def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean") -> Report:
+def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
+                 stopped_early: bool = False) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
-    ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``)."""
+    ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
+    ``stopped_early``: the sweep stopped once its comparisons were decided (its stop marker says so)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -131,7 +135,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts))
+                    coverage=coverage(results.parts), sequential=replay(results, stopped_early))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))

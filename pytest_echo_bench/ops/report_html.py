@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
+from pytest_echo_bench.ops.decide import SEQ_EARLY, SEQ_END, SEQ_HINT
 from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
 from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, rate_bars
 
@@ -28,7 +29,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 def render_html(report: Report) -> str:
     """The whole report page; every name, id, subtask and answer from the results file is escaped."""
-    body = ["<h1>echo-bench report</h1>", _summary(report)]
+    body = ["<h1>echo-bench report</h1>", _summary(report), _sequential(report)]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -46,6 +47,23 @@ def _summary(report: Report) -> str:
     if report.random_guesses:
         facts.append(f"{report.random_guesses} row(s) graded by a seeded random guess")
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
+
+
+def _sequential(report: Report) -> str:
+    """A sweep with a decide plan: its anytime-valid figures, and which figures are valid for how it ended."""
+    seq = report.sequential
+    if seq is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="text">{e(f["benchmark"])}</td><td class="text">{e(f["a"])}</td><td class="text">{e(f["b"])}</td>'
+        f'<td>{f["n"]}</td><td>{"-" if f["diff"] is None else format(f["diff"], "+.3f")}</td>'
+        f'<td>[{f["ci"][0]:+.3f}, {f["ci"][1]:+.3f}]</td><td>{f["p_anytime"]:#.4g}</td><td>{f["p_holm"]:#.4g}</td>'
+        f'<td>{"-" if f["decided_at"] is None else f["decided_at"]}</td><td class="text">{e(f["verdict"])}</td></tr>'
+        for f in seq.pairs)
+    return (f'<section id="sequential"><h2>Anytime-valid comparison</h2><p>{e(SEQ_EARLY if seq.stopped_early else SEQ_END)}</p>'
+            f'<p class="muted">{e(SEQ_HINT)}</p><table><tr><th>benchmark</th><th>a</th><th>b</th><th>n</th><th>diff</th>'
+            f"<th>{1 - seq.plan.alpha:.0%} anytime interval</th><th>p anytime</th><th>p holm</th><th>decided at</th>"
+            f"<th>verdict</th></tr>{rows}</table></section>")
 
 
 def _graded(arms: list[ArmStats]) -> str:

@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.plan import decide_plan, run_order
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
@@ -49,6 +50,8 @@ class RunContext:
     results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
     budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
     notes: list[str] = field(default_factory=list)
+    order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
+    decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
 
     @property
     def stop_marker(self) -> Path:
@@ -93,6 +96,11 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         except ValueError as exc:
             raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
     budget.refuse_unpriced(opts.budget_usd, {n: s for n, (s, _) in loaded.items()})
+    arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
+    found = opened.index.meta if opened is not None else None
+    order, notes = run_order(opts, found)
+    plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
+    notes += more
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
     names = sorted(loaded) or [p.stem for p in specs]
@@ -102,16 +110,16 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         benchmark="+".join(names), benchmarks={n: _bench_info(s, c, rootdir, fingerprints[n], parts[n])
                                                for n, (s, c) in loaded.items()},
         spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
-        arms={n: list(s.arms) for n, (s, _) in loaded.items()},
+        arms=arms,
         selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        fsync=opts.fsync, rootdir=str(rootdir),
+        fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
         extra={"shard_scheme": SCHEME} if selection.shard else {},  # a resume refuses shards of another scheme
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
-                     notes=opened.notes if opened else [], retry_errors=opts.retry_errors,
+                     notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
         _check_resume(opts, opened.index, fingerprints)

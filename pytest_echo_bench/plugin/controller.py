@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.gates import Gate, bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
+from pytest_echo_bench.plugin.deciding import deciding
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
@@ -62,11 +63,14 @@ class ControllerPlugin:
         self.signals = StopSignals()
         self.signals.install()
         self.writes = not config.option.collectonly  # collecting only reads: no summary, page or marker
+        self.deciding = deciding(ctx.decide, ctx.meta) if self.writes else None
+        self.session: pytest.Session | None = None
 
     # -- start -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Iterator[None]:
         yield  # after the terminal reporter's header
+        self.session = session
         if not self.writes:
             return
         self._write(f"echo-bench: results -> {self.ctx.results} (run {self.ctx.run_id})")
@@ -74,6 +78,7 @@ class ControllerPlugin:
             self._write(note)
         if self._scores_code():
             self._write(isolation.summary_line())
+        self._write_order()
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
                             self._write, self._gates(),
@@ -85,6 +90,16 @@ class ControllerPlugin:
         """The gates with their arms named as the tallies key them (checked by ``build_context`` already)."""
         arms = self.ctx.meta.get("arms") or {}
         return list(bind_gates(self.opts.gates, arms)) if arms else list(self.opts.gates)
+
+    def _write_order(self) -> None:
+        order = self.ctx.order
+        if order.get("order") == "random":
+            self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')}; --bench-order file for file order)")
+        if self.deciding is not None:
+            self.deciding.start(Path(self.ctx.results), self.ctx.resume_upto is not None)
+            pairs = ", ".join(f"{b}/{x} vs {y}" for b, x, y in self.deciding.monitor.plan.pairs)
+            self._write(self.deciding.note or f"echo-bench: stops when decided: {pairs} (anytime-valid, "
+                        f"alpha {self.deciding.monitor.plan.alpha:g})")
 
     def _scores_code(self) -> bool:
         """Whether a spec of this run has its answers' code executed (the sandbox's isolation matters)."""
@@ -146,6 +161,10 @@ class ControllerPlugin:
             self.stop_reason = bench.stop_reason
         if self.live is not None:
             self.live.record(bench)
+        if self.deciding is not None and self.deciding.record(bench):
+            stop = self.deciding.stop(self.config, self.session, self.ctx.results)
+            self.stop_reason = self.stop_reason or stop
+            self._write(f"echo-bench: stopping: {stop}")
         if bench.kind != ROW:
             key = (bench.benchmark, bench.arm)
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
@@ -255,6 +274,8 @@ class ControllerPlugin:
         if self.live is not None and self.live.gates:
             passed, self.gate_lines = self.live.check_gates()
         status = self.final_status(int(exitstatus), passed)
+        if self.live is not None and self.deciding is not None:
+            self.live.decide = self.deciding.figures()
         if self.live is not None:
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
@@ -329,6 +350,8 @@ class ControllerPlugin:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         if self.budget_line:
             tr.write_line(self.budget_line)
+        for line in self.deciding.lines() if self.deciding is not None else ():
+            tr.write_line(shown(line))
         tr.write_line(f"results: {self.ctx.results}")
         if self._scores_code() and isolation.machine().missing():
             tr.write_line(isolation.summary_line(), yellow=True)

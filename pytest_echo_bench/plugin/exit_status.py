@@ -2,7 +2,7 @@
 
 ``decide(outcomes, stops)`` reads no file and writes none: the controller gathers the counts and
 the stop marker, calls it, and writes the marker only when the decision says so. 0 is a sweep
-that completed (wrong answers included), 1 a failed gate or ``--bench-strict``, 2 a sweep that
+that completed (wrong answers included) or stopped once its comparisons were decided, 1 a failed gate or ``--bench-strict``, 2 a sweep that
 stopped early and can be resumed; pytest's own usage and internal errors pass through.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.store.files import StopReason
+from pytest_echo_bench.store.files import DECIDED, StopReason
 
 OK, FAILED, STOPPED = int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED), int(pytest.ExitCode.INTERRUPTED)
 _PASSED_THROUGH = (int(pytest.ExitCode.USAGE_ERROR), int(pytest.ExitCode.INTERNAL_ERROR))
@@ -56,10 +56,10 @@ def decide(outcomes: Outcomes, stops: Stops) -> Exit:
     """The exit status and the stop, in order of precedence: a stop already marked or reported,
     a lost worker, pytest's own errors, arms that could not run, the budget, items left or an interrupt."""
     o = outcomes
-    if stops.marked is not None:
-        return Exit(STOPPED, stops.marked)
-    if stops.reported is not None:  # our own stop whose marker could not be written (an unwritable directory)
-        return Exit(STOPPED, stops.reported)
+    # The marker first; else our own stop whose marker could not be written (an unwritable directory).
+    for stop in (stops.marked, stops.reported):
+        if stop is not None:  # decided: stopped early on purpose, the sweep's question answered
+            return Exit(OK if stop.reason == DECIDED else STOPPED, stop)
     if o.lost:
         stop = StopReason("worker-lost", f"xdist lost worker {', '.join(o.lost)} (killed or crashed); {o.left} items not completed")
         return Exit(STOPPED, stop, True, {"workers": list(o.lost)})

@@ -52,6 +52,7 @@ class LiveRun:
     _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
     budget: bool = False  # the run has a spend ledger: the line, summary and page show spend against it
+    decide: list[dict[str, Any]] | None = None  # the stop-when-decided pairs' anytime-valid figures, at the end
 
     def start(self) -> None:
         """Take what the file already holds (a resumed sweep) as the starting tallies."""
@@ -166,6 +167,7 @@ class LiveRun:
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
+            **({"decide": self.decide} if self.decide is not None else {}),
         }
 
     def _spend(self) -> dict[str, Any]:

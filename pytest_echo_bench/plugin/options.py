@@ -21,6 +21,8 @@ FSYNC_POLICIES = ("always", "end", "never")
 # The options whose values are paths, by dest: pytest may take any of them for a test path (plugin.rootdir).
 PATH_OPTIONS = {"bench_out": "--bench-out", "bench_resume": "--bench-resume",
                 "bench_cache": "--bench-cache", "bench_html": "--bench-html"}
+ORDERS = ("random", "file")  # random: stratified over subtasks, seeded (plugin.order); file: as collected
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class BenchOptions:
     require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
     allow_partial: bool = False  # a gate may judge one shard alone
     budget_usd: float | None = None  # the run (its shard) never spends more than this, in US dollars
+    order: str | None = None  # None: not given (random for a new sweep; a resume keeps its meta line's)
+    seed: int | None = None
+    decide: tuple[str, ...] = ()  # --bench-stop-when-decided pairs, as given ("A,B")
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -79,6 +84,14 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-budget-usd", metavar="USD",
                     help="Never spend more than USD on provider calls in this run (its shard), counting what "
                          "a resumed file already spent; a call whose worst case does not fit is not sent")
+    group.addoption("--bench-order", choices=ORDERS, help="Order of the items: random (default for a new sweep: "
+                    "a seeded permutation, stratified over subtasks, all arms of an item together) or file")
+    group.addoption("--bench-seed", metavar="N", help="Seed of the random order (default 0); a resume keeps its file's")
+    group.addoption("--bench-stop-when-decided", metavar="A,B", action="append", default=[],
+                    help="Stop the sweep (exit 0) once an anytime-valid test decides A against B (arm or "
+                    "benchmark/arm; repeatable, Holm across the pairs)")
+    parser.addini("bench_order", "Order of benchmark items: random or file (default random)")
+    parser.addini("bench_seed", "Seed of the random item order (default 0)")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
     parser.addini("bench_shard", "Shard K/N (or auto) to run, like --bench-shard")
     parser.addini("bench_concurrency", "Provider calls in flight per process (default 8)")
@@ -147,6 +160,9 @@ def resolve(config: pytest.Config) -> BenchOptions:
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
         budget_usd=_budget(_pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd")),
+        order=_order(config),
+        seed=_seed(config),
+        decide=tuple(config.getoption("bench_stop_when_decided") or ()),
     )
 
 
@@ -161,6 +177,22 @@ def _budget(raw: str | None) -> float | None:
     if not 0 < usd < 1e12:  # NaN fails this too
         raise pytest.UsageError(f"--bench-budget-usd must be an amount of US dollars > 0, e.g. 5 or 0.25, got {raw!r}")
     return usd
+
+
+def _order(config: pytest.Config) -> str | None:
+    order = _pick(config, "bench_order", "ECHO_BENCH_ORDER", "bench_order")
+    if order is not None and order not in ORDERS:
+        raise pytest.UsageError(f"--bench-order must be one of {', '.join(ORDERS)}, got {order!r}")
+    return order
+
+
+def _seed(config: pytest.Config) -> int | None:
+    raw = _pick(config, "bench_seed", "ECHO_BENCH_SEED", "bench_seed")
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_SEED:
+        raise pytest.UsageError(f"--bench-seed must be a whole number from 0 to {MAX_SEED}, got {raw!r}")
+    return int(raw)
 
 
 def _require_isolation(config: pytest.Config) -> bool:

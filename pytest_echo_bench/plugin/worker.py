@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.engine.budget import Budget
+from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
-from pytest_echo_bench.plugin.context import RECORDED, RunContext
+from pytest_echo_bench.plugin.context import RECORDED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.order import RANDOM, ordered
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
@@ -50,6 +52,7 @@ class WorkerPlugin:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
+        config.stash.setdefault(SPEC_CACHE, {})  # an xdist worker's collection and ordering parse each spec once
         self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
@@ -82,6 +85,8 @@ class WorkerPlugin:
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.ctx.order.get("order") == RANDOM:
+            self._order(config, items)
         shard = self.shard
         if shard is not None:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
@@ -93,6 +98,16 @@ class WorkerPlugin:
                 if isinstance(item, BenchItem):
                     pair = (item.spec.benchmark, item.example.id, item.epoch)
                     self.budget.plan[pair] = (*self.budget.plan.get(pair, ()), item.arm)
+
+    def _order(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a shard or a
+        resume then leaves out some of one order, and every xdist worker computes it alike (plugin.order)."""
+        slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
+        bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
+        universe = {spec.benchmark: examples for spec, examples in
+                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
+        for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
+            items[slot] = item
 
     def _recorded(self) -> KeySet:
         # Every process reads the same prefix of the file (up to the controller's offset), so all

@@ -31,6 +31,14 @@ def worker_count(config: pytest.Config) -> int:
     return 1 if workerinput is None else max(1, int(workerinput.get("workercount", 1)))
 
 
+def stop_scheduling(config: pytest.Config, message: str) -> None:
+    """The controller of a distributed run stops it as a worker's ``shouldstop`` would: xdist's
+    ``DSession.shouldstop``, read after each event, shuts the workers down (a serial run: no-op)."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    if dsession is not None and not getattr(dsession, "shouldstop", False):
+        dsession.shouldstop = message
+
+
 class WorkerQueue:
     """The indices (into ``session.items``) of the items this worker will run next."""
 

@@ -13,7 +13,7 @@ from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 
 TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs",
-            "budget", "budget_unpriced"}
+            "budget", "budget_unpriced", "decide"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 MAX_EPOCHS = 1000  # samples per item; every epoch is an item of its own
@@ -50,6 +50,15 @@ class ArmSpec:
 
 
 @dataclass(frozen=True)
+class DecideSpec:
+    """``decide: {pairs: [[A, B]], alpha, margin}``: stop the sweep once every pair is decided."""
+
+    pairs: tuple[tuple[str, str], ...]
+    alpha: float = 0.05
+    margin: float = 0.0
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     benchmark: str
@@ -67,6 +76,7 @@ class Spec:
     epochs: int = 1  # samples of every (task_id, arm); epochs are numbered 1..epochs
     budget_usd: float | None = None  # ``budget: {usd: X}``: the benchmark's calls never spend more than X
     budget_unpriced: bool = False  # ``budget_unpriced: allow``: arms without a worst case run unreserved
+    decide: DecideSpec | None = None
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
 
     def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
@@ -150,6 +160,7 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail, MAX_EPOCHS) or 1,
         budget_usd=_budget(data.get("budget"), ("budget",), fail),
         budget_unpriced=_unpriced(data.get("budget_unpriced"), fail),
+        decide=_decide(data.get("decide"), benchmark, arms, fail),
         lines=lines,
     )
 
@@ -208,6 +219,32 @@ def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str,
     if usd <= 0:
         raise fail("the reference call must cost more than 0", "pricing", "unit")
     return prices, usd
+
+
+def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> DecideSpec | None:
+    """Pairs of this spec's arms (``arm`` or ``benchmark/arm``), alpha in (0, 1), margin in [0, 1)."""
+    if value is None:
+        return None
+    conf = _mapping(value, "decide", fail)
+    unknown = sorted(set(conf) - {"pairs", "alpha", "margin"})
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r}; use pairs, alpha, margin", "decide", unknown[0])
+    pairs = conf.get("pairs")
+    if not isinstance(pairs, list) or not pairs:
+        raise fail("pairs must be a list of [A, B] pairs of arms", "decide", "pairs")
+    found = []
+    for i, entry in enumerate(pairs):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise fail("each pair must be [A, B]", "decide", "pairs", i)
+        names = [str(n).removeprefix(f"{benchmark}/") for n in entry]
+        missing = [n for n in names if n not in arms]
+        if missing or names[0] == names[1]:
+            why = f"arm {missing[0]!r} is not an arm of this spec" if missing else "an arm cannot be compared with itself"
+            raise fail(why, "decide", "pairs", i)
+        found.append((names[0], names[1]))
+    alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
+    margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
+    return DecideSpec(tuple(found), alpha, margin)
 
 
 def _retries(value: Any, fail: Any) -> RetryPolicy:

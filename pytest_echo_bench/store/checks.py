@@ -125,6 +125,21 @@ def _selection(value: object) -> bool:
     return (_texts(value.get("args", [])) and all(_text(value.get(k, "")) for k in ("keyword", "markexpr", "shard")))
 
 
+def _order(value: object) -> bool:
+    if not isinstance(value, dict) or value.get("order", "file") not in ("random", "file"):
+        return False
+    return "seed" not in value or _count(value["seed"])
+
+
+def _decide(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    pairs = value.get("pairs", [])
+    numbers = all(isinstance(value.get(k, 0), int | float) and not isinstance(value.get(k, 0), bool)
+                  for k in ("alpha", "margin"))
+    return numbers and isinstance(pairs, list) and all(_texts(p) and len(p) == 3 for p in pairs)
+
+
 # Field -> (its check, what it must be). The fields of ``records.Meta``, and those merge and regrade add.
 _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "benchmark": (_text, "a string"), "benchmarks": (_benchmarks, "an object of objects"),
@@ -136,6 +151,8 @@ _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "merged_from": (_texts, "a list of strings"), "regraded_from": (_text, "a string"),
     "shard_scheme": (_positive_int, "an integer of 1 or more"), "shards": (_texts, "a list of strings"),
     "complete": (_bool, "true or false"), "missing_shards": (_texts, "a list of strings"),
+    "order": (_order, "an object (order: random or file; seed: an integer of 0 or more)"),
+    "decide": (_decide, "an object (pairs: lists of benchmark, a, b; alpha, margin: numbers)"),
 }
 META_FIELDS = {name: check for name, (check, _) in _META.items()}
 META_TYPES = {name: what for name, (_, what) in _META.items()}

@@ -142,6 +142,9 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False, exclusive: b
             os.unlink(tmp)
 
 
+# A stop that is not a failure: every comparison the run was asked to decide is decided (exit 0).
+DECIDED = "decided"
+
 # Stops that resuming as things are would only repeat: a person must fix something first.
 NEEDS_FIXING = frozenset({"arm-unavailable", "local-error", "store-error"})
 
@@ -149,7 +152,7 @@ NEEDS_FIXING = frozenset({"arm-unavailable", "local-error", "store-error"})
 @dataclass(frozen=True)
 class StopReason:
     """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted, worker-lost (time or
-    a resume fixes these), or arm-unavailable, local-error, store-error (a person must fix these first)."""
+    a resume fixes these), decided (done early, on purpose), or arm-unavailable, local-error, store-error (a person must fix these first)."""
 
     reason: str
     message: str = ""

@@ -31,6 +31,8 @@ class Meta:
     created_at: str
     fsync: str = "end"
     rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
+    order: dict[str, Any] = field(default_factory=dict)  # how items were ordered (plugin.order); {}: file order
+    decide: dict[str, Any] = field(default_factory=dict)  # the stop-when-decided plan (ops.decide.Plan); {}: none
     schema: int = SCHEMA
     # Fields of a line this class does not name (merge's merged_from, regrade's regraded_from, a
     # newer writer's): kept, so a meta line read and written again loses nothing.
@@ -39,6 +41,9 @@ class Meta:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         extra = data.pop("extra")
+        for name in ("order", "decide"):  # absent when unset: such a line is what older readers know
+            if not data[name]:
+                del data[name]
         return {"_meta": True, **data, **extra}
 
     @classmethod
