@@ -78,6 +78,7 @@ def test_loader_without_the_package_says_what_to_install(tmp_path: Path, monkeyp
 
 # ---- the scorer on the whole dataset ---------------------------------------------------------
 
+@pytest.mark.long_running  # started first: see tests/conftest.py
 def test_canonical_solutions_pass_all_164_and_a_wrong_body_passes_none(problems: list[Example]) -> None:
     t0 = time.perf_counter()
     right = _score_all(problems, lambda ex: ex.metadata["canonical_solution"])

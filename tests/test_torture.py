@@ -67,6 +67,7 @@ def tear_last_row(out: Path, rng: random.Random) -> None:
         f.write(last[: rng.randrange(1, len(last) - 1)])
 
 
+@pytest.mark.long_running  # started first: see tests/conftest.py
 @pytest.mark.parametrize(
     ("kill_points", "workers", "tasks"),
     [(20, "2", 400), pytest.param(LONG_KILLS, "4", 5000, marks=needs_long)],
