@@ -114,6 +114,17 @@ def sim_spec(n: int = 6, arms: str = "  good: {provider: sim, accuracy: 1.0}\n  
             f"scorer: exact\narms:\n{arms}\n{extra}")
 
 
+def reports(pytester: pytest.Pytester) -> tuple[str, str]:
+    """The JUnit XML and json-report files of the last run, as text."""
+    return ((pytester.path / "junit.xml").read_text(encoding="utf-8"),
+            (pytester.path / "report.json").read_text(encoding="utf-8"))
+
+
+def report_args(pytester: pytest.Pytester) -> tuple[str, ...]:
+    return ("-v", "-rA", f"--junitxml={pytester.path / 'junit.xml'}", "--json-report",
+            f"--json-report-file={pytester.path / 'report.json'}")
+
+
 class Sweep:
     """Runs a sweep in a pytester dir and returns (result, meta, rows)."""
 
