@@ -25,7 +25,7 @@ from pytest_echo_bench.suites.sandbox import OUTPUT_TAIL, Limits, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits are tested on Linux")
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SPEC = """\
 benchmark: humaneval
 dataset: {{loader: humaneval{extra}}}

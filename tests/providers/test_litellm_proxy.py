@@ -32,7 +32,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
 DEFAULT_EXE = HERE.parent / ".venv-litellm" / "bin" / "litellm"
 MASTER_KEY = "sk-echo-bench-master"  # general_settings.master_key in proxy.yaml

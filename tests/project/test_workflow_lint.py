@@ -24,7 +24,7 @@ from npm_tools import npm_ci
 
 from pytest_echo_bench.ops.cli import parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "docs" / "nightly.yml"
 # Loading the 2 MB WebAssembly module takes well under a second; the bound only stops a hang.
 TIMEOUT_S = 60.0
