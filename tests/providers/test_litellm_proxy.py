@@ -126,11 +126,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-# Under ``pytest -n 2 --dist loadgroup`` the tests of the one module proxy run on one worker: split,
-# each worker would start a proxy of its own (about 20 s each here, most of it LiteLLM's imports).
-SHARES_THE_PROXY = pytest.mark.xdist_group("litellm-proxy")
-
-
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     """One proxy for the whole module: it takes seconds to start, and the tests tell theirs apart by prompt."""
@@ -191,7 +186,6 @@ def stop_marker(pytester: pytest.Pytester) -> dict[str, Any]:
     return marker
 
 
-@SHARES_THE_PROXY
 def test_plain_answers_are_graded_and_recorded_once(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
     tag = f"plain-{client}"
     items = [(f"{tag} 2+2=? ({i})", "4" if i % 2 == 0 else "5") for i in range(4)]
@@ -205,7 +199,6 @@ def test_plain_answers_are_graded_and_recorded_once(pytester: pytest.Pytester, s
     assert len(proxy.events(tag, "call")) == 4
 
 
-@SHARES_THE_PROXY
 @pytest.mark.parametrize("status", ["429", "500"])
 def test_a_transient_error_that_passes_is_retried_and_recorded_once(
     pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str, status: str
@@ -221,7 +214,6 @@ def test_a_transient_error_that_passes_is_retried_and_recorded_once(
     assert len(proxy.events(f"{tag} [{status}-once]", "failure")) == 1
 
 
-@SHARES_THE_PROXY
 @pytest.mark.parametrize("status", ["429", "500"])
 def test_a_transient_error_that_persists_leaves_the_items_incomplete(
     pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str, status: str
@@ -242,7 +234,6 @@ def test_a_transient_error_that_persists_leaves_the_items_incomplete(
         assert "retries.max_wait_s" in result.stdout.str()
 
 
-@SHARES_THE_PROXY
 def test_a_bad_request_is_one_error_row_with_one_prefix(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
     tag = f"bad-{client}"
     items = [(f"{tag} [400] 2+2=?", "4"), (f"{tag} 2+2=? (1)", "4"), (f"{tag} 2+2=? (2)", "4")]
@@ -256,7 +247,6 @@ def test_a_bad_request_is_one_error_row_with_one_prefix(pytester: pytest.Pyteste
     assert len(proxy.events(f"{tag} [400]", "call")) == 1
 
 
-@SHARES_THE_PROXY
 def test_a_wrong_key_stops_the_arm_after_one_call(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
     tag = f"wrongkey-{client}"
     items = [(f"{tag} 2+2=? ({i})", "4") for i in range(6)]
@@ -279,7 +269,6 @@ def test_a_wrong_key_stops_the_arm_after_one_call(pytester: pytest.Pytester, swe
         assert key not in out and key not in sweep.out.read_text(encoding="utf-8")
 
 
-@SHARES_THE_PROXY
 def test_a_wrong_key_costs_one_call_per_process_under_xdist(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy) -> None:
     tag = "wrongkey-xdist"
     items = [(f"{tag} 2+2=? ({i})", "4") for i in range(8)]
@@ -290,7 +279,6 @@ def test_a_wrong_key_costs_one_call_per_process_under_xdist(pytester: pytest.Pyt
     assert 1 <= len(proxy.events(tag, "failure")) <= 2  # one probe per worker process, not one per item or slot
 
 
-@SHARES_THE_PROXY
 def test_an_unknown_model_stops_the_arm(pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy, client: str) -> None:
     """LiteLLM answers a model it does not serve with a 400 (not a 404): its text names the model, so
     the first call stops the arm, and nothing of it is recorded."""
