@@ -43,6 +43,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return first_time.header()
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The few tests that take a minute or more (``long_running``) run first, the rest in their order.
+
+    Under ``-n 2`` a worker that picks one up last runs it alone after the other has finished (the
+    gateway's minute windows alone are two minutes): started first, it runs beside the others.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)  # stable: the rest keep their order
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The first three items of every BBH task (see data/README.md), so a clone without ../shared still
 # runs the BBH loader, scorer and spec paths on real items.
@@ -103,6 +112,17 @@ def sim_spec(n: int = 6, arms: str = "  good: {provider: sim, accuracy: 1.0}\n  
              extra: str = "", benchmark: str = "demo") -> str:
     return (f"benchmark: {benchmark}\ndataset:\n  loader: inline\n  items:\n{inline_items(n)}\n"
             f"scorer: exact\narms:\n{arms}\n{extra}")
+
+
+def reports(pytester: pytest.Pytester) -> tuple[str, str]:
+    """The JUnit XML and json-report files of the last run, as text."""
+    return ((pytester.path / "junit.xml").read_text(encoding="utf-8"),
+            (pytester.path / "report.json").read_text(encoding="utf-8"))
+
+
+def report_args(pytester: pytest.Pytester) -> tuple[str, ...]:
+    return ("-v", "-rA", f"--junitxml={pytester.path / 'junit.xml'}", "--json-report",
+            f"--json-report-file={pytester.path / 'report.json'}")
 
 
 class Sweep:

@@ -1,46 +1,34 @@
 """Adaptive concurrency per endpoint, and an arm's optional client-side rate limit.
 
-Every call of a network arm goes through the ``Limiter`` of its endpoint (base URL and key):
-it starts at the configured concurrency, is cut multiplicatively when the server answers 429,
-waits out the server's ``retry-after`` before the endpoint's next call, and grows back by about
-one slot per round of successful calls. An arm's ``rate_limit:`` adds a ``TokenBucket`` for its
-requests and one for its tokens. The decisions are pure functions of an injected clock, so the
-tests drive them without sleeping; ``Limited`` adds the blocking and the run-wide stop.
+Every call of a network arm goes through the ``Gate`` of its endpoint (base URL and key): it
+starts at the configured concurrency, is cut multiplicatively when the server answers 429, waits
+out the server's ``retry-after`` before the endpoint's next call, and grows back by about one slot
+per round of successful calls. An arm's ``rate_limit:`` adds a ``TokenBucket`` for its requests and
+one for its tokens. The decisions are the pure policies of ``engine.policies`` combined by
+``Limiter`` on an injected clock, so the tests drive them without sleeping; ``Limited`` adds the
+blocking (one ``Condition`` per endpoint: a call ending on one endpoint wakes no other's waiters)
+and the run-wide stop.
 """
 
 from __future__ import annotations
 
 import collections
 import hashlib
-import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_echo_bench.engine.policies import HEADROOM, Aimd, DecisionLog, Observed, Pacer, Pause, TokenBucket
 from pytest_echo_bench.errors import AbortedError, ProviderError, TransientError
 from pytest_echo_bench.providers.base import Completion, Provider, Request
 from pytest_echo_bench.spec.load import ArmSpec
 
 Clock = Callable[[], float]
-BETA = 0.5  # a cut keeps this share of the limit (but see ``Limiter.throttled``: never below the observed rate)
-WINDOW_S = 1.0  # successes are counted over this span to know the rate the server accepts
-HEADROOM = 0.95  # after a cut, run at this share of the concurrency that carried the accepted rate
-# Once a 429 came after a whole window of calls, the endpoint is paced at the rate it accepted over
-# that window. While calls succeed the pace grows by PACE_GROWTH requests/s per success (1% a
-# second) near the pace the last 429 came at, by PACE_RECOVERY (10%) below PACE_NEAR of it; a 429
-# while paced keeps at least PACE_CUT of the pace: the rate measured just after a pause is low.
-PACE_GROWTH = 0.01
-PACE_RECOVERY = 0.1
-PACE_NEAR = 0.98
-PACE_CUT = 0.9
-SLACK = 1.2  # a paced endpoint's concurrency: this share of what carries the pace, and one slot more
-PACE_FLOOR = 0.1  # requests a second: 429s without a success in between cut the pace no lower
 # A pause longer than this is not waited out call by call: each call fails at once as transient
 # (with the time left as its retry-after), so the retries decide (see engine.calls).
 LONG_PAUSE_S = 60.0
-DEFAULT_PAUSE_S = 1.0  # a 429 without retry-after still pauses the endpoint this long
 WAIT_TICK_S = 0.25  # a waiting call looks at the run-wide stop this often
 DEFAULT_CEILING = 64  # the limit when no pool size was given (a Runner used on its own)
 
@@ -49,74 +37,53 @@ class Stop(Protocol):
     def is_set(self) -> bool: ...
 
 
-@dataclass
 class Limiter:
-    """One endpoint's concurrency limit (additive increase, multiplicative decrease) and pause."""
+    """One endpoint's policies, told each call's start and end: the pause, AIMD and the pacer."""
 
-    ceiling: int
-    clock: Clock = time.monotonic
-    limit: float = 0.0
-    in_flight: int = 0
-    resume_at: float = 0.0  # no call starts before this (the server's retry-after)
-    throttled_count: int = 0  # 429 answers seen
-    _cut_at: float = -math.inf  # when the limit was last cut: 429s of calls started before it do not cut again
-    _grow_after: float = -math.inf  # no growth until then: let the cut show its effect first
-    _successes: collections.deque[float] = field(default_factory=collections.deque)
-    _latency: float = 0.0  # smoothed seconds per successful call
-    pace: float = 0.0  # requests a second the endpoint is held to after a 429 (0: not paced)
-    _refused_pace: float = 0.0  # the pace the last 429 came at
-    queue: collections.deque[object] = field(default_factory=collections.deque)  # calls waiting to start, in turn
-    _next_start: float = -math.inf  # the pace's earliest start for the next call
-    _since: float | None = None  # when the endpoint's first call started
+    def __init__(self, ceiling: int, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self.pause, self.aimd, self.pacer, self.observed = Pause(), Aimd(ceiling), Pacer(), Observed()
+        self.in_flight = 0
+        self.throttled_count = 0  # 429 answers seen
 
-    def __post_init__(self) -> None:
-        self.limit = self.limit or float(self.ceiling)
+    @property
+    def current(self) -> int:
+        return self.aimd.current
 
-    def raise_ceiling(self, ceiling: int) -> None:
-        """Another arm with a higher limit shares this endpoint."""
-        if ceiling > self.ceiling:
-            self.limit += ceiling - self.ceiling
-            self.ceiling = ceiling
+    @property
+    def limit(self) -> float:
+        return self.aimd.limit
+
+    @property
+    def pace(self) -> float:
+        return self.pacer.pace
+
+    @property
+    def logs(self) -> dict[str, DecisionLog]:
+        return {"pause": self.pause.log, "aimd": self.aimd.log, "pacer": self.pacer.log}
 
     def wait_s(self) -> float:
         """Seconds until a call may start (0: now); the caller retries after that long."""
         now = self.clock()
-        if now < self.resume_at:
-            return self.resume_at - now
-        if self.in_flight >= max(1, int(self.limit)):
+        if (pause := self.pause.wait_s(now)) > 0:
+            return pause
+        if self.in_flight >= self.aimd.current:
             return WAIT_TICK_S
-        return max(0.0, self._next_start - now) if self.pace else 0.0
+        return self.pacer.wait_s(now)
 
     def started(self) -> float:
         self.in_flight += 1
         now = self.clock()
-        if self._since is None:
-            self._since = now
-        if self.pace:
-            # Evenly spaced. A call that starts late (its thread waited for the GIL) does not push
-            # the next ones back: up to one step of lateness is made up; a quiet spell is not.
-            step = 1.0 / self.pace
-            self._next_start = max(now - step, self._next_start) + step
+        self.observed.on_start(now)
+        self.pacer.on_start(now)
         return now
 
     def succeeded(self, started_at: float) -> None:
         now = self.clock()
         self.in_flight -= 1
-        latency = now - started_at
-        self._latency = latency if not self._latency else 0.9 * self._latency + 0.1 * latency
-        self._successes.append(now)
-        self._forget(now)
-        if now >= self._grow_after:
-            self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
-            if self.pace:
-                self.pace += PACE_RECOVERY if self.pace < PACE_NEAR * self._refused_pace else PACE_GROWTH
-                if self.pace * self._latency > self.ceiling:
-                    self.pace = 0.0  # the ceiling holds the rate below this anyway
-
-    def _forget(self, now: float) -> None:
-        """Keep the successes of the last ``WINDOW_S`` only."""
-        while self._successes and now - self._successes[0] > WINDOW_S:
-            self._successes.popleft()
+        self.observed.on_success(now, started_at)
+        if self.aimd.on_success(now):
+            self.pacer.on_success(now, self.observed.latency, self.aimd.ceiling)
 
     def failed(self) -> None:
         """Any other error: the slot is free, the limit unchanged."""
@@ -130,75 +97,40 @@ class Limiter:
         alone would fall far below the server's rate and spend the time between cuts climbing back.
         Once the endpoint has been called for a whole second, that accepted rate is also its pace
         (calls evenly spaced at it); the concurrency then keeps one slot more than carries it, so
-        the pace holds the rate where the server's limit is, not a whole slot's share below it. A
-        429 while paced cuts the pace to the accepted rate, by a tenth at most (see PACE_CUT).
+        the pace holds the rate where the server's limit is, not a whole slot's share below it.
         """
         now = self.clock()
         self.in_flight -= 1
         self.throttled_count += 1
-        self.resume_at = max(self.resume_at, now + (DEFAULT_PAUSE_S if retry_after is None else retry_after))
-        if started_at < self._cut_at:
+        self.pause.on_rate_limited(now, retry_after)
+        if not self.aimd.answers(started_at):
             return  # sent before the last cut: the cut already answered it
-        self._forget(now)
-        accepted = len(self._successes) / WINDOW_S
-        if self.pace:
-            # Never up: successes of calls started before the pace (or a faster one) may count.
-            self._refused_pace, self.pace = self.pace, min(self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT))
-        elif accepted and self._since is not None and now - self._since >= WINDOW_S:
-            self._refused_pace = self.pace = accepted
-        # Paced, the pace holds the rate: the concurrency only has to carry it, latency jitter too.
-        floor = self.pace * self._latency * SLACK + 1.0 if self.pace else accepted * self._latency * HEADROOM
-        self.limit = max(1.0, min(self.limit, max(self.limit * BETA, floor)))
-        self._cut_at = now
-        self._grow_after = now + max(WINDOW_S, retry_after or 0.0)
-
-    @property
-    def current(self) -> int:
-        return max(1, int(self.limit))
+        accepted = self.observed.accepted(now)
+        self.pacer.on_rate_limited(now, accepted, self.observed.whole_window(now))
+        latency = self.observed.latency
+        floor = self.pacer.concurrency_floor(latency) if self.pacer.pace else accepted * latency * HEADROOM
+        self.aimd.on_rate_limited(now, floor, retry_after)
 
 
-@dataclass
-class TokenBucket:
-    """``per_minute`` units spread evenly: a call may start while the bucket is not in debt.
+class Gate:
+    """One endpoint's limiter with what blocks on it: its own condition, and the calls waiting to start, in turn."""
 
-    The bucket holds at most ``burst_s`` seconds' worth (at least one unit), so a fresh run does
-    not burst a whole minute's allowance into a server that counts in shorter windows: requests
-    are spaced evenly (``burst_s`` 0: one at a time), tokens may come a second's worth at once
-    (one call's tokens are many). A call takes its estimate on starting and settles the
-    difference when its usage is known; the debt that leaves is paid off before the next call.
-    """
+    def __init__(self, name: str, limiter: Limiter) -> None:
+        self.name, self.limiter = name, limiter
+        self.condition = threading.Condition()
+        self.queue: collections.deque[object] = collections.deque()
+        self.buckets: list[TokenBucket] = []  # the rate limits of the arms calling it (their logs)
+        self._seen: dict[int, int] = {}  # id(log) -> decisions already taken (``take_decisions``)
 
-    per_minute: float
-    clock: Clock = time.monotonic
-    burst_s: float = 0.0
-    level: float = 0.0
-    _at: float = -1.0
-
-    def __post_init__(self) -> None:
-        self.level = self.capacity
-        self._at = self.clock()
-
-    @property
-    def capacity(self) -> float:
-        return max(1.0, self.per_minute / 60.0 * self.burst_s)
-
-    def _refill(self) -> None:
-        now = self.clock()
-        self.level = min(self.capacity, self.level + (now - self._at) * self.per_minute / 60.0)
-        self._at = now
-
-    def wait_s(self, amount: float) -> float:
-        """Seconds until ``amount`` may be taken (0: now)."""
-        self._refill()
-        need = min(amount, self.capacity) - self.level  # a call larger than the bucket waits for a full one
-        return max(0.0, need * 60.0 / self.per_minute)
-
-    def take(self, amount: float) -> None:
-        self._refill()
-        self.level -= amount
-
-    def settle(self, estimated: float, actual: float) -> None:
-        self.level += estimated - actual
+    def take_decisions(self) -> list[str]:
+        """The decisions made since the last time, oldest first, each named by endpoint and policy."""
+        with self.condition:
+            logs = [*self.limiter.logs.items(), *((bucket.unit, bucket.log) for bucket in self.buckets)]
+            fresh = []
+            for policy, log in logs:
+                fresh += [(d.at, f"{self.name} {policy}: {d.text}") for d in log.since(self._seen.get(id(log), 0))]
+                self._seen[id(log)] = log.total
+        return [text for _, text in sorted(fresh, key=lambda pair: pair[0])]
 
 
 def endpoint_of(provider: Provider) -> str | None:
@@ -210,30 +142,36 @@ def endpoint_of(provider: Provider) -> str | None:
 
 
 class Limits:
-    """The process's limiters, one per endpoint; ``ceiling`` is ``--bench-concurrency``."""
+    """The process's gates, one per endpoint.
 
-    def __init__(self, stop: Stop, clock: Clock = time.monotonic) -> None:
-        self.stop, self.clock = stop, clock
-        self.ceiling: int | None = None
-        self.processes = 1  # xdist workers calling the same endpoints: each keeps 1/processes of a rate_limit
-        self.endpoints: dict[str, Limiter] = {}
-        self._by_arm: dict[int, Limiter] = {}  # id(ArmSpec) -> its endpoint's limiter
-        self._lock = threading.Condition()
+    ``ceiling`` is ``--bench-concurrency`` (no endpoint's limit goes above the pool); ``processes``
+    the xdist workers calling the same endpoints (each keeps 1/processes of a ``rate_limit:``).
+    """
+
+    def __init__(self, stop: Stop, ceiling: int = DEFAULT_CEILING, processes: int = 1,
+                 clock: Clock = time.monotonic) -> None:
+        self.stop, self.ceiling, self.processes, self.clock = stop, ceiling, processes, clock
+        self.endpoints: dict[str, Gate] = {}
+        self._by_arm: dict[int, Gate] = {}  # id(ArmSpec) -> its endpoint's gate
+        self._lock = threading.Lock()  # the two maps only: each gate has its own condition
         self._local = threading.local()  # the 429s of the item this thread runs (``take_throttled``)
 
     def wrap(self, provider: Provider, arm: ArmSpec) -> Provider:
-        """``provider`` behind its endpoint's limiter (a provider without an endpoint, as it is)."""
+        """``provider`` behind its endpoint's gate (a provider without an endpoint, as it is)."""
         endpoint = endpoint_of(provider)
         if endpoint is None:
             return provider
-        ceiling = min(c for c in (self.ceiling or DEFAULT_CEILING, arm.concurrency) if c)
+        ceiling = min(c for c in (self.ceiling, arm.concurrency) if c)
+        buckets = _buckets(arm, self.clock(), self.processes)
         with self._lock:
-            limiter = self.endpoints.get(endpoint)
-            if limiter is None:
-                limiter = self.endpoints[endpoint] = Limiter(ceiling, self.clock)
-            limiter.raise_ceiling(ceiling)
-            self._by_arm[id(arm)] = limiter
-        return Limited(provider, self, limiter, _buckets(arm, self.clock, self.processes), _max_tokens(arm))
+            gate = self.endpoints.get(endpoint)
+            if gate is None:
+                gate = self.endpoints[endpoint] = Gate(endpoint.partition("#")[0], Limiter(ceiling, self.clock))
+            self._by_arm[id(arm)] = gate
+        with gate.condition:
+            gate.limiter.aimd.raise_ceiling(ceiling)
+            gate.buckets += [b for b in (buckets.requests, buckets.tokens) if b is not None]
+        return Limited(provider, self, gate, buckets, _max_tokens(arm))
 
     def take_throttled(self) -> int:
         """429s this thread met since it last asked: the item just run."""
@@ -244,15 +182,21 @@ class Limits:
     def note_throttled(self) -> None:
         self._local.throttled = getattr(self._local, "throttled", 0) + 1
 
+    def take_decisions(self) -> list[str]:
+        """Every gate's decisions since they were last taken (for ``-v``: see ``plugin.live``)."""
+        with self._lock:
+            gates = list(self.endpoints.values())
+        return [line for gate in gates for line in gate.take_decisions()]
+
     def current(self, arm: ArmSpec) -> int | None:
         """The current limit of ``arm``'s endpoint (None until it has called one)."""
-        limiter = self._by_arm.get(id(arm))
-        return limiter.current if limiter is not None else None
+        gate = self._by_arm.get(id(arm))
+        return gate.limiter.current if gate is not None else None
 
     def pace(self, arm: ArmSpec) -> float | None:
         """Requests a second ``arm``'s endpoint is paced at after a 429 (None: not paced)."""
-        limiter = self._by_arm.get(id(arm))
-        return round(limiter.pace, 1) if limiter is not None and limiter.pace else None
+        gate = self._by_arm.get(id(arm))
+        return round(gate.limiter.pace, 1) if gate is not None and gate.limiter.pace else None
 
 
 @dataclass
@@ -261,14 +205,14 @@ class Buckets:
     tokens: TokenBucket | None
 
 
-def _buckets(arm: ArmSpec, clock: Clock, processes: int) -> Buckets:
+def _buckets(arm: ArmSpec, now: float, processes: int) -> Buckets:
     """The arm's ``rate_limit:`` is what the provider allows the whole run: this process's share."""
     rate = arm.rate_limit
     if rate is None:
         return Buckets(None, None)
     rpm, tpm = rate.requests_per_minute, rate.tokens_per_minute
-    return Buckets(TokenBucket(rpm / processes, clock) if rpm else None,
-                   TokenBucket(tpm / processes, clock, burst_s=1.0) if tpm else None)
+    return Buckets(TokenBucket(rpm / processes, now, unit=f"{arm.name} requests") if rpm else None,
+                   TokenBucket(tpm / processes, now, burst_s=1.0, unit=f"{arm.name} tokens") if tpm else None)
 
 
 def _max_tokens(arm: ArmSpec) -> int:
@@ -284,10 +228,11 @@ def estimate_tokens(prompt: str, max_tokens: int) -> int:
 
 
 class Limited:
-    """A network provider whose calls wait for their endpoint's limiter and the arm's buckets."""
+    """A network provider whose calls wait for their endpoint's gate and the arm's buckets."""
 
-    def __init__(self, inner: Provider, limits: Limits, limiter: Limiter, buckets: Buckets, max_tokens: int) -> None:
-        self.inner, self.limits, self.limiter, self.buckets, self.max_tokens = inner, limits, limiter, buckets, max_tokens
+    def __init__(self, inner: Provider, limits: Limits, gate: Gate, buckets: Buckets, max_tokens: int) -> None:
+        self.inner, self.limits, self.gate, self.buckets, self.max_tokens = inner, limits, gate, buckets, max_tokens
+        self.limiter, self.clock = gate.limiter, limits.clock
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # what the runner asks of a provider (``instant``, ...)
@@ -303,24 +248,24 @@ class Limited:
         except BaseException:
             self._release(started, None)
             raise
-        with self.limits._lock:
+        with self.gate.condition:
             self.limiter.succeeded(started)
             if self.buckets.tokens is not None and done.usage:
-                self.buckets.tokens.settle(estimate, sum(done.usage.values()))
-            self.limits._lock.notify_all()
+                self.buckets.tokens.settle(self.clock(), estimate, sum(done.usage.values()))
+            self.gate.condition.notify_all()
         return done
 
     def _acquire(self, estimate: int) -> float:
         """Wait for the arm's buckets, then for the endpoint, in turn; the run's stop ends either
         wait within a tick.
 
-        Calls start in the order they came (``Limiter.queue``): woken together, the newest could
+        Calls start in the order they came (``Gate.queue``): woken together, the newest could
         otherwise win the race again and again while the oldest, which pytest reports next, waits,
         and the items reported after it can start no new calls until it is done. A call joins the
         queue only once its own arm's buckets allow it, so one arm's ``rate_limit:`` holds up no
         other arm's calls to the same endpoint.
         """
-        with self.limits._lock:
+        with self.gate.condition:
             while True:
                 self._wait_for_buckets(estimate)
                 started = self._take_turn(estimate)
@@ -330,11 +275,11 @@ class Limited:
     def _wait_for_buckets(self, estimate: int) -> None:
         while (wait := self._bucket_wait(estimate)) > 0:
             self._check_stop()
-            self.limits._lock.wait(min(wait, WAIT_TICK_S))
+            self.gate.condition.wait(min(wait, WAIT_TICK_S))
 
     def _take_turn(self, estimate: int) -> float | None:
         """Start in turn once the endpoint allows; None if this arm's other calls spent its buckets meanwhile."""
-        lock, queue = self.limits._lock, self.limiter.queue
+        condition, queue = self.gate.condition, self.gate.queue
         ticket = object()
         queue.append(ticket)
         try:
@@ -348,31 +293,33 @@ class Limited:
                 if first and pause <= 0:
                     if self._bucket_wait(estimate) > 0:
                         return None  # waits for the buckets again, out of the endpoint's queue
+                    now = self.clock()
                     for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
                         if bucket is not None:
-                            bucket.take(amount)
+                            bucket.take(now, amount)
                     return self.limiter.started()
-                lock.wait(min(pause, WAIT_TICK_S) if first else WAIT_TICK_S)
+                condition.wait(min(pause, WAIT_TICK_S) if first else WAIT_TICK_S)
         finally:
             head = queue[0] is ticket
             queue.remove(ticket)
             if head:  # only the head's leaving changes whose turn it is: wake the waiters once, not per call
-                lock.notify_all()
+                condition.notify_all()
 
     def _check_stop(self) -> None:
         if self.limits.stop.is_set():
             raise AbortedError("the run is stopping; no call was made")
 
     def _bucket_wait(self, estimate: int) -> float:
-        waits = [bucket.wait_s(amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
+        now = self.clock()
+        waits = [bucket.wait_s(now, amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
                  if bucket is not None]
         return max(waits, default=0.0)
 
     def _release(self, started: float, error: ProviderError | None) -> None:
-        with self.limits._lock:
+        with self.gate.condition:
             if isinstance(error, TransientError) and error.status == 429:  # not quota exhaustion's 429
                 self.limiter.throttled(started, error.retry_after)
                 self.limits.note_throttled()
             else:
                 self.limiter.failed()
-            self.limits._lock.notify_all()
+            self.gate.condition.notify_all()

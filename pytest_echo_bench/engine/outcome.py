@@ -43,6 +43,7 @@ class Outcome:
     limit: int | None = None  # the arm's endpoint's concurrency limit after this item (engine.limiter)
     pace: float | None = None  # requests a second the endpoint is paced at after this item (None: not paced)
     throttled: int = 0  # 429 answers this item met
+    decisions: tuple[str, ...] = ()  # what the process's limiters decided since its last item (shown with -v)
 
 
 def utcnow() -> str:

@@ -77,7 +77,6 @@ class Prefetcher:
         self._futures: dict[str, Future[Outcome]] = {}
         self._instants: dict[tuple[int, str], bool] = {}  # per (spec, arm): run on pytest's thread
         self._frontier: Job | None = None  # the last item the previous look-ahead window ended with
-        runner.limits.ceiling = concurrency  # no endpoint's adaptive limit goes above the pool
 
     def outcome(self, item: Job, upcoming: Sequence[Job]) -> Outcome:
         if self.concurrency == 1:
@@ -146,6 +145,7 @@ class Prefetcher:
         outcome.throttled = self.runner.limits.take_throttled()
         outcome.limit = self.runner.limits.current(item.spec.arms[item.arm])
         outcome.pace = self.runner.limits.pace(item.spec.arms[item.arm])
+        outcome.decisions = tuple(self.runner.limits.take_decisions())
         return outcome
 
     def close(self, stopping: bool) -> None:

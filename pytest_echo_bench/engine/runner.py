@@ -108,13 +108,15 @@ class ArmRuntime:
 class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
                  on_stop: Callable[[str], None], cache: ResponseCache | None = None,
-                 recorded: RunRows | None = None, budget: Budget | None = None) -> None:
+                 recorded: RunRows | None = None, budget: Budget | None = None,
+                 limits: Limits | None = None) -> None:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
         self.on_stop, self.cache, self.recorded, self.budget = on_stop, cache, recorded, budget
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
         self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
-        self.limits = Limits(stop)  # per endpoint: the adaptive concurrency limit and the arms' rate limits
+        # Per endpoint: the adaptive concurrency limit and the arms' rate limits (on its own: the defaults).
+        self.limits = limits if limits is not None else Limits(stop)
         self._lock = threading.Lock()
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:

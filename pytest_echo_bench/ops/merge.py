@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +12,12 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import Record, read_records
-from pytest_echo_bench.store.records import Key, row_key
+from pytest_echo_bench.store.records import Key, Meta, row_key
 
 
 @dataclass
 class Merged:
-    meta: dict[str, Any] | None
+    meta: Meta | None
     lines: list[bytes] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[str] = field(default_factory=list)
@@ -27,7 +27,7 @@ class Merged:
 Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files without one were recorded with
 
 
-def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]], allow_mismatch: bool = False) -> None:
+def check_fingerprints(metas: Sequence[tuple[Path, Meta | None]], allow_mismatch: bool = False) -> None:
     """Refuse files whose benchmarks were recorded from different specs (unless ``allow_mismatch``)."""
     seen: dict[str, tuple[str, Path]] = {}
     for path, meta in metas:
@@ -39,10 +39,14 @@ def check_fingerprints(metas: Sequence[tuple[Path, dict[str, Any] | None]], allo
             seen.setdefault(name, (fp, path))
 
 
-def _fingerprints(meta: dict[str, Any] | None) -> dict[str, str]:
+def _fingerprints(meta: Meta | None) -> dict[str, str]:
     """Benchmark -> fingerprint, as a meta line records them (``store.checks`` has checked their types)."""
-    benchmarks = (meta or {}).get("benchmarks") or {}
+    benchmarks = meta.benchmarks if meta is not None else {}
     return {name: info["fingerprint"] for name, info in benchmarks.items() if info.get("fingerprint")}
+
+
+def _typed(path: Path, meta: dict[str, Any] | None) -> Meta | None:
+    return Meta.from_json(meta, f"{path}:1") if meta is not None else None
 
 
 def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False) -> Merged:
@@ -54,7 +58,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     accept rows from a changed spec. ``assumed`` names the fingerprint of such rows (the user
     says so); it must agree with the other files' like any fingerprint.
     """
-    loaded = [(p, *read_records(p)) for p in paths]
+    loaded = [(p, _typed(p, meta), rows) for p, (meta, rows) in ((p, read_records(p)) for p in paths)]
     metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
@@ -62,7 +66,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts))
     kept: dict[Key, tuple[bytes, bool, str, Path]] = {}  # key -> (line, passed, status, file) of its newest row
     for path, meta, rows in loaded:
-        default = str((meta or {}).get("benchmark") or _only(assumed))
+        default = (meta.benchmark if meta is not None else "") or _only(assumed)
         for record in rows:
             row = record.data
             key = row_key(row, default)
@@ -88,11 +92,11 @@ def _only(assumed: Assumed | None) -> str:
     return next(iter(assumed)) if assumed and len(assumed) == 1 else ""
 
 
-def _with_assumed(path: Path, meta: dict[str, Any] | None, rows: list[Record], assumed: Assumed) -> dict[str, Any] | None:
+def _with_assumed(path: Path, meta: Meta | None, rows: list[Record], assumed: Assumed) -> Meta | None:
     """``meta`` with an entry for each benchmark its rows have and it records no fingerprint of,
     from ``assumed``; refused, naming the first such row, when the user did not say."""
     known = _fingerprints(meta)
-    default = str((meta or {}).get("benchmark") or _only(assumed))
+    default = (meta.benchmark if meta is not None else "") or _only(assumed)
     added: dict[str, dict[str, Any]] = {}
     for record in rows:
         name = row_key(record.data, default)[0]
@@ -105,13 +109,12 @@ def _with_assumed(path: Path, meta: dict[str, Any] | None, rows: list[Record], a
         added[name] = {"fingerprint": assumed[name]}
     if not added:
         return meta
-    base = dict(meta or {"benchmark": default})
-    base["benchmarks"] = {**(base.get("benchmarks") or {}), **added}
-    base["assumed_fingerprints"] = {**(base.get("assumed_fingerprints") or {}), **{n: assumed[n] for n in added}}
-    return base
+    base = meta if meta is not None else Meta.from_json({"_meta": True, "benchmark": default})
+    noted = {**(base.extra.get("assumed_fingerprints") or {}), **{n: assumed[n] for n in added}}
+    return replace(base, benchmarks={**base.benchmarks, **added}, extra={**base.extra, "assumed_fingerprints": noted})
 
 
-def _mismatched(meta: dict[str, Any] | None, metas: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def _mismatched(meta: Meta | None, metas: list[Meta | None]) -> Meta | None:
     """The merged meta, where files disagreed on a benchmark's fingerprint (``--allow-mismatch``):
     a fingerprint no spec gives (and no parts), so that resume and regrade refuse it until told."""
     if meta is None:
@@ -122,17 +125,17 @@ def _mismatched(meta: dict[str, Any] | None, metas: list[dict[str, Any] | None])
             found.setdefault(name, set()).add(fp)
     if all(len(fps) == 1 for fps in found.values()):
         return meta
-    benchmarks = {name: dict(info) for name, info in (meta.get("benchmarks") or {}).items()}
+    benchmarks = {name: dict(info) for name, info in meta.benchmarks.items()}
     for name, fps in found.items():
         if len(fps) > 1:
             info = benchmarks.setdefault(name, {})
             info.pop("parts", None)
             info["fingerprint"] = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
     fingerprints = {name: str(info.get("fingerprint")) for name, info in benchmarks.items()}
-    return {**meta, "benchmarks": benchmarks, "fingerprint": combine(fingerprints)}
+    return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints))
 
 
-def describe_epochs(meta: dict[str, Any] | None, keys: Iterable[Key]) -> dict[str, Any] | None:
+def describe_epochs(meta: Meta | None, keys: Iterable[Key]) -> Meta | None:
     """The meta line with each benchmark's ``epochs`` (and ``items``) as the rows have them.
 
     The files merged may have been run with different ``epochs: K`` (a resume that raised K): the
@@ -143,7 +146,7 @@ def describe_epochs(meta: dict[str, Any] | None, keys: Iterable[Key]) -> dict[st
     top: dict[str, int] = {}
     for benchmark, _, _, epoch in keys:
         top[benchmark] = max(top.get(benchmark, 1), epoch)
-    benchmarks = {name: dict(info) for name, info in (meta.get("benchmarks") or {}).items()}
+    benchmarks = {name: dict(info) for name, info in meta.benchmarks.items()}
     for name, info in benchmarks.items():
         value = info.get("epochs")
         recorded = value if isinstance(value, int) and value > 0 else 1
@@ -152,26 +155,22 @@ def describe_epochs(meta: dict[str, Any] | None, keys: Iterable[Key]) -> dict[st
             if isinstance(info.get("items"), int) and recorded:
                 info["items"] = info["items"] // recorded * epochs
             info["epochs"] = epochs
-    return {**meta, "benchmarks": benchmarks}
+    return replace(meta, benchmarks=benchmarks)
 
 
 def _shown_key(key: Key) -> str:
     return f"{key[0]}/{key[1]}[{key[2]}]" if key[3] == 1 else f"{key[0]}/{key[1]}[{key[2]}-e{key[3]}]"
 
 
-def _merged_meta(metas: list[dict[str, Any] | None], paths: Sequence[Path]) -> dict[str, Any] | None:
-    present = [m for m in metas if m]
+def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
+    present = [m for m in metas if m is not None]
     if not present:
         return None
     # A file's own meta line heads the merged file; one made of assumed fingerprints only if none has one.
-    meta = dict(next((m for m in present if "run_id" in m), present[0]))
-    benchmarks: dict[str, Any] = {}
+    meta = next((m for m in present if m.run_id), present[0])
+    benchmarks: dict[str, dict[str, Any]] = {}
     for m in present:
-        benchmarks.update(m.get("benchmarks") or {})
-    meta["benchmarks"] = benchmarks
-    meta["benchmark"] = "+".join(sorted(benchmarks)) or meta.get("benchmark", "")
-    selection = dict(meta.get("selection") or {})
-    selection["shard"] = ""  # the merged file stands for the whole sweep
-    meta["selection"] = selection
-    meta["merged_from"] = [str(p) for p in paths]
-    return meta
+        benchmarks.update(m.benchmarks)
+    return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark,
+                   selection={**meta.selection, "shard": ""},  # the merged file stands for the whole sweep
+                   extra={**meta.extra, "merged_from": [str(p) for p in paths]})

@@ -12,7 +12,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
-from pytest_echo_bench.store.records import row_epoch, row_key
+from pytest_echo_bench.store.records import Meta, row_epoch, row_key
 
 # The parts a regrade must find unchanged; the scorer is the one it replaces.
 KEPT_PARTS = ("dataset", "arms")
@@ -41,7 +41,7 @@ class RegradeError(EchoBenchError):
 
 @dataclass
 class Regraded:
-    meta: dict[str, Any] | None
+    meta: Meta | None
     lines: list[bytes] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
     kept: int = 0  # rows with no output to grade (provider errors)
@@ -61,7 +61,7 @@ class Bench:
     untargeted: int = 0  # rows recording no target, when there was nothing else to check them by
 
 
-def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path],
+def find_specs(results: Path, meta: Meta | None, given: Sequence[Path],
                allow_outside: bool = False) -> dict[str, Loaded]:
     """Specs by benchmark name: those given, else the meta line's, under the current directory.
 
@@ -70,7 +70,7 @@ def find_specs(results: Path, meta: dict[str, Any] | None, given: Sequence[Path]
     current directory, and one outside it is refused unless ``allow_outside``.
     """
     root = Path.cwd().resolve()
-    paths = list(given) or [_locate(s, results, root, allow_outside) for s in (meta or {}).get("spec_files", [])]
+    paths = list(given) or [_locate(s, results, root, allow_outside) for s in (meta.spec_files if meta is not None else [])]
     specs: dict[str, Loaded] = {}
     for path in paths:
         import_conftests(path, root)
@@ -125,12 +125,13 @@ def _locate(name: str, results: Path, root: Path, allow_outside: bool) -> Path:
 
 
 def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = False) -> Regraded:
-    meta, rows = read_records(results)
+    line, rows = read_records(results)
+    meta = Meta.from_json(line, f"{results}:1") if line is not None else None
     specs = find_specs(results, meta, given, allow_outside)
-    recorded = (meta or {}).get("benchmarks") or {}
+    recorded = meta.benchmarks if meta is not None else {}
     benches = {name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()}
     out = Regraded(None)
-    default = str((meta or {}).get("benchmark", ""))
+    default = meta.benchmark if meta is not None else ""
     newest = _newest(rows, default)
     if len(newest) < len(rows):
         out.notes.append(f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
@@ -234,13 +235,13 @@ def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: lis
     return encode_line(row)
 
 
-def _new_meta(meta: dict[str, Any] | None, benches: dict[str, Bench], source: Path) -> dict[str, Any] | None:
+def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Meta | None:
     """The meta line with the current scorer in each regraded benchmark's provenance."""
     if meta is None:
         return None
-    meta = json.loads(json.dumps(meta))
+    benchmarks: dict[str, dict[str, Any]] = json.loads(json.dumps(meta.benchmarks))  # a deep copy: ``meta`` stays as read
     fingerprints = {}
-    for name, info in (meta.get("benchmarks") or {}).items():
+    for name, info in benchmarks.items():
         bench = benches.get(name)
         if bench is not None and bench.verified:
             info["parts"], info["fingerprint"] = dict(bench.parts), bench.fingerprint
@@ -249,13 +250,12 @@ def _new_meta(meta: dict[str, Any] | None, benches: dict[str, Bench], source: Pa
             # says (--bench-allow-mismatch) that the current arms are the ones the rows came from.
             info["fingerprint"] = combine({"recorded": str(info.get("fingerprint")), "regraded_scorer": bench.parts["scorer"]})
         fingerprints[name] = str(info.get("fingerprint"))
-    meta["fingerprint"] = combine(fingerprints)
-    meta["regraded_from"] = str(source)
-    meta["regraded_at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return meta
+    at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints),
+                   extra={**meta.extra, "regraded_from": str(source), "regraded_at": at})
 
 
-def _unverified_note(results: Path, meta: dict[str, Any] | None, benches: dict[str, Bench]) -> list[str]:
+def _unverified_note(results: Path, meta: Meta | None, benches: dict[str, Bench]) -> list[str]:
     """One line naming the benchmarks whose arms the file gave no way to check."""
     names = [name for name, bench in sorted(benches.items()) if bench.rows and not bench.verified]
     if not names:

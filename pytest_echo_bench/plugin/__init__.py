@@ -119,7 +119,7 @@ def _restore_addopts(before: str | None) -> None:
 # the directories pytest would not enter.
 
 # "bench_results" is store.files.RESULTS_DIR, spelled out: the entry point imports nothing of
-# ours for a suite without specs (tests/test_inert.py); tests/test_results_dir.py checks they agree.
+# ours for a suite without specs (tests/plugin/test_inert.py); tests/plugin/test_results_dir.py checks they agree.
 _ALWAYS_SKIP = {"bench_results", "node_modules", "__pycache__"}
 _SNIFFED = ((b"benchmark", re.compile(rb"benchmark\s*:")), (b"arms", re.compile(rb"arms\s*:")))
 _SNIFF_CHUNK = 1 << 20

@@ -352,6 +352,10 @@ class ControllerPlugin:
             tr.write_line(self.budget_line)
         for line in self.deciding.lines() if self.deciding is not None else ():
             tr.write_line(shown(line))
+        if self.config.get_verbosity() > 0 and self.live is not None and self.live.decisions:
+            tr.write_line(f"limiter decisions (the last {len(self.live.decisions)}, all processes):")
+            for line in self.live.decisions:
+                tr.write_line(f"  {line}")  # escaped by the worker that sent it (plugin.payload)
         tr.write_line(f"results: {self.ctx.results}")
         if self._scores_code() and isolation.machine().missing():
             tr.write_line(isolation.summary_line(), yellow=True)

@@ -4,6 +4,7 @@ end-of-run table."""
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,6 +24,7 @@ from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
 
 FILE_EVERY_S = 5.0
+DECISIONS_SHOWN = 40  # the end summary's -v list of limiter decisions: the latest this many
 
 
 @dataclass
@@ -43,6 +45,8 @@ class LiveRun:
     throttled: int = 0  # calls the provider answered 429 (rate limited)
     limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's current concurrency limit
     paces: dict[str, float] = field(default_factory=dict)  # arm key -> requests/s its endpoint is paced at
+    # The limiters' last decisions, from every process (shown with -v: why a run went at the pace it did).
+    decisions: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=DECISIONS_SHOWN))
     incomplete: int = 0
     aborted: int = 0
     started: float = field(default_factory=time.time)
@@ -79,6 +83,7 @@ class LiveRun:
         """One item's report (the payload that travels from workers)."""
         self.retries += bench.retries
         self.throttled += bench.throttled
+        self.decisions.extend(bench.decisions)
         if bench.limit is not None:
             key = self.key(bench.benchmark, bench.arm)
             self.limits[key] = bench.limit

@@ -42,6 +42,7 @@ class Payload(msgspec.Struct, frozen=True, omit_defaults=True):
     limit: int | None = None  # the endpoint's adaptive limit after this item, for the progress line and page
     throttled: int = 0  # 429 answers this item met
     pace: float | None = None  # requests a second the endpoint is paced at (None: not paced)
+    decisions: tuple[str, ...] = ()  # the limiters' decisions since this process's last item, shown escaped
     optional: bool = False  # unavailable, and the spec says the sweep is complete without this arm
     stop: StopSent | None = None  # this item's failure stopped the run
 
@@ -55,6 +56,7 @@ class Payload(msgspec.Struct, frozen=True, omit_defaults=True):
             retries=outcome.retries, message=shown(outcome.message), limit=outcome.limit,
             throttled=outcome.throttled if outcome.limit is not None else 0,
             pace=outcome.pace if outcome.limit is not None else None,
+            decisions=tuple(shown(line) for line in outcome.decisions),
             optional=(outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional and not outcome.misconfigured),
             stop=stop)
 

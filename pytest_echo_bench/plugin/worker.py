@@ -17,6 +17,7 @@ import pytest
 
 from pytest_echo_bench.engine.budget import Budget
 from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ROW, Outcome
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
@@ -58,10 +59,11 @@ class WorkerPlugin:
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, str(ctx.meta.get("benchmark", "")))
         self.budget = Budget(Ledger(ctx.results)) if ctx.budget else None
+        # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the workers.
+        limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,
-                             recorded, self.budget)
+                             recorded, self.budget, limits)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
-        self.runner.limits.processes = worker_count(config)  # an arm's rate_limit is split among the workers
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard)
         self.session: pytest.Session | None = None

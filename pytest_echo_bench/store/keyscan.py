@@ -11,7 +11,7 @@ msgspec and Python disagree on some invalid UTF-8) and msgspec reads every line 
 Struct, none of them a meta line. Anything else (NaN, an epoch of 0, a blank line, a second
 meta line, garbage) sends that chunk to the full parser line by line, which keeps ``json.loads``'s
 semantics and refuses garbage with its line number, so a reader sees exactly what
-``store.read_records`` would give (tests/test_fastpaths.py).
+``store.read_records`` would give (tests/store/test_fastpaths.py).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class ResultsIndex:
 def read_index(path: Path, upto: int | None = None, retry_errors: bool = False) -> ResultsIndex:
     """Recorded keys (up to byte ``upto``); garbage refused with its line number.
 
-    The same keys as ``read_records`` gives (tests/test_fastpaths.py), read by ``keyscan``: a
+    The same keys as ``read_records`` gives (tests/store/test_fastpaths.py), read by ``keyscan``: a
     million rows in under two seconds instead of about eight. With ``retry_errors`` a key whose
     newest row is an error is left out, so resume runs it again (newest row per key wins).
     """

@@ -28,6 +28,7 @@ from filelock import FileLock
 from pytest_echo_bench.errors import AbortedError, StoreError
 from pytest_echo_bench.store.files import encode_line, lock_path, torn_path, write_atomic
 from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.records import Meta
 
 try:
     import fcntl
@@ -274,9 +275,9 @@ def repair(path: Path) -> int:
         raise StoreError(f"cannot open {exc.filename or path} for appending: {exc.strerror or exc}") from exc
 
 
-def write_whole(out: Path, meta: dict[str, Any] | None, lines: list[bytes]) -> None:
+def write_whole(out: Path, meta: Meta | None, lines: list[bytes]) -> None:
     """Write a complete results file atomically (merge, regrade): it appears whole or not at all."""
     try:
-        write_atomic(out, (encode_line(meta) if meta is not None else b"") + b"".join(lines), durable=True)
+        write_atomic(out, (encode_line(meta.to_json()) if meta is not None else b"") + b"".join(lines), durable=True)
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc.strerror}") from exc

@@ -25,7 +25,7 @@ from pytest_echo_bench.suites.sandbox import OUTPUT_TAIL, Limits, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits are tested on Linux")
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SPEC = """\
 benchmark: humaneval
 dataset: {{loader: humaneval{extra}}}
@@ -78,6 +78,7 @@ def test_loader_without_the_package_says_what_to_install(tmp_path: Path, monkeyp
 
 # ---- the scorer on the whole dataset ---------------------------------------------------------
 
+@pytest.mark.long_running  # started first: see tests/conftest.py
 def test_canonical_solutions_pass_all_164_and_a_wrong_body_passes_none(problems: list[Example]) -> None:
     t0 = time.perf_counter()
     right = _score_all(problems, lambda ex: ex.metadata["canonical_solution"])

@@ -32,7 +32,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
 DEFAULT_EXE = HERE.parent / ".venv-litellm" / "bin" / "litellm"
 MASTER_KEY = "sk-echo-bench-master"  # general_settings.master_key in proxy.yaml
@@ -338,6 +338,7 @@ def ideal_s(admitted: list[float]) -> float:
     return WINDOW_S * (math.ceil(len(admitted) / len(first)) - 1)
 
 
+@pytest.mark.long_running  # started first: see tests/conftest.py
 def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
         pytester: pytest.Pytester, sweep: Sweep, tmp_path: Path) -> None:
     """60 items at 16 in flight against 20 or 40 requests a minute: the refused wait out the router's

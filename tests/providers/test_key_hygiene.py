@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from anthropic_server import FakeAnthropic
 from openai_server import FakeOpenAI
-from test_hostile_text import report_args, reports
 
-from conftest import Sweep, make_spec, sim_spec
+from conftest import Sweep, make_spec, report_args, reports, sim_spec
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.providers.http_json import JSONClient
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SHARED_DATA, bbh_data, bbh_examples, paper_recordings, read_rows, write_stand_in_recording
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

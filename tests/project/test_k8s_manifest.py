@@ -23,7 +23,7 @@ import yaml
 from conftest import read_rows, sim_spec
 from pytest_echo_bench.ops.cli import parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "docs" / "k8s-indexed-job.yaml"
 TIMEOUT_S = 60.0
 

@@ -24,10 +24,10 @@ import pytest
 
 from conftest import read_rows, sim_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "slurm-array.sh"
 CONF = Path("/etc/slurm/slurm.conf")
-MARK = "# written by pytest-echo-bench tests/test_slurm.py"
+MARK = "# written by pytest-echo-bench tests/project/test_slurm.py"
 SHARDS = 4
 UP_S = 30.0  # slurmctld and slurmd register the node within a few seconds here
 JOB_S = 100.0  # four tasks of a 30-item sweep take ~15 s; the bound only stops a hang

@@ -12,7 +12,8 @@ import pytest
 from openai_server import FakeOpenAI
 
 from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.engine.limiter import DEFAULT_PAUSE_S, PACE_FLOOR, PACE_GROWTH, Limiter, Limits, TokenBucket, estimate_tokens
+from pytest_echo_bench.engine.limiter import Limiter, Limits, estimate_tokens
+from pytest_echo_bench.engine.policies import DEFAULT_PAUSE_S, PACE_FLOOR, PACE_GROWTH, TokenBucket
 from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
 from pytest_echo_bench.plugin.live import LiveRun
 from pytest_echo_bench.plugin.payload import Payload
@@ -147,7 +148,7 @@ def test_a_429_in_the_first_second_does_not_pace_the_accepted_rate_is_not_known_
 def test_a_429_while_paced_never_raises_the_pace() -> None:
     # Successes of calls started before the pace count in the accepted rate: it may be higher.
     limiter, clock = paced(per_s=80)
-    limiter.pace = 20.0  # paced lower meanwhile
+    limiter.pacer.pace = 20.0  # paced lower meanwhile
     clock.now += 0.5
     limiter.throttled(limiter.started(), retry_after=0.0)  # half a second of 80 a second: 40 accepted
     assert limiter.pace == 20.0
@@ -170,7 +171,7 @@ def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the
     pace = limiter.pace
     calls_for_a_second(limiter, clock)
     assert limiter.pace == pytest.approx(pace + 50 * PACE_GROWTH)
-    limiter.pace = 32 / 0.2 - PACE_GROWTH / 2  # about to exceed what 32 slots carry at 0.2 s
+    limiter.pacer.pace = 32 / 0.2 - PACE_GROWTH / 2  # about to exceed what 32 slots carry at 0.2 s
     calls_for_a_second(limiter, clock, per_s=2)
     assert limiter.pace == 0.0 and limiter.wait_s() == 0
 
@@ -191,26 +192,26 @@ def test_it_grows_back_by_about_one_per_round_after_a_pause_never_above_the_ceil
 
 def test_the_request_bucket_spreads_calls_evenly() -> None:
     clock = Clock()
-    bucket = TokenBucket(120, clock)  # 2 a second, one at a time: no burst at the start
-    assert bucket.wait_s(1) == 0
-    bucket.take(1)
-    assert bucket.wait_s(1) == pytest.approx(0.5)
+    bucket = TokenBucket(120, clock.now)  # 2 a second, one at a time: no burst at the start
+    assert bucket.wait_s(clock.now, 1) == 0
+    bucket.take(clock.now, 1)
+    assert bucket.wait_s(clock.now, 1) == pytest.approx(0.5)
     clock.now += 0.5
-    assert bucket.wait_s(1) == 0
+    assert bucket.wait_s(clock.now, 1) == 0
     clock.now += 60
-    assert bucket.level == 1 and bucket.wait_s(1) == 0  # refilled, but never beyond its capacity
+    assert bucket.wait_s(clock.now, 1) == 0 and bucket.level == 1  # refilled, but never beyond its capacity
 
 
 def test_the_token_bucket_takes_an_estimate_and_settles_it_from_the_usage() -> None:
     clock = Clock()
-    bucket = TokenBucket(6000, clock, burst_s=1.0)  # 100 tokens a second, a second's worth at once
+    bucket = TokenBucket(6000, clock.now, burst_s=1.0)  # 100 tokens a second, a second's worth at once
     estimate = estimate_tokens("x" * 400, max_tokens=50)
     assert estimate == 151
-    assert bucket.wait_s(estimate) == 0  # larger than the bucket: it waits for a full one, not forever
-    bucket.take(estimate)
-    bucket.settle(estimate, actual=251)  # the reply used more: the debt delays the next call
+    assert bucket.wait_s(clock.now, estimate) == 0  # larger than the bucket: it waits for a full one, not forever
+    bucket.take(clock.now, estimate)
+    bucket.settle(clock.now, estimate, actual=251)  # the reply used more: the debt delays the next call
     assert bucket.level == pytest.approx(100 - 251)
-    assert bucket.wait_s(10) == pytest.approx(1.61)  # 161 tokens short at 100 a second
+    assert bucket.wait_s(clock.now, 10) == pytest.approx(1.61)  # 161 tokens short at 100 a second
 
 
 @dataclass
@@ -238,16 +239,14 @@ def request() -> Request:
 
 def test_an_arms_rate_limit_is_split_among_the_worker_processes() -> None:
     clock = Clock()
-    limits = Limits(threading.Event(), clock)
-    limits.processes = 2
+    limits = Limits(threading.Event(), processes=2, clock=clock)
     provider = limits.wrap(Endpoint(), arm(rate=RateLimit(requests_per_minute=120)))
     provider.complete(request())
-    assert provider.buckets.requests.wait_s(1) == pytest.approx(1.0)  # 1 a second here, 2 for the run
+    assert provider.buckets.requests.wait_s(clock.now, 1) == pytest.approx(1.0)  # 1 a second here, 2 for the run
 
 
 def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() -> None:
-    limits = Limits(threading.Event(), Clock())
-    limits.ceiling = 32
+    limits = Limits(threading.Event(), ceiling=32, clock=Clock())
     first, second = arm("a", concurrency=8), arm("b")
     limits.wrap(Endpoint(), first)
     limits.wrap(Endpoint(), second)
@@ -270,8 +269,7 @@ def test_a_provider_without_an_endpoint_is_left_as_it_is() -> None:
 
 def test_a_429_is_counted_for_the_item_that_met_it_and_cuts_the_endpoint() -> None:
     clock = Clock()
-    limits = Limits(threading.Event(), clock)
-    limits.ceiling = 8
+    limits = Limits(threading.Event(), ceiling=8, clock=clock)
     conf = arm()
     provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=0.0, status=429),)), conf)
     with pytest.raises(TransientError):
@@ -282,7 +280,7 @@ def test_a_429_is_counted_for_the_item_that_met_it_and_cuts_the_endpoint() -> No
 
 
 def test_quota_exhaustion_is_not_a_rate_limit() -> None:
-    limits = Limits(threading.Event(), Clock())
+    limits = Limits(threading.Event(), clock=Clock())
     conf = arm()
     provider = limits.wrap(Endpoint(errors=(ExhaustedError("insufficient_quota", status=429),)), conf)
     with pytest.raises(ExhaustedError):
@@ -293,7 +291,7 @@ def test_quota_exhaustion_is_not_a_rate_limit() -> None:
 def test_a_call_waiting_for_its_endpoint_stops_with_the_run() -> None:
     stop = threading.Event()
     clock = Clock()
-    limits = Limits(stop, clock)
+    limits = Limits(stop, clock=clock)
     provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=3600.0, status=429),)), arm())
     with pytest.raises(TransientError):
         provider.complete(request())
@@ -305,8 +303,7 @@ def test_a_call_waiting_for_its_endpoint_stops_with_the_run() -> None:
 def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None:
     # Woken together, the newest waiter could win every race while the oldest (the item pytest
     # reports next) waits on, holding up every item after it.
-    limits = Limits(threading.Event())
-    limits.ceiling = 1
+    limits = Limits(threading.Event(), ceiling=1)
     gate, order = threading.Event(), []
 
     class Recording(Endpoint):
@@ -317,12 +314,12 @@ def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None
             return super().complete(request)
 
     provider = limits.wrap(Recording(), arm())
-    limiter = next(iter(limits.endpoints.values()))
+    endpoint = next(iter(limits.endpoints.values()))
     threads = []
     for n, prompt in enumerate(["first", *(f"q{i}" for i in range(6))]):
         threads.append(threading.Thread(target=provider.complete, args=(Request(Example("t", "x", "4"), "a", prompt),)))
         threads[-1].start()
-        while len(order) + len(limiter.queue) < n + 1:  # in the queue (or running) before the next one comes
+        while len(order) + len(endpoint.queue) < n + 1:  # in the queue (or running) before the next one comes
             time.sleep(0.001)
     gate.set()
     for thread in threads:
@@ -332,7 +329,7 @@ def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None
 
 def test_one_arms_rate_limit_holds_up_no_other_arms_calls_to_the_same_endpoint() -> None:
     stop, clock = threading.Event(), Clock()  # the clock stands still: the paced arm's bucket stays empty
-    limits = Limits(stop, clock)
+    limits = Limits(stop, clock=clock)
     paced = limits.wrap(Endpoint(), arm("a", rate=RateLimit(requests_per_minute=1)))
     free = limits.wrap(Endpoint(), arm("b"))
     paced.complete(request())

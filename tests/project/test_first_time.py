@@ -10,7 +10,7 @@ from pathlib import Path
 import first_time
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 
 
 def test_a_build_says_so_on_the_terminal_while_it_runs(pytester: pytest.Pytester) -> None:

@@ -26,7 +26,7 @@ from pytest_echo_bench.ops.cli import parser
 from pytest_echo_bench.ops.gates import bind_gates, parse_gate
 from pytest_echo_bench.store.files import CACHE_DIR, CACHE_FILE, RESULTS_DIR
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "docs" / "nightly.yml"
 # Loading the 2 MB WebAssembly module takes well under a second; the bound only stops a hang.
 TIMEOUT_S = 60.0

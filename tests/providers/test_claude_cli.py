@@ -182,7 +182,7 @@ except Exception as exc:
 
 
 def test_too_many_open_files_is_a_local_error(scripted_claude: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", TOO_MANY_OPEN_FILES, str(scripted_claude)], cwd=Path(__file__).parent,
+    done = subprocess.run([sys.executable, "-c", TOO_MANY_OPEN_FILES, str(scripted_claude)], cwd=Path(__file__).parents[1],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("LocalError ") and "EMFILE" in done.stdout and "ulimit -n" in done.stdout, done
 

@@ -10,54 +10,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import make_spec, read_rows, sim_spec
+from processes import finish, rows_in, run, start, wait_for
 
 SLOW = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
 # A slow arm at the head of each worker's queue while a fast one's calls finish and are recorded
 # behind it: a worker killed then has recorded items it never reported, which xdist hands on.
 MIXED = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.6}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.01}"
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-
-
-def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([*PYTEST, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        raise
-    return proc.returncode, output
-
-
-def run(cwd: Path, *args: str) -> tuple[int, str]:
-    return finish(start(cwd, *args))
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
-
-
-def rows_in(path: Path) -> int:
-    return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0  # less the meta line
-
-
 def verdicts(path: Path) -> dict[tuple[str, str], tuple[bool, str]]:
     _, rows = read_rows(path)
     keys = [(r["task_id"], r["arm"]) for r in rows]
@@ -66,8 +30,11 @@ def verdicts(path: Path) -> dict[tuple[str, str], tuple[bool, str]]:
 
 
 def reference(cwd: Path, spec: str = "demo.yaml") -> dict[tuple[str, str], tuple[bool, str]]:
+    """The verdicts of an uninterrupted run. The sim's verdicts depend on the item and arm only, not
+    on how many calls are in flight: 64 at once make the slow arms' sleeps overlap (600 items of
+    0.05 s took 3.8 s at the default 8, 0.5 s at 64)."""
     out = cwd / "reference.jsonl"
-    assert run(cwd, spec, "--bench-out", str(out))[0] == 0
+    assert run(cwd, spec, "--bench-out", str(out), "--bench-concurrency", "64")[0] == 0
     return verdicts(out)
 
 

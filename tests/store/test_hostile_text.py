@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI
 
-from conftest import Sweep, make_spec
+from conftest import Sweep, make_spec, report_args, reports
 from pytest_echo_bench.store.safe_text import escape_id, redact, shown, unescape_id
 
 # Clear the screen, draw a fake pytest result line, write the clipboard (OSC 52), ring the bell,
@@ -39,17 +39,6 @@ def hostile_spec(server: FakeOpenAI) -> str:
 
 def answer(prompt: str) -> str:
     return "4" if prompt == "ask 2" else f"{HOSTILE} so the answer is 5 {HOSTILE}"
-
-
-def reports(pytester: pytest.Pytester) -> tuple[str, str]:
-    """The JUnit XML and json-report files of the last run, as text."""
-    return ((pytester.path / "junit.xml").read_text(encoding="utf-8"),
-            (pytester.path / "report.json").read_text(encoding="utf-8"))
-
-
-def report_args(pytester: pytest.Pytester) -> tuple[str, ...]:
-    return ("-v", "-rA", f"--junitxml={pytester.path / 'junit.xml'}", "--json-report",
-            f"--json-report-file={pytester.path / 'report.json'}")
 
 
 def strings(value: Any) -> list[str]:

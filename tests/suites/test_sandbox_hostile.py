@@ -21,7 +21,7 @@ from pytest_echo_bench.suites.sandbox_launch import bwrap_path
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 HAS_BWRAP = bwrap_path() is not None
 # The same attacks with bubblewrap, and as on machines without it (and without cgroups).
 MODES = [

@@ -192,7 +192,7 @@ def test_fifty_megabytes_in_memory_bounded_and_promptly(tmp_path: Path, stream: 
     cli = python_cli(tmp_path / "cli", f"import os\nchunk = b'\\0' * (1 << 20)\nfor _ in range(50): os.write({fd}, chunk)\n"
                                         f"os._exit({0 if fd == 1 else 1})\n")
     start = time.monotonic()
-    child = subprocess.run([sys.executable, "-c", PEAK, str(cli)], cwd=Path(__file__).parent, capture_output=True,
+    child = subprocess.run([sys.executable, "-c", PEAK, str(cli)], cwd=Path(__file__).parents[1], capture_output=True,
                            text=True, timeout=60)
     assert time.monotonic() - start < 10, child
     seen = json.loads(child.stdout)
@@ -210,7 +210,7 @@ def test_an_interrupted_call_leaves_nothing_behind(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     code = ("import sys\nfrom pathlib import Path\nfrom cli_fakes import plain_provider, request\n"
             "plain_provider(Path(sys.argv[1]), prompt='arg').complete(request(sys.argv[2]))\n")
-    caller = subprocess.Popen([sys.executable, "-c", code, str(cli), str(pids)], cwd=Path(__file__).parent,
+    caller = subprocess.Popen([sys.executable, "-c", code, str(cli), str(pids)], cwd=Path(__file__).parents[1],
                               stderr=subprocess.PIPE)
     deadline = time.monotonic() + 10
     while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:

@@ -2,7 +2,7 @@
 
 Every variant is seeded. The long ones (200 kill points under ``-n 4``, the sim provider's
 exhaustion, the storm through the lean HTTP client) are opt-in:
-``ECHO_BENCH_TORTURE=long pytest tests/test_torture.py -s`` (``-s`` shows the figures). On a
+``ECHO_BENCH_TORTURE=long pytest tests/plugin/test_torture.py -s`` (``-s`` shows the figures). On a
 2-core machine a kill point of the long run takes about 4 s (four workers start, collect
 10,000 items and resume before the first new row): the 200 take about 14 minutes.
 ``ECHO_BENCH_TORTURE_KILLS=N`` runs the long configuration with N kill points.
@@ -67,6 +67,7 @@ def tear_last_row(out: Path, rng: random.Random) -> None:
         f.write(last[: rng.randrange(1, len(last) - 1)])
 
 
+@pytest.mark.long_running  # started first: see tests/conftest.py
 @pytest.mark.parametrize(
     ("kill_points", "workers", "tasks"),
     [(20, "2", 400), pytest.param(LONG_KILLS, "4", 5000, marks=needs_long)],

@@ -95,7 +95,7 @@ def test_older_rows_without_meta(tmp_path: Path) -> None:
 def test_older_rows_take_the_meta_benchmark_and_a_late_meta_is_ignored(tmp_path: Path) -> None:
     late = {**META, "benchmark": "other"}
     report = report_of(tmp_path, [META, old_row("q1", "x", "passed"), late, old_row("q2", "x", "passed")])
-    # B and A, which the meta names and no row has, are listed with n = 0 (tests/test_report_edges.py).
+    # B and A, which the meta names and no row has, are listed with n = 0 (tests/ops/test_report_edges.py).
     assert [(s.benchmark, s.arm, s.n) for s in report.arms] == [("demo", "B", 0), ("demo", "A", 0), ("demo", "x", 2)]
 
 
@@ -280,7 +280,7 @@ def test_holm_adjusts_over_the_pairs_of_one_benchmark(tmp_path: Path) -> None:
 
 
 def test_cluster_robust_interval_over_subtasks(tmp_path: Path) -> None:
-    # A: 5/10, 5/10, 8/10 over three subtasks: SE 0.1 by hand (tests/test_stats.py).
+    # A: 5/10, 5/10, 8/10 over three subtasks: SE 0.1 by hand (tests/ops/test_stats.py).
     records = [row(f"bbh/s{s}/{i}", "A", i < right) for s, right in enumerate((5, 5, 8)) for i in range(10)]
     data = report_json(report_of(tmp_path, records))["arms"]["A"]
     assert (data["clusters"], data["cluster_se"]) == (3, pytest.approx(0.1))

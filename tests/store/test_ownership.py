@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_spec, read_rows, sim_spec
-from test_exactly_once import finish, rows_in, run, start, wait_for
+from processes import finish, rows_in, run, start, wait_for
 from pytest_echo_bench.store.owner import OwnedError, Ownership
 from pytest_echo_bench.store.writer import ReplacedError, ResultsWriter
 

@@ -199,7 +199,7 @@ def test_long_answers_wrap_only_where_they_must(tmp_path: Path) -> None:
 
 def _report_into_closed_pipe(path: Path, lines_read: int) -> tuple[int, str]:
     """``echo-bench report`` with its stdout a real pipe whose reader closes after ``lines_read`` lines."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen([sys.executable, "-m", "pytest_echo_bench.ops.cli", "report", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None

@@ -15,7 +15,7 @@ from pytest_echo_bench.suites.humaneval import score
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 CHECK_ONE = "def check(candidate):\n    assert candidate() == 1\n"
 
 
