@@ -7,7 +7,7 @@
 #       'echo-bench merge results/shard-*.jsonl -o results/merged.jsonl'   # says which shards are missing
 #
 # Submit from the project's directory (the tasks start there). RESULTS must be a directory every
-# node can write: a shared filesystem, not a node's /tmp. tests/test_slurm.py runs this file as written.
+# node can write: a shared filesystem, not a node's /tmp. tests/project/test_slurm.py runs this file as written.
 #SBATCH --job-name=echo-bench
 #SBATCH --output=slurm-%A_%a.out
 #SBATCH --cpus-per-task=2

@@ -1,6 +1,6 @@
 """``-k`` without pytest: the expression pytest's ``-k`` takes, matched against an item's names.
 
-The ``echo-bench`` command never imports pytest (``tests/test_layout.py``), yet ``echo-bench
+The ``echo-bench`` command never imports pytest (``tests/project/test_layout.py``), yet ``echo-bench
 estimate -k EXPR`` must count exactly the items ``pytest SPEC -k EXPR`` would run. This is the
 grammar of ``_pytest/mark/expression.py`` (pytest 8-9) for ``-k``:
 
