@@ -83,7 +83,8 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
         schemes = [p.scheme for p in parts if p.total]
-        merged.meta.update(merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {}))
+        fields = {**merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {})}
+        merged.meta = replace(merged.meta, extra={**merged.meta.extra, **fields})
     return merged
 
 

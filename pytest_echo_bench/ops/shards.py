@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
 # arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
@@ -51,9 +52,9 @@ class Part:
     sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
 
 
-def part_of(path: Path | str, meta: Mapping[str, Any] | None) -> Part:
+def part_of(path: Path | str, meta: Meta | Mapping[str, Any] | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
-    meta = meta or {}
+    meta = meta.to_json() if isinstance(meta, Meta) else (meta or {})
     selection = meta.get("selection") or {}
     if meta.get("complete") is True:  # a merge that had them all (or a whole file among them)
         return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), ())

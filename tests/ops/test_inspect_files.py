@@ -19,7 +19,7 @@ from conftest import read_rows
 from pytest_echo_bench.ops import inspect_log
 from pytest_echo_bench.ops.cli import main
 from pytest_echo_bench.store.owner import Ownership
-from pytest_echo_bench.store.records import Row
+from pytest_echo_bench.store.records import Meta, Row
 from pytest_echo_bench.store.writer import write_whole
 
 
@@ -177,7 +177,7 @@ def row(task_id: str, arm: str, status: str, epoch: int | None = None, usage: di
 def results(path: Path, rows: list[Row], epochs: int = 1) -> Path:
     meta = {"_meta": True, "benchmark": "demo", "run_id": "r", "created_at": "2026-01-01T00:00:00Z",
             "benchmarks": {"demo": {"epochs": epochs}}}
-    write_whole(path, meta, [r.to_line() for r in rows])
+    write_whole(path, Meta.from_json(meta), [r.to_line() for r in rows])
     return path
 
 
