@@ -434,7 +434,7 @@ def test_a_completion_whose_text_is_no_string_is_the_items_error() -> None:
 def test_the_sdk_clients_read_content_parts_and_odd_usage_by_the_same_rules(server: ByteServer, which: str) -> None:
     if which == "openai":
         import openai
-        client = openai.OpenAI(api_key="k", base_url=server.url(), max_retries=0, timeout=5)
+        client = openai.OpenAI(api_key="k", base_url=server.url(), max_retries=0, timeout=30)
         provider: Any = openai_chat.OpenAIProvider(openai_chat.SDKTransport(client, openai), "m", None, {})
         body: dict[str, Any] = {"id": "c", "object": "chat.completion", "created": 1, "model": "m",
                                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
@@ -442,7 +442,7 @@ def test_the_sdk_clients_read_content_parts_and_odd_usage_by_the_same_rules(serv
                                 "usage": {"prompt_tokens": None, "completion_tokens": 1}}
     else:
         import anthropic
-        client = anthropic.Anthropic(api_key="k", base_url=server.url(""), max_retries=0, timeout=5)
+        client = anthropic.Anthropic(api_key="k", base_url=server.url(""), max_retries=0, timeout=30)
         provider = anthropic_messages.AnthropicProvider(anthropic_messages.SDKTransport(client, anthropic), "m", None,
                                                         {"max_tokens": 10})
         body = {"id": "m", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
