@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -43,3 +44,13 @@ def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
 
 def rows_in(path: Path) -> int:
     return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0  # less the meta line
+
+
+def stop(proc: subprocess.Popen[Any], grace: float = 10) -> None:
+    """End a server or daemon started by a test: SIGTERM, then SIGKILL if it has not exited in ``grace`` s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace)

@@ -23,11 +23,13 @@ from pathlib import Path
 import pytest
 
 from conftest import read_rows, sim_spec
+from processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "slurm-array.sh"
 CONF = Path("/etc/slurm/slurm.conf")
 MARK = "# written by pytest-echo-bench tests/project/test_slurm.py"
+OURS = "# written by pytest-echo-bench "  # any version of this test, wherever it lived, wrote it
 SHARDS = 4
 UP_S = 30.0  # slurmctld and slurmd register the node within a few seconds here
 JOB_S = 100.0  # four tasks of a 30-item sweep take ~15 s; the bound only stops a hang
@@ -88,7 +90,7 @@ def _prepare() -> None:
         shutil.chown(d, "munge", "munge")
     shutil.chown(key, "munge", "munge")
     key.chmod(0o400)
-    if not CONF.exists() or CONF.read_text().startswith(MARK):
+    if not CONF.exists() or CONF.read_text().startswith(OURS):
         CONF.write_text(_conf())
     elif _run("pgrep", "-x", "slurmctld", check=False).returncode != 0:
         pytest.skip(f"{CONF} is someone else's configuration and no slurmctld runs: not touched")
@@ -125,12 +127,7 @@ def cluster() -> Iterator[None]:
         yield
     finally:
         for proc in reversed(started):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop(proc)
 
 
 def _env(project: Path) -> dict[str, str]:

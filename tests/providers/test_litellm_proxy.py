@@ -31,6 +31,7 @@ from first_time import building
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
+from processes import stop
 
 HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
@@ -117,13 +118,6 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, output: Path) -> No
                 pytrace=False)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
