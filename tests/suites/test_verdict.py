@@ -33,8 +33,11 @@ def _timed(answer: str, task: Example | None = None, **options: Any) -> tuple[An
 # ---- a sandbox that sends anything back -----------------------------------------------------
 
 def _write_everywhere(payload: str) -> str:
-    """A body that writes ``payload`` (a bytes expression) on every descriptor, then waits."""
-    return (f"    import os, struct, time\n    data = {payload}\n    for fd in range(3, 64):\n        try:\n"
+    """A body that writes ``payload`` (a bytes expression) on every descriptor it holds, then waits.
+
+    The sandbox keeps the parent's descriptor numbers, which in a long test session are well above
+    64, and it has no ``/proc`` to list them: so every number up to 65,535 is tried."""
+    return (f"    import os, struct, time\n    data = {payload}\n    for fd in range(3, 1 << 16):\n        try:\n"
             "            os.write(fd, data)\n        except OSError:\n            pass\n    time.sleep(30)\n")
 
 
