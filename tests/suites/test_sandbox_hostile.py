@@ -80,7 +80,7 @@ FORGERIES = {
     # The tests' own `def check` drops this object, whose __del__ would swap in a check that passes.
     "check replaced from __del__": _fenced("class Swap:\n    def __del__(self):\n        globals()['check'] = lambda c: None\n\n"
                                           "check = Swap()\n\ndef f():\n    return 0\n"),
-    "fake verdicts on every fd": ("    import os\n    for fd in range(256):\n        try:\n            os.write(fd, b'started {}\\npassed\\n')\n"
+    "fake verdicts on every fd": ("    import os\n    for fd in range(1 << 16):\n        try:\n            os.write(fd, b'started {}\\npassed\\n')\n"
                                   "        except OSError:\n            pass\n    os._exit(0)\n"),
 }
 
