@@ -123,10 +123,11 @@ class Report:
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 stopped_early: bool = False) -> Report:
+                 stop_reason: str | None = None) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
-    ``stopped_early``: the sweep stopped once its comparisons were decided (its stop marker says so)."""
+    ``stop_reason``: the reason its stop marker gives (``decided``: it stopped once its comparisons were
+    decided), None without one."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -135,7 +136,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts), sequential=replay(results, stopped_early))
+                    coverage=coverage(results.parts), sequential=replay(results, stop_reason))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))

@@ -84,6 +84,8 @@ class ControllerPlugin:
                             self._write, self._gates(),
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
                             budget=self.ctx.budget)
+        if self.deciding is not None:  # the summary and the page show the controller's own figures, while running too
+            self.live.decide = self.deciding.sequential
         self.live.start()
 
     def _gates(self) -> list[Gate]:
@@ -274,8 +276,6 @@ class ControllerPlugin:
         if self.live is not None and self.live.gates:
             passed, self.gate_lines = self.live.check_gates()
         status = self.final_status(int(exitstatus), passed)
-        if self.live is not None and self.deciding is not None:
-            self.live.decide = self.deciding.figures()
         if self.live is not None:
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
@@ -310,6 +310,10 @@ class ControllerPlugin:
             return None, {}
         self.next_budget = spend.suggested()
         return budget.stop_of(spend, complete)
+
+    def _stop_reason(self) -> str | None:
+        stop = read_stop(self.ctx.results)
+        return None if stop is None else stop.reason
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
@@ -350,7 +354,7 @@ class ControllerPlugin:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         if self.budget_line:
             tr.write_line(self.budget_line)
-        for line in self.deciding.lines() if self.deciding is not None else ():
+        for line in self.deciding.lines(self._stop_reason()) if self.deciding is not None else ():
             tr.write_line(shown(line))
         if self.config.get_verbosity() > 0 and self.live is not None and self.live.decisions:
             tr.write_line(f"limiter decisions (the last {len(self.live.decisions)}, all processes):")

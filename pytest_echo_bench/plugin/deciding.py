@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.engine.outcome import ROW, utcnow
-from pytest_echo_bench.ops.decide import Monitor, Plan
+from pytest_echo_bench.ops import decide_view
+from pytest_echo_bench.ops.decide import Monitor, PairFigures, Plan, Sequential, sequential
 from pytest_echo_bench.ops.results import load_results
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
@@ -28,7 +29,7 @@ class Deciding:
         self.monitor = Monitor(plan, epochs)
         self.watching = True  # False once the run stopped on its decision, or a resume began decided
         self.note = ""
-        self._figures: tuple[tuple[int, ...], list[dict[str, Any]]] | None = None
+        self._figures: tuple[tuple[int, ...], list[PairFigures]] | None = None
 
     def start(self, results: Path, resumed: bool) -> None:
         """A resume first replays the rows the file holds, in file order, as the report does."""
@@ -52,37 +53,36 @@ class Deciding:
         """Stop the run: the marker first (workers stop calling at once), then the scheduler."""
         self.watching = False
         stop = StopReason(DECIDED, self.message())
-        write_stop(results, stop, at=utcnow(), results=results, pairs=self.figures())
+        write_stop(results, stop, at=utcnow(), results=results, pairs=[f.to_json() for f in self.figures()])
         if session is not None and not session.shouldstop:
             session.shouldstop = f"echo-bench: {stop}"
         stop_scheduling(config, f"echo-bench: {stop}")
         return stop
 
-    def figures(self) -> list[dict[str, Any]]:
+    def figures(self) -> list[PairFigures]:
         """The monitor's figures, computed once per state (each interval replays the pair's items)."""
         state = tuple(s.test.n for s in self.monitor.pairs)
         if self._figures is None or self._figures[0] != state:
             self._figures = (state, self.monitor.figures())
         return self._figures[1]
 
+    def sequential(self, stop_reason: str | None, running: bool) -> Sequential:
+        """The figures with how the sweep was collected: what the summary and the page show, as the report does."""
+        return sequential(self.monitor, stop_reason, running, self.figures())
+
     def message(self) -> str:
         """One line: each pair's verdict, at how many items, with its anytime-valid interval."""
         parts = []
         for f in self.figures():
-            at = f" at {f['decided_at']} items" if f["decided_at"] is not None else f" after {f['n']} items"
-            parts.append(f"{f['verdict']}{at} (anytime-valid p {f['p_anytime']:.3g}, Holm {f['p_holm']:.3g}; "
-                         f"{f['level']:.0%} interval of {f['a']} - {f['b']}: [{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}])")
+            at = f" at {f.decided_at} items" if f.decided_at is not None else f" after {f.n} items"
+            parts.append(f"{f.verdict}{at} (anytime-valid p {f.p_anytime:.3g}, Holm {f.p_holm:.3g}; "
+                         f"{f.level:.0%} interval of {f.a} - {f.b}: {decide_view.interval_text(f)})")
         return "; ".join(parts)
 
-    def lines(self) -> list[str]:
-        """The end-of-run lines: each pair's anytime-valid figures, decided or not."""
-        out = []
-        for f in self.figures():
-            at = f", decided at {f['decided_at']} items" if f["decided_at"] is not None else ""
-            out.append(f"decide {f['a']} vs {f['b']}: {f['verdict']}{at}; at {f['n']} items anytime-valid p {f['p_anytime']:.3g} "
-                       f"(Holm {f['p_holm']:.3g}), {f['level']:.0%} interval of the difference "
-                       f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]")
-        return out
+    def lines(self, stop_reason: str | None) -> list[str]:
+        """The end-of-run lines: each pair's anytime-valid figures, decided or not, and what the fixed-n
+        figures are worth after a sweep that ended so."""
+        return [decide_view.sentence(f) for f in self.figures()] + [decide_view.note(self.sequential(stop_reason, False))]
 
 
 def deciding(ctx_decide: dict[str, Any], meta: dict[str, Any]) -> Deciding | None:

@@ -47,7 +47,7 @@ def test_a_clearly_better_arm_stops_the_sweep_early_with_exit_0_and_resume_conti
     assert pair["verdict"] == "strong better than weak" and pair["ci"][0] > 0 and pair["p_holm"] <= 0.05
     assert pair["decided_at"] == len(rows) // 2  # a serial run stops at the item that decided
     summary = json.loads(Path(f"{sweep.out}.summary.json").read_text())
-    assert summary["stopped"].startswith("decided:") and summary["decide"][0]["decided_at"] == pair["decided_at"]
+    assert summary["stopped"].startswith("decided:") and summary["decide"]["pairs"][0]["decided_at"] == pair["decided_at"]
     result.stdout.fnmatch_lines(["*echo-bench: stopping: decided: strong better than weak at*",
                                  "*decide strong vs weak: strong better than weak, decided at*anytime-valid p*",
                                  "*stopped early (decided:*; resume with:*", "*pytest --bench-resume*"])
@@ -57,7 +57,7 @@ def test_a_clearly_better_arm_stops_the_sweep_early_with_exit_0_and_resume_conti
     assert seq["pairs"][0]["decided_at"] == pair["decided_at"]
     assert "not valid for strong vs weak" in _report(capsys, str(sweep.out))
     page = _report(capsys, str(sweep.out), "--format", "html")
-    assert '<section id="sequential"><h2>Anytime-valid comparison</h2><p>this sweep stopped once' in page
+    assert '<section id="sequential" data-collection="stopped-when-decided"><h2>Anytime-valid comparison</h2><p>this sweep stopped once' in page
     assert "<td class=\"text\">strong better than weak</td>" in page
     # The printed resume command continues the sweep past the decision, to the end.
     result, _, rows = sweep.run("--bench-resume", str(sweep.out))
