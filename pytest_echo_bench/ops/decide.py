@@ -50,6 +50,9 @@ class Plan:
             return "its pairs must be [benchmark, a, b] and its alpha and margin numbers"
         if not pairs:
             return "it names no pair"
+        same = next((p for p in pairs if p[1] == p[2]), None)
+        if same is not None:
+            return f"its pair {list(same)} compares an arm with itself"
         if not 0 < alpha < 1:  # NaN included: no comparison holds it
             return f"its alpha must be between 0 and 1, got {alpha!r}"
         if not 0 <= margin < 1:

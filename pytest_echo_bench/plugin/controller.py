@@ -161,12 +161,13 @@ class ControllerPlugin:
         self.counts[bench.kind] = self.counts.get(bench.kind, 0) + 1
         if bench.stop is not None and self.stop_reason is None:
             self.stop_reason = bench.stop_reason
-        if self.live is not None:
-            self.live.record(bench)
+        # The monitor first: the summary and page the live record may write then show this row's look.
         if self.deciding is not None and self.deciding.record(bench):
             stop = self.deciding.stop(self.config, self.session, self.ctx.results)
             self.stop_reason = self.stop_reason or stop
             self._write(f"echo-bench: stopping: {stop}")
+        if self.live is not None:
+            self.live.record(bench)
         if bench.kind != ROW:
             key = (bench.benchmark, bench.arm)
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
