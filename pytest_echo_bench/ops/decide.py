@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_echo_bench.ops.results import Results
 from pytest_echo_bench.ops.sequential import Betting
 from pytest_echo_bench.ops.stats import holm
 from pytest_echo_bench.store.records import Meta
@@ -273,15 +272,3 @@ def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = Fa
     if isinstance(watch, str):
         return Sequential(collection, None, [], stop or "", watch)
     return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "")
-
-
-def replay(results: Results, stop_reason: str | None = None) -> Sequential | None:
-    """The plan of the first meta line that has one, run over the rows in file order (as the
-    controller fed them, a serial run exactly; under xdist in the order the rows were appended)."""
-    watch = next((w for w in map(monitor_of, results.metas) if w is not None), None)
-    if watch is None:
-        return None
-    if isinstance(watch, Monitor):
-        for item in results.rows:
-            watch.add(item.benchmark, item.task_id, item.arm, item.epoch, float(item.passed))
-    return sequential(watch, stop_reason)

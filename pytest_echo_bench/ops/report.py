@@ -20,7 +20,8 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
-from pytest_echo_bench.ops.decide import Sequential, replay
+from pytest_echo_bench.ops.decide import Sequential
+from pytest_echo_bench.ops.decide_feed import replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results

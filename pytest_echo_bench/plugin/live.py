@@ -157,7 +157,7 @@ class LiveRun:
         return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
 
     def summary(self, partial: bool, status: int | None = None, stopped: str = "",
-                gates: list[str] | None = None) -> dict[str, Any]:
+                gates: list[str] | None = None, decided: Sequential | None = None) -> dict[str, Any]:
         arms = {}
         for (benchmark, arm), t in sorted(self.tallies.items()):
             lo, hi = wilson(t.correct, t.items)
@@ -176,7 +176,7 @@ class LiveRun:
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
-            **({"decide": decide_view.to_json(seq)} if (seq := self._decided(status)) is not None else {}),
+            **({"decide": decide_view.to_json(seq)} if (seq := decided or self._decided(status)) is not None else {}),
         }
 
     def _decided(self, status: int | None) -> Sequential | None:
@@ -197,13 +197,14 @@ class LiveRun:
                     gates: list[str] | None = None) -> None:
         # Best effort: a full disk must not turn a progress page into a failed sweep.
         try:
-            text = json.dumps(self.summary(partial, status, stopped, gates), indent=1) + "\n"
+            decided = self._decided(status)  # once: the summary and the page show the same figures
+            text = json.dumps(self.summary(partial, status, stopped, gates, decided), indent=1) + "\n"
             write_atomic(summary_path(self.results), text.encode("utf-8"))
             if self.html is not None:
                 spend = budget.read(self.results) if self.budget else None
                 live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
                                     self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled,
-                                    spend.text() if spend else "", self._decided(status))
+                                    spend.text() if spend else "", decided)
                 self._page = self._page or PageFeed(self.results, self.started)
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:

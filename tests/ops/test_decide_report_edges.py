@@ -173,3 +173,16 @@ def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsy
                     assert f["n"] == _paired(rows, f["benchmark"], f["a"], f["b"], epochs)
                     assert bool(f.get("note")) == (f["n"] == 0)
                     assert f["ci"][0] <= f["ci"][1] and 0 <= f["p_anytime"] <= 1 and f["p_anytime"] <= f["p_holm"] <= 1
+
+
+def test_the_replay_counts_a_keys_first_row_as_the_run_did_while_the_rest_counts_the_newest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a's error row was retried and is correct now: its pass rate says so, but the look that decided
+    # (or not) used the error row, and the anytime-valid figures must be those of that look.
+    error = {**_row("q1", "a", False), "status": "error"}
+    path = _write(tmp_path / "r.jsonl", _meta(PLAN), [error, _row("q1", "b", False), _row("q1", "a", True)])
+    status, out, _ = _run(path, "json", capsys)
+    report = json.loads(out)
+    assert status == 0 and report["arms"]["a"]["pass_rate"] == 1.0
+    (pair,) = report["sequential"]["pairs"]
+    assert (pair["n"], pair["diff"]) == (1, 0.0)

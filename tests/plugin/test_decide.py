@@ -79,13 +79,24 @@ def test_equal_arms_run_to_the_end_with_the_fixed_n_report_and_the_anytime_valid
     assert "ran to the end: the fixed-n paired comparison is valid" in out and "not valid for" not in out
 
 
-def test_under_xdist_the_controller_decides_and_stops_the_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_under_xdist_the_controller_decides_and_stops_the_workers(pytester: pytest.Pytester, sweep: Sweep,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, _spec(150, CLEAR))
     result, _, rows = sweep.run("-n", "2", "--bench-stop-when-decided", "demo/strong,demo/weak")
     assert result.ret == 0 and len(rows) < 300
-    assert _marker(sweep)["reason"] == "decided"
+    marker = _marker(sweep)
+    assert marker["reason"] == "decided"
     keys = {(r["task_id"], r["arm"]) for r in rows}
     assert len(keys) == len(rows)  # nothing recorded twice
+    # Reports reach the controller in another order than rows reach the file; the controller reads the
+    # file, so the report's replay of it decides at the same item, the same way.
+    (at_stop,) = marker["pairs"]  # type: ignore[misc]
+    seq = json.loads(_report(capsys, str(sweep.out), "--format", "json"))["sequential"]
+    (pair,) = seq["pairs"]
+    assert (pair["decided_at"], pair["direction"], pair["verdict"]) == (
+        at_stop["decided_at"], at_stop["direction"], at_stop["verdict"])
+    assert pair["n"] >= at_stop["n"]  # rows of calls in flight at the stop land after it
+    assert json.loads(Path(f"{sweep.out}.summary.json").read_text())["decide"] == seq
 
 
 def test_a_non_inferiority_margin_decides_non_inferior(pytester: pytest.Pytester, sweep: Sweep) -> None:

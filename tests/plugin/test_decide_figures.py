@@ -146,6 +146,7 @@ def _check_live(sweep: Sweep, last: str, items: int) -> None:
 @pytest.fixture
 def watched(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setattr("pytest_echo_bench.plugin.live.FILE_EVERY_S", 0.0)  # the page after every item
+    monkeypatch.setattr("pytest_echo_bench.plugin.deciding.LIVE_SHARE", 0)  # each page with the newest look
     pytester.makeconftest(SNAPSHOTS)
     return pytester
 
@@ -210,3 +211,27 @@ def test_a_sweep_stopped_by_its_quota_before_a_decision_says_so_and_keeps_the_fi
     out = _report(capsys, sweep.out, "table")
     assert "this sweep stopped before its end (exhausted), not on its decision" in out and "not valid for" not in out
     result.stdout.fnmatch_lines(["*this sweep stopped before its end (exhausted), not on its decision*"])
+
+
+def test_a_running_sweep_redraws_its_figures_only_as_often_as_they_are_cheap(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    """The live summary and page take figures at most every LIVE_SHARE times their cost; each says its
+    items, so a stale one is still true; the stop and the end always take them fresh."""
+    from pytest_echo_bench.ops.decide import Plan
+    from pytest_echo_bench.plugin.deciding import Deciding
+
+    results = tmp_path / "r.jsonl"
+    meta = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {}}, "arms": {"demo": ["a", "b"]}}
+    results.write_text(json.dumps(meta) + "\n")
+    deciding = Deciding(Plan((("demo", "a", "b"),)), {})
+    deciding.start(results, resumed=False)
+    monkeypatch.setattr("pytest_echo_bench.plugin.deciding.LIVE_SHARE", 10**9)  # never again while running
+    first = deciding.sequential(None, running=True).pairs[0]
+    with results.open("a") as f:
+        for t in range(5):
+            f.writelines(json.dumps({"task_id": f"q{t}", "arm": arm, "passed": arm == "a"}) + "\n" for arm in "ab")
+    assert deciding.feed is not None and deciding.feed.update()
+    assert deciding.sequential(None, running=True).pairs[0] == first and first.n == 0  # stale, and says so
+    fresh = deciding.sequential(None, running=False).pairs[0]
+    assert fresh.n == 5 and fresh.diff == 1.0 and deciding.lines(None)[0].startswith("decide a vs b: undecided; at 5 items")
+

@@ -1,13 +1,15 @@
 """What the progress page takes from a results file's meta line: the line typed leniently, the items it
-expects, and, when no run hands them over (``echo-bench progress FILE``), its decide plan's figures: the
-plan's monitor fed each row the page reads, in file order, as the report replays them."""
+expects, and, when no run hands them over (``echo-bench progress FILE``), its decide plan's figures, read
+from the file as the controller and the report read them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.decide import Monitor, Sequential, monitor_of, sequential
+from pytest_echo_bench.ops.decide_feed import FileFeed
 from pytest_echo_bench.store.records import Meta
 
 
@@ -34,19 +36,21 @@ def meta_expected(meta: Meta | None, single: bool) -> dict[str, int]:
 
 
 class DecideFeed:
-    """Empty until a meta line with a decide plan is seen; then every row the page reads goes to its monitor."""
+    """Empty until a meta line with a decide plan is seen; then, on each refresh, the plan's monitor
+    reads on in the file (``ops.decide_feed``), as the controller and the report read it."""
 
-    def __init__(self) -> None:
+    def __init__(self, results: Path) -> None:
+        self.results = results
         self.watch: Monitor | str | None = None
+        self.feed: FileFeed | None = None
         self._met = False  # the meta line was looked at (it has no plan when ``watch`` stays None)
 
-    def meta(self, meta: Meta | None) -> None:
+    def update(self, meta: Meta | None) -> None:
         if meta is not None and not self._met:
             self._met, self.watch = True, monitor_of(meta)
-
-    def add(self, benchmark: str, task_id: str, arm: str, epoch: int, passed: bool) -> None:
-        if isinstance(self.watch, Monitor):
-            self.watch.add(benchmark, task_id, arm, epoch, float(passed))
+            self.feed = FileFeed(self.results, self.watch) if isinstance(self.watch, Monitor) else None
+        if self.feed is not None:
+            self.feed.update()
 
     def sequential(self, stop_reason: str | None, running: bool) -> Sequential | None:
         return None if self.watch is None else sequential(self.watch, stop_reason, running)

@@ -212,7 +212,7 @@ class PageFeed:
         self.recent: deque[tuple[ArmId, PageRow, str]] = deque(maxlen=RECENT)
         self.sessions: dict[str, _Session] = {}  # by run id (or "live")
         self.latest_run = ""
-        self.decide = DecideFeed()
+        self.decide = DecideFeed(self.results)
 
     def update(self) -> None:
         """Read what was appended since the last update (all of it, the first time)."""
@@ -225,12 +225,12 @@ class PageFeed:
                            start=self.end)
             for fast, slow in scan.batches():
                 self.meta = typed(scan.meta) or self.meta
-                self.decide.meta(self.meta)
                 for row in fast:
                     self._add(row)
                 for record in slow:
                     self._add(_from_dict(record))
             self.end = scan.end
+            self.decide.update(self.meta)
         except OSError:
             pass  # not written yet, or unreadable for now: the page shows what it has
 
@@ -241,7 +241,6 @@ class PageFeed:
         self.benchmarks[benchmark] = None
         status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
         arm = self.arms.setdefault(arm_id, _Arm())
-        self.decide.add(benchmark, row.task_id, row.arm, scan_epoch(row.epoch), row.passed is True)
         older = ids.get(row.task_id)
         ids[row.task_id] = (status, row.passed is True)
         if older is not None:  # a newer row of a recorded item (a retried error): its verdict replaces the old one
