@@ -180,7 +180,8 @@ class Monitor:
         missing = [arm for arm in (a, b) if arm not in graded]
         if missing:
             return f"no graded row of {' or '.join(missing)}: nothing to compare yet"
-        return f"no item both {a} and {b} answered (with every sample): nothing to compare yet"
+        every = " (with every sample)" if self.epochs.get(bench, 1) > 1 else ""
+        return f"no item both {a} and {b} answered{every}: nothing to compare yet"
 
 
 # (margin given, direction) -> how a decided pair went; 0: not decided.
@@ -204,7 +205,7 @@ class PairFigures:
     alpha: float
     margin: float
     decided_at: int | None  # items at the look that decided it
-    direction: str  # a key of DIRECTIONS' values: which way it was decided, "none" while undecided
+    direction: str  # one of DIRECTIONS' values: which way it was decided, "none" while undecided
     verdict: str
     note: str = ""  # why there is nothing to compare yet (n == 0)
 

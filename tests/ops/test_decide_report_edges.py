@@ -140,7 +140,7 @@ def _paired(rows: list[tuple[str, str, bool, int, str | None]], bench: str, a: s
     return sum(len(have.get((t, a), ())) >= epochs and len(have.get((t, b), ())) >= epochs for t in tasks)
 
 
-@settings(max_examples=60, derandomize=True, database=None, deadline=None,
+@settings(max_examples=40, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=ROWS, pairs=PAIRS, alpha=LEVELS, margin=MARGINS, epochs=st.sampled_from([1, 2]), damage=DAMAGE)
 def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str],
