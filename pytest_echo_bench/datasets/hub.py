@@ -83,10 +83,29 @@ def _open(spec: Spec, lib: ModuleType, split: str) -> Any:
     if snapshot is None and offline(lib) and not _library_offline(lib):
         # Set after the library was imported (it reads the variables once): it would still try the network.
         raise _unreadable(spec, lib, name, None)
+    if snapshot is not None:
+        _check_choice(spec, lib, snapshot, config, split)
     try:
         return lib.load_dataset(str(snapshot) if snapshot else name, config, split=split, cache_dir=_cache("datasets"))
     except (OSError, ValueError, lib.exceptions.DatasetsError) as exc:
+        if snapshot is not None:  # it is on this machine: whatever failed, "not here" would send the user astray
+            raise spec.error(f"the datasets library cannot read dataset {name!r} from {snapshot}: {exc}",
+                             "dataset", "name") from None
         raise _unreadable(spec, lib, name, exc) from None
+
+
+def _check_choice(spec: Spec, lib: ModuleType, snapshot: Path, config: str | None, split: str) -> None:
+    """A config or split the cached dataset lacks is the spec's mistake, named as such (even when the
+    dataset is optional: optional forgives a dataset not on this machine, never a misspelt name)."""
+    try:
+        configs = list(lib.get_dataset_config_names(str(snapshot)))
+        splits = list(lib.get_dataset_split_names(str(snapshot), config)) if config is None or config in configs else []
+    except (OSError, ValueError, lib.exceptions.DatasetsError):
+        return  # the library cannot list them here: load_dataset below gives its own error
+    if config is not None and config not in configs:
+        raise spec.error(f"no config {config!r}; the dataset has {', '.join(configs)}", "dataset", "config")
+    if split not in splits:
+        raise spec.error(f"no split {split!r}; the dataset has {', '.join(splits)}", "dataset", "split")
 
 
 def _local(spec: Spec, lib: ModuleType, split: str) -> Any:

@@ -192,16 +192,44 @@ def test_hf_reads_a_saved_dataset_and_names_its_splits(pytester: pytest.Pytester
         items(pytester.path / "demo.yaml")
 
 
-def test_hf_finds_a_hub_dataset_in_the_local_cache(pytester: pytest.Pytester, sweep: Sweep, offline_hf: Path) -> None:
-    snapshot = offline_hf / "hub" / "datasets--acme--tiny" / "snapshots" / ("0" * 40)
+def cached_hub_dataset(home: Path) -> None:
+    """acme/tiny in the hub cache under ``home``, as a download leaves it: one train split."""
+    snapshot = home / "hub" / "datasets--acme--tiny" / "snapshots" / ("0" * 40)
     (snapshot / "data").mkdir(parents=True)
-    (offline_hf / "hub" / "datasets--acme--tiny" / "refs").mkdir()
-    (offline_hf / "hub" / "datasets--acme--tiny" / "refs" / "main").write_text("0" * 40)
+    (home / "hub" / "datasets--acme--tiny" / "refs").mkdir()
+    (home / "hub" / "datasets--acme--tiny" / "refs" / "main").write_text("0" * 40)
     write_parquet(snapshot / "data" / "train-00000-of-00001.parquet", ROWS)
+
+
+def test_hf_finds_a_hub_dataset_in_the_local_cache(pytester: pytest.Pytester, sweep: Sweep, offline_hf: Path) -> None:
+    cached_hub_dataset(offline_hf)
     spec(pytester, "  loader: hf\n  name: acme/tiny\n" + FIELDS)
     assert len(items(pytester.path / "demo.yaml")) == 6
     result, _, rows = sweep.run()
     result.assert_outcomes(passed=6)
+
+
+@pytest.mark.parametrize(("choice", "message"), [
+    ("split: test", r"\[dataset.split\]: no split 'test'; the dataset has train$"),
+    ("config: nope", r"\[dataset.config\]: no config 'nope'; the dataset has default$"),
+])
+def test_a_cached_hub_dataset_names_a_misspelt_split_or_config(pytester: pytest.Pytester, offline_hf: Path,
+                                                              choice: str, message: str) -> None:
+    # The dataset is on this machine: "not on this machine" would send the user to download it again.
+    cached_hub_dataset(offline_hf)
+    spec(pytester, f"  loader: hf\n  name: acme/tiny\n  {choice}\n" + FIELDS)
+    with pytest.raises(SpecError, match=message):
+        items(pytester.path / "demo.yaml")
+
+
+def test_optional_never_skips_a_misspelt_split(pytester: pytest.Pytester, sweep: Sweep, offline_hf: Path) -> None:
+    # optional forgives a dataset that is absent, not a spec that names a split it does not have.
+    cached_hub_dataset(offline_hf)
+    spec(pytester, "  loader: hf\n  name: acme/tiny\n  split: tset\n  optional: true\n" + FIELDS)
+    result, _, rows = sweep.run("-rs")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*no split 'tset'; the dataset has train*"])
+    assert "SKIPPED" not in result.stdout.str() and rows == []
 
 
 def test_hf_offline_without_the_dataset_says_so(pytester: pytest.Pytester, sweep: Sweep, offline_hf: Path) -> None:
