@@ -24,6 +24,7 @@ from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spe
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.ops.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer
+from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import encode_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
@@ -229,9 +230,14 @@ def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: lis
         label = f"{row['task_id']}[{row['arm']}]" if epoch == 1 else f"{row['task_id']}[{row['arm']}-e{epoch}]"
         changes.append(f"{label}: {before} -> {verdict.status} "
                        f"(answer {row.get('answer')!r} -> {verdict.answer!r})")
-    # The row shows the target it was scored against, so its detail and target agree.
+    # The row shows the target it was scored against, so its detail and target agree; its extra
+    # says what the new verdict says (a seeded random guess counted as one), as a sweep's row would.
+    old = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    extra = {k: v for k, v in old.items() if k not in SCORER_EXTRA} | verdict.extra
     row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,
                target=example.target)
+    if extra or "extra" in row:
+        row["extra"] = extra
     return encode_line(row)
 
 

@@ -9,6 +9,9 @@ from typing import Any
 from pytest_echo_bench.datasets.example import Example
 
 CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
+# The keys the shipped scorers put in a row's "extra" (mmlu_pro's seeded guess, HumanEval's sandbox):
+# a regrade drops them before the new verdict's, so a flag the new scorer no longer sets does not linger.
+SCORER_EXTRA = ("random_guess", "sandbox")
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,27 @@ def test_the_report_says_how_many_rows_were_random_guesses(pytester: pytest.Pyte
     assert json.loads(capsys.readouterr().out)["random_guesses"] == 3
 
 
+def test_a_regrade_to_the_random_guess_convention_flags_its_rows(pytester: pytest.Pytester, sweep: Sweep,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    records = [record(i, generated_text="The answer is (B)." if i < 3 else "no idea") for i in range(1, 6)]
+    write(pytester.path / "test.json", records)
+    spec = make_spec(pytester, spec_text("test.json"))
+    sweep.run()
+    spec.write_text(spec_text("test.json", "{name: mmlu_pro, strict: true, random_guess_seed: 12345}"))
+    seeded, strict = pytester.path / "seeded.jsonl", pytester.path / "strict.jsonl"
+    assert main(["regrade", str(sweep.out), "-o", str(seeded)]) == 0
+    rows = sorted((json.loads(line) for line in seeded.read_text().splitlines()[1:]), key=lambda r: r["task_id"])
+    assert [r["extra"].get("random_guess") is True for r in rows] == [False, False, True, True, True]
+    assert all(r["extra"]["replayed"] is True for r in rows)  # the provider's part of extra is kept
+    capsys.readouterr()
+    assert main(["report", str(seeded), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["random_guesses"] == 3
+    # And back: a flag the new scorer no longer sets does not linger.
+    spec.write_text(spec_text("test.json"))
+    assert main(["regrade", str(seeded), "-o", str(strict)]) == 0
+    assert not any("random_guess" in json.loads(line)["extra"] for line in strict.read_text().splitlines()[1:])
+
+
 def test_the_test_set_as_parquet_gives_the_same_items(pytester: pytest.Pytester) -> None:
     pa = pytest.importorskip("pyarrow", reason="needs pip install 'pytest-echo-bench[parquet]'")
     import pyarrow.parquet as pq
