@@ -20,7 +20,7 @@ _OPERATIONAL = {"latency_s", "faults", "api_key_env", "concurrency"}
 def spec_fingerprint(spec: Spec, examples: list[Example]) -> str:
     """A digest of everything that determines the spec's answers (the formula every file has used)."""
     data = {
-        "dataset": _digest([[e.id, e.input, e.target] for e in examples]),
+        "dataset": dataset_digest(examples),
         "scorer": [spec.scorer, spec.scorer_options],
         "arms": {name: arm_descriptor(spec, name) for name in sorted(spec.arms)},
     }
@@ -34,10 +34,15 @@ def fingerprint_parts(spec: Spec, examples: list[Example]) -> dict[str, str]:
     part (regrade: the scorer) can check that the others still match the file.
     """
     return {
-        "dataset": _digest([[e.id, e.input, e.target] for e in examples]),
+        "dataset": dataset_digest(examples),
         "scorer": _digest([spec.scorer, spec.scorer_options]),
         "arms": _digest({name: arm_descriptor(spec, name) for name in sorted(spec.arms)}),
     }
+
+
+def dataset_digest(examples: list[Example]) -> str:
+    """The dataset's part: every item's id, prompt and target (an export checks its prompts by it)."""
+    return _digest([[e.id, e.input, e.target] for e in examples])
 
 
 def arm_descriptor(spec: Spec, name: str) -> dict[str, Any]:

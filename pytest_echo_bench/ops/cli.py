@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_dir, output_file, say, whole
+from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, arm_name, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Gate, parse_gate
 from pytest_echo_bench.ops.names import ArmNames
@@ -171,9 +171,11 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pytest_echo_bench.ops.inspect_export import export_inspect, spec_inputs
+    from pytest_echo_bench.ops.inspect_export import export_inspect
 
-    done = export_inspect(args.file, args.output, spec_inputs(args.spec))
+    done = export_inspect(args.file, args.output, args.spec)
+    for note in done.notes:
+        say(note, err=True)
     for path in done.paths:
         say(f"echo-bench: wrote {path}")
     say(f"echo-bench: exported {done.samples} samples as {len(done.paths)} Inspect logs -> {args.output}")
@@ -262,7 +264,7 @@ def parser() -> argparse.ArgumentParser:
                        "rows, its model the arm, its task the benchmark")
     i.add_argument("logs", nargs="+", type=Path)
     i.add_argument("-o", "--output", type=output_file, required=True, help="The new results file (never an existing one)")
-    i.add_argument("--arm", action="append", default=[], help="The arm instead of the log's model: once for every "
+    i.add_argument("--arm", action="append", default=[], type=arm_name, help="The arm instead of the log's model: once for every "
                    "log, or once per log in their order")
     i.add_argument("--scorer", help="The scorer whose value is the verdict (default: the log's first)")
     i.set_defaults(func=_import)
@@ -271,7 +273,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--format", choices=["inspect"], default="inspect")
     x.add_argument("-o", "--output", type=output_dir, required=True, help="The directory of the logs")
     x.add_argument("--spec", type=Path, action="append", default=[],
-                   help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt)")
+                   help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt; default: "
+                        "the specs the meta line names); a dataset other than the file's is refused")
     x.set_defaults(func=_export)
     return p
 

@@ -87,6 +87,16 @@ def whole(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def arm_name(text: str) -> str:
+    """An argparse type: an arm's name, by the rule a spec's arms follow."""
+    from pytest_echo_bench.spec.load import arm_name_problem
+
+    problem = arm_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def output_file(text: str) -> Path:
     """An argparse type: where a command writes a file whole (``write_atomic`` moves it into place).
 

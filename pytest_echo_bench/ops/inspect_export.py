@@ -22,6 +22,9 @@ from typing import Any
 
 from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.inspect_import import USAGE_NAMES
+from pytest_echo_bench.ops.inspect_inputs import find_inputs
+from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status, write_atomic
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import row_epoch, row_key
@@ -31,26 +34,33 @@ SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
-Inputs = Mapping[tuple[str, str], str]  # (benchmark, task_id) -> the prompt, from the specs given
+Inputs = Mapping[tuple[str, str], str]  # (benchmark, task_id) -> the prompt, from the specs
 
 
 @dataclass
 class Exported:
     paths: list[Path] = field(default_factory=list)
     samples: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
-def export_inspect(results: Path, out: Path, inputs: Inputs | None = None) -> Exported:
-    """Write one log per (benchmark, arm) of ``results`` into directory ``out``; an existing log is refused."""
+def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Exported:
+    """Write one log per (benchmark, arm) of ``results`` into directory ``out``; an existing log is refused.
+
+    The inputs come from ``specs``, else from the specs the meta line names (``inspect_inputs``)."""
     meta, records = read_records(results)
+    if not records:
+        raise StoreError(f"{results} has no rows to export" + (" (only its meta line)" if meta else ""))
     default = str((meta or {}).get("benchmark") or "")
     newest: dict[tuple[str, str, str, int], dict[str, Any]] = {}
     for record in records:
         newest[row_key(record.data, default)] = record.data
+    found = find_inputs(results, meta or {}, list(newest.values()), specs)
+    inputs = found.prompts
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for (benchmark, _, arm, _), row in newest.items():
         groups.setdefault((benchmark, arm), []).append(row)
-    logs = [eval_log(meta or {}, benchmark, arm, rows, inputs or {}) for (benchmark, arm), rows in groups.items()]
+    logs = [eval_log(meta or {}, benchmark, arm, rows, inputs) for (benchmark, arm), rows in groups.items()]
     names: set[str] = set()
     stamp = _stamp((meta or {}).get("created_at"))
     paths = [out / _file_name(stamp, benchmark, arm, names) for benchmark, arm in groups]
@@ -59,7 +69,7 @@ def export_inspect(results: Path, out: Path, inputs: Inputs | None = None) -> Ex
             raise StoreError(f"{path} exists: export writes new logs, never over one")
     for path, log in zip(paths, logs, strict=True):
         _write(path, log)
-    return Exported(paths, sum(len(log["samples"]) for log in logs))
+    return Exported(paths, sum(len(log["samples"]) for log in logs), found.notes)
 
 
 def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[dict[str, Any]],
@@ -89,7 +99,7 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[d
 def _sample(row: dict[str, Any], arm: str, prompt: str | None) -> dict[str, Any]:
     status = row_status(row)
     output = str(row.get("output") or "")
-    usage = _usage(row.get("usage"))
+    usage = _usage(row.get("usage"), row.get("cost_usd"))
     text = prompt if prompt is not None else _imported_input(row)
     assistant = {"role": "assistant", "content": output, "source": "generate", "model": arm}
     sample: dict[str, Any] = {
@@ -143,26 +153,38 @@ def _results(total: int, reduced: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _stats(rows: Sequence[Mapping[str, Any]], samples: Sequence[dict[str, Any]], arm: str, created: str) -> dict[str, Any]:
-    total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    total: dict[str, Any] = {}
     for sample in samples:
-        for key in total:
-            total[key] += sample["model_usage"].get(arm, {}).get(key, 0)
+        for key, value in sample["model_usage"].get(arm, {}).items():
+            total[key] = total.get(key, 0) + value
     started = [t for t in (_time(r.get("started_at")) for r in rows) if t]
     finished = [t for t in (_time(r.get("finished_at")) for r in rows) if t]
     return {"started_at": min(started, default=created), "completed_at": max(finished, default=created),
-            "model_usage": {arm: total} if any(total.values()) else {}}
+            "model_usage": {arm: total} if total else {}}
 
 
-def _usage(value: object) -> dict[str, int] | None:
+def _usage(value: object, cost: object) -> dict[str, Any] | None:
+    """The row's usage as Inspect's ``ModelUsage`` (the names ``inspect_import.USAGE_NAMES`` reads back),
+    with its cost; none when a figure is not a count: a 0 would be a figure the row never had."""
     if not isinstance(value, dict):
         return None
-    tokens = {theirs: value.get(ours) for ours, theirs in (("prompt_tokens", "input_tokens"),
-                                                           ("completion_tokens", "output_tokens"))}
-    known = {k: v for k, v in tokens.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
-    if not known:
+    usage: dict[str, Any] = {}
+    for theirs, ours in USAGE_NAMES.items():
+        if value.get(ours) is None:
+            continue
+        tokens = count(value[ours])
+        if tokens is None:
+            return None
+        usage[theirs] = tokens
+    if not usage.keys() & {"input_tokens", "output_tokens"}:
         return None
-    usage = {"input_tokens": known.get("input_tokens", 0), "output_tokens": known.get("output_tokens", 0)}
-    return {**usage, "total_tokens": usage["input_tokens"] + usage["output_tokens"]}
+    usage = {"input_tokens": usage.pop("input_tokens", 0), "output_tokens": usage.pop("output_tokens", 0), **usage}
+    # Inspect's total is every token: full-rate input, output and the cache's reads and writes.
+    usage["total_tokens"] = sum(usage.get(k, 0) for k in ("input_tokens", "output_tokens", "input_tokens_cache_read",
+                                                          "input_tokens_cache_write"))
+    if figure(cost) is not None:
+        usage["total_cost"] = figure(cost)
+    return usage
 
 
 def _seconds(value: object) -> float | None:
@@ -208,13 +230,3 @@ def _write(path: Path, log: dict[str, Any]) -> None:
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
-
-def spec_inputs(specs: Sequence[Path]) -> dict[tuple[str, str], str]:
-    """(benchmark, task id) -> prompt, from the datasets of ``specs`` (none given: no prompts)."""
-    from pytest_echo_bench.datasets.registry import load_benchmark
-
-    inputs: dict[tuple[str, str], str] = {}
-    for path in specs:
-        spec, examples = load_benchmark(path)
-        inputs.update({(spec.benchmark, ex.id): ex.input for ex in examples})
-    return inputs

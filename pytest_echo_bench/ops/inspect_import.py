@@ -61,6 +61,9 @@ def import_logs(paths: Sequence[Path], arms: Sequence[str] = (), scorer: str | N
                 raise StoreError(f"{log.path} and {rows[key][1]} both have sample {row.task_id!r} epoch {key[3]} of "
                                  f"task {row.benchmark!r} for arm {row.arm!r}: give each log its own --arm")
             rows[key] = (row, log.path)
+    if not rows:
+        raise StoreError(f"no samples in {', '.join(map(str, paths))}: nothing to import (a log written with "
+                         "--no-log-samples has only its header)")
     out.lines = [row.to_line() for row, _ in rows.values()]
     out.meta = import_meta(logs, [row for row, _ in rows.values()])
     return out
@@ -75,6 +78,9 @@ def log_rows(log: InspectLog, arm: str | None, scorer: str | None, notes: list[s
         found = sorted({n for s in log.samples for n in _scorers(s)})
         raise StoreError(f"{log.path}: no sample has a score from scorer {scorer!r} (its scorers: "
                          f"{', '.join(map(repr, found)) or 'none'})")
+    if not log.samples:
+        notes.append(f"echo-bench: warning: {log.path} has no samples (written with --no-log-samples?): nothing "
+                     "imported from it")
     if log.header.get("status") not in ("success", None):
         notes.append(f"{log.path}: the eval's status is {log.header.get('status')!r:.40}: only its logged samples "
                      "are imported")
@@ -119,7 +125,7 @@ def _row(log: InspectLog, sample: dict[str, Any], arm: str, scorer: str | None, 
     when = str(spec.get("created") or "")
     return Row(
         task_id=str(sample["id"]), arm=arm, passed=verdict.passed, detail=verdict.detail,
-        wall_seconds=figure(sample.get("total_time")) or 0.0, sub_calls=count(sample.get("turn_count")) or 1,
+        wall_seconds=figure(sample.get("total_time")), sub_calls=count(sample.get("turn_count")) or 1,
         benchmark=str(spec["task"]), status=verdict.status, output=output, answer=verdict.answer, target=target,
         attempts=1 + retries, started_at=str(sample.get("started_at") or when),
         finished_at=str(sample.get("completed_at") or when), worker=WORKER, run_id=str(spec.get("run_id") or ""),
@@ -178,29 +184,42 @@ def _output(sample: dict[str, Any]) -> str:
     return completion if isinstance(completion, str) else ""
 
 
+# Inspect's ModelUsage -> our usage. Its input_tokens are the full-rate ones, cache reads and writes
+# excluded (``model/_model_output.py``), as Anthropic's API and our claude CLI rows count prompt_tokens.
+USAGE_NAMES = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
+               "input_tokens_cache_read": "cache_read_input_tokens",
+               "input_tokens_cache_write": "cache_creation_input_tokens", "reasoning_tokens": "reasoning_tokens"}
+
+
 def _usage(sample: dict[str, Any]) -> dict[str, int] | None:
-    """The sample's tokens over every model it called (``model_usage``), else its output's."""
+    """The sample's tokens over every model it called (``model_usage``), else its output's; unknown
+    (None) when a figure is not a count: a sum missing one would be too low without saying so."""
     usages, output = sample.get("model_usage"), sample.get("output")
     found = list(usages.values()) if isinstance(usages, dict) and usages else [
         output.get("usage") if isinstance(output, dict) else None]
-    total = {"prompt_tokens": 0, "completion_tokens": 0}
-    seen = False
+    total: dict[str, int] = {}
     for usage in found:
         if not isinstance(usage, dict):
             continue
-        for theirs, ours in (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
-            tokens = count(usage.get(theirs))
-            if tokens is not None:
-                total[ours] += tokens
-                seen = True
-    return total if seen else None
+        for theirs, ours in USAGE_NAMES.items():
+            if usage.get(theirs) is None:
+                continue
+            tokens = count(usage[theirs])
+            if tokens is None:
+                return None
+            total[ours] = total.get(ours, 0) + tokens
+    if not total.keys() & {"prompt_tokens", "completion_tokens"}:
+        return None
+    extra = {k: v for k, v in total.items() if v and k not in ("prompt_tokens", "completion_tokens")}
+    return {"prompt_tokens": total.get("prompt_tokens", 0), "completion_tokens": total.get("completion_tokens", 0), **extra}
 
 
 def _cost(sample: dict[str, Any]) -> float | None:
+    """The sum of ``model_usage[*].total_cost``; unknown when one recorded is not a figure."""
     usages = sample.get("model_usage")
-    costs = [figure(u.get("total_cost")) for u in usages.values() if isinstance(u, dict)] if isinstance(usages, dict) else []
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None
+    recorded = [u.get("total_cost") for u in usages.values() if isinstance(u, dict)] if isinstance(usages, dict) else []
+    costs = [figure(c) for c in recorded if c is not None]
+    return None if not costs or None in costs else sum(c for c in costs if c is not None)
 
 
 def import_meta(logs: Sequence[InspectLog], rows: Sequence[Row]) -> dict[str, Any]:

@@ -232,7 +232,8 @@ def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: lis
                        f"(answer {row.get('answer')!r} -> {verdict.answer!r})")
     # The row shows the target it was scored against, so its detail and target agree; its extra
     # says what the new verdict says (a seeded random guess counted as one), as a sweep's row would.
-    old = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    kept = row.get("extra")
+    old: dict[str, Any] = kept if isinstance(kept, dict) else {}
     extra = {k: v for k, v in old.items() if k not in SCORER_EXTRA} | verdict.extra
     row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,
                target=example.target)

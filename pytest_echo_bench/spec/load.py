@@ -173,13 +173,21 @@ def _scorer(value: Any, fail: Any) -> tuple[str, dict[str, Any]]:
     raise fail("scorer must be a name (exact, bbh, ...) or a mapping with a 'name' key", "scorer")
 
 
+def arm_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an arm (of a spec, or ``echo-bench import --arm``), or None."""
+    if isinstance(name, str) and _NAME.fullmatch(name):  # fullmatch: "$" would let a final newline in
+        return None
+    return f"arm name {name!r} must be letters, digits, '_', '-' or '.'"
+
+
 def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec]:
     if not isinstance(value, dict) or not value:
         raise fail("arms must be a non-empty mapping of arm name to provider settings", "arms")
     arms: dict[str, ArmSpec] = {}
     for name, conf in value.items():
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise fail(f"arm name {name!r} must be letters, digits, '_', '-' or '.'", "arms", name)
+        problem = arm_name_problem(name)
+        if problem:
+            raise fail(problem, "arms", name)
         if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
         # Run settings, not what the arm answers: kept out of its options (and its fingerprint).

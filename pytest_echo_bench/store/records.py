@@ -69,7 +69,7 @@ class Row:
     arm: str
     passed: bool
     detail: str
-    wall_seconds: float
+    wall_seconds: float | None  # None: unknown (an imported log's bad or missing total_time)
     sub_calls: int
     benchmark: str
     status: str  # correct | wrong | unparseable | error
