@@ -39,7 +39,7 @@ def load(spec: Spec) -> list[Example]:
     path = dataset_path(spec)
     records = _records(spec, path, "path")
     wanted = _categories(spec)
-    shots = _shots(spec)
+    count, shots = _shots(spec)
     by_category: dict[str, list[Example]] = {}
     for rec in records:
         if wanted is None or rec["category"] in wanted:
@@ -47,6 +47,7 @@ def load(spec: Spec) -> list[Example]:
     if wanted is not None and (missing := sorted(wanted - set(by_category))):
         raise spec.error(f"no question of category {missing[0]!r} in {path}; it has "
                          f"{', '.join(sorted({r['category'] for r in records}))}", "dataset", "categories")
+    _check_shots(spec, count, {cat: len(shots.get(cat, [])) for cat in by_category})
     return [ex for cat in by_category for ex in slice_examples(spec, by_category[cat])]
 
 
@@ -92,8 +93,23 @@ def _categories(spec: Spec) -> set[str] | None:
     return set(value)
 
 
-def _shots(spec: Spec) -> dict[str, list[dict[str, Any]]]:
-    """The first ``shots`` validation records of each category (5 by default with a ``dev_path``, else none)."""
+def _check_shots(spec: Spec, shots: int, found: dict[str, int]) -> None:
+    """Every category asked for gets its ``shots`` examples, unless ``allow_fewer_shots: true``: a
+    validation file short of one would make its questions fewer-shot, a different benchmark, unseen."""
+    allow = spec.dataset.get("allow_fewer_shots", False)
+    if not isinstance(allow, bool):
+        raise spec.error(f"allow_fewer_shots must be true or false, got {allow!r}", "dataset", "allow_fewer_shots")
+    short = {cat: n for cat, n in sorted(found.items()) if n < shots}
+    if short and not allow:
+        counts = ", ".join(f"{cat} {n}" for cat, n in short.items())
+        raise spec.error(f"the validation file has fewer than {shots} examples for {len(short)} "
+                         f"categor{'y' if len(short) == 1 else 'ies'} of the test set ({counts}); give a file with "
+                         f"{shots} per category, a smaller shots, or allow_fewer_shots: true", "dataset", "dev_path")
+
+
+def _shots(spec: Spec) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    """``shots`` and the first ``shots`` validation records of each category (5 by default with a
+    ``dev_path``, else none)."""
     dev = spec.dataset.get("dev_path")
     shots = spec.dataset.get("shots", 5 if dev else 0)
     if isinstance(shots, bool) or not isinstance(shots, int) or not 0 <= shots <= MAX_SHOTS:
@@ -101,7 +117,7 @@ def _shots(spec: Spec) -> dict[str, list[dict[str, Any]]]:
     if shots and not dev:
         raise spec.error("shots needs a dev_path: the validation file the examples come from", "dataset", "shots")
     if not shots:
-        return {}
+        return 0, {}
     if not isinstance(dev, str):
         raise spec.error("dev_path must be the path of the validation file", "dataset", "dev_path")
     path = Path(dev).expanduser()
@@ -113,7 +129,7 @@ def _shots(spec: Spec) -> dict[str, list[dict[str, Any]]]:
         kept = by_category.setdefault(rec["category"], [])
         if len(kept) < shots:
             kept.append(rec)
-    return by_category
+    return shots, by_category
 
 
 def _example(rec: dict[str, Any], shots: list[dict[str, Any]]) -> Example:

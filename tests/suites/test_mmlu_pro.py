@@ -177,7 +177,7 @@ def test_k_shot_from_the_validation_file_per_category(pytester: pytest.Pytester,
                     "The answer is (B).") for i in range(4)]
     write(pytester.path / "dev.json", shots)
     write(pytester.path / "test.json", [record(1), record(2, "law"), record(3, "physics")])
-    make_spec(pytester, spec_text("test.json", "mmlu_pro", "  dev_path: dev.json\n  shots: 2\n",
+    make_spec(pytester, spec_text("test.json", "mmlu_pro", "  dev_path: dev.json\n  shots: 2\n  allow_fewer_shots: true\n",
                                   arm="{provider: reference, template: 'The answer is ({target}).'}"))
     result, _, rows = sweep.run()
     result.assert_outcomes(passed=3)
@@ -192,6 +192,21 @@ def test_k_shot_from_the_validation_file_per_category(pytester: pytest.Pytester,
     assert by_id["mmlu_pro/2"].input.count("Question:") == 2  # law has one example in the file
     assert by_id["mmlu_pro/3"].input.count("Question:") == 1  # physics has none: zero-shot
     assert (by_id["mmlu_pro/2"].subtask, by_id["mmlu_pro/2"].target) == ("law", "B")
+
+
+def test_a_validation_file_short_of_a_category_is_an_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    # Without the opt-in, law (1 example) and physics (none) would silently be asked fewer-shot.
+    write(pytester.path / "dev.json", [record(100 + i, "math" if i != 1 else "law") for i in range(4)])
+    write(pytester.path / "test.json", [record(1), record(2, "law"), record(3, "physics")])
+    make_spec(pytester, spec_text("test.json", "mmlu_pro", "  dev_path: dev.json\n  shots: 2\n",
+                                  arm="{provider: sim, accuracy: 1.0}"))
+    result, _, rows = sweep.run()
+    result.stdout.fnmatch_lines(["*demo.yaml:*[[]dataset.dev_path[]]: the validation file has fewer than 2 examples "
+                                 "for 2 categories of the test set (law 1, physics 0)*allow_fewer_shots: true*"])
+    assert result.ret != 0 and rows == []
+    make_spec(pytester, spec_text("test.json", "mmlu_pro", "  dev_path: dev.json\n  shots: 2\n  categories: [math]\n",
+                                  arm="{provider: sim, accuracy: 1.0}"))
+    assert len(load_benchmark(pytester.path / "demo.yaml")[1]) == 1  # only the categories asked for count
 
 
 @pytest.mark.parametrize(("records", "extra", "message"), [
