@@ -18,6 +18,7 @@ from pytest_echo_bench.providers.base import Caller, Completion, Request, check_
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import row_epoch
+from pytest_echo_bench.suites.mmlu_pro import question_id
 
 T = TypeVar("T")
 _KNOWN = {"path", "arm"}
@@ -96,8 +97,9 @@ class ResultsRecording:
 
 @dataclass(frozen=True)
 class OutputsRecording:
-    """A JSON list of records keyed by ``question_id``, each with the model's ``generated_text`` (or
-    ``model_outputs``): the outputs files the MMLU-Pro authors publish, read as they are."""
+    """A JSON list (or JSON Lines) of records keyed by ``question_id``, each with the model's
+    ``generated_text`` (or ``model_outputs``): the outputs files the MMLU-Pro authors publish, read as
+    they are. A question_id twice is refused: which output the model gave cannot be told."""
 
     instant = True  # recorded outputs, read once: nothing to wait for
 
@@ -123,11 +125,29 @@ class OutputsRecording:
         return _replayed(text)
 
 
+def _outputs_lines(path: Path, arm: ArmSpec, spec: Spec) -> bool:
+    """Whether a ``.jsonl`` file holds outputs records (``question_id``) rather than our results (a
+    meta line, or rows with ``task_id`` and ``arm``), told from its first line at collection."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(1 << 20)
+        first = json.loads(line) if line.strip() else {}
+    except (OSError, ValueError) as exc:
+        raise spec.error(f"cannot read replay file {path}: {exc}", "arms", arm.name, "path") from None
+    if isinstance(first, dict) and (first.get("_meta") is True or {"task_id", "arm"} <= first.keys()):
+        return False
+    if isinstance(first, dict) and "question_id" in first:
+        return True
+    raise spec.error(f"{path} is neither a results file of ours (a meta line, or rows with task_id and arm) nor an "
+                     "outputs file (records with question_id): its first line has neither", "arms", arm.name, "path")
+
+
 def _read_keyed(path: Path) -> dict[str, dict[str, Any]] | PermanentError:
     def fail(why: str) -> PermanentError:
         return PermanentError(f"cannot read recording {path}: it {why}")
 
     keyed: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
     try:
         records = read_table(path, fail)
     except PermanentError as exc:
@@ -135,7 +155,14 @@ def _read_keyed(path: Path) -> dict[str, dict[str, Any]] | PermanentError:
     for i, rec in enumerate(records):
         if rec.get("question_id") is None:
             return fail(f"has a record without question_id (record {i})")
-        keyed[str(rec["question_id"])] = rec
+        qid = question_id(rec["question_id"])
+        if qid is None:
+            return fail(f"has a question_id that is not a whole number or a text (record {i}: "
+                        f"{rec['question_id']!r:.60})")
+        if str(qid) in first:  # two outputs for one question: which the model gave cannot be told
+            return fail(f"has question_id {qid} twice (records {first[str(qid)]} and {i})")
+        first[str(qid)] = i
+        keyed[str(qid)] = rec
     return keyed
 
 
@@ -199,7 +226,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRec
             raise spec.error("'arm' selects a row of a .jsonl results file; a directory of BBH recordings has none",
                              "arms", arm.name, "arm")
         return BbhRecording(path.resolve())
-    if file_format(path) == "json":
+    if file_format(path) == "json" or (file_format(path) == "jsonl" and _outputs_lines(path, arm, spec)):
         if source is not None:
             raise spec.error("'arm' selects a row of a .jsonl results file; an outputs file has none",
                              "arms", arm.name, "arm")

@@ -80,7 +80,22 @@ def _checked(rec: dict[str, Any], i: int, fail: Any) -> dict[str, Any]:
         raise fail(f"record {i}: answer {answer!r} and answer_index {index!r} disagree")
     if not isinstance(rec["question"], str) or not isinstance(rec["category"], str):
         raise fail(f"record {i}: question and category must be text")
-    return {**rec, "options": options, "answer": answer, "cot_content": str(rec.get("cot_content") or "")}
+    qid = question_id(rec["question_id"])
+    if qid is None:
+        raise fail(f"record {i}: question_id {rec['question_id']!r:.60} is not a whole number or a text")
+    return {**rec, "question_id": qid, "options": options, "answer": answer, "cot_content": str(rec.get("cot_content") or "")}
+
+
+def question_id(value: object) -> int | str | None:
+    """A record's ``question_id`` as the authors' files give it (a whole number), or None when it is
+    none. Parquet and pandas turn an integer column with a gap into floats: ``2805.0`` is 2805."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | str):
+        return value if value != "" else None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _categories(spec: Spec) -> set[str] | None:

@@ -294,6 +294,49 @@ def test_the_test_set_as_parquet_gives_the_same_items(pytester: pytest.Pytester)
     assert [i[0] for i in by_format["test.json"]] == ["mmlu_pro/1", "mmlu_pro/2"]  # limit 1 per category
 
 
+def test_integral_float_question_ids_replay_and_other_ids_are_refused(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    # pandas writes an integer column with a gap as floats: 2805.0 is question 2805, in both files.
+    records = [record(2805, generated_text="The answer is (B).") | {"question_id": 2805.0},
+               record(7, generated_text="The answer is (B).")]
+    write(pytester.path / "test.json", records)
+    make_spec(pytester, spec_text("test.json"))
+    result, _, rows = sweep.run()
+    result.assert_outcomes(passed=2)
+    assert sorted(r["task_id"] for r in rows) == ["mmlu_pro/2805", "mmlu_pro/7"]
+    for bad in ([1], 2.5, True):
+        write(pytester.path / "test.json", [record(1) | {"question_id": bad}])
+        with pytest.raises(Exception, match=r"test.json record 0: question_id .* is not a whole number or a text"):
+            load_benchmark(pytester.path / "demo.yaml")
+
+
+def test_a_json_lines_outputs_file_replays(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    records = [record(i, generated_text=f"The answer is ({'B' if i % 2 else 'A'}).") for i in range(1, 5)]
+    write(pytester.path / "test.json", records)
+    (pytester.path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    make_spec(pytester, spec_text("test.json", arm="{provider: replay, path: outputs.jsonl}"))
+    result, _, rows = sweep.run()
+    result.assert_outcomes(passed=2, failed=2)
+    assert {r["status"] for r in rows} == {"correct", "wrong"}
+    (pytester.path / "outputs.jsonl").write_text('{"id": 1, "text": "x"}\n')
+    sweep.out = pytester.path / "second.jsonl"
+    result, _, rows = sweep.run()
+    result.stdout.fnmatch_lines(["*demo.yaml:*[[]arms.llama3-8b.path[]]*neither a results file of ours*nor an "
+                                 "outputs file*"])
+    assert result.ret != 0 and rows == []  # refused at collection: no arm ran to find out
+
+
+def test_a_question_id_twice_in_an_outputs_file_is_refused(pytester: pytest.Pytester, sweep: Sweep,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "_loaded", {})
+    write(pytester.path / "test.json", [record(1), record(2)])
+    write(pytester.path / "outputs.json", [record(1, generated_text="The answer is (A)."),
+                                           record(2, generated_text="The answer is (B)."),
+                                           record(1, generated_text="The answer is (B).")])
+    make_spec(pytester, spec_text("test.json", arm="{provider: replay, path: outputs.json}"))
+    _, _, rows = sweep.run()
+    assert rows and all("has question_id 1 twice (records 0 and 2)" in r["detail"] for r in rows)
+
+
 def test_a_bad_outputs_file_is_read_once_and_fails_every_item(pytester: pytest.Pytester, sweep: Sweep,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[Path] = []
