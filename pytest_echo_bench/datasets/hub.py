@@ -29,10 +29,19 @@ _SAVED = ("dataset_info.json", "dataset_dict.json", "state.json")  # what ``save
 
 def parquet(spec: Spec) -> list[Example]:
     """The records of a plain file (Parquet, Arrow, CSV, JSON, JSON Lines), no ``datasets`` library needed."""
+    _no_splits(spec, "loader parquet reads one file")
     path = dataset_path(spec)
     records = read_table(path, lambda why: _missing_extra(spec, f"dataset {path} {why}"))
     start, end = window(spec)
     return _nonempty(spec, to_examples(spec, records[start:end], start))
+
+
+def _no_splits(spec: Spec, what: str) -> None:
+    """One file is one table: a ``split`` or ``config`` named for it would be silently ignored."""
+    for key in ("split", "config"):
+        if spec.dataset.get(key) is not None:
+            raise spec.error(f"{what}, which has no {key}s: remove {key}, or give loader hf a directory or a hub "
+                             "name that has them", "dataset", key)
 
 
 def _missing_extra(spec: Spec, message: str, key: str = "path") -> Exception:
@@ -109,12 +118,20 @@ def _check_choice(spec: Spec, lib: ModuleType, snapshot: Path, config: str | Non
 
 
 def _local(spec: Spec, lib: ModuleType, split: str) -> Any:
+    if not _is_dir(spec):
+        _no_splits(spec, "the dataset's path is one file")
+    config = spec.dataset.get("config")
+    if config is not None and not isinstance(config, str):
+        raise spec.error("config must name one configuration of the dataset", "dataset", "config")
     path = dataset_path(spec, "directory" if _is_dir(spec) else "file")
+    saved = path.is_dir() and any((path / f).is_file() for f in _SAVED)
+    if saved and config is not None:
+        raise spec.error("a dataset saved with save_to_disk has no configs: remove config", "dataset", "config")
     try:
-        if path.is_dir() and any((path / f).is_file() for f in _SAVED):
+        if saved:
             return lib.load_from_disk(str(path))
         if path.is_dir():
-            return lib.load_dataset(str(path), split=split, cache_dir=_cache("datasets"))
+            return lib.load_dataset(str(path), config, split=split, cache_dir=_cache("datasets"))
         kind = file_format(path)
         if kind is None:
             raise spec.error(f"cannot tell the format of {path.name}: name it {', '.join(FORMATS)}", "dataset", "path")

@@ -182,6 +182,18 @@ def test_hf_reads_a_local_file_and_a_directory(pytester: pytest.Pytester, offlin
     assert (offline_hf / "datasets").is_dir()  # the cache went where HF_HOME says, not into ~/.cache
 
 
+@pytest.mark.parametrize(("loader", "key"), [("parquet", "split: test"), ("parquet", "config: x"),
+                                             ("hf", "split: test"), ("hf", "config: x")])
+def test_a_split_or_config_of_one_file_is_refused(pytester: pytest.Pytester, offline_hf: Path, loader: str,
+                                                  key: str) -> None:
+    # One file is one table: "split: test" read train.parquet whole before, and said nothing.
+    write_parquet(pytester.path / "train.parquet", ROWS)
+    spec(pytester, f"  loader: {loader}\n  path: train.parquet\n  {key}\n" + FIELDS)
+    name = key.split(":")[0]
+    with pytest.raises(SpecError, match=rf"\[dataset.{name}\]: .*one file, which has no {name}s: remove {name}"):
+        items(pytester.path / "demo.yaml")
+
+
 def test_hf_reads_a_saved_dataset_and_names_its_splits(pytester: pytest.Pytester, offline_hf: Path) -> None:
     datasets.DatasetDict({"validation": datasets.Dataset.from_list(ROWS[:2]),
                           "test": datasets.Dataset.from_list(ROWS)}).save_to_disk(str(pytester.path / "saved"))
