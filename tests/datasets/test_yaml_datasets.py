@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import Sweep, make_spec
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.errors import SpecError, UnavailableError
+from pytest_echo_bench.errors import DatasetWarning, SpecError, UnavailableError
 
 pa = pytest.importorskip("pyarrow", reason="needs pip install 'pytest-echo-bench[parquet]'")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -133,6 +134,56 @@ def test_gpqa_style_choices_need_only_yaml(pytester: pytest.Pytester, sweep: Swe
     assert [e.target for e in items(pytester.path / "demo.yaml")] == [e.target for e in got]  # stable
     result, _, rows = sweep.run()
     result.assert_outcomes(passed=8)
+
+
+def test_choices_in_the_files_order_with_one_letter_throughout_warn(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    # GPQA lists the correct answer first: unshuffled, an arm that always says A would score 100%.
+    rows = [{"q": f"Pick {i}", "options": [f"right {i}", f"wrong {i}", "other"], "label": f"right {i}"}
+            for i in range(10)]
+    (pytester.path / "set.json").write_text(json.dumps(rows))
+    spec(pytester, "  loader: parquet\n  path: set.json\n  fields: {input: '{q}', target: label}\n  choices: options\n",
+         "mmlu_pro", "{provider: reference, template: 'The answer is ({target}).'}")
+    with pytest.warns(DatasetWarning, match=r"every one of the 10 items has target 'A' \(the options are in the "
+                                            r"file's order: set shuffle_choices: SEED\)"):
+        items(pytester.path / "demo.yaml")
+    result, _, _ = sweep.run()
+    result.stdout.fnmatch_lines(["*warnings summary*", "*DatasetWarning*every one of the 10 items has target 'A'*"])
+    (pytester.path / "set.json").write_text(json.dumps(rows[:9]))  # below 10 items one letter may be chance
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DatasetWarning)
+        assert len(items(pytester.path / "demo.yaml")) == 9
+
+
+@pytest.mark.parametrize(("kind", "answers", "targets"), [
+    (None, [1, "1", "(C)"], ["B", "A", "C"]),  # an integer is an index; a text an option's text before a letter
+    ("index", [1, "1", "2"], ["B", "B", "C"]),  # "1" from a CSV read as the index it is
+    ("text", ["1", "0", "2"], ["A", "B", "C"]),
+    ("letter", ["A", "(B)", "c"], None),  # a lower-case letter is no letter: refused
+    ("index", [0, 1, 3], None),
+    ("text", ["1", "0", 2], None),  # an integer is not a text
+])
+def test_target_kind_reads_every_target_one_way(pytester: pytest.Pytester, kind: str | None, answers: list[Any],
+                                                targets: list[str] | None) -> None:
+    rows = [{"q": f"how many {i}?", "options": ["1", "0", "2"], "answer": a} for i, a in enumerate(answers)]
+    (pytester.path / "set.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = f"  target_kind: {kind}\n" if kind else ""
+    spec(pytester, "  loader: parquet\n  path: set.jsonl\n  fields: {input: '{q}', target: answer}\n"
+         "  choices: options\n" + extra)
+    if targets is None:
+        with pytest.raises(SpecError, match=rf"record 2: target .* is not the .* \(target_kind: {kind}\)"):
+            items(pytester.path / "demo.yaml")
+    else:
+        assert [e.target for e in items(pytester.path / "demo.yaml")] == targets
+
+
+def test_a_bad_target_kind_is_refused(pytester: pytest.Pytester) -> None:
+    (pytester.path / "set.json").write_text(json.dumps([{"input": "q", "target": "a"}]))
+    spec(pytester, "  loader: parquet\n  path: set.json\n  target_kind: index\n")
+    with pytest.raises(SpecError, match=r"\[dataset.target_kind\]: target_kind needs choices"):
+        items(pytester.path / "demo.yaml")
+    spec(pytester, "  loader: parquet\n  path: set.json\n  choices: options\n  target_kind: number\n")
+    with pytest.raises(SpecError, match=r"\[dataset.target_kind\]: target_kind must be one of index, letter, text"):
+        items(pytester.path / "demo.yaml")
 
 
 def test_choices_from_a_list_field_with_a_letter_or_index_target(pytester: pytest.Pytester) -> None:
