@@ -56,7 +56,8 @@ READ_LOGS = textwrap.dedent("""
             value = s.scores[name].value if s.scores and name in s.scores else None
             samples.append({"id": str(s.id), "epoch": s.epoch, "value": value, "error": s.error is not None,
                             "input": s.input, "target": s.target, "output": s.output.completion,
-                            "usage": s.output.usage.model_dump() if s.output.usage else None})
+                            "usage": s.output.usage.model_dump() if s.output.usage else None,
+                            "cost": [u.total_cost for u in s.model_usage.values()]})
             if s.error is None and value is not None:
                 scored.setdefault(s.id, []).append(s.scores[name])
         reduced = [SampleScore(score=mean_score()(v), sample_id=k) for k, v in scored.items()]
@@ -260,9 +261,11 @@ def our_sweep(pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.Monke
     with FakeOpenAI() as server:
         server.fault_for = answer
         make_spec(pytester, sim_spec(5, arms=ARMS.replace("{url}", server.base_url),
-                                     extra="epochs: 2\nretries: {attempts: 1}\n"))
+                                     extra="epochs: 2\nretries: {attempts: 1}\n"
+                                           "pricing:\n  strong: {input: 1.0, output: 2.0}\n"))
         result, _, rows = sweep.run()
     assert len(rows) == 20 and sum(r["status"] == "error" for r in rows) == 4, result.stdout.str()
+    assert all(r["cost_usd"] > 0 for r in rows if r["arm"] == "strong" and r["status"] != "error")
     yield sweep.out
 
 
@@ -287,6 +290,9 @@ def test_export_is_read_by_inspect(our_sweep: Path, tmp_path: Path, pytester: py
             assert sample["output"] == row["output"]
             if row["usage"]:
                 assert sample["usage"]["input_tokens"] == row["usage"]["prompt_tokens"]
+            # The cost, where the row knows it, as Inspect's ModelUsage.total_cost.
+            assert sample["cost"] == ([row["cost_usd"]] if row.get("cost_usd") is not None else [None] if row["usage"]
+                                      else [])
         assert log["accuracy"] == pytest.approx(log["inspect_accuracy"])
         assert log["stderr"] == pytest.approx(log["inspect_stderr"])
         assert log["scored_samples"] == 4
@@ -303,7 +309,7 @@ def test_export_then_import_gives_the_same_rows(our_sweep: Path, tmp_path: Path)
 
     def same(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["benchmark"], r["task_id"], r["arm"], r.get("epoch"), r["status"], r["passed"], r["usage"] and
-                json.dumps(r["usage"], sort_keys=True), r["output"], r["target"], r["answer"])
+                json.dumps(r["usage"], sort_keys=True), r["output"], r["target"], r["answer"], r.get("cost_usd"))
 
     assert sorted(map(same, back)) == sorted(map(same, rows))
 
