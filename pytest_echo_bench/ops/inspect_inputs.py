@@ -43,7 +43,14 @@ def find_inputs(results: Path, meta: Mapping[str, Any], rows: Sequence[Mapping[s
     benchmarks = meta.get("benchmarks")
     recorded: Mapping[str, Any] = benchmarks if isinstance(benchmarks, dict) else {}
     for path in paths:
-        spec, examples = load_benchmark(path)
+        try:
+            spec, examples = load_benchmark(path)
+        except EchoBenchError as exc:
+            if given:  # asked for by name: its error is the answer
+                raise
+            out.notes.append(f"echo-bench: note: spec {path} (from the meta line of {results}) cannot be loaded "
+                             f"({exc}): its samples' inputs are left empty; pass --spec SPEC")
+            continue
         info = recorded.get(spec.benchmark)
         if not isinstance(info, dict):
             out.notes.append(f"echo-bench: note: {path} is benchmark {spec.benchmark!r}, which {results} does not "

@@ -56,6 +56,9 @@ def test_export_takes_the_inputs_from_the_specs_the_meta_line_names(pytester: py
     swept.write_text(swept.read_text().replace("2+2=? (1)", "3+3=? (1)"))
     status, err = export(sweep.out, pytester.path / "edited", capsys)
     assert status == 2 and "differs from the file's" in err
+    swept.write_text("benchmark: demo\n")  # a spec that no longer loads: said, and the inputs left empty
+    status, err = export(sweep.out, pytester.path / "broken", capsys)
+    assert status == 0 and "cannot be loaded" in err and {s["input"] for s in samples(pytester.path / "broken")} == {""}
     swept.rename(pytester.path / "moved.yaml")
     status, err = export(sweep.out, pytester.path / "gone", capsys)
     assert status == 0 and "spec demo.yaml (from the meta line of" in err and "inputs are left empty" in err
