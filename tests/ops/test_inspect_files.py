@@ -166,12 +166,13 @@ def test_a_fifo_or_other_suffix_is_refused(tmp_path: Path, capsys: pytest.Captur
         assert message in capsys.readouterr().err
 
 
-def row(task_id: str, arm: str, status: str, epoch: int | None = None, usage: dict[str, int] | None = None) -> Row:
+def row(task_id: str, arm: str, status: str, epoch: int | None = None, usage: dict[str, int] | None = None,
+        cost: float | None = None) -> Row:
     return Row(task_id=task_id, arm=arm, passed=status == "correct", detail=status, wall_seconds=0.5, sub_calls=1,
                benchmark="demo", status=status, output="4" if status == "correct" else "5",
                answer=None if status in ("error", "unparseable") else "4" if status == "correct" else "5",
                target="4", attempts=1, started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:00:01Z",
-               worker="gw0", run_id="r", usage=usage, epoch=epoch)
+               worker="gw0", run_id="r", usage=usage, epoch=epoch, cost_usd=cost)
 
 
 def results(path: Path, rows: list[Row], epochs: int = 1) -> Path:
@@ -207,19 +208,24 @@ def test_export_scores_and_errors(tmp_path: Path) -> None:
 
 
 STATUS = st.sampled_from(["correct", "wrong", "unparseable", "error"])
-USAGE = st.none() | st.fixed_dictionaries({"prompt_tokens": st.integers(0, 10**6),
-                                           "completion_tokens": st.integers(0, 10**6)})
+USAGE = st.none() | st.fixed_dictionaries(
+    {"prompt_tokens": st.integers(0, 10**6), "completion_tokens": st.integers(0, 10**6)},
+    optional={name: st.integers(1, 10**6) for name in ("cache_read_input_tokens", "cache_creation_input_tokens",
+                                                        "reasoning_tokens")})
+COST = st.none() | st.floats(0, 100, allow_nan=False)
 IDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(st.dictionaries(st.tuples(IDS, st.sampled_from(["a", "b/c", "d_e"]), st.integers(1, 3)),
-                       st.tuples(STATUS, USAGE), min_size=1, max_size=12))
+                       st.tuples(STATUS, USAGE, COST), min_size=1, max_size=12))
 def test_export_then_import_keeps_ids_verdicts_and_usage(tmp_path_factory: pytest.TempPathFactory,
-                                                        cells: dict[tuple[str, str, int], tuple[str, Any]]) -> None:
+                                                        cells: dict[tuple[str, str, int], tuple[str, Any, Any]]) -> None:
     tmp = tmp_path_factory.mktemp("trip")
     epochs = max(e for _, _, e in cells) > 1
-    rows = [row(t, a, s, epoch=e if epochs else None, usage=u) for (t, a, e), (s, u) in cells.items()]
+    # A cost rides on the usage (Inspect's ModelUsage.total_cost): a row without usage exports none.
+    rows = [row(t, a, s, epoch=e if epochs else None, usage=u, cost=c if u else None)
+            for (t, a, e), (s, u, c) in cells.items()]
     if not epochs:  # one row per key: without epochs the epoch is not part of the key
         rows = list({(r.task_id, r.arm): r for r in rows}.values())
     run = results(tmp / "run.jsonl", rows, epochs=3 if epochs else 1)
@@ -229,7 +235,7 @@ def test_export_then_import_keeps_ids_verdicts_and_usage(tmp_path_factory: pytes
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["benchmark"], r["task_id"], r["arm"], r.get("epoch"), r["status"], r["passed"],
                 json.dumps(r["usage"], sort_keys=True),
-                r["answer"])
+                r["answer"], r.get("cost_usd"))
 
     want = [json.loads(r.to_line()) for r in rows]
     assert sorted(map(key, back)) == sorted(map(key, want))
