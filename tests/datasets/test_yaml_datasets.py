@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec
 from pytest_echo_bench.datasets.example import Example
@@ -174,6 +176,25 @@ def test_target_kind_reads_every_target_one_way(pytester: pytest.Pytester, kind:
             items(pytester.path / "demo.yaml")
     else:
         assert [e.target for e in items(pytester.path / "demo.yaml")] == targets
+
+
+OPTION = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(OPTION, min_size=2, max_size=8, unique=True), st.data())
+def test_each_target_kind_names_the_option_it_says(tmp_path_factory: pytest.TempPathFactory, options: list[str],
+                                                   data: st.DataObject) -> None:
+    # Whatever the options hold (digits, letters, another option's letter), each kind reads one way.
+    i = data.draw(st.integers(0, len(options) - 1))
+    tmp = tmp_path_factory.mktemp("kind")
+    for kind, target in (("index", i), ("index", str(i)), ("letter", "ABCDEFGH"[i]), ("text", options[i])):
+        (tmp / "set.json").write_text(json.dumps([{"q": "pick", "options": options, "answer": target}]))
+        (tmp / "demo.yaml").write_text(f"benchmark: k\ndataset:\n  loader: parquet\n  path: set.json\n  fields: "
+                                       f"{{input: '{{q}}', target: answer}}\n  choices: options\n  target_kind: {kind}\n"
+                                       "scorer: exact\narms:\n  a: {provider: sim}\n")
+        (example,) = items(tmp / "demo.yaml")
+        assert example.target == "ABCDEFGH"[i], (kind, target)
 
 
 def test_a_bad_target_kind_is_refused(pytester: pytest.Pytester) -> None:
