@@ -173,3 +173,16 @@ def test_more_sent_than_held_is_charged_as_held() -> None:
     state.release_gone(lambda name: True)
     assert state.accounts["run"].spent == pytest.approx(0.4) and state.accounts["run"].held == 0.0
     assert LedgerState.from_json(state.to_json()) == state
+
+
+def test_the_runs_end_settles_a_lost_hold_no_call_waited_on(tmp_path: Path, spec: Spec) -> None:
+    from pytest_echo_bench.plugin import budget as plugin_budget
+
+    a = item_worst(spec, "a", "x")
+    assert a is not None
+    budget_of(tmp_path, 10 * a)
+    killed_holder(tmp_path, "a", "a")
+    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == 1
+    spend = plugin_budget.read(tmp_path / "r.jsonl")
+    assert spend is not None and spend.spent == pytest.approx(a)  # what the end reports counts the lost call
+    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == 0
