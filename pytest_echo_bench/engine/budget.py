@@ -228,6 +228,7 @@ class Budget:
         self.max_wait_s = MAX_WAIT_S
         self._local = threading.local()
         self._looked_at = -LOOK_EVERY_S  # when this process last looked for holders that are gone
+        self.gone: Callable[[str], bool] = holders.gone  # whether a holder's process has exited
 
     @property
     def holder(self) -> str:
@@ -241,7 +242,7 @@ class Budget:
         if not state.holders or (not now and at - self._looked_at < LOOK_EVERY_S):
             return 0
         self._looked_at = at
-        return state.release_gone(holders.gone)
+        return state.release_gone(self.gone)
 
     def ledger_change(self, fn: Callable[[LedgerState], T]) -> T:
         try:

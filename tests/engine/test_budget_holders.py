@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_echo_bench.engine.budget import Budget
 from pytest_echo_bench.engine.worst import call_worst, item_worst
@@ -186,3 +188,76 @@ def test_the_runs_end_settles_a_lost_hold_no_call_waited_on(tmp_path: Path, spec
     spend = plugin_budget.read(tmp_path / "r.jsonl")
     assert spend is not None and spend.spent == pytest.approx(a)  # what the end reports counts the lost call
     assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == 0
+
+
+class Named(Budget):
+    """One process's side of the budget under a name of its own: several share one ledger here."""
+
+    def __init__(self, ledger: Ledger, name: str, dead: set[str]) -> None:
+        super().__init__(ledger)
+        self.name = name
+        self.gone = dead.__contains__
+        self.max_wait_s = 0.0  # one thread drives them all: nothing settles while a call waits
+
+    @property
+    def holder(self) -> str:
+        return self.name
+
+
+def _consistent(state: LedgerState) -> None:
+    """What the holders hold and the items pledge is what the run's account holds; none overspends."""
+    run = state.accounts["run"]
+    owned = sum(mine["run"][0] for mine in state.holders.values() if "run" in mine)
+    pledged = sum(sum(shares.values()) for shares in state.pledged.values())
+    assert owned + pledged == pytest.approx(run.held, abs=1e-9)
+    assert run.spent + run.held <= run.limit + 1e-9  # type: ignore[operator]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(limit_calls=st.floats(0.5, 10.0), plan=st.lists(st.tuples(st.integers(0, 3), st.booleans(),
+                                                                  st.sampled_from([0.0, 0.5, 1.0, None])),
+                                                        min_size=1, max_size=30))
+def test_processes_lost_at_any_point_leave_a_ledger_that_adds_up(
+        tmp_path_factory: pytest.TempPathFactory, limit_calls: float, plan: list[tuple[int, bool, float | None]]) -> None:
+    """Four processes take items in turn; after each, the process is lost (its item never settles)
+    or settles what the reply cost. The holders' records always add up to what the account holds,
+    the spend plus the holds never pass the limit, and once every lost one is released nothing is held."""
+    tmp = tmp_path_factory.mktemp("holders")
+    (tmp / "units.yaml").write_text(SPEC)
+    spec = load_spec(tmp / "units.yaml")
+    worst = item_worst(spec, "a", "x")
+    assert worst is not None
+    ledger = Ledger(tmp / "r.jsonl")
+    ledger.create({"run": limit_calls * worst}, {})
+    dead: set[str] = set()
+    procs = [Named(ledger, f"p{i}", dead) for i in range(4)]
+    abandoned = []  # a lost process's open item: never closed, as SIGKILL leaves it
+    for n, (who, lost, paid) in enumerate(plan):
+        proc = procs[who]
+        if proc.name in dead:
+            continue
+        item = proc.item(spec, "a", "x", ("units", f"q{n}", 1))
+        item.__enter__()
+        try:
+            call = proc.call(spec, "a", "x")
+            settle = call.__enter__()
+        except BudgetError:
+            item.__exit__(None, None, None)
+            continue
+        if lost:
+            dead.add(proc.name)
+            abandoned.append((item, call))
+        else:
+            settle(None if paid is None else paid * worst)
+            call.__exit__(None, None, None)
+            item.__exit__(None, None, None)
+        state = ledger.read()
+        assert state is not None
+        _consistent(state)
+    state = ledger.read()
+    assert state is not None
+    ledger.change(lambda s: s.release_gone(dead.__contains__))
+    state = ledger.read()
+    assert state is not None
+    _consistent(state)
+    assert state.holders == {} and state.accounts["run"].held == pytest.approx(0.0, abs=1e-9)
