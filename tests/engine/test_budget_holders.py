@@ -64,7 +64,9 @@ def spec(tmp_path: Path) -> Spec:
 def budget_of(tmp_path: Path, limit: float) -> Budget:
     ledger = Ledger(tmp_path / "r.jsonl")
     ledger.create({"run": limit}, {})
-    return Budget(ledger)  # the default wait: a hold that lingered would keep a call waiting 600 s
+    budget = Budget(ledger)
+    budget.max_wait_s = 20.0  # (600 s by default) a hold that lingered would keep a call waiting this long
+    return budget
 
 
 def killed_holder(tmp_path: Path, arm: str, sub: str) -> str:
