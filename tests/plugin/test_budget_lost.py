@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from openai_server import FakeOpenAI
+from processes import finish, start, wait_for
 
 from conftest import make_spec, read_rows, sim_spec
-from processes import finish, start, wait_for
 
 WORDS = 4
 PER_CALL = WORDS * 1000.0 / 1e6  # output only, at 1000 USD per million tokens: each call costs its worst case
