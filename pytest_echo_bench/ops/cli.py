@@ -36,7 +36,7 @@ def _report(args: argparse.Namespace) -> int:
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
     budgets = [b for b in map(run_budget, args.files) if b is not None]
-    report = build_report(load_results(args.files), oracle, args.reduce, stopped_early=_decided(args.files),
+    report = build_report(load_results(args.files), oracle, args.reduce, stop_reason=_stop_reason(args.files),
                           budgets=budgets)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
@@ -57,11 +57,13 @@ def _report(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _decided(files: Sequence[Path]) -> bool:
-    """Whether a results file's stop marker says its sweep stopped once its comparisons were decided."""
+def _stop_reason(files: Sequence[Path]) -> str | None:
+    """Why the sweep of these files stopped early, by their stop markers: ``decided`` when any file's
+    says it stopped once its comparisons were decided, else the first other reason; None: none did."""
     from pytest_echo_bench.store.files import DECIDED, read_stop
 
-    return any((stop := read_stop(path)) is not None and stop.reason == DECIDED for path in files)
+    reasons = [stop.reason for path in files if (stop := read_stop(path)) is not None]
+    return DECIDED if DECIDED in reasons else next(iter(reasons), None)
 
 
 def _power(args: argparse.Namespace) -> int:

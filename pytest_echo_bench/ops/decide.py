@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_echo_bench.ops.results import Results
 from pytest_echo_bench.ops.sequential import Betting
 from pytest_echo_bench.ops.stats import holm
+from pytest_echo_bench.store.records import Meta
 
 ALPHA, MARGIN = 0.05, 0.0
 PairKey = tuple[str, str, str]  # (benchmark, a, b)
@@ -36,13 +36,26 @@ class Plan:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Plan | None:
         """A plan as the meta line records it; None when it records none or one this cannot read."""
+        plan = cls.read(data)
+        return plan if isinstance(plan, Plan) else None
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Plan | str:
+        """The plan of a meta line's ``decide``, or why it cannot be used (a report says so, in one line)."""
         try:
             pairs = tuple((str(b), str(x), str(y)) for b, x, y in data.get("pairs") or ())
             alpha, margin = float(data.get("alpha", ALPHA)), float(data.get("margin", MARGIN))
         except (TypeError, ValueError):
-            return None
-        if not pairs or not 0 < alpha < 1 or not 0 <= margin < 1:
-            return None
+            return "its pairs must be [benchmark, a, b] and its alpha and margin numbers"
+        if not pairs:
+            return "it names no pair"
+        same = next((p for p in pairs if p[1] == p[2]), None)
+        if same is not None:
+            return f"its pair {list(same)} compares an arm with itself"
+        if not 0 < alpha < 1:  # NaN included: no comparison holds it
+            return f"its alpha must be between 0 and 1, got {alpha!r}"
+        if not 0 <= margin < 1:
+            return f"its margin must be at least 0 and below 1, got {margin!r}"
         return cls(pairs, alpha, margin)
 
 
@@ -149,47 +162,114 @@ class Monitor:
     def all_decided(self) -> bool:
         return all(s.decided_at is not None for s in self.pairs)
 
-    def figures(self) -> list[dict[str, Any]]:
-        """Each pair's anytime-valid figures, as the summary, the stop marker and the report give them."""
+    def figures(self) -> list[PairFigures]:
+        """Each pair's anytime-valid figures: what the summary, the stop marker, the page and the report show."""
         out = []
         for s in self.pairs:
             lo, hi = s.test.interval(self.plan.alpha)
-            out.append({"benchmark": s.key[0], "a": s.key[1], "b": s.key[2], "n": s.test.n,
-                        "diff": s.test.mean(), "p_anytime": s.test.p_value(), "p_holm": s.p_holm,
-                        "ci": [lo, hi], "level": 1 - self.plan.alpha, "margin": self.plan.margin,
-                        "decided_at": s.decided_at, "verdict": s.verdict(self.plan.margin)})
+            out.append(PairFigures(s.key[0], s.key[1], s.key[2], s.test.n, s.test.mean(), s.test.p_value(), s.p_holm,
+                                   (lo, hi), self.plan.alpha, self.plan.margin, s.decided_at,
+                                   DIRECTIONS[(bool(self.plan.margin), s.direction if s.decided_at is not None else 0)],
+                                   s.verdict(self.plan.margin), self._empty(s) if not s.test.n else ""))
         return out
 
+    def _empty(self, state: PairState) -> str:
+        """Why a pair has no item yet: an arm without a graded row, or no task id both arms answered."""
+        bench, a, b = state.key
+        graded = {arm for (bn, _, arm) in self._scores if bn == bench}
+        missing = [arm for arm in (a, b) if arm not in graded]
+        if missing:
+            return f"no graded row of {' or '.join(missing)}: nothing to compare yet"
+        every = " (with every sample)" if self.epochs.get(bench, 1) > 1 else ""
+        return f"no item both {a} and {b} answered{every}: nothing to compare yet"
 
-# How a report names the way a sweep with a decide plan ended, and what that makes valid.
-STOPPED_EARLY, RAN_TO_END = "stopped-when-decided", "ran-to-end"
-SEQ_EARLY = ("this sweep stopped once these comparisons were decided, looking after every item: only these anytime-valid "
-             "p-values and intervals are valid for them; the fixed-n p-values and intervals of the paired comparison "
-             "(McNemar, Newcombe) are not (optional stopping)")
-SEQ_END = ("this sweep ran to the end: the fixed-n paired comparison is valid, and so are these anytime-valid figures "
-           "(wider: they hold at every look)")
-SEQ_HINT = ("p anytime: Ville's inequality on betting wealth (Waudby-Smith & Ramdas 2024), two-sided; p holm: Holm over "
-            "the planned pairs; interval: the confidence sequence of a - b at that level")
+
+# (margin given, direction) -> how a decided pair went; 0: not decided.
+DIRECTIONS = {(False, 1): "a-better", (False, -1): "b-better", (True, 1): "a-non-inferior", (True, -1): "a-inferior",
+              (False, 0): "none", (True, 0): "none"}
+DECIDED_STATE, UNDECIDED_STATE = "decided", "undecided"
+
+
+@dataclass(frozen=True)
+class PairFigures:
+    """One planned pair's anytime-valid figures at one moment: every format shows these, none recomputes them."""
+
+    benchmark: str
+    a: str
+    b: str
+    n: int  # items both arms answered, fed to the test
+    diff: float | None  # mean of score(a) - score(b) over them
+    p_anytime: float
+    p_holm: float
+    ci: tuple[float, float]  # the (1 - alpha) confidence sequence of a - b
+    alpha: float
+    margin: float
+    decided_at: int | None  # items at the look that decided it
+    direction: str  # one of DIRECTIONS' values: which way it was decided, "none" while undecided
+    verdict: str
+    note: str = ""  # why there is nothing to compare yet (n == 0)
+
+    @property
+    def state(self) -> str:
+        return UNDECIDED_STATE if self.decided_at is None else DECIDED_STATE
+
+    @property
+    def level(self) -> float:
+        return 1 - self.alpha
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "a": self.a, "b": self.b, "state": self.state, "direction": self.direction,
+                "n": self.n, "diff": self.diff, "p_anytime": self.p_anytime, "p_holm": self.p_holm, "ci": list(self.ci),
+                "alpha": self.alpha, "level": self.level, "margin": self.margin, "decided_at": self.decided_at,
+                "verdict": self.verdict, **({"note": self.note} if self.note else {})}
+
+
+# How a sweep with a decide plan was collected, which says what its fixed-n figures are worth.
+RUNNING, STOPPED_EARLY, RAN_TO_END, STOPPED_OTHER = "running", "stopped-when-decided", "ran-to-end", "stopped-before-end"
+
+
+def collection_of(stop_reason: str | None, running: bool = False) -> str:
+    """The collection of a sweep whose stop marker gives ``stop_reason`` (None: no marker); a marker wins
+    over ``running``: rows of calls in flight still land after a stop."""
+    if stop_reason is not None:
+        return STOPPED_EARLY if stop_reason == "decided" else STOPPED_OTHER
+    return RUNNING if running else RAN_TO_END
 
 
 @dataclass(frozen=True)
 class Sequential:
-    """A report's anytime-valid figures of a sweep that had a decide plan, and how it ended."""
+    """The anytime-valid figures of a sweep that had a decide plan, and how it was collected; or,
+    with ``problem``, why its plan could not be used."""
 
-    stopped_early: bool  # the sweep stopped on its decision: fixed-n tests of these pairs are not valid
-    plan: Plan
-    pairs: list[dict[str, Any]]
+    collection: str  # RUNNING, STOPPED_EARLY, RAN_TO_END or STOPPED_OTHER
+    plan: Plan | None
+    pairs: list[PairFigures]
+    stop: str = ""  # the stop marker's reason, when it is not "decided"
+    problem: str = ""
+
+    @property
+    def fixed_n_valid(self) -> bool:
+        """Whether the McNemar p-values and Newcombe intervals of the planned pairs mean what they say:
+        not once the sweep stopped on its own decision (optional stopping), nor before it ended."""
+        return self.collection in (RAN_TO_END, STOPPED_OTHER)
 
 
-def replay(results: Results, stopped_early: bool) -> Sequential | None:
-    """The plan of the first meta line that has one, run over the rows in file order (as the
-    controller fed them, a serial run exactly; under xdist in the order the rows were appended)."""
-    meta = next((m for m in results.metas if m.decide), None)
-    plan = Plan.from_json(meta.decide) if meta is not None else None
-    if meta is None or plan is None:
+def monitor_of(meta: Meta) -> Monitor | str | None:
+    """The monitor of a meta line's decide plan; why the plan cannot be used; None: it has none."""
+    if not meta.decide:
         return None
-    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()}
-    monitor = Monitor(plan, epochs)
-    for item in results.rows:
-        monitor.add(item.benchmark, item.task_id, item.arm, item.epoch, float(item.passed))
-    return Sequential(stopped_early, plan, monitor.figures())
+    plan = Plan.read(meta.decide)
+    if isinstance(plan, str):
+        return f"the meta line's decide plan cannot be used: {plan}"
+    return Monitor(plan, {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()})
+
+
+def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = False,
+               figures: list[PairFigures] | None = None) -> Sequential:
+    """What every output shows of a plan: ``watch``'s figures (or ``figures``, already computed from it)
+    with how the sweep was collected; or why the plan cannot be used."""
+    stop = stop_reason if stop_reason not in (None, "decided") else None
+    collection = collection_of(stop_reason, running)
+    if isinstance(watch, str):
+        return Sequential(collection, None, [], stop or "", watch)
+    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "")

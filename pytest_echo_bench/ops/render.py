@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_echo_bench.ops.decide import RAN_TO_END, SEQ_EARLY, SEQ_END, SEQ_HINT, STOPPED_EARLY, Sequential
+from pytest_echo_bench.ops import decide_view
+from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
@@ -29,7 +30,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "arms": {label(s.benchmark, s.arm): _stats_json(s) for s in report.arms},
         "subtasks": subtasks,
         "oracle": {o.benchmark: {**asdict(o), "arms": list(o.arms), "ci95": list(o.ci95)} for o in report.oracles},
-        "pairs": [_pair_json(p) for p in report.pairs],
+        "pairs": [_pair_json(p, decide_view.not_valid_for(report.sequential)) for p in report.pairs],
         "complementarity": {c.benchmark: {"n": c.n, "alone": dict(c.alone)} for c in report.complementarity},
         "frontier": {f.benchmark: {"basis": f.basis, "arms": list(f.arms),
                                    "points": [{"arm": a, "cost_per_item": c, "pass_rate": r} for a, c, r in f.points]}
@@ -44,13 +45,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "budgets": [asdict(b) for b in report.budgets],
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
-        **({"sequential": _sequential_json(report.sequential)} if report.sequential is not None else {}),
+        **({"sequential": decide_view.to_json(report.sequential)} if report.sequential is not None else {}),
     }
-
-
-def _sequential_json(seq: Sequential) -> dict[str, Any]:
-    return {"collection": STOPPED_EARLY if seq.stopped_early else RAN_TO_END, "fixed_n_valid": not seq.stopped_early,
-            "alpha": seq.plan.alpha, "margin": seq.plan.margin, "pairs": seq.pairs}
 
 
 def _labeller(report: Report) -> Callable[[str, str], str]:
@@ -76,9 +72,11 @@ def _stats_json(s: ArmStats) -> dict[str, Any]:
     return data
 
 
-def _pair_json(p: Pair) -> dict[str, Any]:
+def _pair_json(p: Pair, not_valid: set[tuple[str, str, str]]) -> dict[str, Any]:
     data = asdict(p)
     data["diff_ci95"] = None if p.diff_ci95 is None else list(p.diff_ci95)
+    if (p.benchmark, p.a, p.b) in not_valid:  # the sweep stopped on this pair's decision: McNemar's p is not valid
+        data["fixed_n_valid"] = False
     return data
 
 
@@ -217,20 +215,16 @@ def _pair_row(p: Pair) -> list[str]:
 
 def _early_note(report: Report) -> str:
     seq = report.sequential
-    if seq is None or not seq.stopped_early:
+    if seq is None or seq.fixed_n_valid:
         return ""
-    pairs = ", ".join(f"{f['a']} vs {f['b']}" for f in seq.pairs)
+    pairs = ", ".join(f"{f.a} vs {f.b}" for f in seq.pairs)
     return f"\nnot valid for {pairs}: the sweep stopped once they were decided; read the anytime-valid comparison"
 
 
 def _sequential_table(seq: Sequential) -> Table:
-    rows = [[f["benchmark"], f["a"], f["b"], str(f["n"]), _opt(f["diff"], "+.3f"), f"[{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]",
-             f"{f['p_anytime']:#.4g}", f"{f['p_holm']:#.4g}", _opt(f["decided_at"], "d"), f["verdict"]] for f in seq.pairs]
-    title = f"anytime-valid comparison (stop when decided, alpha {seq.plan.alpha:g}" + (
-        f", margin {seq.plan.margin:g})" if seq.plan.margin else ")")
-    header = ["benchmark", "a", "b", "n", "diff", f"{1 - seq.plan.alpha:.0%} anytime CI", "p anytime", "p holm", "decided at",
-              "verdict"]
-    return Table(title, header, rows, 3, (SEQ_EARLY if seq.stopped_early else SEQ_END) + "\n" + SEQ_HINT)
+    rows = [decide_view.cells(f) for f in seq.pairs]
+    note = decide_view.note(seq) + ("" if seq.problem else "\n" + decide_view.HINT)
+    return Table(decide_view.title(seq), decide_view.header(seq) if rows else [], rows, decide_view.LEFT, note)
 
 
 def _disagreement_table(bench: str, count: int, shown: list[Disagreement]) -> Table:

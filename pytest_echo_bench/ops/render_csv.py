@@ -1,4 +1,5 @@
-"""The report as CSV: one line per arm, per subtask of an arm, and per oracle, safe to open in a spreadsheet."""
+"""The report as CSV: one line per arm, per subtask of an arm, per oracle and per planned decide pair,
+safe to open in a spreadsheet."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 from dataclasses import asdict
 from typing import Any
 
+from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.report import ArmStats, Oracle, Report
 
 # ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
@@ -25,7 +27,8 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
-    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report), restval="", lineterminator="\r\n")
+    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report) + _decide_fields(report), restval="",
+                            lineterminator="\r\n")
     writer.writeheader()
     for bench in report.benchmarks:
         for s in (s for s in report.arms if s.benchmark == bench.name):
@@ -33,7 +36,17 @@ def render_csv(report: Report) -> str:
             writer.writerows(_safe(_flat(t, "subtask")) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
         for o in (o for o in report.oracles if o.benchmark == bench.name):
             writer.writerow(_safe(_oracle(o)))
+    if report.sequential is not None:  # the same figures as every other format: ops.decide_view
+        writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
+                         for row in decide_view.csv_rows(report.sequential))
     return out.getvalue()
+
+
+def _decide_fields(report: Report) -> list[str]:
+    """With a decide plan only (the columns are what they were without): its figures' columns."""
+    if report.sequential is None:
+        return []
+    return [f for f in decide_view.CSV_FIELDS if f not in CSV_FIELDS]
 
 
 def _epoch_fields(report: Report) -> list[str]:

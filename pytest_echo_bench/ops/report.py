@@ -20,7 +20,8 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
-from pytest_echo_bench.ops.decide import Sequential, replay
+from pytest_echo_bench.ops.decide import Sequential
+from pytest_echo_bench.ops.decide_feed import replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
@@ -129,11 +130,11 @@ class Report:
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 stopped_early: bool = False, budgets: Sequence[RunBudget] = ()) -> Report:
+                 stop_reason: str | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
-    ``stopped_early``: the sweep stopped once its comparisons were decided (its stop marker says so);
-    ``budgets``: the budget figures recorded beside the files (``ops.spend.run_budget``)."""
+    ``stop_reason``: the reason its stop marker gives (``decided``: it stopped once its comparisons were
+    decided), None without one; ``budgets``: the budget figures recorded beside the files (``ops.spend.run_budget``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -142,7 +143,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts), sequential=replay(results, stopped_early), budgets=list(budgets))
+                    coverage=coverage(results.parts), sequential=replay(results, stop_reason), budgets=list(budgets))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
-from pytest_echo_bench.ops.decide import SEQ_EARLY, SEQ_END, SEQ_HINT
 from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
 from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, rate_bars
 from pytest_echo_bench.ops.spend import spend_text
@@ -16,7 +16,7 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.2em;margin:1.6em 0 .3em;border
 h3{font-size:1.02em;margin:1.2em 0 .3em}.muted{color:#666}
 table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25em .45em;text-align:right;vertical-align:top}
 th:first-child,td:first-child,.text{text-align:left}td.heat,td.pair{text-align:center;font-size:12px;min-width:6.5em}
-td.sig-pos{background:#c7e9c0}td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
+td.sig-pos{background:#c7e9c0}td.invalid{background:#fff4ce;font-size:11px}td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
 .legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ddd}
 .answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-width:22em}
 table.disagreements td{max-width:24em;overflow-wrap:anywhere}
@@ -56,16 +56,12 @@ def _sequential(report: Report) -> str:
     seq = report.sequential
     if seq is None:
         return ""
-    rows = "".join(
-        f'<tr><td class="text">{e(f["benchmark"])}</td><td class="text">{e(f["a"])}</td><td class="text">{e(f["b"])}</td>'
-        f'<td>{f["n"]}</td><td>{"-" if f["diff"] is None else format(f["diff"], "+.3f")}</td>'
-        f'<td>[{f["ci"][0]:+.3f}, {f["ci"][1]:+.3f}]</td><td>{f["p_anytime"]:#.4g}</td><td>{f["p_holm"]:#.4g}</td>'
-        f'<td>{"-" if f["decided_at"] is None else f["decided_at"]}</td><td class="text">{e(f["verdict"])}</td></tr>'
-        for f in seq.pairs)
-    return (f'<section id="sequential"><h2>Anytime-valid comparison</h2><p>{e(SEQ_EARLY if seq.stopped_early else SEQ_END)}</p>'
-            f'<p class="muted">{e(SEQ_HINT)}</p><table><tr><th>benchmark</th><th>a</th><th>b</th><th>n</th><th>diff</th>'
-            f"<th>{1 - seq.plan.alpha:.0%} anytime interval</th><th>p anytime</th><th>p holm</th><th>decided at</th>"
-            f"<th>verdict</th></tr>{rows}</table></section>")
+    rows = "".join("<tr>" + "".join(f'<td class="text">{e(c)}</td>' if i in decide_view.TEXT_CELLS else f"<td>{e(c)}</td>"
+                                    for i, c in enumerate(cells)) + "</tr>" for cells in map(decide_view.cells, seq.pairs))
+    head = "".join(f"<th>{e(h)}</th>" for h in decide_view.header(seq))
+    table = f"<table><tr>{head}</tr>{rows}</table>" if rows else ""
+    return (f'<section id="sequential" data-collection="{e(seq.collection)}"><h2>Anytime-valid comparison</h2>'
+            f'<p>{e(decide_view.note(seq))}</p><p class="muted">{e(decide_view.HINT)}</p>{table}</section>')
 
 
 def _graded(arms: list[ArmStats]) -> str:
@@ -90,7 +86,8 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
              rate_bars(arms, colors),
              _pass_at(arms),
              _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
-             _pair_matrix(graded, pairs),
+             _pair_matrix(graded, pairs, {(a, b) for bn, a, b in decide_view.not_valid_for(report.sequential)
+                                          if bn == bench.name}),
              _cost(frontier, colors),
              _spend(arms),
              _disagreements(count, shown, graded),
@@ -146,20 +143,23 @@ def _of_n(s: ArmStats) -> str:
     return f"{s.correct}/{s.n}" if s.score is None else f"score {s.score:.2f}/{s.n} items, {s.correct_samples}/{s.samples} samples"
 
 
-def _pair_matrix(arms: list[str], pairs: list[Pair]) -> str:
+def _pair_matrix(arms: list[str], pairs: list[Pair], not_valid: set[tuple[str, str]] | None = None) -> str:
+    """``not_valid``: the (row, column) pairs the sweep stopped on once decided, whose fixed-n figures are not valid."""
     if not pairs:
         return ""
     by = {(p.a, p.b): p for p in pairs}
     head = "".join(f'<th class="text">{e(a)}</th>' for a in arms)
     rows = []
     for row in arms:
-        tds = "".join(_pair_cell(row, col, by) for col in arms)
+        tds = "".join(_invalid(row, col) if (row, col) in (not_valid or ()) else _pair_cell(row, col, by) for col in arms)
         rows.append(f'<tr><th class="text">{e(row)}</th>{tds}</tr>')
     legend = ('<p class="legend"><span class="sig-pos" style="background:#c7e9c0">row better (Holm p &lt; 0.05)</span>'
               '<span style="background:#fcbba1">row worse (Holm p &lt; 0.05)</span>'
               '<span style="background:#f2f2f2">not significant</span></p>')
     return (f'<h3>Paired comparisons (row − column)</h3><p class="muted">{_method(pairs)}</p>'
-            f'{legend}<div class="scroll"><table class="pair-matrix"><tr><th class="text">row − column</th>{head}</tr>{"".join(rows)}</table></div>')
+            f'{legend}{_invalid_note(not_valid)}'
+            f'<div class="scroll"><table class="pair-matrix"><tr><th class="text">row − column</th>{head}</tr>'
+            f'{"".join(rows)}</table></div>')
 
 
 MCNEMAR = ("diff of pass rates on the items both answered, Newcombe's paired 95% interval, exact McNemar p "
@@ -186,6 +186,19 @@ def _pair_cell(row: str, col: str, by: dict[tuple[str, str], Pair]) -> str:
     kind = "ns" if holm >= ALPHA else ("sig-pos" if diff > 0 else "sig-neg")
     return (f'<td class="pair {kind}" title="n={p.n}, p={p.p_value:.4g}">{diff:+.3f}<br>'
             f"[{lo:+.3f}, {hi:+.3f}]<br>p<sub>holm</sub>={holm:.3g}</td>")
+
+
+def _invalid(row: str, col: str) -> str:
+    return (f'<td class="pair invalid" title="{e(row)} vs {e(col)}: the sweep stopped once this pair was decided">'
+            "not valid: stopped when decided<br>see the anytime-valid comparison</td>")
+
+
+def _invalid_note(not_valid: set[tuple[str, str]] | None) -> str:
+    if not not_valid:
+        return ""
+    return ('<p class="muted" id="fixed-n-not-valid">Cells marked not valid: the sweep stopped once those pairs were '
+            "decided, so their McNemar p-values and Newcombe intervals are not valid (optional stopping); the "
+            "anytime-valid comparison above gives the figures that are.</p>")
 
 
 def _cost(frontier: Frontier | None, colors: dict[str, str]) -> str:

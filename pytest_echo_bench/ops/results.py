@@ -63,6 +63,7 @@ class Results:
     conflicts: list[Conflict] = field(default_factory=list)
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
     random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
+    paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
     # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``ops.spend``)
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
@@ -72,6 +73,7 @@ def load_results(paths: Sequence[Path]) -> Results:
     results = Results()
     seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
     for path in paths:
+        results.paths.append(path)
         default = ""
         for lineno, record in _records(path):
             if record.get("_meta"):

@@ -84,6 +84,8 @@ class ControllerPlugin:
                             self._write, self._gates(),
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
                             budget=self.ctx.budget)
+        if self.deciding is not None:  # the summary and the page show the controller's own figures, while running too
+            self.live.decide = self.deciding.sequential
         self.live.start()
 
     def _gates(self) -> list[Gate]:
@@ -159,12 +161,13 @@ class ControllerPlugin:
         self.counts[bench.kind] = self.counts.get(bench.kind, 0) + 1
         if bench.stop is not None and self.stop_reason is None:
             self.stop_reason = bench.stop_reason
-        if self.live is not None:
-            self.live.record(bench)
+        # The monitor first: the summary and page the live record may write then show this row's look.
         if self.deciding is not None and self.deciding.record(bench):
             stop = self.deciding.stop(self.config, self.session, self.ctx.results)
             self.stop_reason = self.stop_reason or stop
             self._write(f"echo-bench: stopping: {stop}")
+        if self.live is not None:
+            self.live.record(bench)
         if bench.kind != ROW:
             key = (bench.benchmark, bench.arm)
             self.not_completed[key] = self.not_completed.get(key, 0) + 1
@@ -274,8 +277,6 @@ class ControllerPlugin:
         if self.live is not None and self.live.gates:
             passed, self.gate_lines = self.live.check_gates()
         status = self.final_status(int(exitstatus), passed)
-        if self.live is not None and self.deciding is not None:
-            self.live.decide = self.deciding.figures()
         if self.live is not None:
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
@@ -312,6 +313,10 @@ class ControllerPlugin:
             return None, {}
         self.next_budget = spend.suggested()
         return budget.stop_of(spend, complete)
+
+    def _stop_reason(self) -> str | None:
+        stop = read_stop(self.ctx.results)
+        return None if stop is None else stop.reason
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
@@ -352,7 +357,7 @@ class ControllerPlugin:
             tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
         if self.budget_line:
             tr.write_line(self.budget_line)
-        for line in self.deciding.lines() if self.deciding is not None else ():
+        for line in self.deciding.lines(self._stop_reason()) if self.deciding is not None else ():
             tr.write_line(shown(line))
         if self.config.get_verbosity() > 0 and self.live is not None and self.live.decisions:
             tr.write_line(f"limiter decisions (the last {len(self.live.decisions)}, all processes):")

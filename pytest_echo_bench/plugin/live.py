@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.ops import decide_view
+from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Gate, arm_key
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
@@ -19,7 +21,7 @@ from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
-from pytest_echo_bench.store.files import summary_path, write_atomic
+from pytest_echo_bench.store.files import read_stop, summary_path, write_atomic
 from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
 
@@ -56,7 +58,9 @@ class LiveRun:
     _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
     budget: bool = False  # the run has a spend ledger: the line, summary and page show spend against it
-    decide: list[dict[str, Any]] | None = None  # the stop-when-decided pairs' anytime-valid figures, at the end
+    # With a decide plan: the controller's figures (``Deciding.sequential``), given the stop reason and
+    # whether the sweep is still running. The summary and the page both show what it returns.
+    decide: Callable[[str | None, bool], Sequential] | None = None
 
     def start(self) -> None:
         """Take what the file already holds (a resumed sweep) as the starting tallies."""
@@ -153,7 +157,7 @@ class LiveRun:
         return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
 
     def summary(self, partial: bool, status: int | None = None, stopped: str = "",
-                gates: list[str] | None = None) -> dict[str, Any]:
+                gates: list[str] | None = None, decided: Sequential | None = None) -> dict[str, Any]:
         arms = {}
         for (benchmark, arm), t in sorted(self.tallies.items()):
             lo, hi = wilson(t.correct, t.items)
@@ -172,8 +176,15 @@ class LiveRun:
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
-            **({"decide": self.decide} if self.decide is not None else {}),
+            **({"decide": decide_view.to_json(seq)} if (seq := decided or self._decided(status)) is not None else {}),
         }
+
+    def _decided(self, status: int | None) -> Sequential | None:
+        """The decide figures now: running until the end gives a status (or a stop marker is written)."""
+        if self.decide is None:
+            return None
+        stop = read_stop(self.results)
+        return self.decide(None if stop is None else stop.reason, status is None)
 
     def _spend(self) -> dict[str, Any]:
         spend = budget.read(self.results) if self.budget else None
@@ -186,13 +197,14 @@ class LiveRun:
                     gates: list[str] | None = None) -> None:
         # Best effort: a full disk must not turn a progress page into a failed sweep.
         try:
-            text = json.dumps(self.summary(partial, status, stopped, gates), indent=1) + "\n"
+            decided = self._decided(status)  # once: the summary and the page show the same figures
+            text = json.dumps(self.summary(partial, status, stopped, gates, decided), indent=1) + "\n"
             write_atomic(summary_path(self.results), text.encode("utf-8"))
             if self.html is not None:
                 spend = budget.read(self.results) if self.budget else None
                 live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
                                     self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled,
-                                    spend.text() if spend else "")
+                                    spend.text() if spend else "", decided)
                 self._page = self._page or PageFeed(self.results, self.started)
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:

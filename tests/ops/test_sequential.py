@@ -189,7 +189,7 @@ def test_a_clear_difference_is_decided_and_stays_decided() -> None:
     assert state.decided_at is not None and state.decided_at < 60 and state.direction == 1
     assert state.verdict(0.0) == "x better than y"
     figures = monitor.figures()[0]
-    assert figures["ci"][0] > 0 and figures["decided_at"] == state.decided_at
+    assert figures.ci[0] > 0 and figures.decided_at == state.decided_at and figures.direction == "a-better"
 
 
 @pytest.mark.parametrize(("text", "why"), [

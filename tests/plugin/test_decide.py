@@ -47,7 +47,7 @@ def test_a_clearly_better_arm_stops_the_sweep_early_with_exit_0_and_resume_conti
     assert pair["verdict"] == "strong better than weak" and pair["ci"][0] > 0 and pair["p_holm"] <= 0.05
     assert pair["decided_at"] == len(rows) // 2  # a serial run stops at the item that decided
     summary = json.loads(Path(f"{sweep.out}.summary.json").read_text())
-    assert summary["stopped"].startswith("decided:") and summary["decide"][0]["decided_at"] == pair["decided_at"]
+    assert summary["stopped"].startswith("decided:") and summary["decide"]["pairs"][0]["decided_at"] == pair["decided_at"]
     result.stdout.fnmatch_lines(["*echo-bench: stopping: decided: strong better than weak at*",
                                  "*decide strong vs weak: strong better than weak, decided at*anytime-valid p*",
                                  "*stopped early (decided:*; resume with:*", "*pytest --bench-resume*"])
@@ -57,7 +57,7 @@ def test_a_clearly_better_arm_stops_the_sweep_early_with_exit_0_and_resume_conti
     assert seq["pairs"][0]["decided_at"] == pair["decided_at"]
     assert "not valid for strong vs weak" in _report(capsys, str(sweep.out))
     page = _report(capsys, str(sweep.out), "--format", "html")
-    assert '<section id="sequential"><h2>Anytime-valid comparison</h2><p>this sweep stopped once' in page
+    assert '<section id="sequential" data-collection="stopped-when-decided"><h2>Anytime-valid comparison</h2><p>this sweep stopped once' in page
     assert "<td class=\"text\">strong better than weak</td>" in page
     # The printed resume command continues the sweep past the decision, to the end.
     result, _, rows = sweep.run("--bench-resume", str(sweep.out))
@@ -79,13 +79,24 @@ def test_equal_arms_run_to_the_end_with_the_fixed_n_report_and_the_anytime_valid
     assert "ran to the end: the fixed-n paired comparison is valid" in out and "not valid for" not in out
 
 
-def test_under_xdist_the_controller_decides_and_stops_the_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_under_xdist_the_controller_decides_and_stops_the_workers(pytester: pytest.Pytester, sweep: Sweep,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, _spec(150, CLEAR))
     result, _, rows = sweep.run("-n", "2", "--bench-stop-when-decided", "demo/strong,demo/weak")
     assert result.ret == 0 and len(rows) < 300
-    assert _marker(sweep)["reason"] == "decided"
+    marker = _marker(sweep)
+    assert marker["reason"] == "decided"
     keys = {(r["task_id"], r["arm"]) for r in rows}
     assert len(keys) == len(rows)  # nothing recorded twice
+    # Reports reach the controller in another order than rows reach the file; the controller reads the
+    # file, so the report's replay of it decides at the same item, the same way.
+    (at_stop,) = marker["pairs"]  # type: ignore[misc]
+    seq = json.loads(_report(capsys, str(sweep.out), "--format", "json"))["sequential"]
+    (pair,) = seq["pairs"]
+    assert (pair["decided_at"], pair["direction"], pair["verdict"]) == (
+        at_stop["decided_at"], at_stop["direction"], at_stop["verdict"])
+    assert pair["n"] >= at_stop["n"]  # rows of calls in flight at the stop land after it
+    assert json.loads(Path(f"{sweep.out}.summary.json").read_text())["decide"] == seq
 
 
 def test_a_non_inferiority_margin_decides_non_inferior(pytester: pytest.Pytester, sweep: Sweep) -> None:

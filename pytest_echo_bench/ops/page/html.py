@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.page.state import RECENT, TAIL, ArmProgress, LiveCounters, PageFeed, ProgressState
 from pytest_echo_bench.store.files import write_atomic
@@ -133,6 +134,18 @@ def _chart(state: ProgressState) -> str:
             f'<text x="{right}" y="{low + 16}" text-anchor="end">{_utc(t1)[11:19]} UTC</text>{lines}</svg>')
 
 
+def _decide(state: ProgressState) -> str:
+    """A decide plan's figures, the cells and note every format shows (``ops.decide_view``)."""
+    seq = state.decide
+    if seq is None:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in decide_view.header(seq))
+    rows = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in decide_view.cells(f)) + "</tr>" for f in seq.pairs)
+    table = f'<table id="decide"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' if rows else ""
+    return (f'<h2>{_e(decide_view.title(seq).capitalize())}</h2><section id="decide-figures" data-collection="'
+            f'{_e(seq.collection)}"><p id="decide-note">{_e(decide_view.note(seq))}</p>{table}</section>')
+
+
 def _recent(state: ProgressState) -> str:
     title = f"<h2>Last {RECENT} wrong or unparseable answers</h2>"
     if not state.recent:
@@ -155,7 +168,7 @@ def render_progress(state: ProgressState, refresh_s: int = 5) -> str:
     stopped = f'<p class="stopped" id="stopped"><strong>Stopped early:</strong> {_e(state.stopped)}</p>' if state.stopped else ""
     body = [f"<h1>echo-bench progress: {_e(state.benchmark)}</h1>",
             f'<p class="muted" id="updated">Last update: {_utc(state.now)}</p>', stopped,
-            _overall(state), _facts(state), _arm_table(state), _chart(state), _recent(state)]
+            _overall(state), _facts(state), _arm_table(state), _decide(state), _chart(state), _recent(state)]
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="refresh" content="{int(refresh_s)}">\n<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
             f"<title>{_e(state.benchmark)} · {state.done}/{expected} · echo-bench</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"

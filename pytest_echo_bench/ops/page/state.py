@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.ops.decide import Sequential
+from pytest_echo_bench.ops.page.meta import DecideFeed, meta_expected, typed
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.records import Meta, row_epoch, scan_epoch
 
 RECENT = 10  # wrong/unparseable rows listed on the page
@@ -44,6 +45,7 @@ class LiveCounters:
     limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit now
     throttled: int = 0  # calls answered 429 (rate limited) in this session
     budget: str = ""  # spend against the budget ("spent $0.0100 of $0.5000"), when the run has one
+    decide: Sequential | None = None  # the controller's decide figures (the page's own replay when None)
 
 
 @dataclass
@@ -96,6 +98,7 @@ class ProgressState:
     session_done: int = 0  # rows finished in that window: the throughput's numerator
     stopped: str = ""
     budget: str = ""  # spend against the budget (live only)
+    decide: Sequential | None = None  # a decide plan's figures: the run's, else replayed from the file
     recent: list[Failure] = field(default_factory=list)  # newest first
 
     @property
@@ -209,6 +212,7 @@ class PageFeed:
         self.recent: deque[tuple[ArmId, PageRow, str]] = deque(maxlen=RECENT)
         self.sessions: dict[str, _Session] = {}  # by run id (or "live")
         self.latest_run = ""
+        self.decide = DecideFeed(self.results)
 
     def update(self) -> None:
         """Read what was appended since the last update (all of it, the first time)."""
@@ -220,12 +224,13 @@ class PageFeed:
             scan = RowScan(self.results, PageRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
                            start=self.end)
             for fast, slow in scan.batches():
-                self.meta = _typed(scan.meta) or self.meta
+                self.meta = typed(scan.meta) or self.meta
                 for row in fast:
                     self._add(row)
                 for record in slow:
                     self._add(_from_dict(record))
             self.end = scan.end
+            self.decide.update(self.meta)
         except OSError:
             pass  # not written yet, or unreadable for now: the page shows what it has
 
@@ -308,6 +313,8 @@ class PageFeed:
             state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
         stop = read_stop(self.results)
         state.stopped = (live.stopped if live is not None else "") or (str(stop) if stop else "")
+        state.decide = (live.decide if live is not None else None) or self.decide.sequential(
+            stop.reason if stop else None, not state.complete)
         return state
 
     def _names(self) -> list[str]:
@@ -316,7 +323,7 @@ class PageFeed:
 
     def _expected(self, live: LiveCounters | None, single: bool, key: Any, session: _Session) -> dict[str, int]:
         if live is None or not live.expected:
-            return _meta_expected(self.meta, single)
+            return meta_expected(self.meta, single)
         # live.expected counts this session's items only; rows from earlier sessions are done already,
         # but for the items this session runs again (live.rerun: error rows, --bench-retry-errors).
         prior: dict[str, int] = {}
@@ -341,26 +348,6 @@ def progress_state(results: Path, live: LiveCounters | None = None, now: float |
     feed = PageFeed(results, live.started_at if live is not None else None)
     feed.update()
     return feed.state(live, now)
-
-
-def _typed(meta: dict[str, Any] | None) -> Meta | None:
-    """The scan's meta line typed; the page must never break a run, so a bad one is left out (the
-    lenient parser skips it already: this only keeps that so)."""
-    try:
-        return None if meta is None else Meta.from_json(meta)
-    except StoreError:
-        return None
-
-
-def _meta_expected(meta: Meta | None, single: bool) -> dict[str, int]:
-    if meta is None:
-        return {}
-    expected = {}
-    for name, info in meta.benchmarks.items():
-        names, items = meta.arms.get(name), info.get("items")
-        if isinstance(names, list) and names and isinstance(items, int):
-            expected.update({(str(a) if single else f"{name}/{a}"): items // len(names) for a in names})
-    return expected
 
 
 def _from_dict(record: dict[str, Any]) -> PageRow:
