@@ -160,7 +160,9 @@ class FakeOpenAI:
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with server.lock:
-                    server.requests.append({"body": body, "auth": self.headers.get("authorization")})
+                    # The client's port: which process sent it (a test finds the socket in /proc).
+                    server.requests.append({"body": body, "auth": self.headers.get("authorization"),
+                                            "port": self.client_address[1]})
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                 with server.lock:

@@ -9,6 +9,10 @@ Pairs are kept whole: an item (benchmark, task id, epoch) starts only when the w
 the arms this run runs for it fit at once; then each of its other arms' worst case stays pledged
 to it, so once the budget runs short the items already started still finish and no new one
 starts (the first new item refused closes its benchmark to new items).
+
+Each process's holds are marked with its name (``store.holders``): a call that finds no room
+settles the holds of processes that are gone (a worker killed mid-call) before it waits or is
+refused, so a lost worker's holds block no one for longer than a look at ``/proc``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TypeVar
 from pytest_echo_bench.engine.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError, LocalError, StoreError
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store import holders
 from pytest_echo_bench.store.ledger import EPSILON_USD, Ledger, LedgerState
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
@@ -30,6 +35,7 @@ T = TypeVar("T")
 WAIT = "wait"  # (compared by identity) ``_cover``'s answer when the room is held by calls in flight: ask again shortly
 POLL_S = 0.01
 MAX_WAIT_S = 600.0  # a call waits this long at most for room the calls in flight hold, then is refused
+LOOK_EVERY_S = 0.1  # a waiting call looks for holders that are gone at most this often (each a read of /proc)
 Settle = Callable[["float | None"], None]
 
 
@@ -53,6 +59,7 @@ class Ticket:
     held: float = 0.0
     spent: float = 0.0
     in_flight: float = 0.0  # worst cases of calls sent and not yet answered
+    exposed: float = 0.0  # worst cases of every call sent: what the ledger charges if this process is lost
     started: bool = False
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -106,8 +113,10 @@ class Ticket:
                 again = item_worst(self.spec, self.arm, self.prompt) or self.spent + self.in_flight + short
                 return self._wait_or_refuse(state, {n: short for n in self.names}, again, "its next call's worst case",
                                             short)
-            state.hold(self.names, short)
+            state.hold(self.names, short, self.budget.holder)
             self.held += short
+        state.own(self.names, self.budget.holder, 0.0, worst)
+        self.exposed += worst
         return None
 
     def _start(self, state: LedgerState) -> str | None:
@@ -118,13 +127,14 @@ class Ticket:
             self.held = pledged.pop(self.arm)
             if not pledged:
                 del state.pledged[key]  # type: ignore[arg-type]  # key is set whenever pledged is
+            state.own(self.names, self.budget.holder, self.held)  # the item's pledge, now this process's hold
             return None
         shares = self.budget.shares(self.spec, self.pair, self.arm, self.prompt) if key is not None and key not in state.pledged else {}
         own = item_worst(self.spec, self.arm, self.prompt) or 0.0
         if not shares:  # started elsewhere without this arm's share, or a call of its own: it alone must fit
             if not state.fits(self.names, own):
                 return self._wait_or_refuse(state, {n: own for n in self.names}, own, "this item's worst case")
-            state.hold(self.names, own)
+            state.hold(self.names, own, self.budget.holder)
             self.held = own
             return None
         need = _by_account(self.spec, shares)
@@ -137,6 +147,7 @@ class Ticket:
         for arm, share in shares.items():
             state.hold(accounts(self.spec, arm), share)
         self.held = shares.pop(self.arm)
+        state.own(self.names, self.budget.holder, self.held)  # the other arms' shares stay the item's
         if shares:
             state.pledged[key] = shares  # type: ignore[index]
         return None
@@ -153,7 +164,10 @@ class Ticket:
             pledged = _pledged(state)
             # This item's own hold does not come back while it waits.
             later = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
-            if later and time.monotonic() < self._deadline:
+            waiting = later and time.monotonic() < self._deadline
+            if self.budget.release_gone(state, now=not waiting):
+                return WAIT  # a lost process's holds are settled: ask again with them
+            if waiting:
                 return WAIT
         return self._refuse(state, own, what, shown)
 
@@ -172,7 +186,9 @@ class Ticket:
             self.held = pledged.pop(self.arm, 0.0)  # answered from the cache, or never called: its share is free
             if not pledged:
                 state.pledged.pop(pair_name(self.pair), None)
-        state.settle(self.names, self.held, self.spent + self.in_flight)
+            state.settle(self.names, self.held, self.spent + self.in_flight)  # a pledge: no process held it
+            return
+        state.settle(self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed)
 
 
 def _by_account(spec: Spec, shares: Mapping[str, float]) -> dict[str, float]:
@@ -211,6 +227,22 @@ class Budget:
         self.plan: dict[Pair, tuple[str, ...]] = {}
         self.max_wait_s = MAX_WAIT_S
         self._local = threading.local()
+        self._looked_at = -LOOK_EVERY_S  # when this process last looked for holders that are gone
+        self.gone: Callable[[str], bool] = holders.gone  # whether a holder's process has exited
+
+    @property
+    def holder(self) -> str:
+        """This process's name in the ledger (``store.holders``)."""
+        return holders.me()
+
+    def release_gone(self, state: LedgerState, now: bool) -> int:
+        """Settle the holds of processes that are gone (under the ledger's lock); ``now``: before a
+        refusal, always look; while waiting, at most every LOOK_EVERY_S."""
+        at = time.monotonic()
+        if not state.holders or (not now and at - self._looked_at < LOOK_EVERY_S):
+            return 0
+        self._looked_at = at
+        return state.release_gone(self.gone)
 
     def ledger_change(self, fn: Callable[[LedgerState], T]) -> T:
         try:

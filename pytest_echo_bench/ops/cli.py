@@ -32,9 +32,12 @@ ALPHA = number(1e-12, 1, open_high=True)
 def _report(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.render import render, report_json
     from pytest_echo_bench.ops.report import build_report, load_results
+    from pytest_echo_bench.ops.spend import run_budget
 
     oracle = [a for a in (args.oracle or "").split(",") if a] or None
-    report = build_report(load_results(args.files), oracle, args.reduce, stop_reason=_stop_reason(args.files))
+    budgets = [b for b in map(run_budget, args.files) if b is not None]
+    report = build_report(load_results(args.files), oracle, args.reduce, stop_reason=_stop_reason(args.files),
+                          budgets=budgets)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
     say(render(report, args.format))

@@ -12,6 +12,7 @@ from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
+from pytest_echo_bench.ops.spend import spend_text
 from pytest_echo_bench.ops.stats import newcombe_paired, t_quantile, z_for
 from pytest_echo_bench.store import safe_text
 
@@ -41,6 +42,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "missing_shards": report.coverage.missing,
         "unknown_figures": report.unknown_figures,
         "random_guesses": report.random_guesses,
+        "budgets": [asdict(b) for b in report.budgets],
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
         **({"sequential": decide_view.to_json(report.sequential)} if report.sequential is not None else {}),
@@ -62,6 +64,8 @@ def _stats_json(s: ArmStats) -> dict[str, Any]:
     data["cluster_ci95"] = None if s.cluster_ci95 is None else list(s.cluster_ci95)
     if s.subtask is None:
         del data["subtask"]
+    else:  # spend is counted per arm
+        del data["spend_usd"], data["spend_unknown"]
     if s.epochs is None:  # no repeats: the arm's JSON is what it was before epochs
         for name in EPOCH_FIELDS:
             del data[name]
@@ -126,6 +130,7 @@ STATS_COLUMNS: list[Column] = [
     ("usd per correct", "cost", lambda s: _opt(s.cost_per_correct, ".6f")),
     ("cost units", "units", lambda s: _opt(s.cost_units, ".2f")),
     ("units per correct", "units", lambda s: _opt(s.cost_units_per_correct, ".4f")),
+    ("spend usd", "spend", lambda s: spend_text(s.spend_usd, s.spend_unknown)),
 ]
 
 
@@ -133,7 +138,7 @@ def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table
     groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
               "tokens": any(s.prompt_tokens is not None for s in stats), "cost": any(s.cost_usd is not None for s in stats),
               "units": any(s.cost_units is not None for s in stats), "cluster": any(s.clusters is not None for s in stats),
-              "epochs": any(s.epochs is not None for s in stats)}
+              "epochs": any(s.epochs is not None for s in stats), "spend": any(s.spend_usd is not None for s in stats)}
     columns = [c for c in STATS_COLUMNS if groups[c[1]]]
     keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
     rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else []) + [cell(s) for _, _, cell in columns]
@@ -169,6 +174,9 @@ def _tables(report: Report) -> list[Table]:
             tables.append(_disagreement_table(bench, count, shown))
     if report.duplicates:
         tables.append(_duplicates_table(report))
+    tables.extend(Table(f"budget: {b.text()}", [], [], 0) for b in report.budgets)
+    if any(s.spend_unknown for s in report.arms) and any(s.spend_usd is not None for s in report.arms):
+        tables.append(Table(SPEND_UNKNOWN, [], [], 0))
     if report.unknown_figures:
         tables.append(Table(UNKNOWN_FIGURES.format(report.unknown_figures), [], [], 0))
     if not report.coverage.complete:
@@ -181,6 +189,8 @@ def _tables(report: Report) -> list[Table]:
 
 RANDOM_GUESSES = ("random guesses: {} row(s) had no answer extracted and were graded by a seeded random guess "
                   "(the scorer's random_guess_seed, the convention of a published figure); their rates include luck")
+SPEND_UNKNOWN = ("spend usd: what each arm's rows cost (every row, a retried one too; rows the cache answered: 0); "
+                 "N unknown: rows whose cost is not known, left out of the sum, not counted as 0")
 UNKNOWN_FIGURES = ("unknown figures: {} row(s) had a time, token or cost figure that is not a finite number of 0 "
                    "or more; those figures are left out of the sums and means")
 

@@ -16,7 +16,8 @@ from pytest_echo_bench.ops.report import ArmStats, Oracle, Report
 CSV_FIELDS = ["kind", "benchmark", "arm", "subtask", "oracle_arms", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi",
               "clusters", "cluster_se", "cluster_ci95_lo", "cluster_ci95_hi", "unparseable", "errors", "not_completed",
               "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate", "prompt_tokens",
-              "completion_tokens", "cost_usd", "cost_per_correct", "cost_units", "cost_units_per_correct"]
+              "completion_tokens", "cost_usd", "cost_per_correct", "cost_units", "cost_units_per_correct", "spend_usd",
+              "spend_unknown"]
 ORACLE_NAME = "(oracle)"
 # OWASP's CSV-injection guidance: a cell a spreadsheet would read as a formula starts with one of
 # these; a leading single quote makes it text. Only text cells are touched: numbers stay numbers.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 from pytest_echo_bench.ops.compare import (
@@ -26,6 +26,7 @@ from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, 
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
 from pytest_echo_bench.ops.shards import Coverage, coverage
+from pytest_echo_bench.ops.spend import ArmSpend, RunBudget
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
 __all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
@@ -71,6 +72,10 @@ class ArmStats:
     pass_at: dict[str, float] | None = None
     score: float | None = None
     correct_samples: int | None = None
+    # What the arm's rows spent (``ops.spend``: every row, cached ones 0), and how many rows' cost
+    # is unknown; per arm only (None on a subtask's line).
+    spend_usd: float | None = None
+    spend_unknown: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,16 +124,17 @@ class Report:
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
     sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
+    budgets: list[RunBudget] = field(default_factory=list)  # budgeted runs' budget and spend, as recorded
 
 
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 stop_reason: str | None = None) -> Report:
+                 stop_reason: str | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
     ``stop_reason``: the reason its stop marker gives (``decided``: it stopped once its comparisons were
-    decided), None without one."""
+    decided), None without one; ``budgets``: the budget figures recorded beside the files (``ops.spend.run_budget``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -137,11 +143,16 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts), sequential=replay(results, stop_reason))
+                    coverage=coverage(results.parts), sequential=replay(results, stop_reason), budgets=list(budgets))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))
+    report.arms = [_with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms]
     return report
+
+
+def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
+    return replace(stats, spend_usd=spend.usd if spend.known else None, spend_unknown=spend.unknown)
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:

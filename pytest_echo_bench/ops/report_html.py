@@ -7,6 +7,7 @@ from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
 from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
 from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, rate_bars
+from pytest_echo_bench.ops.spend import spend_text
 
 ALPHA = 0.05
 _CSS = """
@@ -46,7 +47,8 @@ def _summary(report: Report) -> str:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     if report.random_guesses:
         facts.append(f"{report.random_guesses} row(s) graded by a seeded random guess")
-    return f'<p class="muted" id="summary">{" · ".join(facts)}</p>'
+    budgets = "".join(f'<p class="budget">Budget: {e(b.text())}</p>' for b in report.budgets)
+    return f'<p class="muted" id="summary">{" · ".join(facts)}</p>' + budgets
 
 
 def _sequential(report: Report) -> str:
@@ -87,6 +89,7 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
              _pair_matrix(graded, pairs, {(a, b) for bn, a, b in decide_view.not_valid_for(report.sequential)
                                           if bn == bench.name}),
              _cost(frontier, colors),
+             _spend(arms),
              _disagreements(count, shown, graded),
              "</section>"]
     return "\n".join(p for p in parts if p)
@@ -204,6 +207,17 @@ def _cost(frontier: Frontier | None, colors: dict[str, str]) -> str:
     listed = ", ".join(e(a) for a in frontier.arms)
     return (f'<h3>Accuracy against cost</h3><p class="muted">cost per item ({e(frontier.basis)}); ringed and joined: '
             f"the Pareto frontier ({listed})</p>" + cost_plot(frontier, colors))
+
+
+def _spend(arms: list[ArmStats]) -> str:
+    """What each arm's rows spent, when any row says what it cost; unknown costs counted, never as 0."""
+    if all(s.spend_usd is None for s in arms):
+        return ""
+    rows = "".join(f'<tr><td class="text">{e(s.arm)}</td><td>{e(spend_text(s.spend_usd, s.spend_unknown))}</td></tr>'
+                   for s in arms)
+    return ('<h3>Spend per arm</h3><p class="muted">US dollars: the sum of the rows\' cost_usd (every row, a retried '
+            "one too; rows the cache answered: 0); unknown: rows whose cost is not known, left out of the sum</p>"
+            f'<table class="spend"><tr><th class="text">arm</th><th>spend usd</th></tr>{rows}</table>')
 
 
 def _disagreements(count: int, shown: list[Disagreement], arms: list[str]) -> str:

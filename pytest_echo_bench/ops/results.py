@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.shards import Part, part_of
+from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import parse_line
@@ -63,6 +64,8 @@ class Results:
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
     random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
     paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
+    # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``ops.spend``)
+    spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
 def load_results(paths: Sequence[Path]) -> Results:
@@ -81,7 +84,9 @@ def load_results(paths: Sequence[Path]) -> Results:
                     default = meta.benchmark
                 continue
             unknown: list[str] = []
-            _add(results, seen, _item(record, default, unknown))
+            item = _item(record, default, unknown)
+            _add(results, seen, item)
+            results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")

@@ -14,6 +14,7 @@ import pytest
 from pytest_echo_bench.engine.worst import unbounded
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store import holders
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.ledger import Ledger, LedgerState
 from pytest_echo_bench.store.tally import FileTally
@@ -86,6 +87,18 @@ class Spend:
         """A budget to resume with: what is spent and what the refused calls may need, up to the cent."""
         # Less a hair: 0.032 + 0.048 is 8.000000000000002 cents; the ledger allows far more (EPSILON_USD).
         return math.ceil((self.spent + self.needed) * 100 - 1e-7) / 100
+
+
+def settle_lost(results: str | Path) -> int:
+    """At the end: settle the holds of processes that are gone (a worker killed mid-call that no
+    call waited on since), so the spend the end reports counts them; how many there were."""
+    ledger = Ledger(results)
+    try:
+        return ledger.change(lambda state: state.release_gone(holders.gone))
+    except StoreError:
+        return 0  # shown as it stands: the stop and its figures come from ``read``, which says None
+    finally:
+        ledger.close()
 
 
 def read(results: str | Path) -> Spend | None:

@@ -299,6 +299,8 @@ class ControllerPlugin:
 
     def _budget_stop(self) -> tuple[StopReason | None, dict[str, Any]]:
         """The budget's stop when it refused a call: spent, what the rest needs, the pairs complete."""
+        if self.ctx.budget:
+            budget.settle_lost(self.ctx.results)  # every worker has exited: a hold left is a lost one's
         spend = budget.read(self.ctx.results) if self.ctx.budget else None
         if spend is None:
             return None, {}

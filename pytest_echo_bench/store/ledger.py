@@ -9,6 +9,10 @@ one, so no reader sees half a state. Amounts are US dollars.
     pledged   "<benchmark>\\t<task_id>\\t<epoch>" -> {arm: USD}: what a started item's other arms hold
     closed    benchmarks whose new items are refused (one did not fit: the rest finish what started)
     refused   calls not sent for the budget; ``needed`` the worst case they would have cost
+    holders   "<host>/<pid>/<start>" -> {account: [held, exposed]}: which process holds what of each
+              account's ``held`` (``exposed``: the worst cases of the calls it sent), so that any
+              process can settle the holds of one that is gone (``store.holders``)
+    released  the holders settled so: one that was not gone after all settles nothing twice
 """
 
 from __future__ import annotations
@@ -52,21 +56,64 @@ class LedgerState:
     closed: list[str] = field(default_factory=list)
     refused: int = 0
     needed: float = 0.0
+    holders: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    released: list[str] = field(default_factory=list)
 
     def fits(self, names: list[str], amount: float) -> bool:
         return all(self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts)
 
-    def hold(self, names: list[str], amount: float) -> None:
+    def hold(self, names: list[str], amount: float, holder: str | None = None) -> None:
         for name in names:
             if name in self.accounts:
                 self.accounts[name].held += amount
+        if holder is not None:
+            self.own(names, holder, amount)
 
-    def settle(self, names: list[str], held: float, spent: float) -> None:
+    def own(self, names: list[str], holder: str, held: float, exposed: float = 0.0) -> None:
+        """Mark ``held`` (already in the accounts' ``held``) as ``holder``'s, and ``exposed`` as what
+        the calls it sent may cost."""
+        mine = self.holders.setdefault(holder, {})
+        for name in names:
+            if name in self.accounts:
+                entry = mine.setdefault(name, [0.0, 0.0])
+                entry[0] += held
+                entry[1] += exposed
+
+    def settle(self, names: list[str], held: float, spent: float, holder: str | None = None,
+               exposed: float = 0.0) -> None:
         """``held`` is released and ``spent`` charged, in every account of ``names``."""
+        if holder in self.released:
+            return  # settled already, as gone, at no less than these calls may have cost
         for name in names:
             if (account := self.accounts.get(name)) is not None:
                 account.held = max(0.0, account.held - held)
                 account.spent += spent
+        if holder is not None:
+            self.own(names, holder, -held, -exposed)
+            self._tidy(holder)
+
+    def _tidy(self, holder: str) -> None:
+        mine = self.holders.get(holder, {})
+        for name in [n for n, (h, x) in mine.items() if abs(h) < EPSILON_USD and abs(x) < EPSILON_USD]:
+            del mine[name]
+        if not mine:
+            self.holders.pop(holder, None)
+
+    def release_gone(self, gone: Callable[[str], bool]) -> int:
+        """Settle the holds of every holder that is ``gone``; how many there were.
+
+        What its calls were sent with may have been spent (a reply that never came keeps its hold,
+        as it does in a live process): their worst cases are charged, never more than it held, since
+        a process never has calls out for more than its hold. The rest goes back to the run.
+        """
+        lost = [h for h in self.holders if gone(h)]
+        for holder in lost:
+            for name, (held, exposed) in self.holders.pop(holder).items():
+                if (account := self.accounts.get(name)) is not None:
+                    account.held = max(0.0, account.held - held)
+                    account.spent += min(max(exposed, 0.0), max(held, 0.0))
+            self.released.append(holder)
+        return len(lost)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +123,10 @@ class LedgerState:
         accounts = {str(k): Account(None if v["limit"] is None else float(v["limit"]), float(v["spent"]), float(v["held"]))
                     for k, v in dict(data["accounts"]).items()}
         pledged = {str(k): {str(a): float(u) for a, u in dict(v).items()} for k, v in dict(data.get("pledged", {})).items()}
+        holders = {str(h): {str(n): [float(v[0]), float(v[1])] for n, v in dict(mine).items()}
+                   for h, mine in dict(data.get("holders", {})).items()}
         return cls(accounts, pledged, [str(b) for b in data.get("closed", [])], int(data.get("refused", 0)),
-                   float(data.get("needed", 0.0)))
+                   float(data.get("needed", 0.0)), holders, [str(h) for h in data.get("released", [])])
 
 
 class Ledger:

@@ -65,8 +65,13 @@ class TallyRow(StatusRow, gc=False):
         cost = self.cost_usd
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
-        hits, calls = self.cache_hits or 0, self.sub_calls or 1
-        return 0.0 if hits and hits >= calls else cost
+        return 0.0 if all_cached(self.cache_hits, self.sub_calls) else cost
+
+
+def all_cached(hits: int | None, calls: float | None) -> bool:
+    """Whether the response cache answered every call of a row (``cache_hits`` of ``sub_calls``, 1 if
+    unsaid): such a row sent nothing, so it spent nothing, whatever its ``cost_usd`` (the list price)."""
+    return hits is not None and hits > 0 and hits >= (calls or 1)
 
 
 class FileTally:

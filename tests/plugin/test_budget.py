@@ -7,6 +7,8 @@ call would show it in the rows' ``cost_usd``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shlex
 import time
@@ -268,3 +270,24 @@ def test_a_shards_budget_is_its_own(pytester: pytest.Pytester, sweep: Sweep, ope
         _, rows = read_rows(out)
         assert len(rows) == 6 and spent(rows) <= budget + 1e-9 and pairs_whole(rows)  # each shard spends its own
     assert len(openai_server.requests) == 12
+
+
+def test_the_report_shows_each_arms_spend_and_the_budget_the_stop_recorded(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    from pytest_echo_bench.ops.cli import main
+
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 6))
+    result, _, rows = sweep.run("--bench-concurrency", "2", "--bench-budget-usd", repr(4.5 * PER_CALL))
+    assert result.ret == 2 and len(rows) == 4
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["report", str(sweep.out), "--format", "json"]) == 0
+    data = json.loads(out.getvalue())
+    assert {arm: data["arms"][arm]["spend_usd"] for arm in ("a", "b")} == {"a": pytest.approx(2 * PER_CALL),
+                                                                           "b": pytest.approx(2 * PER_CALL)}
+    assert sum(data["arms"][arm]["spend_usd"] for arm in ("a", "b")) == pytest.approx(spent(rows))
+    [recorded] = data["budgets"]
+    assert recorded["source"] == "stop marker" and recorded["budget_usd"] == pytest.approx(4.5 * PER_CALL)
+    assert recorded["spent_usd"] == pytest.approx(4 * PER_CALL)
+    assert recorded["suggested_usd"] == pytest.approx(0.05)  # what was spent and the 8 calls not sent, up to the cent
