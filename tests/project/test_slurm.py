@@ -168,6 +168,9 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
     assert states == ["COMPLETED"] * SHARDS, f"{states}\n{logs}"
     shards = sorted((project / "results").glob("shard-*.jsonl"))
     assert [p.name for p in shards] == [f"shard-{i}.jsonl" for i in range(SHARDS)], logs
+    caches = sorted(p.name for p in (project / "results").glob("cache-*.sqlite"))
+    assert caches == [f"cache-{i}.sqlite" for i in range(SHARDS)], logs  # one cache per node: no shared SQLite
+    assert not (project / "bench_results").exists(), logs
     merged = project / "merged.jsonl"
     cli = [sys.executable, "-m", "pytest_echo_bench.ops.cli"]
     _run(*cli, "merge", *map(str, shards), "-o", str(merged), env=env)
