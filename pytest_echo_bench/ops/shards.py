@@ -50,23 +50,27 @@ class Part:
     got: frozenset[int]
     scheme: int
     sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
+    whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
 
 
 def part_of(path: Path | str, meta: Meta | Mapping[str, Any] | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
+    recorded = meta is not None
     meta = meta.to_json() if isinstance(meta, Meta) else (meta or {})
     selection = meta.get("selection") or {}
+    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
+             f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
     if meta.get("complete") is True:  # a merge that had them all (or a whole file among them)
-        return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), ())
+        return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), sweep, whole=True)
     labels = meta.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
         raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
-    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
-             f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
     scheme = meta.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
-    return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep)
+    # A file without a meta line says nothing of its selection: it covers no shard.
+    return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep,
+                whole=recorded and not shards)
 
 
 def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
@@ -102,13 +106,17 @@ class Coverage:
 def coverage(parts: Iterable[Part]) -> Coverage:
     """Complete when every sweep the shard files come from has all its shards here.
 
-    A whole file (or one without a meta line) completes no sweep but its own: beside shards of
-    another sweep (``--allow-mismatch``), or of the same one, it cannot say which items it covers.
+    A whole file (unsharded, or a complete merge) covers every shard of its own sweep (the same
+    selection and benchmarks): a shard re-run beside it adds nothing missing. It covers no shard
+    of another sweep (``--allow-mismatch``), and a file without a meta line covers none.
     """
+    parts = list(parts)
+    wholes = {part.sweep for part in parts if part.whole}
     groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
     for part in parts:
         if part.total:
-            groups.setdefault((part.total, part.scheme, part.sweep), set()).update(part.got)
+            got = range(1, part.total + 1) if part.sweep in wholes else part.got
+            groups.setdefault((part.total, part.scheme, part.sweep), set()).update(got)
     shards = sorted({(k, n) for (n, _, _), got in groups.items() for k in got}, key=lambda kn: (kn[1], kn[0]))
     missing = sorted({(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got},
                      key=lambda kn: (kn[1], kn[0]))

@@ -316,6 +316,27 @@ def test_all_four_shards_merge_to_the_unsharded_verdicts_with_duplicates_once(
     assert strip(ours) == strip(theirs) and ours["pairs"] == theirs["pairs"] and ours["complete"] is True
 
 
+def test_a_complete_merge_or_a_whole_run_beside_a_re_run_shard_stays_complete(
+        pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    """A complete file covers every shard of its sweep: merging a shard run again adds nothing missing."""
+    make_spec(pytester, sim_spec(12, arms=ARMS))
+    files = run_shards(sweep, pytester.path, 4)
+    unsharded = pytester.path / "unsharded.jsonl"
+    sweep.run("--bench-out", str(unsharded))
+    merged, again = pytester.path / "m4.jsonl", pytester.path / "re.jsonl"
+    assert cli(capsys, "merge", *map(str, files), "-o", str(merged))[0] == 0
+    for whole in (merged, unsharded):
+        status, out, _ = cli(capsys, "merge", str(whole), str(files[3]), "-o", str(again))
+        assert status == 0 and "missing" not in out and "incomplete" not in out, out
+        assert read_rows(again)[0]["complete"] is True  # type: ignore[index]
+        status, _, err = cli(capsys, "report", str(again), "--gate", "a>=0")
+        assert status == 0 and "incomplete" not in err, err
+    picked = pytester.path / "picked.jsonl"  # another selection's whole run covers none of these shards
+    sweep.run("--bench-out", str(picked), "-k", "a")
+    status, out, _ = cli(capsys, "merge", str(picked), str(files[3]), "--allow-mismatch", "-o", str(again))
+    assert status == 0 and "missing 1/4, 2/4, 3/4" in out
+
+
 def test_merge_refuses_shards_of_different_sweeps(pytester: pytest.Pytester, sweep: Sweep,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, sim_spec(8, arms=ARMS))
@@ -344,7 +365,12 @@ def test_coverage_of_parts() -> None:
 
     assert coverage([part("1/2"), part("2/2")]).complete
     assert coverage([part_of("w", {"selection": {"shard": ""}}), part_of("none", None)]).complete  # whole files
-    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).missing == ["2/2"]  # completes no shard
+    # A whole file covers every shard of its own sweep, none of another one; no meta line covers none.
+    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).complete
+    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": "", "keyword": "a"}})]).missing == ["2/2"]
+    assert coverage([part("1/2"), part_of("none", None)]).missing == ["2/2"]
+    assert coverage([part("2/4"), part("", shards=["1/4", "2/4", "3/4", "4/4"], complete=True)]).shards == [
+        "1/4", "2/4", "3/4", "4/4"]
     assert coverage([part("1/3"), part("", shards=["2/3", "3/3"])]).complete
     assert coverage([part("1/3"), part("", shards=["2/3"], complete=False)]).missing == ["3/3"]
     assert coverage([part("1/2"), part("2/2"), part("1/4")]).missing == ["2/4", "3/4", "4/4"]  # every sweep must be whole
