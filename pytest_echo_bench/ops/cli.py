@@ -33,7 +33,10 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.render import render, report_json
     from pytest_echo_bench.ops.report import build_report, load_results
 
-    oracle = [a for a in (args.oracle or "").split(",") if a] or None
+    oracle = None if args.oracle is None else args.oracle.split(",")
+    if oracle is not None and not all(a.strip() for a in oracle):  # "," must not read as "every arm"
+        raise ValueError(f"--oracle {args.oracle!r}: give arm names separated by commas, e.g. demo/cheap_a,demo/cheap_b "
+                         "(leave --oracle out for every arm)")
     report = build_report(load_results(args.files), oracle, args.reduce, stopped_early=_decided(args.files))
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2

@@ -143,12 +143,21 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
-    """The (benchmark, arm) pairs ``--oracle`` names; ValueError listing every unknown name."""
+    """The (benchmark, arm) pairs ``--oracle`` names; ValueError listing every unknown name, and for
+    arms of several benchmarks or fewer than two: the oracle row would be dropped without a word."""
     found = {name: names.find(name) for name in given}  # an ambiguous name raises, with the choices
     unknown = [name for name, pair in found.items() if pair is None]
     if unknown:
         raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(names.labels())}")
-    return {pair for pair in found.values() if pair is not None}
+    pairs = {pair for pair in found.values() if pair is not None}
+    benchmarks = sorted({bench for bench, _ in pairs})
+    if len(benchmarks) > 1:  # as decide's pairs: an item is one task id of one benchmark
+        raise ValueError(f"--oracle {','.join(given)}: the arms are of benchmarks {', '.join(benchmarks)}; an oracle "
+                         "row takes arms of one benchmark (items pair up by task id)")
+    if len(pairs) < 2:
+        raise ValueError(f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
+                         "restates that arm)")
+    return pairs
 
 
 def _arm_order(results: Results) -> dict[str, list[str]]:
