@@ -127,3 +127,14 @@ def merged_fields(cover: Coverage) -> dict[str, Any]:
     """What a merged meta line records of its shards (``shards`` only when there were any)."""
     fields: dict[str, Any] = {"shards": cover.shards} if cover.shards else {}
     return {**fields, "complete": cover.complete, "missing_shards": cover.missing}
+
+
+def gap(path: Path | str, meta: Meta | None) -> str:
+    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds and
+    which are missing, as the report says it. For the progress page, which must never break a run: a
+    meta line with broken shard fields is "" here, and refused by the report."""
+    try:
+        cover = coverage([part_of(path, meta)]) if meta is not None else Coverage(True, [], [])
+    except StoreError:
+        return ""
+    return "" if cover.complete else cover.describe()

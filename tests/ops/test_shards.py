@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -281,6 +283,28 @@ def test_a_merge_of_three_of_four_shards_says_so_and_fails_gates(pytester: pytes
     assert status == 0 and "shards 1/4, 2/4, 3/4, 4/4: all of them" in out
     assert read_rows(whole)[0]["complete"] is True and report_json(whole, capsys)["complete"] is True  # type: ignore[index]
     assert cli(capsys, "report", str(whole), "--gate", "a>=0")[0] == 0
+
+
+def test_html_csv_and_the_progress_page_mark_an_incomplete_merge(pytester: pytest.Pytester, sweep: Sweep,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(12, arms=ARMS))
+    files = run_shards(sweep, pytester.path, 4)
+    partial, whole = pytester.path / "partial.jsonl", pytester.path / "whole.jsonl"
+    assert cli(capsys, "merge", str(files[0]), str(files[1]), str(files[3]), "-o", str(partial))[0] == 0
+    assert cli(capsys, "merge", *map(str, files), "-o", str(whole))[0] == 0
+    said = "shards 1/4, 2/4, 4/4; missing 3/4"
+    for path, marked in ((partial, True), (whole, False)):
+        status, html, _ = cli(capsys, "report", str(path), "--format", "html")
+        assert status == 0 and ('id="incomplete"' in html and said in html) is marked
+        status, text, _ = cli(capsys, "report", str(path), "--format", "csv")
+        lines = list(csv.DictReader(io.StringIO(text)))
+        assert status == 0 and lines and len(lines[0]) == (30 if marked else 28)
+        assert all((line.get("complete"), line.get("shards")) == (("false", said) if marked else (None, None))
+                   for line in lines)
+        page = pytester.path / "page.html"
+        assert cli(capsys, "progress", str(path), "-o", str(page))[0] == 0
+        shown = page.read_text(encoding="utf-8")
+        assert ('id="incomplete-sweep"' in shown and said in shown) is marked
 
 
 def test_a_single_shard_file_gated_is_partial_and_an_unsharded_one_is_whole(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.ops.shards import gap
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
@@ -96,6 +97,7 @@ class ProgressState:
     session_done: int = 0  # rows finished in that window: the throughput's numerator
     stopped: str = ""
     budget: str = ""  # spend against the budget (live only)
+    shards: str = ""  # a file of part of a sweep (an incomplete merge, a shard): the shards held and missing
     recent: list[Failure] = field(default_factory=list)  # newest first
 
     @property
@@ -302,6 +304,7 @@ class PageFeed:
         state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
         state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
         state.window, state.session_done = self._window(session, live, now), session.done
+        state.shards = gap(self.results, self.meta)
         if live is not None:
             state.retries += live.retries
             state.incomplete, state.aborted = live.incomplete, live.aborted
