@@ -283,12 +283,15 @@ def _estimate_parser(sub: Any) -> None:
     e = sub.add_parser("estimate", help="Calls, cost and wall time of a sweep before anything is sent")
     e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
     e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
-    e.add_argument("--bench-shard", metavar="K/N", type=shard_arg, help="Only shard K of N (as the run's --bench-shard)")
+    e.add_argument("--bench-shard", metavar="K/N|auto", type=shard_arg,
+                   help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's environment (as the "
+                        "run's --bench-shard)")
     e.add_argument("--format", choices=("text", "json"), default="text")
     e.add_argument("--results", type=Path, nargs="+", default=[],
                    help="Earlier results file(s): replies' lengths and latencies seen")
-    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: bench_results/cache.sqlite "
-                   "under --rootdir); cached replies are not sent")
+    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: the run's, "
+                   "bench_results/cache/cache.sqlite under --rootdir, or an earlier bench_results/cache.sqlite "
+                   "if there is one); cached replies are not sent")
     e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
     e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
     e.add_argument("--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, -n (default 1)")

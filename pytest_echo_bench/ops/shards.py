@@ -8,37 +8,19 @@ A file that records no shard is the whole sweep.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.shard_env import k_of_n
 from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
 # arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
 SCHEME = 2
 OLD_SCHEME = 1
-MAX_SHARDS = 1_000_000  # far beyond any array or matrix (GitHub's is 256); bounds the number parsed
-_DIGITS = re.compile(r"[0-9]{1,7}")  # ASCII only: int() would also take "٣", "1_0" and "+3"
-_SPACE = " \t\r\n"  # a value read from a file or a shell may carry a trailing newline
-
-
-def whole_number(text: str) -> int | None:
-    """A count or index as a shell or a scheduler writes it (surrounding whitespace allowed), else None."""
-    stripped = text.strip(_SPACE)
-    return int(stripped) if _DIGITS.fullmatch(stripped) else None
-
-
-def k_of_n(text: str) -> tuple[int, int] | None:
-    """``"K/N"`` with 1 <= K <= N <= MAX_SHARDS as (K, N); None for anything else."""
-    head, sep, tail = text.partition("/")
-    k, n = whole_number(head), whole_number(tail)
-    if not sep or k is None or n is None or not 1 <= k <= n <= MAX_SHARDS:
-        return None
-    return k, n
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class WorkerPlugin:
                              recorded, self.budget, limits)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.queue = WorkerQueue(config) if remote else None
-        self.shard = parse_shard(ctx.shard)
+        self.shard = parse_shard(ctx.shard or None)  # the controller's resolved K/N, or none
         self.session: pytest.Session | None = None
         self._quiet: pytest.TestReport | None = None  # a benchmark item's setup/teardown report, until logged
         self._reporter: Any = None  # the terminal reporter, found on first use (False: none)

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.shards import coverage, k_of_n, part_of, whole_number
+from pytest_echo_bench.ops.shard_env import k_of_n, whole_number
+from pytest_echo_bench.ops.shards import coverage, part_of
 from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}\n  c: {provider: sim, accuracy: 0.5}"
@@ -101,6 +102,8 @@ def test_a_sweep_keeps_each_items_arms_and_epochs_in_one_shard(pytester: pytest.
 FAMILIES = {
     "slurm from 0": {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
     "slurm from 1": {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"},
+    "slurm as it sets it": {"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_COUNT": "4",
+                            "SLURM_ARRAY_TASK_MAX": "7", "SLURM_ARRAY_TASK_STEP": "1"},
     "indexed job": {"JOB_COMPLETION_INDEX": "2", "ECHO_BENCH_SHARD_COUNT": "4"},
     "stray newline": {"JOB_COMPLETION_INDEX": " 2\n", "ECHO_BENCH_SHARD_COUNT": "4\n"},
 }
@@ -161,6 +164,16 @@ BROKEN = {
                   "gives index -1, outside"),
     "stepped array": ({"SLURM_ARRAY_TASK_ID": "8", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
                       "must be contiguous"),
+    # --array=0-6:2 (tasks 0, 2, 4, 6): refused on every task, not only on those whose index is past the count
+    **{f"step 2, task {i}": ({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                              "SLURM_ARRAY_TASK_MAX": "6", "SLURM_ARRAY_TASK_STEP": "2"},
+                             "SLURM_ARRAY_TASK_STEP=2: a stepped array leaves gaps") for i in (0, 2, 4, 6)},
+    # --array=0,3,5,7: Slurm sets no step for a list; MAX - MIN + 1 != COUNT says it has gaps
+    **{f"list, task {i}": ({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                            "SLURM_ARRAY_TASK_MAX": "7"}, "SLURM_ARRAY_TASK_MAX=7 but SLURM_ARRAY_TASK_COUNT=4: the "
+                           "task ids have gaps") for i in (0, 3, 5, 7)},
+    "step not a number": ({"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                           "SLURM_ARRAY_TASK_STEP": "two"}, "SLURM_ARRAY_TASK_STEP='two' is not a whole number"),
 }
 
 
@@ -182,6 +195,15 @@ def test_auto_errors_are_usage_errors_before_anything_runs(pytester: pytest.Pyte
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--bench-shard auto: *JOB_COMPLETION_INDEX*"])
     assert not sweep.out.exists()
+
+
+@pytest.mark.parametrize("given", [("--bench-shard=",), ("--bench-shard", ""), ("--bench-shard", " \n")])
+def test_an_empty_shard_is_refused_not_read_as_the_whole_sweep(pytester: pytest.Pytester, sweep: Sweep,
+                                                               given: tuple[str, ...]) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    result, _, _ = sweep.run(*given)
+    assert result.ret == 4 and not sweep.out.exists()
+    result.stderr.fnmatch_lines(["*--bench-shard is empty: give K/N (e.g. 2/4) or auto*"])
 
 
 @pytest.mark.parametrize("text", ["0/4", "5/4", "1/0", "a/b", "1_0/20", "\u0662/4", "+1/4", "2", "2/4/6", "1/1000001"])
