@@ -354,7 +354,9 @@ class ControllerPlugin:
             tr.write_line(shown(line))
         if self.config.get_verbosity() > 0 and self.live is not None and self.live.decisions:
             tr.write_line(f"limiter decisions (the last {len(self.live.decisions)}, all processes):")
-            for line in self.live.decisions:
+            # Each process's arrive in turn with its items' reports: their UTC stamps put them in time order
+            # (a stable sort on the stamp alone: a process's own order stands within one millisecond).
+            for line in sorted(self.live.decisions, key=lambda line: line.partition(" ")[0]):
                 tr.write_line(f"  {line}")  # escaped by the worker that sent it (plugin.payload)
         tr.write_line(f"results: {self.ctx.results}")
         if self._scores_code() and isolation.machine().missing():
