@@ -67,6 +67,11 @@ def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str
     if part.total and len(part.got) != 1:
         raise pytest.UsageError(f"--bench-resume {path}: a merge of shards {', '.join(map(str, sorted(part.got)))} "
                                 f"of {part.total}; resume each shard's own file (or run the missing ones), then merge again")
+    if recorded and part.scheme > SCHEME:
+        raise pytest.UsageError(
+            f"--bench-resume {path}: shard {recorded} was written by a newer version (shard_scheme {part.scheme}; "
+            f"this one knows {SCHEME}), which may assign items to shards another way; resume it with that version, "
+            "or run this shard again into a new file (--bench-out NEW.jsonl)")
     if recorded and part.scheme != SCHEME:
         raise pytest.UsageError(
             f"--bench-resume {path}: shard {recorded} was written by an earlier version, which assigned each "

@@ -250,6 +250,12 @@ def test_a_shard_file_of_the_old_assignment_is_not_resumed(pytester: pytest.Pyte
         result.stderr.fnmatch_lines([f"*--bench-resume {shard}: shard 2/3 was written by an earlier version*"
                                      "mix the two assignments*--bench-out NEW.jsonl*"])
     assert shard.read_bytes() == before
+    meta["shard_scheme"] = 99  # what a newer version might write
+    shard.write_text("\n".join([json.dumps(meta), *lines[1:-2]]) + "\n")
+    result = _resume(sweep, shard)
+    assert result.ret == 4 and "earlier" not in result.stderr.str()
+    result.stderr.fnmatch_lines([f"*--bench-resume {shard}: shard 2/3 was written by a newer version (shard_scheme 99;"
+                                 " this one knows 2)*"])
 
 
 def test_a_shard_file_resumes_as_its_own_shard_only(pytester: pytest.Pytester, sweep: Sweep,
