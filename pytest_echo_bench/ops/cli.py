@@ -37,7 +37,10 @@ def _report(args: argparse.Namespace) -> int:
     if oracle is not None and not all(a.strip() for a in oracle):  # "," must not read as "every arm"
         raise ValueError(f"--oracle {args.oracle!r}: give arm names separated by commas, e.g. demo/cheap_a,demo/cheap_b "
                          "(leave --oracle out for every arm)")
-    report = build_report(load_results(args.files), oracle, args.reduce, stopped_early=_decided(args.files))
+    results = load_results(args.files)
+    if not results.rows and not results.metas:  # an empty table (and JSON saying complete) would read as a sweep
+        raise ValueError(f"no results in {', '.join(map(str, args.files))}: no meta line and no row (an empty file?)")
+    report = build_report(results, oracle, args.reduce, stopped_early=_decided(args.files))
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
     say(render(report, args.format))

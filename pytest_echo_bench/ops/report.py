@@ -23,7 +23,8 @@ from pytest_echo_bench.ops.compare import (
 from pytest_echo_bench.ops.decide import Sequential, replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
-from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
+from pytest_echo_bench.ops.conflicts import Conflict
+from pytest_echo_bench.ops.results import Item, Results, load_results
 from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
 
@@ -114,6 +115,7 @@ class Report:
     disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
+    unlisted_conflicts: int = 0  # counted by a merge beyond the keys its meta line lists
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
@@ -134,6 +136,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
+                    unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=coverage(results.parts), sequential=replay(results, stopped_early))
     for bench, arms in order.items():

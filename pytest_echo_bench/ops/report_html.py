@@ -41,7 +41,7 @@ def render_html(report: Report) -> str:
 def _summary(report: Report) -> str:
     facts = [f"{len(report.benchmarks)} benchmark(s)", f"{sum(b.tasks for b in report.benchmarks)} task id(s)",
              _graded(report.arms), f"{report.duplicates} duplicate(s)",
-             f"{len(report.conflicts)} conflicting verdict(s)"]
+             f"{len(report.conflicts) + report.unlisted_conflicts} conflicting verdict(s)"]
     if report.unknown_figures:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     if report.random_guesses:
