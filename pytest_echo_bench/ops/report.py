@@ -20,10 +20,10 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
+from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.decide import Sequential, replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
-from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.results import Item, Results, load_results
 from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson

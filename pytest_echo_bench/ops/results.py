@@ -70,7 +70,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                     listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
                     results.conflicts += listed
                     results.unlisted_conflicts += unlisted
-                    results.parts.append(part_of(path, record))
+                    results.parts.append(part_of(path, meta))
                     default = meta.benchmark
                 continue
             unknown: list[str] = []

@@ -8,7 +8,7 @@ A file that records no shard is the whole sweep.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,24 +35,23 @@ class Part:
     whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
 
 
-def part_of(path: Path | str, meta: Meta | Mapping[str, Any] | None) -> Part:
+def part_of(path: Path | str, meta: Meta | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
-    recorded = meta is not None
-    meta = meta.to_json() if isinstance(meta, Meta) else (meta or {})
-    selection = meta.get("selection") or {}
+    selection = meta.selection if meta is not None else {}
+    extra = meta.extra if meta is not None else {}
     sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
-             f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
-    if meta.get("complete") is True:  # a merge that had them all (or a whole file among them)
-        return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), sweep, whole=True)
-    labels = meta.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
+             f"benchmarks {'+'.join(sorted(meta.benchmarks if meta is not None else {}))}")
+    if extra.get("complete") is True:  # a merge that had them all (or a whole file among them)
+        return Part(str(path), 0, frozenset(), int(extra.get("shard_scheme") or SCHEME), sweep, whole=True)
+    labels = extra.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
         raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
-    scheme = meta.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
+    scheme = extra.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
     # A file without a meta line says nothing of its selection: it covers no shard.
     return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep,
-                whole=recorded and not shards)
+                whole=meta is not None and not shards)
 
 
 def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
@@ -116,7 +115,7 @@ def gap(path: Path | str, meta: Meta | None) -> str:
     which are missing, as the report says it. For the progress page, which must never break a run: a
     meta line with broken shard fields is "" here, and refused by the report."""
     try:
-        cover = coverage([part_of(path, meta)]) if meta is not None else Coverage(True, [], [])
+        cover = coverage([part_of(path, meta)])
     except StoreError:
         return ""
     return "" if cover.complete else cover.describe()

@@ -19,6 +19,7 @@ from pytest_echo_bench.ops.results import load_results
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
 from pytest_echo_bench.store.files import DECIDED, StopReason, write_stop
+from pytest_echo_bench.store.records import Meta
 
 
 class Deciding:
@@ -85,9 +86,9 @@ class Deciding:
         return out
 
 
-def deciding(ctx_decide: dict[str, Any], meta: dict[str, Any]) -> Deciding | None:
+def deciding(ctx_decide: dict[str, Any], meta: Meta) -> Deciding | None:
     plan = Plan.from_json(ctx_decide) if ctx_decide else None
     if plan is None:
         return None
-    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.get("benchmarks", {}).items()}
+    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()}
     return Deciding(plan, epochs)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -15,6 +14,7 @@ from pytest_echo_bench.ops.shard_env import auto_shard as resolve_auto
 from pytest_echo_bench.ops.shard_env import resolve_shard
 from pytest_echo_bench.ops.shards import SCHEME, part_of
 from pytest_echo_bench.store.partition import shard_of
+from pytest_echo_bench.store.records import Meta
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def refuse_partial_gate(shard: str | None, gates: int, allowed: bool) -> None:
                                 "RULE), or pass --bench-allow-partial to gate this shard alone")
 
 
-def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str) -> str | None:
+def resumed_shard(meta: Meta | None, given: Shard | None, path: str) -> str | None:
     """The shard a resume runs: the one the file records; a different one given is refused, and so is
     a shard file written with the old per-arm assignment (resuming it would mix two partitions)."""
     try:

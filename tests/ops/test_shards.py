@@ -20,6 +20,7 @@ from pytest_echo_bench.ops.cli import main
 from pytest_echo_bench.ops.shard_env import k_of_n, whole_number
 from pytest_echo_bench.ops.shards import coverage, part_of
 from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
+from pytest_echo_bench.store.records import Meta
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}\n  c: {provider: sim, accuracy: 0.5}"
 CLEAN = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
@@ -413,13 +414,13 @@ def test_merge_refuses_shards_of_different_sweeps(pytester: pytest.Pytester, swe
 
 def test_coverage_of_parts() -> None:
     def part(shard: str, **extra: Any) -> Any:
-        return part_of("f", {"selection": {"shard": shard}, "shard_scheme": 2, **extra})
+        return part_of("f", Meta.from_json({"_meta": True, "selection": {"shard": shard}, "shard_scheme": 2, **extra}))
 
     assert coverage([part("1/2"), part("2/2")]).complete
-    assert coverage([part_of("w", {"selection": {"shard": ""}}), part_of("none", None)]).complete  # whole files
+    assert coverage([part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": ""}})), part_of("none", None)]).complete  # whole files
     # A whole file covers every shard of its own sweep, none of another one; no meta line covers none.
-    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).complete
-    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": "", "keyword": "a"}})]).missing == ["2/2"]
+    assert coverage([part("1/2"), part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": ""}}))]).complete
+    assert coverage([part("1/2"), part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": "", "keyword": "a"}}))]).missing == ["2/2"]
     assert coverage([part("1/2"), part_of("none", None)]).missing == ["2/2"]
     assert coverage([part("2/4"), part("", shards=["1/4", "2/4", "3/4", "4/4"], complete=True)]).shards == [
         "1/4", "2/4", "3/4", "4/4"]
@@ -429,7 +430,7 @@ def test_coverage_of_parts() -> None:
     assert coverage([part("1/1"), part("", shards=["1/2"], complete=True)]).complete  # a complete merge is whole
     assert coverage([]).complete
     with pytest.raises(StoreError, match="not K/N of one N"):
-        part_of("f", {"shards": ["1/2", "1/3"]})
+        part_of("f", Meta.from_json({"_meta": True, "shards": ["1/2", "1/3"]}))
 
 
 def test_a_meta_line_with_broken_shard_fields_is_refused_naming_the_file(

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.shards import gap
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.records import Meta, row_epoch, scan_epoch
 
 RECENT = 10  # wrong/unparseable rows listed on the page
