@@ -63,7 +63,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     """
     loaded = [(p, _typed(p, meta), rows) for p, (meta, rows) in ((p, read_records(p)) for p in paths)]
     if not any(meta is not None or rows for _, meta, rows in loaded):  # an empty merged file would pass for a sweep
-        raise StoreError(f"nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
+        raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
     metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]

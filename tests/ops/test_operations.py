@@ -134,7 +134,8 @@ def test_merging_or_reporting_nothing_is_refused(tmp_path: Path, capsys: pytest.
     empty, out = tmp_path / "empty.jsonl", tmp_path / "out.jsonl"
     empty.write_text(content)
     assert main(["merge", str(empty), str(empty), "-o", str(out)]) == 2
-    assert f"nothing to merge: no meta line and no row in {empty}" in capsys.readouterr().err and not out.exists()
+    assert f"{empty}:1: nothing to merge: no meta line and no row in {empty}" in capsys.readouterr().err
+    assert not out.exists()
     for fmt in ("table", "json", "csv"):
         assert main(["report", str(empty), "--format", fmt]) == 2
         printed = capsys.readouterr()
