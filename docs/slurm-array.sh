@@ -22,7 +22,11 @@ PYTHON=${PYTHON:-python3}            # the interpreter pytest-echo-bench is inst
 WORKERS=${WORKERS:-${SLURM_CPUS_PER_TASK:-1}}
 
 mkdir -p "$RESULTS"
-out="$RESULTS/shard-$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)).jsonl"
+index=$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN))
+out="$RESULTS/shard-$index.jsonl"
+# A response cache per task: RESULTS is shared by every node, and SQLite over NFS is not safe with
+# several writers (a requeued task reuses its own cache).
+cache="--bench-cache=$RESULTS/cache-$index.sqlite"
 if [ -s "$out" ]; then
   # A requeued task (node failure, preemption) continues its own file: the meta line holds the shard.
   sweep=("--bench-resume=$out")
@@ -32,4 +36,4 @@ else
 fi
 # Exit 2 is "stopped early, resumable" (quota, SIGTERM): the supervisor resumes after the backoff.
 exec "$PYTHON" -m pytest_echo_bench.ops.cli run --max-retries 2 --backoff 300 -- \
-  "$PYTHON" -m pytest -p no:cacheprovider -q -n "$WORKERS" "${sweep[@]}"
+  "$PYTHON" -m pytest -p no:cacheprovider -q -n "$WORKERS" "${sweep[@]}" "$cache"

@@ -122,15 +122,22 @@ class Gate:
         self.buckets: list[TokenBucket] = []  # the rate limits of the arms calling it (their logs)
         self._seen: dict[int, int] = {}  # id(log) -> decisions already taken (``take_decisions``)
 
-    def take_decisions(self) -> list[str]:
-        """The decisions made since the last time, oldest first, each named by endpoint and policy."""
+    def take_decisions(self) -> list[tuple[float, str]]:
+        """The decisions made since the last time as (clock time, text), oldest first, each named by
+        endpoint and policy."""
         with self.condition:
             logs = [*self.limiter.logs.items(), *((bucket.unit, bucket.log) for bucket in self.buckets)]
             fresh = []
             for policy, log in logs:
                 fresh += [(d.at, f"{self.name} {policy}: {d.text}") for d in log.since(self._seen.get(id(log), 0))]
                 self._seen[id(log)] = log.total
-        return [text for _, text in sorted(fresh, key=lambda pair: pair[0])]
+        return sorted(fresh, key=lambda pair: pair[0])
+
+
+def decision_stamp(wall: float) -> str:
+    """A decision's UTC time, to the millisecond: as text, its order is the time order."""
+    whole = int(wall)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((wall - whole) * 1000):03d}Z"
 
 
 def endpoint_of(provider: Provider) -> str | None:
@@ -183,10 +190,13 @@ class Limits:
         self._local.throttled = getattr(self._local, "throttled", 0) + 1
 
     def take_decisions(self) -> list[str]:
-        """Every gate's decisions since they were last taken (for ``-v``: see ``plugin.live``)."""
+        """Every gate's decisions since they were last taken, oldest first across the endpoints, each
+        stamped with its UTC time (for ``-v``: the controller puts every process's in time order by it)."""
         with self._lock:
             gates = list(self.endpoints.values())
-        return [line for gate in gates for line in gate.take_decisions()]
+        fresh = sorted((pair for gate in gates for pair in gate.take_decisions()), key=lambda pair: pair[0])
+        offset = time.time() - self.clock()  # the clock is monotonic: processes agree only on the wall clock
+        return [f"{decision_stamp(at + offset)} {text}" for at, text in fresh]
 
     def current(self, arm: ArmSpec) -> int | None:
         """The current limit of ``arm``'s endpoint (None until it has called one)."""

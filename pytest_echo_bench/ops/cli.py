@@ -34,10 +34,15 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.report import build_report, load_results
     from pytest_echo_bench.ops.spend import run_budget
 
-    oracle = [a for a in (args.oracle or "").split(",") if a] or None
+    oracle = None if args.oracle is None else args.oracle.split(",")
+    if oracle is not None and not all(a.strip() for a in oracle):  # "," must not read as "every arm"
+        raise ValueError(f"--oracle {args.oracle!r}: give arm names separated by commas, e.g. demo/cheap_a,demo/cheap_b "
+                         "(leave --oracle out for every arm)")
+    results = load_results(args.files)
+    if not results.rows and not results.metas:  # an empty table (and JSON saying complete) would read as a sweep
+        raise ValueError(f"no results in {', '.join(map(str, args.files))}: no meta line and no row (an empty file?)")
     budgets = [b for b in map(run_budget, args.files) if b is not None]
-    report = build_report(load_results(args.files), oracle, args.reduce, stop_reason=_stop_reason(args.files),
-                          budgets=budgets)
+    report = build_report(results, oracle, args.reduce, stop_reason=_stop_reason(args.files), budgets=budgets)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
     say(render(report, args.format))
@@ -288,12 +293,15 @@ def _estimate_parser(sub: Any) -> None:
     e = sub.add_parser("estimate", help="Calls, cost and wall time of a sweep before anything is sent")
     e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
     e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
-    e.add_argument("--bench-shard", metavar="K/N", type=shard_arg, help="Only shard K of N (as the run's --bench-shard)")
+    e.add_argument("--bench-shard", metavar="K/N|auto", type=shard_arg,
+                   help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's environment (as the "
+                        "run's --bench-shard)")
     e.add_argument("--format", choices=("text", "json"), default="text")
     e.add_argument("--results", type=Path, nargs="+", default=[],
                    help="Earlier results file(s): replies' lengths and latencies seen")
-    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: bench_results/cache.sqlite "
-                   "under --rootdir); cached replies are not sent")
+    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: the run's, "
+                   "bench_results/cache/cache.sqlite under --rootdir, or an earlier bench_results/cache.sqlite "
+                   "if there is one); cached replies are not sent")
     e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
     e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
     e.add_argument("--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, -n (default 1)")

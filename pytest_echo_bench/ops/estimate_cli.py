@@ -4,6 +4,7 @@ calls and cost (``ops.estimate``), with what the cache and earlier results files
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm,
                                             finite, wall_seconds)
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
+from pytest_echo_bench.ops.shard_env import resolve_shard
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
@@ -26,15 +28,14 @@ Item = tuple[Example, str, int]  # (example, arm, epoch)
 
 
 def shard_arg(text: str) -> tuple[int, int]:
-    """An argparse type: ``K/N`` with 1 <= K <= N, as ``--bench-shard`` takes it."""
-    head, sep, tail = text.partition("/")
+    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's environment (a Slurm
+    array task's or an Indexed Job pod's), resolved exactly as the run's ``--bench-shard`` is."""
     try:
-        index, total = int(head), int(tail)
-    except ValueError:
-        index = total = 0
-    if not sep or not 1 <= index <= total:
-        raise argparse.ArgumentTypeError(f"must be K/N with 1 <= K <= N (e.g. 2/4), got {text!r}")
-    return index, total
+        parsed = resolve_shard(text, os.environ)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert parsed is not None  # argparse calls a type only with a value
+    return parsed
 
 
 def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:

@@ -6,6 +6,7 @@ interval: it holds when the lower bound of the 95% interval of judge - strong is
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -122,6 +123,7 @@ def parse_gate(text: str, paired: bool = False) -> Gate:
         raise ValueError(f"--bench-gate must look like 'ARM>=0.85', 'ARM>=OTHER-0.02' or 'ARM>=OTHER-0.02 @95', got {text!r}")
     level = m.group("level")
     if level is None:
+        _check_bound(text, m.group("rhs"))
         return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"))
     if not paired:
         raise ValueError(f"gate {text!r}: {PAIRED_ONLY}")
@@ -130,6 +132,14 @@ def parse_gate(text: str, paired: bool = False) -> Gate:
     if _is_number(m.group("rhs")):
         raise ValueError(f"gate {text!r}: an interval gate compares two arms, e.g. 'judge >= strong - 0.02 @95'")
     return Gate(text, m.group("arm"), m.group("op"), m.group("rhs"), float(level) / 100)
+
+
+def _check_bound(text: str, rhs: str) -> None:
+    """A number on the right is a pass rate: finite, from 0 to 1. ``float`` takes 'nan', 'inf' and
+    '1e309' (inf), against which every comparison is fixed whatever the sweep gives: such a gate
+    would only be found wrong after the sweep, so it is refused before anything runs."""
+    if _is_number(rhs) and not (math.isfinite(float(rhs)) and 0.0 <= float(rhs) <= 1.0):
+        raise ValueError(f"gate {text!r}: the bound {rhs!r} is not a pass rate; give a number from 0 to 1, e.g. 0.85")
 
 
 def arm_key(benchmark: str, arm: str, benchmarks: Iterable[str]) -> str:

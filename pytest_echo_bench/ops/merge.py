@@ -9,6 +9,8 @@ from typing import Any
 
 from pytest_echo_bench.engine.fingerprint import combine
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops import conflicts
+from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import Record, read_records
@@ -20,7 +22,8 @@ class Merged:
     meta: Meta | None
     lines: list[bytes] = field(default_factory=list)
     duplicates: int = 0
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # as printed
+    found: list[Conflict] = field(default_factory=list)  # as the merged meta line records them
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
 
 
@@ -59,6 +62,8 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     says so); it must agree with the other files' like any fingerprint.
     """
     loaded = [(p, _typed(p, meta), rows) for p, (meta, rows) in ((p, read_records(p)) for p in paths)]
+    if not any(meta is not None or rows for _, meta, rows in loaded):  # an empty merged file would pass for a sweep
+        raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
     metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
@@ -77,6 +82,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
                 continue
             merged.duplicates += 1
             if older[1] != passed and older[2] != "error":  # a retried error row is expected to change
+                merged.found.append(Conflict(key, older[1], passed))
                 merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
                                         f"{path} says passed={passed}; kept the newest")
     merged.lines = [line for line, _, _, _ in kept.values()]
@@ -85,7 +91,23 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
         schemes = [p.scheme for p in parts if p.total]
         fields = {**merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {})}
         merged.meta = replace(merged.meta, extra={**merged.meta.extra, **fields})
+        merged.meta = _record_conflicts(merged.meta, [(p, m) for p, m, _ in loaded], merged.found)
     return merged
+
+
+def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], found: list[Conflict]) -> Meta:
+    """The merged meta line with the conflicts found now and those earlier merges recorded (bounded):
+    its rows hold each key once, so a report of it could not see them any more."""
+    listed: list[Conflict] = []
+    unlisted = 0
+    for path, m in metas:
+        earlier, more = conflicts.recorded(m, f"{path}:1")
+        listed, unlisted = listed + earlier, unlisted + more
+    listed += found
+    extra = {k: v for k, v in meta.extra.items() if k != conflicts.FIELD}
+    if listed or unlisted:
+        extra[conflicts.FIELD] = conflicts.record(listed, unlisted)
+    return replace(meta, extra=extra)
 
 
 def _only(assumed: Assumed | None) -> str:

@@ -45,6 +45,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "budgets": [asdict(b) for b in report.budgets],
         "conflicts": [{"benchmark": c.key[0], "task_id": c.key[1], "arm": c.key[2], **({"epoch": c.key[3]} if c.key[3] > 1 else {}),
                        "first": c.first, "second": c.second} for c in report.conflicts],
+        **({"conflicts_unlisted": report.unlisted_conflicts} if report.unlisted_conflicts else {}),
         **({"sequential": decide_view.to_json(report.sequential)} if report.sequential is not None else {}),
     }
 
@@ -172,7 +173,7 @@ def _tables(report: Report) -> list[Table]:
     for bench, (count, shown) in report.disagreements.items():
         if count:
             tables.append(_disagreement_table(bench, count, shown))
-    if report.duplicates:
+    if report.duplicates or report.conflicts or report.unlisted_conflicts:  # a merged file: 0 duplicates left
         tables.append(_duplicates_table(report))
     tables.extend(Table(f"budget: {b.text()}", [], [], 0) for b in report.budgets)
     if any(s.spend_unknown for s in report.arms) and any(s.spend_usd is not None for s in report.arms):
@@ -241,7 +242,8 @@ def _verdict_cell(d: Disagreement, arm: str) -> str:
 
 def _duplicates_table(report: Report) -> Table:
     title = (f"duplicates: {report.duplicates} repeated row(s) counted once (the newest kept); "
-             f"conflicts: {len(report.conflicts)}")
+             f"conflicts: {len(report.conflicts) + report.unlisted_conflicts}"
+             + (f" ({report.unlisted_conflicts} counted by a merge, not listed)" if report.unlisted_conflicts else ""))
     verdict = {True: "passed", False: "failed"}
     rows = [[c.key[0], c.key[1], c.key[2], str(c.key[3]), verdict[c.first], verdict[c.second]] for c in report.conflicts]
     return Table(title, ["benchmark", "task_id", "arm", "epoch", "first", "later (kept)"] if rows else [], rows, 6)

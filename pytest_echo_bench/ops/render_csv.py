@@ -27,15 +27,17 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
-    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report) + _decide_fields(report), restval="",
+    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report) + _coverage_fields(report) + _decide_fields(report), restval="",
                             lineterminator="\r\n")
     writer.writeheader()
+    mark = _coverage(report)
     for bench in report.benchmarks:
         for s in (s for s in report.arms if s.benchmark == bench.name):
-            writer.writerow(_safe(_flat(s, "arm")))
-            writer.writerows(_safe(_flat(t, "subtask")) for t in report.subtasks if (t.benchmark, t.arm) == (s.benchmark, s.arm))
+            writer.writerow(_safe({**_flat(s, "arm"), **mark}))
+            writer.writerows(_safe({**_flat(t, "subtask"), **mark}) for t in report.subtasks
+                             if (t.benchmark, t.arm) == (s.benchmark, s.arm))
         for o in (o for o in report.oracles if o.benchmark == bench.name):
-            writer.writerow(_safe(_oracle(o)))
+            writer.writerow(_safe({**_oracle(o), **mark}))
     if report.sequential is not None:  # the same figures as every other format: ops.decide_view
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decide_view.csv_rows(report.sequential))
@@ -47,6 +49,18 @@ def _decide_fields(report: Report) -> list[str]:
     if report.sequential is None:
         return []
     return [f for f in decide_view.CSV_FIELDS if f not in CSV_FIELDS]
+
+
+def _coverage_fields(report: Report) -> list[str]:
+    """With a merge missing shards only (the columns are what they were for a whole sweep)."""
+    return [] if report.coverage.complete else ["complete", "shards"]
+
+
+def _coverage(report: Report) -> dict[str, Any]:
+    """On every line, so a sheet filtered to one arm still says its figures are of part of the sweep.
+    The shards as the report's sentence, never a bare "3/4", which a spreadsheet reads as a date."""
+    cover = report.coverage
+    return {} if cover.complete else {"complete": "false", "shards": cover.describe()}
 
 
 def _epoch_fields(report: Report) -> list[str]:

@@ -20,11 +20,12 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
+from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.decide_feed import replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
-from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
+from pytest_echo_bench.ops.results import Item, Results, load_results
 from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.spend import ArmSpend, RunBudget
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
@@ -120,6 +121,7 @@ class Report:
     disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
+    unlisted_conflicts: int = 0  # counted by a merge beyond the keys its meta line lists
     unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
@@ -142,6 +144,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
+                    unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=coverage(results.parts), sequential=replay(results, stop_reason), budgets=list(budgets))
     for bench, arms in order.items():
@@ -156,12 +159,21 @@ def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
-    """The (benchmark, arm) pairs ``--oracle`` names; ValueError listing every unknown name."""
+    """The (benchmark, arm) pairs ``--oracle`` names; ValueError listing every unknown name, and for
+    arms of several benchmarks or fewer than two: the oracle row would be dropped without a word."""
     found = {name: names.find(name) for name in given}  # an ambiguous name raises, with the choices
     unknown = [name for name, pair in found.items() if pair is None]
     if unknown:
         raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(names.labels())}")
-    return {pair for pair in found.values() if pair is not None}
+    pairs = {pair for pair in found.values() if pair is not None}
+    benchmarks = sorted({bench for bench, _ in pairs})
+    if len(benchmarks) > 1:  # as decide's pairs: an item is one task id of one benchmark
+        raise ValueError(f"--oracle {','.join(given)}: the arms are of benchmarks {', '.join(benchmarks)}; an oracle "
+                         "row takes arms of one benchmark (items pair up by task id)")
+    if len(pairs) < 2:
+        raise ValueError(f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
+                         "restates that arm)")
+    return pairs
 
 
 def _arm_order(results: Results) -> dict[str, list[str]]:

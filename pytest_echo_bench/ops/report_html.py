@@ -21,7 +21,7 @@ td.sig-pos{background:#c7e9c0}td.invalid{background:#fff4ce;font-size:11px}td.si
 .answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-width:22em}
 table.disagreements td{max-width:24em;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}th{max-width:14em;overflow-wrap:anywhere}
-.right{color:#176d1c}.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
+.incomplete{background:#fdecea;border:1px solid #b3261e;padding:.4em .6em}.right{color:#176d1c}.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
 """
 # Like the progress page: no script runs and nothing loads, so a payload that slipped past
 # escaping could not act, and the page works offline.
@@ -30,7 +30,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 def render_html(report: Report) -> str:
     """The whole report page; every name, id, subtask and answer from the results file is escaped."""
-    body = ["<h1>echo-bench report</h1>", _summary(report), _sequential(report)]
+    body = ["<h1>echo-bench report</h1>", _summary(report), _incomplete(report), _sequential(report)]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -42,13 +42,22 @@ def render_html(report: Report) -> str:
 def _summary(report: Report) -> str:
     facts = [f"{len(report.benchmarks)} benchmark(s)", f"{sum(b.tasks for b in report.benchmarks)} task id(s)",
              _graded(report.arms), f"{report.duplicates} duplicate(s)",
-             f"{len(report.conflicts)} conflicting verdict(s)"]
+             f"{len(report.conflicts) + report.unlisted_conflicts} conflicting verdict(s)"]
     if report.unknown_figures:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     if report.random_guesses:
         facts.append(f"{report.random_guesses} row(s) graded by a seeded random guess")
     budgets = "".join(f'<p class="budget">Budget: {e(b.text())}</p>' for b in report.budgets)
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>' + budgets
+
+
+def _incomplete(report: Report) -> str:
+    """A merge missing shards of its sweep, said above every figure: they are of part of it."""
+    cover = report.coverage
+    if cover.complete:
+        return ""
+    return (f'<p class="incomplete" id="incomplete"><strong>Incomplete:</strong> {e(cover.describe())}; these figures '
+            "are of part of the sweep, and a gate on them fails unless --allow-partial</p>")
 
 
 def _sequential(report: Report) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.conflicts import Conflict, recorded
 from pytest_echo_bench.ops.shards import Part, part_of
 from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
@@ -41,16 +42,6 @@ class Item:
     score: float | None = None  # a reduced item's score in [0, 1] (``ops.epochs``); None: ``passed`` says it
 
 
-@dataclass(frozen=True)
-class Conflict:
-    """A repeated (benchmark, task_id, arm, epoch) whose newer row (``second``, kept) says otherwise
-    than an older one (``first``) that was not an error: a retried error row is expected to change."""
-
-    key: Key
-    first: bool
-    second: bool
-
-
 @dataclass
 class Results:
     """Rows of one or more results files, each key once: its newest row (the files are read in the
@@ -61,6 +52,7 @@ class Results:
     parts: list[Part] = field(default_factory=list)  # which shards of its sweep each file holds (``ops.shards``)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
+    unlisted_conflicts: int = 0  # conflicts a merged meta line counted beyond the keys it lists
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
     random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
     paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
@@ -80,7 +72,10 @@ def load_results(paths: Sequence[Path]) -> Results:
                 if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
-                    results.parts.append(part_of(path, record))
+                    listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
+                    results.conflicts += listed
+                    results.unlisted_conflicts += unlisted
+                    results.parts.append(part_of(path, meta))
                     default = meta.benchmark
                 continue
             unknown: list[str] = []

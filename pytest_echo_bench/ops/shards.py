@@ -8,37 +8,19 @@ A file that records no shard is the whole sweep.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.shard_env import k_of_n
 from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
 # arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
 SCHEME = 2
 OLD_SCHEME = 1
-MAX_SHARDS = 1_000_000  # far beyond any array or matrix (GitHub's is 256); bounds the number parsed
-_DIGITS = re.compile(r"[0-9]{1,7}")  # ASCII only: int() would also take "٣", "1_0" and "+3"
-_SPACE = " \t\r\n"  # a value read from a file or a shell may carry a trailing newline
-
-
-def whole_number(text: str) -> int | None:
-    """A count or index as a shell or a scheduler writes it (surrounding whitespace allowed), else None."""
-    stripped = text.strip(_SPACE)
-    return int(stripped) if _DIGITS.fullmatch(stripped) else None
-
-
-def k_of_n(text: str) -> tuple[int, int] | None:
-    """``"K/N"`` with 1 <= K <= N <= MAX_SHARDS as (K, N); None for anything else."""
-    head, sep, tail = text.partition("/")
-    k, n = whole_number(head), whole_number(tail)
-    if not sep or k is None or n is None or not 1 <= k <= n <= MAX_SHARDS:
-        return None
-    return k, n
 
 
 @dataclass(frozen=True)
@@ -50,23 +32,26 @@ class Part:
     got: frozenset[int]
     scheme: int
     sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
+    whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
 
 
-def part_of(path: Path | str, meta: Meta | Mapping[str, Any] | None) -> Part:
+def part_of(path: Path | str, meta: Meta | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
-    meta = meta.to_json() if isinstance(meta, Meta) else (meta or {})
-    selection = meta.get("selection") or {}
-    if meta.get("complete") is True:  # a merge that had them all (or a whole file among them)
-        return Part(str(path), 0, frozenset(), int(meta.get("shard_scheme") or SCHEME), ())
-    labels = meta.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
+    selection = meta.selection if meta is not None else {}
+    extra = meta.extra if meta is not None else {}
+    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
+             f"benchmarks {'+'.join(sorted(meta.benchmarks if meta is not None else {}))}")
+    if extra.get("complete") is True:  # a merge that had them all (or a whole file among them)
+        return Part(str(path), 0, frozenset(), int(extra.get("shard_scheme") or SCHEME), sweep, whole=True)
+    labels = extra.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
         raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
-    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
-             f"benchmarks {'+'.join(sorted(meta.get('benchmarks') or {}))}")
-    scheme = meta.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
-    return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep)
+    scheme = extra.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
+    # A file without a meta line says nothing of its selection: it covers no shard.
+    return Part(str(path), shards[0][1] if shards else 0, frozenset(k for k, _ in shards), int(scheme), sweep,
+                whole=meta is not None and not shards)
 
 
 def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
@@ -102,13 +87,17 @@ class Coverage:
 def coverage(parts: Iterable[Part]) -> Coverage:
     """Complete when every sweep the shard files come from has all its shards here.
 
-    A whole file (or one without a meta line) completes no sweep but its own: beside shards of
-    another sweep (``--allow-mismatch``), or of the same one, it cannot say which items it covers.
+    A whole file (unsharded, or a complete merge) covers every shard of its own sweep (the same
+    selection and benchmarks): a shard re-run beside it adds nothing missing. It covers no shard
+    of another sweep (``--allow-mismatch``), and a file without a meta line covers none.
     """
+    parts = list(parts)
+    wholes = {part.sweep for part in parts if part.whole}
     groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
     for part in parts:
         if part.total:
-            groups.setdefault((part.total, part.scheme, part.sweep), set()).update(part.got)
+            got = range(1, part.total + 1) if part.sweep in wholes else part.got
+            groups.setdefault((part.total, part.scheme, part.sweep), set()).update(got)
     shards = sorted({(k, n) for (n, _, _), got in groups.items() for k in got}, key=lambda kn: (kn[1], kn[0]))
     missing = sorted({(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got},
                      key=lambda kn: (kn[1], kn[0]))
@@ -119,3 +108,14 @@ def merged_fields(cover: Coverage) -> dict[str, Any]:
     """What a merged meta line records of its shards (``shards`` only when there were any)."""
     fields: dict[str, Any] = {"shards": cover.shards} if cover.shards else {}
     return {**fields, "complete": cover.complete, "missing_shards": cover.missing}
+
+
+def gap(path: Path | str, meta: Meta | None) -> str:
+    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds and
+    which are missing, as the report says it. For the progress page, which must never break a run: a
+    meta line with broken shard fields is "" here, and refused by the report."""
+    try:
+        cover = coverage([part_of(path, meta)])
+    except StoreError:
+        return ""
+    return "" if cover.complete else cover.describe()

@@ -37,7 +37,7 @@ class RunContext:
     results: str
     run_id: str
     specs: list[str]
-    meta: dict[str, Any]
+    meta: Meta  # the meta line this run writes, or the one its resume found
     resume_upto: int | None = None
     resume_recorded: int = 0
     args: list[str] | None = None  # replacement positional args when resuming from the meta line
@@ -58,7 +58,12 @@ class RunContext:
         return stop_path(self.results)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON for xdist's ``workerinput``; ``from_json`` reads it back on a worker."""
+        return {**asdict(self), "meta": self.meta.to_json()}
+
+    @classmethod
+    def from_json(cls, handed: dict[str, Any]) -> RunContext:
+        return cls(**{**handed, "meta": Meta.from_json(handed["meta"], "the controller's meta line")})
 
 
 RECORDED = pytest.StashKey[KeySet]()  # the controller's (or serial run's) resume keys
@@ -117,7 +122,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
         extra={"shard_scheme": SCHEME} if selection.shard else {},  # a resume refuses shards of another scheme
     )
-    ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta.to_json(),
+    ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta,
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
                      notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
@@ -181,7 +186,7 @@ def _refuse_existing(path: Path) -> None:
 def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
     """Write the meta line now (if the file is new), so every printed resume command works from the
     first moment, even if the run stops before its first row; the file's size: where this run begins."""
-    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
+    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id)
     try:
         writer.start()
     except StoreError:
@@ -220,15 +225,15 @@ def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | Non
     args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
     shard = str(opts.shard) if opts.shard else None
     found = opened.index.meta if opened else None
-    if found and config.args_source != pytest.Config.ArgsSource.ARGS:
-        meta = Meta.from_json(found, f"{opts.resume}:1")
+    meta = _typed(found, str(opts.resume))
+    if meta is not None and config.args_source != pytest.Config.ArgsSource.ARGS:
         recorded = meta.selection
         base = _meta_base(config, meta)
         args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.spec_files]
         keyword = keyword or recorded.get("keyword") or None
         markexpr = markexpr or recorded.get("markexpr") or None
     if opened is not None:  # with positional args too: a shard file resumes as its own shard, or not at all
-        shard = resumed_shard(found, opts.shard, str(opts.resume))
+        shard = resumed_shard(meta, opts.shard, str(opts.resume))
     refuse_partial_gate(shard, len(opts.gates), opts.allow_partial)
     return Selection(args, keyword, markexpr, shard)
 
@@ -261,6 +266,14 @@ def _inside(config: pytest.Config, opts: BenchOptions, base: Path, arg: str) -> 
             "collects (and so imports conftest.py from) a path a results file names. Run it from the project's "
             "directory, or name the specs to resume on the command line")
     return path
+
+
+def _typed(found: dict[str, Any] | None, path: str) -> Meta | None:
+    """The meta line a resume found, typed (a file with broken meta fields is a usage error)."""
+    try:
+        return Meta.from_json(found, f"{path}:1") if found else None
+    except StoreError as exc:
+        raise pytest.UsageError(f"--bench-resume: {exc}") from None
 
 
 def _meta_base(config: pytest.Config, meta: Meta) -> Path:

@@ -79,7 +79,7 @@ class ControllerPlugin:
         if self._scores_code():
             self._write(isolation.summary_line())
         self._write_order()
-        self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta["benchmarks"]),
+        self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta.benchmarks),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
                             self._write, self._gates(),
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
@@ -90,7 +90,7 @@ class ControllerPlugin:
 
     def _gates(self) -> list[Gate]:
         """The gates with their arms named as the tallies key them (checked by ``build_context`` already)."""
-        arms = self.ctx.meta.get("arms") or {}
+        arms = self.ctx.meta.arms
         return list(bind_gates(self.opts.gates, arms)) if arms else list(self.opts.gates)
 
     def _write_order(self) -> None:
@@ -135,7 +135,7 @@ class ControllerPlugin:
         return f"echo-bench: resuming {self.ctx.results}: {self.ctx.resume_recorded} recorded, {to_run} to run"
 
     def _spec_of(self) -> dict[str, str]:
-        return {str(info["spec"]): name for name, info in self.ctx.meta["benchmarks"].items()}
+        return {str(info["spec"]): name for name, info in self.ctx.meta.benchmarks.items()}
 
     # -- reports -----------------------------------------------------------------------------
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
@@ -232,7 +232,7 @@ class ControllerPlugin:
         return benchmark, unescape_id(name[:cut]), arm, epoch
 
     def _epochs(self) -> dict[str, int]:
-        return {name: int(info.get("epochs") or 1) for name, info in self.ctx.meta["benchmarks"].items()}
+        return {name: int(info.get("epochs") or 1) for name, info in self.ctx.meta.benchmarks.items()}
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -306,7 +306,7 @@ class ControllerPlugin:
             return None, {}
         counted = self.live.counted if self.live is not None else FileTally()
         counted.update(Path(self.ctx.results))  # read on from where it was: the end table reads on from here
-        complete = budget.complete_items(counted, self.ctx.meta.get("arms") or {})
+        complete = budget.complete_items(counted, self.ctx.meta.arms)
         self.budget_line = (f"echo-bench: budget: {spend.text()}; {complete[0]} of {complete[1]} items complete "
                             f"for all arms")
         if not spend.refused:
@@ -361,7 +361,9 @@ class ControllerPlugin:
             tr.write_line(shown(line))
         if self.config.get_verbosity() > 0 and self.live is not None and self.live.decisions:
             tr.write_line(f"limiter decisions (the last {len(self.live.decisions)}, all processes):")
-            for line in self.live.decisions:
+            # Each process's arrive in turn with its items' reports: their UTC stamps put them in time order
+            # (a stable sort on the stamp alone: a process's own order stands within one millisecond).
+            for line in sorted(self.live.decisions, key=lambda line: line.partition(" ")[0]):
                 tr.write_line(f"  {line}")  # escaped by the worker that sent it (plugin.payload)
         tr.write_line(f"results: {self.ctx.results}")
         if self._scores_code() and isolation.machine().missing():

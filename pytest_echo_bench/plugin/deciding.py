@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.decide_feed import FileFeed
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
 from pytest_echo_bench.store.files import DECIDED, StopReason, write_stop
+from pytest_echo_bench.store.records import Meta
 
 LIVE_SHARE = 20  # a running sweep's figures take at most about 1/20 of the controller's time
 
@@ -104,9 +105,9 @@ class Deciding:
         return [decide_view.sentence(f) for f in self.figures()] + [decide_view.note(self.sequential(stop_reason, False))]
 
 
-def deciding(ctx_decide: dict[str, Any], meta: dict[str, Any]) -> Deciding | None:
+def deciding(ctx_decide: dict[str, Any], meta: Meta) -> Deciding | None:
     plan = Plan.from_json(ctx_decide) if ctx_decide else None
     if plan is None:
         return None
-    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.get("benchmarks", {}).items()}
+    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()}
     return Deciding(plan, epochs)

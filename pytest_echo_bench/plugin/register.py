@@ -25,7 +25,7 @@ def controller(config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> di
 
 def worker(config: pytest.Config, opts: BenchOptions, handed: dict[str, Any]) -> None:
     """An xdist worker: the context the controller decided, and the worker plugin."""
-    ctx = RunContext(**handed)
+    ctx = RunContext.from_json(handed)
     _apply_selection(config, ctx)
     config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=True), "echo-bench-worker")
 

@@ -6,17 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.shards import SCHEME, k_of_n, part_of, whole_number
+from pytest_echo_bench.ops.shard_env import auto_shard as resolve_auto
+from pytest_echo_bench.ops.shard_env import resolve_shard
+from pytest_echo_bench.ops.shards import SCHEME, part_of
 from pytest_echo_bench.store.partition import shard_of
-
-SLURM = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT")
-INDEXED = ("JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT")  # Kubernetes gives the index, not the count
-_BLANK = " \t\r\n"  # a value set from a file or a command substitution may end in a newline
+from pytest_echo_bench.store.records import Meta
 
 
 @dataclass(frozen=True)
@@ -32,51 +30,21 @@ class Shard:
 
 
 def parse_shard(text: str | None, environ: Mapping[str, str] | None = None) -> Shard | None:
-    """``"K/N"`` with 1 <= K <= N, or ``"auto"`` (from ``environ``); None when unset; UsageError otherwise."""
-    if not text:
-        return None
-    if text.strip().lower() == "auto":
-        return auto_shard(os.environ if environ is None else environ)
-    parsed = k_of_n(text)
-    if parsed is None:
-        raise pytest.UsageError(f"--bench-shard must be K/N with 1 <= K <= N (e.g. 2/4) or auto, got {text!r}")
-    return Shard(*parsed)
+    """``"K/N"`` with 1 <= K <= N, or ``"auto"`` (from ``environ``); None when unset; UsageError otherwise,
+    an empty value included (``ops.shard_env`` resolves it, as ``echo-bench estimate`` does)."""
+    try:
+        parsed = resolve_shard(text, os.environ if environ is None else environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return None if parsed is None else Shard(*parsed)
 
 
 def auto_shard(environ: Mapping[str, str]) -> Shard:
-    """K/N from a Slurm array task (index ``SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN``, so ``--array=1-4``
-    works like ``0-3``) or an Indexed Job's pod (``JOB_COMPLETION_INDEX``, 0-based)."""
-    names = _family(environ)
-    bad = [f"{n}={environ[n]!r}" for n in names if whole_number(environ[n]) is None]
-    if bad:
-        raise pytest.UsageError(f"--bench-shard auto: {', '.join(bad)} is not a whole number")
-    values = {n: whole_number(environ[n]) or 0 for n in names}
-    index = values[SLURM[0]] - values[SLURM[1]] if names == SLURM else values[INDEXED[0]]
-    count = values[names[-1]]
-    if not 0 <= index < count:
-        shown = ", ".join(f"{n}={values[n]}" for n in names)
-        raise pytest.UsageError(f"--bench-shard auto: {shown} gives index {index}, outside 0..count-1; "
-                                "a shard array must be contiguous (e.g. --array=0-3 or completions: 4)")
-    return Shard(index + 1, count)
-
-
-def _family(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables of the one scheduler whose index is set, all of them present; else a UsageError naming them."""
-    present = [n for n in (*SLURM, *INDEXED) if environ.get(n, "").strip(_BLANK)]
-    if SLURM[0] in present and INDEXED[0] in present:
-        raise pytest.UsageError(f"--bench-shard auto: both {SLURM[0]} and {INDEXED[0]} are set, so it cannot "
-                                "tell which scheduler started this run; unset one, or give --bench-shard K/N")
-    names = SLURM if SLURM[0] in present else INDEXED if INDEXED[0] in present else None
-    if names is None:
-        raise pytest.UsageError(
-            f"--bench-shard auto: neither a Slurm array task ({', '.join(SLURM)}) nor a Kubernetes Indexed Job "
-            f"({', '.join(INDEXED)}) is in the environment (found: {', '.join(present) or 'none of them'}); "
-            "give --bench-shard K/N")
-    missing = [n for n in names if n not in present]
-    if missing:
-        raise pytest.UsageError(f"--bench-shard auto: found {names[0]} but not {', '.join(missing)}; "
-                                f"a shard needs all of {', '.join(names)}")
-    return names
+    """K/N from a Slurm array task or an Indexed Job's pod (``ops.shard_env.auto_shard``); UsageError otherwise."""
+    try:
+        return Shard(*resolve_auto(environ))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def refuse_partial_gate(shard: str | None, gates: int, allowed: bool) -> None:
@@ -88,7 +56,7 @@ def refuse_partial_gate(shard: str | None, gates: int, allowed: bool) -> None:
                                 "RULE), or pass --bench-allow-partial to gate this shard alone")
 
 
-def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str) -> str | None:
+def resumed_shard(meta: Meta | None, given: Shard | None, path: str) -> str | None:
     """The shard a resume runs: the one the file records; a different one given is refused, and so is
     a shard file written with the old per-arm assignment (resuming it would mix two partitions)."""
     try:
@@ -99,6 +67,11 @@ def resumed_shard(meta: Mapping[str, Any] | None, given: Shard | None, path: str
     if part.total and len(part.got) != 1:
         raise pytest.UsageError(f"--bench-resume {path}: a merge of shards {', '.join(map(str, sorted(part.got)))} "
                                 f"of {part.total}; resume each shard's own file (or run the missing ones), then merge again")
+    if recorded and part.scheme > SCHEME:
+        raise pytest.UsageError(
+            f"--bench-resume {path}: shard {recorded} was written by a newer version (shard_scheme {part.scheme}; "
+            f"this one knows {SCHEME}), which may assign items to shards another way; resume it with that version, "
+            "or run this shard again into a new file (--bench-out NEW.jsonl)")
     if recorded and part.scheme != SCHEME:
         raise pytest.UsageError(
             f"--bench-resume {path}: shard {recorded} was written by an earlier version, which assigned each "

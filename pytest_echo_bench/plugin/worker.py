@@ -54,10 +54,10 @@ class WorkerPlugin:
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
         config.stash.setdefault(SPEC_CACHE, {})  # an xdist worker's collection and ordering parse each spec once
-        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta, identity=ctx.results_id)
+        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
-        recorded = RunRows(Path(ctx.results), ctx.run_start, str(ctx.meta.get("benchmark", "")))
+        recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark)
         self.budget = Budget(Ledger(ctx.results)) if ctx.budget else None
         # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the workers.
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
@@ -65,7 +65,7 @@ class WorkerPlugin:
                              recorded, self.budget, limits)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.queue = WorkerQueue(config) if remote else None
-        self.shard = parse_shard(ctx.shard)
+        self.shard = parse_shard(ctx.shard or None)  # the controller's resolved K/N, or none
         self.session: pytest.Session | None = None
         self._quiet: pytest.TestReport | None = None  # a benchmark item's setup/teardown report, until logged
         self._reporter: Any = None  # the terminal reporter, found on first use (False: none)

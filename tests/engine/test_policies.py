@@ -193,9 +193,38 @@ def test_the_endpoints_decisions_are_taken_once_oldest_first_named_by_endpoint()
                            ArmSpec("a", "openai", {}, 1, None, False, None))
     with pytest.raises(TransientError):
         provider.complete(request("x"))
-    assert limits.take_decisions() == ["http://a.example/v1 pause: pause 0.50 s (its retry-after)",
-                                       "http://a.example/v1 aimd: limit 8 -> 4 (429)"]
+    assert [line.split(" ", 1)[1] for line in limits.take_decisions()] == [
+        "http://a.example/v1 pause: pause 0.50 s (its retry-after)", "http://a.example/v1 aimd: limit 8 -> 4 (429)"]
     assert limits.take_decisions() == []
+
+
+def test_decisions_of_several_endpoints_and_processes_are_in_time_order() -> None:
+    """Each endpoint keeps its own log: taken together, and from two processes, they interleave by time."""
+    clock = Clock()
+    one, two = Limits(threading.Event(), ceiling=8, clock=clock), Limits(threading.Event(), ceiling=8, clock=clock)
+    arm = ArmSpec("a", "openai", {}, 1, None, False, None)
+    providers = [(limits.wrap(Scripted(url, [TransientError("429", retry_after=0.5, status=429)] * 2), arm), url)
+                 for limits, url in ((one, "http://a.example/v1"), (one, "http://b.example/v1"), (two, "http://c.example/v1"))]
+    order = [2, 1, 0, 2, 0]  # b, a... then again, each a second later
+    for step, index in enumerate(order):
+        clock.now = 100.0 + step
+        with pytest.raises(TransientError):
+            providers[index][0].complete(request(f"x{step}"))
+    lines = two.take_decisions() + one.take_decisions()  # the order their reports reached the controller
+    merged = [line.split(" ", 2)[1] for line in sorted(lines, key=lambda line: line.partition(" ")[0])]
+    expected = [providers[i][1] for i in order]
+    assert list(dict.fromkeys(merged)) != merged  # each call logged a pause and a cut, same endpoint, same time
+    assert [u for k, u in enumerate(merged) if k == 0 or merged[k - 1] != u] == expected
+    stamps = [line.split(" ", 1)[0] for line in lines]
+    assert all(len(s) == len("2026-12-02T01:02:03.456Z") and s.endswith("Z") for s in stamps)
+
+
+@pytest.mark.parametrize(("wall", "shown"), [(0.0, "1970-01-01T00:00:00.000Z"), (86399.9996, "1970-01-01T23:59:59.999Z"),
+                                             (1_800_000_000.25, "2027-01-15T08:00:00.250Z")])
+def test_a_decisions_stamp_is_utc_to_the_millisecond(wall: float, shown: str) -> None:
+    from pytest_echo_bench.engine.limiter import decision_stamp
+
+    assert decision_stamp(wall) == shown
 
 
 def test_a_limiters_pause_aimd_and_pace_act_together_on_a_429_after_a_second() -> None:
@@ -290,8 +319,8 @@ def test_dash_v_shows_the_limiters_decisions_at_the_end(pytester: pytest.Pyteste
                                   "--bench-out", str(pytester.path / "v.jsonl"))
     assert "limiter decisions" not in quiet.stdout.str()
     verbose.stdout.fnmatch_lines(["limiter decisions (the last 2, all processes):",
-                                  f"  {server.base_url} pause: pause 0.05 s (its retry-after)",
-                                  f"  {server.base_url} aimd: limit 4 -> 2 (429)"])
+                                  f"  20*Z {server.base_url} pause: pause 0.05 s (its retry-after)",
+                                  f"  20*Z {server.base_url} aimd: limit 4 -> 2 (429)"])
 
 
 def test_a_rate_limit_bucket_in_debt_says_so() -> None:
@@ -305,5 +334,5 @@ def test_a_rate_limit_bucket_in_debt_says_so() -> None:
     provider = limits.wrap(Costly("http://a.example/v1"),
                            ArmSpec("gpt", "openai", {}, 1, None, False, RateLimit(tokens_per_minute=6000)))
     provider.complete(request("x"))
-    assert limits.take_decisions() == [
+    assert [line.split(" ", 1)[1] for line in limits.take_decisions()] == [
         "http://a.example/v1 gpt tokens: used 1000 for an estimate of 1: 900 in debt, paid off before the next call"]

@@ -88,14 +88,30 @@ def merged(pytester: pytest.Pytester) -> Path:
     return pytester.path / "r.jsonl"
 
 
+@pytest.mark.parametrize(("oracle", "said"), [
+    ("demo/good,other/solo", "the arms are of benchmarks demo, other; an oracle row takes arms of one benchmark"),
+    ("demo/good,demo/bad,solo", "the arms are of benchmarks demo, other"),
+    ("demo/good", "needs two arms or more"),
+    ("demo/good,demo/good", "needs two arms or more"),
+    (",", "give arm names separated by commas"),
+    ("demo/good,", "give arm names separated by commas"),
+    ("", "give arm names separated by commas"),
+])
+def test_an_oracle_that_would_be_dropped_is_refused(merged: Path, capsys: pytest.CaptureFixture[str],
+                                                    oracle: str, said: str) -> None:
+    assert main(["report", str(merged), "--oracle", oracle]) == 2
+    printed = capsys.readouterr()
+    assert said in printed.err and printed.out == "", printed.err
+
+
 def test_report_gates_oracle_and_pair_take_both_forms(merged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(merged), "--gate", "good>=0.5"]) == 2
     assert "arm name 'good' is ambiguous" in capsys.readouterr().err
     assert main(["report", str(merged), "--format", "json", "--gate", "demo/good >= demo/bad @95",
-                 "--gate", "solo>=0.9", "--oracle", "demo/good,demo/bad,solo"]) == 0
+                 "--gate", "solo>=0.9", "--oracle", "demo/good,demo/bad"]) == 0
     printed = capsys.readouterr()
     oracle = json.loads(printed.out)["oracle"]
-    assert oracle["demo"]["arms"] == ["good", "bad"] and "other" not in oracle  # one arm of other: no oracle row
+    assert oracle["demo"]["arms"] == ["good", "bad"] and "other" not in oracle
     assert printed.err.count("passed") == 2
     assert main(["report", str(merged), "--oracle", "good"]) == 2
     assert "write one of demo/good, other/good" in capsys.readouterr().err

@@ -203,6 +203,45 @@ def test_a_shard_is_the_share_the_run_collects(pytester: pytest.Pytester, layout
     assert sum(map(len, shares)) == 12 and len(set().union(*shares)) == 12
 
 
+SCHEDULERS = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
+              "SLURM_ARRAY_TASK_STEP", "JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT", "ECHO_BENCH_SHARD")
+
+
+def estimated_items(capsys: pytest.CaptureFixture[str], spec: Path, *argv: str) -> tuple[int, dict[str, Any]]:
+    """The estimate's status and JSON; on a refusal, its message as ``{"error": ...}``."""
+    capsys.readouterr()
+    status = main(["estimate", str(spec), "--format", "json", "--cache", "off", *argv])
+    printed = capsys.readouterr()
+    return status, json.loads(printed.out) if status == 0 else {"error": printed.err}
+
+
+@pytest.mark.parametrize("env", [
+    {"JOB_COMPLETION_INDEX": "1", "ECHO_BENCH_SHARD_COUNT": "3"},
+    {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MAX": "6",
+     "SLURM_ARRAY_TASK_STEP": "1"},
+])
+def test_estimate_takes_bench_shard_auto_as_the_run_does(pytester: pytest.Pytester, layout: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
+    for name in SCHEDULERS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    status, auto = estimated_items(capsys, layout, "--bench-shard", "auto")
+    assert status == 0 and auto["shard"] == "2/3"
+    assert auto["items"] == estimated_items(capsys, layout, "--bench-shard", "2/3")[1]["items"]
+    assert auto["items"] == len(pytest_selects(pytester, "--bench-shard", "auto")) > 0
+    monkeypatch.setenv("SLURM_ARRAY_TASK_STEP" if "SLURM_ARRAY_TASK_ID" in env else "JOB_COMPLETION_INDEX", "7")
+    status, refused = estimated_items(capsys, layout, "--bench-shard", "auto")
+    assert status == 2 and "--bench-shard auto:" in refused["error"], refused
+
+
+def test_estimate_help_names_the_default_cache_the_run_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "bench_results/cache/cache.sqlite" in said and "K/N|auto" in said
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # marks made outside a run's registration
 def test_node_names_and_marks_match_collection() -> None:
     for args in [("q1", "a", 1, 1), ("q1", "a-b", 2, 3), ("x", "arm.1", 3, 3)]:
@@ -239,6 +278,7 @@ def test_a_bad_k_is_refused_with_status_2(tmp_path: Path, expr: str, capsys: pyt
 
 
 @pytest.mark.parametrize("argv", [["--bench-shard", "0/2"], ["--bench-shard", "3/2"], ["--bench-shard", "x"],
+                                  ["--bench-shard", ""], ["--bench-shard=auto"],
                                   ["--workers", "0"], ["--format", "yaml"]])
 def test_bad_options_are_refused_as_argparse_does(tmp_path: Path, argv: list[str]) -> None:
     spec = tmp_path / "demo.yaml"

@@ -73,6 +73,75 @@ def test_merge_refuses_different_specs_and_reports_conflicts(pytester: pytest.Py
     assert not (pytester.path / "bad.jsonl").exists()
 
 
+def _flipped(source: Path, target: Path, count: int) -> None:
+    """``target``: the meta line of ``source`` and its first ``count`` rows with their verdicts flipped."""
+    lines = source.read_text().splitlines()
+    rows = [json.loads(line) for line in lines[1:count + 1]]
+    target.write_text("\n".join([lines[0], *(json.dumps({**r, "passed": not r["passed"]}) for r in rows)]) + "\n")
+
+
+def test_the_merged_file_records_the_conflicts_and_its_report_shows_them(pytester: pytest.Pytester, sweep: Sweep,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(60, arms=ARMS))
+    one, two, merged = pytester.path / "one.jsonl", pytester.path / "two.jsonl", pytester.path / "merged.jsonl"
+    sweep.run("--bench-out", str(one))
+    _flipped(one, two, 2)
+    assert main(["merge", str(one), str(two), "-o", str(merged)]) == 0
+    assert "2 conflicts" in capsys.readouterr().out
+    meta, _ = read_rows(merged)
+    assert meta is not None and meta["merge_conflicts"]["count"] == 2 and len(meta["merge_conflicts"]["keys"]) == 2
+    data = report_json(merged)  # the merged rows hold each key once: only the meta line still knows
+    assert len(data["conflicts"]) == 2 and data["duplicates"] == 0 and "conflicts_unlisted" not in data
+    assert {(c["task_id"], c["first"], c["second"]) for c in data["conflicts"]} == {
+        (r["task_id"], not r["passed"], r["passed"]) for r in read_rows(two)[1]}
+    capsys.readouterr()
+    assert main(["report", str(merged)]) == 0
+    assert "duplicates: 0 repeated row(s) counted once (the newest kept); conflicts: 2" in capsys.readouterr().out
+    again = pytester.path / "again.jsonl"  # merged again, with no new conflict: the record is kept
+    assert main(["merge", str(merged), "-o", str(again)]) == 0
+    assert read_rows(again)[0]["merge_conflicts"] == meta["merge_conflicts"]  # type: ignore[index]
+    # Bounded: 120 conflicts are all counted, the first 100 listed.
+    many = pytester.path / "many.jsonl"
+    _flipped(one, many, 120)
+    assert main(["merge", str(one), str(many), "-o", str(merged)]) == 0
+    recorded = read_rows(merged)[0]["merge_conflicts"]  # type: ignore[index]
+    assert recorded["count"] == 120 and len(recorded["keys"]) == 100
+    data = report_json(merged)
+    assert len(data["conflicts"]) == 100 and data["conflicts_unlisted"] == 20
+    capsys.readouterr()
+    assert main(["report", str(merged)]) == 0
+    assert "conflicts: 120 (20 counted by a merge, not listed)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", [{"count": 1, "keys": [{"benchmark": "demo"}]}, {"count": 0, "keys": [{}]},
+                                   {"count": "2", "keys": []}, [], {"count": 500, "keys": [{}] * 101}])
+def test_a_broken_conflict_record_is_refused_naming_the_file(pytester: pytest.Pytester, sweep: Sweep, value: Any,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(2, arms=ARMS))
+    sweep.run()
+    lines = sweep.out.read_text().splitlines()
+    sweep.out.write_text("\n".join([json.dumps({**json.loads(lines[0]), "merge_conflicts": value}), *lines[1:]]) + "\n")
+    for argv in (["report", str(sweep.out)], ["merge", str(sweep.out), "-o", str(pytester.path / "m.jsonl")]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        assert f"{sweep.out}:1: 'merge_conflicts'" in capsys.readouterr().err
+    assert not (pytester.path / "m.jsonl").exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "   \n"])
+def test_merging_or_reporting_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 content: str) -> None:
+    empty, out = tmp_path / "empty.jsonl", tmp_path / "out.jsonl"
+    empty.write_text(content)
+    assert main(["merge", str(empty), str(empty), "-o", str(out)]) == 2
+    assert f"{empty}:1: nothing to merge: no meta line and no row in {empty}" in capsys.readouterr().err
+    assert not out.exists()
+    for fmt in ("table", "json", "csv"):
+        assert main(["report", str(empty), "--format", fmt]) == 2
+        printed = capsys.readouterr()
+        assert printed.out == "" and f"no results in {empty}: no meta line and no row" in printed.err
+
+
 def test_regrade_with_a_changed_scorer_changes_exactly_the_expected_verdicts(
     pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -382,6 +382,34 @@ def test_plain_gates_keep_working_and_interval_gates_are_refused_without_pairs()
         parse_gate("judge >= 0.8 @95", paired=True)
 
 
+BAD_BOUNDS = ["nan", "NaN", "inf", "-inf", "1e309", "1.5", "-0.1", "1_0"]
+
+
+@pytest.mark.parametrize("bound", BAD_BOUNDS)
+def test_a_gate_bound_that_is_no_pass_rate_is_refused_before_the_sweep(
+        pytester: pytest.Pytester, sweep: Sweep, bound: str) -> None:
+    make_spec(pytester, sim_spec(2))
+    result, _, _ = sweep.run("--bench-gate", f"good>={bound}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and not sweep.out.exists()
+    result.stderr.fnmatch_lines([f"*gate 'good>={bound}': the bound '{bound}' is not a pass rate*from 0 to 1*"])
+
+
+@pytest.mark.parametrize("bound", BAD_BOUNDS)
+def test_a_report_gate_bound_that_is_no_pass_rate_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], bound: str) -> None:
+    from pytest_echo_bench.ops.cli import main
+
+    assert main(["report", str(tmp_path / "any.jsonl"), "--gate", f"demo/strong>={bound}"]) == 2
+    assert f"the bound '{bound}' is not a pass rate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bound", ["0", "1", "0.85", " 1.0", "1e-3"])
+def test_a_gate_bound_from_0_to_1_is_a_pass_rate(bound: str) -> None:
+    from pytest_echo_bench.ops.gates import parse_gate
+
+    assert parse_gate(f"a>={bound}").check({"a": 1.0})[0]
+
+
 def test_an_interval_gate_given_to_a_sweep_is_a_usage_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(2))
     result, _, _ = sweep.run("--bench-gate", "good >= bad - 0.02 @95")

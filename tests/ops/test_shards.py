@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,8 +17,10 @@ from hypothesis import strategies as st
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.shards import coverage, k_of_n, part_of, whole_number
+from pytest_echo_bench.ops.shard_env import k_of_n, whole_number
+from pytest_echo_bench.ops.shards import coverage, part_of
 from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
+from pytest_echo_bench.store.records import Meta
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}\n  c: {provider: sim, accuracy: 0.5}"
 CLEAN = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
@@ -99,6 +103,8 @@ def test_a_sweep_keeps_each_items_arms_and_epochs_in_one_shard(pytester: pytest.
 FAMILIES = {
     "slurm from 0": {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
     "slurm from 1": {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"},
+    "slurm as it sets it": {"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_COUNT": "4",
+                            "SLURM_ARRAY_TASK_MAX": "7", "SLURM_ARRAY_TASK_STEP": "1"},
     "indexed job": {"JOB_COMPLETION_INDEX": "2", "ECHO_BENCH_SHARD_COUNT": "4"},
     "stray newline": {"JOB_COMPLETION_INDEX": " 2\n", "ECHO_BENCH_SHARD_COUNT": "4\n"},
 }
@@ -159,6 +165,16 @@ BROKEN = {
                   "gives index -1, outside"),
     "stepped array": ({"SLURM_ARRAY_TASK_ID": "8", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
                       "must be contiguous"),
+    # --array=0-6:2 (tasks 0, 2, 4, 6): refused on every task, not only on those whose index is past the count
+    **{f"step 2, task {i}": ({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                              "SLURM_ARRAY_TASK_MAX": "6", "SLURM_ARRAY_TASK_STEP": "2"},
+                             "SLURM_ARRAY_TASK_STEP=2: a stepped array leaves gaps") for i in (0, 2, 4, 6)},
+    # --array=0,3,5,7: Slurm sets no step for a list; MAX - MIN + 1 != COUNT says it has gaps
+    **{f"list, task {i}": ({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                            "SLURM_ARRAY_TASK_MAX": "7"}, "SLURM_ARRAY_TASK_MAX=7 but SLURM_ARRAY_TASK_COUNT=4: the "
+                           "task ids have gaps") for i in (0, 3, 5, 7)},
+    "step not a number": ({"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+                           "SLURM_ARRAY_TASK_STEP": "two"}, "SLURM_ARRAY_TASK_STEP='two' is not a whole number"),
 }
 
 
@@ -180,6 +196,15 @@ def test_auto_errors_are_usage_errors_before_anything_runs(pytester: pytest.Pyte
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--bench-shard auto: *JOB_COMPLETION_INDEX*"])
     assert not sweep.out.exists()
+
+
+@pytest.mark.parametrize("given", [("--bench-shard=",), ("--bench-shard", ""), ("--bench-shard", " \n")])
+def test_an_empty_shard_is_refused_not_read_as_the_whole_sweep(pytester: pytest.Pytester, sweep: Sweep,
+                                                               given: tuple[str, ...]) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    result, _, _ = sweep.run(*given)
+    assert result.ret == 4 and not sweep.out.exists()
+    result.stderr.fnmatch_lines(["*--bench-shard is empty: give K/N (e.g. 2/4) or auto*"])
 
 
 @pytest.mark.parametrize("text", ["0/4", "5/4", "1/0", "a/b", "1_0/20", "\u0662/4", "+1/4", "2", "2/4/6", "1/1000001"])
@@ -226,6 +251,12 @@ def test_a_shard_file_of_the_old_assignment_is_not_resumed(pytester: pytest.Pyte
         result.stderr.fnmatch_lines([f"*--bench-resume {shard}: shard 2/3 was written by an earlier version*"
                                      "mix the two assignments*--bench-out NEW.jsonl*"])
     assert shard.read_bytes() == before
+    meta["shard_scheme"] = 99  # what a newer version might write
+    shard.write_text("\n".join([json.dumps(meta), *lines[1:-2]]) + "\n")
+    result = _resume(sweep, shard)
+    assert result.ret == 4 and "earlier" not in result.stderr.str()
+    result.stderr.fnmatch_lines([f"*--bench-resume {shard}: shard 2/3 was written by a newer version (shard_scheme 99;"
+                                 " this one knows 2)*"])
 
 
 def test_a_shard_file_resumes_as_its_own_shard_only(pytester: pytest.Pytester, sweep: Sweep,
@@ -283,6 +314,28 @@ def test_a_merge_of_three_of_four_shards_says_so_and_fails_gates(pytester: pytes
     assert cli(capsys, "report", str(whole), "--gate", "a>=0")[0] == 0
 
 
+def test_html_csv_and_the_progress_page_mark_an_incomplete_merge(pytester: pytest.Pytester, sweep: Sweep,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, sim_spec(12, arms=ARMS))
+    files = run_shards(sweep, pytester.path, 4)
+    partial, whole = pytester.path / "partial.jsonl", pytester.path / "whole.jsonl"
+    assert cli(capsys, "merge", str(files[0]), str(files[1]), str(files[3]), "-o", str(partial))[0] == 0
+    assert cli(capsys, "merge", *map(str, files), "-o", str(whole))[0] == 0
+    said = "shards 1/4, 2/4, 4/4; missing 3/4"
+    for path, marked in ((partial, True), (whole, False)):
+        status, html, _ = cli(capsys, "report", str(path), "--format", "html")
+        assert status == 0 and ('id="incomplete"' in html and said in html) is marked
+        status, text, _ = cli(capsys, "report", str(path), "--format", "csv")
+        lines = list(csv.DictReader(io.StringIO(text)))
+        assert status == 0 and lines and len(lines[0]) == (30 if marked else 28)
+        assert all((line.get("complete"), line.get("shards")) == (("false", said) if marked else (None, None))
+                   for line in lines)
+        page = pytester.path / "page.html"
+        assert cli(capsys, "progress", str(path), "-o", str(page))[0] == 0
+        shown = page.read_text(encoding="utf-8")
+        assert ('id="incomplete-sweep"' in shown and said in shown) is marked
+
+
 def test_a_single_shard_file_gated_is_partial_and_an_unsharded_one_is_whole(
         pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, sim_spec(8, arms=ARMS))
@@ -316,6 +369,27 @@ def test_all_four_shards_merge_to_the_unsharded_verdicts_with_duplicates_once(
     assert strip(ours) == strip(theirs) and ours["pairs"] == theirs["pairs"] and ours["complete"] is True
 
 
+def test_a_complete_merge_or_a_whole_run_beside_a_re_run_shard_stays_complete(
+        pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    """A complete file covers every shard of its sweep: merging a shard run again adds nothing missing."""
+    make_spec(pytester, sim_spec(12, arms=ARMS))
+    files = run_shards(sweep, pytester.path, 4)
+    unsharded = pytester.path / "unsharded.jsonl"
+    sweep.run("--bench-out", str(unsharded))
+    merged, again = pytester.path / "m4.jsonl", pytester.path / "re.jsonl"
+    assert cli(capsys, "merge", *map(str, files), "-o", str(merged))[0] == 0
+    for whole in (merged, unsharded):
+        status, out, _ = cli(capsys, "merge", str(whole), str(files[3]), "-o", str(again))
+        assert status == 0 and "missing" not in out and "incomplete" not in out, out
+        assert read_rows(again)[0]["complete"] is True  # type: ignore[index]
+        status, _, err = cli(capsys, "report", str(again), "--gate", "a>=0")
+        assert status == 0 and "incomplete" not in err, err
+    picked = pytester.path / "picked.jsonl"  # another selection's whole run covers none of these shards
+    sweep.run("--bench-out", str(picked), "-k", "a")
+    status, out, _ = cli(capsys, "merge", str(picked), str(files[3]), "--allow-mismatch", "-o", str(again))
+    assert status == 0 and "missing 1/4, 2/4, 3/4" in out
+
+
 def test_merge_refuses_shards_of_different_sweeps(pytester: pytest.Pytester, sweep: Sweep,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, sim_spec(8, arms=ARMS))
@@ -340,18 +414,23 @@ def test_merge_refuses_shards_of_different_sweeps(pytester: pytest.Pytester, swe
 
 def test_coverage_of_parts() -> None:
     def part(shard: str, **extra: Any) -> Any:
-        return part_of("f", {"selection": {"shard": shard}, "shard_scheme": 2, **extra})
+        return part_of("f", Meta.from_json({"_meta": True, "selection": {"shard": shard}, "shard_scheme": 2, **extra}))
 
     assert coverage([part("1/2"), part("2/2")]).complete
-    assert coverage([part_of("w", {"selection": {"shard": ""}}), part_of("none", None)]).complete  # whole files
-    assert coverage([part("1/2"), part_of("w", {"selection": {"shard": ""}})]).missing == ["2/2"]  # completes no shard
+    assert coverage([part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": ""}})), part_of("none", None)]).complete  # whole files
+    # A whole file covers every shard of its own sweep, none of another one; no meta line covers none.
+    assert coverage([part("1/2"), part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": ""}}))]).complete
+    assert coverage([part("1/2"), part_of("w", Meta.from_json({"_meta": True, "selection": {"shard": "", "keyword": "a"}}))]).missing == ["2/2"]
+    assert coverage([part("1/2"), part_of("none", None)]).missing == ["2/2"]
+    assert coverage([part("2/4"), part("", shards=["1/4", "2/4", "3/4", "4/4"], complete=True)]).shards == [
+        "1/4", "2/4", "3/4", "4/4"]
     assert coverage([part("1/3"), part("", shards=["2/3", "3/3"])]).complete
     assert coverage([part("1/3"), part("", shards=["2/3"], complete=False)]).missing == ["3/3"]
     assert coverage([part("1/2"), part("2/2"), part("1/4")]).missing == ["2/4", "3/4", "4/4"]  # every sweep must be whole
     assert coverage([part("1/1"), part("", shards=["1/2"], complete=True)]).complete  # a complete merge is whole
     assert coverage([]).complete
     with pytest.raises(StoreError, match="not K/N of one N"):
-        part_of("f", {"shards": ["1/2", "1/3"]})
+        part_of("f", Meta.from_json({"_meta": True, "shards": ["1/2", "1/3"]}))
 
 
 def test_a_meta_line_with_broken_shard_fields_is_refused_naming_the_file(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,8 @@ def raises(ctx):
 '''.replace("BIG", str(BIG))
 
 # Prints bytes that are not UTF-8 around a right answer.
-BINARY_CLI = "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nsys.stdout.buffer.write(b'\\xff\\xfe 4 \\xc3\\x28\\n')\n"
+# The interpreter running the tests (a machine may have no python3 on PATH, or another one).
+BINARY_CLI = f"#!{sys.executable}\nimport sys\nsys.stdin.read()\nsys.stdout.buffer.write(b'\\xff\\xfe 4 \\xc3\\x28\\n')\n"
 
 
 def test_spec_with_bytes_that_are_not_utf8_names_file_and_line(pytester: pytest.Pytester, sweep: Sweep) -> None:

@@ -85,7 +85,54 @@ def test_the_indexed_job_tells_its_pods_the_count_it_runs() -> None:
     (pvc,) = [d for d in _docs() if d["kind"] == "PersistentVolumeClaim"]
     assert claims == {j: [pvc["metadata"]["name"]] for j in claims} and pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     (wait,) = _job("echo-bench-merge")["spec"]["template"]["spec"]["initContainers"]
-    assert "job/echo-bench-shards" in wait["args"] and "--for=condition=Complete" in wait["args"]
+    assert wait["command"] == ["sh", "-c"] and "job/echo-bench-shards" in wait["args"][0]
+
+
+FAKE_KUBECTL = """#!/bin/sh
+# The Job's conditions, one answer per call, from the lines of $KUBECTL_ANSWERS; the last one repeats.
+echo "$*" >> "$KUBECTL_CALLS"
+n=$(wc -l < "$KUBECTL_CALLS")
+[ "$n" -le "$(wc -l < "$KUBECTL_ANSWERS")" ] || n=$(wc -l < "$KUBECTL_ANSWERS")
+line=$(sed -n "${n}p" "$KUBECTL_ANSWERS")
+[ "$line" = "ERROR" ] && { echo "connection refused" >&2; exit 1; }
+printf '%s' "$line"
+"""
+
+
+def _wait(tmp_path: Path, answers: list[str], tries: int | None = None) -> tuple[subprocess.CompletedProcess[str], int]:
+    """The merge's init container script, run with a fake kubectl answering ``answers`` in turn and
+    no sleep between looks (``tries``: a smaller bound than the script's, to reach it quickly)."""
+    (wait,) = _job("echo-bench-merge")["spec"]["template"]["spec"]["initContainers"]
+    script: str = wait["args"][0]
+    assert script.count("sleep 10") == 1 and script.count("-lt 2160") == 1
+    script = script.replace("sleep 10", "sleep 0").replace("-lt 2160", f"-lt {tries or 2160}")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    (tmp_path / "answers").write_text("\n".join(answers) + "\n")
+    calls = tmp_path / "calls"
+    calls.touch()
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin", "KUBECTL_ANSWERS": str(tmp_path / "answers"),
+           "KUBECTL_CALLS": str(calls)}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=env)
+    looks = calls.read_text().splitlines()
+    assert all("get job/echo-bench-shards" in look for look in looks), looks
+    return done, len(looks)
+
+
+@pytest.mark.parametrize(("answers", "looks", "said"), [
+    (["", "", "Complete "], 3, "Complete"),
+    # backoffLimitPerIndex: one index failed for good, the Job is Failed and never Complete
+    (["", "FailureTarget ", "FailureTarget Failed "], 3, "Failed"),
+    (["ERROR", "SuccessCriteriaMet Complete "], 2, "Complete"),  # a failed look is looked again
+    (["Suspended "], 5, "did not finish"),  # the bound: the merge runs and names what is missing
+])
+def test_the_merge_waits_for_the_shards_to_finish_complete_or_failed(
+        tmp_path: Path, answers: list[str], looks: int, said: str) -> None:
+    done, calls = _wait(tmp_path, answers, tries=5)
+    assert done.returncode == 0 and said in done.stdout and calls == looks, (done.stdout, done.stderr, calls)
 
 
 def test_the_merge_job_commands_exist() -> None:

@@ -168,6 +168,11 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
     assert states == ["COMPLETED"] * SHARDS, f"{states}\n{logs}"
     shards = sorted((project / "results").glob("shard-*.jsonl"))
     assert [p.name for p in shards] == [f"shard-{i}.jsonl" for i in range(SHARDS)], logs
+    # One response cache per task, beside its shard (SQLite on a shared filesystem takes one writer); the
+    # simulated arms cache nothing, so the supervisor's log of each task's command is what shows it.
+    full = "\n".join(p.read_text(errors="replace") for p in sorted(project.glob("slurm-*.out")))
+    assert all(f"--bench-cache={project / 'results'}/cache-{i}.sqlite" in full for i in range(SHARDS)), logs
+    assert not (project / "bench_results").exists(), logs
     merged = project / "merged.jsonl"
     cli = [sys.executable, "-m", "pytest_echo_bench.ops.cli"]
     _run(*cli, "merge", *map(str, shards), "-o", str(merged), env=env)

@@ -190,12 +190,18 @@ def test_every_job_is_bounded_in_time() -> None:
 
 def test_the_sweep_keeps_its_response_cache_between_nights() -> None:
     steps = _steps(_workflow()["jobs"]["shard"])
-    caches = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/cache@")]
+    uses = [str(s.get("uses", "")) for s in steps]
+    restores = [i for i, u in enumerate(uses) if u.startswith("actions/cache/restore@")]
+    saves = [i for i, u in enumerate(uses) if u.startswith("actions/cache/save@")]
     sweeps = [i for i, s in enumerate(steps) if "--bench-shard" in str(s.get("run", ""))]
-    assert len(caches) == 1 and len(sweeps) == 1 and caches[0] < sweeps[0]
-    cached = steps[caches[0]]["with"]
-    assert cached["path"] == f"{RESULTS_DIR}/{CACHE_DIR}/{CACHE_FILE}"  # where the sweep's default cache is, under the rootdir
+    assert not [u for u in uses if u.startswith("actions/cache@")]  # it saves only when the job succeeded
+    assert len(restores) == len(saves) == len(sweeps) == 1 and restores[0] < sweeps[0] < saves[0]
+    # Saved whatever the sweep's exit: a shard stopped by the quota (exit 2) or the timeout keeps its replies.
+    assert steps[saves[0]].get("if") == "always()"
+    cached, saved = steps[restores[0]]["with"], steps[saves[0]]["with"]
+    assert cached["path"] == saved["path"] == f"{RESULTS_DIR}/{CACHE_DIR}/{CACHE_FILE}"  # the sweep's default cache
     assert "--bench-cache" not in str(steps[sweeps[0]]["run"])
+    assert cached["key"] == saved["key"]
     assert "${{ matrix.shard }}" in cached["key"] and "${{ github.run_id }}" in cached["key"]  # saved anew each night
 
 

@@ -62,7 +62,11 @@ def _overall(state: ProgressState) -> str:
     label = f"{done} / {expected} items ({_pct(done, expected)})" if expected is not None else f"{done} items (total not known)"
     status = "complete" if state.complete else "stopped" if state.stopped else "running"
     bar = _bar(done, expected, 'id="overall-progress"')
-    return (f'<section id="overall">{bar}<p><strong>{label}</strong> · <span id="run-status">{status}</span></p></section>')
+    # A merge missing shards reads like a finished sweep otherwise: its figures are of part of it.
+    part = (f'<p id="incomplete-sweep"><strong>Incomplete sweep:</strong> {_e(state.shards)}; these figures are '
+            "of part of the sweep</p>") if state.shards else ""
+    return (f'<section id="overall">{bar}<p><strong>{label}</strong> · <span id="run-status">{status}</span></p>'
+            f"{part}</section>")
 
 
 def _facts(state: ProgressState) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.page.meta import DecideFeed, meta_expected, typed
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.shards import gap
 from pytest_echo_bench.ops.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
@@ -99,6 +101,7 @@ class ProgressState:
     stopped: str = ""
     budget: str = ""  # spend against the budget (live only)
     decide: Sequential | None = None  # a decide plan's figures: the run's, else replayed from the file
+    shards: str = ""  # a file of part of a sweep (an incomplete merge, a shard): the shards held and missing
     recent: list[Failure] = field(default_factory=list)  # newest first
 
     @property
@@ -307,6 +310,7 @@ class PageFeed:
         state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
         state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
         state.window, state.session_done = self._window(session, live, now), session.done
+        state.shards = gap(self.results, self.meta)
         if live is not None:
             state.retries += live.retries
             state.incomplete, state.aborted = live.incomplete, live.aborted
