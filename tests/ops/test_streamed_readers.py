@@ -184,3 +184,45 @@ def test_export_holds_no_arm_of_rows_and_gives_the_newest_row_of_each_key(big: P
     first = logs["a"]["samples"][0]
     assert first["id"] == "t0" and first["scores"]["echo_bench"]["value"] == "C"
     assert [s["id"] for s in logs["b"]["samples"][:3]] == ["t0", "t1", "t10"]  # sorted by (epoch, id), as before
+
+
+def inspect_log(path: Path, task: str, samples: int) -> Path:
+    """A ``.json`` Inspect log of ``samples`` scored samples with outputs of about 2 kB."""
+    header = {"version": 2, "status": "success", "eval": {"task": task, "model": "m", "config": {"epochs": 1}},
+              "results": {"scores": [{"name": "match"}]}}
+    body = [{"id": f"s{n}", "epoch": 1, "input": f"What is {n} + 1?", "target": str(n + 1),
+             "output": {"completion": " ".join(["step"] * 400)}, "scores": {"match": {"value": "C" if n % 2 else "I"}}}
+            for n in range(samples)]
+    path.write_text(json.dumps({**header, "samples": body}))
+    return path
+
+
+def test_import_holds_one_log_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each log's samples are let go once they are rows, before the next log is read."""
+    from pytest_echo_bench.ops import inspect_import
+    from pytest_echo_bench.ops.inspect_log import InspectLog, read_log
+
+    held: list[InspectLog] = []
+
+    def reading(path: Path) -> InspectLog:
+        assert all(not log.samples for log in held), "an earlier log's samples are still held"
+        held.append(read_log(path))
+        return held[-1]
+    monkeypatch.setattr(inspect_import, "read_log", reading)
+    logs = [inspect_log(tmp_path / "a.json", "a", 300), inspect_log(tmp_path / "b.json", "b", 200)]
+    imported = inspect_import.import_logs(logs)
+    assert len(held) == 2 and len(imported.lines) == 500 and list(imported.meta["arms"]) == ["a", "b"]
+    assert [source["samples"] for source in imported.meta["imported_from"]] == [300, 200]
+    assert imported.meta["benchmarks"]["a"]["items"] == 300
+
+
+def test_a_capped_read_takes_what_the_file_holds_not_the_cap(tmp_path: Path) -> None:
+    from pytest_echo_bench.store.paths import read_regular
+
+    path = tmp_path / "small.json"
+    path.write_bytes(b"x" * 5000)
+    fail = StoreError
+    assert peak(lambda: read_regular(path, 2 << 30, fail)) < 100_000  # it allocated the 2 GiB cap for 5 kB
+    assert read_regular(path, 5000, fail) == b"x" * 5000
+    with pytest.raises(StoreError, match="over the limit of 4,999"):
+        read_regular(path, 4999, fail)
