@@ -128,13 +128,16 @@ class Monitor:
         want = self.epochs.get(benchmark, 1)
         if len(samples) != want:
             return False
-        fed = False
+        fed = moved = False
         for state in states:
             _, a, b = state.key
             if len(self._scores.get((benchmark, task_id, b if arm == a else a), ())) >= want:
-                state.test.update(self._mean(benchmark, task_id, a) - self._mean(benchmark, task_id, b))
+                test = state.test
+                best = (test.best_up, test.best_down)
+                test.update(self._mean(benchmark, task_id, a) - self._mean(benchmark, task_id, b))
                 fed = True
-        if fed:
+                moved = moved or (test.best_up, test.best_down) != best
+        if moved:  # a p-value only changes with a new best wealth: else Holm would say what it said
             self._holm()
         return fed
 

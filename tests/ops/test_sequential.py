@@ -268,3 +268,23 @@ def test_the_monitor_feeds_each_pair_each_item_once_whatever_the_rows(
 def test_a_monitor_fed_a_plan_naming_one_arm_twice_feeds_it_once() -> None:
     monitor = Monitor(Plan((("x", "a", "a"),), alpha=0.2))  # only a hand-edited meta line can say so
     assert monitor.add("x", "t0", "a", 1, 1.0) and monitor.pairs[0].test.zs == [0.0]
+
+
+@settings(derandomize=True, database=None, max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([f"t{i}" for i in range(12)]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from([0.0, 1.0, 1.0])), max_size=150), st.sampled_from([0.05, 0.3, 0.6]))
+def test_holm_after_every_row_is_holm_over_the_pairs_p_values_then(rows: list[tuple[str, str, float]],
+                                                                  alpha: float) -> None:
+    """The monitor runs Holm only when a pair's best wealth moved; what it holds after every row is
+    still Holm over every pair's p-value at that row, and each decision the first row it held."""
+    from pytest_echo_bench.ops.stats import holm
+
+    monitor = Monitor(Plan((("x", "a", "b"), ("x", "b", "c"), ("x", "a", "c")), alpha=alpha))
+    decided: list[int | None] = [None, None, None]
+    for task, arm, score in rows:
+        if not monitor.add("x", task, arm, 1, score):
+            continue
+        adjusted = holm([s.test.p_value() for s in monitor.pairs])
+        decided = [d if d is not None or q > alpha else s.test.n for d, q, s in zip(decided, adjusted, monitor.pairs, strict=True)]
+        assert [s.p_holm for s in monitor.pairs] == adjusted
+        assert [s.decided_at for s in monitor.pairs] == decided
