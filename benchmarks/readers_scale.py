@@ -6,8 +6,8 @@ decide plan of PAIRS pairs (what ``echo-bench report`` replays), the rows split 
 by the run's own partition (``store.partition.shard_of``) for ``echo-bench merge``, a spec of
 the same arms for ``echo-bench estimate SPEC --results FILE``, and an Inspect log of SAMPLES
 samples as ``.json`` and as a deflated ``.eval`` for ``echo-bench import``. Each command runs in
-a fresh interpreter (``report_scale.run``: wall and CPU time, peak resident memory from
-``ru_maxrss``), beside ``echo-bench report --format json`` of the same rows: the reference ratio.
+a fresh interpreter (``report_scale``'s measurement: wall and CPU time, and the peak resident
+memory, from ``VmHWM``), beside ``echo-bench report --format json`` of the same rows: the reference ratio.
 
 Usage: python benchmarks/readers_scale.py [--rows 1000000] [--arms 15] [--pairs 4] [--samples 200000]
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,12 +26,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from overhead import machine
-from report_scale import run, write_results
+from report_scale import RUN, write_results
 
 from pytest_echo_bench.store.partition import shard_of
 
 SHARDS = 4
 FINGERPRINT = "0123456789abcdef"
+# report_scale's measurement, with the peak read from /proc/self/status (VmHWM) where there is one:
+# Linux keeps ``ru_maxrss`` across exec, so a child of this process, which held the generated rows,
+# would report at least this process's own peak.
+MEASURE = RUN.replace("usage.ru_maxrss / 1024", "_peak_mb(usage)").replace("start = time.perf_counter()", """
+def _peak_mb(usage):
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return usage.ru_maxrss / 1024
+start = time.perf_counter()""", 1)
+
+
+def run(args: list[str]) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak MB, exit status) of one command in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", MEASURE, *args], capture_output=True, text=True, check=True)
+    wall, cpu, peak, status = done.stderr.strip().splitlines()[-1].split()
+    return float(wall), float(cpu), float(peak), int(status)
 
 
 def meta_line(arms: int, **fields: object) -> bytes:
