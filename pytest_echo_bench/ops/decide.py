@@ -118,35 +118,41 @@ class Monitor:
     epochs: Mapping[str, int] = field(default_factory=dict)  # benchmark -> samples per item, when more than 1
     pairs: list[PairState] = field(init=False)
     _scores: dict[tuple[str, str, str], dict[int, float]] = field(default_factory=dict, init=False)
-    _paired: set[tuple[PairKey, str]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.pairs = [PairState(key, Betting(-self.plan.margin)) for key in self.plan.pairs]
-        self._arms = {(b, arm) for b, x, y in self.plan.pairs for arm in (x, y)}
+        # Each arm's pairs, so that a row costs its own pairs only (a report replays a million rows).
+        self._by_arm: dict[tuple[str, str], list[PairState]] = {}
+        for state in self.pairs:
+            for arm in dict.fromkeys(state.key[1:]):  # a pair of one arm twice (a hand-edited plan): once
+                self._by_arm.setdefault((state.key[0], arm), []).append(state)
 
     def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float) -> bool:
         """One graded row (score 1 correct, 0 otherwise); True when it completed an item of a pair."""
-        if (benchmark, arm) not in self._arms:
+        states = self._by_arm.get((benchmark, arm))
+        if states is None:
             return False
         samples = self._scores.setdefault((benchmark, task_id, arm), {})
-        samples.setdefault(epoch, score)  # the first row of a key counts: a look already used it
-        fed = False
-        for state in self.pairs:
-            bench, a, b = state.key
-            if bench == benchmark and arm in (a, b) and self._complete(state.key, task_id):
-                state.test.update(self._mean(bench, task_id, a) - self._mean(bench, task_id, b))
+        if epoch in samples:  # the first row of a key counts: a look already used it
+            return False
+        samples[epoch] = score
+        # An item of a pair is complete, once, when the later of its arms gets its last sample:
+        # no set of the pairs done is needed (it held a tuple per pair and item).
+        want = self.epochs.get(benchmark, 1)
+        if len(samples) != want:
+            return False
+        fed = moved = False
+        for state in states:
+            _, a, b = state.key
+            if len(self._scores.get((benchmark, task_id, b if arm == a else a), ())) >= want:
+                test = state.test
+                best = (test.best_up, test.best_down)
+                test.update(self._mean(benchmark, task_id, a) - self._mean(benchmark, task_id, b))
                 fed = True
-        if fed:
+                moved = moved or (test.best_up, test.best_down) != best
+        if moved:  # a p-value only changes with a new best wealth: else Holm would say what it said
             self._holm()
         return fed
-
-    def _complete(self, key: PairKey, task_id: str) -> bool:
-        want = self.epochs.get(key[0], 1)
-        done = all(len(self._scores.get((key[0], task_id, arm), ())) >= want for arm in key[1:])
-        if done and (key, task_id) not in self._paired:
-            self._paired.add((key, task_id))
-            return True
-        return False
 
     def _mean(self, bench: str, task_id: str, arm: str) -> float:
         scores = self._scores[(bench, task_id, arm)]

@@ -118,18 +118,27 @@ def _answering(spec: Spec, arm: str) -> str:
 
 @dataclass
 class Seen:
-    """Per arm of a benchmark, what earlier calls showed: completion tokens a call and seconds an item."""
+    """Per arm of a benchmark, what earlier calls showed: completion tokens a call and seconds an item,
+    each as a running (sum, count): a million rows seen cost two numbers an arm, not a list."""
 
-    completion: dict[str, list[int]] = field(default_factory=dict)
-    seconds: dict[str, list[float]] = field(default_factory=dict)
+    completion: dict[str, tuple[float, int]] = field(default_factory=dict)
+    seconds: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def add_completion(self, arm: str, tokens: int) -> None:
+        total, n = self.completion.get(arm, (0.0, 0))
+        self.completion[arm] = (total + tokens, n + 1)
+
+    def add_seconds(self, arm: str, seconds: float) -> None:
+        total, n = self.seconds.get(arm, (0.0, 0))
+        self.seconds[arm] = (total + seconds, n + 1)
 
     def mean_completion(self, arm: str) -> float | None:
-        values = self.completion.get(arm)
-        return sum(values) / len(values) if values else None
+        total, n = self.completion.get(arm, (0.0, 0))
+        return total / n if n else None
 
     def mean_seconds(self, arm: str) -> float | None:
-        values = self.seconds.get(arm)
-        return sum(values) / len(values) if values else None
+        total, n = self.seconds.get(arm, (0.0, 0))
+        return total / n if n else None
 
 
 @dataclass

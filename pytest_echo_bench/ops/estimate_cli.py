@@ -21,7 +21,7 @@ from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
 from pytest_echo_bench.store.partition import shard_of
-from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.safe_text import escape_id
 
 Item = tuple[Example, str, int]  # (example, arm, epoch)
@@ -72,17 +72,20 @@ def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
     return chosen
 
 
-def seen_in_results(files: Iterable[Path], benchmark: str) -> Seen:
-    """Completion tokens a call (rows of one call) and seconds an item (rows the cache did not answer)."""
-    seen = Seen()
+def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[str, Seen]:
+    """Per benchmark: completion tokens a call (rows of one call) and seconds an item (rows the
+    cache did not answer). Each file is read once, a line at a time, whatever the benchmarks."""
+    seen = {name: Seen() for name in benchmarks}
     for path in files:
-        meta, records = read_records(path, strict=False)
-        default = str((meta or {}).get("benchmark") or "")
-        for record in records:
+        default = ""
+        for record in iter_records(path, strict=False):
             row = record.data
-            if str(row.get("benchmark") or default) != benchmark or not isinstance(row.get("arm"), str):
+            if row.get("_meta"):
+                default = str(row.get("benchmark") or "") if record.lineno == 1 else default
                 continue
-            _note_row(seen, row)
+            into = seen.get(str(row.get("benchmark") or default))
+            if into is not None and isinstance(row.get("arm"), str):
+                _note_row(into, row)
     return seen
 
 
@@ -90,9 +93,9 @@ def _note_row(seen: Seen, row: dict[str, Any]) -> None:
     usage, wall, arm = row.get("usage"), row.get("wall_seconds"), row["arm"]
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     if type(tokens) is int and tokens >= 0 and row.get("sub_calls") in (0, 1):
-        seen.completion.setdefault(arm, []).append(tokens)
+        seen.add_completion(arm, tokens)
     if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.get("cache_hits"):
-        seen.seconds.setdefault(arm, []).append(float(wall))
+        seen.add_seconds(arm, float(wall))
 
 
 def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) -> Callable[[Call, Example, int], bool] | None:
@@ -122,7 +125,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) ->
     for k, usage in held.items():
         tokens = (usage or {}).get("completion_tokens")
         if tokens is not None:
-            seen.completion.setdefault(wanted[k], []).append(tokens)
+            seen.add_completion(wanted[k], tokens)
     return lambda call, example, epoch: key(call, example, epoch) in held
 
 
@@ -146,9 +149,11 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     benchmarks: dict[str, dict[str, Any]] = {}
     every: list[ArmEstimate] = []
     seconds: float | None = 0.0
+    seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
     for spec, examples in loaded:
         items = select(spec, examples, opts.rootdir, matcher, opts.shard)
-        seen = seen_in_results(opts.results, spec.benchmark)
+        base = seen_by[spec.benchmark]  # a copy: the cache's replies below join this spec's, not another's
+        seen = Seen(dict(base.completion), dict(base.seconds))
         check = cache_check(spec, items, opts.cache, seen)
         ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check) for arm in spec.arms]
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)

@@ -15,18 +15,18 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.inspect_import import USAGE_NAMES
 from pytest_echo_bench.ops.inspect_inputs import find_inputs
-from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status, write_atomic
-from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.checks import count, figure
+from pytest_echo_bench.store.reader import iter_records, parse_line
 from pytest_echo_bench.store.records import row_epoch, row_key
 
 SCORER = "echo_bench"  # the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
@@ -47,53 +47,161 @@ class Exported:
 def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Exported:
     """Write one log per (benchmark, arm) of ``results`` into directory ``out``; an existing log is refused.
 
-    The inputs come from ``specs``, else from the specs the meta line names (``inspect_inputs``)."""
-    meta, records = read_records(results)
-    if not records:
+    The file is read once for where each key's newest row is; then each log's rows are read again
+    from there, twice (once for the figures its header gives, once for its samples), and the log
+    written a sample at a time: no arm's rows or samples are held, whatever the file's size. The
+    inputs come from ``specs``, else from the specs the meta line names (``inspect_inputs``).
+    """
+    meta, groups = _index(results)
+    if not groups:
         raise StoreError(f"{results} has no rows to export" + (" (only its meta line)" if meta else ""))
-    default = str((meta or {}).get("benchmark") or "")
-    newest: dict[tuple[str, str, str, int], dict[str, Any]] = {}
-    for record in records:
-        newest[row_key(record.data, default)] = record.data
-    found = find_inputs(results, meta or {}, list(newest.values()), specs)
+    found = find_inputs(results, meta, RowsAt(results, groups), specs)
     inputs = found.prompts
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for (benchmark, _, arm, _), row in newest.items():
-        groups.setdefault((benchmark, arm), []).append(row)
-    logs = [eval_log(meta or {}, benchmark, arm, rows, inputs) for (benchmark, arm), rows in groups.items()]
     names: set[str] = set()
-    stamp = _stamp((meta or {}).get("created_at"))
+    stamp = _stamp(meta.get("created_at"))
     paths = [out / _file_name(stamp, benchmark, arm, names) for benchmark, arm in groups]
     for path in paths:  # all refused before any is written
         if path.exists() or path.is_symlink():
             raise StoreError(f"{path} exists: export writes new logs, never over one")
-    for path, log in zip(paths, logs, strict=True):
-        _write(path, log)
-    return Exported(paths, sum(len(log["samples"]) for log in logs), found.notes)
+    samples = 0
+    with open(results, "rb") as f:
+        for path, ((benchmark, arm), places) in zip(paths, groups.items(), strict=True):
+            places.sort()  # (epoch, task id): the order of a log's samples
+
+            def rows(places: list[tuple[int, str, int]] = places) -> Iterator[dict[str, Any]]:
+                return (_row_at(f, results, offset) for _, _, offset in places)
+            _write(path, log_pieces(meta, benchmark, arm, rows, inputs))
+            samples += len(places)
+    return Exported(paths, samples, found.notes)
+
+
+def _index(results: Path) -> tuple[dict[str, Any], dict[tuple[str, str], list[tuple[int, str, int]]]]:
+    """The meta line, and per (benchmark, arm) each key's newest row as (epoch, task id, offset)."""
+    meta: dict[str, Any] = {}
+    newest: dict[tuple[str, str, str, int], int] = {}
+    default = ""
+    for record in iter_records(results):
+        if record.data.get("_meta"):
+            if record.lineno == 1:
+                meta, default = record.data, str(record.data.get("benchmark") or "")
+            continue
+        newest[row_key(record.data, default)] = record.offset
+    groups: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
+    for (benchmark, task_id, arm, epoch), offset in newest.items():
+        groups.setdefault((benchmark, arm), []).append((epoch, task_id, offset))
+    return meta, groups
+
+
+class RowsAt:
+    """Every key's newest row, read from its place each time it is iterated (none held)."""
+
+    def __init__(self, path: Path, groups: Mapping[tuple[str, str], list[tuple[int, str, int]]]) -> None:
+        self.path = path
+        self.offsets = sorted(offset for places in groups.values() for _, _, offset in places)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with open(self.path, "rb") as f:
+            for offset in self.offsets:
+                yield _row_at(f, self.path, offset)
+
+
+def _row_at(f: BinaryIO, path: Path, offset: int) -> dict[str, Any]:
+    f.seek(offset)
+    record = parse_line(f.readline().rstrip(b"\n"), path, 0, strict=False)
+    if record is None:
+        raise StoreError(f"{path}: changed while it was exported (no row at byte {offset})")
+    return record
+
+
+@dataclass
+class Figures:
+    """What a log's header and reductions say of its samples, gathered a sample at a time."""
+
+    epochs: int
+    ids: dict[str, None] = field(default_factory=dict)  # every sample id, in order
+    scored: dict[str, list[float]] = field(default_factory=dict)  # sample id -> [sum, count] of its scored epochs
+    usage: dict[str, Any] = field(default_factory=dict)  # summed over the samples: only the names they have
+    started: list[str] = field(default_factory=list)  # the first row's start, the earliest start, the latest finish
+    finished: str | None = None
+    samples: int = 0
+
+    def add(self, row: Mapping[str, Any], sample: Mapping[str, Any], arm: str) -> None:
+        self.samples += 1
+        self.epochs = max(self.epochs, row_epoch(row))  # the spec's K: an arm may lack rows of the last epochs
+        self.ids.setdefault(sample["id"])
+        score = sample["scores"].get(SCORER)
+        if score is not None:
+            total = self.scored.setdefault(sample["id"], [0.0, 0])
+            total[0] += 1.0 if score["value"] == "C" else 0.0
+            total[1] += 1
+        for key, value in sample["model_usage"].get(arm, {}).items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        first = _time(row.get("started_at"))
+        self.started = self.started or [first or "", first or ""]
+        self.started[1] = min(self.started[1], first) if self.started[1] and first else self.started[1] or first or ""
+        done = _time(row.get("finished_at"))
+        self.finished = max(self.finished, done) if self.finished and done else self.finished or done
+
+    def reduced(self) -> list[dict[str, Any]]:
+        """Inspect's default reducer: each sample's scored epochs by their mean (an errored epoch is unscored)."""
+        return [{"value": total / n, "sample_id": sid} for sid, (total, n) in self.scored.items()]
 
 
 def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[dict[str, Any]],
              inputs: Inputs) -> dict[str, Any]:
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
-    info = (meta.get("benchmarks") or {}).get(benchmark) or {}
-    recorded: int = info["epochs"] if isinstance(info.get("epochs"), int) else 1
-    epochs = max([recorded, *(row_epoch(r) for r in rows)])  # the spec's K: an arm may lack rows of the last epochs
     samples = [_sample(r, arm, inputs.get((benchmark, str(r["task_id"])))) for r in rows]
-    reduced = _reduce(samples)
-    created = _time(meta.get("created_at")) or _time(rows[0].get("started_at")) or "1970-01-01T00:00:00+00:00"
-    ids = list(dict.fromkeys(str(r["task_id"]) for r in rows))
+    figures = _figures(meta, benchmark, arm, rows, samples)
+    return {**_head(meta, benchmark, arm, figures), "samples": samples,
+            "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": figures.reduced()}]}
+
+
+def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Callable[[], Iterable[dict[str, Any]]],
+               inputs: Inputs) -> Iterator[bytes]:
+    """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
+    the figures the header gives and once for the samples, so that no sample is held."""
+    def samples() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        return ((r, _sample(r, arm, inputs.get((benchmark, str(r["task_id"]))))) for r in rows())
+    figures = _figures(meta, benchmark, arm, [], [])
+    for row, sample in samples():
+        figures.add(row, sample, arm)
+    yield _encode(_head(meta, benchmark, arm, figures))[:-1] + b',"samples":['
+    for n, (_, sample) in enumerate(samples()):
+        yield (b"," if n else b"") + _encode(sample)
+    yield b'],"reductions":[{"scorer":' + _encode(SCORER) + b',"reducer":"mean","samples":['
+    for n, reduced in enumerate(figures.reduced()):
+        yield (b"," if n else b"") + _encode(reduced)
+    yield b"]}]}"
+
+
+def _figures(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[Mapping[str, Any]],
+             samples: Sequence[Mapping[str, Any]]) -> Figures:
+    info = (meta.get("benchmarks") or {}).get(benchmark) or {}
+    figures = Figures(info["epochs"] if isinstance(info.get("epochs"), int) else 1)
+    for row, sample in zip(rows, samples, strict=True):
+        figures.add(row, sample, arm)
+    return figures
+
+
+def _head(meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures) -> dict[str, Any]:
+    """The log's fields before its samples."""
+    first = figures.started[0] if figures.started else None
+    created = _time(meta.get("created_at")) or first or "1970-01-01T00:00:00+00:00"
+    ids = list(figures.ids)
     spec = {"eval_id": uuid.uuid4().hex, "run_id": str(meta.get("run_id") or ""), "created": created,
             "task": benchmark, "task_id": f"{benchmark}:{meta.get('fingerprint') or ''}", "task_version": 0,
             "dataset": {"name": benchmark, "samples": len(ids), "sample_ids": ids, "shuffled": False},
-            "model": arm, "config": {"epochs": epochs}, "packages": {"pytest-echo-bench": __version__},
+            "model": arm, "config": {"epochs": figures.epochs}, "packages": {"pytest-echo-bench": __version__},
             "scorers": [{"name": SCORER, "options": {}, "metrics": [{"name": "inspect_ai/accuracy", "options": {}},
                                                                    {"name": "inspect_ai/stderr", "options": {}}],
                          "metadata": {}}],
             "metadata": {"echo_bench": {"results_run_id": meta.get("run_id"), "fingerprint": meta.get("fingerprint")}}}
+    started = (figures.started[1] if figures.started else "") or created
+    stats = {"started_at": started, "completed_at": figures.finished or created,
+             "model_usage": {arm: figures.usage} if figures.usage else {}}
     return {"version": 2, "status": "success", "eval": spec, "plan": {"name": "plan", "steps": [], "config": {}},
-            "results": _results(len(samples), reduced), "stats": _stats(rows, samples, arm, created),
-            "samples": samples, "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": reduced}]}
+            "results": _results(figures.samples, [r["value"] for r in figures.reduced()]), "stats": stats}
 
 
 def _sample(row: dict[str, Any], arm: str, prompt: str | None) -> dict[str, Any]:
@@ -129,18 +237,7 @@ def _imported_input(row: Mapping[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _reduce(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Inspect's default reducer: each sample's scored epochs by their mean (an errored epoch is unscored)."""
-    values: dict[str, list[float]] = {}
-    for sample in samples:
-        score = sample["scores"].get(SCORER)
-        if score is not None:
-            values.setdefault(sample["id"], []).append(1.0 if score["value"] == "C" else 0.0)
-    return [{"value": sum(v) / len(v), "sample_id": sid} for sid, v in values.items()]
-
-
-def _results(total: int, reduced: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    values = [r["value"] for r in reduced]
+def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
     n = len(values)
     accuracy = sum(values) / n if n else 0.0
     # numpy's std(ddof=1) / sqrt(n), as Inspect's stderr; 0 below two samples, as Inspect gives.
@@ -150,17 +247,6 @@ def _results(total: int, reduced: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"total_samples": total, "completed_samples": total,
             "scores": [{"name": SCORER, "scorer": SCORER, "scored_samples": n, "unscored_samples": 0, "params": {},
                         "metrics": metrics}]}
-
-
-def _stats(rows: Sequence[Mapping[str, Any]], samples: Sequence[dict[str, Any]], arm: str, created: str) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for sample in samples:
-        for key, value in sample["model_usage"].get(arm, {}).items():
-            total[key] = total.get(key, 0) + value
-    started = [t for t in (_time(r.get("started_at")) for r in rows) if t]
-    finished = [t for t in (_time(r.get("finished_at")) for r in rows) if t]
-    return {"started_at": min(started, default=created), "completed_at": max(finished, default=created),
-            "model_usage": {arm: total} if total else {}}
 
 
 def _usage(value: object, cost: object) -> dict[str, Any] | None:
@@ -219,14 +305,16 @@ def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
     return name
 
 
-def _write(path: Path, log: dict[str, Any]) -> None:
+def _encode(value: object) -> bytes:
     # ASCII with escapes: a lone surrogate (valid in our rows' JSON) cannot make the file invalid UTF-8.
     # No indent: it turns json's C encoder off (encoding 20,000 samples: 17.7 s indented, 0.6 s not).
-    data = json.dumps(log, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def _write(path: Path, pieces: Iterable[bytes]) -> None:
     try:
-        write_atomic(path, data, exclusive=True)
+        write_atomic(path, pieces, exclusive=True)
     except FileExistsError:
         raise StoreError(f"{path} exists: export writes new logs, never over one") from None
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
-

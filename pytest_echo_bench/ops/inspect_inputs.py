@@ -12,7 +12,7 @@ results file's own directories.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ class Inputs:
     notes: list[str] = field(default_factory=list)
 
 
-def find_inputs(results: Path, meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                 given: Sequence[Path]) -> Inputs:
     """The prompts of the specs ``given``, else of the meta line's; each checked against the file."""
     out = Inputs()
@@ -83,7 +83,7 @@ def _locate(name: str, results: Path) -> Path | None:
 
 
 def _check(results: Path, path: Path, benchmark: str, info: Mapping[str, Any], examples: list[Example],
-           rows: Sequence[Mapping[str, Any]]) -> None:
+           rows: Iterable[Mapping[str, Any]]) -> None:
     parts = info.get("parts")
     recorded = parts.get("dataset") if isinstance(parts, dict) else None
     if recorded is not None:

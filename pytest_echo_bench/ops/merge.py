@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,14 +15,14 @@ from pytest_echo_bench.ops import conflicts
 from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
 from pytest_echo_bench.store.files import row_status
-from pytest_echo_bench.store.reader import Record, read_records
+from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
 
 @dataclass
 class Merged:
     meta: Meta | None
-    lines: list[bytes] = field(default_factory=list)
+    lines: Sequence[bytes] | KeptLines = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[str] = field(default_factory=list)  # as printed
     found: list[Conflict] = field(default_factory=list)  # as the merged meta line records them
@@ -61,37 +63,26 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     accept rows from a changed spec. ``assumed`` names the fingerprint of such rows (the user
     says so); it must agree with the other files' like any fingerprint.
     """
-    loaded = [(p, _typed(p, meta), rows) for p, (meta, rows) in ((p, read_records(p)) for p in paths)]
-    if not any(meta is not None or rows for _, meta, rows in loaded):  # an empty merged file would pass for a sweep
+    kept: dict[Key, Place] = {}  # key -> where its newest row is, in the order the keys first appeared
+    scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
+    if not any(meta is not None or names for meta, names, _, _ in scans):  # an empty merged file would pass for a sweep
         raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
-    metas = [(p, _with_assumed(p, meta, rows, assumed or {})) for p, meta, rows in loaded]
+    metas = [(p, _with_assumed(p, meta, names, assumed or {})) for p, (meta, names, _, _) in zip(paths, scans, strict=True)]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)
     merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts))
-    kept: dict[Key, tuple[bytes, bool, str, Path]] = {}  # key -> (line, passed, status, file) of its newest row
-    for path, meta, rows in loaded:
-        default = (meta.benchmark if meta is not None else "") or _only(assumed)
-        for record in rows:
-            row = record.data
-            key = row_key(row, default)
-            passed = row.get("passed") is True
-            older = kept.get(key)
-            kept[key] = (record.raw, passed, row_status(row), path)
-            if older is None:
-                continue
-            merged.duplicates += 1
-            if older[1] != passed and older[2] != "error":  # a retried error row is expected to change
-                merged.found.append(Conflict(key, older[1], passed))
-                merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
-                                        f"{path} says passed={passed}; kept the newest")
-    merged.lines = [line for line, _, _, _ in kept.values()]
+    merged.duplicates = sum(scan[2] for scan in scans)
+    merged.conflicts = [_conflict(key, older, newer, paths) for scan in scans for key, older, newer in scan[3]]
+    merged.found = [Conflict(key, older[2], newer[2]) for scan in scans for key, older, newer in scan[3]]
+    merged.lines = KeptLines(list(paths), list(kept.values()))
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
         schemes = [p.scheme for p in parts if p.total]
         fields = {**merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {})}
         merged.meta = replace(merged.meta, extra={**merged.meta.extra, **fields})
-        merged.meta = _record_conflicts(merged.meta, [(p, m) for p, m, _ in loaded], merged.found)
+        merged.meta = _record_conflicts(merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)],
+                                        merged.found)
     return merged
 
 
@@ -110,24 +101,80 @@ def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], fou
     return replace(meta, extra=extra)
 
 
+Place = tuple[int, int, bool, str]  # where a key's newest row is: (file index, offset), and its passed and status
+Scan = tuple["dict[str, Any] | None", dict[str, int], int, list[tuple[Key, Place, Place]]]
+
+
+def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place]) -> Scan:
+    """One file read a line at a time into ``kept`` (each key's newest row, by its place, not its
+    line: a million rows' lines are read again when written, never held): the file's meta line,
+    the first line of each benchmark its rows name, its duplicates and its changed verdicts."""
+    meta: dict[str, Any] | None = None
+    names: dict[str, int] = {}
+    changed: list[tuple[Key, Place, Place]] = []
+    duplicates, default = 0, _only(assumed)
+    for record in iter_records(path):
+        row = record.data
+        if row.get("_meta"):
+            if record.lineno == 1:
+                meta, default = row, str(row.get("benchmark") or "") or _only(assumed)
+            continue
+        key = row_key(row, default)
+        names.setdefault(key[0], record.lineno)
+        place = (index, record.offset, row.get("passed") is True, sys.intern(row_status(row)))
+        older = kept.get(key)
+        kept[key] = place
+        if older is not None:
+            duplicates += 1
+            if older[2] != place[2] and older[3] != "error":  # a retried error row is expected to change
+                changed.append((key, older, place))
+    return _typed(path, meta), names, duplicates, changed
+
+
+def _conflict(key: Key, older: Place, newer: Place, paths: Sequence[Path]) -> str:
+    return (f"{_shown_key(key)}: {paths[older[0]]} says passed={older[2]}, "
+            f"{paths[newer[0]]} says passed={newer[2]}; kept the newest")
+
+
+class KeptLines:
+    """The merged rows, in order: each read from its file when iterated (written), a line at a time."""
+
+    def __init__(self, paths: list[Path], places: list[Place]) -> None:
+        self.paths, self.places = paths, places
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    def __iter__(self) -> Iterator[bytes]:
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(p, "rb")) for p in self.paths]
+            for index, offset, _, _ in self.places:
+                f = files[index]
+                f.seek(offset)  # in order within a file: inside the buffer, no system call
+                line = f.readline()
+                if not line.strip():
+                    raise StoreError(f"{self.paths[index]}: changed while it was merged (no row at byte {offset})")
+                yield line if line.endswith(b"\n") else line + b"\n"  # a whole last row without its newline
+
+
 def _only(assumed: Assumed | None) -> str:
     """The benchmark of rows naming none in a file without a meta line: the one assumed, if one."""
     return next(iter(assumed)) if assumed and len(assumed) == 1 else ""
 
 
-def _with_assumed(path: Path, meta: Meta | None, rows: list[Record], assumed: Assumed) -> Meta | None:
+def _with_assumed(path: Path, meta: Meta | None, names: dict[str, int], assumed: Assumed) -> Meta | None:
     """``meta`` with an entry for each benchmark its rows have and it records no fingerprint of,
-    from ``assumed``; refused, naming the first such row, when the user did not say."""
+    from ``assumed``; refused, naming the first such row, when the user did not say (``names``:
+    each benchmark of the file's rows and its first line, in file order)."""
     known = _fingerprints(meta)
     default = (meta.benchmark if meta is not None else "") or _only(assumed)
     added: dict[str, dict[str, Any]] = {}
-    for record in rows:
-        name = row_key(record.data, default)[0]
+    for name, lineno in names.items():
         if name in known or name in added:
             continue
         if name not in assumed:
             what = "has no meta line" if meta is None else f"records no fingerprint for benchmark {name!r}"
-            raise StoreError(f"{path}:{record.lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
+            raise StoreError(f"{path}:{lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
                              "which spec its rows answer. Pass --assume-fingerprint BENCHMARK=FINGERPRINT if you know")
         added[name] = {"fingerprint": assumed[name]}
     if not added:

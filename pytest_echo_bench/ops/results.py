@@ -94,9 +94,9 @@ def load_results(paths: Sequence[Path]) -> Results:
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """The records of ``path`` one line at a time, with ``store.reader``'s rules.
 
-    ``store.reader.iter_records`` holds the whole file and its split lines in memory (1.2 GB for
-    a million rows); a report needs neither, so it reads a line at a time. A last line without a
-    newline counts when it is a whole row and is skipped when torn; any other bad line is refused.
+    As ``store.reader.iter_records`` reads them, without the raw line and offset it gives with
+    each, which a report does not keep. A last line without a newline counts when it is a whole
+    row and is skipped when torn; any other bad line is refused.
     """
     try:
         with open(path, "rb") as f:

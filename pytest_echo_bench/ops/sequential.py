@@ -87,20 +87,41 @@ class Betting:
 
 def _rejects(zs: Sequence[float], null: float, alpha: float, side: int) -> bool:
     """Whether the gambler betting on ``side`` (+1 above, -1 below) of ``null`` ever held 2 / alpha."""
+    return _beats(_course(zs), null, alpha, side)
+
+
+Course = tuple[list[float], list[float], list[float]]  # per item: x, the running mean before it, its variance term
+
+
+def _course(zs: Sequence[float]) -> Course:
+    """What ``Betting.update``'s bets depend on besides the null, item by item: computed once for
+    every bisection step (each replays every item), by the very expressions the bets use."""
+    xs: list[float] = []
+    means: list[float] = []
+    variances: list[float] = []
+    total = sq = 0.0
+    for t, z in enumerate(zs):
+        x = (z + 1.0) / 2.0
+        xs.append(x)
+        means.append((_PRIOR_MEAN + total) / (t + 1))
+        variances.append((_PRIOR_VAR + sq) / (t + 1))
+        total += x
+        sq += (x - (_PRIOR_MEAN + total) / (t + 2)) ** 2
+    return xs, means, variances
+
+
+def _beats(course: Course, null: float, alpha: float, side: int) -> bool:
     goal = math.log(2.0 / alpha)
     m = (null + 1.0) / 2.0
-    log_k = total = sq = 0.0
+    log_k = 0.0
     log1p = math.log1p
-    for t, z in enumerate(zs):  # the bets of ``Betting.update``, for one side: the bisection runs this often
-        x = (z + 1.0) / 2.0
-        gap = (_PRIOR_MEAN + total) / (t + 1) - m
-        bet = side * gap / ((_PRIOR_VAR + sq) / (t + 1) + gap * gap)
+    for x, mean, variance in zip(*course):  # the bets of ``Betting.update``, for one side: the bisection runs this often
+        gap = mean - m
+        bet = side * gap / (variance + gap * gap)
         if bet > 0:
             log_k += log1p(min(BET_CAP, bet) * side * (x - m))
             if log_k >= goal:
                 return True
-        total += x
-        sq += (x - (_PRIOR_MEAN + total) / (t + 2)) ** 2
     return False
 
 
@@ -114,16 +135,17 @@ def interval(zs: Sequence[float], alpha: float) -> tuple[float, float]:
     if not zs:
         return (-1.0, 1.0)
     centre = sum(zs) / len(zs)
-    return (_bound(zs, alpha, -1.0, centre, 1), _bound(zs, alpha, 1.0, centre, -1))
+    course = _course(zs)
+    return (_bound(course, alpha, -1.0, centre, 1), _bound(course, alpha, 1.0, centre, -1))
 
 
-def _bound(zs: Sequence[float], alpha: float, outer: float, centre: float, side: int) -> float:
-    if not _rejects(zs, outer, alpha, side):
+def _bound(course: Course, alpha: float, outer: float, centre: float, side: int) -> float:
+    if not _beats(course, outer, alpha, side):
         return outer
     beaten, kept = outer, centre
     for _ in range(BISECTIONS):
         mid = (beaten + kept) / 2.0
-        if _rejects(zs, mid, alpha, side):
+        if _beats(course, mid, alpha, side):
             beaten = mid
         else:
             kept = mid

@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,15 +120,17 @@ def legacy_status(passed: object, detail: object) -> str:
     return "error" if text.startswith("error") else "wrong"
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = False, exclusive: bool = False) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then move it into place: readers see
-    the whole file or none of it. ``durable`` fsyncs first (a results file); ``exclusive``
-    leaves an existing ``path`` alone and raises FileExistsError (the first stop marker wins)."""
+def write_atomic(path: Path, data: bytes | Iterable[bytes], *, durable: bool = False, exclusive: bool = False) -> None:
+    """Write ``data`` (bytes, or pieces of bytes written as they come) to a temporary file beside
+    ``path``, then move it into place: readers see the whole file or none of it. ``durable``
+    fsyncs first (a results file); ``exclusive`` leaves an existing ``path`` alone and raises
+    FileExistsError (the first stop marker wins)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in [data] if isinstance(data, bytes) else data:
+                f.write(piece)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

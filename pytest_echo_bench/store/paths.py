@@ -67,7 +67,11 @@ def read_regular(path: str | Path, limit: int, fail: Fail) -> bytes:
         if size > limit:
             raise fail(f"is {size:,} bytes, over the limit of {limit:,}")
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)  # a file still growing is cut at the limit, not read to its end
+            # read(n) allocates n bytes first: asking for the limit (2 GiB for an Inspect log) took
+            # that much for a file of a few kB. The size fstat gave, and one byte to see it grew.
+            data = f.read(size + 1)
+            if len(data) > size:  # a file still growing is cut at the limit, not read to its end
+                data += f.read(limit + 1 - len(data))
     finally:
         os.close(fd)
     if len(data) > limit:

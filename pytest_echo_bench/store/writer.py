@@ -16,9 +16,10 @@ error rather than sending its rows into a deleted inode or into another run's ne
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -275,9 +276,13 @@ def repair(path: Path) -> int:
         raise StoreError(f"cannot open {exc.filename or path} for appending: {exc.strerror or exc}") from exc
 
 
-def write_whole(out: Path, meta: Meta | None, lines: list[bytes]) -> None:
-    """Write a complete results file atomically (merge, regrade): it appears whole or not at all."""
+def write_whole(out: Path, meta: Meta | None, lines: Iterable[bytes]) -> None:
+    """Write a complete results file atomically (merge, regrade): it appears whole or not at all.
+    The lines are written as they come: a merge of a million rows reads each from its file then."""
     try:
-        write_atomic(out, (encode_line(meta.to_json()) if meta is not None else b"") + b"".join(lines), durable=True)
+        write_atomic(out, itertools.chain([encode_line(meta.to_json()) if meta is not None else b""], lines),
+                     durable=True)
+    except StoreError:  # a line could not be read again (its file changed): that message, nothing written
+        raise
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc.strerror}") from exc

@@ -213,3 +213,78 @@ def test_a_plan_read_back_from_a_meta_line() -> None:
     assert Plan.from_json(plan.to_json()) == plan
     for bad in ({}, {"pairs": [["b", "x"]]}, {"pairs": [["b", "x", "y"]], "alpha": 2}, {"pairs": 3}):
         assert Plan.from_json(bad) is None
+
+
+@settings(derandomize=True, database=None, max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 0.0, -1.0, 0.5, -0.5]), max_size=80), st.floats(-0.9, 0.9),
+       st.sampled_from([0.05, 0.2]))
+def test_the_intervals_gamblers_are_the_tests_gamblers(zs: list[float], null: float, alpha: float) -> None:
+    """The bisection's replay (its course computed once for every step) beats a null exactly when
+    ``Betting`` fed the same items held 2 / alpha on that side: the same bets, to the last bit."""
+    from pytest_echo_bench.ops.sequential import _rejects
+
+    test = Betting(null)
+    for z in zs:
+        test.update(z)
+    goal = math.log(2.0 / alpha)
+    assert _rejects(zs, null, alpha, 1) == (test.best_up >= goal)
+    assert _rejects(zs, null, alpha, -1) == (test.best_down >= goal)
+
+
+def _fed(rows: list[tuple[str, str, str, int, float]], pair: tuple[str, str, str], want: int) -> list[float]:
+    """The paired differences a pair's test gets, recomputed plainly: an item once both arms have
+    ``want`` samples (the first row of each key), its difference of means then."""
+    scores: dict[tuple[str, str], dict[int, float]] = {}
+    done: set[str] = set()
+    zs = []
+    for bench, task, arm, epoch, score in rows:
+        if bench != pair[0] or arm not in pair[1:]:
+            continue
+        scores.setdefault((task, arm), {}).setdefault(epoch, score)
+        a, b = (scores.get((task, name), {}) for name in pair[1:])
+        if task not in done and len(a) >= want and len(b) >= want:
+            done.add(task)
+            zs.append(math.fsum(a.values()) / len(a) - math.fsum(b.values()) / len(b))
+    return zs
+
+
+@settings(derandomize=True, database=None, max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["x", "y"]), st.sampled_from(["t0", "t1", "t2", "t3"]),
+                          st.sampled_from(["a", "b", "c", "d"]), st.integers(1, 3), st.sampled_from([0.0, 1.0])),
+                max_size=120), st.integers(1, 3))
+def test_the_monitor_feeds_each_pair_each_item_once_whatever_the_rows(
+        rows: list[tuple[str, str, str, int, float]], want: int) -> None:
+    """Repeated keys, extra epochs, other benchmarks and unplanned arms: each pair gets exactly the
+    items the plain recomputation gives, in its order (the monitor indexes pairs by arm instead
+    of trying every pair, and keeps no set of the items done)."""
+    pairs = (("x", "a", "b"), ("x", "b", "c"), ("x", "a", "c"), ("y", "a", "b"))
+    monitor = Monitor(Plan(pairs, alpha=0.2), {"x": want})
+    for row in rows:
+        monitor.add(*row)
+    for state in monitor.pairs:
+        assert state.test.zs == _fed(rows, state.key, want if state.key[0] == "x" else 1)
+
+
+def test_a_monitor_fed_a_plan_naming_one_arm_twice_feeds_it_once() -> None:
+    monitor = Monitor(Plan((("x", "a", "a"),), alpha=0.2))  # only a hand-edited meta line can say so
+    assert monitor.add("x", "t0", "a", 1, 1.0) and monitor.pairs[0].test.zs == [0.0]
+
+
+@settings(derandomize=True, database=None, max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([f"t{i}" for i in range(12)]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from([0.0, 1.0, 1.0])), max_size=150), st.sampled_from([0.05, 0.3, 0.6]))
+def test_holm_after_every_row_is_holm_over_the_pairs_p_values_then(rows: list[tuple[str, str, float]],
+                                                                  alpha: float) -> None:
+    """The monitor runs Holm only when a pair's best wealth moved; what it holds after every row is
+    still Holm over every pair's p-value at that row, and each decision the first row it held."""
+    from pytest_echo_bench.ops.stats import holm
+
+    monitor = Monitor(Plan((("x", "a", "b"), ("x", "b", "c"), ("x", "a", "c")), alpha=alpha))
+    decided: list[int | None] = [None, None, None]
+    for task, arm, score in rows:
+        if not monitor.add("x", task, arm, 1, score):
+            continue
+        adjusted = holm([s.test.p_value() for s in monitor.pairs])
+        decided = [d if d is not None or q > alpha else s.test.n for d, q, s in zip(decided, adjusted, monitor.pairs, strict=True)]
+        assert [s.p_holm for s in monitor.pairs] == adjusted
+        assert [s.decided_at for s in monitor.pairs] == decided
