@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import os
+from pathlib import Path
+
 import pytest
 from openai_server import FakeOpenAI
 
@@ -113,6 +117,39 @@ def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pyte
         sweep.out.unlink()
         result, _, _ = sweep.run("--bench-cache", "off")
         assert len(server.requests) == 15 + 20  # no cache: the cascade asks both samples itself
+
+
+def open_in(directory: Path) -> list[str]:
+    """The files under ``directory`` this process holds a descriptor of."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.startswith(f"{directory}{os.sep}"):
+            held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists this process's descriptors in /proc")
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_a_run_closes_every_connection_to_its_cache(pytester: pytest.Pytester, sweep: Sweep, concurrency: str) -> None:
+    # Each calling thread opens its own connection (the file, its WAL and shared memory), which only
+    # the cycle collector closed: a long session of in-process runs kept dozens of descriptors.
+    # With the collector off, what is still open after the run is what the run left open.
+    cache_dir = pytester.path / "cache"
+    with FakeOpenAI(lambda prompt: "4") as server:
+        make_spec(pytester, sim_spec(8, arms=openai_arms(server)))
+        gc.collect()
+        gc.disable()
+        try:
+            result, _, rows = sweep.run("--bench-cache", str(cache_dir / "c.sqlite"), "--bench-concurrency", concurrency)
+            held = open_in(cache_dir)
+        finally:
+            gc.enable()
+    assert result.ret == 0 and len(rows) == 24
+    assert held == []
 
 
 def test_cache_is_shared_by_xdist_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:
