@@ -48,21 +48,44 @@ def arms_for(logs: Sequence[Path], arms: Sequence[str]) -> list[str | None]:
     return list(arms)
 
 
+@dataclass(frozen=True)
+class Read:
+    """What the meta line needs of a log once its samples are rows (its samples are not kept)."""
+
+    log: InspectLog  # header, path and reader; its samples emptied
+    ids: frozenset[str]
+    epochs: int
+    samples: int
+
+
 def import_logs(paths: Sequence[Path], arms: Sequence[str] = (), scorer: str | None = None) -> Imported:
     """The rows and meta line of ``paths``; refused whole (nothing written) on the first bad log or a
-    key two logs both give (the same task and model twice: give each its own ``--arm``)."""
-    logs = [read_log(p) for p in paths]
-    rows: dict[Key, tuple[Row, Path]] = {}
+    key two logs both give (the same task and model twice: give each its own ``--arm``).
+
+    One log is held at a time: each log's samples are made rows, then let go, before the next is
+    read (a log is read whole: up to ``inspect_log.LOG_LIMIT``, and several times that in memory).
+    """
+    seen: dict[Key, Path] = {}
     out = Imported(meta={})
-    for log, arm in zip(logs, arms_for(paths, arms), strict=True):
+    done: list[Read] = []
+    names: dict[str, list[str]] = {}  # benchmark -> its arms, in order
+    items: dict[str, int] = {}
+    for path, arm in zip(paths, arms_for(paths, arms), strict=True):
+        log = read_log(path)
         for row in log_rows(log, arm, scorer, out.notes):
             key = (row.benchmark, row.task_id, row.arm, row.epoch or 1)
-            if key in rows:
-                raise StoreError(f"{log.path} and {rows[key][1]} both have sample {row.task_id!r} epoch {key[3]} of "
+            if key in seen:
+                raise StoreError(f"{log.path} and {seen[key]} both have sample {row.task_id!r} epoch {key[3]} of "
                                  f"task {row.benchmark!r} for arm {row.arm!r}: give each log its own --arm")
-            rows[key] = (row, log.path)
-    out.lines = [row.to_line() for row, _ in rows.values()]
-    out.meta = import_meta(logs, [row for row, _ in rows.values()])
+            seen[key] = log.path
+            out.lines.append(row.to_line())
+            listed = names.setdefault(row.benchmark, [])
+            if row.arm not in listed:
+                listed.append(row.arm)
+            items[row.benchmark] = items.get(row.benchmark, 0) + 1
+        done.append(Read(log, frozenset(str(s["id"]) for s in log.samples), _epochs(log), len(log.samples)))
+        log.samples = []
+    out.meta = import_meta(done, names, items)
     return out
 
 
@@ -203,43 +226,37 @@ def _cost(sample: dict[str, Any]) -> float | None:
     return sum(known) if known else None
 
 
-def import_meta(logs: Sequence[InspectLog], rows: Sequence[Row]) -> dict[str, Any]:
+def import_meta(done: Sequence[Read], arms: dict[str, list[str]], items: dict[str, int]) -> dict[str, Any]:
     """The meta line: each task a benchmark whose arms are the models (or ``--arm``s), and where it came from."""
-    arms: dict[str, list[str]] = {}
-    items: dict[str, int] = {}
-    for row in rows:
-        listed = arms.setdefault(row.benchmark, [])
-        if row.arm not in listed:
-            listed.append(row.arm)
-        items[row.benchmark] = items.get(row.benchmark, 0) + 1
-    benchmarks = {name: _bench_info(name, [log for log in logs if log.header["eval"]["task"] == name], items[name])
+    benchmarks = {name: _bench_info(name, [r for r in done if r.log.header["eval"]["task"] == name], items[name])
                   for name in arms}
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     meta = Meta(benchmark="+".join(sorted(benchmarks)), benchmarks=benchmarks, spec_files=[],
                 fingerprint=_digest(sorted((n, b["fingerprint"]) for n, b in benchmarks.items())), arms=arms,
                 selection={"args": [], "keyword": "", "markexpr": "", "shard": ""}, run_id=f"import-{uuid.uuid4().hex}",
-                plugin_version=__version__, created_at=now, extra={"imported_from": [_source(log) for log in logs]})
+                plugin_version=__version__, created_at=now, extra={"imported_from": [_source(r) for r in done]})
     return meta.to_json()
 
 
-def _bench_info(name: str, logs: Sequence[InspectLog], items: int) -> dict[str, Any]:
+def _bench_info(name: str, done: Sequence[Read], items: int) -> dict[str, Any]:
     """A task's entry: its fingerprint is the task's name, version and sample ids, so logs of one
     task imported apart (one per model) merge, and a task changed in between does not."""
-    ids = sorted({str(s["id"]) for log in logs for s in log.samples})
-    versions = sorted({str(log.header["eval"].get("task_version", 0)) for log in logs})
+    ids = sorted(set().union(*(r.ids for r in done)))
+    versions = sorted({str(r.log.header["eval"].get("task_version", 0)) for r in done})
     info: dict[str, Any] = {"spec": "", "fingerprint": _digest(["inspect", name, versions, ids]), "items": items}
-    epochs = max(_epochs(log) for log in logs)
+    epochs = max(r.epochs for r in done)
     if epochs > 1:
         info["epochs"] = epochs
     return info
 
 
-def _source(log: InspectLog) -> dict[str, Any]:
+def _source(read: Read) -> dict[str, Any]:
+    log = read.log
     spec = log.header["eval"]
     packages = spec.get("packages") if isinstance(spec.get("packages"), dict) else {}
     return {"path": str(log.path), "task": spec["task"], "model": spec["model"], "eval_id": _str(spec.get("eval_id")),
             "status": _str(log.header.get("status")), "inspect_ai": _str(packages.get("inspect_ai")),
-            "reader": log.reader, "samples": len(log.samples)}
+            "reader": log.reader, "samples": read.samples}
 
 
 def _str(value: object) -> str | None:

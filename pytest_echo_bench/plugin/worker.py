@@ -201,12 +201,11 @@ class WorkerPlugin:
         return (yield)
 
     def _close_files(self) -> None:
-        """The results file and its lock, the ledger and the cache's connections, once the calls are done."""
+        """The results file and its lock, the ledger, the providers' and the cache's connections, once the calls are done."""
         self.writer.close()
         if self.budget is not None:
             self.budget.ledger.close()
-        if self.runner.cache is not None:
-            self.runner.cache.close()
+        self.runner.close()
 
     def close(self) -> None:
         """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
