@@ -119,6 +119,17 @@ class Runner:
         self.limits = limits if limits is not None else Limits(stop)
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Once the calls are done: close what the providers and the cache hold open (sockets, SQLite)."""
+        with self._lock:
+            providers = [arm._provider for arm in self._arms.values() if arm._provider is not None]
+        for provider in providers:
+            close = getattr(provider, "close", None)  # network providers; the limiter's wrapper passes it on
+            if close is not None:
+                close()
+        if self.cache is not None:
+            self.cache.close()
+
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
         with self._lock:
             key = (str(spec.path), name)

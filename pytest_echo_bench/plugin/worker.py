@@ -196,18 +196,21 @@ class WorkerPlugin:
         stopping = self.stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
         # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
         self.prefetcher.close(stopping)
+        self._close_files()
+        self.stop.persist()
+        return (yield)
+
+    def _close_files(self) -> None:
+        """The results file and its lock, the ledger, the providers' and the cache's connections, once the calls are done."""
         self.writer.close()
         if self.budget is not None:
             self.budget.ledger.close()
-        self.stop.persist()
-        return (yield)
+        self.runner.close()
 
     def close(self) -> None:
         """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
         self.prefetcher.close(True)
-        self.writer.close()
-        if self.budget is not None:
-            self.budget.ledger.close()
+        self._close_files()
         isolation.require(False)
         self.signals.restore()
         if RUN in self.config.stash:

@@ -35,6 +35,9 @@ class AnthropicProvider:
     endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
     endpoint_key: str | None = None
 
+    def close(self) -> None:
+        self.transport.close()
+
     def complete(self, request: Request) -> Completion:
         payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}], **self.params}
         if self.system:
@@ -91,6 +94,9 @@ class SDKTransport:
     sdk: Any
     url: str = ""  # the base_url, to name the host when its certificate is refused
 
+    def close(self) -> None:
+        self.client.close()  # the SDK's connection pool
+
     def post(self, payload: dict[str, Any]) -> Completion:
         with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
                 status, _error_of(body), headers), self.url):
@@ -111,6 +117,9 @@ class HTTPTransport:
     def __post_init__(self) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
         self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network)
+
+    def close(self) -> None:
+        self.client.close()
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)

@@ -32,6 +32,10 @@ class Transport(Protocol):
 
     def post(self, payload: dict[str, Any]) -> Completion: ...
 
+    def close(self) -> None:
+        """Close its connections once the run's calls are done."""
+
+
 
 def plain(resp: Any) -> Any:
     """An SDK's reply object as the JSON it was built from. The SDKs build replies without
@@ -72,6 +76,10 @@ class JSONClient:
     timeout: float
     network: Network = field(default_factory=Network)
     _local: threading.local = field(default_factory=threading.local)
+    # Every thread's connection, for ``close``: a thread's end does not close its socket (nor the
+    # server's side of it), which stayed open until the cycle collector ran.
+    _opened: list[Connection] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         # identity: a compressed reply would cost CPU to inflate (``reply`` still inflates one, if sent).
@@ -93,7 +101,16 @@ class JSONClient:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = Connection(target, self.timeout, self._tls, self._proxy)
+            with self._lock:
+                self._opened.append(conn)
         return conn
+
+    def close(self) -> None:
+        """Close every thread's connection (idempotent); a later call opens a new one."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
 
     def _request_head(self, target: Target) -> bytes:
         if self._head is None:

@@ -34,6 +34,9 @@ class OpenAIProvider:
     endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
     endpoint_key: str | None = None
 
+    def close(self) -> None:
+        self.transport.close()
+
     def complete(self, request: Request) -> Completion:
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": request.prompt})
@@ -85,6 +88,9 @@ class SDKTransport:
     sdk: Any
     url: str = ""  # the base_url, to name the host when its certificate is refused
 
+    def close(self) -> None:
+        self.client.close()  # the SDK's connection pool
+
     def post(self, payload: dict[str, Any]) -> Completion:
         with sdk_errors(self.sdk, self.sdk.OpenAIError, classify_status, self.url):
             resp = self.client.chat.completions.create(**payload)
@@ -104,6 +110,9 @@ class HTTPTransport:
     def __post_init__(self) -> None:
         url = self.base_url.rstrip("/") + "/chat/completions"
         self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network)
+
+    def close(self) -> None:
+        self.client.close()
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)

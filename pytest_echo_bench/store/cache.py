@@ -28,20 +28,43 @@ def cache_key(call: dict[str, Any], prompt: str, sample: int, epoch: int = 1) ->
 
 
 class ResponseCache:
+    """One connection per calling thread, each closed by ``close``.
+
+    A connection holds three descriptors (the file, its WAL and shared memory) and sits in a
+    reference cycle of its own, so neither a thread's end nor dropping the cache closes it: only
+    the cycle collector did, long after the run (a session of in-process runs held dozens).
+    """
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            with self._lock:
+                if self._closed:  # a call still in flight after the run's end: a miss, not a new connection
+                    raise sqlite3.ProgrammingError("the response cache is closed")
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # Used by its own thread only; ``close`` may close it from another once the calls are done.
+                db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+                self._opened.append(db)
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(_SCHEMA)
             self._local.db = db
         return db
+
+    def close(self) -> None:
+        """Close every thread's connection (idempotent). A call still in flight then misses the cache."""
+        with self._lock:
+            self._closed = True
+            opened, self._opened = self._opened, []
+        for db in opened:
+            db.close()
 
     def get(self, key: str) -> tuple[str, dict[str, int] | None] | None:
         """(text, usage) of the stored answer, or None: a broken cache costs a call, never a result."""

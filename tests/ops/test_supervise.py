@@ -170,8 +170,10 @@ def test_a_run_that_ignores_sigint_is_escalated_within_the_bound(tmp_path: Path,
     child = int((tmp_path / "ready").read_text())
     started = time.monotonic()
     os.killpg(sup.proc.pid, signal.SIGINT)
-    assert sup.finish(timeout=20) == 2, sup.output()
-    assert time.monotonic() - started < 0.5 + 0.5 * len(steps) + 3.0  # the grace, the SIGKILL step, slack
+    assert sup.finish(timeout=60) == 2, sup.output()
+    # The grace and the SIGKILL step take 0.5 s each; the messages below say they were 0.5 s. The
+    # bound is the slack of a loaded machine (a child ignoring every signal never ends by itself).
+    assert time.monotonic() - started < 0.5 + 0.5 * len(steps) + 15.0
     out = sup.output()
     for step in steps:
         assert f"did not stop within 0.5s; sending {step}" in out
@@ -187,8 +189,8 @@ def test_ctrl_c_during_the_backoff_ends_at_once(tmp_path: Path, supervisors: lis
     sup.wait_for("waiting 600s before resuming")
     started = time.monotonic()
     os.killpg(sup.proc.pid, signal.SIGINT)
-    assert sup.finish(timeout=10) == 2, sup.output()
-    assert time.monotonic() - started < 3.0
+    assert sup.finish(timeout=60) == 2, sup.output()
+    assert time.monotonic() - started < 20.0  # not the 600 s backoff, however loaded the machine
     out = sup.output()
     assert f"got SIGINT during the backoff; not resuming; resume later with: {resume_of(sup.child, tmp_path)}" in out
     assert "-k 'c00 or c01'" in out.splitlines()[-1]

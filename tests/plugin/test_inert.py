@@ -22,11 +22,13 @@ HEAVY = ("yaml", "msgspec", "filelock", "sqlite3")
 RECORDER = f"""
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 HEAVY = {HEAVY!r}
+OUT = Path(__file__).parent / "modules"
 
 
 @pytest.hookimpl(trylast=True)
@@ -37,9 +39,25 @@ def pytest_unconfigure(config):
     process = getattr(config, "workerinput", {{}}).get("workerid", "main")
     record = {{"ours": sorted(m for m in sys.modules if m.startswith("pytest_echo_bench")),
               "heavy": sorted(m for m in HEAVY if m in sys.modules)}}
-    out = Path(__file__).parent / "modules"
-    out.mkdir(exist_ok=True)
-    (out / (process + ".json")).write_text(json.dumps(record))
+    OUT.mkdir(exist_ok=True)
+    written = OUT / (process + ".part")
+    written.write_text(json.dumps(record))
+    written.replace(OUT / (process + ".json"))  # whole once it exists: the controller waits on it
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own sessionfinish tears the workers down
+def pytest_sessionfinish(session):
+    # A worker reaches its unconfigure after it has told the controller it finished, and execnet
+    # interrupts a worker still busy 5 s after the controller's teardown: on two loaded cores
+    # both workers were cut off before writing their records. The controller waits for them here
+    # (bounded: a worker that never writes one fails the test on the missing record).
+    workers = getattr(session.config.option, "numprocesses", None)
+    if hasattr(session.config, "workerinput") or not workers:
+        return
+    expected = [OUT / f"gw{{i}}.json" for i in range(int(workers))]
+    deadline = time.monotonic() + 60
+    while not all(path.exists() for path in expected) and time.monotonic() < deadline:
+        time.sleep(0.05)
 """
 
 PLAIN_TESTS = """

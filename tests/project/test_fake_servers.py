@@ -21,7 +21,7 @@ BODY = json.dumps({"model": "m", "max_tokens": 8, "messages": [{"role": "user", 
 def post(port: int, path: str) -> bytes:
     request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
                f"content-length: {len(BODY)}\r\n\r\n").encode() + BODY
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(request)
         return sock.recv(65536)
 
@@ -36,5 +36,5 @@ def test_a_queued_reset_resets_the_connection_at_once(kind: str) -> None:
         start = time.monotonic()
         with pytest.raises(ConnectionResetError):
             post(port, path)
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 10  # a reset, not a reply held until the client's 30 s timeout
         assert post(port, path).startswith(b"HTTP/1.1 200")  # the next request is served as usual

@@ -19,6 +19,10 @@ from conftest import Sweep, make_spec
 from pytest_echo_bench.errors import PermanentError, TransientError
 from pytest_echo_bench.providers.command import MAX_OUTPUT_BYTES
 
+# What a call that must not wait for its timeout (60 s, ``request``) may take: a third of it, far
+# above a Python CLI's start on two loaded cores (load 15-20 while this was written).
+NOT_THE_TIMEOUT_S = 20
+
 # Starts a helper that inherits stdout and stderr and outlives the CLI (a language server, a
 # telemetry daemon, `sleep 300 &`), notes its pid, answers and exits.
 LEAVES_A_HELPER = '''
@@ -36,7 +40,7 @@ def test_a_helper_holding_stdout_does_not_hold_the_call(tmp_path: Path) -> None:
     done = plain_provider(cli, prompt="arg").complete(request(str(pids)))
     took = time.monotonic() - start
     assert done.text == "4"
-    assert 0.4 < took < 2.5  # the grace after the exit (0.5 s), not the timeout (60 s)
+    assert 0.4 < took < NOT_THE_TIMEOUT_S  # the grace after the exit (0.5 s), not the timeout (60 s)
     assert all_dead([int(pids.read_text())])
 
 
@@ -47,7 +51,7 @@ def test_a_shell_helper_holding_stdout_does_not_hold_the_call(tmp_path: Path) ->
     sh.chmod(0o755)
     start = time.monotonic()
     done = plain_provider(sh, prompt="arg").complete(request(str(tmp_path / "pids")))
-    assert done.text == "answer" and time.monotonic() - start < 2.5
+    assert done.text == "answer" and time.monotonic() - start < NOT_THE_TIMEOUT_S
     assert all_dead([int((tmp_path / "pids").read_text())])
 
 
@@ -58,7 +62,7 @@ def test_the_answer_of_a_cli_that_leaves_a_helper_is_graded(pytester: pytest.Pyt
                         f"scorer: exact\narms:\n  a: {{provider: command, argv: [{cli}]}}\ntimeout_s: 30\n")
     result_, _, rows = sweep.run()
     result_.assert_outcomes(passed=1)
-    assert rows[0]["status"] == "correct" and rows[0]["wall_seconds"] < 2.5
+    assert rows[0]["status"] == "correct" and rows[0]["wall_seconds"] < 10  # its timeout_s is 30
     assert all_dead([int((pytester.path / "pids").read_text())])
 
 
@@ -87,7 +91,7 @@ def test_a_cli_that_closes_stdout_and_never_exits_times_out_and_dies(tmp_path: P
     start = time.monotonic()
     with pytest.raises(TransientError, match="timed out after 1 s"):
         plain_provider(cli, prompt="arg").complete(replace(request(str(pids)), timeout_s=1))
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 15  # the CLI sleeps 300 s: the 1 s timeout ended it
     assert all_dead([int(pids.read_text())])
 
 
@@ -115,14 +119,14 @@ def test_a_cli_reading_stdin_forever_with_the_prompt_in_an_argument_sees_eof(tmp
     cli = python_cli(tmp_path / "cli", "import sys\nrest = sys.stdin.read()\nprint(sys.argv[1], len(rest))\n")
     start = time.monotonic()
     assert plain_provider(cli, prompt="arg").complete(request("hi")).text == "hi 0"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < NOT_THE_TIMEOUT_S
 
 
 def test_a_cli_that_never_reads_its_prompt_is_not_waited_for(tmp_path: Path) -> None:
     cli = python_cli(tmp_path / "cli", "print('4')\n")
     start = time.monotonic()
     assert plain_provider(cli).complete(request("x" * (4 << 20))).text == "4"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < NOT_THE_TIMEOUT_S
 
 
 def test_output_over_the_cap_is_cut_and_counted(tmp_path: Path) -> None:
@@ -194,7 +198,7 @@ def test_fifty_megabytes_in_memory_bounded_and_promptly(tmp_path: Path, stream: 
     start = time.monotonic()
     child = subprocess.run([sys.executable, "-c", PEAK, str(cli)], cwd=Path(__file__).parents[1], capture_output=True,
                            text=True, timeout=60)
-    assert time.monotonic() - start < 10, child
+    assert time.monotonic() - start < 30, child  # within its 60 s timeout, whatever the load
     seen = json.loads(child.stdout)
     # Before the cap, 50 MB of output grew the caller by about 150 MB (bytes, then text).
     assert seen["grown_kib"] < 3 * MAX_OUTPUT_BYTES // 1024 + 8 * 1024, seen
@@ -248,7 +252,7 @@ def test_without_an_exit_descriptor_the_exit_is_polled(tmp_path: Path, monkeypat
     monkeypatch.setattr("os.pidfd_open", no_pidfd)
     start = time.monotonic()
     assert plain_provider(python_cli(tmp_path / "cli", body), prompt="arg").complete(request(str(tmp_path / "pids"))).text == text
-    assert at_least_s <= time.monotonic() - start < 2.5
+    assert at_least_s <= time.monotonic() - start < NOT_THE_TIMEOUT_S
 
 
 @pytest.mark.parametrize("timeout_s", [float("inf"), 1e300], ids=["inf", "1e300"])

@@ -85,7 +85,7 @@ def test_exhaustion_under_xdist_then_resume_completes(
     make_spec(pytester, openai_spec(openai_server, n=20, client=client))
     start = time.monotonic()
     result, _, rows = sweep.run("-n", "2", "--bench-concurrency", "4")
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 90  # a hang, not the load: a -n 2 run of two plain tests took up to a minute at load 20
     out = result.stdout.str()
     assert result.ret == 2 and "crashed" not in out
     assert len(rows) == 5 and out.count("resume with:") == 1
@@ -156,5 +156,5 @@ def test_a_hung_call_does_not_hold_up_a_stopping_run(pytester: pytest.Pytester, 
     start = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert result.ret == 2
-    assert time.monotonic() - start < 12
+    assert time.monotonic() - start < 20  # far under the hung call's 30 s
     assert len(rows) == 3  # the first answer and the two the quota allowed; the hung one never landed

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
+from pathlib import Path
+
 import pytest
 from openai_server import FakeOpenAI
 
@@ -113,6 +118,53 @@ def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pyte
         sweep.out.unlink()
         result, _, _ = sweep.run("--bench-cache", "off")
         assert len(server.requests) == 15 + 20  # no cache: the cascade asks both samples itself
+
+
+def held() -> list[str]:
+    """What this process's descriptors point at."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return targets
+
+
+def sockets_to(port: int) -> set[str]:
+    """The ``socket:[inode]`` of every TCP connection on this machine whose remote end is ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in list(f)[1:]:
+                fields = line.split()
+                if int(fields[2].rsplit(":", 1)[1], 16) == port:
+                    found.add(f"socket:[{fields[9]}]")
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="lists this process's descriptors and sockets in /proc")
+@pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_a_run_closes_its_connections_to_the_server_and_the_cache(pytester: pytest.Pytester, sweep: Sweep,
+                                                                  concurrency: str, client: str) -> None:
+    # Each calling thread opens its own connection to the server and to the cache (the file, its WAL
+    # and shared memory), which only the cycle collector closed: a long session of in-process runs
+    # kept dozens of descriptors. With the collector off, what is open after the run, the run left.
+    cache_dir = pytester.path / "cache"
+    with FakeOpenAI(lambda prompt: "4") as server:
+        make_spec(pytester, sim_spec(8, arms=openai_arms(server).replace("client: http", f"client: {client}")))
+        gc.collect()
+        gc.disable()
+        try:
+            result, _, rows = sweep.run("--bench-cache", str(cache_dir / "c.sqlite"), "--bench-concurrency", concurrency)
+            left = held()
+            to_server = sockets_to(server.httpd.server_address[1])
+        finally:
+            gc.enable()
+    assert result.ret == 0 and len(rows) == 24
+    assert [t for t in left if t.startswith(f"{cache_dir}{os.sep}")] == []
+    assert [t for t in left if t in to_server] == []
 
 
 def test_cache_is_shared_by_xdist_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:

@@ -7,6 +7,7 @@ The server is the loopback OpenAI server behind a certificate the openssl CLI ma
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -98,7 +99,10 @@ def assert_tls_stop(result: pytest.RunResult, rows: list[dict[str, object]], hos
                   reason, "ca_file:", "SSL_CERT_FILE"):
         assert words in text, (words, text[-3000:])
     assert KEY not in text
-    assert took < 10, took  # one refused handshake, not four retries with backoff per item
+    # One refused handshake, not four tries with backoff per item: no item says it took retries. The
+    # time bound only catches a hang (10 s was passed at load 10-20, on main as well).
+    assert not re.search(r"took \d+ retries", text), text[-3000:]
+    assert took < 60, took
 
 
 def test_an_untrusted_certificate_stops_the_arm_within_seconds(pytester: pytest.Pytester, sweep: Sweep,

@@ -320,9 +320,12 @@ def test_the_timeout_bounds_the_whole_reply_not_each_read(serve: Callable[..., R
     try:
         with pytest.raises(TransientError, match="timed out|longer than the call's timeout"):
             JSONClient(server.url(), {}, 1.0).post({})
+        took = time.monotonic() - started
     finally:
         server.close()
-    assert time.monotonic() - started < 1.8  # each read came within 0.2 s: only the whole call's deadline ends it
+    # Each read came within 0.2 s: only the whole call's 1 s deadline ends it, long before the
+    # trickle's 10 s end (1.8 s was the bound, which a loaded machine's thread wake-ups can pass).
+    assert took < 6, took
 
 
 @pytest.mark.parametrize(("data", "message"), [

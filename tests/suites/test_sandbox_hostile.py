@@ -235,5 +235,5 @@ def test_a_sandbox_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch
 
 def test_a_genuine_pass_is_fast() -> None:
     t0 = time.perf_counter()
-    verdict = _score("    return 1\n")
-    assert verdict.passed and time.perf_counter() - t0 < 3
+    verdict = _score("    return 1\n", timeout_s=60)
+    assert verdict.passed and time.perf_counter() - t0 < 20  # not the deadline: the slack is a loaded machine's start

@@ -204,7 +204,7 @@ def test_an_attack_on_the_grader_scores_zero(attack: str, mode: dict[str, Any]) 
     assert verdict.status == "wrong", (verdict.status, verdict.detail)
     if attack in SEARCHES:  # these leave the harness alone: they ran to the end, found nothing, and answered
         assert verdict.detail.startswith("AssertionError at `assert candidate() == "), verdict.detail
-    assert time.perf_counter() - t0 < 12
+    assert time.perf_counter() - t0 < 8 + 15  # the 8 s deadline holds; the slack is a loaded machine's start and kill
 
 
 def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
