@@ -360,5 +360,8 @@ def test_a_gateways_rate_limit_is_waited_out_and_the_run_completes(
     assert waited, "the router refused nothing: the test did not reach its limit"
     assert all("llm_provider" not in r.get("detail", "") for r in rows)
     assert ideal >= WINDOW_S, admitted  # the router did refuse: a whole minute had to pass
-    assert took < 2 * ideal, (took, ideal)
+    # A refused request waits out the router's whole minute, and the router counts its minutes from its
+    # own first admission, so one more window than ``ideal`` can be needed (129 s against 60 s once on a
+    # loaded machine); what this catches is a wait past the windows: backoff, or the attempts spent.
+    assert took < 3 * ideal, (took, ideal)
     assert len(upstream.requests) == ROUTER_ITEMS  # a refusal never reached the upstream: no call billed twice
