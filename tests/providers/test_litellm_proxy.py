@@ -32,6 +32,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec
 from processes import stop
+from shared_server import Started, session_dir, shared
 
 HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
@@ -120,24 +121,33 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, output: Path) -> No
 
 
 
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
-    """One proxy for the whole module: it takes seconds to start, and the tests tell theirs apart by prompt."""
-    exe = litellm_executable()
-    work = tmp_path_factory.mktemp("litellm")
+def start_proxy(exe: Path, work: Path) -> Started:
+    """The proxy of ``proxy.yaml`` on a free port of 127.0.0.1, ready; in a session of its own, as it outlives its starter."""
     output, events = work / "proxy.log", work / "events.jsonl"
     port = free_port()
     # No model-cost download at start-up (there is no network here, and a test must not wait on one).
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ECHO_BENCH_LITELLM_LOG": str(events)}
     with output.open("wb") as log:
         proc = subprocess.Popen([str(exe), "--config", str(CONFIG), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env,
+                                start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
     try:
-        base_url = f"http://127.0.0.1:{port}"
         wait_ready(proc, base_url, output)
-        yield Proxy(base_url, events)
-    finally:
+    except BaseException:
         stop(proc)
+        raise
+    return Started(proc, {"base_url": base_url, "events": str(events)})
+
+
+@pytest.fixture(scope="session")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    """One proxy for the whole session, shared by its xdist workers (``shared_server``): it takes 8-40 s
+    and a core to start, and the tests tell theirs apart by prompt."""
+    exe = litellm_executable()
+    with shared(session_dir(tmp_path_factory), "litellm-proxy", lambda work: start_proxy(exe, work),
+                timeout_s=READY_TIMEOUT_S + 30) as info:
+        yield Proxy(info["base_url"], Path(info["events"]))
 
 
 @pytest.fixture(params=["sdk", "http"])

@@ -1,0 +1,181 @@
+"""``shared_server``: one server per session, whichever process starts it, stopped by its last user.
+
+Real processes throughout: a tiny TCP server that answers its pid, real ``pytest -n 2`` sessions,
+and users in processes of their own that leave, or are SIGKILLed before they can.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import shared_server
+
+from processes import wait_for
+
+TESTS = Path(__file__).resolve().parents[1]
+
+# What the servers, the inner sessions and the users in other processes share: written into each test's directory.
+TINY = textwrap.dedent('''
+    import os, socket, subprocess, sys, time
+    from pathlib import Path
+    from shared_server import Started, shared
+
+    SERVER = """
+    import os, socket, time
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.settimeout(0.2)
+    print(sock.getsockname()[1], flush=True)
+    deadline = time.monotonic() + 120  # bounded: a test that loses it cannot leave it running
+    while time.monotonic() < deadline:
+        try:
+            conn, _ = sock.accept()
+        except socket.timeout:
+            continue
+        with conn:
+            conn.sendall(str(os.getpid()).encode())
+    """
+
+    def start(work):
+        proc = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, start_new_session=True)
+        port = int(proc.stdout.readline())
+        with open(work / "starts", "a") as f:
+            f.write(f"{proc.pid}\\n")
+        return Started(proc, {"port": port})
+
+    def ask(port):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            return int(sock.recv(64))
+
+    def hold(directory):
+        """A user in a process of its own: joins, says the server's pid, leaves when stdin closes."""
+        with shared(Path(directory), "tiny", start, timeout_s=30) as info:
+            print(ask(info["port"]), flush=True)
+            sys.stdin.read()
+''')
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "tiny.py").write_text(TINY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def starts(directory: Path) -> list[int]:
+    path = directory / "tiny" / "starts"
+    return [int(line) for line in path.read_text(encoding="utf-8").split()] if path.exists() else []
+
+
+def gone(pid: int) -> bool:
+    return shared_server.identity(pid) is None
+
+
+@pytest.fixture
+def holder(tiny: Path) -> Iterator[subprocess.Popen[str]]:
+    """A user in another process, holding the server it started (or joined) until its stdin closes."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tiny), str(TESTS)])}
+    proc = subprocess.Popen([sys.executable, "-c", f"import tiny; tiny.hold({str(tiny)!r})"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def served_pid(holder: subprocess.Popen[str]) -> int:
+    assert holder.stdout is not None
+    return int(holder.stdout.readline())
+
+
+INNER = textwrap.dedent("""
+    import os
+    import pytest
+    import tiny
+    from shared_server import session_dir, shared
+
+    @pytest.fixture(scope="session")
+    def server(tmp_path_factory):
+        with shared(session_dir(tmp_path_factory), "tiny", tiny.start, timeout_s=30) as info:
+            yield info
+
+    @pytest.mark.parametrize("n", range(8))
+    def test_asks(server, n):
+        pid = tiny.ask(server["port"])
+        with open(os.environ["ANSWERS"], "a") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {pid}\\n")
+""")
+
+
+@pytest.mark.parametrize("workers", [["-n", "2"], []], ids=["xdist", "serial"])
+def test_a_session_starts_its_server_once_and_the_last_user_stops_it(
+        pytester: pytest.Pytester, tiny: Path, workers: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeconftest(f"import sys\nsys.path[:0] = [{str(tiny)!r}, {str(TESTS)!r}]\n")
+    pytester.makepyfile(test_inner=INNER)
+    answers, basetemp = pytester.path / "answers", pytester.path / "basetemp"
+    monkeypatch.setenv("ANSWERS", str(answers))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--basetemp={basetemp}", *workers)
+    assert result.ret == 0, result.stdout.str()
+    seen = [line.split() for line in answers.read_text(encoding="utf-8").splitlines()]
+    assert len(seen) == 8
+    assert {who for who, _ in seen} == ({"gw0", "gw1"} if workers else {"main"})  # under xdist, both workers used it
+    assert starts(basetemp) == [int(pid) for _, pid in seen][:1] and len({pid for _, pid in seen}) == 1
+    assert gone(starts(basetemp)[0]) and not (basetemp / "tiny.json").exists()
+
+
+def test_a_user_leaving_keeps_the_server_for_the_others_and_the_last_stops_one_it_did_not_start(
+        tiny: Path, holder: subprocess.Popen[str]) -> None:
+    import tiny as module  # noqa: PLC0415 - written by the fixture
+
+    pid = served_pid(holder)  # the other process started it
+    with shared_server.shared(tiny, "tiny", module.start, timeout_s=30) as info:
+        assert module.ask(info["port"]) == pid and starts(tiny) == [pid]  # joined, not started again
+        holder.communicate("", timeout=10)  # the starter leaves and exits: its server is re-parented
+        assert holder.returncode == 0 and not gone(pid)
+        assert module.ask(info["port"]) == pid  # and still serves its last user
+    assert gone(pid) and not (tiny / "tiny.json").exists()
+
+
+def test_a_user_killed_before_it_could_leave_does_not_keep_the_server_up(
+        tiny: Path, holder: subprocess.Popen[str]) -> None:
+    import tiny as module  # noqa: PLC0415
+
+    pid = served_pid(holder)
+    with shared_server.shared(tiny, "tiny", module.start, timeout_s=30):
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        assert not gone(pid)
+    assert gone(pid)  # the dead user was not counted
+
+
+def test_a_server_that_died_is_started_again_and_only_its_own_users_keep_it_up(
+        tiny: Path, holder: subprocess.Popen[str]) -> None:
+    import tiny as module  # noqa: PLC0415
+
+    first = served_pid(holder)
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: gone(first), seconds=10)
+    with shared_server.shared(tiny, "tiny", module.start, timeout_s=30) as info:
+        second = module.ask(info["port"])
+        assert second != first and starts(tiny) == [first, second]
+    assert gone(second)  # the holder was a user of the dead one: it does not hold the new one
+    holder.communicate("", timeout=10)
+    assert holder.returncode == 0 and not (tiny / "tiny.json").exists()  # and its leaving is harmless
+
+
+def test_a_reused_pid_is_not_taken_for_the_process_that_had_it() -> None:
+    me = shared_server.identity(os.getpid())
+    assert me is not None and shared_server.alive(me)
+    assert not shared_server.alive([me[0], me[1] + 1])  # same pid, another start time: another process
+    limit = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="ascii"))
+    assert shared_server.identity(limit + 1) is None  # a pid no process can have: beyond the kernel's limit
