@@ -7,6 +7,9 @@ and writes its state there: its pid, what its users need (an address, a log), an
 The others find it there and join. Each user leaves on its way out; the last one (users that died
 without leaving do not count) stops the server, whichever process started it.
 
+``made_once`` is the same for files: what the first process makes (under the lock), the others
+read, as Inspect's eval logs that take a run of Inspect to write.
+
 Processes are named by pid *and* start time (``/proc/PID/stat``), so a reused pid is never taken
 for the server or for a live user. Linux only, as the suite already is.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -73,6 +77,18 @@ def shared(directory: Path, name: str, start: Callable[[Path], Started], timeout
     finally:
         with lock:
             _leave(directory / f"{name}.json")
+
+
+def made_once(directory: Path, name: str, make: Callable[[Path], None], timeout_s: float) -> Path:
+    """``directory/name``, made by ``make(path)`` in the first process of the session that asks, under the lock."""
+    path, done = directory / name, directory / f"{name}.done"
+    with FileLock(str(directory / f"{name}.lock"), timeout=timeout_s):
+        if not done.exists():  # else another process made it whole: ``done`` is written last
+            shutil.rmtree(path, ignore_errors=True)  # what a make that failed left
+            path.mkdir()
+            make(path)
+            done.touch()
+    return path
 
 
 def _join(directory: Path, name: str, start: Callable[[Path], Started]) -> dict[str, Any]:

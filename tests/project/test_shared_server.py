@@ -179,3 +179,40 @@ def test_a_reused_pid_is_not_taken_for_the_process_that_had_it() -> None:
     assert not shared_server.alive([me[0], me[1] + 1])  # same pid, another start time: another process
     limit = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="ascii"))
     assert shared_server.identity(limit + 1) is None  # a pid no process can have: beyond the kernel's limit
+
+
+MAKER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from shared_server import made_once
+
+    def make(path):
+        with open(path.parent / "makes", "a") as f:
+            f.write("make\\n")
+        time.sleep(0.5)  # long enough that the other process asks while this one makes
+        (path / "product").write_text("whole")
+
+    print(made_once(Path(sys.argv[1]), "thing", make, timeout_s=30) / "product")
+""")
+
+
+def test_files_made_once_are_made_by_one_process_and_read_whole_by_the_others(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    makers = [subprocess.Popen([sys.executable, "-c", MAKER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+              for _ in range(3)]
+    products = [m.communicate(timeout=60)[0].strip() for m in makers]
+    assert [m.returncode for m in makers] == [0, 0, 0]
+    assert (tmp_path / "makes").read_text(encoding="utf-8").split() == ["make"]
+    assert {Path(p).read_text(encoding="utf-8") for p in products} == {"whole"}
+
+
+def test_files_a_failed_make_left_are_made_again_from_nothing(tmp_path: Path) -> None:
+    def fails(path: Path) -> None:
+        (path / "half").write_text("half")
+        raise RuntimeError("the make failed")
+
+    with pytest.raises(RuntimeError, match="the make failed"):
+        shared_server.made_once(tmp_path, "thing", fails, timeout_s=30)
+    made = shared_server.made_once(tmp_path, "thing", lambda path: (path / "whole").write_text("whole"), timeout_s=30)
+    assert sorted(p.name for p in made.iterdir()) == ["whole"]  # nothing of the failed make
+    assert shared_server.made_once(tmp_path, "thing", fails, timeout_s=30) == made  # made: not made again
