@@ -13,7 +13,6 @@ from pathlib import Path
 import background_builds
 import pytest
 from background_builds import Background, Build, covers, locked, wanted
-
 from processes import wait_for
 
 ROOT = background_builds.ROOT
@@ -112,4 +111,4 @@ def test_nothing_is_built_that_is_built_already_or_given_elsewhere(tmp_path: Pat
 def test_the_real_builds_are_found_where_the_tests_look() -> None:
     for build in background_builds.BUILDS.values():
         assert build.script.is_file() and all((ROOT / test).is_file() for test in build.tests)
-        assert f'stamp="$venv/.installed"' in build.script.read_text(encoding="utf-8")  # the stamp the tests trust
+        assert 'stamp="$venv/.installed"' in build.script.read_text(encoding="utf-8")  # the stamp the tests trust

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import shared_server
-
 from processes import wait_for
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -29,10 +29,10 @@ import pytest
 from background_builds import BUILDS, locked
 from first_time import building
 from openai_server import FakeOpenAI
-
-from conftest import Sweep, make_spec
 from processes import stop
 from shared_server import Started, session_dir, shared
+
+from conftest import Sweep, make_spec
 
 HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
