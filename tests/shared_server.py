@@ -46,10 +46,13 @@ class Started:
 _children: dict[int, subprocess.Popen[bytes]] = {}  # servers this process started: it must reap them itself
 
 
-def session_dir(factory: pytest.TempPathFactory) -> Path:
-    """The directory every process of this session shares: a worker's basetemp is ``<controller's>/popen-gwN``."""
+def session_dir(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
+    """The directory every process of this session shares: a worker's basetemp is ``<controller's>/popen-gwN``.
+
+    A worker is told by its ``workerinput``, not by ``PYTEST_XDIST_WORKER``: a pytest a test of a
+    worker starts inherits that variable, and would take its own parent for the session's."""
     base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if hasattr(config, "workerinput") else base
 
 
 def identity(pid: int) -> list[int] | None:

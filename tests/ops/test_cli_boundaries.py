@@ -49,10 +49,10 @@ def hostile_sweep(root: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def inputs(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every kind of file the commands may be pointed at: made once per session (a real sweep makes the
     results), whichever xdist worker asks first; the commands only read them (``check`` makes sure)."""
-    root = made_once(session_dir(tmp_path_factory), "cli-inputs", write_inputs, timeout_s=300)
+    root = made_once(session_dir(pytestconfig, tmp_path_factory), "cli-inputs", write_inputs, timeout_s=300)
     return input_files(root, root / "demo.yaml", root / "results.jsonl")
 
 

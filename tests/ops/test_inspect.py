@@ -144,10 +144,10 @@ def make_logs(python: Path, tmp: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> Logs:
+def logs(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Logs:
     """Made once per session, whichever xdist worker asks first (an eval of Inspect's takes 10-20 s): the tests only read them."""
     python = inspect_python()
-    tmp = made_once(session_dir(tmp_path_factory), "inspect-logs", lambda path: make_logs(python, path), RUN_TIMEOUT_S * 3)
+    tmp = made_once(session_dir(pytestconfig, tmp_path_factory), "inspect-logs", lambda path: make_logs(python, path), RUN_TIMEOUT_S * 3)
     read = json.loads((tmp / "read.json").read_text(encoding="utf-8"))
     return Logs(python, tmp / "eval", tmp / "json", sorted(read, key=lambda log: log["model"]))
 

@@ -104,15 +104,15 @@ INNER = textwrap.dedent("""
     from shared_server import session_dir, shared
 
     @pytest.fixture(scope="session")
-    def server(tmp_path_factory):
-        with shared(session_dir(tmp_path_factory), "tiny", tiny.start, timeout_s=30) as info:
+    def server(pytestconfig, tmp_path_factory):
+        with shared(session_dir(pytestconfig, tmp_path_factory), "tiny", tiny.start, timeout_s=30) as info:
             yield info
 
     @pytest.mark.parametrize("n", range(8))
     def test_asks(server, n):
         pid = tiny.ask(server["port"])
         with open(os.environ["ANSWERS"], "a") as f:
-            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {pid}\\n")
+            f.write(f"{os.environ['PYTEST_XDIST_WORKER']} {pid}\\n")
 """)
 
 
@@ -123,11 +123,12 @@ def test_a_session_starts_its_server_once_and_the_last_user_stops_it(
     pytester.makepyfile(test_inner=INNER)
     answers, basetemp = pytester.path / "answers", pytester.path / "basetemp"
     monkeypatch.setenv("ANSWERS", str(answers))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")  # as a test in a worker of an outer session sees it
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--basetemp={basetemp}", *workers)
     assert result.ret == 0, result.stdout.str()
     seen = [line.split() for line in answers.read_text(encoding="utf-8").splitlines()]
     assert len(seen) == 8
-    assert {who for who, _ in seen} == ({"gw0", "gw1"} if workers else {"main"})  # under xdist, both workers used it
+    assert {who for who, _ in seen} == ({"gw0", "gw1"} if workers else {"gw7"})  # under xdist, both workers used it
     assert starts(basetemp) == [int(pid) for _, pid in seen][:1] and len({pid for _, pid in seen}) == 1
     assert gone(starts(basetemp)[0]) and not (basetemp / "tiny.json").exists()
 

@@ -136,11 +136,11 @@ def start_proxy(exe: Path, work: Path) -> Started:
 
 
 @pytest.fixture(scope="session")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+def proxy(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     """One proxy for the whole session, shared by its xdist workers (``shared_server``): it takes 8-40 s
     and a core to start, and the tests tell theirs apart by prompt."""
     exe = litellm_executable()
-    with shared(session_dir(tmp_path_factory), "litellm-proxy", lambda work: start_proxy(exe, work),
+    with shared(session_dir(pytestconfig, tmp_path_factory), "litellm-proxy", lambda work: start_proxy(exe, work),
                 timeout_s=READY_TIMEOUT_S + 30) as info:
         yield Proxy(info["base_url"], Path(info["events"]))
 
