@@ -98,7 +98,7 @@ def served_pid(holder: subprocess.Popen[str]) -> int:
 
 
 INNER = textwrap.dedent("""
-    import os
+    import json, os, time
     import pytest
     import tiny
     from shared_server import session_dir, shared
@@ -109,7 +109,12 @@ INNER = textwrap.dedent("""
             yield info
 
     @pytest.mark.parametrize("n", range(8))
-    def test_asks(server, n):
+    def test_asks(server, n, pytestconfig, tmp_path_factory):
+        # Until every worker has joined: one that ran all its tests first would stop the server
+        # before the other asked (and that one would rightly start it again).
+        state, deadline = session_dir(pytestconfig, tmp_path_factory) / "tiny.json", time.monotonic() + 30
+        while len(json.loads(state.read_text())["users"]) < int(os.environ["USERS"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
         pid = tiny.ask(server["port"])
         with open(os.environ["ANSWERS"], "a") as f:
             f.write(f"{os.environ['PYTEST_XDIST_WORKER']} {pid}\\n")
@@ -124,6 +129,7 @@ def test_a_session_starts_its_server_once_and_the_last_user_stops_it(
     answers, basetemp = pytester.path / "answers", pytester.path / "basetemp"
     monkeypatch.setenv("ANSWERS", str(answers))
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")  # as a test in a worker of an outer session sees it
+    monkeypatch.setenv("USERS", "2" if workers else "1")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--basetemp={basetemp}", *workers)
     assert result.ret == 0, result.stdout.str()
     seen = [line.split() for line in answers.read_text(encoding="utf-8").splitlines()]
