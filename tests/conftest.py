@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import background_builds
 import first_time
 import pytest
 from openai_server import FakeOpenAI
@@ -36,21 +37,47 @@ def _import_the_whole_package() -> None:
 _import_the_whole_package()
 
 
+_background = background_builds.Background()
+_started: list[str] = []  # what the header says of the builds started in the background
+
+
 def pytest_configure(config: pytest.Config) -> None:
     first_time.remember(config)  # the builds some tests make once say so past the output capture
+    # The controller, or a serial run: an xdist worker would start the same builds again.
+    if not hasattr(config, "workerinput") and not (config.option.collectonly or config.option.help or config.option.version):
+        _started[:] = _background.start(background_builds.wanted(list(config.args), config.invocation_params.dir))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _background.finish()  # whatever the terminal summary did not see (a session that ended early)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return first_time.header()
+    return first_time.header() + _started
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _background.finish():
+        terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The few tests that take a minute or more (``long_running``) run first, the rest in their order.
+    """The few tests that take a minute or more (``long_running``) run first, those that need a
+    one-time build last, the rest in their order.
 
     Under ``-n 2`` a worker that picks one up last runs it alone after the other has finished (the
-    gateway's minute windows alone are two minutes): started first, it runs beside the others.
+    gateway's minute windows alone are two minutes): started first, it runs beside the others. A
+    fresh clone's builds run in the background from the start (``background_builds``): last, their
+    tests find them built instead of holding a worker while they finish.
     """
-    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)  # stable: the rest keep their order
+    builds = {background_builds.ROOT / test for build in background_builds.BUILDS.values() for test in build.tests}
+    items.sort(key=lambda item: _rank(item, builds))  # stable: the rest keep their order
+
+
+def _rank(item: pytest.Item, builds: set[Path]) -> int:
+    if item.get_closest_marker("long_running") is not None:
+        return 0
+    return 2 if item.path in builds else 1
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The first three items of every BBH task (see data/README.md), so a clone without ../shared still

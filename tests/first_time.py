@@ -38,7 +38,7 @@ def pending() -> list[str]:
     missing = []
     if shutil.which("npm") and not NODE_MODULES.is_dir():
         missing.append(BUILDS["node_modules"])
-    if "ECHO_BENCH_LITELLM" not in os.environ and not (LITELLM_VENV / "bin" / "litellm").is_file():
+    if "ECHO_BENCH_LITELLM" not in os.environ and not (LITELLM_VENV / ".installed").is_file():
         missing.append(BUILDS["litellm"])
     if "ECHO_BENCH_INSPECT_PYTHON" not in os.environ and not (INSPECT_VENV / ".installed").is_file():
         missing.append(BUILDS["inspect"])

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filelock import FileLock
+from background_builds import BUILDS, locked
 from first_time import building
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV = ROOT / ".venv-inspect"
-INSTALL = ROOT / ".ci" / "inspect"
-INSTALL_TIMEOUT_S = 900.0  # about 55 s from PyPI here
 RUN_TIMEOUT_S = 240.0  # an eval here takes about 10 s; with both cores busy, several times that
 NOT_INSTALLED = ("Inspect is not installed: run `bash .ci/inspect` (it makes .venv-inspect), "
                  "or point ECHO_BENCH_INSPECT_PYTHON at a python that has inspect_ai")
@@ -44,14 +42,12 @@ def inspect_python() -> Path:
 
 
 def install() -> None:
-    """Build .venv-inspect once; xdist workers that get here together wait for the first one."""
-    with FileLock(str(ROOT / ".venv-inspect.lock"), timeout=INSTALL_TIMEOUT_S):
-        if (VENV / ".installed").is_file():
-            return
-        with building("inspect"):
-            done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-        if done.returncode != 0 and os.environ.get("CI"):
-            pytest.fail(f"bash .ci/inspect failed:\n{done.stderr[-3000:]}", pytrace=False)
+    """Build .venv-inspect once; xdist workers that get here together (or a build started in the
+    background, ``background_builds``) make the others wait for the first one."""
+    with building("inspect"):
+        done = locked(BUILDS["inspect"])
+    if done is not None and done.returncode != 0 and os.environ.get("CI"):
+        pytest.fail(f"bash .ci/inspect failed:\n{done.stderr[-3000:]}", pytrace=False)
 
 
 def hermetic(tmp: Path, **extra: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_server import made_once, session_dir
 
 from pytest_echo_bench.ops.cli import BUG, main, parser
 from pytest_echo_bench.store.files import encode_line
@@ -47,15 +48,17 @@ def hostile_sweep(root: Path) -> tuple[Path, Path]:
     return spec, out
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every kind of file the commands may be pointed at."""
-    root = tmp_path_factory.mktemp("inputs")
+@pytest.fixture(scope="session")
+def inputs(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every kind of file the commands may be pointed at: made once per session (a real sweep makes the
+    results), whichever xdist worker asks first; the commands only read them (``check`` makes sure)."""
+    root = made_once(session_dir(pytestconfig, tmp_path_factory), "cli-inputs", write_inputs, timeout_s=300)
+    return input_files(root, root / "demo.yaml", root / "results.jsonl")
+
+
+def write_inputs(root: Path) -> None:
     spec, results = hostile_sweep(root)
-    files = {"results": results, "spec": spec, "missing": root / "missing.jsonl", "dir": root,
-             "devnull": Path("/dev/null"), "empty": root / "empty.jsonl", "garbage": root / "garbage.jsonl",
-             "notutf8": root / "notutf8.jsonl", "deep": root / "deep.jsonl", "list": root / "list.jsonl",
-             "meta_only": root / "meta.jsonl", "hostile_row": root / "hostile_row.jsonl", "yaml": root / "bad.yaml"}
+    files = input_files(root, spec, results)
     files["empty"].write_bytes(b"")
     files["garbage"].write_bytes(b"\x00\x01{not json\n}}}\n")
     files["notutf8"].write_bytes(b'{"task_id": "\xff\xfe", "arm": "a"}\n')
@@ -66,12 +69,18 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files["hostile_row"].write_bytes(encode_line({"task_id": HOSTILE, "arm": "a\u202e", "benchmark": HOSTILE,
                                                   "status": "wrong", "output": HOSTILE, "detail": HOSTILE}))
     files["yaml"].write_bytes(f"benchmark: [\n{HOSTILE}\n".encode("utf-8", "surrogatepass"))
-    files["inspect_log"] = root / "inspect.json"  # an Inspect log whose task, model, ids and outputs are hostile
     samples = [{"id": task, "epoch": 1, "input": HOSTILE, "target": HOSTILE, "output": {"completion": HOSTILE},
                 "scores": {"match": {"value": value, "answer": HOSTILE}}, "error": error}
                for task, value, error in zip(IDS, ("C", "P", [1], None), (None, None, None, {"message": HOSTILE}), strict=True)]
     files["inspect_log"].write_text(json.dumps({"eval": {"task": HOSTILE, "model": f"m{HOSTILE}"}, "samples": samples}))
-    return files
+
+
+def input_files(root: Path, spec: Path, results: Path) -> dict[str, Path]:
+    return {"results": results, "spec": spec, "missing": root / "missing.jsonl", "dir": root,
+            "devnull": Path("/dev/null"), "empty": root / "empty.jsonl", "garbage": root / "garbage.jsonl",
+            "notutf8": root / "notutf8.jsonl", "deep": root / "deep.jsonl", "list": root / "list.jsonl",
+            "meta_only": root / "meta.jsonl", "hostile_row": root / "hostile_row.jsonl", "yaml": root / "bad.yaml",
+            "inspect_log": root / "inspect.json"}  # an Inspect log whose task, model, ids and outputs are hostile
 
 
 @pytest.fixture

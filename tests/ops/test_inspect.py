@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_env import ROOT, check, hermetic, inspect_json, inspect_lines, inspect_python, run
+from inspect_env import ROOT, RUN_TIMEOUT_S, check, hermetic, inspect_json, inspect_lines, inspect_python, run
 from openai_server import BAD_REQUEST, FakeOpenAI
+from shared_server import made_once, session_dir
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
 from pytest_echo_bench.ops.cli import main
@@ -123,10 +124,8 @@ class Logs:
     read: list[dict[str, Any]]  # what Inspect's reader says of them
 
 
-@pytest.fixture(scope="module")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Logs]:
-    python = inspect_python()
-    tmp = tmp_path_factory.mktemp("inspect")
+def make_logs(python: Path, tmp: Path) -> None:
+    """Inspect's logs of one eval of two models, in .eval and .json, and what Inspect's reader says of them (read.json)."""
     (tmp / "task.py").write_text(TASK)
     with FakeOpenAI() as server:
         server.fault_for = Models()
@@ -141,7 +140,16 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Logs]:
     # the same process reads them: one start of inspect_ai (seconds here) for both.
     convert = "import sys\nfrom inspect_ai.log import convert_eval_logs\nconvert_eval_logs(sys.argv[3], 'json', sys.argv[1])\n"
     read = inspect_json(python, convert + READ_LOGS, tmp, str(tmp / "json"), "json", str(tmp / "eval"))
-    yield Logs(python, tmp / "eval", tmp / "json", sorted(read, key=lambda log: log["model"]))
+    (tmp / "read.json").write_text(json.dumps(read), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def logs(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Logs:
+    """Made once per session, whichever xdist worker asks first (an eval of Inspect's takes 10-20 s): the tests only read them."""
+    python = inspect_python()
+    tmp = made_once(session_dir(pytestconfig, tmp_path_factory), "inspect-logs", lambda path: make_logs(python, path), RUN_TIMEOUT_S * 3)
+    read = json.loads((tmp / "read.json").read_text(encoding="utf-8"))
+    return Logs(python, tmp / "eval", tmp / "json", sorted(read, key=lambda log: log["model"]))
 
 
 def imported(paths: list[Path], out: Path, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

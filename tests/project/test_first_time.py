@@ -51,6 +51,8 @@ def test_the_header_names_the_builds_a_checkout_lacks(monkeypatch: pytest.Monkey
     (tmp_path / "node_modules").mkdir()
     (tmp_path / ".venv-litellm" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-litellm" / "bin" / "litellm").write_text("")
+    assert len(first_time.header()) == 2  # a venv without its stamp (written last) is not built yet
+    (tmp_path / ".venv-litellm" / ".installed").write_text("")
     (tmp_path / ".venv-inspect").mkdir()
     (tmp_path / ".venv-inspect" / ".installed").write_text("")
     assert first_time.header() == []

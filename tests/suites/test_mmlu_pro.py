@@ -45,6 +45,7 @@ def spec_text(path: Path | str, scorer: str = "{name: mmlu_pro, strict: true}", 
 
 
 @needs_outputs
+@pytest.mark.long_running  # 12,032 items through a sweep under -n 2: started first, see tests/conftest.py
 def test_replaying_the_papers_outputs_gives_its_counts_per_category(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, spec_text(OUTPUTS))
     result, _, rows = sweep.run("-n", "2")
