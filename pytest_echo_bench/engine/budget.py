@@ -234,6 +234,14 @@ class Budget:
             if ticket.started or len(self.plan.get(pair, ())) > 1:  # else it never touched the ledger
                 self.ledger_change(ticket.close)
 
+    def charged(self) -> float:
+        """What the current item's calls have been charged so far (a reply without usage: its worst case)."""
+        ticket: Ticket | None = getattr(self._local, "ticket", None)
+        if ticket is None:
+            return 0.0
+        with ticket._lock:
+            return round(ticket.spent + ticket.in_flight, 9)
+
     @contextlib.contextmanager
     def call(self, spec: Spec, arm: str, prompt: str) -> Iterator[Settle]:
         """Around one real call, under the current item's ticket (or one of its own)."""

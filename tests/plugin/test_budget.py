@@ -135,6 +135,34 @@ def test_a_resume_counts_what_the_file_already_spent(
     assert len(rows) == 4 and len(openai_server.requests) == 4
 
 
+def test_replies_without_usage_are_charged_their_worst_case_and_a_resume_counts_it(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    openai_server.with_usage = False  # cost_usd is null in every row: only the charge says what was spent
+    make_spec(pytester, priced_spec(openai_server, 20))
+    budget = repr(10.5 * PER_CALL)
+    result, _, rows = sweep.run("--bench-concurrency", "1", "--bench-budget-usd", budget)
+    assert result.ret == 2 and len(rows) == 10
+    assert all(r.get("cost_usd") is None for r in rows)
+    assert [r["charged_usd"] for r in rows] == pytest.approx([PER_CALL] * 10)  # the worst case each call held
+    sent = len(openai_server.requests)
+    # The same ceiling again: the file's charges spent it, so nothing more is sent.
+    resumed = pytester.runpytest("-p", "no:cacheprovider", "--bench-resume", str(sweep.out),
+                                 "--bench-budget-usd", budget)
+    assert resumed.ret == 2, resumed.stdout.str()
+    _, rows = read_rows(sweep.out)
+    assert len(rows) == 10 and len(openai_server.requests) == sent
+    resumed.stdout.fnmatch_lines(["*budget: spent $0.0400 of $0.0420*"])
+
+
+def test_a_run_without_a_budget_writes_no_charge(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and rows and all("charged_usd" not in r for r in rows)
+
+
 def test_a_routing_arm_reserves_every_call_it_may_make(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
     exact_answers(openai_server)
