@@ -8,15 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
-from pytest_echo_bench.ops.gates import Gate, parse_gate
+from pytest_echo_bench.ops.gates import Anytime, Gate, parse_gate
 from pytest_echo_bench.ops.names import ArmNames
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
 from pytest_echo_bench.store.safe_text import shown
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.ops.decide import Collection
 
 BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
 BUG = 3  # an exception no bad input explains
@@ -47,18 +50,30 @@ def _report(args: argparse.Namespace) -> int:
         say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
             f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
             err=True)
+    anytime = _anytime(report)
     for gate in gates:
-        ok, line = gate.check(rates, intervals)
+        ok, line = gate.check(rates, intervals, anytime)
         failed += not ok
         say(line, err=True)
     return 1 if failed else 0
 
 
-def _decided(files: Sequence[Path]) -> bool:
-    """Whether a results file's stop marker says its sweep stopped once its comparisons were decided."""
-    from pytest_echo_bench.store.files import DECIDED, read_stop
+def _anytime(report: Any) -> Anytime | None:
+    """A sweep that stopped early: interval gates read its anytime-valid intervals (``gates.Anytime``)."""
+    seq = report.sequential
+    if seq is None or not seq.stopped_early:
+        return None
+    one = len(report.benchmarks) == 1
+    pairs = {(f["a"] if one else f"{f['benchmark']}/{f['a']}", f["b"] if one else f"{f['benchmark']}/{f['b']}"):
+             ((float(f["ci"][0]), float(f["ci"][1])), float(f["level"])) for f in seq.pairs}
+    return Anytime(f"the sweep stopped early ({seq.reason})", pairs)
 
-    return any((stop := read_stop(path)) is not None and stop.reason == DECIDED for path in files)
+
+def _decided(files: Sequence[Path]) -> Collection:
+    """How the files' sweep ended (decided, another early stop, or to its end), as the files record it."""
+    from pytest_echo_bench.ops.decide import collection
+
+    return collection(files)
 
 
 def _power(args: argparse.Namespace) -> int:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.ops.results import Results
 from pytest_echo_bench.ops.sequential import Betting
 from pytest_echo_bench.ops.stats import holm
+from pytest_echo_bench.store.files import DECIDED, read_end, read_json, read_stop, stop_path
 
 ALPHA, MARGIN = 0.05, 0.0
 PairKey = tuple[str, str, str]  # (benchmark, a, b)
@@ -111,9 +113,11 @@ class Monitor:
         self.pairs = [PairState(key, Betting(-self.plan.margin)) for key in self.plan.pairs]
         self._arms = {(b, arm) for b, x, y in self.plan.pairs for arm in (x, y)}
 
-    def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float) -> bool:
-        """One graded row (score 1 correct, 0 otherwise); True when it completed an item of a pair."""
-        if (benchmark, arm) not in self._arms:
+    def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float | None) -> bool:
+        """One row (score 1 correct, 0 wrong or unparseable, None an error: ``score_of``); True when it
+        completed an item of a pair. An error row was never graded: it is not counted, so a retried row
+        of its key can be."""
+        if (benchmark, arm) not in self._arms or score is None:
             return False
         samples = self._scores.setdefault((benchmark, task_id, arm), {})
         samples.setdefault(epoch, score)  # the first row of a key counts: a look already used it
@@ -161,6 +165,12 @@ class Monitor:
         return out
 
 
+def score_of(status: str, passed: bool) -> float | None:
+    """A row's score for the decision: 1 passed, 0 graded otherwise (wrong; unparseable, as the fixed-n
+    report counts it), None for an error row: the provider or the scorer failed, nothing was graded."""
+    return None if status == "error" else float(passed)
+
+
 # How a report names the way a sweep with a decide plan ended, and what that makes valid.
 STOPPED_EARLY, RAN_TO_END = "stopped-when-decided", "ran-to-end"
 SEQ_EARLY = ("this sweep stopped once these comparisons were decided, looking after every item: only these anytime-valid "
@@ -172,24 +182,84 @@ SEQ_HINT = ("p anytime: Ville's inequality on betting wealth (Waudby-Smith & Ram
             "the planned pairs; interval: the confidence sequence of a - b at that level")
 
 
+def seq_early(reason: str, message: str) -> str:
+    """What a sweep that stopped early for ``reason`` makes valid (not decided: a budget, -x, a signal)."""
+    return (f"this sweep stopped early ({reason}: {message})".replace(": )", ")") + " before it ran to the end: the fixed-n "
+            "p-values and intervals of the paired comparison (McNemar, Newcombe) are not valid for it (its n was not "
+            "fixed in advance); these anytime-valid figures are")
+
+
+SEQ_MERGED = ("parts of this merged file stopped early ({why}): neither the fixed-n comparison nor these anytime-valid "
+              "figures of the merged rows are valid (each part stopped on its own rows, not the merged ones); each "
+              "part's own figures are: echo-bench report PART")
+
+
+@dataclass(frozen=True)
+class Collection:
+    """How the sweep of a report's files ended, as the files record it (``store.files.RUN_END``), or
+    for a file without that record, its stop marker."""
+
+    reason: str = ""  # "": ran to the end; else the first stopped file's reason ("merged": its parts')
+    message: str = ""
+    pairs: tuple[dict[str, Any], ...] = ()  # a decided stop's figures, as the run recorded them at the stop
+
+    @property
+    def early(self) -> bool:
+        return bool(self.reason)
+
+    def note(self) -> str:
+        if not self.reason:
+            return SEQ_END
+        if self.reason == DECIDED:
+            return SEQ_EARLY
+        if self.reason == "merged":
+            return SEQ_MERGED.format(why=self.message)
+        return seq_early(self.reason, self.message)
+
+
+def collection(files: Sequence[Path]) -> Collection:
+    """The one reading of how a sweep ended: every report format takes it from here."""
+    for path in files:
+        found, stopped = read_end(path)
+        if not found:  # a file written before the end record: its marker, when it is beside it
+            stop = read_stop(path)
+            stopped = {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message} if stop else None
+        if stopped:
+            pairs = stopped.get("pairs") if stopped.get("reason") == DECIDED else None
+            return Collection(str(stopped.get("reason") or "stopped"), str(stopped.get("message") or ""),
+                              tuple(p for p in pairs if isinstance(p, dict)) if isinstance(pairs, list) else ())
+    return Collection()
+
+
 @dataclass(frozen=True)
 class Sequential:
     """A report's anytime-valid figures of a sweep that had a decide plan, and how it ended."""
 
-    stopped_early: bool  # the sweep stopped on its decision: fixed-n tests of these pairs are not valid
+    stopped_early: bool  # the sweep stopped before its end: fixed-n tests of these pairs are not valid
     plan: Plan
     pairs: list[dict[str, Any]]
+    note: str = SEQ_END  # what its ending makes valid (``Collection.note``)
+    reason: str = ""  # why it stopped early ("decided", "budget", ..., "merged"); "": it ran to the end
 
 
-def replay(results: Results, stopped_early: bool) -> Sequential | None:
+def replay(results: Results, ended: Collection | None = None) -> Sequential | None:
     """The plan of the first meta line that has one, run over the rows in file order (as the
-    controller fed them, a serial run exactly; under xdist in the order the rows were appended)."""
+    controller fed them, a serial run exactly; under xdist in the order the rows were appended, which
+    may differ from the controller's by a row or two: a decided stop's ``decided_at`` is the one the
+    run recorded when it stopped)."""
     meta = next((m for m in results.metas if m.decide), None)
     plan = Plan.from_json(meta.decide) if meta is not None else None
     if meta is None or plan is None:
         return None
+    ended = ended or Collection()
     epochs = {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()}
     monitor = Monitor(plan, epochs)
     for item in results.rows:
-        monitor.add(item.benchmark, item.task_id, item.arm, item.epoch, float(item.passed))
-    return Sequential(stopped_early, plan, monitor.figures())
+        monitor.add(item.benchmark, item.task_id, item.arm, item.epoch, score_of(item.status, item.passed))
+    figures = monitor.figures()
+    recorded = {(p.get("benchmark"), p.get("a"), p.get("b")): p for p in ended.pairs}
+    for f in figures:
+        at = recorded.get((f["benchmark"], f["a"], f["b"]), {}).get("decided_at")
+        if isinstance(at, int) and not isinstance(at, bool):
+            f["decided_at"] = at
+    return Sequential(ended.early, plan, figures, ended.note(), ended.reason)

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.engine.fingerprint import combine
+from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.decide import collection
 from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
-from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
@@ -80,12 +82,24 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
                 merged.conflicts.append(f"{_shown_key(key)}: {older[3]} says passed={older[1]}, "
                                         f"{path} says passed={passed}; kept the newest")
     merged.lines = [line for line, _, _, _ in kept.values()]
+    stopped = _stopped_parts(paths)
+    if stopped:  # the merged file says its parts stopped early, as their own files said (``files.RUN_END``)
+        merged.lines.append(end_line("merged", utcnow(), stopped))
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
         schemes = [p.scheme for p in parts if p.total]
         fields = {**merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {})}
         merged.meta = replace(merged.meta, extra={**merged.meta.extra, **fields})
     return merged
+
+
+def _stopped_parts(paths: Sequence[Path]) -> dict[str, Any] | None:
+    """The merged file's stop record when any part stopped early: reason ``merged``, each part's own."""
+    parts = [{"file": str(p), "reason": c.reason, "message": c.message} for p in paths if (c := collection([p])).early]
+    if not parts:
+        return None
+    why = "; ".join(f"{Path(p['file']).name}: {p['reason']}" for p in parts)
+    return {"reason": "merged", "message": why, "parts": parts}
 
 
 def _only(assumed: Assumed | None) -> str:

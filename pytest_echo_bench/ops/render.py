@@ -7,12 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_echo_bench.ops.decide import RAN_TO_END, SEQ_EARLY, SEQ_END, SEQ_HINT, STOPPED_EARLY, Sequential
+from pytest_echo_bench.ops.decide import RAN_TO_END, SEQ_HINT, STOPPED_EARLY, Sequential
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
 from pytest_echo_bench.ops.stats import newcombe_paired, t_quantile, z_for
 from pytest_echo_bench.store import safe_text
+from pytest_echo_bench.store.files import DECIDED
 
 FORMATS = ("table", "markdown", "json", "csv", "html")
 
@@ -210,7 +211,8 @@ def _early_note(report: Report) -> str:
     if seq is None or not seq.stopped_early:
         return ""
     pairs = ", ".join(f"{f['a']} vs {f['b']}" for f in seq.pairs)
-    return f"\nnot valid for {pairs}: the sweep stopped once they were decided; read the anytime-valid comparison"
+    why = "once they were decided" if seq.reason == DECIDED else f"early ({seq.reason})"
+    return f"\nnot valid for {pairs}: the sweep stopped {why}; read the anytime-valid comparison"
 
 
 def _sequential_table(seq: Sequential) -> Table:
@@ -220,7 +222,7 @@ def _sequential_table(seq: Sequential) -> Table:
         f", margin {seq.plan.margin:g})" if seq.plan.margin else ")")
     header = ["benchmark", "a", "b", "n", "diff", f"{1 - seq.plan.alpha:.0%} anytime CI", "p anytime", "p holm", "decided at",
               "verdict"]
-    return Table(title, header, rows, 3, (SEQ_EARLY if seq.stopped_early else SEQ_END) + "\n" + SEQ_HINT)
+    return Table(title, header, rows, 3, seq.note + "\n" + SEQ_HINT)
 
 
 def _disagreement_table(bench: str, count: int, shown: list[Disagreement]) -> Table:

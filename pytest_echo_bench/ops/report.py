@@ -20,7 +20,7 @@ from pytest_echo_bench.ops.compare import (
     scored_pair,
     with_holm,
 )
-from pytest_echo_bench.ops.decide import Sequential, replay
+from pytest_echo_bench.ops.decide import Collection, Sequential, replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Conflict, Item, Results, load_results
@@ -123,10 +123,10 @@ class Report:
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 stopped_early: bool = False) -> Report:
+                 stopped_early: Collection | None = None) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
-    ``stopped_early``: the sweep stopped once its comparisons were decided (its stop marker says so)."""
+    ``stopped_early``: how the sweep ended, as its files record it (``ops.decide.collection``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None

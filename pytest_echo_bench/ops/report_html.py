@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_echo_bench.ops.colors import palette
 from pytest_echo_bench.ops.compare import Disagreement, Frontier, Pair
-from pytest_echo_bench.ops.decide import SEQ_EARLY, SEQ_END, SEQ_HINT
+from pytest_echo_bench.ops.decide import SEQ_HINT
 from pytest_echo_bench.ops.report import ArmStats, Benchmark, Report
 from pytest_echo_bench.ops.report_svg import cost_plot, e, heat_color, rate_bars
 
@@ -60,7 +60,7 @@ def _sequential(report: Report) -> str:
         f'<td>[{f["ci"][0]:+.3f}, {f["ci"][1]:+.3f}]</td><td>{f["p_anytime"]:#.4g}</td><td>{f["p_holm"]:#.4g}</td>'
         f'<td>{"-" if f["decided_at"] is None else f["decided_at"]}</td><td class="text">{e(f["verdict"])}</td></tr>'
         for f in seq.pairs)
-    return (f'<section id="sequential"><h2>Anytime-valid comparison</h2><p>{e(SEQ_EARLY if seq.stopped_early else SEQ_END)}</p>'
+    return (f'<section id="sequential"><h2>Anytime-valid comparison</h2><p>{e(seq.note)}</p>'
             f'<p class="muted">{e(SEQ_HINT)}</p><table><tr><th>benchmark</th><th>a</th><th>b</th><th>n</th><th>diff</th>'
             f"<th>{1 - seq.plan.alpha:.0%} anytime interval</th><th>p anytime</th><th>p holm</th><th>decided at</th>"
             f"<th>verdict</th></tr>{rows}</table></section>")

@@ -22,6 +22,7 @@ from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.deciding import deciding
+from pytest_echo_bench.plugin.ending import record_end
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
@@ -274,6 +275,9 @@ class ControllerPlugin:
         if self.live is not None and self.live.gates:
             passed, self.gate_lines = self.live.check_gates()
         status = self.final_status(int(exitstatus), passed)
+        refused = record_end(self.ctx, self.stopped, session.shouldfail or session.shouldstop, self.to_run)
+        if refused:
+            self._write(f"echo-bench: {refused}")
         if self.live is not None and self.deciding is not None:
             self.live.decide = self.deciding.figures()
         if self.live is not None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.engine.outcome import ROW, utcnow
-from pytest_echo_bench.ops.decide import Monitor, Plan
+from pytest_echo_bench.ops.decide import Monitor, Plan, score_of
 from pytest_echo_bench.ops.results import load_results
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
@@ -34,7 +34,7 @@ class Deciding:
         """A resume first replays the rows the file holds, in file order, as the report does."""
         if resumed and results.is_file():
             for item in load_results([results]).rows:
-                self.monitor.add(item.benchmark, item.task_id, item.arm, item.epoch, float(item.passed))
+                self.monitor.add(item.benchmark, item.task_id, item.arm, item.epoch, score_of(item.status, item.passed))
         if self.monitor.all_decided():
             # Resuming a decided sweep asks for more items than the decision needed: run on, do not stop again.
             self.watching = False
@@ -45,7 +45,8 @@ class Deciding:
         for the figures: they are rows of the file)."""
         if bench.kind != ROW:
             return False
-        fed = self.monitor.add(bench.benchmark, bench.key[1], bench.arm, bench.epoch, float(bench.status == "correct"))
+        score = score_of(bench.status, bench.status == "correct")  # an error row is not graded: it does not count
+        fed = self.monitor.add(bench.benchmark, bench.key[1], bench.arm, bench.epoch, score)
         return fed and self.watching and self.monitor.all_decided()
 
     def stop(self, config: pytest.Config, session: pytest.Session | None, results: str) -> StopReason:
