@@ -312,7 +312,7 @@ class ControllerPlugin:
                             f"for all arms")
         if not spend.refused:
             return None, {}
-        self.next_budget = spend.suggested()
+        self.next_budget = spend.suggested() if spend.run_binds else None  # a spec's own limit: raise it there
         return budget.stop_of(spend, complete)
 
     def _has_rows(self) -> bool:

@@ -52,6 +52,8 @@ class LedgerState:
     closed: list[str] = field(default_factory=list)
     refused: int = 0
     needed: float = 0.0
+    short: list[str] = field(default_factory=list)  # accounts a refused call did not fit: the binding limits
+    where: dict[str, str] = field(default_factory=dict)  # account -> the spec's FILE:LINE that sets its limit
 
     def fits(self, names: list[str], amount: float) -> bool:
         return all(self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts)
@@ -77,7 +79,8 @@ class LedgerState:
                     for k, v in dict(data["accounts"]).items()}
         pledged = {str(k): {str(a): float(u) for a, u in dict(v).items()} for k, v in dict(data.get("pledged", {})).items()}
         return cls(accounts, pledged, [str(b) for b in data.get("closed", [])], int(data.get("refused", 0)),
-                   float(data.get("needed", 0.0)))
+                   float(data.get("needed", 0.0)), [str(n) for n in data.get("short", [])],
+                   {str(k): str(v) for k, v in dict(data.get("where", {})).items()})
 
 
 class Ledger:
@@ -95,9 +98,11 @@ class Ledger:
         self._fd: int | None = None
         self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
 
-    def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float]) -> LedgerState:
+    def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float],
+               where: Mapping[str, str] | None = None) -> LedgerState:
         """A fresh ledger for this run: the limits, with what the results file already spent."""
-        state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()})
+        state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
+                            where=dict(where or {}))
         try:
             write_atomic(self.path, _encode(state))  # a new file: no process of an older run holds this one
         except OSError as exc:

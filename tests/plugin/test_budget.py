@@ -232,6 +232,28 @@ def test_a_spec_budget_per_arm_holds_that_arm_and_keeps_pairs_whole(
     assert len([r for r in rows if r["arm"] == "a"]) == 3 and pairs_whole(rows)
 
 
+def test_a_spec_budget_that_binds_says_to_raise_it_in_the_spec_not_the_run_budget(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    arms = arm(openai_server, "a", f"    budget: {{usd: {2.5 * PER_CALL!r}}}\n") + arm(openai_server, "b")
+    spec = make_spec(pytester, sim_spec(6, arms=arms, extra="pricing:\n  a: {input: 0, output: 1000}\n"
+                                                            "  b: {input: 0, output: 1000}\n"))
+    line = next(n for n, text in enumerate(spec.read_text().splitlines(), 1) if "budget:" in text)
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and len(rows) == 4
+    out = result.stdout.str()
+    where = f"{spec}:{line}"
+    # Only a's own worst case counts against a's budget, and the budget is named with its line.
+    assert f"this item's worst case ($0.004000) does not fit what the budget of arm demo/a ({where}) has left" in out
+    assert "worst case of all its arms" not in out
+    result.stdout.fnmatch_lines([f"*budget: spent $0.0160 (no run budget); arm demo/a spent $0.0080 of $0.0100;*"
+                                 f"raise budget: usd in the spec ({where}): a larger --bench-budget-usd does not help*"])
+    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("pytest --bench-resume"))
+    assert "--bench-budget-usd" not in command  # a run budget would change nothing
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["suggested_usd"] is None and marker["binding"][0]["where"] == where
+
+
 def test_the_env_variable_sets_the_budget_and_bad_values_are_usage_errors(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     exact_answers(openai_server)
@@ -239,10 +261,23 @@ def test_the_env_variable_sets_the_budget_and_bad_values_are_usage_errors(
     monkeypatch.setenv("ECHO_BENCH_BUDGET_USD", repr(2.5 * PER_CALL))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and len(rows) == 2
-    for bad in ("0", "-1", "nan", "inf", "five"):
-        result, _, _ = sweep.run("--bench-budget-usd", bad, "--bench-out", str(pytester.path / f"x{bad}.jsonl"))
+    for bad in ("0", "-1", "nan", "inf", "five", "\u0665", "1e300", "1e12"):  # U+0665: an Arabic-Indic 5
+        result, _, _ = sweep.run("--bench-budget-usd", bad, "--bench-out", str(pytester.path / f"x{len(bad)}.jsonl"))
         assert result.ret == pytest.ExitCode.USAGE_ERROR, bad
-        result.stderr.fnmatch_lines(["*--bench-budget-usd must be an amount of US dollars > 0*"])
+        result.stderr.fnmatch_lines(["*--bench-budget-usd must be an amount of US dollars > 0 and below 10^12*"])
+    monkeypatch.setenv("ECHO_BENCH_BUDGET_USD", "five")
+    result, _, _ = sweep.run("--bench-out", str(pytester.path / "env.jsonl"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ECHO_BENCH_BUDGET_USD must be an amount of US dollars*'five'*"])
+
+
+def test_a_tiny_budget_is_shown_with_the_digits_it_needs(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    result, _, rows = sweep.run("--bench-budget-usd", "0.0000001")
+    assert result.ret == 2 and rows == []
+    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.000000100;*"])
 
 
 @pytest.mark.parametrize("body, message", [
