@@ -278,9 +278,11 @@ def test_a_real_sweep_teaches_lengths_latency_and_the_cache(pytester: pytest.Pyt
     assert small["cost_usd"]["low"] == round((prompt_in * 1.0 + 15 * 10.0) / 1e6, 6)
     assert seen["seconds"] is not None and seen["seconds"] > 0
     # The run's cache (bench_results/cache.sqlite under the rootdir) answers every call of small now.
+    before = sorted(p.name for p in pytester.path.glob("bench_results/cache/*"))
     assert main(argv) == 0
     cached = json.loads(capsys.readouterr().out)["arms"]["small"]
-    assert (cached["cached_calls"], cached["calls_max"], cached["cost_usd"]["high"]) == (3, 0, 0.0)
+    assert (cached["cached_calls"], cached["calls_min"], cached["calls_max"], cached["cost_usd"]["high"]) == (3, 0, 0, 0.0)
+    assert sorted(p.name for p in pytester.path.glob("bench_results/cache/*")) == before  # nothing created beside it
     assert not (pytester.path / "elsewhere").exists()
     assert main([*argv, "--cache", str(pytester.path / "elsewhere" / "c.sqlite")]) == 0  # missing: nothing cached
     assert json.loads(capsys.readouterr().out)["arms"]["small"]["cached_calls"] == 0
@@ -300,6 +302,7 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     spec, examples = load_benchmark(path)
     cache = tmp_path / "cache.sqlite"
     db = sqlite3.connect(cache)
+    db.execute("PRAGMA journal_mode=WAL")  # as the run's cache is: opened read-only, SQLite makes -shm and -wal
     db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)")
     usages = ['{"completion_tokens": -5}', '{"completion_tokens": "9", "prompt_tokens": 1e400}', "[not json"]
     for ex, usage in zip(examples, usages, strict=True):
@@ -311,7 +314,8 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
     arm = json.loads(capsys.readouterr().out)["arms"]["a"]
     assert arm["cached_calls"] == 3 and arm["completion_tokens"]["low"] == 0  # cached, but no usable usage
-    assert cache.read_bytes() == before and not (tmp_path / "cache.sqlite-wal").exists()
+    assert not (tmp_path / "cache.sqlite-wal").exists() and not (tmp_path / "cache.sqlite-shm").exists()
+    assert cache.read_bytes() == before
     cache.write_bytes(b"\x00garbage" * 100)  # not SQLite at all: holds nothing
     assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
     assert json.loads(capsys.readouterr().out)["arms"]["a"]["cached_calls"] == 0
