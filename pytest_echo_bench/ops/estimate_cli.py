@@ -11,6 +11,8 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm,
                                             finite, wall_seconds)
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
@@ -75,7 +77,7 @@ def seen_in_results(files: Iterable[Path], benchmark: str) -> Seen:
     """Completion tokens a call (rows of one call) and seconds an item (rows the cache did not answer)."""
     seen = Seen()
     for path in files:
-        meta, records = read_records(path, strict=False)
+        meta, records = read_records(path)  # strict: a line that is not a row is refused, naming it
         default = str((meta or {}).get("benchmark") or "")
         for record in records:
             row = record.data
@@ -83,6 +85,19 @@ def seen_in_results(files: Iterable[Path], benchmark: str) -> Seen:
                 continue
             _note_row(seen, row)
     return seen
+
+
+def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
+    """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
+    StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
+    for path in files:
+        meta, records = read_records(path)
+        default = str((meta or {}).get("benchmark") or "")
+        held = set((meta or {}).get("benchmarks") or ()) | {str(r.data.get("benchmark") or default) for r in records}
+        held.discard("")
+        if held and not held & benchmarks:
+            raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
+                             f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
 
 
 def _note_row(seen: Seen, row: dict[str, Any]) -> None:
@@ -139,7 +154,15 @@ class Options:
 def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     """The estimate as plain JSON data (the ``--format json`` output)."""
     matcher = parse_keyword(opts.keyword)
-    loaded = [load_benchmark(p) for p in spec_files]
+    # One spec named twice is collected once by pytest (as one path); and each is checked as collection
+    # checks it (scorer, providers' options), so what the run refuses is refused here too.
+    unique: dict[Path, Path] = {}
+    for path in spec_files:
+        unique.setdefault(path.resolve(), path)
+    loaded = [load_benchmark(p) for p in unique.values()]
+    for spec, _ in loaded:
+        check_spec(spec)
+    check_results(opts.results, {spec.benchmark for spec, _ in loaded})
     several = len({spec.benchmark for spec, _ in loaded}) > 1
     arms: dict[str, dict[str, Any]] = {}
     benchmarks: dict[str, dict[str, Any]] = {}

@@ -347,3 +347,32 @@ def test_several_benchmarks_are_keyed_benchmark_slash_arm_and_summed(tmp_path: P
     assert both["items"] == 2 * alone["items"] and both["calls_max"] == 2 * alone["calls_max"]
     assert both["cost_usd"]["high"] == pytest.approx(2 * alone["cost_usd"]["high"])
     assert both["benchmarks"]["other"]["items"] == alone["items"]
+
+
+def test_a_results_file_that_is_not_one_or_of_another_benchmark_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0}\n"))
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\x00\x01\xff garbage\n" * 3)
+    capsys.readouterr()
+    assert main(["estimate", str(spec), "--results", str(binary), "--cache", "off"]) == 2
+    err = capsys.readouterr().err
+    assert f"{binary}:1" in err and len(err.strip().splitlines()) == 1
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"_meta": True, "benchmark": "mmlu", "benchmarks": {"mmlu": {}}}) + "\n"
+                     + json.dumps({"task_id": "t", "arm": "a", "passed": True, "detail": "passed"}) + "\n")
+    assert main(["estimate", str(spec), "--results", str(other), "--cache", "off"]) == 2
+    assert "a results file of benchmark mmlu, not of demo" in capsys.readouterr().err
+
+
+def test_the_estimate_refuses_what_the_run_refuses_and_counts_a_spec_named_twice_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0, max_tokens: 5}\n"))
+    capsys.readouterr()
+    assert main(["estimate", str(spec), "--cache", "off"]) == 2
+    assert "unknown sim option 'max_tokens'" in capsys.readouterr().err
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0}\n"))
+    once = run_json(str(spec), capsys=capsys)["items"]
+    assert run_json(str(spec), str(tmp_path / "." / "demo.yaml"), capsys=capsys)["items"] == once
