@@ -13,8 +13,7 @@ from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm,
-                                            finite, wall_seconds)
+from pytest_echo_bench.ops.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, wall_seconds
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
