@@ -98,7 +98,7 @@ class ControllerPlugin:
             self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')}; --bench-order file for file order)")
         if self.deciding is not None:
             self.deciding.start(Path(self.ctx.results), self.ctx.resume_upto is not None)
-            pairs = ", ".join(f"{b}/{x} vs {y}" for b, x, y in self.deciding.monitor.plan.pairs)
+            pairs = ", ".join(f"{b}/{x} vs {b}/{y}" for b, x, y in self.deciding.monitor.plan.pairs)  # both named alike
             self._write(self.deciding.note or f"echo-bench: stops when decided: {pairs} (anytime-valid, "
                         f"alpha {self.deciding.monitor.plan.alpha:g})")
 
