@@ -15,6 +15,7 @@ from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, wall_seconds
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
@@ -236,7 +237,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
 def _usd(value: float | None) -> str:
     if value is None:
         return "unknown"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4g}"
+    return f"${value:,.2f}" if value >= 100 else f"${usd(value)}"
 
 
 def _range(low: float | None, high: float | None) -> str:
@@ -250,4 +251,6 @@ def _num(value: float | None) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no latency seen for an arm: give --results of an earlier run)"
+    if seconds < 10:  # a short sweep: its seconds, not "0 s"
+        return f"{seconds:.2g} s"
     return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"

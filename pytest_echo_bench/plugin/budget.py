@@ -13,6 +13,7 @@ import pytest
 
 from pytest_echo_bench.engine.worst import unbounded
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.ledger import Ledger, LedgerState
@@ -111,13 +112,6 @@ class Spend:
         """A budget to resume with: what is spent and what the refused calls may need, up to the cent."""
         # Less a hair: 0.032 + 0.048 is 8.000000000000002 cents; the ledger allows far more (EPSILON_USD).
         return math.ceil((self.spent + self.needed) * 100 - 1e-7) / 100
-
-
-def usd(amount: float) -> str:
-    """Dollars in fixed point, with the digits a small amount needs (never "$0.0000" for a set budget)."""
-    if amount == 0 or abs(amount) >= 0.001:
-        return f"{amount:.4f}"
-    return f"{amount:.{min(12, 2 - math.floor(math.log10(abs(amount))))}f}"
 
 
 def _account(name: str) -> str:

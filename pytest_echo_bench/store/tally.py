@@ -32,6 +32,7 @@ class ArmTally:
     wall: float = 0.0
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
+    costed: int = 0  # rows whose cost is known (a cached one included): 0 with rows, the arm is unpriced
 
     @property
     def pass_rate(self) -> float:
@@ -147,6 +148,7 @@ class FileTally:
             t = arms[arm[:2]]
             if r.cost_usd is not None or r.charged_usd is not None:  # money spent stays spent, whichever row is newest
                 t.spent += r.spend()
+                t.costed += 1
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
