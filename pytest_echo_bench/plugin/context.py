@@ -139,9 +139,13 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
             with contextlib.suppress(OSError):  # an unwritable directory is reported by the first append
                 stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
         if loaded:  # specs that all failed to load are collection errors: no file for them
-            ctx.run_start = _start_file(ctx, opts)
+            # The ledger first: a budget that cannot be kept is a usage error before the meta line, so the
+            # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
+            with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
+                Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
             ctx.budget = budget.start(ctx.results, opts.budget_usd, {n: s for n, (s, _) in loaded.items()},
                                       config.stash.get(COUNTED, None))
+            ctx.run_start = _start_file(ctx, opts)
     return ctx
 
 

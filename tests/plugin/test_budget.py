@@ -340,3 +340,17 @@ def test_a_shards_budget_is_its_own(pytester: pytest.Pytester, sweep: Sweep, ope
         _, rows = read_rows(out)
         assert len(rows) == 6 and spent(rows) <= budget + 1e-9 and pairs_whole(rows)  # each shard spends its own
     assert len(openai_server.requests) == 12
+
+
+def test_a_ledger_that_cannot_be_made_leaves_no_meta_only_file(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    (pytester.path / "results.jsonl.budget").mkdir()  # the ledger's path is a directory
+    result, _, _ = sweep.run("--bench-budget-usd", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--bench-budget-usd: cannot write the budget ledger*"])
+    assert not sweep.out.exists() or sweep.out.stat().st_size == 0
+    (pytester.path / "results.jsonl.budget").rmdir()
+    result, _, rows = sweep.run("--bench-budget-usd", "1")  # the same command, once the path is free
+    assert result.ret == 0 and len(rows) == 4
