@@ -134,3 +134,14 @@ def test_an_interval_gate_on_a_decided_file_reads_the_anytime_valid_interval(
     capsys.readouterr()
     assert main(["report", str(sweep.out), "--gate", "strong>=weak-0.0@90"]) == 1
     assert "the fixed-n interval is not valid" in capsys.readouterr().err
+
+
+def test_a_regraded_decided_file_still_says_it_stopped_early(
+        pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    make_spec(pytester, _spec(120))
+    sweep.run("--bench-stop-when-decided", "strong,weak")
+    regraded = pytester.path / "regraded.jsonl"
+    capsys.readouterr()
+    assert main(["regrade", str(sweep.out), "-o", str(regraded)]) == 0
+    seq = _json(capsys, str(regraded))["sequential"]
+    assert isinstance(seq, dict) and seq["collection"] == "stopped-when-decided" and not seq["fixed_n_valid"]
