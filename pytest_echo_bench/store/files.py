@@ -193,3 +193,49 @@ def read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# The results file's own record of how a run ended: a meta line after the first, which every
+# reader skips (``store.reader``, ``keyscan``), so older readers, resume and merge accept it. The
+# marker beside the file is lost when the file is copied; this line travels with the rows.
+RUN_END = "run_end"
+
+
+def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None) -> bytes:
+    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end."""
+    return encode_line({"_meta": True, RUN_END: {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}})
+
+
+def read_end(path: Path, upto: int | None = None, window: int | None = None) -> tuple[bool, dict[str, Any] | None]:
+    """(whether the file records how its last run ended, that run's stop record or None).
+
+    The last such line wins: a resume that ran to the end follows the stop it resumed from. Found
+    by searching the bytes from the end (``"run_end"`` with bare quotes is a key, never inside a
+    JSON string); a row's ``extra`` may have such a key too, so the line must be a meta line.
+    ``upto`` and ``window``: only the ``window`` bytes before byte ``upto`` (a resume's start: a stop
+    is the last line its run wrote).
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size if upto is None else upto
+            first = max(0, size - window) if window is not None else 0
+            f.seek(first)
+            data = f.read(size - first)
+    except OSError:
+        return False, None
+    end = len(data)
+    for _ in range(1000):  # bounded: rows whose extra has the same key are rare
+        at = data.rfind(b'"' + RUN_END.encode() + b'"', 0, end)
+        if at < 0:
+            return False, None
+        start = data.rfind(b"\n", 0, at) + 1
+        stop = data.find(b"\n", at)
+        try:
+            record = json.loads(data[start:stop if stop >= 0 else len(data)])
+        except (ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict) and record.get("_meta") is True and isinstance(record.get(RUN_END), dict):
+            stopped = record[RUN_END].get("stopped")
+            return True, stopped if isinstance(stopped, dict) else None
+        end = start
+    return False, None
