@@ -1,6 +1,7 @@
-"""How a sweep ended travels in its results file: a copy, a merge of shards and a sweep cut by
-``--maxfail`` report "stopped early" and the fixed-n comparison as not valid; error rows are not
-graded, so they do not count in the anytime-valid decision."""
+"""How a sweep ended travels in its results file: a copy, a merge of shards and a regrade of a sweep
+that stopped when decided report it so, the fixed-n comparison not valid; a sweep cut by ``--maxfail``
+reports that it stopped before its end, not on its decision, the fixed-n comparison valid; error rows
+are not graded, so they do not count in the anytime-valid decision."""
 
 from __future__ import annotations
 
@@ -87,14 +88,20 @@ def test_merged_shards_that_decided_alone_say_neither_figure_is_valid(
 
 def test_maxfail_cuts_the_sweep_and_the_report_says_so(
         pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+    # The stop was not decided by the comparison: its items were not chosen by looking at it, so the
+    # fixed-n figures stay valid for the items the file holds (as for a quota stop).
     make_spec(pytester, _spec(60, "  a: {provider: sim, accuracy: 0.5}\n  b: {provider: sim, accuracy: 0.5, seed: 3}",
                               "decide: {pairs: [[a, b]]}\n"))
     result, _, rows = sweep.run("--maxfail", "5")
     assert len(rows) < 120  # wrong answers are failures to pytest: it stops after 5
+    last = json.loads(sweep.out.read_bytes().splitlines()[-1])
+    assert last["run_end"]["stopped"] == {"reason": "pytest", "message": "stopping after 5 failures"}
     seq = _json(capsys, str(sweep.out))["sequential"]
-    assert isinstance(seq, dict) and not seq["fixed_n_valid"]
+    assert isinstance(seq, dict) and (seq["collection"], seq["fixed_n_valid"], seq["stop"]) == (
+        "stopped-before-end", True, "pytest")
     out = _text(capsys, str(sweep.out))
-    assert "this sweep stopped early (pytest: stopping after 5 failures)" in out and "sweep ran to the end" not in out
+    assert "this sweep stopped before its end (pytest), not on its decision" in out and "sweep ran to the end" not in out
+    assert "not valid for" not in out
 
 
 def test_error_rows_do_not_count_as_wrong_in_the_decision(
