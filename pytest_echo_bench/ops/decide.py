@@ -280,6 +280,10 @@ def monitor_of(meta: Meta) -> Monitor | str | None:
     plan = Plan.read(meta.decide)
     if isinstance(plan, str):
         return f"the meta line's decide plan cannot be used: {plan}"
+    unknown = next((f"{b}/{arm}" for b, x, y in plan.pairs for arm in (x, y) if meta.arms and arm not in meta.arms.get(b, ())),
+                   None)
+    if unknown is not None:  # a hand-edited line: its figures would compare an arm no row can be of
+        return f"the meta line's decide plan cannot be used: it names arm {unknown!r}, which the meta line's arms do not hold"
     return Monitor(plan, {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()})
 
 

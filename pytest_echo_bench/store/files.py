@@ -206,7 +206,7 @@ def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None) -> bytes:
     return encode_line({"_meta": True, RUN_END: {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}})
 
 
-END_CHUNK = 1 << 20  # read_end reads the file backwards this much at a time: a million rows are not held
+END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held
 END_CANDIDATES = 1000  # bounded: rows whose extra has the same key are rare
 
 
@@ -236,7 +236,8 @@ def _find_end(f: Any, first: int, size: int) -> tuple[bool, dict[str, Any] | Non
     while end > first and tried < END_CANDIDATES:
         start = max(first, end - END_CHUNK)
         f.seek(start)
-        data = f.read(end - start) + carried
+        data = f.read(end - start)
+        data = data + carried if carried else data  # no copy of the chunk when no line was cut
         end = start
         newline = data.find(b"\n")
         if start > first and newline < 0:  # one line longer than the chunk: read on back

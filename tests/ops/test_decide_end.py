@@ -130,3 +130,16 @@ def test_error_rows_are_not_graded_by_the_feed_and_a_retried_row_is(tmp_path: Pa
     assert feed.update()
     state = monitor.pairs[0]
     assert state.test.n == 2 and state.test.mean() == pytest.approx(0.5)  # (1 - 0 + 1 - 1) / 2
+
+
+@pytest.mark.parametrize(("decide", "words"), [
+    ({"pairs": [["d", "a", "nope"]]}, "it names arm 'd/nope', which the meta line's arms do not hold"),
+    ({"pairs": [["d", "a", "b"]], "alpha": 7}, "its alpha must be between 0 and 1, got 7.0"),
+])
+def test_a_hand_edited_plan_is_left_out_saying_why_not_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], decide: dict[str, Any], words: str) -> None:
+    path = _file(tmp_path / "r.jsonl", None)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(encode_line({**META, "decide": decide}) + b"".join(lines[1:]))
+    status, seq = _report(capsys, str(path))
+    assert status == 0 and seq["pairs"] == [] and seq["problem"] == f"the meta line's decide plan cannot be used: {words}"

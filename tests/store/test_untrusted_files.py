@@ -207,8 +207,6 @@ def test_nan_or_wrong_token_counts_are_unknown_and_counted_in_every_format(tmp_p
     ("benchmark", ["demo"], "'benchmark' must be a string"),
     ("selection", {"args": "x"}, "'selection' must be an object"),
     ("order", {"order": "random", "scheme": "other", "seed": 1}, "'order' must be an object"),
-    ("decide", {"pairs": [["demo", "good", "bad"]], "alpha": 7}, "'decide' must be an object"),
-    ("decide", {"pairs": [["demo", "good", "nope"]], "alpha": 0.05}, "'decide' names arm 'demo/nope'"),
 ])
 def test_a_meta_line_of_wrong_types_is_refused_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                 field: str, value: Any, message: str) -> None:
