@@ -90,6 +90,7 @@ class FakeOpenAI:
         self.exhausted_at: float | None = None
         self.rate: RateWindow | None = None  # set by ``limit_rate``
         self.served = 0
+        self.with_usage = True  # False: replies carry no usage (some proxies and local servers)
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests the server was answering at once
         self.requests: list[dict[str, Any]] = []
@@ -191,7 +192,7 @@ class FakeOpenAI:
             def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
                 prompt = body["messages"][-1]["content"]
                 text = server.answer(prompt)
-                return {
+                reply = {
                     "id": "chatcmpl-local", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "local"),
                     "choices": [{"index": 0, "finish_reason": "stop",
@@ -199,6 +200,9 @@ class FakeOpenAI:
                     "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
                               "total_tokens": len(prompt.split()) + len(text.split())},
                 }
+                if not server.with_usage:
+                    del reply["usage"]
+                return reply
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 self._send_raw(status, "application/json", json.dumps(payload).encode(), headers)

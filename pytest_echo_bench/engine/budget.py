@@ -169,15 +169,26 @@ class Ticket:
                 return WAIT  # a lost process's holds are settled: ask again with them
             if waiting:
                 return WAIT
-        return self._refuse(state, own, what, shown)
+        return self._refuse(state, own, what, shown, need)
 
-    def _refuse(self, state: LedgerState, need: float, what: str, shown: float | None = None) -> str:
-        """Count a call not sent (``need``: its own worst case, what a resume needs for it)."""
+    def _refuse(self, state: LedgerState, need: float, what: str, shown: float | None = None,
+                by_account: Mapping[str, float] | None = None) -> str:
+        """Count a call not sent (``need``: its own worst case, what a resume needs for it), and note
+        which limits it did not fit: the refusal names them, and the resume advice depends on them."""
         state.refused += 1
         state.needed += need
-        room = min((state.accounts[n].room() for n in self.names if n in state.accounts), default=0.0)
-        return (f"budget: not sent: {what} (${need if shown is None else shown:.6f}) does not fit what the budget has left "
-                          f"(${max(room, 0.0):.6f}); resume with a larger budget to run it")
+        amounts = by_account or {n: need for n in self.names}
+        # A benchmark closed to new items fits, but is refused: the limits that closed it bind.
+        short = ([n for n, amount in amounts.items() if n in state.accounts and not state.fits([n], amount)]
+                 or [n for n in state.short if n in self.names]
+                 or [n for n in self.names if n in state.accounts and state.accounts[n].limit is not None])
+        state.short.extend(n for n in short if n not in state.short)
+        if all(n.startswith("arm:") for n in short):  # only this arm's own budget binds: its own worst case counts
+            what, shown = "this item's worst case", None
+        room = min((state.accounts[n].room() for n in short), default=0.0)
+        whose = " and ".join(_named(n, state.where.get(n, "")) for n in short)
+        return (f"budget: not sent: {what} (${need if shown is None else shown:.6f}) does not fit what {whose} has left "
+                f"(${max(room, 0.0):.6f}); {_advice(short, state.where)}")
 
     def close(self, state: LedgerState) -> None:
         """The item is done: what it spent is charged, the rest of its hold goes back."""
@@ -189,6 +200,19 @@ class Ticket:
             state.settle(self.names, self.held, self.spent + self.in_flight)  # a pledge: no process held it
             return
         state.settle(self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed)
+
+
+def _named(account: str, where: str) -> str:
+    """An account as a person reads it: the run's budget, or a spec's, with the line that sets it."""
+    kind, _, name = account.partition(":")
+    at = f" ({where})" if where else ""
+    return "the run's budget" if kind == "run" else f"the budget of {'arm' if kind == 'arm' else 'benchmark'} {name}{at}"
+
+
+def _advice(short: list[str], where: Mapping[str, str]) -> str:
+    if "run" in short:
+        return "resume with a larger budget to run it"
+    return "raise budget: usd in the spec (" + ", ".join(where.get(n, n) for n in short) + ") to run it"
 
 
 def _by_account(spec: Spec, shares: Mapping[str, float]) -> dict[str, float]:
@@ -265,6 +289,14 @@ class Budget:
             self._local.ticket = None
             if ticket.started or len(self.plan.get(pair, ())) > 1:  # else it never touched the ledger
                 self.ledger_change(ticket.close)
+
+    def charged(self) -> float:
+        """What the current item's calls have been charged so far (a reply without usage: its worst case)."""
+        ticket: Ticket | None = getattr(self._local, "ticket", None)
+        if ticket is None:
+            return 0.0
+        with ticket._lock:
+            return round(ticket.spent + ticket.in_flight, 9)
 
     @contextlib.contextmanager
     def call(self, spec: Spec, arm: str, prompt: str) -> Iterator[Settle]:

@@ -307,6 +307,7 @@ class Runner:
             retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
             cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if item.spec.epochs > 1 else None,
+            charged_usd=self.budget.charged() if self.budget is not None else None,
         )
         try:
             self.writer.append(row.to_line())

@@ -8,15 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, arm_name, flush_stdout, number, output_dir, output_file, say, whole
 from pytest_echo_bench.ops.epochs import REDUCERS
-from pytest_echo_bench.ops.gates import Gate, parse_gate
+from pytest_echo_bench.ops.gates import Anytime, Gate, parse_gate
 from pytest_echo_bench.ops.names import ArmNames
 from pytest_echo_bench.ops.render import FORMATS, paired_intervals
 from pytest_echo_bench.store.safe_text import shown
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.ops.decide_end import Collection
 
 BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
 BUG = 3  # an exception no bad input explains
@@ -42,7 +45,7 @@ def _report(args: argparse.Namespace) -> int:
     if not results.rows and not results.metas:  # an empty table (and JSON saying complete) would read as a sweep
         raise ValueError(f"no results in {', '.join(map(str, args.files))}: no meta line and no row (an empty file?)")
     budgets = [b for b in map(run_budget, args.files) if b is not None]
-    report = build_report(results, oracle, args.reduce, stop_reason=_stop_reason(args.files), budgets=budgets)
+    report = build_report(results, oracle, args.reduce, ended=_ended(args.files), budgets=budgets)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
     say(render(report, args.format))
@@ -55,20 +58,33 @@ def _report(args: argparse.Namespace) -> int:
         say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
             f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
             err=True)
+    anytime = _anytime(report)
     for gate in gates:
-        ok, line = gate.check(rates, intervals)
+        ok, line = gate.check(rates, intervals, anytime)
         failed += not ok
         say(line, err=True)
     return 1 if failed else 0
 
 
-def _stop_reason(files: Sequence[Path]) -> str | None:
-    """Why the sweep of these files stopped early, by their stop markers: ``decided`` when any file's
-    says it stopped once its comparisons were decided, else the first other reason; None: none did."""
-    from pytest_echo_bench.store.files import DECIDED, read_stop
+def _anytime(report: Any) -> Anytime | None:
+    """A sweep whose fixed-n figures are not valid (it stopped when decided, or parts merged into it did):
+    interval gates read its anytime-valid intervals (``gates.Anytime``)."""
+    seq = report.sequential
+    if seq is None or seq.fixed_n_valid or seq.plan is None:
+        return None
+    one = len(report.benchmarks) == 1
+    pairs = {(f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (f.ci, f.level)
+             for f in seq.pairs}
+    why = f"parts of the merged file stopped early ({seq.merged_parts})" if seq.merged_parts else \
+        "the sweep stopped once its comparisons were decided"
+    return Anytime(why, pairs)
 
-    reasons = [stop.reason for path in files if (stop := read_stop(path)) is not None]
-    return DECIDED if DECIDED in reasons else next(iter(reasons), None)
+
+def _ended(files: Sequence[Path]) -> Collection:
+    """How the files' sweep ended (decided, another early stop, or to its end), as the files record it."""
+    from pytest_echo_bench.ops.decide_end import collection
+
+    return collection(files)
 
 
 def _power(args: argparse.Namespace) -> int:

@@ -127,10 +127,12 @@ class Monitor:
             for arm in dict.fromkeys(state.key[1:]):  # a pair of one arm twice (a hand-edited plan): once
                 self._by_arm.setdefault((state.key[0], arm), []).append(state)
 
-    def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float) -> bool:
-        """One graded row (score 1 correct, 0 otherwise); True when it completed an item of a pair."""
+    def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float | None) -> bool:
+        """One row (score 1 correct, 0 wrong or unparseable, None an error: ``score_of``); True when it
+        completed an item of a pair. An error row was never graded: it is not counted, so a retried row
+        of its key can be."""
         states = self._by_arm.get((benchmark, arm))
-        if states is None:
+        if states is None or score is None:
             return False
         samples = self._scores.setdefault((benchmark, task_id, arm), {})
         if epoch in samples:  # the first row of a key counts: a look already used it
@@ -242,6 +244,12 @@ def collection_of(stop_reason: str | None, running: bool = False) -> str:
     return RUNNING if running else RAN_TO_END
 
 
+def score_of(status: str, passed: bool) -> float | None:
+    """A row's score for the decision: 1 passed, 0 graded otherwise (wrong; unparseable, as the fixed-n
+    report counts it), None for an error row: the provider or the scorer failed, nothing was graded."""
+    return None if status == "error" else float(passed)
+
+
 @dataclass(frozen=True)
 class Sequential:
     """The anytime-valid figures of a sweep that had a decide plan, and how it was collected; or,
@@ -252,12 +260,17 @@ class Sequential:
     pairs: list[PairFigures]
     stop: str = ""  # the stop marker's reason, when it is not "decided"
     problem: str = ""
+    # A merged file (stop "merged") of parts one of which stopped when decided: which parts stopped, and
+    # why. Each part stopped on its own rows, so neither the merged rows' fixed-n figures nor their
+    # anytime-valid ones are valid.
+    merged_parts: str = ""
 
     @property
     def fixed_n_valid(self) -> bool:
         """Whether the McNemar p-values and Newcombe intervals of the planned pairs mean what they say:
-        not once the sweep stopped on its own decision (optional stopping), nor before it ended."""
-        return self.collection in (RAN_TO_END, STOPPED_OTHER)
+        not once the sweep (or a part merged into it) stopped on its own decision (optional stopping),
+        nor before it ended; a stop the comparison did not decide (a quota, -x) leaves them valid."""
+        return self.collection in (RAN_TO_END, STOPPED_OTHER) and not self.merged_parts
 
 
 def monitor_of(meta: Meta) -> Monitor | str | None:
@@ -267,15 +280,20 @@ def monitor_of(meta: Meta) -> Monitor | str | None:
     plan = Plan.read(meta.decide)
     if isinstance(plan, str):
         return f"the meta line's decide plan cannot be used: {plan}"
+    unknown = next((f"{b}/{arm}" for b, x, y in plan.pairs for arm in (x, y) if meta.arms and arm not in meta.arms.get(b, ())),
+                   None)
+    if unknown is not None:  # a hand-edited line: its figures would compare an arm no row can be of
+        return f"the meta line's decide plan cannot be used: it names arm {unknown!r}, which the meta line's arms do not hold"
     return Monitor(plan, {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()})
 
 
 def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = False,
-               figures: list[PairFigures] | None = None) -> Sequential:
+               figures: list[PairFigures] | None = None, merged_parts: str = "") -> Sequential:
     """What every output shows of a plan: ``watch``'s figures (or ``figures``, already computed from it)
     with how the sweep was collected; or why the plan cannot be used."""
     stop = stop_reason if stop_reason not in (None, "decided") else None
     collection = collection_of(stop_reason, running)
+    decided = merged_parts if collection == STOPPED_OTHER else ""
     if isinstance(watch, str):
-        return Sequential(collection, None, [], stop or "", watch)
-    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "")
+        return Sequential(collection, None, [], stop or "", watch, decided)
+    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "", "", decided)

@@ -8,21 +8,27 @@ xdist too, where reports reach the controller in another order than the rows rea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.decide import Monitor, Sequential, monitor_of, sequential
+from pytest_echo_bench.ops.decide import Monitor, PairFigures, Sequential, monitor_of, score_of, sequential
+from pytest_echo_bench.ops.decide_end import Collection
 from pytest_echo_bench.ops.results import Results
+from pytest_echo_bench.store.files import STATUSES, legacy_status, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import row_key, scan_epoch
 
 
 class DecideRow(ScanRow, gc=False):
-    """The one field the monitor needs beyond the key; anything but ``true`` is not correct."""
+    """The fields the monitor needs beyond the key: anything but ``passed: true`` is not correct, and
+    an error row (``status``, or a legacy row's ``detail``) is not graded (``ops.decide.score_of``)."""
 
     passed: Any = None
+    status: Any = None
+    detail: Any = None
 
 
 class FileFeed:
@@ -48,8 +54,9 @@ class FileFeed:
                 if scan.meta is not None:
                     self.default = str(scan.meta.get("benchmark") or "")
                 for row in fast:
+                    status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
                     fed |= self.monitor.add(row.benchmark or self.default, row.task_id, row.arm, scan_epoch(row.epoch),
-                                            float(row.passed is True))
+                                            score_of(status, row.passed is True))
                 for record in slow:
                     fed |= self._add(record)
         except OSError:
@@ -66,17 +73,40 @@ class FileFeed:
             benchmark, task_id, arm, epoch = row_key(record, self.default)
         except StoreError:
             return False
-        return self.monitor.add(benchmark, task_id, arm, epoch, float(record.get("passed") is True))
+        return self.monitor.add(benchmark, task_id, arm, epoch, score_of(row_status(record), record.get("passed") is True))
 
 
-def replay(results: Results, stop_reason: str | None = None) -> Sequential | None:
+def replay(results: Results, ended: Collection | None = None) -> Sequential | None:
     """The report's figures: the plan of the first meta line that has one, fed the rows of each file
     in file order, as the controller read them (a key's first row counts, the one a look used, not the
-    newest that the rest of the report counts)."""
+    newest that the rest of the report counts), with how the sweep ended (``ops.decide_end``). Under
+    xdist the file's order may differ from the controller's by a row or two: a decided stop's
+    ``decided_at`` is the one the run recorded when it stopped."""
     watch = next((w for w in map(monitor_of, results.metas) if w is not None), None)
     if watch is None:
         return None
-    if isinstance(watch, Monitor):
-        for path in results.paths:
-            FileFeed(path, watch).update()
-    return sequential(watch, stop_reason)
+    ended = ended or Collection()
+    if isinstance(watch, str):
+        return sequential(watch, ended.stop_reason, merged_parts=ended.merged_parts)
+    for path in results.paths:
+        FileFeed(path, watch).update()
+    figures = _recorded(watch.figures(), ended)
+    return sequential(watch, ended.stop_reason, figures=figures, merged_parts=ended.merged_parts)
+
+
+def _recorded(figures: list[PairFigures], ended: Collection) -> list[PairFigures]:
+    """``figures`` with the ``decided_at`` (and, for a pair the replay has not decided, the direction and
+    verdict) that the run recorded at its decided stop: the look that stopped it is the run's, not a replay's."""
+    recorded = {(p.get("benchmark"), p.get("a"), p.get("b")): p for p in ended.pairs}
+    out = []
+    for f in figures:
+        rec = recorded.get((f.benchmark, f.a, f.b), {})
+        at = rec.get("decided_at")
+        if isinstance(at, int) and not isinstance(at, bool):
+            same = f.decided_at is not None
+            direction, verdict = rec.get("direction"), rec.get("verdict")
+            f = replace(f, decided_at=at,
+                        direction=f.direction if same or not isinstance(direction, str) else direction,
+                        verdict=f.verdict if same or not isinstance(verdict, str) else verdict)
+        out.append(f)
+    return out

@@ -23,6 +23,9 @@ NOTES = {
     RUNNING: "this sweep is running: these anytime-valid figures hold at every look; the fixed-n ones are valid only "
              "once it has run to the end",
 }
+MERGED_PARTS = ("parts of this merged file stopped early ({why}): neither the fixed-n comparison nor these "
+                "anytime-valid figures of the merged rows are valid (each part stopped on its own rows, not the merged "
+                "ones); each part's own figures are: echo-bench report PART")
 HINT = ("p anytime: Ville's inequality on betting wealth (Waudby-Smith & Ramdas 2024), two-sided; p holm: Holm over "
         "the planned pairs; interval: the confidence sequence of a - b at that level")
 LEFT = 3  # leading text columns of the table: benchmark, a, b
@@ -35,6 +38,8 @@ def note(seq: Sequential) -> str:
     """What the figures are worth, for how the sweep was collected (or why there are none)."""
     if seq.problem:
         return f"anytime-valid comparison left out: {seq.problem}"
+    if seq.merged_parts:
+        return MERGED_PARTS.format(why=seq.merged_parts)
     return NOTES[seq.collection].format(stop=seq.stop or "stopped")
 
 
@@ -75,6 +80,7 @@ def to_json(seq: Sequential) -> dict[str, Any]:
     return {"collection": seq.collection, "fixed_n_valid": seq.fixed_n_valid,
             "alpha": None if seq.plan is None else seq.plan.alpha, "margin": None if seq.plan is None else seq.plan.margin,
             "pairs": [f.to_json() for f in seq.pairs], **({"stop": seq.stop} if seq.stop else {}),
+            **({"merged_parts": seq.merged_parts} if seq.merged_parts else {}),
             **({"problem": seq.problem} if seq.problem else {})}
 
 

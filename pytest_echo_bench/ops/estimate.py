@@ -180,9 +180,11 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     for example, epoch in items:
         paths = arm_paths(spec, arm, example.input, example.input, plans)
         out.items += 1
-        out.calls_min += len(paths.best)
         low = _path(spec, paths.best, seen, example, epoch, cache_of, high=False, into=None)
+        sent = out.calls_max
         high = _path(spec, paths.worst, seen, example, epoch, cache_of, high=True, into=out)
+        # The calls sent, cached ones not: counted on the best path as calls_max is on the worst.
+        out.calls_min += min(low[2], out.calls_max - sent)
         out.cost_low = _add(out.cost_low, low[0])
         out.completion_low += low[1]
         out.cost_high = _add(out.cost_high, high[0])
@@ -195,10 +197,11 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
 
 
 def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epoch: int, cache_of: CacheCheck | None,
-          high: bool, into: ArmEstimate | None) -> tuple[float | None, float | None]:
-    """(USD, completion tokens) of one item's path; ``into`` counts its calls and prompt tokens."""
+          high: bool, into: ArmEstimate | None) -> tuple[float | None, float | None, int]:
+    """(USD, completion tokens, calls sent) of one item's path; ``into`` counts its calls and prompt tokens."""
     cost: float | None = 0.0
     completion: float | None = 0.0
+    sent = 0
     opaque = {c.arm for c in calls if spec.arms[c.arm].provider in OPAQUE}
     for call in calls:
         if cache_of is not None and call.prompt is not None and cache_of(call, example, epoch):
@@ -209,10 +212,11 @@ def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epo
         fed = _fed(spec, call, seen, high)
         cost = _add(cost, None if call.arm in opaque else call_cost(spec, call, reply, fed))
         completion = None if completion is None or reply is None else completion + reply
+        sent += 1
         if into is not None:
             into.calls_max += 1
             into.prompt_tokens += call.tokens
-    return cost, completion
+    return cost, completion, sent
 
 
 def _fed(spec: Spec, call: Call, seen: Seen, high: bool) -> float | None:

@@ -12,9 +12,11 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.ops.estimate import (CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm,
-                                            finite, wall_seconds)
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, wall_seconds
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.ops.shard_env import resolve_shard
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
@@ -78,7 +80,7 @@ def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[st
     seen = {name: Seen() for name in benchmarks}
     for path in files:
         default = ""
-        for record in iter_records(path, strict=False):
+        for record in iter_records(path):  # strict: a line that is not a row is refused, naming it
             row = record.data
             if row.get("_meta"):
                 default = str(row.get("benchmark") or "") if record.lineno == 1 else default
@@ -87,6 +89,27 @@ def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[st
             if into is not None and isinstance(row.get("arm"), str):
                 _note_row(into, row)
     return seen
+
+
+def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
+    """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
+    StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
+    for path in files:
+        held: set[str] = set()
+        default = ""
+        for record in iter_records(path):  # a line at a time: a million rows are not held to name a few benchmarks
+            row = record.data
+            if row.get("_meta"):
+                if record.lineno == 1:
+                    default = str(row.get("benchmark") or "")
+                    names = row.get("benchmarks")
+                    held.update(map(str, names) if isinstance(names, dict) else ())
+                continue
+            held.add(str(row.get("benchmark") or default))
+        held.discard("")
+        if held and not held & benchmarks:
+            raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
+                             f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
 
 
 def _note_row(seen: Seen, row: dict[str, Any]) -> None:
@@ -143,7 +166,15 @@ class Options:
 def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     """The estimate as plain JSON data (the ``--format json`` output)."""
     matcher = parse_keyword(opts.keyword)
-    loaded = [load_benchmark(p) for p in spec_files]
+    # One spec named twice is collected once by pytest (as one path); and each is checked as collection
+    # checks it (scorer, providers' options), so what the run refuses is refused here too.
+    unique: dict[Path, Path] = {}
+    for path in spec_files:
+        unique.setdefault(path.resolve(), path)
+    loaded = [load_benchmark(p) for p in unique.values()]
+    for spec, _ in loaded:
+        check_spec(spec)
+    check_results(opts.results, {spec.benchmark for spec, _ in loaded})
     several = len({spec.benchmark for spec, _ in loaded}) > 1
     arms: dict[str, dict[str, Any]] = {}
     benchmarks: dict[str, dict[str, Any]] = {}
@@ -220,7 +251,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
 def _usd(value: float | None) -> str:
     if value is None:
         return "unknown"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4g}"
+    return f"${value:,.2f}" if value >= 100 else f"${usd(value)}"
 
 
 def _range(low: float | None, high: float | None) -> str:
@@ -234,4 +265,6 @@ def _num(value: float | None) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (no latency seen for an arm: give --results of an earlier run)"
+    if seconds < 10:  # a short sweep: its seconds, not "0 s"
+        return f"{seconds:.2g} s"
     return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"

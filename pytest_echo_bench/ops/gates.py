@@ -34,6 +34,29 @@ def _snap(value: float, bound: float) -> float:
 
 
 @dataclass(frozen=True)
+class Anytime:
+    """A sweep that stopped early (``why``): its fixed-n intervals are not valid (optional stopping), so an
+    interval gate reads the anytime-valid interval of a planned pair at the plan's level, or fails."""
+
+    why: str
+    pairs: Mapping[tuple[str, str], tuple[tuple[float, float], float]]  # (a, b) -> (interval of a - b, level)
+
+    def interval(self, a: str, b: str, level: float) -> tuple[float, float] | None:
+        if (a, b) in self.pairs:
+            ci, at = self.pairs[a, b]
+            return ci if abs(at - level) < TOLERANCE else None
+        if (b, a) in self.pairs:
+            ci, at = self.pairs[b, a]
+            return (-ci[1], -ci[0]) if abs(at - level) < TOLERANCE else None
+        return None
+
+    def refusal(self, a: str, b: str) -> str:
+        levels = sorted({f"{at:.0%}" for _, at in self.pairs.values()})
+        return (f"FAILED: {self.why}: the fixed-n interval is not valid, and {a} vs {b} at this level has no "
+                f"anytime-valid one (a planned pair's, at {' or '.join(levels) or 'its plan level'}, is)")
+
+
+@dataclass(frozen=True)
 class Gate:
     text: str
     arm: str
@@ -41,10 +64,12 @@ class Gate:
     rhs: str
     level: float | None = None  # 0.95 for '@95': the rule is about the paired interval's bound
 
-    def check(self, rates: Mapping[str, float], intervals: Intervals | None = None) -> tuple[bool, str]:
-        """(passed, explanation) against pass rates by arm key, and paired intervals for an '@' gate."""
+    def check(self, rates: Mapping[str, float], intervals: Intervals | None = None,
+              anytime: Anytime | None = None) -> tuple[bool, str]:
+        """(passed, explanation) against pass rates by arm key, and paired intervals for an '@' gate
+        (``anytime``: the sweep stopped early, only anytime-valid intervals count)."""
         if self.level is not None:
-            return self._check_interval(rates, intervals)
+            return self._check_interval(rates, intervals, anytime)
         if self.arm not in rates:
             return False, f"gate {self.text}: arm {self.arm!r} has no results"
         bound = self._bound(rates)
@@ -56,14 +81,17 @@ class Gate:
         verdict = "passed" if ok else "FAILED"
         return ok, f"gate {self.text}: {verdict} ({self.arm} = {rates[self.arm]:.3f}, bound {bound:.3f})"
 
-    def _check_interval(self, rates: Mapping[str, float], intervals: Intervals | None) -> tuple[bool, str]:
+    def _check_interval(self, rates: Mapping[str, float], intervals: Intervals | None,
+                        anytime: Anytime | None) -> tuple[bool, str]:
         other = self._relative(rates)
         if intervals is None:
             return False, f"gate {self.text}: {PAIRED_ONLY}"
         if self.arm not in rates or other is None:
             return False, f"gate {self.text}: needs two arms with results, got {self.arm!r} and {self.rhs!r}"
         level = self.level or 0.95
-        ci = intervals(self.arm, other[0], level)
+        ci = intervals(self.arm, other[0], level) if anytime is None else anytime.interval(self.arm, other[0], level)
+        if ci is None and anytime is not None:
+            return False, f"gate {self.text}: {anytime.refusal(self.arm, other[0])}"
         if ci is None:
             return False, f"gate {self.text}: {self.arm} and {other[0]} answered no item in common"
         lower = self.op in (">=", ">")  # "a >= b - m": the lower bound of a - b must be above -m
@@ -71,7 +99,8 @@ class Gate:
         ok = bound > other[1] if lower else bound < other[1]
         verdict = "passed" if ok else "FAILED"
         need = f"{'lower' if lower else 'upper'} bound must be {'above' if lower else 'below'} {other[1]:+.3f}"
-        return ok, (f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {level:.0%} CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
+        kind = "" if anytime is None else " anytime-valid"  # the sweep stopped early: the only valid one
+        return ok, (f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {level:.0%}{kind} CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; "
                     f"the {need})")
 
     def bind(self, names: ArmNames) -> Gate:

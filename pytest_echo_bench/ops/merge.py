@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.engine.fingerprint import combine
+from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops import conflicts
 from pytest_echo_bench.ops.conflicts import Conflict
+from pytest_echo_bench.ops.decide_end import MERGED, collection
 from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
-from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
@@ -75,7 +77,10 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     merged.duplicates = sum(scan[2] for scan in scans)
     merged.conflicts = [_conflict(key, older, newer, paths) for scan in scans for key, older, newer in scan[3]]
     merged.found = [Conflict(key, older[2], newer[2]) for scan in scans for key, older, newer in scan[3]]
-    merged.lines = KeptLines(list(paths), list(kept.values()))
+    stopped = _stopped_parts(paths)
+    # The merged file says its parts stopped early, as their own files said (``files.RUN_END``).
+    tail = [end_line(MERGED, utcnow(), stopped)] if stopped else []
+    merged.lines = KeptLines(list(paths), list(kept.values()), tail)
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
         schemes = [p.scheme for p in parts if p.total]
@@ -137,10 +142,11 @@ def _conflict(key: Key, older: Place, newer: Place, paths: Sequence[Path]) -> st
 
 
 class KeptLines:
-    """The merged rows, in order: each read from its file when iterated (written), a line at a time."""
+    """The merged rows, in order: each read from its file when iterated (written), a line at a time;
+    then ``tail``, the lines that are not rows (the merged file's end line), not counted in its length."""
 
-    def __init__(self, paths: list[Path], places: list[Place]) -> None:
-        self.paths, self.places = paths, places
+    def __init__(self, paths: list[Path], places: list[Place], tail: Sequence[bytes] = ()) -> None:
+        self.paths, self.places, self.tail = paths, places, list(tail)
 
     def __len__(self) -> int:
         return len(self.places)
@@ -155,6 +161,18 @@ class KeptLines:
                 if not line.strip():
                     raise StoreError(f"{self.paths[index]}: changed while it was merged (no row at byte {offset})")
                 yield line if line.endswith(b"\n") else line + b"\n"  # a whole last row without its newline
+        yield from self.tail
+
+
+def _stopped_parts(paths: Sequence[Path]) -> dict[str, Any] | None:
+    """The merged file's stop record when any part stopped early: reason ``merged``, each part's own."""
+    stopped = [(p, c) for p in paths if (c := collection([p])).early]
+    if not stopped:
+        return None
+    parts = [{"file": str(p), "reason": c.reason, "message": c.message, **({"parts_decided": True} if c.parts_decided else {})}
+             for p, c in stopped]
+    why = "; ".join(f"{p.name}: {c.reason}" for p, c in stopped)
+    return {"reason": MERGED, "message": why, "parts": parts}
 
 
 def _only(assumed: Assumed | None) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from pytest_echo_bench.ops.power import mde, n_for_power
-from pytest_echo_bench.ops.power_design import (Design, PairedItem, estimate_design, items_clustered, items_needed,
-                                                paired_items)
+from pytest_echo_bench.ops.power_design import Design, PairedItem, estimate_design, items_clustered, items_needed, paired_items
 
 METHOD = "paired, exact McNemar planned by Connor's (1987) normal approximation"
+MIN_DIFF = 1e-4  # a smaller difference needs more items than any benchmark has (n grows as 1/diff^2)
 DESIGN = "planned by the normal approximation with clusters and repeats of Miller (2024, arXiv 2411.00640)"
 
 
@@ -16,6 +16,12 @@ def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
     """The lines to print and the exit status (2 for arguments that do not make a question)."""
     if not (0 < args.alpha < 1 and 0 < args.power < 1):
         return ["echo-bench power: --alpha and --power must be between 0 and 1"], 2
+    if args.diff is not None and 0 < abs(args.diff) < MIN_DIFF:
+        return [f"echo-bench power: --diff {args.diff:g} is below {MIN_DIFF:g}: no sweep has the items it needs "
+                "(give a difference of 0.0001 or more)"], 2
+    if args.files and args.discordant is not None:
+        return ["echo-bench power: --discordant plans without a pilot; a pilot file gives its own discordant share: "
+                "give one or the other"], 2
     if args.files:
         return _from_pilot(args)
     if args.repeats is not None:  # the within-item variance comes from a pilot's epochs only
@@ -44,6 +50,8 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
     names = [a for a in (args.pair or "").split(",") if a]
     if len(names) != 2:
         return ["echo-bench power: a pilot file needs --pair A,B (two arm names)"], 2
+    if names[0] == names[1]:
+        return [f"echo-bench power: --pair {names[0]},{names[1]}: an arm cannot be compared with itself"], 2
     results: Results = load_results(args.files)
     report = build_report(results)
     known = ArmNames({b.name: b.arms for b in report.benchmarks})
@@ -84,6 +92,10 @@ def design_lines(items: list[PairedItem], diff: float, alpha: float, power: floa
     lines.append(f"without clustering: n = {_count(plain)} items for diff {diff:+.4f}")
     lines.append(_clustered(design, design.variance(), design.icc, diff, alpha, power, "") if design.clusters > 1
                  else "with clustering: one subtask only, no clusters to account for")
+    if design.samples > 1:  # two plans for one question: say which counts what
+        lines.append(f"two plans: McNemar's n above counts each item as one right/wrong pair; the design's n (Miller) "
+                     f"scores each item by the mean of its {design.samples:g} samples, and is the one for a sweep "
+                     "with repeats")
     if repeats is not None:
         lines += _repeats(design, repeats, diff, alpha, power)
     return lines
@@ -96,21 +108,22 @@ def _clustered(design: Design, variance: float, icc: float, diff: float, alpha: 
                 "the subtasks' own differences alone are too variable: add subtasks")
     deff = 1 + (n / design.clusters - 1) * icc
     return (f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}, design effect {deff:.2f} at "
-            f"{n / design.clusters:.1f} items a subtask: n = {n} items")
+            f"{n / design.clusters:.1f} items per subtask on average: n = {n} items")
 
 
 def _repeats(design: Design, repeats: int, diff: float, alpha: float, power: float) -> list[str]:
     if design.within_a is None or design.within_b is None:
-        return [f"with {repeats} repeats per item: unknown, the pilot has one sample per item: the within-item "
+        return [f"with {repeats} repeat{'s' if repeats != 1 else ''} per item: unknown, the pilot has one sample per item: the within-item "
                 "variance needs a pilot with epochs: 2 or more"]
     variance = design.variance(repeats)
     n = items_needed(variance, diff, alpha, power)
-    tail = f" and {repeats} repeats"
-    return [f"with {repeats} repeats per item: within-item variance ({design.within_a:.4f} + {design.within_b:.4f}) "
+    said = f"{repeats} repeat{'s' if repeats != 1 else ''}"
+    tail = f" and {said}"
+    return [f"with {said} per item: within-item variance ({design.within_a:.4f} + {design.within_b:.4f}) "
             f"/ {repeats}, paired variance {variance:.4f}: n = {_count(n)} items "
             f"({_count(n * repeats if n else None)} calls per arm)",
             _clustered(design, variance, design.icc_at(repeats), diff, alpha, power, tail) if design.clusters > 1
-            else f"with {repeats} repeats, clustered: one subtask only"]
+            else f"with {said}, clustered: one subtask only"]
 
 
 def _count(n: int | None) -> str:

@@ -21,12 +21,14 @@ from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
+from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import EchoBenchError, SpecError
+from pytest_echo_bench.ops.decide_end import collection
 from pytest_echo_bench.ops.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.files import encode_line, row_status
+from pytest_echo_bench.store.files import encode_line, end_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Meta, row_epoch, row_key
 
@@ -146,6 +148,11 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
             out.lines.append(record.raw)
             continue
         out.lines.append(_regrade_row(record.data, bench.spec, example, out.changes))
+    ended = collection([results])
+    if ended.early:  # the rows were collected as the original's were: it stopped early too (its decision's
+        # figures are not carried: the new grades decide anew)
+        stopped = {"reason": ended.reason, "message": ended.message, **({"parts_decided": True} if ended.parts_decided else {})}
+        out.lines.append(end_line("regraded", utcnow(), stopped))
     # The meta is written only once every row has passed its checks: a refusal leaves nothing behind.
     out.meta = describe_epochs(_new_meta(meta, benches, results), (row_key(r.data, default) for r in newest))
     out.notes.extend(_unverified_note(results, meta, benches))

@@ -219,7 +219,8 @@ def _early_note(report: Report) -> str:
     if seq is None or seq.fixed_n_valid:
         return ""
     pairs = ", ".join(f"{f.a} vs {f.b}" for f in seq.pairs)
-    return f"\nnot valid for {pairs}: the sweep stopped once they were decided; read the anytime-valid comparison"
+    why = "parts merged into it stopped early when decided" if seq.merged_parts else "the sweep stopped once they were decided"
+    return f"\nnot valid for {pairs}: {why}; read the anytime-valid comparison"
 
 
 def _sequential_table(seq: Sequential) -> Table:

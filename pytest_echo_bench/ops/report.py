@@ -22,6 +22,7 @@ from pytest_echo_bench.ops.compare import (
 )
 from pytest_echo_bench.ops.conflicts import Conflict
 from pytest_echo_bench.ops.decide import Sequential
+from pytest_echo_bench.ops.decide_end import Collection
 from pytest_echo_bench.ops.decide_feed import replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
@@ -132,11 +133,11 @@ class Report:
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 stop_reason: str | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
+                 ended: Collection | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score (``ops.epochs``);
-    ``stop_reason``: the reason its stop marker gives (``decided``: it stopped once its comparisons were
-    decided), None without one; ``budgets``: the budget figures recorded beside the files (``ops.spend.run_budget``)."""
+    ``ended``: how the sweep ended, as its files record it (``ops.decide_end.collection``; None: to its
+    end); ``budgets``: the budget figures recorded beside the files (``ops.spend.run_budget``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -146,7 +147,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts), sequential=replay(results, stop_reason), budgets=list(budgets))
+                    coverage=coverage(results.parts), sequential=replay(results, ended), budgets=list(budgets))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))

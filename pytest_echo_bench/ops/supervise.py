@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from pytest_echo_bench.store.files import NEEDS_FIXING, read_json, results_dir, stop_path, summary_path
+from pytest_echo_bench.store.files import DECIDED, NEEDS_FIXING, read_json, results_dir, stop_path, summary_path
 from pytest_echo_bench.store.safe_text import shown
 
 RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
@@ -213,8 +213,12 @@ def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: 
         status = run(argv)
         if interrupts.received:
             return _interrupted(interrupts, status, path, resume)
-        marker = read_json(stop_path(path)) if status == 2 else {}
+        marker = read_json(stop_path(path)) if status in (0, 2) else {}
         reason = str(marker.get("reason", ""))
+        if status == 0 and reason == DECIDED:  # exit 0, but not complete: stopped on purpose, the rest not run
+            log(f"echo-bench run: stopped: decided ({marker.get('message', '')}) after {attempt} attempt(s); "
+                f"the rest of the sweep is not run (to run it: {resume}): {path}")
+            return 0
         if status == 0:
             log(f"echo-bench run: sweep complete after {attempt} attempt(s): {path}")
             return 0

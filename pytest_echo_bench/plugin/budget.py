@@ -13,6 +13,7 @@ import pytest
 
 from pytest_echo_bench.engine.worst import unbounded
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store import holders
 from pytest_echo_bench.store.files import StopReason
@@ -29,6 +30,18 @@ def limits(run_usd: float | None, specs: Mapping[str, Spec]) -> dict[str, float 
         for arm, conf in spec.arms.items():
             if conf.budget_usd is not None:
                 found[f"arm:{name}/{arm}"] = conf.budget_usd
+    return found
+
+
+def sources(specs: Mapping[str, Spec]) -> dict[str, str]:
+    """Each spec limit's account -> the FILE:LINE of its ``budget:`` key, for the messages that say to raise it."""
+    found: dict[str, str] = {}
+    for name, spec in specs.items():
+        if spec.budget_usd is not None:
+            found[f"bench:{name}"] = f"{spec.path}:{spec.lines.get(('budget',), 0)}"
+        for arm, conf in spec.arms.items():
+            if conf.budget_usd is not None:
+                found[f"arm:{name}/{arm}"] = f"{spec.path}:{spec.lines.get(('arms', arm, 'budget'), conf.line)}"
     return found
 
 
@@ -60,7 +73,7 @@ def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counte
         for name in ("run", f"bench:{bench}", f"arm:{bench}/{arm}"):
             spent[name] = spent.get(name, 0.0) + tally.spent
     try:
-        Ledger(results).create(found, spent)
+        Ledger(results).create(found, spent, sources(specs))
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-budget-usd: {exc}") from exc
     return True
@@ -74,14 +87,27 @@ class Spend:
     limit: float | None
     refused: int
     needed: float
+    binding: tuple[tuple[str, float, float, str], ...] = ()  # spec limits a call did not fit: (account, spent, limit, where)
+    run_binds: bool = True  # the run's own limit refused a call (or none did): a larger --bench-budget-usd helps
 
     @classmethod
     def of(cls, state: LedgerState) -> Spend:
         run = state.accounts["run"]
-        return cls(run.spent, run.limit, state.refused, state.needed)
+        binding = tuple((n, a.spent, a.limit, state.where.get(n, "")) for n in state.short if n != "run"
+                        and (a := state.accounts.get(n)) is not None and a.limit is not None)
+        return cls(run.spent, run.limit, state.refused, state.needed, binding, "run" in state.short or not binding)
 
     def text(self) -> str:
-        return f"spent ${self.spent:.4f}" + (f" of ${self.limit:.4f}" if self.limit is not None else "")
+        run = f" of ${usd(self.limit)}" if self.limit is not None else " (no run budget)"
+        spec = "".join(f"; {_account(n)} spent ${usd(s)} of ${usd(lim)}" for n, s, lim, _ in self.binding)
+        return f"spent ${usd(self.spent)}{run}{spec}"
+
+    def advice(self) -> str:
+        """What lets the rest run: a larger run budget (the resume command carries it), or the spec's own."""
+        if self.run_binds:
+            return ""
+        where = ", ".join(w or _account(n) for n, _, _, w in self.binding)
+        return f"; raise budget: usd in the spec ({where}): a larger --bench-budget-usd does not help"
 
     def suggested(self) -> float:
         """A budget to resume with: what is spent and what the refused calls may need, up to the cent."""
@@ -99,6 +125,11 @@ def settle_lost(results: str | Path) -> int:
         return 0  # shown as it stands: the stop and its figures come from ``read``, which says None
     finally:
         ledger.close()
+
+
+def _account(name: str) -> str:
+    kind, _, rest = name.partition(":")
+    return f"arm {rest}" if kind == "arm" else f"benchmark {rest}"
 
 
 def read(results: str | Path) -> Spend | None:
@@ -127,10 +158,11 @@ def complete_items(counted: FileTally, arms: Mapping[str, list[str]]) -> tuple[i
 
 def stop_of(spend: Spend, complete: tuple[int, int]) -> tuple[StopReason, dict[str, Any]]:
     """The budget's stop: why, and the marker's figures (``suggested_usd``: the resume command's budget)."""
-    limit = f" of ${spend.limit:.4f}" if spend.limit is not None else ""
-    message = (f"spent ${spend.spent:.4f}{limit}; {spend.refused} calls not sent, which need up to "
-               f"${spend.needed:.4f} more; {complete[0]} of {complete[1]} items complete for all arms")
+    message = (f"{spend.text()}; {spend.refused} calls not sent, which need up to "
+               f"${usd(spend.needed)} more; {complete[0]} of {complete[1]} items complete for all arms{spend.advice()}")
     details = {"spent_usd": round(spend.spent, 6), "budget_usd": spend.limit, "needed_usd": round(spend.needed, 6),
-               "suggested_usd": spend.suggested(), "refused_calls": spend.refused,
-               "items_complete": complete[0], "items_started": complete[1]}
+               "suggested_usd": spend.suggested() if spend.run_binds else None, "refused_calls": spend.refused,
+               "items_complete": complete[0], "items_started": complete[1],
+               **({"binding": [{"account": n, "spent_usd": round(s, 6), "budget_usd": lim, "where": w}
+                               for n, s, lim, w in spend.binding]} if spend.binding else {})}
     return StopReason("budget", message), details

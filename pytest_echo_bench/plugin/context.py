@@ -104,7 +104,11 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
     found = opened.index.meta if opened is not None else None
     order, notes = run_order(opts, found)
-    plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
+    try:
+        plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
+    except pytest.UsageError:
+        _broken_first(specs, config.stash[SPEC_CACHE])  # a pair of a broken spec's arms: that spec's error says why
+        raise
     notes += more
     run_id = uuid.uuid4().hex[:12]
     created = datetime.now(UTC)
@@ -140,9 +144,13 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
             with contextlib.suppress(OSError):  # an unwritable directory is reported by the first append
                 stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
         if loaded:  # specs that all failed to load are collection errors: no file for them
-            ctx.run_start = _start_file(ctx, opts)
+            # The ledger first: a budget that cannot be kept is a usage error before the meta line, so the
+            # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
+            with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
+                Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
             ctx.budget = budget.start(ctx.results, opts.budget_usd, {n: s for n, (s, _) in loaded.items()},
                                       config.stash.get(COUNTED, None))
+            ctx.run_start = _start_file(ctx, opts)
     return ctx
 
 
@@ -312,6 +320,15 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
         fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
         loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms) * spec.epochs)
     return fingerprints, parts, loaded
+
+
+def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:
+    """The first spec that does not load, as a usage error with its own file and line."""
+    for path in specs:
+        try:
+            load_benchmark(path, cache)
+        except EchoBenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.deciding import deciding
+from pytest_echo_bench.plugin.ending import record_end
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
@@ -99,7 +100,7 @@ class ControllerPlugin:
             self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')}; --bench-order file for file order)")
         if self.deciding is not None:
             self.deciding.start(Path(self.ctx.results), self.ctx.resume_upto is not None)
-            pairs = ", ".join(f"{b}/{x} vs {y}" for b, x, y in self.deciding.monitor.plan.pairs)
+            pairs = ", ".join(f"{b}/{x} vs {b}/{y}" for b, x, y in self.deciding.monitor.plan.pairs)  # both named alike
             self._write(self.deciding.note or f"echo-bench: stops when decided: {pairs} (anytime-valid, "
                         f"alpha {self.deciding.monitor.plan.alpha:g})")
 
@@ -277,6 +278,9 @@ class ControllerPlugin:
         if self.live is not None and self.live.gates:
             passed, self.gate_lines = self.live.check_gates()
         status = self.final_status(int(exitstatus), passed)
+        refused = record_end(self.ctx, self.stopped, session.shouldfail or session.shouldstop, self.to_run)
+        if refused:
+            self._write(f"echo-bench: {refused}")
         if self.live is not None:
             partial = bool(self.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             self.final = self.live.summary(partial, int(status), self.stopped, self.gate_lines)
@@ -311,7 +315,7 @@ class ControllerPlugin:
                             f"for all arms")
         if not spend.refused:
             return None, {}
-        self.next_budget = spend.suggested()
+        self.next_budget = spend.suggested() if spend.run_binds else None  # a spec's own limit: raise it there
         return budget.stop_of(spend, complete)
 
     def _stop_reason(self) -> str | None:

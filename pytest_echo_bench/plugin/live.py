@@ -15,6 +15,7 @@ from typing import Any
 from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Gate, arm_key
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.ops.page.html import write_progress
 from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.ops.stats import wilson
@@ -235,6 +236,13 @@ class LiveRun:
         return all(ok for ok, _ in results), [text for _, text in results]
 
 
+def _spend(t: ArmTally) -> str:
+    """The spend column: what was spent (cached rows: 0), "unpriced" when no row's cost is known."""
+    if t.spent:
+        return usd(t.spent)
+    return "unpriced" if t.items and not t.costed else "0" if t.items else "-"
+
+
 def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None) -> list[str]:
     """The table's lines; ``counted`` is what was already counted of the file (at the run's start)."""
     arms = {k: replace(t) for k, t in (counted or FileTally()).update(path).items()}
@@ -246,7 +254,7 @@ def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: Fi
               "spend $")
     rows = [header] + [
         (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}" if t.items else "n/a", str(t.unparseable), str(t.errors),
-         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-", f"{t.spent:.4f}" if t.spent else "-")
+         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-", _spend(t))
         for (b, a), t in sorted(arms.items())
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -7,6 +7,7 @@ time; ``resolve`` runs only once a run has specs.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -159,23 +160,37 @@ def resolve(config: pytest.Config) -> BenchOptions:
         cache=cache,
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
-        budget_usd=_budget(_pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd")),
+        budget_usd=_budget(_pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd"),
+                           _source(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd")),
         order=_order(config),
         seed=_seed(config),
         decide=tuple(config.getoption("bench_stop_when_decided") or ()),
     )
 
 
-def _budget(raw: str | None) -> float | None:
-    """A positive, finite number of US dollars (``$`` allowed in front: it is how people write it)."""
+def _source(config: pytest.Config, option: str, env: str, ini: str) -> str:
+    """Where ``_pick`` found its value, as a message names it: the flag, the variable or the ini key."""
+    if config.getoption(option) is not None:
+        return "--" + option.replace("_", "-")
+    return env if os.environ.get(env) else ini
+
+
+# As store.checks.FIGURE_MAX (not imported: this module loads into every pytest run): a row's cost
+# above it is unknown, so a budget above it could never be reached.
+MAX_USD = 1e12
+# ASCII digits only: float() also reads other scripts' digits ("٥" is 5), which no one types as dollars.
+_AMOUNT = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
+
+
+def _budget(raw: str | None, source: str = "--bench-budget-usd") -> float | None:
+    """A positive, finite number of US dollars below 10^12 (``$`` allowed in front: it is how people write it)."""
     if raw is None:
         return None
-    try:
-        usd = float(raw.strip().removeprefix("$"))
-    except ValueError:
-        usd = -1.0
-    if not 0 < usd < 1e12:  # NaN fails this too
-        raise pytest.UsageError(f"--bench-budget-usd must be an amount of US dollars > 0, e.g. 5 or 0.25, got {raw!r}")
+    text = raw.strip().removeprefix("$")
+    usd = float(text) if _AMOUNT.fullmatch(text) else -1.0
+    if not 0 < usd < MAX_USD:
+        raise pytest.UsageError(f"{source} must be an amount of US dollars > 0 and below 10^12 "
+                                f"(ASCII digits), e.g. 5 or 0.25, got {raw!r}")
     return usd
 
 

@@ -26,8 +26,9 @@ def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict
     asked = order_meta(opts.order or str(recorded["order"]), recorded.get("seed", DEFAULT_SEED)
                        if opts.seed is None else opts.seed)
     if (opts.order is not None or opts.seed is not None) and asked != recorded:
-        return recorded, [f"echo-bench: the sweep keeps the order its meta line records ({_said(recorded)}), "
-                          f"not {_said(asked)}: a resume never reorders what is left"]
+        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
+        return recorded, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
+                          f"({_said(recorded)}), not {_said(asked)}: a resume never reorders what is left"]
     return recorded, []
 
 

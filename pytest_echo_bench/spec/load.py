@@ -249,6 +249,9 @@ def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> 
         if missing or names[0] == names[1]:
             why = f"arm {missing[0]!r} is not an arm of this spec" if missing else "an arm cannot be compared with itself"
             raise fail(why, "decide", "pairs", i)
+        if (names[0], names[1]) in found or (names[1], names[0]) in found:  # one test decides both ways
+            raise fail(f"the pair [{names[0]}, {names[1]}] is listed already (a pair is compared both ways)",
+                       "decide", "pairs", i)
         found.append((names[0], names[1]))
     alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
     margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
@@ -329,7 +332,7 @@ MAX_NUMBER = 1e12
 def _number(value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER) -> float:
     """A number from ``least`` to ``most``; compared before any float() (10**400 overflows one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise fail(f"must be a number, got {_shown(value)}", *key.split("."))
+        raise fail(f"must be a number, got {_shown(value)}{_yaml_hint(value)}", *key.split("."))
     if value != value or value in (math.inf, -math.inf):
         raise fail(f"must be a finite number, got {_shown(value)}", *key.split("."))
     if value < least:
@@ -337,6 +340,20 @@ def _number(value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: f
     if value > most:
         raise fail(f"must be at most {most:,g}, got {_shown(value)}", *key.split("."))
     return float(value)
+
+
+def _yaml_hint(value: Any) -> str:
+    """YAML 1.1 reads ``1e-300`` (no dot) as text: say how to write it as a number."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    mantissa, sep, exponent = value.strip().lower().partition("e")
+    if not sep or "." in mantissa:
+        return " (quoted, it is text: write it without quotes)"
+    return f" (YAML reads it as text: write {mantissa}.0e{exponent})"
 
 
 def _positive(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:

@@ -92,7 +92,11 @@ def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
         return {}
     found: dict[str, dict[str, int] | None] = {}
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        # A WAL database opened even read-only makes its -shm and -wal files: without a -wal beside it,
+        # immutable=1 reads it as a plain file and creates nothing. With one (a run writing now, or
+        # not closed), replies may be only in it: read-only mode reads them, and the files exist already.
+        wal = path.with_name(path.name + "-wal").exists()
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?{'mode=ro' if wal else 'immutable=1'}", uri=True, timeout=5.0)
         try:
             for start in range(0, len(keys), 500):  # SQLite allows 999 parameters a statement
                 chunk = keys[start:start + 500]

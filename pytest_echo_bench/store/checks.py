@@ -128,7 +128,8 @@ def _selection(value: object) -> bool:
 def _order(value: object) -> bool:
     if not isinstance(value, dict) or value.get("order", "file") not in ("random", "file"):
         return False
-    return "seed" not in value or _count(value["seed"])
+    # The one scheme plugin.order knows: an order read back under another would not be the one recorded.
+    return ("seed" not in value or _count(value["seed"])) and value.get("scheme", "stratified-subtask") == "stratified-subtask"
 
 
 def _decide(value: object) -> bool:
@@ -137,6 +138,9 @@ def _decide(value: object) -> bool:
     pairs = value.get("pairs", [])
     numbers = all(isinstance(value.get(k, 0), int | float) and not isinstance(value.get(k, 0), bool)
                   for k in ("alpha", "margin"))
+    # Types only: a plan of the right types that cannot be used (alpha, margin out of range, a pair of
+    # one arm, an arm the meta line does not hold) is left out of the report saying why
+    # (``ops.decide.monitor_of``), not refused.
     return numbers and isinstance(pairs, list) and all(_texts(p) and len(p) == 3 for p in pairs)
 
 
@@ -151,7 +155,7 @@ _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "merged_from": (_texts, "a list of strings"), "regraded_from": (_text, "a string"),
     "shard_scheme": (_positive_int, "an integer of 1 or more"), "shards": (_texts, "a list of strings"),
     "complete": (_bool, "true or false"), "missing_shards": (_texts, "a list of strings"),
-    "order": (_order, "an object (order: random or file; seed: an integer of 0 or more)"),
+    "order": (_order, "an object (order: random or file; seed: an integer of 0 or more; scheme: stratified-subtask)"),
     "decide": (_decide, "an object (pairs: lists of benchmark, a, b; alpha, margin: numbers)"),
 }
 META_FIELDS = {name: check for name, (check, _) in _META.items()}

@@ -193,3 +193,72 @@ def read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# The results file's own record of how a run ended: a meta line after the first, which every
+# reader skips (``store.reader``, ``keyscan``), so older readers, resume and merge accept it. The
+# marker beside the file is lost when the file is copied; this line travels with the rows.
+RUN_END = "run_end"
+
+
+def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None) -> bytes:
+    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end."""
+    return encode_line({"_meta": True, RUN_END: {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}})
+
+
+END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held
+END_CANDIDATES = 1000  # bounded: rows whose extra has the same key are rare
+
+
+def read_end(path: Path, upto: int | None = None, window: int | None = None) -> tuple[bool, dict[str, Any] | None]:
+    """(whether the file records how its last run ended, that run's stop record or None).
+
+    The last such line wins: a resume that ran to the end follows the stop it resumed from. Found
+    by searching the bytes from the end (``"run_end"`` with bare quotes is a key, never inside a
+    JSON string), a chunk at a time; a row's ``extra`` may have such a key too, so the line must be
+    a meta line. ``upto`` and ``window``: only the ``window`` bytes before byte ``upto`` (a resume's
+    start: a stop is the last line its run wrote).
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size if upto is None else upto
+            first = max(0, size - window) if window is not None else 0
+            return _find_end(f, first, size)
+    except OSError:
+        return False, None
+
+
+def _find_end(f: Any, first: int, size: int) -> tuple[bool, dict[str, Any] | None]:
+    """The last end line of bytes [first, size) of ``f``: each chunk searched in its whole lines only,
+    the part of a line it cuts carried to the next chunk back."""
+    key = b'"' + RUN_END.encode() + b'"'
+    end, carried, tried = size, b"", 0
+    while end > first and tried < END_CANDIDATES:
+        start = max(first, end - END_CHUNK)
+        f.seek(start)
+        data = f.read(end - start)
+        data = data + carried if carried else data  # no copy of the chunk when no line was cut
+        end = start
+        newline = data.find(b"\n")
+        if start > first and newline < 0:  # one line longer than the chunk: read on back
+            carried = data
+            continue
+        cut = 0 if start == first else newline + 1
+        carried = data[:cut]
+        at_end = len(data)
+        while tried < END_CANDIDATES:  # bounds, not slices: a chunk is searched without a copy of it
+            at = data.rfind(key, cut, at_end)
+            if at < 0:
+                break
+            tried += 1
+            begin = max(cut, data.rfind(b"\n", cut, at) + 1)
+            stop = data.find(b"\n", at)
+            try:
+                record = json.loads(data[begin:stop if stop >= 0 else len(data)])
+            except (ValueError, RecursionError):
+                record = None
+            if isinstance(record, dict) and record.get("_meta") is True and isinstance(record.get(RUN_END), dict):
+                stopped = record[RUN_END].get("stopped")
+                return True, stopped if isinstance(stopped, dict) else None
+            at_end = begin
+    return False, None

@@ -58,6 +58,8 @@ class LedgerState:
     needed: float = 0.0
     holders: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     released: list[str] = field(default_factory=list)
+    short: list[str] = field(default_factory=list)  # accounts a refused call did not fit: the binding limits
+    where: dict[str, str] = field(default_factory=dict)  # account -> the spec's FILE:LINE that sets its limit
 
     def fits(self, names: list[str], amount: float) -> bool:
         return all(self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts)
@@ -126,7 +128,9 @@ class LedgerState:
         holders = {str(h): {str(n): [float(v[0]), float(v[1])] for n, v in dict(mine).items()}
                    for h, mine in dict(data.get("holders", {})).items()}
         return cls(accounts, pledged, [str(b) for b in data.get("closed", [])], int(data.get("refused", 0)),
-                   float(data.get("needed", 0.0)), holders, [str(h) for h in data.get("released", [])])
+                   float(data.get("needed", 0.0)), holders, [str(h) for h in data.get("released", [])],
+                   [str(n) for n in data.get("short", [])],
+                   {str(k): str(v) for k, v in dict(data.get("where", {})).items()})
 
 
 class Ledger:
@@ -144,9 +148,11 @@ class Ledger:
         self._fd: int | None = None
         self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
 
-    def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float]) -> LedgerState:
+    def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float],
+               where: Mapping[str, str] | None = None) -> LedgerState:
         """A fresh ledger for this run: the limits, with what the results file already spent."""
-        state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()})
+        state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
+                            where=dict(where or {}))
         try:
             write_atomic(self.path, _encode(state))  # a new file: no process of an older run holds this one
         except OSError as exc:

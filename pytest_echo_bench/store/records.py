@@ -89,6 +89,9 @@ class Row:
     cache_hits: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     epoch: int | None = None  # 1..K for a spec with ``epochs: K`` > 1; left out of the line otherwise
+    # What the run's budget charged for the item's calls: their cost, or a call's worst case when its
+    # reply gave no usage. A resume counts it against the budget; left out when no budget ran.
+    charged_usd: float | None = None
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -99,6 +102,8 @@ class Row:
             del data["extra"]
         if data["epoch"] is None:  # K = 1: the line is exactly what older readers know
             del data["epoch"]
+        if data["charged_usd"] is None:
+            del data["charged_usd"]
         return encode_line(data)
 
 

@@ -32,6 +32,7 @@ class ArmTally:
     wall: float = 0.0
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
+    costed: int = 0  # rows whose cost is known (a cached one included): 0 with rows, the arm is unpriced
 
     @property
     def pass_rate(self) -> float:
@@ -58,10 +59,16 @@ class TallyRow(StatusRow, gc=False):
     cost_usd: float | None = None
     cache_hits: int | None = None
     sub_calls: int | None = None
+    charged_usd: float | None = None
 
     def spend(self) -> float:
-        """What the row's calls cost: its ``cost_usd``, unless every call was answered from the cache
-        (a cached reply costs nothing; a routing row with some cached calls counts whole: never less)."""
+        """What the row's calls cost the budget: its ``charged_usd`` when a budget ran (a reply without
+        usage is charged its worst case, and ``cost_usd`` is then null), else its ``cost_usd``, unless
+        every call was answered from the cache (a cached reply costs nothing; a routing row with some
+        cached calls counts whole: never less)."""
+        charged = self.charged_usd
+        if charged is not None and 0.0 <= charged <= FIGURE_MAX:
+            return charged
         cost = self.cost_usd
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
@@ -144,8 +151,9 @@ class FileTally:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
-            if r.cost_usd is not None:  # money spent stays spent, whichever row of the key is newest
+            if r.cost_usd is not None or r.charged_usd is not None:  # money spent stays spent, whichever row is newest
                 t.spent += r.spend()
+                t.costed += 1
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
@@ -168,4 +176,4 @@ def _from_dict(d: dict[str, Any]) -> TallyRow:
                     passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
                     wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
                     cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
-                    sub_calls=count(d.get("sub_calls")))
+                    sub_calls=count(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))

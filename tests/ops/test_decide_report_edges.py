@@ -175,14 +175,17 @@ def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsy
                     assert f["ci"][0] <= f["ci"][1] and 0 <= f["p_anytime"] <= 1 and f["p_anytime"] <= f["p_holm"] <= 1
 
 
-def test_the_replay_counts_a_keys_first_row_as_the_run_did_while_the_rest_counts_the_newest(
+def test_the_replay_counts_a_keys_first_graded_row_as_the_run_did_while_the_rest_counts_the_newest(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # a's error row was retried and is correct now: its pass rate says so, but the look that decided
-    # (or not) used the error row, and the anytime-valid figures must be those of that look.
-    error = {**_row("q1", "a", False), "status": "error"}
-    path = _write(tmp_path / "r.jsonl", _meta(PLAN), [error, _row("q1", "b", False), _row("q1", "a", True)])
+    # a's unparseable row was recorded again, correct: its pass rate says so, but the look that decided
+    # (or not) used the first graded row (unparseable counts 0), and the anytime-valid figures must be
+    # those of that look. An error row was never graded: the look skipped it, and its retry counts.
+    first = {**_row("q1", "a", False), "status": "unparseable"}
+    error = {**_row("q2", "a", False), "status": "error"}
+    rows = [first, _row("q1", "b", False), _row("q1", "a", True), error, _row("q2", "b", False), _row("q2", "a", True)]
+    path = _write(tmp_path / "r.jsonl", _meta(PLAN), rows)
     status, out, _ = _run(path, "json", capsys)
     report = json.loads(out)
     assert status == 0 and report["arms"]["a"]["pass_rate"] == 1.0
     (pair,) = report["sequential"]["pairs"]
-    assert (pair["n"], pair["diff"]) == (1, 0.0)
+    assert (pair["n"], pair["diff"]) == (2, 0.5)  # q1: 0 - 0 (the first row); q2: 1 - 0 (the retry)

@@ -318,9 +318,11 @@ def test_a_real_sweep_teaches_lengths_latency_and_the_cache(pytester: pytest.Pyt
     assert small["cost_usd"]["low"] == round((prompt_in * 1.0 + 15 * 10.0) / 1e6, 6)
     assert seen["seconds"] is not None and seen["seconds"] > 0
     # The run's cache (bench_results/cache.sqlite under the rootdir) answers every call of small now.
+    before = sorted(p.name for p in pytester.path.glob("bench_results/cache/*"))
     assert main(argv) == 0
     cached = json.loads(capsys.readouterr().out)["arms"]["small"]
-    assert (cached["cached_calls"], cached["calls_max"], cached["cost_usd"]["high"]) == (3, 0, 0.0)
+    assert (cached["cached_calls"], cached["calls_min"], cached["calls_max"], cached["cost_usd"]["high"]) == (3, 0, 0, 0.0)
+    assert set(p.name for p in pytester.path.glob("bench_results/cache/*")) <= set(before)  # nothing created beside it
     assert not (pytester.path / "elsewhere").exists()
     assert main([*argv, "--cache", str(pytester.path / "elsewhere" / "c.sqlite")]) == 0  # missing: nothing cached
     assert json.loads(capsys.readouterr().out)["arms"]["small"]["cached_calls"] == 0
@@ -340,6 +342,7 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     spec, examples = load_benchmark(path)
     cache = tmp_path / "cache.sqlite"
     db = sqlite3.connect(cache)
+    db.execute("PRAGMA journal_mode=WAL")  # as the run's cache is: opened read-only, SQLite makes -shm and -wal
     db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)")
     usages = ['{"completion_tokens": -5}', '{"completion_tokens": "9", "prompt_tokens": 1e400}', "[not json"]
     for ex, usage in zip(examples, usages, strict=True):
@@ -351,7 +354,8 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
     arm = json.loads(capsys.readouterr().out)["arms"]["a"]
     assert arm["cached_calls"] == 3 and arm["completion_tokens"]["low"] == 0  # cached, but no usable usage
-    assert cache.read_bytes() == before and not (tmp_path / "cache.sqlite-wal").exists()
+    assert not (tmp_path / "cache.sqlite-wal").exists() and not (tmp_path / "cache.sqlite-shm").exists()
+    assert cache.read_bytes() == before
     cache.write_bytes(b"\x00garbage" * 100)  # not SQLite at all: holds nothing
     assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
     assert json.loads(capsys.readouterr().out)["arms"]["a"]["cached_calls"] == 0
@@ -383,3 +387,45 @@ def test_several_benchmarks_are_keyed_benchmark_slash_arm_and_summed(tmp_path: P
     assert both["items"] == 2 * alone["items"] and both["calls_max"] == 2 * alone["calls_max"]
     assert both["cost_usd"]["high"] == pytest.approx(2 * alone["cost_usd"]["high"])
     assert both["benchmarks"]["other"]["items"] == alone["items"]
+
+
+def test_a_results_file_that_is_not_one_or_of_another_benchmark_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0}\n"))
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\x00\x01\xff garbage\n" * 3)
+    capsys.readouterr()
+    assert main(["estimate", str(spec), "--results", str(binary), "--cache", "off"]) == 2
+    err = capsys.readouterr().err
+    assert f"{binary}:1" in err and len(err.strip().splitlines()) == 1
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"_meta": True, "benchmark": "mmlu", "benchmarks": {"mmlu": {}}}) + "\n"
+                     + json.dumps({"task_id": "t", "arm": "a", "passed": True, "detail": "passed"}) + "\n")
+    assert main(["estimate", str(spec), "--results", str(other), "--cache", "off"]) == 2
+    assert "a results file of benchmark mmlu, not of demo" in capsys.readouterr().err
+
+
+def test_the_estimate_refuses_what_the_run_refuses_and_counts_a_spec_named_twice_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0, max_tokens: 5}\n"))
+    capsys.readouterr()
+    assert main(["estimate", str(spec), "--cache", "off"]) == 2
+    assert "unknown sim option 'max_tokens'" in capsys.readouterr().err
+    spec.write_text(spec_text("  a: {provider: sim, accuracy: 1.0}\n"))
+    once = run_json(str(spec), capsys=capsys)["items"]
+    assert run_json(str(spec), str(tmp_path / "." / "demo.yaml"), capsys=capsys)["items"] == once
+
+
+def test_small_costs_are_fixed_point_and_a_short_wall_time_shows_its_seconds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_echo_bench.ops.estimate_cli import text_lines
+
+    data = {"arms": {"a": {"items": 1, "calls_min": 1, "calls_max": 1, "cached_calls": 0,
+                           "cost_usd": {"low": 0.000055, "high": 0.000055}, "seconds_per_item": 0.36}},
+            "cost_usd": {"low": 0.000055, "high": 0.000055}, "shard": None, "calls_max": 1, "items": 1,
+            "seconds": 0.36, "prompt_tokens": "ceil(characters / 4)"}
+    text = "\n".join(text_lines(data))
+    assert "$0.000055" in text and "e-05" not in text
+    assert "wall time 0.36 s" in text

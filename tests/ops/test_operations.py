@@ -248,6 +248,18 @@ def test_supervisor_resumes_through_quota_windows(pytester: pytest.Pytester, cap
     assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(12))
 
 
+def test_supervisor_says_a_decided_stop_is_not_a_complete_sweep(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    arms = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.2}"
+    make_spec(pytester, sim_spec(120, arms=arms))
+    status = main(["run", "--backoff", "0", "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   str(pytester.path / "demo.yaml"), "--bench-out", str(pytester.path / "d.jsonl"),
+                   "--bench-stop-when-decided", "strong,weak", "--rootdir", str(pytester.path)])
+    log = capsys.readouterr().out
+    assert status == 0, log
+    assert "echo-bench run: stopped: decided (strong better than weak at" in log and "sweep complete" not in log
+
+
 def test_supervisor_does_not_resume_other_stops(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     make_spec(pytester, sim_spec(2, arms=ARMS))
     status = main(["run", "--backoff", "0", "--", sys.executable, "-m", "pytest", str(pytester.path / "demo.yaml"),

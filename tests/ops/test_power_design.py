@@ -188,4 +188,25 @@ def test_a_vanishing_difference_needs_no_finite_n(tmp_path: Path, capsys: pytest
     assert items_clustered(0.2, 0.1, 10, 1e-300, 0.05, 0.8) is None
     path, _ = pilot_file(tmp_path, 2)
     status = main(["power", str(path), "--pair", "A,B", "--diff", "1e-300", "--repeats", "2"])
-    assert status == 2 and "no finite number of items" in capsys.readouterr().err
+    assert status == 2 and "--diff 1e-300 is below 0.0001" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--diff", "1e-9", "--discordant", "0.1"], "--diff 1e-09 is below 0.0001"),
+    (["PILOT", "--pair", "A,A"], "an arm cannot be compared with itself"),
+    (["PILOT", "--pair", "A,B", "--discordant", "0.3"], "--discordant plans without a pilot"),
+])
+def test_questions_without_an_answer_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 argv: list[str], message: str) -> None:
+    path, _ = pilot_file(tmp_path, 2)
+    assert main(["power", *[str(path) if a == "PILOT" else a for a in argv]]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_epochs_pilot_names_both_plans_and_repeats_read_in_the_singular(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = pilot_file(tmp_path, 3)
+    assert main(["power", str(path), "--pair", "A,B", "--diff", "0.05", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "two plans: McNemar's n above counts each item as one right/wrong pair" in out
+    assert "with 1 repeat per item" in out and "1 repeats" not in out

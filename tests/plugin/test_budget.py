@@ -137,6 +137,34 @@ def test_a_resume_counts_what_the_file_already_spent(
     assert len(rows) == 4 and len(openai_server.requests) == 4
 
 
+def test_replies_without_usage_are_charged_their_worst_case_and_a_resume_counts_it(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    openai_server.with_usage = False  # cost_usd is null in every row: only the charge says what was spent
+    make_spec(pytester, priced_spec(openai_server, 20))
+    budget = repr(10.5 * PER_CALL)
+    result, _, rows = sweep.run("--bench-concurrency", "1", "--bench-budget-usd", budget)
+    assert result.ret == 2 and len(rows) == 10
+    assert all(r.get("cost_usd") is None for r in rows)
+    assert [r["charged_usd"] for r in rows] == pytest.approx([PER_CALL] * 10)  # the worst case each call held
+    sent = len(openai_server.requests)
+    # The same ceiling again: the file's charges spent it, so nothing more is sent.
+    resumed = pytester.runpytest("-p", "no:cacheprovider", "--bench-resume", str(sweep.out),
+                                 "--bench-budget-usd", budget)
+    assert resumed.ret == 2, resumed.stdout.str()
+    _, rows = read_rows(sweep.out)
+    assert len(rows) == 10 and len(openai_server.requests) == sent
+    resumed.stdout.fnmatch_lines(["*budget: spent $0.0400 of $0.0420*"])
+
+
+def test_a_run_without_a_budget_writes_no_charge(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and rows and all("charged_usd" not in r for r in rows)
+
+
 def test_a_routing_arm_reserves_every_call_it_may_make(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
     exact_answers(openai_server)
@@ -167,6 +195,15 @@ def test_cached_replies_cost_nothing_against_the_budget(
     assert len(rows) == 10 and all(r["cache_hits"] == 1 for r in rows)
     assert len(openai_server.requests) == 10  # nothing sent
     result.stdout.fnmatch_lines(["echo-bench: budget: spent $0.0000 of $0.0020; 5 of 5 items complete for all arms"])
+    result.stdout.fnmatch_lines(["demo *a *5 *0", "demo *b *5 *0"])  # the end table: cached rows cost 0, not "-"
+    assert "unpriced" not in result.stdout.str()
+
+
+def test_the_end_table_says_unpriced_for_an_arm_without_a_known_cost(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(3))
+    result, _, _ = sweep.run()
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*mean wall s*spend $", "demo *good *3 *unpriced"])
 
 
 def test_arms_without_a_worst_case_are_refused_before_any_call(
@@ -206,6 +243,28 @@ def test_a_spec_budget_per_arm_holds_that_arm_and_keeps_pairs_whole(
     assert len([r for r in rows if r["arm"] == "a"]) == 3 and pairs_whole(rows)
 
 
+def test_a_spec_budget_that_binds_says_to_raise_it_in_the_spec_not_the_run_budget(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    arms = arm(openai_server, "a", f"    budget: {{usd: {2.5 * PER_CALL!r}}}\n") + arm(openai_server, "b")
+    spec = make_spec(pytester, sim_spec(6, arms=arms, extra="pricing:\n  a: {input: 0, output: 1000}\n"
+                                                            "  b: {input: 0, output: 1000}\n"))
+    line = next(n for n, text in enumerate(spec.read_text().splitlines(), 1) if "budget:" in text)
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and len(rows) == 4
+    out = result.stdout.str()
+    where = f"{spec}:{line}"
+    # Only a's own worst case counts against a's budget, and the budget is named with its line.
+    assert f"this item's worst case ($0.004000) does not fit what the budget of arm demo/a ({where}) has left" in out
+    assert "worst case of all its arms" not in out
+    result.stdout.fnmatch_lines([f"*budget: spent $0.0160 (no run budget); arm demo/a spent $0.0080 of $0.0100;*"
+                                 f"raise budget: usd in the spec ({where}): a larger --bench-budget-usd does not help*"])
+    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("pytest --bench-resume"))
+    assert "--bench-budget-usd" not in command  # a run budget would change nothing
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["suggested_usd"] is None and marker["binding"][0]["where"] == where
+
+
 def test_the_env_variable_sets_the_budget_and_bad_values_are_usage_errors(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     exact_answers(openai_server)
@@ -213,10 +272,23 @@ def test_the_env_variable_sets_the_budget_and_bad_values_are_usage_errors(
     monkeypatch.setenv("ECHO_BENCH_BUDGET_USD", repr(2.5 * PER_CALL))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and len(rows) == 2
-    for bad in ("0", "-1", "nan", "inf", "five"):
-        result, _, _ = sweep.run("--bench-budget-usd", bad, "--bench-out", str(pytester.path / f"x{bad}.jsonl"))
+    for bad in ("0", "-1", "nan", "inf", "five", "\u0665", "1e300", "1e12"):  # U+0665: an Arabic-Indic 5
+        result, _, _ = sweep.run("--bench-budget-usd", bad, "--bench-out", str(pytester.path / f"x{len(bad)}.jsonl"))
         assert result.ret == pytest.ExitCode.USAGE_ERROR, bad
-        result.stderr.fnmatch_lines(["*--bench-budget-usd must be an amount of US dollars > 0*"])
+        result.stderr.fnmatch_lines(["*--bench-budget-usd must be an amount of US dollars > 0 and below 10^12*"])
+    monkeypatch.setenv("ECHO_BENCH_BUDGET_USD", "five")
+    result, _, _ = sweep.run("--bench-out", str(pytester.path / "env.jsonl"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ECHO_BENCH_BUDGET_USD must be an amount of US dollars*'five'*"])
+
+
+def test_a_tiny_budget_is_shown_with_the_digits_it_needs(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    result, _, rows = sweep.run("--bench-budget-usd", "0.0000001")
+    assert result.ret == 2 and rows == []
+    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.000000100;*"])
 
 
 @pytest.mark.parametrize("body, message", [
@@ -291,3 +363,17 @@ def test_the_report_shows_each_arms_spend_and_the_budget_the_stop_recorded(
     assert recorded["source"] == "stop marker" and recorded["budget_usd"] == pytest.approx(4.5 * PER_CALL)
     assert recorded["spent_usd"] == pytest.approx(4 * PER_CALL)
     assert recorded["suggested_usd"] == pytest.approx(0.05)  # what was spent and the 8 calls not sent, up to the cent
+
+
+def test_a_ledger_that_cannot_be_made_leaves_no_meta_only_file(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    exact_answers(openai_server)
+    make_spec(pytester, priced_spec(openai_server, 2))
+    (pytester.path / "results.jsonl.budget").mkdir()  # the ledger's path is a directory
+    result, _, _ = sweep.run("--bench-budget-usd", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--bench-budget-usd: cannot write the budget ledger*"])
+    assert not sweep.out.exists() or sweep.out.stat().st_size == 0
+    (pytester.path / "results.jsonl.budget").rmdir()
+    result, _, rows = sweep.run("--bench-budget-usd", "1")  # the same command, once the path is free
+    assert result.ret == 0 and len(rows) == 4

@@ -128,6 +128,8 @@ def test_a_plan_that_cannot_run_is_a_usage_error_before_the_file_is_made(pyteste
     ("decide: {pairs: [[strong, weak]], margin: -0.1}", "*decide.margin*"),
     ("decide: {pairs: [], alpha: 0.05}", "*pairs must be a list*"),
     ("decide: {pairs: [[strong, weak]], when: now}", "*unknown key 'when'*"),
+    ("decide: {pairs: [[strong, weak], [weak, strong]]}", "*decide.pairs.1*listed already*compared both ways*"),
+    ("decide: {pairs: [[strong, weak]], alpha: 1e-3}", "*decide.alpha*YAML reads it as text: write 1.0e-3*"),
 ])
 def test_a_bad_decide_section_is_a_spec_error_naming_its_key(pytester: pytest.Pytester, sweep: Sweep,
                                                              decide: str, message: str) -> None:
@@ -171,3 +173,17 @@ def test_a_decided_stop_is_exit_0_and_any_other_stop_still_2(marked: StopReason 
                                                               status: int) -> None:
     decided = decide(Outcomes(int(pytest.ExitCode.INTERRUPTED), left=3), Stops(marked, reported))
     assert decided.status == status and decided.stop == (marked or reported)
+
+
+def test_a_broken_spec_shows_its_own_error_before_the_pair_it_hides(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, _spec(4, CLEAR + "\n  \u00e9: {provider: sim, accuracy: 0.5}"))  # not a valid arm name
+    result, _, _ = sweep.run("--bench-stop-when-decided", "strong,weak")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*demo.yaml:*arm*"])
+    assert "the specs have" not in result.stderr.str()
+
+
+def test_the_start_line_names_both_arms_alike(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, _spec(60, CLEAR))
+    result, _, _ = sweep.run("--bench-stop-when-decided", "strong,weak")
+    result.stdout.fnmatch_lines(["*echo-bench: stops when decided: demo/strong vs demo/weak (anytime-valid*"])

@@ -75,7 +75,7 @@ def test_no_artifact_or_output_holds_the_api_key(
 
     # The run did meet everything it should: wrong answers, a permanent error, a retry, exhaustion.
     assert result.ret == 2, output[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    rows = [r for r in map(json.loads, out.read_text().splitlines()[1:]) if not r.get("_meta")]  # run_end: a meta line
     statuses = {(r["task_id"], r["arm"]): r["status"] for r in rows}
     assert statuses[("q0", "gpt")] == "error" and "content_filter" in next(r["detail"] for r in rows if r["status"] == "error")
     assert "wrong" in statuses.values() and statuses[("q0", "cli")] == "correct"  # the CLI got its key

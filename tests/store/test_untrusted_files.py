@@ -206,6 +206,7 @@ def test_nan_or_wrong_token_counts_are_unknown_and_counted_in_every_format(tmp_p
     ("arms", {"demo": "good"}, "'arms' must be an object of lists of strings"),
     ("benchmark", ["demo"], "'benchmark' must be a string"),
     ("selection", {"args": "x"}, "'selection' must be an object"),
+    ("order", {"order": "random", "scheme": "other", "seed": 1}, "'order' must be an object"),
 ])
 def test_a_meta_line_of_wrong_types_is_refused_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                 field: str, value: Any, message: str) -> None:

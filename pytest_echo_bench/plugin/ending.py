@@ -1,0 +1,37 @@
+"""The line a run appends to its results file as it ends (``store.files.end_line``): how the sweep
+ended travels with the rows, so a copy or a merge of the file still knows it stopped early."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_echo_bench.engine.outcome import utcnow
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.plugin.context import RunContext
+from pytest_echo_bench.store.files import end_line, read_end, read_json, stop_path
+from pytest_echo_bench.store.writer import ResultsWriter
+
+TAIL = 1 << 16  # a stop is the last line its run wrote: a resume looks for it in the file's last bytes
+
+
+def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
+    """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``), and after a
+    resume that ran items of a file that had stopped (its stop is over); the error's text when the file refuses it."""
+    path = Path(ctx.results)
+    stop = stopped or (f"pytest: {pytest_stop}" if pytest_stop else "")
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    if not stop and not (ctx.resume_upto is not None and ran > 0 and read_end(path, ctx.resume_upto, TAIL)[1] is not None):
+        return None
+    marker = {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
+    if stop and not marker:  # pytest's stop, or a marker the directory refused: the stop as the run says it
+        reason, _, message = stop.partition(":")
+        marker = {"reason": reason, "message": message.strip()}
+    writer = ResultsWriter(path, identity=ctx.results_id)
+    try:
+        writer.append(end_line(ctx.run_id, utcnow(), marker or None))
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        writer.close()
+    return None
