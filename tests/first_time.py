@@ -69,3 +69,26 @@ def building(what: str) -> Iterator[None]:
         yield
     finally:
         say(f"built {what} in {time.monotonic() - start:.0f} s")
+
+
+def built(name: str, default: Path, missing: str) -> Path:
+    """The executable of build ``name`` (``background_builds.BUILDS``): the one its variable names, else
+    ``default``, built now under the build's lock if its stamp is missing (xdist workers that get here
+    together, or a build started in the background, make the others wait for the first one). Without
+    it: a skip saying ``missing``; a failure on CI, where a skip would hide that the build failed."""
+    from background_builds import BUILDS as SESSION_BUILDS  # imported where a test needs a build
+    from background_builds import locked
+
+    build = SESSION_BUILDS[name]
+    given = os.environ.get(build.variable)
+    exe = Path(given) if given else default
+    if not given and not build.stamp.is_file():
+        with building(name):
+            done = locked(build)
+        if done is not None and done.returncode != 0 and os.environ.get("CI"):
+            pytest.fail(f"bash .ci/{name} failed:\n{done.stderr[-3000:]}", pytrace=False)
+    if exe.is_file() and os.access(exe, os.X_OK) and (given or build.stamp.is_file()):
+        return exe
+    if os.environ.get("CI"):
+        pytest.fail(missing, pytrace=False)
+    pytest.skip(missing)

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from background_builds import BUILDS, locked
-from first_time import building
+from first_time import built
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -30,24 +29,7 @@ NOT_INSTALLED = ("Inspect is not installed: run `bash .ci/inspect` (it makes .ve
 
 def inspect_python() -> Path:
     """The venv's python (built now if missing), or ``$ECHO_BENCH_INSPECT_PYTHON``; skip (fail on CI) without."""
-    given = os.environ.get("ECHO_BENCH_INSPECT_PYTHON")
-    python = Path(given) if given else VENV / "bin" / "python"
-    if not given and not (VENV / ".installed").is_file():
-        install()
-    if python.is_file() and os.access(python, os.X_OK) and (given or (VENV / ".installed").is_file()):
-        return python
-    if os.environ.get("CI"):  # a skip there would hide that the build failed
-        pytest.fail(NOT_INSTALLED, pytrace=False)
-    pytest.skip(NOT_INSTALLED)
-
-
-def install() -> None:
-    """Build .venv-inspect once; xdist workers that get here together (or a build started in the
-    background, ``background_builds``) make the others wait for the first one."""
-    with building("inspect"):
-        done = locked(BUILDS["inspect"])
-    if done is not None and done.returncode != 0 and os.environ.get("CI"):
-        pytest.fail(f"bash .ci/inspect failed:\n{done.stderr[-3000:]}", pytrace=False)
+    return built("inspect", VENV / "bin" / "python", NOT_INSTALLED)
 
 
 def hermetic(tmp: Path, **extra: str) -> dict[str, str]:

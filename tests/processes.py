@@ -54,3 +54,14 @@ def stop(proc: subprocess.Popen[Any], grace: float = 10) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=grace)
+
+
+def open_descriptors() -> list[str]:
+    """What this process's open descriptors point at (paths, ``socket:[inode]``, ...); Linux's ``/proc``."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return targets

