@@ -1,0 +1,282 @@
+"""What the docs promise at the wire, held with both clients against real loopback servers.
+
+A server's wait (``retry-after`` in seconds or as an HTTP-date) is honoured; a body its
+``content-length`` cuts short is a transient, retried and never recorded; any 2xx carries the
+answer; a ``SSL_CERT_FILE`` the SDK cannot load stops that arm with a message, not the collection.
+The servers speak the providers' wire format byte by byte, so a lying ``content-length`` is sent
+exactly as a broken gateway sends it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai_server import RATE_LIMIT, FakeOpenAI
+
+from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.errors import ArmError, PermanentError, TransientError
+from pytest_echo_bench.providers import anthropic_messages, openai_chat
+from pytest_echo_bench.providers.base import Request
+
+KEY = "sk-test-wire-7c21"
+FAST = "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.2, max_wait_s: 5}\ntimeout_s: 10\n"
+REQUEST = Request(None, "gpt", "2+2")  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    monkeypatch.setenv("TEST_ANTHROPIC_KEY", KEY)
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=["http", "sdk"])
+def client(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def answer_of(api: str, request: dict[str, Any], text: str = "42") -> dict[str, Any]:
+    if api == "anthropic":
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": request.get("model", "m"),
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 3, "output_tokens": 1}}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": request.get("model", "m"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+
+
+class WireServer:
+    """Answers each request with the API's reply, one connection per request; ``script`` replaces
+    the next replies: (status, body's text, content-length sent, or None for the body's own)."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.script: deque[tuple[int, str | None, int | None]] = deque()
+        self.served = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}" + ("/v1" if self.api == "openai" else "")
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.settimeout(10)
+                    self._answer(conn)
+                except (OSError, ValueError):
+                    continue
+
+    def _answer(self, conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(int(v) for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                      if k.strip().lower() == b"content-length")
+        while len(body) < length:
+            body += conn.recv(65536)
+        status, text, sent_length = self.script.popleft() if self.script else (200, None, None)
+        payload = (text if text is not None else json.dumps(answer_of(self.api, json.loads(body)))).encode()
+        self.served += 1
+        conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                     f"content-length: {len(payload) if sent_length is None else sent_length}\r\n\r\n".encode() + payload)
+        conn.shutdown(socket.SHUT_WR)
+        conn.recv(1)  # until the client closes: a close with unread bytes would reset what was sent
+
+    def close(self) -> None:
+        """Stop serving before the socket is closed: a thread still in ``accept`` would take the
+        connections of the next server given the same descriptor number."""
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept
+        except OSError:
+            pass
+        self.thread.join(10)
+        self.listener.close()
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def wire(request: pytest.FixtureRequest) -> Iterator[WireServer]:
+    server = WireServer(str(request.param))
+    yield server
+    server.close()
+
+
+def arm_spec(api: str, url: str, client: str, n: int = 3, extra: str = FAST) -> str:
+    if api == "anthropic":
+        arm = (f"  gpt:\n    provider: anthropic\n    model: claude-test\n    base_url: {url}\n"
+               f"    api_key_env: TEST_ANTHROPIC_KEY\n    client: {client}\n")
+    else:
+        arm = (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {url}\n"
+               f"    api_key_env: TEST_OPENAI_KEY\n    client: {client}\n")
+    return sim_spec(n, arms=arm, extra=extra).replace('target: "4"', 'target: "42"')
+
+
+def run(pytester: pytest.Pytester, sweep: Sweep, body: str) -> tuple[pytest.RunResult, list[dict[str, Any]]]:
+    make_spec(pytester, body)
+    result, _, rows = sweep.run("--bench-concurrency", "1", "--bench-cache", "off")
+    return result, rows
+
+
+# -- waits the server asks for ---------------------------------------------------------------------
+
+def timed_429s(server: FakeOpenAI, headers: dict[str, str] | Any, times: int = 1) -> list[float]:
+    """The first ``times`` calls get a 429 with ``headers`` (or ``headers()``, made as it is sent);
+    returns the list the arrival time of every call is appended to."""
+    arrivals: list[float] = []
+    left = [times]
+
+    def fault(body: dict[str, Any]) -> tuple[str, Any] | None:
+        arrivals.append(time.monotonic())
+        if left[0] > 0:
+            left[0] -= 1
+            return ("error", (429, RATE_LIMIT, headers() if callable(headers) else headers))
+        return None
+
+    server.fault_for = fault
+    return arrivals
+
+
+@pytest.mark.parametrize("header", ["seconds", "http-date"])
+def test_a_servers_wait_past_max_backoff_is_honoured(pytester: pytest.Pytester, sweep: Sweep,
+                                                     openai_server: FakeOpenAI, client: str, header: str) -> None:
+    """``max_backoff_s: 0.2`` bounds our own backoff, not the server's word: a retry-after of 2 s, or
+    an HTTP-date 3 s after the moment it is sent (2 to 3 s after the reply's Date, which has whole
+    seconds). The date was ignored: the call came again after the endpoint's default 1 s pause."""
+    def later() -> dict[str, str]:
+        return {"retry-after": email.utils.formatdate(time.time() + 3, usegmt=True)}
+
+    arrivals = timed_429s(openai_server, {"retry-after": "2"} if header == "seconds" else later)
+    result, rows = run(pytester, sweep, arm_spec("openai", openai_server.base_url, client, n=1))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [r["status"] for r in rows] == ["correct"] and rows[0]["attempts"] == 2
+    assert arrivals[1] - arrivals[0] >= 1.9
+
+
+def test_an_http_date_past_max_wait_leaves_the_item_for_a_resume(pytester: pytest.Pytester, sweep: Sweep,
+                                                                 openai_server: FakeOpenAI, client: str) -> None:
+    timed_429s(openai_server, lambda: {"retry-after": email.utils.formatdate(time.time() + 60, usegmt=True)}, times=5)
+    result, rows = run(pytester, sweep, arm_spec("openai", openai_server.base_url, client, n=1))
+    text = result.stdout.str()
+    assert result.ret == 2 and rows == [], text[-3000:]
+    assert "more than the item's 5 s (retries.max_wait_s)" in text
+
+
+# -- a body its framing cuts short, and 2xx ---------------------------------------------------------
+
+def test_a_content_length_shorter_than_the_json_is_retried_never_recorded(
+        pytester: pytest.Pytester, sweep: Sweep, wire: WireServer, client: str) -> None:
+    whole = json.dumps(answer_of(wire.api, {"model": "m"}))
+    wire.script.append((200, whole, len(whole) - 9))
+    result, rows = run(pytester, sweep, arm_spec(wire.api, wire.base_url, client))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert sorted(r["status"] for r in rows) == ["correct"] * 3
+    assert sum(r["attempts"] for r in rows) == 4 and wire.served == 4  # one retry, for the cut reply
+
+
+def test_a_content_length_that_always_cuts_leaves_the_items_incomplete(
+        pytester: pytest.Pytester, sweep: Sweep, wire: WireServer, client: str) -> None:
+    whole = json.dumps(answer_of(wire.api, {"model": "m"}))
+    wire.script.extend([(200, whole, len(whole) // 2)] * 30)
+    result, rows = run(pytester, sweep, arm_spec(wire.api, wire.base_url, client, n=2))
+    text = result.stdout.str()
+    assert result.ret == 2 and rows == [], text[-3000:]  # never an error row: nothing wrong was answered
+    assert "ended before its JSON did" in text
+
+
+@pytest.mark.parametrize("status", [201, 203])
+def test_any_2xx_with_the_answer_is_the_answer(pytester: pytest.Pytester, sweep: Sweep, wire: WireServer,
+                                               client: str, status: int) -> None:
+    wire.script.extend([(status, None, None)] * 3)
+    result, rows = run(pytester, sweep, arm_spec(wire.api, wire.base_url, client))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert sorted(r["status"] for r in rows) == ["correct"] * 3
+
+
+def transport(api: str, url: str, client: str) -> Any:
+    if api == "anthropic":
+        if client == "sdk":
+            import anthropic
+            return anthropic_messages.SDKTransport(anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0), anthropic, url)
+        return anthropic_messages.HTTPTransport(url, KEY, 10.0)
+    if client == "sdk":
+        import openai
+        return openai_chat.SDKTransport(openai.OpenAI(api_key=KEY, base_url=url, max_retries=0), openai, url)
+    return openai_chat.HTTPTransport(url, KEY, 10.0)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, WireServer]]:
+    made = {api: WireServer(api) for api in ("openai", "anthropic")}
+    yield made
+    for server in made.values():
+        server.close()
+
+
+@settings(max_examples=80, derandomize=True, database=None, deadline=None)
+@given(api=st.sampled_from(["openai", "anthropic"]), client=st.sampled_from(["http", "sdk"]),
+       text=st.text(max_size=30), delta=st.integers(-400, 40), status=st.sampled_from([200, 201, 203]))
+def test_generated_content_length_mismatches_are_the_answer_or_a_transient(
+        servers: dict[str, WireServer], api: str, client: str, text: str, delta: int, status: int) -> None:
+    """A framing that matches the body reads the answer; one that does not is transient: never
+    another text, never an error that would be recorded, never a crash."""
+    server = servers[api]
+    whole = json.dumps(answer_of(api, {"model": "m"}, text))
+    sent = max(0, len(whole.encode()) + delta)
+    server.script.append((status, whole, sent))
+    used = transport(api, server.base_url, client)
+    try:
+        done = used.post({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "q"}]})
+    except TransientError:
+        assert sent != len(whole.encode())
+    except (ArmError, PermanentError) as exc:
+        pytest.fail(f"content-length {sent} of {len(whole.encode())} bytes: {type(exc).__name__}: {exc}")
+    else:
+        assert sent == len(whole.encode()) and done.text == text
+    finally:
+        used.close()
+
+
+# -- CAs the SDK cannot load --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", [b"garbage, no certificate here\n", None], ids=["garbage", "missing"])
+def test_an_ssl_cert_file_the_sdk_cannot_load_stops_that_arm_with_a_message(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, content: bytes | None) -> None:
+    bundle = tmp_path / "bundle.pem"
+    if content is not None:
+        bundle.write_bytes(content)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    arms = ("  good: {provider: sim, accuracy: 1.0}\n"
+            f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {openai_server.base_url}\n"
+            "    api_key_env: TEST_OPENAI_KEY\n    client: sdk\n")
+    make_spec(pytester, sim_spec(3, arms=arms, extra=FAST))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 2, text[-3000:]
+    assert sorted(r["arm"] for r in rows) == ["good"] * 3  # the other arm ran
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+    assert f"arm 'gpt': the SDK cannot load the CAs SSL_CERT_FILE names ({str(bundle)!r})" in text, text[-3000:]
