@@ -25,9 +25,12 @@ from hypothesis import strategies as st
 from openai_server import RATE_LIMIT, FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.errors import ArmError, PermanentError, TransientError
+from pytest_echo_bench.engine.calls import call_with_retries
+from pytest_echo_bench.engine.scope import Classifier
+from pytest_echo_bench.errors import ArmError, IncompleteError, PermanentError, TransientError
 from pytest_echo_bench.providers import anthropic_messages, openai_chat
 from pytest_echo_bench.providers.base import Request
+from pytest_echo_bench.spec.load import RetryPolicy
 
 KEY = "sk-test-wire-7c21"
 FAST = "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.2, max_wait_s: 5}\ntimeout_s: 10\n"
@@ -59,13 +62,15 @@ def answer_of(api: str, request: dict[str, Any], text: str = "42") -> dict[str, 
 
 class WireServer:
     """Answers each request with the API's reply, one connection per request; ``script`` replaces
-    the next replies: (status, body's text, content-length sent, or None for the body's own)."""
+    the next replies: (status, body's text, content-length sent, or None for the body's own), and
+    ``headers`` (name, value) adds to the next reply's headers."""
 
     def __init__(self, api: str) -> None:
         self.api = api
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.script: deque[tuple[int, str | None, int | None]] = deque()
+        self.headers: deque[list[tuple[str, str]]] = deque()
         self.served = 0
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -101,9 +106,11 @@ class WireServer:
             body += conn.recv(65536)
         status, text, sent_length = self.script.popleft() if self.script else (200, None, None)
         payload = (text if text is not None else json.dumps(answer_of(self.api, json.loads(body)))).encode()
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (self.headers.popleft() if self.headers else []))
         self.served += 1
-        conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close\r\n"
-                     f"content-length: {len(payload) if sent_length is None else sent_length}\r\n\r\n".encode() + payload)
+        conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close\r\n{extra}"
+                     f"content-length: {len(payload) if sent_length is None else sent_length}\r\n\r\n".encode("latin-1")
+                     + payload)
         conn.shutdown(socket.SHUT_WR)
         conn.recv(1)  # until the client closes: a close with unread bytes would reset what was sent
 
@@ -258,6 +265,65 @@ def test_generated_content_length_mismatches_are_the_answer_or_a_transient(
         assert sent == len(whole.encode()) and done.text == text
     finally:
         used.close()
+
+
+class FakeClock:
+    """Time that passes only when the call waits: nothing here sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, timeout: float) -> bool:
+        self.now += timeout
+        return False
+
+
+WAIT_HEADER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers(-10**20, 10**20).map(str),
+    st.floats(0, 30).map(lambda s: email.utils.formatdate(time.time() + s, usegmt=True)),
+    st.datetimes(timezones=st.none()).map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S GMT")),
+    st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=30).map(str.strip),
+)
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(api=st.sampled_from(["openai", "anthropic"]), client=st.sampled_from(["http", "sdk"]),
+       waits=st.lists(st.tuples(st.sampled_from(["retry-after", "retry-after-ms", "llm_provider-retry-after"]),
+                                WAIT_HEADER), min_size=1, max_size=3),
+       status=st.sampled_from([429, 503, 529]), budget=st.sampled_from([0.0, 3.0, 600.0]))
+def test_generated_wait_headers_on_the_wire_end_in_the_answer_or_a_resume_within_max_wait(
+        servers: dict[str, WireServer], api: str, client: str, waits: list[tuple[str, str]], status: int,
+        budget: float) -> None:
+    """Refused with whatever wait header, then answered: the item ends with the server's answer or
+    is left for a resume, its waits within retries.max_wait_s; never an error to record, never a crash."""
+    server = servers[api]
+    error = json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+                       if api == "anthropic" else {"error": {"message": "slow down", "code": "rate_limit_exceeded"}})
+    for name, value in waits:
+        server.script.append((status, error, None))
+        server.headers.append([(name, value)])
+    provider = (anthropic_messages.AnthropicProvider if api == "anthropic" else openai_chat.OpenAIProvider)(
+        transport(api, server.base_url, client), "m", None, {"max_tokens": 5} if api == "anthropic" else {})
+    clock = FakeClock()
+    policy = RetryPolicy(attempts=len(waits) + 1, backoff_s=0.01, max_backoff_s=0.02, max_wait_s=budget)
+    try:
+        done = call_with_retries(provider, REQUEST, policy, Classifier(), clock, clock=clock)
+    except IncompleteError:
+        pass  # left for a resume
+    else:
+        assert done.completion.text == "42" and done.attempts == len(waits) + 1
+    finally:
+        provider.close()
+        server.script.clear()
+        server.headers.clear()
+    # The server's waits within the budget; our own backoff (no usable wait) bounded by the attempts.
+    assert clock.now <= budget + policy.attempts * policy.max_backoff_s + 1e-6
 
 
 # -- CAs the SDK cannot load --------------------------------------------------------------------------
