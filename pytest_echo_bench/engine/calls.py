@@ -137,11 +137,12 @@ def _within_wait_budget(error: TransientError, policy: RetryPolicy, waited: floa
     if waited + delay <= policy.max_wait_s:
         return
     if waited <= 0:
-        raise IncompleteError(f"the server asks to wait {_seconds(delay)} s, more than the item's {policy.max_wait_s:g} s "
-                              f"(retries.max_wait_s): left for a resume; last: {error}", attempts=call)
-    raise IncompleteError(f"waited {waited:.0f} s for the server, and the next wait ({_seconds(delay)} s) would pass the "
-                          f"item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; last: {error}",
-                          attempts=call)
+        raise IncompleteError(f"the server asks to wait {_seconds(delay)} s, more than the item's "
+                              f"{policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; last: {error}",
+                              attempts=call)
+    raise IncompleteError(f"waited {waited:.0f} s for the server, and the next wait ({_seconds(delay)} s) would "
+                          f"pass the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
+                          f"last: {error}", attempts=call)
 
 
 def _seconds(value: float) -> str:

@@ -2,7 +2,8 @@
 
 Users of the official SDKs expect what httpx does with ``trust_env``: ``HTTP_PROXY``,
 ``HTTPS_PROXY``, ``ALL_PROXY`` (either case) and ``NO_PROXY`` decide the route, and
-``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` the trusted CAs (``proxy_env`` holds httpx's rules). The lean client and the SDK path read the
+``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` the trusted CAs (``proxy_env`` holds httpx's rules). The lean
+client and the SDK path read the
 same settings from here, so both go the same way. Arm options override the environment:
 ``proxy: none`` (always direct) or ``proxy: http://[user:password@]host:port``; ``ca_file:`` and
 ``ca_dir:`` add CAs to the system's (a private CA behind a corporate gateway).

@@ -16,7 +16,16 @@ from typing import Any
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message, success
+from pytest_echo_bench.providers.http_json import (
+    WIRE_HINT,
+    JSONClient,
+    Transport,
+    plain,
+    retry_after,
+    sdk_errors,
+    status_message,
+    success,
+)
 from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of, sdk_client
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 

@@ -277,7 +277,8 @@ def test_a_retry_after_past_max_wait_leaves_the_arm_for_a_resume_and_holds_up_no
 ) -> None:
     """A Retry-After past a three-second wait budget is not waited out item by item: the arm's items
     are left incomplete at once (with 30 s, the endpoint's pause held each item 30 s before)."""
-    always(openai_server, ("error", (429, {"message": "slow down", "code": "rate_limit_exceeded"}, {"retry-after": str(wait)})))
+    slow_down = {"message": "slow down", "code": "rate_limit_exceeded"}
+    always(openai_server, ("error", (429, slow_down, {"retry-after": str(wait)})))
     make_spec(pytester, two_arms(openai_server.base_url, client, n=6).replace(
         "retries: {", "retries: {max_wait_s: 3, "))
     started = time.monotonic()

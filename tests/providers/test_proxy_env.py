@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,7 +184,7 @@ def test_no_proxy_dot_localhost_leaves_localhost_itself_to_the_proxy(
     assert routed(pytester, sweep, proxy, url, f"localhost:{port}") == {"http": False, "sdk": False}
 
 
-def test_an_arms_network_reads_the_environment_at_its_first_call(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_an_arms_network_routes_by_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.corp:3128")
     monkeypatch.setenv("NO_PROXY", ".localhost")
     chosen = Network().proxy_for("http://localhost:8000/v1")

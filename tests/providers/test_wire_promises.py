@@ -30,6 +30,7 @@ from pytest_echo_bench.engine.scope import Classifier
 from pytest_echo_bench.errors import ArmError, IncompleteError, PermanentError, TransientError
 from pytest_echo_bench.providers import anthropic_messages, openai_chat
 from pytest_echo_bench.providers.base import Request
+from pytest_echo_bench.providers.http_json import ends_early
 from pytest_echo_bench.spec.load import RetryPolicy
 
 KEY = "sk-test-wire-7c21"
@@ -223,11 +224,58 @@ def test_any_2xx_with_the_answer_is_the_answer(pytester: pytest.Pytester, sweep:
     assert sorted(r["status"] for r in rows) == ["correct"] * 3
 
 
+@pytest.mark.parametrize("sent", [0, 1], ids=["content-length-0", "content-length-1"])
+def test_a_2xx_body_cut_to_nothing_is_transient_with_either_client(servers: dict[str, WireServer], client: str,
+                                                                 sent: int) -> None:
+    """Found by the generated mismatches below: ``content-length: 0`` before a whole JSON body was
+    the arm's end on the lean client (no ``choices``) and an item error on the SDK."""
+    server = servers["openai"]
+    server.script.append((200, json.dumps(answer_of("openai", {"model": "m"})), sent))
+    used = transport("openai", server.base_url, client)
+    try:
+        with pytest.raises(TransientError, match="ended before its JSON did"):
+            used.post({"model": "m", "messages": [{"role": "user", "content": "q"}]})
+    finally:
+        used.close()
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(value=JSON_VALUES, ascii_only=st.booleans())
+def test_every_cut_of_a_json_reply_ends_early_and_the_whole_does_not(value: Any, ascii_only: bool) -> None:
+    """Cut at any character or any byte (a UTF-8 sequence split), a reply's JSON is seen as cut short."""
+    whole = json.dumps({"choices": value}, ensure_ascii=ascii_only)
+    assert not ends_early(whole)
+    assert all(ends_early(whole[:k]) for k in range(len(whole)))
+    raw = whole.encode()
+    assert all(ends_early(raw[:k].decode("utf-8", "replace")) for k in range(len(raw)))
+
+
+@pytest.mark.parametrize("text", [
+    '{"k": "\\u001f',  # found by the property above: a whole escape at the cut read as a bad escape
+    '{"k": "\\ud83d\\ude',  # half of a surrogate pair's second escape
+    '{"k": tr', '{"k": -', '{"k": 1.', '{"k": 1.5e+', '{"k": nul',
+])
+def test_cuts_inside_escapes_literals_and_numbers_end_early(text: str) -> None:
+    assert ends_early(text)
+
+
+@pytest.mark.parametrize("text", ['{"k": x}', "<html>", '{"k": 1} trailing', '{"k": "a\x01"}', "null", "12"])
+def test_malformed_or_whole_texts_do_not_end_early(text: str) -> None:
+    assert not ends_early(text)
+
+
 def transport(api: str, url: str, client: str) -> Any:
     if api == "anthropic":
         if client == "sdk":
             import anthropic
-            return anthropic_messages.SDKTransport(anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0), anthropic, url)
+            made = anthropic.Anthropic(api_key=KEY, base_url=url, max_retries=0)
+            return anthropic_messages.SDKTransport(made, anthropic, url)
         return anthropic_messages.HTTPTransport(url, KEY, 10.0)
     if client == "sdk":
         import openai
