@@ -167,7 +167,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
     # The SDK insists on some credential, so a keyless arm sends a placeholder.
-    made = sdk_client(arm.name, lambda: anthropic.Anthropic(
+    made = sdk_client(arm.name, network, lambda: anthropic.Anthropic(
         api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s)))
     return AnthropicProvider(SDKTransport(made, anthropic, base_url), model, system, params, base_url, key)

@@ -79,10 +79,15 @@ class Network:
                                    urllib.request.getproxies_environment())
         return parse_proxy(chosen) if chosen else None
 
+    @property
+    def sdk_reads_environment(self) -> bool:
+        """The SDK's own client will do: it reads the proxy and the CAs from the environment."""
+        return self.proxy == "env" and not (self.ca_file or self.ca_dir)
+
     def sdk_http_client(self, factory: Callable[..., Any], timeout: float) -> Any | None:
         """The SDK's HTTP client (``factory``: its ``DefaultHttpxClient``) when the arm sets something the
         SDK's default would not do (None: its own default, which already honours the environment)."""
-        if self.proxy == "env" and not (self.ca_file or self.ca_dir):
+        if self.sdk_reads_environment:
             return None
         kwargs: dict[str, Any] = {"timeout": timeout, "verify": self.tls_context()}
         if self.proxy == "none":
@@ -110,23 +115,27 @@ def parse_proxy(url: str) -> Proxy:
     return Proxy(parts.hostname, port, auth)
 
 
-def sdk_client(arm: str, make: Callable[[], T]) -> T:
-    """The SDK's client, made; CAs from the environment it cannot load stop the arm, naming them.
+def sdk_client(arm: str, network: Network, make: Callable[[], T]) -> T:
+    """The SDK's client, made once the CAs it would load from the environment are known to load.
 
     httpx loads ``SSL_CERT_FILE`` (else ``SSL_CERT_DIR``) when the client is made, whatever the
-    base_url: a file that holds no certificate was a traceback at collection that stopped every arm.
+    base_url (unless the arm's settings give it our context): a file that holds no certificate was
+    a traceback at collection that stopped every arm, and a client half made is one the SDK's
+    ``__del__`` trips over later, so they are loaded here first, as httpx loads them.
     """
-    try:
-        return make()
-    except (ssl.SSLError, FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError) as exc:
+    if network.sdk_reads_environment:
         variable = next((name for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)), None)
-        if variable is None:
-            raise
-        reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
-        raise UnavailableError(
-            f"arm {arm!r}: the SDK cannot load the CAs {variable} names ({os.environ[variable]!r}): {reason}; point "
-            f"{variable} at a PEM bundle of CA certificates (or unset it), or trust a CA with the arm's ca_file:",
-            misconfigured=True) from None
+        if variable is not None:
+            where = os.environ[variable]
+            try:
+                ssl.create_default_context(**{"cafile" if variable == "SSL_CERT_FILE" else "capath": where})
+            except (ssl.SSLError, OSError) as exc:
+                reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+                raise UnavailableError(
+                    f"arm {arm!r}: the SDK cannot load the CAs {variable} names ({where!r}): {reason}; point "
+                    f"{variable} at a PEM bundle of CA certificates (or unset it), or trust a CA with the arm's "
+                    "ca_file:", misconfigured=True) from None
+    return make()
 
 
 def network_of(arm: ArmSpec, spec: Spec) -> Network:

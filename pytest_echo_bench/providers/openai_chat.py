@@ -147,7 +147,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
         raise UnavailableError("the openai SDK is not installed: pip install 'pytest-echo-bench[openai]' "
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry every 429, quota exhaustion included; we classify first.
-    made = sdk_client(arm.name, lambda: openai.OpenAI(
+    made = sdk_client(arm.name, network, lambda: openai.OpenAI(
         api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s)))
     return OpenAIProvider(SDKTransport(made, openai, base_url), model, system, params, base_url, key)

@@ -377,17 +377,18 @@ def test_generated_wait_headers_on_the_wire_end_in_the_answer_or_a_resume_within
 # -- CAs the SDK cannot load --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("content", [b"garbage, no certificate here\n", None], ids=["garbage", "missing"])
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_an_ssl_cert_file_the_sdk_cannot_load_stops_that_arm_with_a_message(
-        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path, content: bytes | None) -> None:
+        pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        content: bytes | None, api: str) -> None:
+    """It was a collection traceback (ssl.SSLError, FileNotFoundError) that stopped every arm."""
     bundle = tmp_path / "bundle.pem"
     if content is not None:
         bundle.write_bytes(content)
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    arms = ("  good: {provider: sim, accuracy: 1.0}\n"
-            f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {openai_server.base_url}\n"
-            "    api_key_env: TEST_OPENAI_KEY\n    client: sdk\n")
-    make_spec(pytester, sim_spec(3, arms=arms, extra=FAST))
+    body = arm_spec(api, "http://127.0.0.1:9/v1", "sdk", extra=FAST).replace(
+        "arms:\n", "arms:\n  good: {provider: sim, accuracy: 1.0}\n")
+    make_spec(pytester, body)
     result, _, rows = sweep.run("--bench-concurrency", "1")
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == 2, text[-3000:]
