@@ -114,7 +114,7 @@ def call_with_retries(
             raise error
         retries.append(str(error))
         rng = rng or random.Random()  # made when first needed: seeding one costs as much as a call's bookkeeping
-        servers = rate_limited(error) or (error.retry_after is not None and error.retry_after > 0)
+        server_wait = rate_limited(error) or (error.retry_after is not None and error.retry_after > 0)
         if rate_limited(error):
             delay = backoff_delay(policy, min(len(retries) - failures, 30), error.retry_after, rng)
         else:
@@ -122,7 +122,7 @@ def call_with_retries(
             if failures == policy.attempts:
                 raise IncompleteError(f"{failures} transient errors; last: {error}", attempts=call)
             delay = backoff_delay(policy, failures, error.retry_after, rng)
-        if servers:
+        if server_wait:  # a wait the server asked for (or a 429's): it spends the item's wait budget
             now = clock()
             waiting_since = now if waiting_since is None else waiting_since
             _within_wait_budget(error, policy, now - waiting_since, delay, call)
