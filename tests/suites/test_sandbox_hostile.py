@@ -201,8 +201,10 @@ def host_socket() -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-@pytest.mark.skipif(not HAS_BWRAP, reason="the fresh filesystem view needs bubblewrap")
-def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path) -> None:
+@pytest.mark.parametrize("mode", [MODES[0], pytest.param({"bwrap": False}, id="unshare")])
+def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path, mode: dict[str, Any]) -> None:
+    if not mode and not HAS_BWRAP or mode and not sandbox.sandbox_launch.private_root(sandbox.sandbox_launch.unshare_prefix()):
+        pytest.skip("the fresh filesystem view needs bubblewrap or a mount namespace")
     body = (f"    import os, socket\n    seen = []\n    s = socket.socket(socket.AF_UNIX)\n"
             f"    try:\n        s.connect({str(host_socket)!r})\n        seen.append('socket')\n    except OSError:\n        pass\n"
             f"    for path in ['/proc/1', '/proc/self', '/etc/passwd', '/run', '/var', '/home', {str(PROJECT / 'pyproject.toml')!r}]:\n"
@@ -211,7 +213,7 @@ def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path) 
             "    for path in ['/usr/x', '/x', '/root/x']:\n        try:\n            open(path, 'w')\n            seen.append(path)\n"
             "        except OSError:\n            pass\n"
             "    assert not seen, seen\n    return 1\n")
-    verdict = _score(body)
+    verdict = _score(body, **mode)
     assert verdict.passed, verdict.detail
     assert verdict.extra["sandbox"]["filesystem"] == "minimal read-only root"
 
@@ -220,9 +222,20 @@ def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
     verdict = _score("    return 1\n", bwrap=False, cgroups=False)
     row = verdict.extra["sandbox"]
     assert verdict.passed, verdict.detail
-    assert row["bwrap"] is False and row["filesystem"] == "host" and row["private_tmp"] == []
-    assert row["bounded"] == {"memory": "per process", "processes": row["bounded"]["processes"], "disk": "per file"}
+    private = sandbox.sandbox_launch.private_root(sandbox.sandbox_launch.unshare_prefix())  # unshare --mount
+    assert row["bwrap"] is False and row["filesystem"] == ("minimal read-only root" if private else "host")
+    assert row["private_tmp"] == (["/tmp"] if private else [])
+    disk = "private /tmp in total" if private else "per file"
+    assert row["bounded"] == {"memory": "per process", "processes": row["bounded"]["processes"], "disk": disk}
     assert row["bounded"]["processes"] in ("per uid", "per user")
+
+
+def test_on_the_hosts_filesystem_the_row_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As where no mount namespace can be made: unshare without --mount.
+    prefix = [arg for arg in sandbox.sandbox_launch.unshare_prefix() if arg != "--mount"]
+    monkeypatch.setattr(sandbox.sandbox_launch, "unshare_prefix", lambda: prefix)
+    row = _score("    return 1\n", bwrap=False).extra["sandbox"]
+    assert row["filesystem"] == "host" and row["private_tmp"] == [] and row["bounded"]["disk"] == "per file"
 
 
 def test_a_sandbox_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
