@@ -4,8 +4,10 @@
 recorded in the row's ``extra.sandbox`` (``describe``), since what the machine allows differs:
 
 - bubblewrap (``sandbox_launch``): new PID, network, IPC, UTS and mount namespaces, a read-only
-  root of ``/usr`` and the interpreter, no ``/proc``, and a private ``/tmp`` tmpfs whose size is
-  ``file_size_mb`` in total; without it, ``unshare`` namespaces on the host's filesystem;
+  root of ``/usr`` and the interpreter's executable and standard library, never an installed
+  package (``sandbox_view``), no ``/proc``, and a private ``/tmp`` tmpfs whose size is
+  ``file_size_mb`` in total; without it, ``unshare`` namespaces and the same root built after
+  ``unshare --mount``, or where no mount namespace can be made, the host's filesystem;
 - cgroups (``sandbox_cgroup``): memory and process count of all the run's processes together,
   and a kill of every process the run left behind;
 - user: when the parent is root, a fresh unprivileged uid per run;

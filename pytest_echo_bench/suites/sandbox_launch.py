@@ -96,11 +96,11 @@ def chroot_args(tmp_bytes: int, mount_point: str) -> list[str]:
         return '"$r"' + shlex.quote(path)
 
     devices = [f"/dev/{name}" for name in _DEVICES]
-    files = [*devices, *(b for b in view.binds if os.path.isfile(b)), *view.hidden_files]
+    files = [*devices, *(b for b in view.binds if os.path.isfile(b))]  # mount points made as empty files
     dirs = ["/usr", "/tmp", "/dev", *view.parents(), *(b for b in view.binds if not os.path.isfile(b))]
     # The new mount namespace is private (unshare's default): nothing below reaches the host.
     lines = ["set -eu", "umask 022", "r=$1; shift", f'{mount} -t tmpfs -o mode=0755,size=1m echo-bench-root "$r"',
-             "mkdir -p " + " ".join(at(d) for d in dirs), *(f": > {at(f)}" for f in files if f not in view.hidden_files),
+             "mkdir -p " + " ".join(at(d) for d in dirs), *(f": > {at(f)}" for f in files),
              f"{mount} -o bind,ro /usr {at('/usr')}"]
     for kind, source, path in _root_links():
         lines.append(f"ln -s {shlex.quote(source)} {at(path)}" if kind == "link"

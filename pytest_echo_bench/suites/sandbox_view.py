@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,14 +74,18 @@ def layout(python: str) -> Layout | None:
         done = subprocess.run([python, "-I", "-S", "-c", _PROBE], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=30, check=True)
         found = json.loads(done.stdout)
-        lib = found["lib"] if found["lib"] and os.path.isfile(found["lib"]) else None
-        return Layout(str(found["executable"]), tuple(map(str, found["stdlib"])), tuple(map(str, found["sites"])), lib)
+        lib = os.path.realpath(found["lib"]) if found["lib"] and os.path.isfile(found["lib"]) else None
+        real = functools.partial(map, os.path.realpath)
+        return Layout(os.path.realpath(found["executable"]), tuple(real(found["stdlib"])), tuple(real(found["sites"])), lib)
     return None
 
 
 @functools.cache
 def view(python: str) -> View | None:
-    """What the sandbox running ``python`` holds besides ``/usr``, ``/dev`` and its private ``/tmp``."""
+    """What the sandbox running ``python`` holds besides ``/usr``, ``/dev`` and its private ``/tmp``.
+
+    Decided once per process, with the working directory and ``sys.path`` of that moment.
+    """
     found = layout(python)
     if found is None:
         return None
@@ -105,8 +110,6 @@ def _never_inside(found: Layout) -> list[str]:
 
 
 def _sys_path() -> list[str]:
-    import sys  # read at the call: a test may extend it
-
     return [p for p in sys.path if p]
 
 
