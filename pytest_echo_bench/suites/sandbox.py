@@ -116,7 +116,8 @@ def prepared(limits: Limits) -> Iterator[SandboxRun]:
         if not run.bwrap:  # the private root's mount point, or on the host's filesystem a directory of its own
             host_dir = Path(tempfile.mkdtemp(prefix="echo-bench-sandbox-"))
             if run.private_root:
-                run.prefix = [*run.prefix, *sandbox_launch.chroot_args(run.limits.file_size_mb << 20, str(host_dir))]
+                root = sandbox_launch.chroot_args(run.limits.file_size_mb << 20, str(host_dir), run.prefix[0])
+                run.prefix = [*run.prefix, *root]
             else:
                 run.workdir = str(host_dir)
                 if run.uid is not None:

@@ -6,8 +6,9 @@ read-only ``/usr`` (with the merged-usr links), a minimal ``/dev``, no ``/proc``
 read-only (a virtualenv or pyenv may live under ``/tmp``), never an installed package.
 ``bwrap_args`` builds it with bubblewrap, in new PID, network, IPC, UTS and cgroup namespaces
 whose first process dies with the parent. Without bubblewrap, ``unshare_prefix`` gives what
-util-linux can (network, PID, IPC and, where allowed, mount namespaces) and ``chroot_args``
-builds the same root with ``mount`` inside the new mount namespace and enters it with ``chroot``;
+util-linux can (network, IPC and, where allowed, mount namespaces) and ``chroot_args`` builds
+the same root with ``mount`` inside the new mount namespace, enters it with ``chroot`` and makes
+the PID namespace there;
 where no mount namespace can be made, the code sees the host's files (``private_root`` says
 which). Each probe runs once per process.
 """
@@ -30,6 +31,7 @@ from pytest_echo_bench.suites import sandbox_view
 SEARCH_PATH = "/usr/bin:/bin:/usr/local/bin"
 _ROOT_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 _DEVICES = ("null", "zero", "random", "urandom")
+_PID_NAMESPACE = ("--pid", "--fork", "--kill-child")
 # What the harness inside imports, with ``site`` as it runs: a root that lacks part of it is no sandbox.
 _PROBE = "import json, os, resource, sys"
 
@@ -84,8 +86,12 @@ def bwrap_args(tmp_bytes: int) -> list[str]:
     return [*args, "--chdir", "/tmp"]
 
 
-def chroot_args(tmp_bytes: int, mount_point: str) -> list[str]:
-    """After ``unshare --mount``: the same root as bubblewrap's, built on ``mount_point`` (a directory of ours), entered."""
+def chroot_args(tmp_bytes: int, mount_point: str, unshare: str) -> list[str]:
+    """After ``unshare --mount``: the same root as bubblewrap's, built on ``mount_point`` (a directory of ours), entered.
+
+    The PID namespace is made last, inside the root (``unshare`` is under /usr): the mounts'
+    helpers run before it, so they never count beside the code against the run's pids group.
+    """
     view = root_view()
     if view is None:
         raise RuntimeError("the sandbox's interpreter did not say where its standard library is")
@@ -110,7 +116,7 @@ def chroot_args(tmp_bytes: int, mount_point: str) -> list[str]:
     lines += [f"{mount} -o bind,ro {shlex.quote(b)} {at(b)}" for b in view.binds]
     lines += [f"{mount} -t tmpfs -o ro,mode=0555,size=4k echo-bench-hidden {at(h)}" for h in view.hidden_dirs]
     lines += [f"{mount} -o bind,ro /dev/null {at(h)}" for h in view.hidden_files]
-    lines += [f'{mount} -o remount,ro "$r"', f'exec {chroot} "$r" "$@"']
+    lines += [f'{mount} -o remount,ro "$r"', f'exec {chroot} "$r" {shlex.quote(unshare)} {" ".join(_PID_NAMESPACE)} "$@"']
     return ["/bin/sh", "-c", "\n".join(lines), "sh", mount_point]
 
 
@@ -151,24 +157,25 @@ def _runnable_by_others(path: Path, private_root: bool) -> bool:
 
 
 @functools.cache
-def unshare_prefix() -> list[str]:
+def unshare_prefix(private: bool = True) -> list[str]:
     """The ``unshare`` command line this machine allows, for runs without bubblewrap; [] if none.
 
     With ``--mount`` (then ``chroot_args`` must follow it) where a mount namespace can be made
-    and the private root built in it, else without: the host's filesystem.
+    and the private root built in it, else (or with ``private`` False) on the host's filesystem.
     """
     unshare = shutil.which("unshare") or shutil.which("unshare", path=SEARCH_PATH)
     if unshare is None or not sys.platform.startswith("linux"):
         return []
-    base = [unshare, "--net", "--pid", "--ipc", "--fork", "--kill-child"]
+    base = [unshare, "--net", "--ipc"]
     as_user = [*base, "--user", "--map-root-user"]
     candidates = [base, as_user] if os.geteuid() == 0 else [as_user]
-    if root_view() is not None:
+    if private and root_view() is not None:
         for prefix in candidates:
             with tempfile.TemporaryDirectory(prefix="echo-bench-probe-") as mount_point:
-                argv = [*prefix, "--mount", *chroot_args(1 << 20, mount_point), python(True), "-I", "-c", _PROBE]
+                argv = [*prefix, "--mount", *chroot_args(1 << 20, mount_point, unshare), python(True), "-I", "-c", _PROBE]
                 if _probe(argv):
                     return [*prefix, "--mount"]
+    candidates = [[*c[:1], *_PID_NAMESPACE, *c[1:]] for c in candidates]
     for prefix in candidates:
         if _probe([*prefix, sys.executable, "-I", "-S", "-c", ""]):
             return prefix

@@ -285,7 +285,7 @@ def test_a_run_with_full_isolation_gives_the_key_reader_nothing(pytester: pytest
 @pytest.fixture
 def no_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This process as on a machine with neither bubblewrap nor a mount namespace: the host's files."""
-    prefix = [arg for arg in sandbox_launch.unshare_prefix() if arg != "--mount"]
+    prefix = sandbox_launch.unshare_prefix(private=False)
     monkeypatch.setattr(sandbox_launch, "bwrap_path", lambda: None)
     monkeypatch.setattr(sandbox_launch, "unshare_prefix", lambda: prefix)
     isolation.machine.cache_clear()

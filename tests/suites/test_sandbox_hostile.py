@@ -151,6 +151,16 @@ def test_memory_of_all_processes_together_is_bounded() -> None:
     assert sandbox_row["memory_peak_mb"] <= 100
 
 
+@pytest.mark.parametrize("mode", MODES[:2])
+def test_the_process_limit_counts_the_code_alone(mode: dict[str, Any]) -> None:
+    # Building the root without bubblewrap runs mount helpers: never beside the code in the pids group.
+    body = "    import subprocess\n    return 1 if subprocess.run(['/bin/true']).returncode == 0 else 0\n"
+    alone = _score(body, processes=1, **mode)
+    assert alone.status == "wrong" and "Resource temporarily unavailable" in alone.detail, alone.detail
+    one_child = _score(body, processes=2, **mode)
+    assert one_child.passed, one_child.detail
+
+
 def test_disk_written_in_total_is_bounded() -> None:
     # 60 files just under the 1 MB file-size limit each: 60 MB if only each file were bounded.
     body = ("    for i in range(60):\n        with open(f'f{i}' if i % 2 else f'/tmp/f{i}', 'wb') as fh:\n"
@@ -232,7 +242,7 @@ def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
 
 def test_on_the_hosts_filesystem_the_row_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     # As where no mount namespace can be made: unshare without --mount.
-    prefix = [arg for arg in sandbox.sandbox_launch.unshare_prefix() if arg != "--mount"]
+    prefix = sandbox.sandbox_launch.unshare_prefix(private=False)
     monkeypatch.setattr(sandbox.sandbox_launch, "unshare_prefix", lambda: prefix)
     row = _score("    return 1\n", bwrap=False).extra["sandbox"]
     assert row["filesystem"] == "host" and row["private_tmp"] == [] and row["bounded"]["disk"] == "per file"
