@@ -8,9 +8,8 @@ read-only (a virtualenv or pyenv may live under ``/tmp``), never an installed pa
 whose first process dies with the parent. Without bubblewrap, ``unshare_prefix`` gives what
 util-linux can (network, IPC and, where allowed, mount namespaces) and ``chroot_args`` builds
 the same root with ``mount`` inside the new mount namespace, enters it with ``chroot`` and makes
-the PID namespace there;
-where no mount namespace can be made, the code sees the host's files (``private_root`` says
-which). Each probe runs once per process.
+the PID namespace there; where no mount namespace can be made, the code sees the host's files
+(``private_root`` says which). Each probe runs once per process.
 """
 
 from __future__ import annotations
