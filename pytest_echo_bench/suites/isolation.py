@@ -60,7 +60,7 @@ def machine() -> Machine:
     cgroups = groups.memory is not None and groups.pids is not None
     sandbox_cgroup.destroy(groups)
     # Without root nothing can be dropped to; bubblewrap then maps the caller's own uid.
-    unshare_root = sandbox_launch.private_root(sandbox_launch.unshare_prefix())
+    unshare_root = bool(sandbox_launch.unshare_root_prefix())
     uid_drop = os.geteuid() == 0 and sandbox_launch.interpreter(bwrap or unshare_root)[1]
     return Machine(bwrap, cgroups, uid_drop, unshare_root)
 

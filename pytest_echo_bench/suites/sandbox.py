@@ -185,7 +185,7 @@ def _plan(limits: Limits) -> SandboxRun:
     if bwrap is not None:
         prefix = [bwrap, *sandbox_launch.bwrap_args(limits.file_size_mb << 20), "--"]
     else:
-        prefix = [] if limits.network else sandbox_launch.unshare_prefix()
+        prefix = [] if limits.network else sandbox_launch.unshare_root_prefix() or sandbox_launch.unshare_prefix()
     private = bwrap is not None or sandbox_launch.private_root(prefix)
     python, droppable = sandbox_launch.python(private), sandbox_launch.interpreter(private)[1]
     as_root = droppable and "--user" not in prefix and "--unshare-user" not in prefix

@@ -5,11 +5,12 @@ read-only ``/usr`` (with the merged-usr links), a minimal ``/dev``, no ``/proc``
 ``/tmp`` tmpfs of a fixed size and, over it, the interpreter's executable and standard library
 read-only (a virtualenv or pyenv may live under ``/tmp``), never an installed package.
 ``bwrap_args`` builds it with bubblewrap, in new PID, network, IPC, UTS and cgroup namespaces
-whose first process dies with the parent. Without bubblewrap, ``unshare_prefix`` gives what
+whose first process dies with the parent. Without bubblewrap, ``unshare_root_prefix`` gives what
 util-linux can (network, IPC and, where allowed, mount namespaces) and ``chroot_args`` builds
 the same root with ``mount`` inside the new mount namespace, enters it with ``chroot`` and makes
-the PID namespace there; where no mount namespace can be made, the code sees the host's files
-(``private_root`` says which). Each probe runs once per process.
+the PID namespace there; where no mount namespace can be made, ``unshare_prefix`` runs the code
+in PID, network and IPC namespaces on the host's files (``private_root`` says which). Each probe
+runs once per process.
 """
 
 from __future__ import annotations
@@ -156,33 +157,40 @@ def _runnable_by_others(path: Path, private_root: bool) -> bool:
 
 
 @functools.cache
-def unshare_prefix(private: bool = True) -> list[str]:
-    """The ``unshare`` command line this machine allows, for runs without bubblewrap; [] if none.
-
-    With ``--mount`` (then ``chroot_args`` must follow it) where a mount namespace can be made
-    and the private root built in it, else (or with ``private`` False) on the host's filesystem.
-    """
-    unshare = shutil.which("unshare") or shutil.which("unshare", path=SEARCH_PATH)
-    if unshare is None or not sys.platform.startswith("linux"):
-        return []
-    base = [unshare, "--net", "--ipc"]
-    as_user = [*base, "--user", "--map-root-user"]
-    candidates = [base, as_user] if os.geteuid() == 0 else [as_user]
-    if private and root_view() is not None:
-        for prefix in candidates:
-            with tempfile.TemporaryDirectory(prefix="echo-bench-probe-") as mount_point:
-                argv = [*prefix, "--mount", *chroot_args(1 << 20, mount_point, unshare), python(True), "-I", "-c", _PROBE]
-                if _probe(argv):
-                    return [*prefix, "--mount"]
-    candidates = [[*c[:1], *_PID_NAMESPACE, *c[1:]] for c in candidates]
-    for prefix in candidates:
+def unshare_prefix() -> list[str]:
+    """The ``unshare`` command line this machine allows on the host's filesystem (PID, network, IPC); [] if none."""
+    for candidate in _unshare_candidates():
+        prefix = [*candidate[:3], *_PID_NAMESPACE, *candidate[3:]]  # unshare --net --ipc --pid --fork --kill-child ...
         if _probe([*prefix, sys.executable, "-I", "-S", "-c", ""]):
             return prefix
     return []
 
 
+@functools.cache
+def unshare_root_prefix() -> list[str]:
+    """``unshare --mount`` and more, where the private root can be built after it (``chroot_args`` follows); [] if not."""
+    if root_view() is None:
+        return []
+    for prefix in _unshare_candidates():
+        with tempfile.TemporaryDirectory(prefix="echo-bench-probe-") as mount_point:
+            argv = [*prefix, "--mount", *chroot_args(1 << 20, mount_point, prefix[0]), python(True), "-I", "-c", _PROBE]
+            if _probe(argv):
+                return [*prefix, "--mount"]
+    return []
+
+
+def _unshare_candidates() -> list[list[str]]:
+    """``unshare`` with the network and IPC namespaces: as root, plain first, then in a user namespace."""
+    unshare = shutil.which("unshare") or shutil.which("unshare", path=SEARCH_PATH)
+    if unshare is None or not sys.platform.startswith("linux"):
+        return []
+    base = [unshare, "--net", "--ipc"]
+    as_user = [*base, "--user", "--map-root-user"]
+    return [base, as_user] if os.geteuid() == 0 else [as_user]
+
+
 def private_root(prefix: list[str]) -> bool:
-    """Whether an ``unshare_prefix`` builds the private root (else the code sees the host's files)."""
+    """Whether a prefix builds the private root (``unshare_root_prefix``; else the code sees the host's files)."""
     return "--mount" in prefix
 
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 PROJECT = Path(__file__).resolve().parents[2]
 HAS_BWRAP = sandbox_launch.bwrap_path() is not None
-UNSHARE_ROOT = sandbox_launch.private_root(sandbox_launch.unshare_prefix())
+UNSHARE_ROOT = bool(sandbox_launch.unshare_root_prefix())
 MODES = [
     pytest.param({}, id="bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")),
     pytest.param({"cgroups": False}, id="bwrap-no-cgroups",
@@ -177,7 +177,7 @@ modes = {"bwrap": {}, "bwrap-no-cgroups": {"cgroups": False}, "unshare": {"bwrap
          "unshare-no-cgroups": {"bwrap": False, "cgroups": False}}
 if sandbox_launch.bwrap_path() is None:
     modes = {k: v for k, v in modes.items() if not k.startswith("bwrap")}
-if not sandbox_launch.private_root(sandbox_launch.unshare_prefix()):
+if not sandbox_launch.unshare_root_prefix():
     modes = {k: v for k, v in modes.items() if not k.startswith("unshare")}
 out = {}
 for name, mode in modes.items():
@@ -285,9 +285,8 @@ def test_a_run_with_full_isolation_gives_the_key_reader_nothing(pytester: pytest
 @pytest.fixture
 def no_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This process as on a machine with neither bubblewrap nor a mount namespace: the host's files."""
-    prefix = sandbox_launch.unshare_prefix(private=False)
     monkeypatch.setattr(sandbox_launch, "bwrap_path", lambda: None)
-    monkeypatch.setattr(sandbox_launch, "unshare_prefix", lambda: prefix)
+    monkeypatch.setattr(sandbox_launch, "unshare_root_prefix", lambda: [])
     isolation.machine.cache_clear()
     yield
     isolation.machine.cache_clear()

@@ -213,7 +213,7 @@ def host_socket() -> Iterator[Path]:
 
 @pytest.mark.parametrize("mode", [MODES[0], pytest.param({"bwrap": False}, id="unshare")])
 def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path, mode: dict[str, Any]) -> None:
-    if not mode and not HAS_BWRAP or mode and not sandbox.sandbox_launch.private_root(sandbox.sandbox_launch.unshare_prefix()):
+    if not mode and not HAS_BWRAP or mode and not sandbox.sandbox_launch.unshare_root_prefix():
         pytest.skip("the fresh filesystem view needs bubblewrap or a mount namespace")
     body = (f"    import os, socket\n    seen = []\n    s = socket.socket(socket.AF_UNIX)\n"
             f"    try:\n        s.connect({str(host_socket)!r})\n        seen.append('socket')\n    except OSError:\n        pass\n"
@@ -232,7 +232,7 @@ def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
     verdict = _score("    return 1\n", bwrap=False, cgroups=False)
     row = verdict.extra["sandbox"]
     assert verdict.passed, verdict.detail
-    private = sandbox.sandbox_launch.private_root(sandbox.sandbox_launch.unshare_prefix())  # unshare --mount
+    private = bool(sandbox.sandbox_launch.unshare_root_prefix())  # unshare --mount
     assert row["bwrap"] is False and row["filesystem"] == ("minimal read-only root" if private else "host")
     assert row["private_tmp"] == (["/tmp"] if private else [])
     disk = "private /tmp in total" if private else "per file"
@@ -242,8 +242,7 @@ def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
 
 def test_on_the_hosts_filesystem_the_row_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     # As where no mount namespace can be made: unshare without --mount.
-    prefix = sandbox.sandbox_launch.unshare_prefix(private=False)
-    monkeypatch.setattr(sandbox.sandbox_launch, "unshare_prefix", lambda: prefix)
+    monkeypatch.setattr(sandbox.sandbox_launch, "unshare_root_prefix", lambda: [])
     row = _score("    return 1\n", bwrap=False).extra["sandbox"]
     assert row["filesystem"] == "host" and row["private_tmp"] == [] and row["bounded"]["disk"] == "per file"
 
