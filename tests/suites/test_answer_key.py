@@ -249,9 +249,12 @@ arms:
   key_reader: {provider: python, function: he_key_reader}
 """
 ARMS = f"""
+import os
+
 from pytest_echo_bench import ArmContext, arm
 
 KEY_READER = {KEY_READER!r}
+NAMED = [p for p in os.environ.get("ECHO_BENCH_TEST_KEY_PATHS", "").split(":") if p]  # what the attacker read in the spec
 
 
 @arm("he_canonical")
@@ -262,7 +265,7 @@ def he_canonical(ctx: ArmContext) -> str:
 @arm("he_key_reader")
 def he_key_reader(ctx: ArmContext) -> str:
     entry = ctx.example.metadata["entry_point"]
-    return "```python\\n" + KEY_READER.format(entry=entry, named=[]) + "```\\n"
+    return "```python\\n" + KEY_READER.format(entry=entry, named=NAMED) + "```\\n"
 """
 
 
@@ -278,6 +281,46 @@ def test_a_run_with_full_isolation_gives_the_key_reader_nothing(pytester: pytest
     assert passed == {"canonical": 2, "key_reader": 0}, [r.get("detail") for r in rows]
     assert all(r["detail"].startswith(NOT_FOUND) for r in rows if r["arm"] == "key_reader")
     result.stdout.fnmatch_lines(["*isolation for scored code: bubblewrap yes, cgroups yes, uid drop yes (full)*"])
+
+
+LOCAL_SPEC = """\
+benchmark: local_humaneval
+dataset:
+  loader: jsonl
+  path: {path}
+scorer: {{name: humaneval, timeout_s: 10}}
+arms:
+  canonical: {{provider: python, function: he_canonical}}
+  key_reader: {{provider: python, function: he_key_reader}}
+"""
+
+
+def test_a_specs_local_dataset_file_under_srv_stays_with_the_judge(pytester: pytest.Pytester, sweep: Sweep,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    if not os.access("/srv", os.W_OK) or isolation.machine().missing():
+        pytest.skip("needs a writable /srv and full isolation")
+    root = Path("/srv", f"echo-bench-data-{secrets.token_hex(4)}")
+    root.mkdir(mode=0o755)
+    try:
+        path = root / "HumanEval.jsonl"
+        tasks = []
+        for name in ("f", "g"):  # each answer a marker that only this file holds
+            marker = f"ANSWER-{secrets.token_hex(16)}"
+            prompt = f'def {name}():\n    """Return the secret."""\n'
+            tasks.append({"id": f"Local/{name}", "input": prompt, "target": "", "prompt": prompt,
+                          "canonical_solution": f"    return {marker!r}\n", "entry_point": name,
+                          "test": f"def check(candidate):\n    assert candidate() == {marker!r}\n"})
+        path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+        path.chmod(0o644)
+        monkeypatch.setenv("ECHO_BENCH_TEST_KEY_PATHS", f"{path}:{root}")
+        pytester.makeconftest(ARMS)
+        make_spec(pytester, LOCAL_SPEC.format(path=path))
+        result, _, rows = sweep.run("--bench-require-isolation")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    passed = {arm: sum(r["passed"] for r in rows if r["arm"] == arm) for arm in ("canonical", "key_reader")}
+    assert passed == {"canonical": 2, "key_reader": 0}, result.stdout.str()
+    assert all(r["detail"].startswith(NOT_FOUND) for r in rows if r["arm"] == "key_reader")
 
 
 # ---- where files cannot be hidden, the run says so at once -----------------------------------
