@@ -210,7 +210,7 @@ def value_to_float(value: object) -> float:
     if value in (INCORRECT, NOANSWER):
         return 0.0
     if isinstance(value, int | float):  # bool included, as Inspect's isinstance(value, int | float | bool)
-        return float(value)
+        return _float(value)
     if isinstance(value, str):
         text = value.lower()
         if text in ("yes", "true"):
@@ -219,6 +219,15 @@ def value_to_float(value: object) -> float:
             return 0.0
         return _finite(text)
     return 0.0
+
+
+def _float(value: int | float) -> float:
+    """A number as a float; an integer beyond a float's range (10**400) its signed infinity, where
+    ``float()`` would raise OverflowError (Inspect's own function does)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _finite(text: str) -> float:
