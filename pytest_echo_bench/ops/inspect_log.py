@@ -10,8 +10,9 @@ Two readers give the same dicts, the field names of Inspect's ``EvalLog`` (``log
   need the extra, and say so. Attachments (``attachment://HASH`` in place of long text) are
   resolved by both.
 
-A log is data from anywhere: each file and zip entry is read up to a size cap, a field of the
-wrong type is refused naming the file, never trusted to index or sum.
+A log is data from anywhere: read within the bounds of ``inspect_zip`` (its size inflated, checked
+before inflating; its nesting), a field of the wrong type refused naming the file and the sample,
+never trusted to index or sum.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def _checked(log: InspectLog) -> InspectLog:
         raise StoreError(f"{log.path}: its samples are not a list of objects")
     for i, sample in enumerate(log.samples):
         if not isinstance(sample.get("id"), str | int) or isinstance(sample.get("id"), bool):
-            raise StoreError(f"{log.path}: sample {i} has an id that is not a string or an integer: "
+            raise StoreError(f"{log.path}: sample {i}'s id is not a string or an integer: "
                              f"{_shown(sample.get('id'))}")
         if not _positive(sample.get("epoch", 1)):
             raise StoreError(f"{log.path}: sample {_shown(sample['id'])} has epoch {_shown(sample.get('epoch'))}, "

@@ -3,8 +3,10 @@ sizes before anything is inflated, then inflated in chunks that stop at the cap,
 sizes can lie) and the depth of its JSON.
 
 Before these bounds a 1 MB ``.eval`` whose entries inflate to 1 GiB took 1 GB of memory before it was
-refused, and a log nested 600 deep ended in a RecursionError that named no file. Both readers (the
-plain one and Inspect's own) are behind them: a ``.eval`` is scanned here before Inspect opens it.
+refused (``zipfile`` inflates as much as one read asks for, then cuts it to the declared size: a read
+of the cap was the cap in memory), and a log nested 600 deep ended in a RecursionError that named no
+file. Both readers (the plain one and Inspect's own) are behind them: a ``.eval`` is scanned here
+before Inspect opens it.
 """
 
 from __future__ import annotations
@@ -48,11 +50,11 @@ def check_declared(path: Path, infos: list[zipfile.ZipInfo]) -> None:
     """Refuse, before inflating anything, a zip whose entries say they inflate beyond the caps."""
     for info in infos:
         if info.file_size > ENTRY_LIMIT:
-            raise StoreError(f"{path}: entry {info.filename} inflates to {info.file_size:,} bytes, over the "
-                             f"{ENTRY_LIMIT:,} one entry (a header or one sample) may hold")
+            raise StoreError(f"{path}: entry {info.filename} inflates to {info.file_size:,} bytes, over "
+                             f"{ENTRY_LIMIT:,}, the most one entry (a header or one sample) may hold")
     total = sum(info.file_size for info in infos)
     if total > LOG_LIMIT:
-        raise StoreError(f"{path}: its entries inflate to {total:,} bytes, over the {LOG_LIMIT:,} a log may hold")
+        raise StoreError(f"{path}: its entries inflate to {total:,} bytes, over {LOG_LIMIT:,}, the most a log may hold")
 
 
 def inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, left: int,
@@ -66,12 +68,14 @@ def inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, left: i
             while chunk := f.read(CHUNK):
                 size += len(chunk)
                 if size > cap:
-                    what = f"the {ENTRY_LIMIT:,} one entry may hold" if cap == ENTRY_LIMIT else (
-                        f"the {LOG_LIMIT:,} a log may hold in all")
+                    what = f"{ENTRY_LIMIT:,} bytes, the most one entry may hold" if cap == ENTRY_LIMIT else (
+                        f"{LOG_LIMIT:,} bytes in all, the most a log may hold")
                     raise StoreError(f"{path}: entry {info.filename} inflates beyond {what} (its declared size, "
                                      f"{info.file_size:,}, is not what it holds)")
                 if keep:
                     out += chunk
+    except StoreError:
+        raise
     except NotImplementedError as exc:
         if info.compress_type == ZSTD:
             raise StoreError(f"{path}: its entries are zstd-compressed (Inspect's default .eval format), which this "

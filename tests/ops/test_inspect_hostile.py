@@ -211,3 +211,16 @@ def test_any_score_epoch_or_nesting_gives_rows_or_a_line_naming_the_log(
         (row,) = read_rows(tmp / "run.jsonl")[1]
         assert row["status"] in ("correct", "wrong", "unparseable")
         assert main(["report", str(tmp / "run.jsonl"), "--format", "json"]) == 0
+
+
+def test_an_entry_is_inflated_a_chunk_at_a_time_and_stopped_at_the_cap(tmp_path: Path) -> None:
+    """Declared sizes can lie (zipfile trusts them): the inflating read counts what it gets and stops."""
+    from pytest_echo_bench.errors import StoreError
+    from pytest_echo_bench.ops.inspect_zip import inflate
+
+    log = eval_log(tmp_path / "a.eval", [sample(input="x" * 5000)])
+    with zipfile.ZipFile(log) as archive:
+        info = archive.getinfo("samples/q1_epoch_1.json")
+        assert len(inflate(archive, info, log, 10_000)[0]) == info.file_size
+        with pytest.raises(StoreError, match=r"entry samples/q1_epoch_1.json inflates beyond .* in all, the most a log may hold \(its declared"):
+            inflate(archive, info, log, 1000)
