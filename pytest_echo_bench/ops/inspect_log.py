@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.inspect_zip import LOG_LIMIT, MAX_DEPTH, inflate, open_zip, scan, too_deep
+from pytest_echo_bench.ops.inspect_zip import LOG_LIMIT, MAX_DEPTH, deep_path, inflate, open_zip, scan, too_deep
 from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.paths import read_regular, refusal
 
@@ -60,9 +60,19 @@ def read_log(path: Path) -> InspectLog:
     if path.suffix not in (".eval", ".json"):
         raise StoreError(f"{path}: not an Inspect log (want a .eval or .json file)")
     version = inspect_version()
-    log = _read_with_inspect(path, version) if version else _read_plain(path)
+    return _resolved(_read_with_inspect(path, version) if version else _read_plain(path))
+
+
+def _resolved(log: InspectLog) -> InspectLog:
+    """``log`` with its attachments resolved, and its nesting checked on the way (one walk for both)."""
+    deep = too_deep(log.header)
+    if deep is not None:
+        raise StoreError(f"{log.path}: nested deeper than {MAX_DEPTH} levels (Inspect's own reader refuses it) at {deep}")
     for sample in log.samples:
-        _resolve(sample, sample.get("attachments") or {})
+        attachments = sample.get("attachments")
+        if not _resolve(sample, attachments if isinstance(attachments, dict) else {}):
+            raise StoreError(f"{log.path}: sample {_shown(sample['id'])} (epoch {sample.get('epoch', 1)}) is nested "
+                             f"deeper than {MAX_DEPTH} levels (Inspect's own reader refuses it) at {deep_path(sample)}")
     return log
 
 
@@ -81,7 +91,7 @@ def _read_with_inspect(path: Path, version: str) -> InspectLog:
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # noqa: BLE001 - pydantic, zip and JSON errors alike: the file is not a log it reads
-        _read_plain(path)  # the plain reader names the entry, sample and field where it can
+        _resolved(_read_plain(path))  # the plain reader names the entry, sample and field where it can
         raise StoreError(f"{path}: Inspect cannot read it: {_why(exc)}") from exc
     data = log.model_dump(mode="json", exclude={"location", "etag"})
     samples = data.pop("samples", None) or []
@@ -146,9 +156,6 @@ def _json(data: bytes | bytearray, path: Path, entry: str) -> dict[str, Any]:
         raise StoreError(f"{where}: not JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise StoreError(f"{where}: not an Inspect log (a JSON object expected, got {type(value).__name__})")
-    deep = too_deep(value)
-    if deep is not None:
-        raise StoreError(f"{where}: nested deeper than {MAX_DEPTH} levels (Inspect's own reader refuses it) at {deep}")
     return value
 
 
@@ -182,18 +189,31 @@ def _positive(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_EPOCHS
 
 
-def _resolve(value: Any, attachments: dict[str, Any]) -> Any:
-    """``value`` with every ``attachment://HASH`` string replaced by its text, in place for containers."""
-    if isinstance(value, str) and value.startswith(ATTACHMENT):
-        text = attachments.get(value[len(ATTACHMENT):])
-        return text if isinstance(text, str) else value
-    if isinstance(value, dict):
-        for key in list(value):
-            if key != "attachments":
-                value[key] = _resolve(value[key], attachments)
-    elif isinstance(value, list):
-        value[:] = [_resolve(item, attachments) for item in value]
-    return value
+def _resolve(sample: dict[str, Any], attachments: dict[str, Any]) -> bool:
+    """Replace every ``attachment://HASH`` string in ``sample`` by its text, in place; False (and the
+    walk stopped) where it nests deeper than ``MAX_DEPTH``. Iterative: no depth runs out of stack."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(sample, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if not attachments:  # nothing to replace: the depth alone, over the values
+            for value in item.values() if isinstance(item, dict) else item:
+                if isinstance(value, dict | list):
+                    if depth + 1 > MAX_DEPTH:
+                        return False
+                    stack.append((value, depth + 1))
+            continue
+        keys = [k for k in item if k != "attachments"] if isinstance(item, dict) else range(len(item))
+        for key in keys:
+            value = item[key]  # type: ignore[index]  # a key of the dict, an index of the list
+            if isinstance(value, str):
+                text = attachments.get(value[len(ATTACHMENT):]) if value.startswith(ATTACHMENT) else None
+                if isinstance(text, str):
+                    item[key] = text  # type: ignore[index]
+            elif isinstance(value, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    return False
+                stack.append((value, depth + 1))
+    return True
 
 
 # Inspect's default sentinels (``scorer/_metric.py``: CORRECT, INCORRECT, PARTIAL, NOANSWER).

@@ -108,12 +108,12 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
         for child in children:
             if isinstance(child, dict | list):
                 if depth + 1 > limit:
-                    return _where(value, limit)
+                    return deep_path(value, limit)
                 stack.append((child, depth + 1))
     return None
 
 
-def _where(value: Any, limit: int) -> str:
+def deep_path(value: Any, limit: int = MAX_DEPTH) -> str:
     """The path to the first value deeper than ``limit``: a second walk, only once one was found."""
     stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 0, ())]
     while stack:

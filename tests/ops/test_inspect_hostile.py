@@ -66,8 +66,8 @@ def run_import(log: Path, out: Path) -> tuple[int, str]:
 # The logs red-teamed on main: what each must say, whichever reader reads it.
 HOSTILE = {
     "deep.json": (lambda p: json_log(p, [sample(scores={"match": {"value": nested(600)}})]),
-                  ["nested deeper than 200 levels", "samples[0].scores.match.value"]),
-    "deep.eval": (lambda p: eval_log(p, [sample(input=nested(600))]), ["samples/q1_epoch_1.json", "nested deeper"]),
+                  ['sample "q1" (epoch 1) is nested deeper than 200 levels', "at scores.match.value[0]"]),
+    "deep.eval": (lambda p: eval_log(p, [sample(input=nested(600))]), ['sample "q1" (epoch 1) is nested deeper', "at input[0][0]"]),
     "epoch.json": (lambda p: json_log(p, [sample(epoch=[1])]), ['sample "q1" has epoch [1]']),
     "epoch.eval": (lambda p: eval_log(p, [sample(), sample("q2", epoch=[1])]), ['sample "q2" has epoch [1]']),
     "huge-epoch.json": (lambda p: json_log(p, [sample(epoch=10**400)]), ['sample "q1" has epoch a huge number']),
