@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,24 +195,17 @@ def _resolve(sample: dict[str, Any], attachments: dict[str, Any]) -> bool:
     stack: list[tuple[dict[str, Any] | list[Any], int]] = [(sample, 0)]
     while stack:
         item, depth = stack.pop()
-        if not attachments:  # nothing to replace: the depth alone, over the values
-            for value in item.values() if isinstance(item, dict) else item:
-                if isinstance(value, dict | list):
-                    if depth + 1 > MAX_DEPTH:
-                        return False
-                    stack.append((value, depth + 1))
-            continue
-        keys = [k for k in item if k != "attachments"] if isinstance(item, dict) else range(len(item))
-        for key in keys:
-            value = item[key]  # type: ignore[index]  # a key of the dict, an index of the list
-            if isinstance(value, str):
-                text = attachments.get(value[len(ATTACHMENT):]) if value.startswith(ATTACHMENT) else None
-                if isinstance(text, str):
-                    item[key] = text  # type: ignore[index]
-            elif isinstance(value, dict | list):
-                if depth + 1 > MAX_DEPTH:
+        pairs: Iterable[tuple[Any, Any]] = (
+            [(k, v) for k, v in item.items() if k != "attachments"] if isinstance(item, dict) else enumerate(item))
+        for key, value in pairs:
+            if isinstance(value, dict | list):
+                if depth >= MAX_DEPTH:
                     return False
                 stack.append((value, depth + 1))
+            elif attachments and isinstance(value, str) and value.startswith(ATTACHMENT):
+                text = attachments.get(value[len(ATTACHMENT):])
+                if isinstance(text, str):
+                    item[key] = text
     return True
 
 
