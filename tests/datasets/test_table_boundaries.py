@@ -215,3 +215,15 @@ def test_any_column_types_give_faithful_text_or_an_error_naming_record_and_colum
         return
     assert [(e.input, e.target) for e in got] == [(f"Q {expected_text(r['question'])}", expected_text(r["answer"]))
                                                   for r in rows]
+
+
+def test_the_jsonl_and_inline_loaders_read_a_bom_and_binary_text(tmp_path: Path) -> None:
+    """The loaders without a field map: a BOM'd JSON Lines file reads; YAML's !!binary is its text."""
+    (tmp_path / "set.jsonl").write_bytes(BOM + b'{"id": "a", "input": "x", "target": "1"}\n')
+    (got,) = items(write_spec(tmp_path, "  path: set.jsonl\n", "jsonl"))
+    assert (got.id, got.input) == ("a", "x")
+    binary = "  items:\n    - {id: a, input: !!binary aGVsbG8=, target: '1'}\n"  # "hello"
+    (got,) = items(write_spec(tmp_path, binary, "inline"))
+    assert got.input == "hello"
+    with pytest.raises(SpecError, match=r"\[dataset.items.0\]: input holds bytes that are not UTF-8 text"):
+        items(write_spec(tmp_path, binary.replace("aGVsbG8=", "//4="), "inline"))
