@@ -15,7 +15,7 @@ import io
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.paths import open_regular
@@ -28,14 +28,11 @@ ZSTD = 93  # the zip compression method number of Zstandard (APPNOTE 4.4.5)
 EXTRA = "pip install 'pytest-echo-bench[inspect]'"
 
 
-def open_zip(path: Path, data: bytes | None = None) -> zipfile.ZipFile:
-    """The zip at ``path`` (or of ``data``, the bytes already read from it), its declared sizes checked."""
+def open_zip(path: Path, data: bytes | BinaryIO) -> zipfile.ZipFile:
+    """The zip of ``data`` (the bytes read from ``path``, or the file open on it; the caller closes
+    a file), its declared sizes checked."""
     try:
-        if data is None:
-            fd = open_regular(path, lambda why: StoreError(f"{path}: {why}"))
-            archive = zipfile.ZipFile(os.fdopen(fd, "rb"))
-        else:
-            archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise StoreError(f"{path}: not a .eval log (not a zip file: {exc})") from exc
     try:
@@ -92,7 +89,8 @@ def inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, left: i
 def scan(path: Path) -> None:
     """Inflate every entry of the ``.eval`` at ``path`` without keeping it: what Inspect's reader would
     hold is within the caps before it opens the file (it trusts the declared sizes)."""
-    with open_zip(path) as archive:
+    fd = open_regular(path, lambda why: StoreError(f"{path}: {why}"))
+    with os.fdopen(fd, "rb") as f, open_zip(path, f) as archive:
         left = LOG_LIMIT
         for info in archive.infolist():
             left -= inflate(archive, info, path, left, keep=False)[1]
