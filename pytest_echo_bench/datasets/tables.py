@@ -57,20 +57,20 @@ def read_table(path: Path, fail: Fail, start: int = 0, end: int | None = None) -
     if kind == "json":
         records = _json(text, fail)[start:end]
     else:
-        rows = _csv(text, fail) if kind == "csv" else _json_lines(text, fail)
-        records = _window(rows, start, end, fail, "is not readable CSV" if kind == "csv" else "")
+        rows = _csv(text) if kind == "csv" else _json_lines(text, fail)
+        records = _window(rows, start, end, fail)
     for i, record in enumerate(records, start):
         if not isinstance(record, dict):
             raise fail(f"record {i} is {type(record).__name__}, not a mapping of field to value")
     return records
 
 
-def _window(rows: Iterator[Any], start: int, end: int | None, fail: Fail, what: str) -> list[Any]:
-    """The rows ``start`` to ``end`` of a lazy reader: the rest is never read."""
+def _window(rows: Iterator[Any], start: int, end: int | None, fail: Fail) -> list[Any]:
+    """The rows ``start`` to ``end`` of a lazy reader (CSV, JSON Lines): the rest is never read."""
     try:
         return list(itertools.islice(rows, start, end))
-    except csv.Error as exc:  # a field over csv's size limit, a NUL
-        raise fail(f"{what} ({exc})") from None
+    except csv.Error as exc:  # a CSV field over csv's size limit
+        raise fail(f"is not readable CSV ({exc})") from None
 
 
 def _bytes(path: Path, fail: Fail) -> bytes:
@@ -113,7 +113,7 @@ def _json_lines(text: str, fail: Fail) -> Iterator[Any]:
             raise fail(f"line {lineno} is not valid JSON ({getattr(exc, 'msg', None) or exc})") from None
 
 
-def _csv(text: str, fail: Fail) -> Iterator[Any]:
+def _csv(text: str) -> Iterator[Any]:
     return iter(csv.DictReader(io.StringIO(text, newline="")))
 
 

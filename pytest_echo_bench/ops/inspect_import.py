@@ -175,7 +175,7 @@ def _verdict(sample: dict[str, Any], scorer: str | None, target: str) -> tuple[V
     value = score["value"]
     answer = score.get("answer") if isinstance(score.get("answer"), str) else None
     number = value_to_float(value)
-    inspect = {"scorer": scorer, "value": _kept(value), "value_float": number if math.isfinite(number) else None}
+    inspect = {"scorer": scorer, "value": _kept(value, number), "value_float": number if math.isfinite(number) else None}
     if value == NOANSWER:
         return Verdict("unparseable", answer, "unparseable"), inspect
     verdict = judge(answer if answer is not None else "", target, number == 1.0)
@@ -184,22 +184,16 @@ def _verdict(sample: dict[str, Any], scorer: str | None, target: str) -> tuple[V
     return verdict, inspect
 
 
-def _kept(value: object) -> object:
+def _kept(value: object, number: float) -> object:
     """A score's value as the row keeps it: a number no float holds (Inspect writes NaN and Infinity,
-    which JSON has not; an integer like 10**400) as its text, never as a figure; anything else as is."""
+    which JSON has not; an integer like 10**400, ``number`` infinite) as its text, never as a figure;
+    anything else as is."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
-    if isinstance(value, int) and not isinstance(value, bool) and not math.isfinite(_as_float(value)):
-        digits = len(str(value)) if value.bit_length() < 14_000 else None  # str() refuses over 4,300 digits
-        return str(value) if digits else f"an integer of {value.bit_length():,} bits"
+    if isinstance(value, int) and not isinstance(value, bool) and math.isinf(number):
+        # str() refuses an integer over 4,300 digits (about 14,000 bits); JSON never gives one that long
+        return str(value) if value.bit_length() < 14_000 else f"an integer of {value.bit_length():,} bits"
     return value
-
-
-def _as_float(value: int) -> float:
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
 
 
 def _target(value: object) -> str:
