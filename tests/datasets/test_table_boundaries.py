@@ -227,3 +227,17 @@ def test_the_jsonl_and_inline_loaders_read_a_bom_and_binary_text(tmp_path: Path)
     assert got.input == "hello"
     with pytest.raises(SpecError, match=r"\[dataset.items.0\]: input holds bytes that are not UTF-8 text"):
         items(write_spec(tmp_path, binary.replace("aGVsbG8=", "//4="), "inline"))
+
+
+def test_a_sweep_over_a_column_of_mappings_stops_at_collection_naming_it(pytester: pytest.Pytester) -> None:
+    """End to end: the run names file, record and column and sends nothing (on main the prompt was
+    "q {'k': 2}" and the sweep passed)."""
+    pq.write_table(pa.Table.from_pylist([{"rid": "a", "meta": {"k": 2}, "answer": "1"}]), pytester.path / "t.parquet")
+    write_spec(pytester.path, "  path: t.parquet\n  fields: {id: rid, input: 'q {meta}', target: answer}\n")
+    out = pytester.path / "run.jsonl"
+    result = pytester.runpytest("-p", "no:cacheprovider", "--bench-out", str(out))
+    assert result.ret not in (0, pytest.ExitCode.INTERNAL_ERROR)
+    result.stdout.fnmatch_lines(["*set.yaml:*dataset *t.parquet record 0: column 'meta' holds a mapping ({\"k\": 2}), "
+                                 "not text*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert not out.exists() or all('"_meta"' in line for line in out.read_text().splitlines())
