@@ -210,7 +210,8 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
-    _refuse_unfingerprinted(file, path)
+    if not opts.allow_mismatch:
+        _refuse_unfingerprinted(file, path)
     if _writes(config):
         _own(config, str(file.resolve()))
     try:
@@ -232,7 +233,8 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
 def _refuse_unfingerprinted(file: Path, path: str) -> None:
     """A resume checks that the file's rows answer the specs it runs (``_check_resume``): a file that
     records no fingerprint (the parent harness's: no meta line, or one without fingerprints) cannot
-    be checked, so it is refused before anything is changed. Every other reader reads it as it is."""
+    be checked, so it is refused before anything is changed, unless ``--bench-allow-mismatch`` says the
+    rows answer these specs (as for a fingerprint that differs). Every other reader reads it as it is."""
     try:
         with open(file, "rb") as f:
             first = f.readline().rstrip(b"\n")
@@ -250,7 +252,8 @@ def _refuse_unfingerprinted(file: Path, path: str) -> None:
     raise pytest.UsageError(
         f"--bench-resume {path}: the file {what} (an older harness wrote it), so nothing says which spec its "
         "rows answer and a resume could not check them against yours. Run the sweep into a new file "
-        "(--bench-out NEW.jsonl); echo-bench report, merge, export, power and progress read this one as it is")
+        "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer these specs; "
+        "echo-bench report, merge, export, power and progress read this file as it is")
 
 
 def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
