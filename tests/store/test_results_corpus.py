@@ -98,8 +98,8 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return status, out, err
 
 
-def report_figures(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
-    status, out, err = cli(capsys, "report", "--format", "json", str(path))
+def report_figures(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
+    status, out, err = cli(capsys, "report", "--format", "json", *map(str, paths))
     assert status == 0, err
     return dict(json.loads(out))
 
@@ -244,3 +244,16 @@ def test_resume(case: Case, sweep: Sweep) -> None:
     else:
         assert result.ret == 0, result.stdout.str()
         assert len(rows) == before + case.resumed
+
+
+def test_files_of_every_era_read_and_merge_together(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same sweep written by eight versions of the writer merges into one (the fingerprint never
+    changed), each key once and no verdict in conflict; a report reads the parent's files beside ours."""
+    ours = [copy(c, here) for c in CASES if c.spec is not None and c.name not in ("epochs", "shard_part")]
+    status, out, err = cli(capsys, "merge", *map(str, ours), "-o", str(here / "all.jsonl"))
+    assert status == 0, err
+    assert f"merged {len(ours)} files: 12 rows" in out and ", 0 conflicts" in out
+    assert_report(Case("all", OURS), report_figures(capsys, here / "all.jsonl"))
+    parents = [copy(c, here) for c in CASES if c.spec is None]
+    every = {key: counts for c in CASES if c.spec is None for key, counts in c.arms.items()}
+    assert_report(Case("every", {**OURS, **every}), report_figures(capsys, here / "all.jsonl", *parents))
