@@ -51,6 +51,7 @@ class Case:
     spec: str | None = SPEC  # the spec it was written with; None: the parent harness's, no spec of ours
     epochs: int = 1
     resumed: int | None = 0  # rows a resume adds; None: the resume is refused
+    refusal: str = "*--bench-resume*: the file has * (an older harness wrote it)*Run the sweep into a new file*"
 
 
 CASES = [
@@ -69,6 +70,9 @@ CASES = [
     Case("charged", OURS, SPEC + PRICING + "budget_unpriced: allow\n"),
     Case("run_end", {("arith", "weak"): (4, 1, 0, 0), ("arith", "strong"): (3, 3, 0, 0)}, SPEC + PRICING, resumed=5),
     Case("regraded", OURS, SPEC + PRICING),
+    # Rows and a meta line from Inspect logs: a fingerprint of the logs', not of a spec, so a resume
+    # with the spec is a fingerprint mismatch.
+    Case("imported", OURS, resumed=None, refusal="*--bench-resume*: benchmark 'arith' was recorded with fingerprint*"),
 ]
 IDS = [case.name for case in CASES]
 
@@ -231,7 +235,8 @@ def test_estimate_takes_its_seconds_from_the_file(case: Case, here: Path, capsys
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_resume(case: Case, sweep: Sweep) -> None:
     """Our files resume (adding only what they miss); the parent's, which record no fingerprint to check
-    the spec against, are refused as a usage error (exit status 4) saying why and what to do."""
+    the spec against, are refused as a usage error (exit status 4) saying why and what to do, as an
+    imported file is (its fingerprint is its logs')."""
     path = copy(case, sweep.pytester.path)
     sweep.out = path
     before = len(read_rows(path)[1])
@@ -239,7 +244,7 @@ def test_resume(case: Case, sweep: Sweep) -> None:
     result, _, rows = sweep.run("--bench-resume", str(path), "arith.yaml")
     if case.resumed is None:
         assert result.ret == pytest.ExitCode.USAGE_ERROR and len(rows) == before
-        result.stderr.fnmatch_lines(["*--bench-resume*: the file has * (an older harness wrote it)*Run the sweep into a new file*"])
+        result.stderr.fnmatch_lines([case.refusal])
         assert path.read_bytes() == (CORPUS / path.name).read_bytes()  # refused before anything was changed
     else:
         assert result.ret == 0, result.stdout.str()
@@ -249,7 +254,7 @@ def test_resume(case: Case, sweep: Sweep) -> None:
 def test_files_of_every_era_read_and_merge_together(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same sweep written by eight versions of the writer merges into one (the fingerprint never
     changed), each key once and no verdict in conflict; a report reads the parent's files beside ours."""
-    ours = [copy(c, here) for c in CASES if c.spec is not None and c.name not in ("epochs", "shard_part")]
+    ours = [copy(c, here) for c in CASES if c.spec is not None and c.name not in ("epochs", "shard_part", "imported")]
     status, out, err = cli(capsys, "merge", *map(str, ours), "-o", str(here / "all.jsonl"))
     assert status == 0, err
     assert f"merged {len(ours)} files: 12 rows" in out and ", 0 conflicts" in out
