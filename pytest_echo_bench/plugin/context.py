@@ -250,8 +250,8 @@ def _refuse_unfingerprinted(file: Path, path: str) -> None:
     else:
         what = "has a meta line that records no fingerprint"
     raise pytest.UsageError(
-        f"--bench-resume {path}: the file {what} (an older harness wrote it), so nothing says which spec its "
-        "rows answer and a resume could not check them against yours. Run the sweep into a new file "
+        f"--bench-resume {path}: the file {what}, as files of the harness this project grew from do, so nothing "
+        "says which spec its rows answer and a resume could not check them against yours. Run the sweep into a new file "
         "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer these specs; "
         "echo-bench report, merge, export, power and progress read this file as it is")
 

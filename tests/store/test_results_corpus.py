@@ -51,7 +51,7 @@ class Case:
     spec: str | None = SPEC  # the spec it was written with; None: the parent harness's, no spec of ours
     epochs: int = 1
     resumed: int | None = 0  # rows a resume adds; None: the resume is refused
-    refusal: str = "*--bench-resume*: the file has * (an older harness wrote it)*Run the sweep into a new file*"
+    refusal: str = "*--bench-resume*: the file has *, as files of the harness this project grew from do*Run the sweep into a new file*"
 
 
 CASES = [
