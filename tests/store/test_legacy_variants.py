@@ -2,8 +2,10 @@
 
 Sound variants: the parent harness's meta line (``arms`` a list, ``subtasks``, ``n_per_subtask``,
 ``start``, any of them missing, unknown fields beside them) or none at all, and six-field rows with
-fields left out and unknown ones added. The report, merge, the page and the end-of-run table must
-count each arm's rows by the older verdict rule (``store.files.legacy_status``).
+fields left out and unknown ones added; and the meta lines of our own older versions (from the
+corpus in ``tests/data/results``) with any of their fields left out. The report, merge, the page
+and the end-of-run table must count each arm's rows by the older verdict rule
+(``store.files.legacy_status``).
 
 Hostile variants (a field of those lines with the wrong type, which would let a row stand for
 another item or the line mean something no writer wrote) are refused by every command with
@@ -115,6 +117,31 @@ def test_older_shapes_read_the_same_in_every_reader(meta: dict[str, Any] | None,
         assert main(["merge", str(path), "-o", f"{tmp}/merged.jsonl"]) == 0
         assert report(Path(tmp) / "merged.jsonl", capsys) == {**named, **want}
         assert {k: (t.items, t.correct, t.unparseable, t.errors) for k, t in FileTally().update(path).items()} == want
+        page = {arm: (a.done, a.correct, a.unparseable, a.errors) for arm, a in progress_state(path).arms.items()}
+        assert page == {arm: counts for (_, arm), counts in want.items()}
+
+
+CORPUS = Path(__file__).parents[1] / "data" / "results"
+OUR_LINES = [json.loads((CORPUS / f"{name}.jsonl").read_text().splitlines()[0])
+             for name in ("first_format", "merged_first", "rootdir_parts", "merged_shards", "decide_plan", "regraded")]
+
+
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=st.sampled_from(OUR_LINES), drop=st.sets(st.sampled_from(sorted(set(META_FIELDS) - {"_meta"}))), more=unknown_fields)
+def test_our_older_meta_lines_with_fields_left_out_read_the_same(line: dict[str, Any], drop: set[str], more: dict[str, Any],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A meta line of any version of our writer, any of its fields left out and unknown ones added:
+    its rows (which name their benchmark) count the same in the report, after a merge, and on the page."""
+    rows = (CORPUS / "first_format.jsonl").read_text().splitlines()[1:]
+    meta = {**{k: v for k, v in line.items() if k not in drop}, **more}
+    want = {("arith", "weak"): (6, 2, 0, 0), ("arith", "strong"): (6, 6, 0, 0)}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ours.jsonl"
+        path.write_text(json.dumps(meta) + "\n" + "\n".join(rows) + "\n")
+        assert report(path, capsys) == want
+        assert main(["merge", str(path), "-o", f"{tmp}/merged.jsonl"]) == 0
+        assert report(Path(tmp) / "merged.jsonl", capsys) == want
         page = {arm: (a.done, a.correct, a.unparseable, a.errors) for arm, a in progress_state(path).arms.items()}
         assert page == {arm: counts for (_, arm), counts in want.items()}
 
