@@ -69,7 +69,12 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
     if not any(meta is not None or names for meta, names, _, _ in scans):  # an empty merged file would pass for a sweep
         raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
-    metas = [(p, _with_assumed(p, meta, names, assumed or {})) for p, (meta, names, _, _) in zip(paths, scans, strict=True)]
+    # Files none of which records a fingerprint (the parent harness's, with or without a meta line):
+    # their rows cannot take on another file's, and the merged file records none either, so a resume
+    # refuses it as it refuses them (``plugin.context``).
+    unrecorded = not assumed and not any(_fingerprints(meta) for meta, _, _, _ in scans)
+    metas = [(p, meta if unrecorded else _with_assumed(p, meta, names, assumed or {}))
+             for p, (meta, names, _, _) in zip(paths, scans, strict=True)]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)

@@ -210,6 +210,8 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
+    if not opts.allow_mismatch:
+        _refuse_unfingerprinted(file, path)
     if _writes(config):
         _own(config, str(file.resolve()))
     try:
@@ -226,6 +228,32 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
         notes.append(f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is an error run again; "
                      "their old rows stay, the newest row of each item counts")
     return Opened(path, index, notes)
+
+
+def _refuse_unfingerprinted(file: Path, path: str) -> None:
+    """A resume checks that the file's rows answer the specs it runs (``_check_resume``): a file that
+    records no fingerprint (the parent harness's: no meta line, or one without fingerprints) cannot
+    be checked, so it is refused before anything is changed, unless ``--bench-allow-mismatch`` says the
+    rows answer these specs (as for a fingerprint that differs). Every other reader reads it as it is."""
+    try:
+        with open(file, "rb") as f:
+            first = f.readline().rstrip(b"\n")
+    except OSError:
+        return  # the full read that follows names the error
+    record = parse_line(first, file, 1, strict=False)
+    if record is None:
+        return  # garbage on line 1: the full read refuses it naming the line
+    if record.get("_meta") is not True:
+        what = "has no meta line"
+    elif record.get("fingerprint") or any(info.get("fingerprint") for info in (record.get("benchmarks") or {}).values()):
+        return
+    else:
+        what = "has a meta line that records no fingerprint"
+    raise pytest.UsageError(
+        f"--bench-resume {path}: the file {what}, as files of the harness this project grew from do, so nothing "
+        "says which spec its rows answer and a resume could not check them against yours. Run the sweep into a new file "
+        "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer these specs; "
+        "echo-bench report, merge, export, power and progress read this file as it is")
 
 
 def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.checks import meta_problem, row_problem
+from pytest_echo_bench.store.checks import current_meta, meta_problem, row_problem
 from pytest_echo_bench.store.files import STATUSES, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
 from pytest_echo_bench.store.records import KeySet, row_key
@@ -77,12 +77,15 @@ def parse_line(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, A
     """The record of one line, checked by ``store.checks``'s rules; None for a line to skip.
 
     A line that is not a row, a row whose key fields are wrong and a first line whose meta fields
-    are wrong are refused naming the file and line when ``strict``, and skipped when not.
+    are wrong are refused naming the file and line when ``strict``, and skipped when not. A first
+    line that is a meta line comes back in today's shape (``store.checks.current_meta``).
     """
     try:
         record = json.loads(raw)
     except (ValueError, RecursionError):
         record = None
+    if lineno == 1 and isinstance(record, dict) and record.get("_meta") is True:
+        record = current_meta(record)  # an older writer's meta line, as every reader reads it
     problem = _problem(record, lineno) if isinstance(record, dict) else "not a results row"
     if problem is None:
         return record
