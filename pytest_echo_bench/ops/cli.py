@@ -75,9 +75,9 @@ def _anytime(report: Any) -> Anytime | None:
     one = len(report.benchmarks) == 1
     pairs = {(f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (f.ci, f.level)
              for f in seq.pairs}
-    why = f"parts of the merged file stopped early ({seq.merged_parts})" if seq.merged_parts else \
-        "the sweep stopped once its comparisons were decided"
-    return Anytime(why, pairs)
+    from pytest_echo_bench.ops.decide_view import why_not_valid
+
+    return Anytime(why_not_valid(seq), pairs)
 
 
 def _ended(files: Sequence[Path]) -> Collection:

@@ -219,7 +219,9 @@ def _early_note(report: Report) -> str:
     if seq is None or seq.fixed_n_valid:
         return ""
     pairs = ", ".join(f"{f.a} vs {f.b}" for f in seq.pairs)
-    why = "parts merged into it stopped early when decided" if seq.merged_parts else "the sweep stopped once they were decided"
+    why = ("parts merged into it stopped early when decided" if seq.merged_parts else
+           f"the sweep once stopped when they were decided ({seq.earlier})" if seq.earlier else
+           "the sweep stopped once they were decided")
     return f"\nnot valid for {pairs}: {why}; read the anytime-valid comparison"
 
 
