@@ -173,8 +173,10 @@ def _merge(args: argparse.Namespace) -> int:
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
     cover = merged.coverage
+    for end in cover.ends:  # how each shard file ended (a reason is a file's text: shown escaped)
+        say(shown(f"echo-bench: {end.text()}", newlines=False))
     if cover.shards:
-        say(f"echo-bench: {cover.describe()}" + ("" if cover.complete else
+        say(shown(f"echo-bench: {cover.describe()}", newlines=False) + ("" if cover.complete else
             f"; {args.output} is marked incomplete, and a gate on it fails unless --allow-partial"))
     return 0
 

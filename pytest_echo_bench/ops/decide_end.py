@@ -72,13 +72,23 @@ def collection(files: Sequence[Path]) -> Collection:
     return replace(chosen, decided_before=chosen.decided_before or before)
 
 
-def one(path: Path, upto: int | None = None) -> Collection:
-    """How one file ended (its bytes before ``upto`` only: a resume reads where it began)."""
-    record = read_end_record(path, upto) or {}
-    stopped = record.get("stopped")
-    if not record:  # a file written before the end record: its marker, when it is beside it
+def one(path: Path) -> Collection:
+    """How one file ended: its last end line, else (a file written before the end line) its stop marker."""
+    record = read_end_record(path)
+    if record is None:
         stop = read_stop(path)
-        stopped = {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message} if stop else None
+        record = {"stopped": {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message}} if stop else {}
+    return _ended(record)
+
+
+def before_resume(path: Path, upto: int) -> Collection:
+    """How the file ended before a resume that began at byte ``upto``: its last end line there (the stop
+    marker beside it is this run's own by now)."""
+    return _ended(read_end_record(path, upto) or {})
+
+
+def _ended(record: dict[str, Any]) -> Collection:
+    stopped = record.get("stopped")
     decided = str(record.get("decided") or "")[:500] if isinstance(record.get("decided"), str) else ""
     merged = record.get("run_id") == MERGED
     if not isinstance(stopped, dict) or not stopped:

@@ -42,11 +42,15 @@ class PartEnd:
     held: int = 0  # the file's rows of its shard, each key once
     expected: int | None = None  # None: its meta line does not say (written by an earlier version)
 
+    def ended(self) -> str:
+        """How it ended, in words."""
+        return {RAN: "ran to the end", STOPPED: f"stopped: {self.reason or 'stopped'}",
+                KILLED: "killed (or still running): no end line, and fewer rows than its shard selects",
+                EMPTY: "empty: no row (killed before its first)"}[self.how]
+
     def text(self) -> str:
         """One line, as every format shows it: the shard, the file, how it ended and its items."""
-        how = {RAN: "ran to the end", STOPPED: f"stopped: {self.reason or 'stopped'}",
-               KILLED: "killed (or still running): no end line, and fewer rows than its shard selects",
-               EMPTY: "empty: no row (killed before its first)"}[self.how]
+        how = self.ended()
         items = (f"{self.held} of {self.expected} items" if self.expected is not None else
                  f"{self.held} items (how many its shard selects is not recorded: written by an earlier version)")
         return f"shard {self.shard} ({self.file}): {how}; {items}"
