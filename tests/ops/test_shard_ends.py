@@ -175,3 +175,23 @@ def test_the_items_a_shard_selects_follow_k(pytester: pytest.Pytester, sweep: Sw
         result, _, _ = sweep.run("--bench-out", str(out), "--bench-shard", "2/3", *args)
         meta, rows = read_rows(out)
         assert meta is not None and meta["shard_items"] == len(rows) > 0, (args, result.stdout.str()[-800:])
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("shard_items", -1, "'shard_items' must be a whole number of 0 or more"),
+    ("shard_items", True, "'shard_items' must be a whole number of 0 or more"),
+    ("shard_parts", {"shard": "1/2"}, "'shard_parts' must be a list of at most"),
+    ("shard_parts", [{"shard": "1/2", "file": "f", "ended": "done", "held": 1, "expected": 2}], "ended (ran-to-end"),
+    ("shard_parts", [{"shard": "one", "file": "f", "ended": "stopped", "held": 1, "expected": 2}], "'shard_parts' must"),
+])
+def test_broken_shard_counts_are_refused_naming_the_file(pytester: pytest.Pytester, sweep: Sweep,
+                                                       capsys: pytest.CaptureFixture[str], field: str, value: Any,
+                                                       why: str) -> None:
+    make_spec(pytester, sim_spec(4, arms=ARMS))
+    path, _ = shard(sweep, pytester, 1)
+    lines = path.read_text().splitlines()
+    broken = pytester.path / "broken.jsonl"
+    broken.write_text("\n".join([json.dumps({**json.loads(lines[0]), field: value}), *lines[1:]]) + "\n")
+    for argv in (("report", str(broken)), ("merge", str(broken), "-o", str(pytester.path / "m.jsonl"))):
+        status, _, err = cli(capsys, *argv)
+        assert status == 2 and f"{broken}:1" in err and why in err, err
