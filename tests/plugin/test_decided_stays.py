@@ -73,6 +73,9 @@ def test_a_decided_file_resumed_and_stopped_by_maxfail_stays_not_valid(
     assert result.ret in (0, 1) and len(rows) == 240
     result.stdout.fnmatch_lines([f"*{EARLIER}*and a resume then ran to the end*not valid*"])
     _not_valid_everywhere(capsys, sweep.out)
+    page = pytester.path / "page.html"
+    assert _cli(capsys, "progress", str(sweep.out), "-o", str(page))[0] == 0
+    assert EARLIER in page.read_text(encoding="utf-8")  # the page drawn from the finished file alone says it too
 
 
 def test_a_decided_file_resumed_and_interrupted_stays_not_valid(
