@@ -31,6 +31,11 @@ class Collection:
         return bool(self.reason)
 
     @property
+    def stop_text(self) -> str:
+        """The stop as a shard file's part shows it: its reason (pytest's with its words, which are short)."""
+        return f"pytest: {self.message}" if self.reason == "pytest" and self.message else self.reason
+
+    @property
     def ever_decided(self) -> bool:
         """Whether the file, or a part merged into it, ever stopped when decided."""
         return self.reason == DECIDED or self.parts_decided or bool(self.decided_before)

@@ -77,7 +77,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)
     ends = [one(p) for p in paths]  # how each file ended: its parts' record, and whether one ever stopped when decided
-    parts = [ended(part, end.reason, scan[4]) for part, end, scan in zip(parts, ends, scans, strict=True)]
+    parts = [ended(part, end.stop_text, scan[4]) for part, end, scan in zip(parts, ends, scans, strict=True)]
     # Whether each shard is whole: its rows in every file, each key once, against the items it selects.
     held = held_by_shard(kept, {part.total for part in parts if part.total})
     merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held))

@@ -93,7 +93,7 @@ def load_results(paths: Sequence[Path]) -> Results:
             if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
                 results.random_guesses += 1
         if own is not None:
-            results.parts[-1] = ended(results.parts[-1], one(path).reason, len(own))
+            results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
     results.rows = list(seen.values())
     return results
 

@@ -26,7 +26,7 @@ HOWS = (RAN, STOPPED, KILLED, EMPTY)
 ITEMS = "shard_items"  # a shard file's meta line: the items its shard selects
 FIELD = "shard_parts"  # a merged file's meta line: how each of its parts ended
 UNFINISHED = "unfinished_shards"  # a merged file's meta line: the shards held but not whole
-MAX_PARTS = 10_000  # a merged meta line lists at most this many parts (a matrix is at most 256 jobs)
+MAX_PARTS = 1_000_000  # a merged meta line lists at most this many parts (one per shard file, each listed once)
 
 ShardKey = tuple[int, int]  # (K, N)
 

@@ -46,6 +46,7 @@ class Part:
     whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
     ends: tuple[PartEnd, ...] = ()  # how each shard file in it ended (a merge's record; a shard file's, once ``ended``)
     expected: int | None = None  # a shard file's own: the items its shard selects (None: not recorded)
+    merged: bool = False  # a merge's file (``merged_from``): how its parts ended is its record, not its end line
 
 
 def part_of(path: Path | str, meta: Meta | None) -> Part:
@@ -63,17 +64,17 @@ def part_of(path: Path | str, meta: Meta | None) -> Part:
         raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
     total, got = (shards[0][1] if shards else 0), frozenset(k for k, _ in shards)
     if extra.get("complete") is True:  # a merge that had them all (or a whole file among them): it keeps their names
-        return Part(str(path), total, got, int(extra.get("shard_scheme") or SCHEME), sweep, True, ends)
+        return Part(str(path), total, got, int(extra.get("shard_scheme") or SCHEME), sweep, True, ends, merged=True)
     scheme = extra.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
     # A file without a meta line says nothing of its selection: it covers no shard.
     return Part(str(path), total, got, int(scheme), sweep, whole=meta is not None and not shards, ends=ends,
-                expected=expected)
+                expected=expected, merged="merged_from" in extra or FIELD in extra)
 
 
 def own_shard(part: Part) -> str | None:
     """"K/N" of a shard file that is a run's own (not a merge of parts): how it ended is read from the file itself."""
-    return f"{min(part.got)}/{part.total}" if part.total and len(part.got) == 1 and not part.ends and not part.whole \
-        else None
+    mine = part.total and len(part.got) == 1 and not (part.ends or part.whole or part.merged)
+    return f"{min(part.got)}/{part.total}" if mine else None
 
 
 def ended(part: Part, stop: str, held: int) -> Part:
@@ -151,7 +152,7 @@ def coverage(parts: Iterable[Part], held: Mapping[ShardKey, int] | None = None) 
             covered.update((k, part.total) for k in got if part.sweep in wholes)
     shards = {(k, n) for (n, _, _), got in groups.items() for k in got}
     missing = {(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got}
-    ends = [end for part in parts for end in part.ends]
+    ends = list(dict.fromkeys(end for part in parts for end in part.ends))  # a file given twice is listed once
     unfinished = {kn for kn in shards - covered
                   if not shard_whole([e for e in ends if e.shard == _label(kn)], None if held is None else held.get(kn, 0))}
     return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing), _ordered(unfinished), ends)
