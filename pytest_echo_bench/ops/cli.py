@@ -75,9 +75,9 @@ def _anytime(report: Any) -> Anytime | None:
     one = len(report.benchmarks) == 1
     pairs = {(f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (f.ci, f.level)
              for f in seq.pairs}
-    why = f"parts of the merged file stopped early ({seq.merged_parts})" if seq.merged_parts else \
-        "the sweep stopped once its comparisons were decided"
-    return Anytime(why, pairs)
+    from pytest_echo_bench.ops.decide_view import why_not_valid
+
+    return Anytime(why_not_valid(seq), pairs)
 
 
 def _ended(files: Sequence[Path]) -> Collection:
@@ -173,8 +173,10 @@ def _merge(args: argparse.Namespace) -> int:
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
     cover = merged.coverage
+    for end in cover.ends:  # how each shard file ended (a reason is a file's text: shown escaped)
+        say(shown(f"echo-bench: {end.text()}", newlines=False))
     if cover.shards:
-        say(f"echo-bench: {cover.describe()}" + ("" if cover.complete else
+        say(shown(f"echo-bench: {cover.describe()}", newlines=False) + ("" if cover.complete else
             f"; {args.output} is marked incomplete, and a gate on it fails unless --allow-partial"))
     return 0
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.conflicts import Conflict, recorded
-from pytest_echo_bench.ops.shards import Part, part_of
+from pytest_echo_bench.ops.decide_end import one
+from pytest_echo_bench.ops.shards import Part, ended, own_shard, part_of
 from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
@@ -67,6 +68,7 @@ def load_results(paths: Sequence[Path]) -> Results:
     for path in paths:
         results.paths.append(path)
         default = ""
+        own: set[Key] | None = None  # a shard file's keys, each once: how it ended depends on how many it holds
         for lineno, record in _records(path):
             if record.get("_meta"):
                 if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
@@ -76,17 +78,22 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.conflicts += listed
                     results.unlisted_conflicts += unlisted
                     results.parts.append(part_of(path, meta))
+                    own = set() if own_shard(results.parts[-1]) else None
                     default = meta.benchmark
                 continue
             unknown: list[str] = []
             item = _item(record, default, unknown)
-            _add(results, seen, item)
+            key = _add(results, seen, item)
+            if own is not None:
+                own.add(key)
             results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")
             if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
                 results.random_guesses += 1
+        if own is not None:
+            results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
     results.rows = list(seen.values())
     return results
 
@@ -111,15 +118,16 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
 
 
-def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
+def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     key = (item.benchmark, item.task_id, item.arm, item.epoch)
     older = seen.get(key)
     seen[key] = item
     if older is None:
-        return
+        return key
     results.duplicates += 1
     if older.passed != item.passed and older.status != "error":
         results.conflicts.append(Conflict(key, older.passed, item.passed))
+    return key
 
 
 def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | None = None) -> Item:

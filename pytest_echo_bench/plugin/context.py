@@ -18,11 +18,10 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
-from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.plan import decide_plan, run_order
-from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
+from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
@@ -101,6 +100,10 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         except ValueError as exc:
             raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
     budget.refuse_unpriced(opts.budget_usd, {n: s for n, (s, _) in loaded.items()})
+    cache = config.stash[SPEC_CACHE]  # the specs ``_fingerprints`` parsed, with their examples
+    examples = list({id(cache[p]): cache[p] for p in specs if p in cache and cache[p][0].benchmark in loaded}.values())
+    if opened is None:
+        refuse_empty_shards(selection.shard, examples)
     arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
     found = opened.index.meta if opened is not None else None
     order, notes = run_order(opts, found)
@@ -124,7 +127,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
-        extra={"shard_scheme": SCHEME} if selection.shard else {},  # a resume refuses shards of another scheme
+        extra=shard_fields(selection.shard, examples, selection.args, selection.keyword, selection.markexpr, rootdir),
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta,
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,

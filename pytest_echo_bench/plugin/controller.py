@@ -86,7 +86,7 @@ class ControllerPlugin:
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
                             budget=self.ctx.budget)
         if self.deciding is not None:  # the summary and the page show the controller's own figures, while running too
-            self.live.decide = self.deciding.sequential
+            self.live.decide = lambda stop, running: self.deciding.sequential(stop or self._stop_reason(), running)
         self.live.start()
 
     def _gates(self) -> list[Gate]:
@@ -319,8 +319,10 @@ class ControllerPlugin:
         return budget.stop_of(spend, complete)
 
     def _stop_reason(self) -> str | None:
-        stop = read_stop(self.ctx.results)
-        return None if stop is None else stop.reason
+        """The stop marker's reason, else pytest's own stop (``--maxfail``, ``-x``): not "ran to the end"."""
+        stop, session = read_stop(self.ctx.results), self.session
+        why = session is not None and (session.shouldfail or session.shouldstop)
+        return stop.reason if stop is not None else f"pytest: {why}" if why else None
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
