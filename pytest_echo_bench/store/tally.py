@@ -96,6 +96,7 @@ class FileTally:
         self.codes: dict[ArmEpoch, dict[str, int]] = {}  # (benchmark, arm, epoch) -> task id -> verdict code
         self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
         self.meta: dict[str, Any] | None = None
+        self.head: dict[str, Any] | None = None  # line 1 as read (``RowScan.head``): later meta lines are checked against it
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
 
     def recorded(self, retry_errors: bool = False) -> KeySet:
@@ -117,21 +118,23 @@ class FileTally:
     def update(self, path: Path, strict: bool = False) -> dict[tuple[str, str], ArmTally]:
         """Count what was appended since the last update.
 
-        Not ``strict`` (the table only counts), a line that is not a row is skipped; ``strict``
-        (resume reading what it deselects), it is refused with its line number, as by ``read_index``.
+        Not ``strict`` (the table only counts), a line that is not a row is skipped, and the count
+        stops at another sweep's meta line (``store.metalines``); ``strict`` (resume reading what it
+        deselects), both are refused with their line number, as by ``read_index``.
         """
         scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
-                       start=self.end)
+                       start=self.end, head=self.head)
         try:
             for fast, slow in scan.batches():
                 self.meta = scan.meta or self.meta
                 self._add(fast, slow)
         except StoreError:
-            raise
+            if strict:
+                raise
         except OSError as exc:
             if strict:
                 raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
-        self.end = scan.end
+        self.end, self.head = scan.end, scan.head
         return self.arms
 
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
