@@ -15,6 +15,7 @@ from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
@@ -101,7 +102,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     head = NO_HEAD
     try:
-        with open(path, "rb") as f:
+        with open_results(path) as f:
             for lineno, raw in enumerate(f, 1):
                 last = not raw.endswith(b"\n")
                 if not raw.strip():

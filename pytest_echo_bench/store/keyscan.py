@@ -24,6 +24,7 @@ import msgspec
 
 from pytest_echo_bench.store.files import STATUSES, legacy_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 
 CHUNK = 1 << 20  # bytes read at a time: amortises the per-chunk work, small enough to stay in cache
 
@@ -83,7 +84,7 @@ class RowScan(Generic[RowT]):
         self.head = NO_HEAD if start[1] == 1 else head
 
     def batches(self) -> Iterator[Batch[RowT]]:
-        with open(self.path, "rb") as f:
+        with open_results(self.path) as f:
             base, lineno = self.end  # where the next whole line begins
             f.seek(base)
             # The pieces of the line after the last newline, joined once that line ends: joining

@@ -14,6 +14,7 @@ from pytest_echo_bench.store.checks import meta_problem, row_problem
 from pytest_echo_bench.store.files import STATUSES, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.records import KeySet, row_key
 
 
@@ -52,7 +53,7 @@ def iter_records(path: Path, strict: bool = True, upto: int | None = None) -> It
     took 1.2 GB for a million rows before a single row was parsed.
     """
     try:
-        with open(path, "rb") as f:
+        with open_results(path) as f:
             yield from _records(f, path, strict, upto)
     except StoreError:  # a line refused: its own message (a StoreError is an OSError too)
         raise
