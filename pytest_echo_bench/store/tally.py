@@ -32,7 +32,8 @@ class ArmTally:
     wall: float = 0.0
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
-    costed: int = 0  # rows whose cost is known (a cached one included): 0 with rows, the arm is unpriced
+    costed: int = 0  # rows whose cost is known (a cached one included)
+    unknown: int = 0  # rows whose cost is not known, by the report's rule (``ops.spend.ArmSpend``): not counted as 0
 
     @property
     def pass_rate(self) -> float:
@@ -73,6 +74,14 @@ class TallyRow(StatusRow, gc=False):
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
         return 0.0 if all_cached(self.cache_hits, self.sub_calls) else cost
+
+
+    def cost_unknown(self) -> bool:
+        """Whether the report counts the row's cost as unknown (``ops.spend.ArmSpend.add``): not every call
+        answered from the cache, and ``cost_usd`` no figure (null, negative, absurd)."""
+        cost = self.cost_usd
+        known = cost is not None and 0.0 <= cost <= FIGURE_MAX
+        return not known and not all_cached(self.cache_hits, self.sub_calls)
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
@@ -154,8 +163,10 @@ class FileTally:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
-            if r.cost_usd is not None or r.charged_usd is not None:  # money spent stays spent, whichever row is newest
-                t.spent += r.spend()
+            t.spent += r.spend()  # money spent stays spent, whichever row is newest
+            if r.cost_unknown():  # known or not as the report counts it: the table and the report agree
+                t.unknown += 1
+            else:
                 t.costed += 1
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
