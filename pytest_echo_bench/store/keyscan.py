@@ -22,6 +22,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.files import STATUSES, legacy_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
@@ -71,7 +72,9 @@ class RowScan(Generic[RowT]):
     Once done, ``end`` is that of the line after the last whole (newline-terminated) line.
 
     A meta line of another sweep after line 1 raises a StoreError naming it, whatever ``parse``
-    skips (``store.metalines``): the rows after it are not the sweep's. A scan that starts after
+    skips (``store.metalines``): the rows after it are not the sweep's. The rows before it are
+    yielded first, and ``end`` is left at its start, so a best-effort reader (the end-of-run
+    table, a live page) that goes on counts exactly the rows before it, once. A scan that starts after
     line 1 checks it against ``head`` (line 1's meta line as read before, ``metalines.NO_HEAD`` if
     line 1 is a row), and not at all without one.
     """
@@ -82,6 +85,7 @@ class RowScan(Generic[RowT]):
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
         self.head = NO_HEAD if start[1] == 1 else head
+        self.refused: tuple[int, StoreError] | None = None  # another sweep's meta line: its number, the refusal
 
     def batches(self) -> Iterator[Batch[RowT]]:
         with open_results(self.path) as f:
@@ -104,12 +108,17 @@ class RowScan(Generic[RowT]):
                 pending = [buf[cut + 1:]] if cut + 1 < len(buf) else []
                 lines = data.split(b"\n")  # whole lines, each newline-terminated in the file
                 yield self._lines(lines, lineno, data.isascii())
+                if self.refused is not None:  # the rows before it were yielded: stop at that line, for good
+                    self.end = (base + sum(len(line) + 1 for line in lines[:self.refused[0] - lineno]), self.refused[0])
+                    raise self.refused[1]
                 lineno += len(lines)
                 base += len(data) + 1
                 self.end = (base, lineno)
             tail = b"".join(pending)
             if tail.strip():  # the last line without a newline: a whole row counts, a torn one not
                 yield self._slow([tail], lineno, strict=False)
+                if self.refused is not None:
+                    raise self.refused[1]
 
     def _lines(self, lines: list[bytes], first: int, ascii: bool) -> Batch[RowT]:
         if first == 1:  # the meta line, or a first row in a file without one
@@ -138,8 +147,12 @@ class RowScan(Generic[RowT]):
                 self.head = record if record.get("_meta") else NO_HEAD
             if record.get("_meta"):  # only line 1 is the meta line; a later one is an end line or a copy
                 self.meta = record if n == 1 else self.meta
-                if self.head is not None:
-                    check_later_meta(self.head, record, self.path, n)
+                try:
+                    if self.head is not None:
+                        check_later_meta(self.head, record, self.path, n)
+                except StoreError as exc:
+                    self.refused = (n, exc)  # raised once the rows before it are yielded (``batches``)
+                    break
             else:
                 rows.append(record)
         return [], rows
