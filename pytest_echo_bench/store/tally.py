@@ -59,7 +59,7 @@ class TallyRow(StatusRow, gc=False):
     wall_seconds: float | None = None
     cost_usd: float | None = None
     cache_hits: int | None = None
-    sub_calls: int | None = None
+    sub_calls: float | None = None  # a figure, as the report reads it (1.5 is not rounded away)
     charged_usd: float | None = None
 
     def spend(self) -> float:
@@ -73,15 +73,18 @@ class TallyRow(StatusRow, gc=False):
         cost = self.cost_usd
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
-        return 0.0 if all_cached(self.cache_hits, self.sub_calls) else cost
-
+        return 0.0 if self.cached() else cost
 
     def cost_unknown(self) -> bool:
         """Whether the report counts the row's cost as unknown (``ops.spend.ArmSpend.add``): not every call
         answered from the cache, and ``cost_usd`` no figure (null, negative, absurd)."""
         cost = self.cost_usd
-        known = cost is not None and 0.0 <= cost <= FIGURE_MAX
-        return not known and not all_cached(self.cache_hits, self.sub_calls)
+        return not (cost is not None and 0.0 <= cost <= FIGURE_MAX) and not self.cached()
+
+    def cached(self) -> bool:
+        """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
+        hits = self.cache_hits
+        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
@@ -190,4 +193,4 @@ def _from_dict(d: dict[str, Any]) -> TallyRow:
                     passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
                     wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
                     cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
-                    sub_calls=count(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))
+                    sub_calls=figure(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))
