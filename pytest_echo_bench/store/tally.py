@@ -75,12 +75,6 @@ class TallyRow(StatusRow, gc=False):
             return 0.0
         return 0.0 if self.cached() else cost
 
-    def cost_unknown(self) -> bool:
-        """Whether the report counts the row's cost as unknown (``ops.spend.ArmSpend.add``): not every call
-        answered from the cache, and ``cost_usd`` no figure (null, negative, absurd)."""
-        cost = self.cost_usd
-        return not (cost is not None and 0.0 <= cost <= FIGURE_MAX) and not self.cached()
-
     def cached(self) -> bool:
         """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
         hits = self.cache_hits
@@ -167,10 +161,12 @@ class FileTally:
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
             t.spent += r.spend()  # money spent stays spent, whichever row is newest
-            if r.cost_unknown():  # known or not as the report counts it: the table and the report agree
-                t.unknown += 1
-            else:
+            cost = r.cost_usd
+            # Known as the report counts it (``ops.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
+            if (cost is not None and 0.0 <= cost <= FIGURE_MAX) or r.cached():
                 t.costed += 1
+            else:
+                t.unknown += 1
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
