@@ -88,6 +88,7 @@ class RowScan(Generic[RowT]):
         self.refused: tuple[int, StoreError] | None = None  # another sweep's meta line: its number, the refusal
 
     def batches(self) -> Iterator[Batch[RowT]]:
+        self.refused = None  # a scan kept between reads finds that line again, where it stopped
         with open_results(self.path) as f:
             base, lineno = self.end  # where the next whole line begins
             f.seek(base)
