@@ -55,8 +55,10 @@ def later_meta_problem(head: Mapping[str, Any], record: Mapping[str, Any]) -> st
         return f"a meta line after rows of a file whose line 1 is no meta line: {advice}"
     first, later = sweep_of(head), sweep_of(record)
     if first[:2] != later[:2]:
-        return (f"a second meta line, of another sweep (fingerprint {_value(later[0])}, "
-                f"line 1 has {_value(first[0])}): {advice}")
+        which = 0 if first[0] != later[0] else 1  # the benchmarks' fingerprints differ under one fingerprint
+        name = "fingerprint" if which == 0 else "benchmarks' fingerprints"
+        return (f"a second meta line, of another sweep ({name} {_value(later[which])}, "
+                f"line 1 has {_value(first[which])}): {advice}")
     if first[2] != later[2]:
         return (f"a second meta line, of another shard of the sweep (shard {_value(later[2])}, "
                 f"line 1 has {_value(first[2])}): {advice}")

@@ -199,7 +199,8 @@ def test_resume_of_two_sweeps_joined_is_refused(pytester: pytest.Pytester, sweep
 
 # --- generated files ----------------------------------------------------------------------------
 
-HEADS = {"a": meta("f1"), "a copy": meta("f1", run_id="r7"), "b": meta("f2"), "shard": meta("f1", "1/2")}
+HEADS = {"a": meta("f1"), "a copy": meta("f1", run_id="r7"), "b": meta("f2"), "shard": meta("f1", "1/2"),
+         "b under a": meta("f1").replace(b'"fingerprint":"f1","items"', b'"fingerprint":"f9","items"')}
 LINE = st.one_of(
     st.sampled_from(sorted(HEADS)).map(lambda k: ("head", k)),
     st.tuples(st.just("row"), st.sampled_from(["q0", "q1", "q2"]), st.booleans()),
@@ -239,9 +240,33 @@ def test_generated_files_are_refused_or_read_alike_by_every_reader(tmp_path: Pat
     if refused is not None:
         assert all(isinstance(v, str) and f"g.jsonl{refused}" in v for v in got.values()), (got, refused)
         assert len(set(got.values())) == 1
+        with pytest.raises(StoreError) as merged:
+            merge([path], {"demo": "f1"})
+        assert str(merged.value) == next(iter(got.values()))
         return
     assert all(not isinstance(v, str) for v in got.values()), got
     assert len({frozenset(v) for v in got.values()}) == 1, got
     expected = {("demo", line[1], "good", 1) for line in lines if line[0] == "row"}
     assert got["read_index"] == expected
-    FileTally().update(path)  # the best-effort table: never a traceback
+    if any(line[0] == "head" for line in lines) or expected:  # merge refuses a file of nothing
+        assert len(merge([path], {"demo": "f1"}).lines) == len(expected)
+
+
+@SETTINGS
+@given(st.lists(LINE, min_size=1, max_size=10))
+def test_generated_files_never_fail_the_table_or_a_live_page(tmp_path: Path, lines: list[tuple[Any, ...]]) -> None:
+    """They count the rows before the first line a strict reader refuses, once, however often they read."""
+    path = tmp_path / "g.jsonl"
+    data, refused = build(lines)
+    path.write_bytes(data)
+    stop = int(refused.strip(":a ")) - 1 if refused else len(lines)
+    before = {line[1] for line in lines[:stop] if line[0] == "row"}
+    counted = FileTally()
+    for _ in range(2):
+        counted.update(path)
+        assert {key[1] for key in counted.recorded()} == before
+    feed = PageFeed(path, started_at=0.0)
+    for _ in range(2):
+        feed.update()
+        assert sum(arm.done for arm in feed.arms.values()) == len(before)
+    assert (feed.refused is not None) is (refused is not None)
