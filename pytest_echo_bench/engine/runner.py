@@ -381,4 +381,5 @@ def _no_budget(cost: float | None) -> None:
 
 
 def _units(cost: float | None, unit: float | None) -> float | None:
-    return round(cost / unit, 6) if cost is not None and unit else None
+    # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be recorded as a figure no reader reads.
+    return finite_cost(round(cost / unit, 6)) if cost is not None and unit else None

@@ -15,6 +15,8 @@ from pytest_echo_bench.ops.shards import Part, ended, own_shard, part_of
 from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
@@ -71,7 +73,7 @@ def load_results(paths: Sequence[Path]) -> Results:
         own: set[Key] | None = None  # a shard file's keys, each once: how it ended depends on how many it holds
         for lineno, record in _records(path):
             if record.get("_meta"):
-                if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
+                if lineno == 1:  # a later one is an end line or a copy of this one (store.metalines)
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
                     listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
@@ -105,15 +107,21 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     each, which a report does not keep. A last line without a newline counts when it is a whole
     row and is skipped when torn; any other bad line is refused.
     """
+    head = NO_HEAD
     try:
-        with open(path, "rb") as f:
+        with open_results(path) as f:
             for lineno, raw in enumerate(f, 1):
                 last = not raw.endswith(b"\n")
                 if not raw.strip():
                     continue
                 record = parse_line(raw.rstrip(b"\n"), path, lineno, not last)
+                if record is not None and record.get("_meta"):  # another sweep's header is refused
+                    head = record if lineno == 1 else head
+                    check_later_meta(head, record, path, lineno)
                 if record is not None:
                     yield lineno, record
+    except StoreError:  # a line refused: its own message, naming it (a StoreError is an OSError too)
+        raise
     except OSError as exc:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
 

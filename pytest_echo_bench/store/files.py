@@ -240,21 +240,27 @@ def read_end_record(path: Path, upto: int | None = None, window: int | None = No
 
 def _find_end(f: Any, first: int, size: int) -> dict[str, Any] | None:
     """The last end line of bytes [first, size) of ``f``: each chunk searched in its whole lines only,
-    the part of a line it cuts carried to the next chunk back."""
+    the part of a line it cuts carried to the next chunk back.
+
+    Linear in the bytes read: a line longer than a chunk is kept as its pieces and joined once, when
+    its start is found. Joining it to each new chunk and searching the whole for a newline made a
+    128 MB last line cost about a minute (quadratic in its length).
+    """
     key = b'"' + RUN_END.encode() + b'"'
-    end, carried, tried = size, b"", 0
+    end, tried = size, 0
+    carried: list[bytes] = []  # the pieces of the line cut at the last chunk's start, last piece first
     while end > first and tried < END_CANDIDATES:
         start = max(first, end - END_CHUNK)
         f.seek(start)
-        data = f.read(end - start)
-        data = data + carried if carried else data  # no copy of the chunk when no line was cut
+        chunk = f.read(end - start)
         end = start
-        newline = data.find(b"\n")
+        newline = chunk.find(b"\n")  # in the new bytes only: the carried ones end the line cut before
         if start > first and newline < 0:  # one line longer than the chunk: read on back
-            carried = data
+            carried.append(chunk)
             continue
+        data = b"".join([chunk, *reversed(carried)]) if carried else chunk  # no copy of the chunk when no line was cut
         cut = 0 if start == first else newline + 1
-        carried = data[:cut]
+        carried = [chunk[:cut]] if cut else []
         at_end = len(data)
         while tried < END_CANDIDATES:  # bounds, not slices: a chunk is searched without a copy of it
             at = data.rfind(key, cut, at_end)
