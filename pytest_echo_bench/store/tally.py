@@ -33,6 +33,7 @@ class ArmTally:
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included): 0 with rows, the arm is unpriced
+    uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
 
     @property
     def pass_rate(self) -> float:
@@ -73,6 +74,15 @@ class TallyRow(StatusRow, gc=False):
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
         return 0.0 if all_cached(self.cache_hits, self.sub_calls) else cost
+
+
+    def spend_unknown(self) -> bool:
+        """Whether what the row's calls cost is unknown: no valid charge or cost, and not every call cached."""
+        if self.charged_usd is not None and 0.0 <= self.charged_usd <= FIGURE_MAX:
+            return False
+        if all_cached(self.cache_hits, self.sub_calls):
+            return False
+        return self.cost_usd is None or not 0.0 <= self.cost_usd <= FIGURE_MAX
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
@@ -154,6 +164,7 @@ class FileTally:
             if r.cost_usd is not None or r.charged_usd is not None:  # money spent stays spent, whichever row is newest
                 t.spent += r.spend()
                 t.costed += 1
+            t.uncosted += r.spend_unknown()
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
