@@ -52,7 +52,7 @@ def split_note(specs: Mapping[str, Spec], shard: str | None) -> list[str]:
              for n, amount in found.items() if n != "run" and amount is not None]
     if shards == 1 or not parts:
         return []
-    return [f"budget: shard {shard}: a spec's budget is the whole sweep's, split evenly between the {shards} shards "
+    return [f"echo-bench: budget: shard {shard}: a spec's budget is the whole sweep's, split evenly between the {shards} shards "
             f"(--bench-budget-usd is each shard's own): {'; '.join(parts)}"]
 
 
