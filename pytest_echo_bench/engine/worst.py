@@ -19,6 +19,7 @@ judge's, and the strong arm's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pytest_echo_bench.providers.openai_chat import request_params
@@ -71,14 +72,17 @@ def _bound(arm: ArmSpec) -> tuple[int | None, str]:
     where = _from(arm)
     for key, value in caps.items():
         if not _count(value):
-            return None, f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, so a reply's length has no bound"
+            return None, (f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
+                          "so a reply's length has no bound")
     n = wire.get("n", 1)
     if not _count(n):
-        return None, f"its request carries n: {_shown(n)}{where('n')}, not a whole number > 0, so the replies it may bill have no bound"
+        return None, (f"its request carries n: {_shown(n)}{where('n')}, not a whole number > 0, "
+                      "so the replies it may bill have no bound")
     return max(caps.values()) * n, ""
 
 
-def _from(arm: ArmSpec) -> Any:
+def _from(arm: ArmSpec) -> Callable[[str], str]:
+    """Where a request field comes from, as a refusal names it: ``extra_body`` overrides the options."""
     extra = arm.options.get("extra_body")
     return lambda key: " (from extra_body)" if isinstance(extra, dict) and key in extra else ""
 
@@ -164,8 +168,8 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
     if unbounded(spec, name) is not None:
         return None
     arm = spec.arms[name]
-    if arm.provider in COMPOSITE:  # a judge that is itself a routing arm: every call it may make
-        return item_worst(spec, name, prompt + " " * more)
+    if arm.provider in COMPOSITE:  # a judge that is itself a routing arm: every call it may make, with a
+        return item_worst(spec, name, prompt + " " * more)  # prompt as long as the judge's may be (a byte a token)
     per_input, per_output = spec.pricing[name]
     return ((input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output) / 1e6
 
