@@ -219,6 +219,7 @@ class Ledger:
         # The limits are the command line's and the specs': the file only caches them, so an edit
         # of the file cannot raise them (read back, they are replaced by these, and written so).
         self.limits = dict(limits) if limits is not None else None
+        self._spent: dict[str, float] = {}  # the most each account was seen to have spent: it never goes down
         self._threads = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._fd: int | None = None
         self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
@@ -301,6 +302,10 @@ class Ledger:
             raise ValueError(f"it has no account named {missing[0]}, which this run's budget needs")
         for name, account in state.accounts.items():
             account.limit = self.limits.get(name)
+            seen = self._spent.get(name, 0.0)
+            if account.spent < seen - EPSILON_USD:  # every change adds to it: lowered, it would raise the room
+                raise ValueError(f"accounts.{name}.spent went down from {seen!r} to {account.spent!r}, which no run does")
+            self._spent[name] = max(seen, account.spent)
 
     def _write(self, fd: int, data: bytes) -> None:
         # Padded, never truncated: a reader (or a crash) between a write and a truncate would see a tail.
