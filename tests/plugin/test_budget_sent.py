@@ -7,11 +7,15 @@ billed is what a real provider could bill; the run's spend must stay within the 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
 from billing_server import allowed, bill_the_most
 from openai_server import FakeOpenAI
+
+from pytest_echo_bench.ops.cli import main
 
 from conftest import Sweep, make_spec, sim_spec
 
@@ -96,3 +100,8 @@ def test_a_reply_over_its_bound_is_charged_as_reported_and_said_at_once(
     result.stdout.fnmatch_lines(["*budget: spent $0.0640 of $1.0000; 4 replies over their bound, charged $0.0240 beyond their holds*"])
     ledger = json.loads((pytester.path / "results.jsonl.budget").read_text())
     assert ledger["over"] == 4 and ledger["accounts"]["run"]["spent"] == pytest.approx(0.064)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):  # the report says so too
+        assert main(["report", str(sweep.out), "--format", "json"]) == 0
+    [recorded] = json.loads(out.getvalue())["budgets"]
+    assert recorded["over_bound_replies"] == 4 and recorded["over_bound_usd"] == pytest.approx(0.024)
