@@ -87,19 +87,20 @@ def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
 
 
 def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counted: FileTally | None,
-          shard: str | None = None, longest: Callable[[str], str] | None = None) -> dict[str, float | None]:
+          shard: str | None = None, longest: Callable[[str], str] | None = None,
+          sweep: str = "") -> dict[str, float | None]:
     """Make this run's ledger when any limit is set; its limits ({} when none is). What the file already
     spent counts against them: its rows' charges (``resumed_spend``), and on a resume the charges of
-    calls an earlier run lost in a crash, which no row holds (``lost_before``)."""
+    calls an earlier run of the same ``sweep`` lost in a crash, which no row holds (``lost_before``)."""
     found = limits(run_usd, specs, shard_count(shard))
     if all(v is None for v in found.values()):
         return {}
     spent = resumed_spend(counted, specs, longest) if counted is not None else {}
-    lost = lost_before(results) if counted is not None else {}
+    lost = lost_before(results, sweep) if counted is not None else {}
     for name, amount in lost.items():
         spent[name] = spent.get(name, 0.0) + amount
     try:
-        Ledger(results).create(found, spent, sources(specs), {n: a for n, a in lost.items() if n in found})
+        Ledger(results).create(found, spent, sources(specs), {n: a for n, a in lost.items() if n in found}, sweep)
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-budget-usd: {exc}") from exc
     return found
@@ -121,10 +122,11 @@ def resumed_spend(counted: FileTally, specs: Mapping[str, Spec],
     return spent
 
 
-def lost_before(results: str | Path) -> dict[str, float]:
-    """Per account, the charges of calls an earlier run of this file lost (a process killed mid-call):
+def lost_before(results: str | Path, sweep: str = "") -> dict[str, float]:
+    """Per account, the charges of calls an earlier run of this sweep lost (a process killed mid-call):
     those it settled, and the holds it left (the whole run killed) at their sent calls' worst cases.
-    Every holder left is gone: this run owns the file now."""
+    Every holder left is gone: this run owns the file now. A ledger another sweep left (its results
+    file removed, the ledger not) carries nothing."""
     ledger = Ledger(results)
     try:
         if not ledger.path.exists():
@@ -134,6 +136,8 @@ def lost_before(results: str | Path) -> dict[str, float]:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
     finally:
         ledger.close()
+    if state.sweep and sweep and state.sweep != sweep:
+        return {}
     state.release_gone(lambda holder: True)
     return state.lost
 

@@ -151,7 +151,8 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                 Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
             specs_of = {n: s for n, (s, _) in loaded.items()}
             ctx.budget_limits = budget.start(ctx.results, opts.budget_usd, specs_of, config.stash.get(COUNTED, None),
-                                             ctx.shard, lambda name: _longest(specs_of[name], config.stash[SPEC_CACHE]))
+                                             ctx.shard, lambda name: _longest(specs_of[name], config.stash[SPEC_CACHE]),
+                                             str((found or {}).get("run_id") or run_id))  # the sweep: its first run's id
             ctx.budget = bool(ctx.budget_limits)
             ctx.notes += budget.split_note(specs_of, ctx.shard) if ctx.budget else []
             ctx.run_start = _start_file(ctx, opts)

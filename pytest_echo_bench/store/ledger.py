@@ -67,6 +67,7 @@ class LedgerState:
     over_usd: float = 0.0  # what they reported beyond their calls' worst cases: the budget's overshoot at most
     notes: list[str] = field(default_factory=list)  # the first OVER_NOTES of them, said as they came
     lost: dict[str, float] = field(default_factory=dict)  # account -> calls of lost processes charged: no row has them
+    sweep: str = ""  # the sweep whose spend this is (its meta line's run id): another's lost calls are not carried
 
     def note_over(self, text: str, excess: float) -> None:
         """A reply reported ``excess`` more than its call's worst case: counted, and named (the first ones)."""
@@ -158,7 +159,8 @@ class LedgerState:
                    {k: _text(v, f"where.{k}") for k, v in _object(top.get("where", {}), "where").items()},
                    _count(top.get("over", 0), "over"), _amount(top.get("over_usd", 0.0), "over_usd"),
                    _texts(top.get("notes", []), "notes"),
-                   {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()})
+                   {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()},
+                   _text(top.get("sweep", ""), "sweep"))
 
 
 def _shown(value: object) -> str:
@@ -225,11 +227,12 @@ class Ledger:
         self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
 
     def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float],
-               where: Mapping[str, str] | None = None, lost: Mapping[str, float] | None = None) -> LedgerState:
+               where: Mapping[str, str] | None = None, lost: Mapping[str, float] | None = None,
+               sweep: str = "") -> LedgerState:
         """A fresh ledger for this run: the limits, with what the results file already spent (``lost``:
         what of it calls lost in an earlier run's crash were charged, carried on to every later run)."""
         state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
-                            where=dict(where or {}), lost=dict(lost or {}))
+                            where=dict(where or {}), lost=dict(lost or {}), sweep=sweep)
         try:
             write_atomic(self.path, _encode(state))  # a new file: no process of an older run holds this one
         except OSError as exc:

@@ -74,3 +74,24 @@ def test_a_spec_budget_is_split_evenly_between_shards_and_says_so(
         marker = json.loads((pytester.path / f"shard{k}.jsonl.stop.json").read_text())
         assert marker["binding"][0]["budget_usd"] == pytest.approx(5.25 * WORST)
     assert spent <= 10.5 * WORST + 1e-9 and len(openai_server.requests) == 10
+
+
+def test_the_ledger_of_another_sweep_carries_nothing_into_a_resume(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+    openai_server.answer = lambda prompt: "4"
+    make_spec(pytester, priced(openai_server, 6))
+    result, _, _ = sweep.run("--bench-budget-usd", "1", "--bench-cache", "off")
+    assert result.ret == 0
+    ledger = pytester.path / "results.jsonl.budget"
+    data = json.loads(ledger.read_text())
+    data["lost"] = {"run": 0.9}  # calls that sweep lost in a crash: its own resume would count them
+    ledger.write_text(json.dumps(data))
+    sweep.out.unlink()  # the results removed, the ledger left beside them
+    openai_server.quota_after = len(openai_server.requests) + 2  # a new sweep without a budget, stopped early
+    result, _, rows = sweep.run("--bench-cache", "off")
+    assert result.ret == 2 and len(rows) == 2
+    openai_server.quota_after = None
+    resumed = pytester.runpytest("-p", "no:cacheprovider", "--bench-resume", str(sweep.out), "--bench-budget-usd", "0.5",
+                                 "--bench-cache", "off")
+    assert resumed.ret == 0, resumed.stdout.str()  # the other sweep's $0.90 is not this one's
+    assert len(read_rows(sweep.out)[1]) == 6
