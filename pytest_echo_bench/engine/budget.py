@@ -91,8 +91,9 @@ class Ticket:
                 self.spent += cost if cost is not None else (worst or 0.0)
                 self.over += excess
             settled = True
-            if excess:  # what was spent is what the reply says: charged whole, and said at once
-                self.budget.ledger_change(lambda state: state.note_over(self._over_text(arm, cost, worst), excess))
+            if cost is not None and worst is not None and excess:  # what the reply says was spent: charged whole, said at once
+                text = self._over_text(arm, cost, worst)
+                self.budget.ledger_change(lambda state: state.note_over(text, excess))
 
         try:
             yield settle
@@ -102,11 +103,12 @@ class Ticket:
                     self.in_flight -= worst or 0.0
                     self.spent += worst or 0.0
 
-    def _over_text(self, arm: str, cost: float | None, worst: float | None) -> str:
+    def _over_text(self, arm: str, cost: float, worst: float) -> str:
+        """The warning for a reply that reported more than its request allows."""
         item = f", item {self.pair[1]}" + (f" epoch {self.pair[2]}" if self.pair[2] > 1 else "") if self.pair else ""
         return (f"budget: arm {self.spec.benchmark}/{arm}{item}: the reply reported usage worth ${cost:.6f}, more than "
-                f"its request allows (${worst:.6f} at most): charged as reported, ${(cost or 0.0) - (worst or 0.0):.6f} "
-                "beyond what the budget held for it")
+                f"its request allows (${worst:.6f} at most): charged as reported, ${cost - worst:.6f} beyond what "
+                "the budget held for it")
 
     def _cover(self, state: LedgerState, worst: float, deadline: float) -> str | None:
         """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state keeps
