@@ -304,7 +304,7 @@ class Runner:
             benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
             target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
-            retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
+            retries=retries, extra={**done.extra, **verdict.extra, **_over(self.budget)}, cost_usd=done.cost_usd,
             cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if item.spec.epochs > 1 else None,
             charged_usd=self.budget.charged() if self.budget is not None else None,
@@ -374,6 +374,12 @@ def _priced(spec: Spec, arm: str, completion: Completion) -> float | None:
         # List price, cached or not: an arm's cost must not depend on what ran before it.
         completion.cost_usd = finite_cost(spec.cost(arm, completion.usage))
     return completion.cost_usd
+
+
+def _over(budget: Budget | None) -> dict[str, float]:
+    """The row's note of what its replies reported beyond their worst cases (the budget charged it)."""
+    over = budget.over() if budget is not None else 0.0
+    return {"budget_over_usd": over} if over > 0 else {}
 
 
 def _no_budget(cost: float | None) -> None:

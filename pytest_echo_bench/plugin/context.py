@@ -48,6 +48,7 @@ class RunContext:
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
     results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
     budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
+    budget_limits: dict[str, float | None] = field(default_factory=dict)  # its limits, from the options and specs
     notes: list[str] = field(default_factory=list)
     order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
     decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
@@ -151,8 +152,12 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
             # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
             with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
                 Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
-            ctx.budget = budget.start(ctx.results, opts.budget_usd, {n: s for n, (s, _) in loaded.items()},
-                                      config.stash.get(COUNTED, None))
+            specs_of = {n: s for n, (s, _) in loaded.items()}
+            ctx.budget_limits = budget.start(ctx.results, opts.budget_usd, specs_of, config.stash.get(COUNTED, None),
+                                             ctx.shard, lambda name: _longest(specs_of[name], config.stash[SPEC_CACHE]),
+                                             str((found or {}).get("run_id") or run_id))  # the sweep: its first run's id
+            ctx.budget = bool(ctx.budget_limits)
+            ctx.notes += budget.split_note(specs_of, ctx.shard) if ctx.budget else []
             ctx.run_start = _start_file(ctx, opts)
     return ctx
 
@@ -351,6 +356,12 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
         fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
         loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms) * spec.epochs)
     return fingerprints, parts, loaded
+
+
+def _longest(spec: Spec, cache: dict[Path, Loaded]) -> str:
+    """The benchmark's longest prompt (in UTF-8 bytes): the one its arms' worst cases are largest for."""
+    _, examples = load_benchmark(spec.path, cache)
+    return max((e.input for e in examples), key=lambda text: len(text.encode("utf-8", "surrogatepass")), default="")
 
 
 def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:

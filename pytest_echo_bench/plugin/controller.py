@@ -56,6 +56,7 @@ class ControllerPlugin:
         self.stopped = ""  # why the run stopped early, once decided
         self.budget_line = ""  # with a budget: spent against it, and the items complete for all arms
         self.next_budget: float | None = None  # after the budget's stop: the budget the resume command suggests
+        self.over_said = 0  # replies over their bound already said on the terminal
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
         self._prefixes: tuple[str, ...] = ()  # "<spec>::": node ids of benchmark items
         self.live: LiveRun | None = None
@@ -178,6 +179,10 @@ class ControllerPlugin:
                 self.unfinished.append((nodeid, bench.message))
         if bench.retries:
             self._write(f"echo-bench: {nodeid} took {bench.retries} retries")
+        if self.ctx.budget:  # a reply over its bound: said as soon as its item reports
+            for note in budget.over_notes(self.ctx.results, self.over_said):
+                self.over_said += 1
+                self._write(f"echo-bench: warning: {note}")
 
     def _unavailable(self, bench: Payload) -> None:
         reason = (bench.arm, bench.message)
@@ -303,9 +308,9 @@ class ControllerPlugin:
 
     def _budget_stop(self) -> tuple[StopReason | None, dict[str, Any]]:
         """The budget's stop when it refused a call: spent, what the rest needs, the pairs complete."""
-        if self.ctx.budget:
-            budget.settle_lost(self.ctx.results)  # every worker has exited: a hold left is a lost one's
-        spend = budget.read(self.ctx.results) if self.ctx.budget else None
+        damaged = budget.settle_lost(self.ctx.results, self.ctx.budget_limits)[1] if self.ctx.budget else ""
+        self.budget_line = f"echo-bench: {damaged}" if damaged else ""  # every worker has exited: a hold left is a lost one's
+        spend = budget.read(self.ctx.results, self.ctx.budget_limits) if self.ctx.budget and not damaged else None
         if spend is None:
             return None, {}
         counted = self.live.counted if self.live is not None else FileTally()

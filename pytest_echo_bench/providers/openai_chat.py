@@ -121,11 +121,16 @@ class HTTPTransport:
         return _reply(data)
 
 
+def request_params(options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a request carries beside ``model`` and ``messages``, as sent: the sampling options, then
+    ``extra_body`` over them (and over ``messages`` too). The budget's worst case reads the same."""
+    return {**{k: options[k] for k in _SAMPLING if k in options}, **extra_body}
+
+
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     check_options(arm, spec, "openai", _KNOWN)
     model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL["openai"])
-    params = {k: arm.options[k] for k in _SAMPLING if k in arm.options}
-    params.update(option(arm, "extra_body", dict, {}, spec))
+    params = request_params(arm.options, option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
     key = read_key(arm.name, key_env) if key_env else "unused"

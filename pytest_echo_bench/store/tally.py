@@ -34,6 +34,7 @@ class ArmTally:
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included)
     unknown: int = 0  # rows whose cost is not known, by the report's rule (``ops.spend.ArmSpend``): not counted as 0
+    uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
 
     @property
     def pass_rate(self) -> float:
@@ -79,6 +80,14 @@ class TallyRow(StatusRow, gc=False):
         """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
         hits = self.cache_hits
         return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
+
+    def spend_unknown(self) -> bool:
+        """Whether what the row's calls cost is unknown: no valid charge or cost, and not every call cached."""
+        if self.charged_usd is not None and 0.0 <= self.charged_usd <= FIGURE_MAX:
+            return False
+        if self.cached():
+            return False
+        return self.cost_usd is None or not 0.0 <= self.cost_usd <= FIGURE_MAX
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
@@ -167,6 +176,7 @@ class FileTally:
                 t.costed += 1
             else:
                 t.unknown += 1
+            t.uncosted += r.spend_unknown()
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
