@@ -26,7 +26,9 @@ from pathlib import Path
 from pytest_echo_bench.errors import ArmError, LocalError, PermanentError, TransientError, UnavailableError
 from pytest_echo_bench.providers import claude_cli, subproc
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 _KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home", "max_output_bytes"}
 # An answer is kilobytes; the cap is there for a CLI gone wrong (a loop, a binary dump), which
@@ -44,7 +46,8 @@ PROMPT = "{prompt}"
 _LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EAGAIN})
 LOCAL_HINT = "free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space), then resume"
 EXEC_HINT = "set binary: to an executable file (a script needs a #! line naming an interpreter that exists)"
-Reader = Callable[[str, int, str, str], Completion]  # (name, exit status, stdout, stderr) -> the answer, or raise
+# (name, exit status, stdout, stderr, what its messages must not show) -> the answer, or raise
+Reader = Callable[[str, int, str, str, Secrets], Completion]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class CommandProvider:
     fixed_env: tuple[tuple[str, str], ...] = ()
     reader: Reader | None = None
     max_output_bytes: int = MAX_OUTPUT_BYTES
+    secrets: Secrets = Secrets()  # redacted from its output before a message cuts it
 
     def complete(self, request: Request) -> Completion:
         with self._scratch() as tmp:
@@ -93,7 +97,7 @@ class CommandProvider:
                 # Its result object was cut: there is no answer to read, only a prefix of one.
                 raise PermanentError(f"{self.name} printed more than max_output_bytes ({self.max_output_bytes}); "
                                      f"{dropped} bytes were dropped and its result could not be read")
-            return self.reader(self.name, done.returncode, out, err)
+            return self.reader(self.name, done.returncode, out, err, self.secrets)
         if done.returncode != 0:
             raise self._failure(done.returncode, out, err)
         extra = {"output_truncated": True, "output_dropped_bytes": dropped} if dropped else {}
@@ -163,7 +167,8 @@ class CommandProvider:
         text = "\n".join(s for s in (err.strip(), out.strip()) if s)
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
         # The tail, long enough that the Classifier still sees a limit message after a traceback.
-        message = f"{self.name} {how}: {text[-2000:] or '(no output)'}"
+        # Redacted, then cut: cut first, a key across the cut kept its far piece.
+        message = f"{self.name} {how}: {redact(text, self.secrets, limit=2000, tail=True) or '(no output)'}"
         # An unrecognised non-zero exit is transient. A model CLI fails mostly the way its API
         # does (overloaded, rate limited, network) and reports it only as text; a permanent
         # error would be recorded as a failed row that resume never retries, while a transient
@@ -246,4 +251,4 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
         raise spec.error(f"max_output_bytes must be a positive number of bytes, got {cap!r}", "arms", arm.name, "max_output_bytes")
     argv[0] = _resolve(option(arm, "binary", str, argv[0], spec), arm, spec)
     return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home),
-                           preset.fixed_env if preset else (), preset.reader if preset else None, cap)
+                           preset.fixed_env if preset else (), preset.reader if preset else None, cap, spec_secrets(spec))
