@@ -38,13 +38,14 @@ def prefix() -> tuple[str, ...]:
     """What a CLI's argv is run under for a PID namespace of its own here; () when none can be made."""
     if not sys.platform.startswith("linux"):
         return ()
-    for candidate in _candidates():
-        if _works(candidate):
+    for candidate in candidates():
+        if works(candidate):
             return tuple(candidate)
     return ()
 
 
-def _candidates() -> list[list[str]]:
+def candidates() -> list[list[str]]:
+    """The launchers to try, best first: bubblewrap, then unshare (as root, then in a user namespace)."""
     found: list[list[str]] = []
     bwrap = shutil.which("bwrap") or shutil.which("bwrap", path=SEARCH_PATH)
     if bwrap is not None:
@@ -62,7 +63,8 @@ def _candidates() -> list[list[str]]:
     return found
 
 
-def _works(candidate: list[str]) -> bool:
+def works(candidate: list[str]) -> bool:
+    """Whether ``candidate`` starts a program here whose /proc shows only its own namespace."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         probe = subprocess.run([*candidate, "/bin/sh", "-c", _PROBE], env={"PATH": SEARCH_PATH},
                                stdin=subprocess.DEVNULL, capture_output=True, timeout=10)

@@ -18,13 +18,13 @@ import pytest
 from cli_fakes import python_cli
 
 from conftest import Sweep, make_spec, report_args, reports, sim_spec
-from pytest_echo_bench.store.redaction import MIN_RUN
 
 KEY = "sk-proj-Qm7Zt4Lk9Wx2Rb8Nc5Vd3Hf6Jg1Ps0Ty"
 ENV = "TEST_CUT_KEY"
 CUT = 200  # the lean client keeps the first 200 characters of a body that is no JSON
 TAIL = 2000  # a CLI's message keeps the last 2,000 characters of its output
 PROXY_USER, PROXY_PASSWORD = "bench-proxy-user", "pr0xy-s3cret-4f9a-77"
+MIN_RUN = 8  # the promise: no run this long of a secret is shown anywhere
 FAST = "retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\ntimeout_s: 10\n"
 
 
