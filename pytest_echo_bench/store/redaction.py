@@ -100,5 +100,5 @@ def redact(text: str, secrets: Secrets | Iterable[str], limit: int | None = None
     known = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
     text = known.apply(text)
     if limit is not None and len(text) > limit:
-        text = text[-limit:] if tail else text[:limit]
+        text = text[len(text) - limit:] if tail else text[:limit]  # not text[-limit:]: -0 would keep it all
     return text
