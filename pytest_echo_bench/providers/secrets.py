@@ -50,18 +50,29 @@ def _values(spec: Spec) -> Iterator[str]:
     for name in key_names(spec):
         yield from _variants(os.environ.get(name, ""))
     for name in spec.env_names:
-        # Any variable the spec names may hold a secret; a short value (a number, a flag) holds none
-        # and would shred every message. A URL's secrets are its user, password and query values.
+        # Any variable the spec names may hold a secret. A short value (a number, a flag) holds none
+        # and would shred every message; nor does a path (a dataset's, whose "not found" must say
+        # where it looked). A URL's secrets are its credentials.
         value = os.environ.get(name, "")
         if "://" in value:
             yield from url_secrets(value)
-        elif len(value.strip()) >= MIN_RUN:
+        elif len(value.strip()) >= MIN_RUN and not _is_path(value):
             yield from _variants(value)
     urls = list(urllib.request.getproxies_environment().values())
     for arm in spec.arms.values():
         urls += [v for k, v in arm.options.items() if k in ("proxy", "base_url") and isinstance(v, str)]
     for url in urls:
         yield from url_secrets(url)
+
+
+def _is_path(value: str) -> bool:
+    """A file system path, written as one or naming what exists."""
+    if value.startswith(("/", "./", "../", "~")):
+        return True
+    try:
+        return os.path.exists(value)
+    except ValueError:  # a NUL inside: no path
+        return False
 
 
 def _variants(value: str) -> Iterator[str]:
