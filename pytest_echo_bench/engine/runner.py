@@ -44,8 +44,8 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.records import Row, row_from_json
-from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.redaction import Secrets, redact
+from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.safe_text import shown
 from pytest_echo_bench.store.writer import ResultsWriter
 
