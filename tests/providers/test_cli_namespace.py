@@ -103,6 +103,19 @@ def test_a_cli_killed_by_a_signal_in_its_namespace_says_so(tmp_path: Path) -> No
         provider.complete(request("x"))
 
 
+def test_a_run_without_a_namespace_says_so_on_its_first_lines(pytester: pytest.Pytester, sweep: Sweep,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a machine with neither tool (the run is in this process: the probe's answer is replaced).
+    monkeypatch.setattr(cli_isolation, "prefix", lambda: ())
+    cli = python_cli(pytester.path / "snoop", SNOOP)
+    make_spec(pytester, sim_spec(1, arms=f"  cli: {{provider: command, argv: [{cli}]}}"))
+    result, _, rows = sweep.run()
+    lines = result.stdout.lines
+    warning = next(i for i, line in enumerate(lines) if "WARNING: model CLIs run without a PID namespace" in line)
+    assert warning < next(i for i, line in enumerate(lines) if line.startswith("collected"))  # before any item runs
+    assert int(rows[0]["output"].split()[1]) > 0  # and indeed: it read the key
+
+
 def test_the_lines_say_what_holds() -> None:
     assert "own PID namespace" in cli_isolation.summary_line(("/usr/bin/bwrap",))
     weaker = cli_isolation.summary_line(())
