@@ -19,6 +19,9 @@ REDACTED = "[redacted]"
 MIN_SECRET = 4  # shorter values are no key; redacting them would shred every message
 MIN_RUN = 8  # any run this long of a secret is redacted, wherever it starts in the secret
 WHOLE_SHOWN = 12  # a whole secret at least this long shows its first three characters (``sk-…[redacted]``)
+# Keys are tens of characters; a variable may hold kilobytes (a JSON config), whose windows would
+# cost a find each per message. Beyond this length a value's windows are taken from its first part.
+MAX_WINDOWED = 4096
 _WORD = "A-Za-z0-9"
 
 
@@ -31,7 +34,7 @@ class Secrets:
         kept = frozenset(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET)
         self.values = kept
         self._windows = frozenset(v[i:i + MIN_RUN] for v in kept if len(v) >= MIN_RUN
-                                  for i in range(len(v) - MIN_RUN + 1))
+                                  for i in range(min(len(v), MAX_WINDOWED) - MIN_RUN + 1))
         self._whole = frozenset(v for v in kept if len(v) >= WHOLE_SHOWN)
         short = sorted((v for v in kept if len(v) < MIN_RUN), key=len, reverse=True)
         self._short = (re.compile(f"(?<![{_WORD}])(?:{'|'.join(map(re.escape, short))})(?![{_WORD}])")
