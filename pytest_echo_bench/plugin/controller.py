@@ -29,6 +29,7 @@ from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
+from pytest_echo_bench.providers import cli_isolation
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
@@ -80,6 +81,9 @@ class ControllerPlugin:
             self._write(note)
         if self._scores_code():
             self._write(isolation.summary_line())
+        clis = cli_isolation.start_line(spec for spec, _ in (self.config.stash.get(SPEC_CACHE, None) or {}).values())
+        if clis is not None:
+            self._write(clis)
         self._write_order()
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta.benchmarks),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
