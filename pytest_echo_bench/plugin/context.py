@@ -21,6 +21,7 @@ from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.plan import decide_plan, run_order
+from pytest_echo_bench.plugin.resume_check import check_resume, refuse_unfingerprinted
 from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
@@ -135,7 +136,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                      notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
-        _check_resume(opts, opened.index, fingerprints)
+        check_resume(opts, opened.index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
         config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
     elif _writes(config):
@@ -219,7 +220,7 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
     if not opts.allow_mismatch:
-        _refuse_unfingerprinted(file, path)
+        refuse_unfingerprinted(file, path)
     if _writes(config):
         _own(config, str(file.resolve()))
     try:
@@ -236,32 +237,6 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
         notes.append(f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is an error run again; "
                      "their old rows stay, the newest row of each item counts")
     return Opened(path, index, notes)
-
-
-def _refuse_unfingerprinted(file: Path, path: str) -> None:
-    """A resume checks that the file's rows answer the specs it runs (``_check_resume``): a file that
-    records no fingerprint (the parent harness's: no meta line, or one without fingerprints) cannot
-    be checked, so it is refused before anything is changed, unless ``--bench-allow-mismatch`` says the
-    rows answer these specs (as for a fingerprint that differs). Every other reader reads it as it is."""
-    try:
-        with open(file, "rb") as f:
-            first = f.readline().rstrip(b"\n")
-    except OSError:
-        return  # the full read that follows names the error
-    record = parse_line(first, file, 1, strict=False)
-    if record is None:
-        return  # garbage on line 1: the full read refuses it naming the line
-    if record.get("_meta") is not True:
-        what = "has no meta line"
-    elif record.get("fingerprint") or any(info.get("fingerprint") for info in (record.get("benchmarks") or {}).values()):
-        return
-    else:
-        what = "has a meta line that records no fingerprint"
-    raise pytest.UsageError(
-        f"--bench-resume {path}: the file {what}, as files of the harness this project grew from do, so nothing "
-        "says which spec its rows answer and a resume could not check them against yours. Run the sweep into a new file "
-        "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer these specs; "
-        "echo-bench report, merge, export, power and progress read this file as it is")
 
 
 def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
@@ -371,24 +346,6 @@ def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:
             load_benchmark(path, cache)
         except EchoBenchError as exc:
             raise pytest.UsageError(str(exc)) from None
-
-
-def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
-    recorded = (index.meta or {}).get("benchmarks") or {}
-    for name, fp in fingerprints.items():
-        if recorded and name not in recorded and not opts.allow_mismatch:
-            raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} is not in this file, which holds "
-                f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
-                "or pass --bench-allow-mismatch to append it anyway."
-            )
-        old = (recorded.get(name) or {}).get("fingerprint")
-        if old and old != fp and not opts.allow_mismatch:
-            raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
-                f"but the spec now gives {fp} (dataset, scorer or arms changed). Start a new results file, "
-                "or pass --bench-allow-mismatch to append anyway."
-            )
 
 
 def _rel(path: Path, rootdir: Path) -> str:
