@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 import threading
@@ -57,6 +58,20 @@ def dead(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return state in ("Z", "X")  # a zombie is dead; reaping it is its new parent's business
+
+
+def running(marker: str) -> list[int]:
+    """The host's processes whose command line holds ``marker``: a CLI in a PID namespace of its
+    own knows only its pids there, so a test finds what it started by its command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes() and not dead(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
 
 
 def all_dead(pids: list[int], within_s: float = 5.0) -> bool:

@@ -15,10 +15,16 @@ option); a text is an option's text if one is exactly it, else a letter (``B`` o
 options ``["1", "0", "2"]`` with target ``1`` (an integer) give B, with ``"1"`` (a text, as every
 CSV value is) give A. ``target_kind: index | letter | text`` reads every target one way only
 (``index`` takes ``"2"`` from a CSV as 2) and refuses a target that is not of that kind.
+
+A column read as text (the id, the target, the subtask, every ``{name}`` of the template, an option)
+must hold text: a number or a boolean is its text, bytes are decoded as UTF-8, an empty value is
+empty; bytes that are not UTF-8, and lists and mappings, are refused naming the file, the record and
+the column (before this they reached the model as Python reprs, ``b'b'`` and ``{'k': 2}``).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import string
 import warnings
@@ -35,16 +41,18 @@ FIELD_KEYS = ("id", "input", "target", "subtask", "metadata")
 Piece = tuple[str, str | None]  # literal text, then the field after it (None at the end)
 
 
-def to_examples(spec: Spec, records: list[dict[str, Any]], offset: int = 0) -> list[Example]:
-    """One item per record; ``offset`` is the first record's index in the whole table (for default ids)."""
+def to_examples(spec: Spec, records: list[dict[str, Any]], offset: int = 0, source: str = "") -> list[Example]:
+    """One item per record; ``offset`` is the first record's index in the whole table (for default ids),
+    ``source`` the file or dataset named in the messages."""
     fields = _field_map(spec)
     template = parse_template(spec, str(fields.get("input", "{input}")))
     choices = _choices(spec)
     kind = _target_kind(spec, choices)
     examples = []
+    where = f"{source} " if source else ""
     for i, rec in enumerate(records, offset):
         def fail(why: str, *keys: str, i: int = i) -> Exception:
-            return spec.error(f"record {i}: {why}", "dataset", *(keys or ("fields",)))
+            return spec.error(f"{where}record {i}: {why}", "dataset", *(keys or ("fields",)))
         examples.append(_example(spec, rec, i, fields, template, (choices, kind), fail))
     if choices is not None:
         _warn_one_letter(spec, examples)
@@ -103,8 +111,37 @@ def render(pieces: list[Piece], values: dict[str, Any], fail: Callable[[str], Ex
         if name is not None:
             if name not in values:
                 raise fail(f"the input template names {name!r}, which the record lacks (it has {', '.join(map(str, values))})")
-            out.append(_text(values[name]))
+            out.append(cell_text(values[name], name, fail))
     return "".join(out)
+
+
+def cell_text(value: Any, column: str, fail: Callable[[str], Exception]) -> str:
+    """The text of a column's value: text as it is, a number or boolean its text, bytes decoded as
+    UTF-8, an empty value empty; a list or mapping (and bytes that are not UTF-8) refused."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise fail(f"column {column!r} holds bytes that are not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                       f"offset {exc.start})") from None
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        kind = "a mapping" if isinstance(value, dict) else "a list"
+        raise fail(f"column {column!r} holds {kind} ({_preview(value)}), not text: name a column of text or "
+                   "numbers (a list of options goes under choices)")
+    return str(value)  # a number, a boolean, a date
+
+
+def _preview(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _text(value: Any) -> str:
@@ -142,10 +179,17 @@ def _field(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: 
     return rec[name]
 
 
+def _cell(rec: dict[str, Any], name: str, fail: Callable[..., Exception], key: str) -> str:
+    """Column ``name`` of the record, present and text (``cell_text``)."""
+    return cell_text(_field(rec, name, fail, key), name, lambda m: fail(m, key))
+
+
 def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any], template: list[Piece],
              choosing: tuple[str | list[str] | None, str | None], fail: Callable[..., Exception]) -> Example:
-    ident = _text(_field(rec, fields["id"], fail, "fields")) if "id" in fields else f"{spec.benchmark}/{index}"
+    ident = _cell(rec, fields["id"], fail, "fields") if "id" in fields else f"{spec.benchmark}/{index}"
     target = _field(rec, fields.get("target", "target"), fail, "fields")
+    if not isinstance(target, int | float) or isinstance(target, bool):  # an integer may be an option's index
+        target = cell_text(target, fields.get("target", "target"), fail)
     values = dict(rec)
     metadata: dict[str, Any] = {m: _field(rec, m, fail, "fields") for m in fields.get("metadata", [])}
     choices, kind = choosing
@@ -160,7 +204,7 @@ def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any]
         metadata["n_options"] = len(options)
         if not any(name == "choices" for _, name in template):
             template = [*template, ("\n\n", "choices")]
-    subtask = _text(_field(rec, fields["subtask"], fail, "fields")) if "subtask" in fields else None
+    subtask = _cell(rec, fields["subtask"], fail, "fields") if "subtask" in fields else None
     return Example(ident, render(template, values, lambda m: fail(m, "fields", "input")), _text(target), subtask,
                    metadata or NO_METADATA)
 
@@ -168,13 +212,14 @@ def _example(spec: Spec, rec: dict[str, Any], index: int, fields: dict[str, Any]
 def _options(rec: dict[str, Any], choices: str | list[str], fail: Callable[..., Exception]) -> list[str]:
     if isinstance(choices, str):
         options = _field(rec, choices, fail, "choices")
-        if not isinstance(options, list) or not all(isinstance(o, (str, int, float)) for o in options):
+        if not isinstance(options, list) or not all(isinstance(o, (str, int, float, bytes)) for o in options):
             raise fail(f"field {choices!r} must hold a list of options", "choices")
+        texts = [cell_text(o, choices, lambda m: fail(m, "choices")) for o in options]
     else:
-        options = [_field(rec, name, fail, "choices") for name in choices]
-    if not 2 <= len(options) <= len(LETTERS):
-        raise fail(f"{len(options)} options; a choice question has 2 to {len(LETTERS)}", "choices")
-    return [_text(o).strip() for o in options]
+        texts = [_cell(rec, name, fail, "choices") for name in choices]
+    if not 2 <= len(texts) <= len(LETTERS):
+        raise fail(f"{len(texts)} options; a choice question has 2 to {len(LETTERS)}", "choices")
+    return [t.strip() for t in texts]
 
 
 def _target_as(kind: str, target: Any, options: list[str], fail: Callable[..., Exception]) -> int:

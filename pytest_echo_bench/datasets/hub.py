@@ -31,9 +31,9 @@ def parquet(spec: Spec) -> list[Example]:
     """The records of a plain file (Parquet, Arrow, CSV, JSON, JSON Lines), no ``datasets`` library needed."""
     _no_splits(spec, "loader parquet reads one file")
     path = dataset_path(spec)
-    records = read_table(path, lambda why: _missing_extra(spec, f"dataset {path} {why}"))
-    start, end = window(spec)
-    return _nonempty(spec, to_examples(spec, records[start:end], start))
+    start, end = window(spec)  # read only these: the rest of a large file never becomes Python values
+    records = read_table(path, lambda why: _missing_extra(spec, f"dataset {path} {why}"), start, end)
+    return _nonempty(spec, to_examples(spec, records, start, f"dataset {path}"))
 
 
 def _no_splits(spec: Spec, what: str) -> None:
@@ -61,7 +61,8 @@ def hf(spec: Spec) -> list[Example]:
     start, end = window(spec)
     end = len(table) if end is None else min(end, len(table))
     records: list[dict[str, Any]] = table.select(range(min(start, end), end)).to_list()
-    return _nonempty(spec, to_examples(spec, records, start))
+    source = spec.dataset.get("path") or spec.dataset.get("name")
+    return _nonempty(spec, to_examples(spec, records, start, f"dataset {source}"))
 
 
 def _nonempty(spec: Spec, examples: list[Example]) -> list[Example]:

@@ -8,6 +8,7 @@ a line at a time, each at most ``MAX_LINE_BYTES``: before this a FIFO hung colle
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -25,6 +26,12 @@ MAX_LINE_BYTES = 16 << 20  # one JSONL item, newline included: far above any rea
 def _text(value: Any, key: str, fail: Callable[[str], Exception]) -> str:
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes):  # YAML's !!binary: its text, never the repr b'...'
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise fail(f"{key} holds bytes that are not UTF-8 text (byte 0x{value[exc.start]:02x} at offset "
+                       f"{exc.start})") from None
     if not isinstance(value, (dict, list)):
         return str(value)
     try:
@@ -100,6 +107,8 @@ def jsonl(spec: Spec) -> list[Example]:
     for lineno, raw in _lines(spec, path):  # decoded per line, so a stray byte is reported with its line
         def fail(m: str, lineno: int = lineno) -> Exception:
             return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
+        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # a byte order mark is no part of the item
+            raw = raw[len(codecs.BOM_UTF8):]
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

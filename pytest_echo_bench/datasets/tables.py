@@ -1,7 +1,14 @@
 """Records from a plain data file: JSON (a list, or a mapping holding one), gzipped JSON, JSON Lines,
 CSV, Parquet and Arrow. Every format is read from a regular file of at most ``MAX_FILE_BYTES``
 (``store.paths``: a FIFO or a device is refused unopened); Parquet and Arrow need ``pyarrow``, an
-optional extra, named in the message when it is missing."""
+optional extra, named in the message when it is missing.
+
+Only the records of the window a spec asks for (``start``, ``limit``) become Python values: Parquet
+and Arrow are read a batch at a time and the reading stops at the window's end, CSV and JSON Lines a
+record at a time. Before this an 8M-row Parquet file with ``limit: 5`` was converted whole (a
+MemoryError, pytest's INTERNALERROR). Text files may start with a UTF-8 byte order mark (Excel
+writes one): it is not part of the first column's name.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,9 @@ import csv
 import gzip
 import importlib
 import io
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,23 +42,35 @@ def file_format(path: Path) -> str | None:
     return next((kind for ext, kind in FORMATS.items() if name.endswith(ext)), None)
 
 
-def read_table(path: Path, fail: Fail) -> list[dict[str, Any]]:
-    """Every record of ``path`` as a mapping of column to value, in file order."""
+def read_table(path: Path, fail: Fail, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+    """The records ``start`` to ``end`` (None: the last) of ``path``, each a mapping of column to value."""
     kind = file_format(path)
     if kind is None:
         raise fail(f"cannot tell the format of {path.name}: name it .json, .json.gz, .jsonl, .csv, .parquet or .arrow")
     data = _bytes(path, fail)
     if kind in ("parquet", "arrow"):
-        return _columnar(kind, data, fail)
+        return _columnar(kind, data, fail, start, end)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark is no part of the first column's name
     except UnicodeDecodeError as exc:
         raise fail(f"is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
-    records = _csv(text, fail) if kind == "csv" else _json_lines(text, fail) if kind == "jsonl" else _json(text, fail)
-    for i, record in enumerate(records):
+    if kind == "json":
+        records = _json(text, fail)[start:end]
+    else:
+        rows = _csv(text) if kind == "csv" else _json_lines(text, fail)
+        records = _window(rows, start, end, fail)
+    for i, record in enumerate(records, start):
         if not isinstance(record, dict):
             raise fail(f"record {i} is {type(record).__name__}, not a mapping of field to value")
     return records
+
+
+def _window(rows: Iterator[Any], start: int, end: int | None, fail: Fail) -> list[Any]:
+    """The rows ``start`` to ``end`` of a lazy reader (CSV, JSON Lines): the rest is never read."""
+    try:
+        return list(itertools.islice(rows, start, end))
+    except csv.Error as exc:  # a CSV field over csv's size limit
+        raise fail(f"is not readable CSV ({exc})") from None
 
 
 def _bytes(path: Path, fail: Fail) -> bytes:
@@ -82,24 +102,19 @@ def _json(text: str, fail: Fail) -> list[Any]:
     return data
 
 
-def _json_lines(text: str, fail: Fail) -> list[Any]:
-    records = []
+def _json_lines(text: str, fail: Fail) -> Iterator[Any]:
     # "\n" only: str.splitlines also splits at U+2028 and U+0085, which JSON strings may hold raw.
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            yield json.loads(line)
         except (ValueError, RecursionError) as exc:
             raise fail(f"line {lineno} is not valid JSON ({getattr(exc, 'msg', None) or exc})") from None
-    return records
 
 
-def _csv(text: str, fail: Fail) -> list[Any]:
-    try:
-        return list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:  # a field over csv's size limit, a NUL
-        raise fail(f"is not readable CSV ({exc})") from None
+def _csv(text: str) -> Iterator[Any]:
+    return iter(csv.DictReader(io.StringIO(text, newline="")))
 
 
 def pyarrow(fail: Fail, what: str) -> ModuleType:
@@ -110,22 +125,49 @@ def pyarrow(fail: Fail, what: str) -> ModuleType:
         raise fail(f"{what} needs pyarrow: pip install 'pytest-echo-bench[parquet]'") from None
 
 
-def _columnar(kind: str, data: bytes, fail: Fail) -> list[dict[str, Any]]:
+BATCH_ROWS = 4096  # rows of a Parquet or Arrow file made Python values at a time
+
+
+def _columnar(kind: str, data: bytes, fail: Fail, start: int, end: int | None) -> list[dict[str, Any]]:
     pa = pyarrow(fail, f"reading a .{kind} file")
+    records: list[dict[str, Any]] = []
     try:
-        if kind == "parquet":
-            table = importlib.import_module("pyarrow.parquet").read_table(pa.BufferReader(data))
-        else:
-            table = _arrow_table(pa, data)
+        unread, batches = _parquet_batches(pa, data, start) if kind == "parquet" else (0, _arrow_batches(pa, data))
+        skipped = start - unread  # rows still to skip once the batches start
+        for batch in batches:
+            if end is not None and len(records) >= end - start:
+                break
+            if skipped >= batch.num_rows:
+                skipped -= batch.num_rows
+                continue
+            want = batch.num_rows - skipped if end is None else min(batch.num_rows - skipped, end - start - len(records))
+            records.extend(batch.slice(skipped, want).to_pylist())
+            skipped = 0
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise fail(f"is not a readable {kind} file ({exc})") from None
-    records: list[dict[str, Any]] = table.to_pylist()
     return records
 
 
-def _arrow_table(pa: ModuleType, data: bytes) -> Any:
-    """An Arrow IPC file, or the stream form the ``datasets`` library writes."""
+def _parquet_batches(pa: ModuleType, data: bytes, start: int) -> tuple[int, Iterable[Any]]:
+    """The rows of the row groups wholly before ``start`` (skipped unread), and the record batches of
+    the rest, read as they are asked for."""
+    parquet = importlib.import_module("pyarrow.parquet").ParquetFile(pa.BufferReader(data))
+    groups, skipped = [], 0
+    for i in range(parquet.metadata.num_row_groups):
+        rows = parquet.metadata.row_group(i).num_rows
+        if not groups and skipped + rows <= start:
+            skipped += rows
+        else:
+            groups.append(i)
+    batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, use_threads=False) if groups else ()
+    return skipped, batches
+
+
+def _arrow_batches(pa: ModuleType, data: bytes) -> Iterable[Any]:
+    """The record batches of an Arrow IPC file, or of the stream form the ``datasets`` library writes
+    (zero-copy over ``data``: a batch costs memory only once it is made Python values)."""
     try:
-        return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+        reader = pa.ipc.open_file(pa.BufferReader(data))
     except pa.ArrowInvalid:
-        return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        return iter(pa.ipc.open_stream(pa.BufferReader(data)))
+    return (reader.get_batch(i) for i in range(reader.num_record_batches))

@@ -60,6 +60,7 @@ class Ticket:
     spent: float = 0.0
     in_flight: float = 0.0  # worst cases of calls sent and not yet answered
     exposed: float = 0.0  # worst cases of every call sent: what the ledger charges if this process is lost
+    over: float = 0.0  # what replies reported beyond their calls' worst cases (charged all the same)
     started: bool = False
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,10 +85,15 @@ class Ticket:
 
         def settle(cost: float | None) -> None:
             nonlocal settled
+            excess = cost - worst if cost is not None and worst is not None and cost > worst + EPSILON_USD else 0.0
             with self._lock:
                 self.in_flight -= worst or 0.0
                 self.spent += cost if cost is not None else (worst or 0.0)
+                self.over += excess
             settled = True
+            if cost is not None and worst is not None and excess:  # what the reply says was spent: charged whole, said at once
+                text = self._over_text(arm, cost, worst)
+                self.budget.ledger_change(lambda state: state.note_over(text, excess))
 
         try:
             yield settle
@@ -96,6 +102,13 @@ class Ticket:
                 with self._lock:  # no reply: what it held stands as spent
                     self.in_flight -= worst or 0.0
                     self.spent += worst or 0.0
+
+    def _over_text(self, arm: str, cost: float, worst: float) -> str:
+        """The warning for a reply that reported more than its request allows."""
+        item = f", item {self.pair[1]}" + (f" epoch {self.pair[2]}" if self.pair[2] > 1 else "") if self.pair else ""
+        return (f"budget: arm {self.spec.benchmark}/{arm}{item}: the reply reported usage worth ${cost:.6f}, more than "
+                f"its request allows (${worst:.6f} at most): charged as reported, ${cost - worst:.6f} beyond what "
+                "the budget held for it")
 
     def _cover(self, state: LedgerState, worst: float, deadline: float) -> str | None:
         """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state keeps
@@ -289,6 +302,11 @@ class Budget:
             self._local.ticket = None
             if ticket.started or len(self.plan.get(pair, ())) > 1:  # else it never touched the ledger
                 self.ledger_change(ticket.close)
+
+    def over(self) -> float:
+        """What the current item's replies reported beyond their calls' worst cases."""
+        ticket: Ticket | None = getattr(self._local, "ticket", None)
+        return round(ticket.over, 9) if ticket is not None else 0.0
 
     def charged(self) -> float:
         """What the current item's calls have been charged so far (a reply without usage: its worst case)."""

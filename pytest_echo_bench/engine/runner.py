@@ -36,15 +36,17 @@ from pytest_echo_bench.errors import (
 )
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request, endpoint
 from pytest_echo_bench.providers.answer import checked, finite_cost
-from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV, key_values
+from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV
+from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.records import Row, row_from_json
+from pytest_echo_bench.store.redaction import Secrets, redact
 from pytest_echo_bench.store.runrows import RunRows
-from pytest_echo_bench.store.safe_text import redact, shown
+from pytest_echo_bench.store.safe_text import shown
 from pytest_echo_bench.store.writer import ResultsWriter
 
 
@@ -115,7 +117,7 @@ class Runner:
         self.on_stop, self.cache, self.recorded, self.budget = on_stop, cache, recorded, budget
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
-        self._secrets: dict[str, set[str]] = {}  # spec path -> the key values its error texts must not show
+        self._secrets: dict[str, Secrets] = {}  # spec path -> what its error texts must not show
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (on its own: the defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self._lock = threading.Lock()
@@ -153,15 +155,16 @@ class Runner:
         with slots:
             yield
 
-    def error_text(self, spec: Spec, exc: BaseException) -> str:
-        """An error's text as a row or a message may carry it: every key of the spec's arms redacted.
+    def error_text(self, spec: Spec, exc: BaseException | str) -> str:
+        """An error's text as a row or a message may carry it: the spec's secrets redacted
+        (``providers.secrets``: keys, proxy credentials, the variables it names).
 
-        Servers and HTTP clients quote what they were sent (a header, a body that echoes it), so
+        Servers, proxies and CLIs quote what they were sent (a header, a body that echoes it), so
         any error text may hold a key; this is the one place error texts pass on their way out.
         """
         secrets = self._secrets.get(str(spec.path))
         if secrets is None:
-            secrets = self._secrets[str(spec.path)] = key_values(spec)
+            secrets = self._secrets[str(spec.path)] = spec_secrets(spec)
         return redact(str(exc), secrets)
 
     def caller_for(self, spec: Spec) -> Callable[[str, Request], Completion]:
@@ -232,8 +235,9 @@ class Runner:
         # or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
         credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
         then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
-        return (f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{self.error_text(spec, exc)}; "
-                f"{hint}{then}; its other items are not called")
+        # Redacted whole: the endpoint is a base_url, which may carry a user and password.
+        return self.error_text(spec, f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{exc}; "
+                                     f"{hint}{then}; its other items are not called")
 
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
@@ -305,7 +309,7 @@ class Runner:
             benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
             target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
             worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
-            retries=retries, extra={**done.extra, **verdict.extra}, cost_usd=done.cost_usd,
+            retries=retries, extra={**done.extra, **verdict.extra, **_over(self.budget)}, cost_usd=done.cost_usd,
             cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if item.spec.epochs > 1 else None,
             charged_usd=self.budget.charged() if self.budget is not None else None,
@@ -377,9 +381,16 @@ def _priced(spec: Spec, arm: str, completion: Completion) -> float | None:
     return completion.cost_usd
 
 
+def _over(budget: Budget | None) -> dict[str, float]:
+    """The row's note of what its replies reported beyond their worst cases (the budget charged it)."""
+    over = budget.over() if budget is not None else 0.0
+    return {"budget_over_usd": over} if over > 0 else {}
+
+
 def _no_budget(cost: float | None) -> None:
     """Settling a call no budget holds."""
 
 
 def _units(cost: float | None, unit: float | None) -> float | None:
-    return round(cost / unit, 6) if cost is not None and unit else None
+    # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be recorded as a figure no reader reads.
+    return finite_cost(round(cost / unit, 6)) if cost is not None and unit else None

@@ -1,16 +1,28 @@
 """What a call may cost at most, before it is sent: the figure a budget reserves.
 
+It is read from the request the provider sends, not from the spec's options alone: OpenAI's
+``extra_body`` is merged over the options on the wire (``providers.openai_chat.request_params``),
+so a ``max_tokens`` there is the bound the server keeps, and ``n`` replies are ``n`` times as long.
+
 A prompt's tokens are bounded by its UTF-8 bytes: every tokenizer the priced providers use is a
 byte-level BPE whose every token covers at least one byte, so a text of B bytes is at most B
 tokens. Each message adds its framing (``MESSAGE_TOKENS``: role and separators, 3-4 in OpenAI's
-published count, taken at 8) and a reply its priming (``REPLY_TOKENS``). The completion is at most
-the arm's ``max_tokens`` (Anthropic's default 1024 when unset, as its provider sends); an arm
-with an output price and no such cap has no worst case. A routing arm's worst case is the sum of
-the calls it may make: every cheap call, the judge's, and the strong arm's.
+published count, taken at 8) and a reply its priming (``REPLY_TOKENS``); any other field the
+request carries that a model may read (tools, a response format's schema) counts at its JSON bytes.
+The completion is at most the request's ``max_tokens`` or ``max_completion_tokens`` (the larger,
+when both are sent: a server keeps one of them) times its ``n`` (Anthropic: its ``max_tokens``,
+1024 when unset, as its provider sends); an arm with an output price and no such bound has no
+worst case. A routing arm's worst case is the sum of the calls it may make: every cheap call, the
+judge's, and the strong arm's.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pytest_echo_bench.providers.openai_chat import request_params
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 MESSAGE_TOKENS = 8
@@ -22,6 +34,12 @@ COMPOSITE = frozenset({*ROUTERS, "python"})  # arms that answer through other ar
 # this many tokens per token of its cap (another model's tokenizer may split it finer), plus framing.
 QUOTED_FACTOR = 2
 JUDGE_TEMPLATE_BYTES = 160  # routing.JUDGE_PROMPT without the question and the answers, rounded up
+CAP_KEYS = ("max_tokens", "max_completion_tokens")  # the request fields that bound a reply's tokens
+# Request fields that hold no text a model reads (numbers, flags, names): every other field a
+# request carries beside its messages counts as prompt at its JSON bytes.
+PARAMETERS = frozenset({*CAP_KEYS, "n", "model", "temperature", "top_p", "seed", "stop", "presence_penalty",
+                        "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "user", "store",
+                        "parallel_tool_calls", "service_tier", "reasoning_effort", "metadata"})
 
 
 def prompt_tokens(*texts: str | None) -> int:
@@ -30,15 +48,70 @@ def prompt_tokens(*texts: str | None) -> int:
     return sum(len(t.encode("utf-8", "surrogatepass")) for t in parts) + MESSAGE_TOKENS * len(parts) + REPLY_TOKENS
 
 
+def sent(arm: ArmSpec) -> dict[str, Any]:
+    """What a call of leaf ``arm`` sends beside its prompt, as its provider builds the request."""
+    if arm.provider == "openai":
+        extra = arm.options.get("extra_body")
+        return request_params(arm.options, extra if isinstance(extra, dict) else {})
+    if arm.provider == "anthropic":  # its provider sends max_tokens alone (no extra_body)
+        return {"max_tokens": arm.options.get("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)}
+    return {}
+
+
 def completion_cap(arm: ArmSpec) -> int | None:
-    """The most completion tokens one call of ``arm`` may return, when the spec caps it."""
-    cap = arm.options.get("max_tokens")
+    """The most completion tokens one call of ``arm`` may be billed, when its request bounds them."""
+    return _bound(arm)[0]
+
+
+def _bound(arm: ArmSpec) -> tuple[int | None, str]:
+    """(the bound, or None and why there is none) of the completion tokens a request allows."""
+    wire = sent(arm)
+    caps = {key: wire[key] for key in CAP_KEYS if key in wire}
+    if not caps:
+        return None, "no max_tokens, so a reply's length has no bound"
+    where = _from(arm)
+    for key, value in caps.items():
+        if not _count(value):
+            return None, (f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
+                          "so a reply's length has no bound")
+    n = wire.get("n", 1)
+    if not _count(n):
+        return None, (f"its request carries n: {_shown(n)}{where('n')}, not a whole number > 0, "
+                      "so the replies it may bill have no bound")
+    return max(caps.values()) * n, ""
+
+
+def _from(arm: ArmSpec) -> Callable[[str], str]:
+    """Where a request field comes from, as a refusal names it: ``extra_body`` overrides the options."""
     extra = arm.options.get("extra_body")
-    if cap is None and isinstance(extra, dict):
-        cap = extra.get("max_completion_tokens") or extra.get("max_tokens")
-    if cap is None and arm.provider == "anthropic":
-        return ANTHROPIC_DEFAULT_MAX_TOKENS
-    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+    return lambda key: " (from extra_body)" if isinstance(extra, dict) and key in extra else ""
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def input_tokens(arm: ArmSpec, prompt: str | None) -> int:
+    """An upper bound on the prompt tokens of one call of leaf ``arm`` with ``prompt``: its messages
+    (``extra_body``'s own, when it replaces them: those are sent) and every other field a model reads."""
+    wire = sent(arm)
+    if "messages" in wire:
+        messages = wire["messages"]
+        count = len(messages) if isinstance(messages, list) else 1
+        tokens = _json_bytes(messages) + MESSAGE_TOKENS * count + REPLY_TOKENS
+    else:
+        system = arm.options.get("system")
+        tokens = prompt_tokens(system if isinstance(system, str) else None, prompt)
+    return tokens + sum(_json_bytes(v) for k, v in wire.items() if k not in PARAMETERS and k != "messages")
+
+
+def _json_bytes(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=repr).encode("utf-8", "surrogatepass"))
 
 
 def unbounded(spec: Spec, name: str) -> str | None:
@@ -52,16 +125,15 @@ def unbounded(spec: Spec, name: str) -> str | None:
         return next((why for sub in _routes(arm) if (why := unbounded(spec, sub))), None)
     if name not in spec.pricing:
         return "it has no prices (pricing: in the spec)"
-    if spec.pricing[name][1] > 0 and completion_cap(arm) is None:
-        return "it has an output price but no max_tokens, so a reply's length has no bound"
+    cap, why = _bound(arm)
+    if spec.pricing[name][1] > 0 and cap is None:
+        return f"it has an output price but {why}"
     return None
 
 
 def call_worst(spec: Spec, name: str, prompt: str) -> float | None:
     """The most one call of leaf arm ``name`` with ``prompt`` may cost (None: no worst case)."""
-    arm = spec.arms[name]
-    system = arm.options.get("system")
-    return _priced(spec, name, prompt_tokens(system if isinstance(system, str) else None, prompt))
+    return _priced(spec, name, prompt)
 
 
 def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
@@ -83,7 +155,7 @@ def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
     judge = arm.options.get("judge") if arm.options.get("agreement") == "judge" else None
     if isinstance(judge, str):
         quoted = sum(QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS for sub in cheap)
-        judged = _priced(spec, judge, prompt_tokens(prompt) + JUDGE_TEMPLATE_BYTES + quoted)
+        judged = _priced(spec, judge, prompt, JUDGE_TEMPLATE_BYTES + quoted)
         if judged is None:
             return None
         total += judged
@@ -91,11 +163,15 @@ def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
     return None if strong is None else total + strong
 
 
-def _priced(spec: Spec, name: str, tokens_in: int) -> float | None:
+def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
+    """The most a call of leaf arm ``name`` costs with ``prompt`` (and ``more`` tokens of it unknown yet)."""
     if unbounded(spec, name) is not None:
         return None
+    arm = spec.arms[name]
+    if arm.provider in COMPOSITE:  # a judge that is itself a routing arm: every call it may make, with a
+        return item_worst(spec, name, prompt + " " * more)  # prompt as long as the judge's may be (a byte a token)
     per_input, per_output = spec.pricing[name]
-    return (tokens_in * per_input + (completion_cap(spec.arms[name]) or 0) * per_output) / 1e6
+    return ((input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output) / 1e6
 
 
 def _cheap_calls(arm: ArmSpec) -> list[str]:

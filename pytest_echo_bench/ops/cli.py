@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.cli_args import OutputClosed, Parser, arm_name, flush_stdout, number, output_dir, output_file, say, whole
+from pytest_echo_bench.ops.cli_args import (OutputClosed, Parser, arm_name, flush_stdout, input_file, number, output_dir,
+                                             output_file, say, whole)
 from pytest_echo_bench.ops.epochs import REDUCERS
 from pytest_echo_bench.ops.gates import Anytime, Gate, parse_gate
 from pytest_echo_bench.ops.names import ArmNames
@@ -75,9 +76,9 @@ def _anytime(report: Any) -> Anytime | None:
     one = len(report.benchmarks) == 1
     pairs = {(f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (f.ci, f.level)
              for f in seq.pairs}
-    why = f"parts of the merged file stopped early ({seq.merged_parts})" if seq.merged_parts else \
-        "the sweep stopped once its comparisons were decided"
-    return Anytime(why, pairs)
+    from pytest_echo_bench.ops.decide_view import why_not_valid
+
+    return Anytime(why_not_valid(seq), pairs)
 
 
 def _ended(files: Sequence[Path]) -> Collection:
@@ -148,10 +149,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _regrade(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.regrade import regrade
+    from pytest_echo_bench.store.owner import held
     from pytest_echo_bench.store.writer import write_whole
 
-    result = regrade(args.file, args.spec, args.allow_outside_specs)  # refuses before anything is written
-    write_whole(args.output, result.meta, result.lines)
+    with held(args.output, "echo-bench regrade"):  # no run appends to the output while it is read and replaced
+        result = regrade(args.file, args.spec, args.allow_outside_specs)  # refuses before anything is written
+        write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
         say(change)
     for note in result.notes:
@@ -164,17 +167,21 @@ def _regrade(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from pytest_echo_bench.ops.merge import merge
+    from pytest_echo_bench.store.owner import held
     from pytest_echo_bench.store.writer import write_whole
 
-    merged = merge(args.files, dict(args.assume_fingerprint), args.allow_mismatch)
-    for conflict in merged.conflicts:
-        say(f"conflict: {conflict}", err=True)
-    write_whole(args.output, merged.meta, merged.lines)
+    with held(args.output, "echo-bench merge"):  # no run appends to the output (an input too, maybe) meanwhile
+        merged = merge(args.files, dict(args.assume_fingerprint), args.allow_mismatch)
+        for conflict in merged.conflicts:
+            say(f"conflict: {conflict}", err=True)
+        write_whole(args.output, merged.meta, merged.lines)
     say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
         f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
     cover = merged.coverage
+    for end in cover.ends:  # how each shard file ended (a reason is a file's text: shown escaped)
+        say(shown(f"echo-bench: {end.text()}", newlines=False))
     if cover.shards:
-        say(f"echo-bench: {cover.describe()}" + ("" if cover.complete else
+        say(shown(f"echo-bench: {cover.describe()}", newlines=False) + ("" if cover.complete else
             f"; {args.output} is marked incomplete, and a gate on it fails unless --allow-partial"))
     return 0
 
@@ -224,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
     sub = p.add_subparsers(dest="command_name", required=True)
     r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
-    r.add_argument("files", nargs="+", type=Path)
+    r.add_argument("files", nargs="+", type=input_file)
     r.add_argument("--format", choices=FORMATS, default="table")
     r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row, as ARM or BENCHMARK/ARM (default: all)")
     r.add_argument("--reduce", choices=REDUCERS, default="mean",
@@ -237,7 +244,7 @@ def parser() -> argparse.ArgumentParser:
                    help="Let --gate judge files missing some shards of their sweep (by default such a gate fails)")
     r.set_defaults(func=_report)
     w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
-    w.add_argument("files", nargs="*", type=Path, help="Pilot results file(s); with --pair")
+    w.add_argument("files", nargs="*", type=input_file, help="Pilot results file(s); with --pair")
     w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)")
     w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
     w.add_argument("--discordant", type=number(0, 1, open_low=True),
@@ -249,7 +256,7 @@ def parser() -> argparse.ArgumentParser:
     w.set_defaults(func=_power)
     _estimate_parser(sub)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
-    g.add_argument("file", type=Path)
+    g.add_argument("file", type=input_file)
     g.add_argument("-o", "--output", type=output_file, required=True)
     g.add_argument("--watch", action="store_true", help="Keep rewriting it until the run ends")
     g.add_argument("--interval", type=number(0, DAY_S, open_low=True), default=5.0,
@@ -268,14 +275,14 @@ def parser() -> argparse.ArgumentParser:
     u.set_defaults(func=_run)
     d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls); "
                        "refuses a spec whose dataset or arms differ from the file's")
-    d.add_argument("file", type=Path)
+    d.add_argument("file", type=input_file)
     d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
     d.add_argument("-o", "--output", type=output_file, required=True)
     d.add_argument("--allow-outside-specs", action="store_true",
                    help="Use spec paths of the meta line outside the current directory (and import their conftest.py)")
     d.set_defaults(func=_regrade)
     m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
-    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("files", nargs="+", type=input_file)
     m.add_argument("-o", "--output", type=output_file, required=True)
     m.add_argument("--assume-fingerprint", metavar="BENCHMARK=FINGERPRINT", action="append", default=[], type=_pair,
                    help="Rows of BENCHMARK in a file that records no fingerprint for it (no meta line) were recorded "
@@ -293,7 +300,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--scorer", help="The scorer whose value is the verdict (default: the log's first)")
     i.set_defaults(func=_import)
     x = sub.add_parser("export", help="A results file as Inspect eval logs, one per benchmark and arm")
-    x.add_argument("file", type=Path)
+    x.add_argument("file", type=input_file)
     x.add_argument("--format", choices=["inspect"], default="inspect")
     x.add_argument("-o", "--output", type=output_dir, required=True, help="The directory of the logs")
     x.add_argument("--spec", type=Path, action="append", default=[],
@@ -313,7 +320,7 @@ def _estimate_parser(sub: Any) -> None:
                    help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's environment (as the "
                         "run's --bench-shard)")
     e.add_argument("--format", choices=("text", "json"), default="text")
-    e.add_argument("--results", type=Path, nargs="+", default=[],
+    e.add_argument("--results", type=input_file, nargs="+", default=[],
                    help="Earlier results file(s): replies' lengths and latencies seen")
     e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: the run's, "
                    "bench_results/cache/cache.sqlite under --rootdir, or an earlier bench_results/cache.sqlite "

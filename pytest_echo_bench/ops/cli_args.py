@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_echo_bench.store.paths import refusal
 from pytest_echo_bench.store.safe_text import shown
 
 if TYPE_CHECKING:
@@ -119,3 +120,15 @@ def output_dir(text: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
     return path
+
+
+def input_file(text: str) -> Path:
+    """An argparse type: a file a command reads (a results file). A FIFO, device, socket or directory
+    is refused at once: opening a FIFO for reading waits for a writer, so ``report FIFO`` hung.
+    A missing file is the reader's to name (it says which of several is missing)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    why = refusal(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {why}; give a results file")
+    return Path(text)

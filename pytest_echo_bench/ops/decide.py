@@ -264,13 +264,16 @@ class Sequential:
     # why. Each part stopped on its own rows, so neither the merged rows' fixed-n figures nor their
     # anytime-valid ones are valid.
     merged_parts: str = ""
+    # Where an earlier run of this file stopped when decided, before a resume that ended otherwise: the
+    # fixed-n figures stay not valid (optional stopping); the anytime-valid ones hold at every look.
+    earlier: str = ""
 
     @property
     def fixed_n_valid(self) -> bool:
         """Whether the McNemar p-values and Newcombe intervals of the planned pairs mean what they say:
         not once the sweep (or a part merged into it) stopped on its own decision (optional stopping),
-        nor before it ended; a stop the comparison did not decide (a quota, -x) leaves them valid."""
-        return self.collection in (RAN_TO_END, STOPPED_OTHER) and not self.merged_parts
+        ever, nor before it ended; a stop the comparison did not decide (a quota, -x) leaves them valid."""
+        return self.collection in (RAN_TO_END, STOPPED_OTHER) and not self.merged_parts and not self.earlier
 
 
 def monitor_of(meta: Meta) -> Monitor | str | None:
@@ -288,12 +291,15 @@ def monitor_of(meta: Meta) -> Monitor | str | None:
 
 
 def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = False,
-               figures: list[PairFigures] | None = None, merged_parts: str = "") -> Sequential:
+               figures: list[PairFigures] | None = None, merged_parts: str = "", earlier: str = "") -> Sequential:
     """What every output shows of a plan: ``watch``'s figures (or ``figures``, already computed from it)
-    with how the sweep was collected; or why the plan cannot be used."""
+    with how the sweep was collected (``earlier``: where an earlier run of it stopped when decided); or
+    why the plan cannot be used."""
     stop = stop_reason if stop_reason not in (None, "decided") else None
     collection = collection_of(stop_reason, running)
-    decided = merged_parts if collection == STOPPED_OTHER else ""
+    decided = merged_parts if collection != RUNNING else ""
+    before = earlier if collection != STOPPED_EARLY else ""  # a decided stop says so itself
     if isinstance(watch, str):
-        return Sequential(collection, None, [], stop or "", watch, decided)
-    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "", "", decided)
+        return Sequential(collection, None, [], stop or "", watch, decided, before)
+    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "", "", decided,
+                      before)

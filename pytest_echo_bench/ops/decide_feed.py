@@ -87,11 +87,11 @@ def replay(results: Results, ended: Collection | None = None) -> Sequential | No
         return None
     ended = ended or Collection()
     if isinstance(watch, str):
-        return sequential(watch, ended.stop_reason, merged_parts=ended.merged_parts)
+        return sequential(watch, ended.stop_reason, merged_parts=ended.merged_parts, earlier=ended.earlier)
     for path in results.paths:
         FileFeed(path, watch).update()
     figures = _recorded(watch.figures(), ended)
-    return sequential(watch, ended.stop_reason, figures=figures, merged_parts=ended.merged_parts)
+    return sequential(watch, ended.stop_reason, figures=figures, merged_parts=ended.merged_parts, earlier=ended.earlier)
 
 
 def _recorded(figures: list[PairFigures], ended: Collection) -> list[PairFigures]:

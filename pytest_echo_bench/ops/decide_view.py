@@ -26,6 +26,9 @@ NOTES = {
 MERGED_PARTS = ("parts of this merged file stopped early ({why}): neither the fixed-n comparison nor these "
                 "anytime-valid figures of the merged rows are valid (each part stopped on its own rows, not the merged "
                 "ones); each part's own figures are: echo-bench report PART")
+EARLIER = ("this file stopped once when its comparisons were decided ({earlier}), and a resume then {then}: the "
+           "fixed-n p-values and intervals of the paired comparison (McNemar, Newcombe) are not valid (optional "
+           "stopping); these anytime-valid figures are, at every look")
 HINT = ("p anytime: Ville's inequality on betting wealth (Waudby-Smith & Ramdas 2024), two-sided; p holm: Holm over "
         "the planned pairs; interval: the confidence sequence of a - b at that level")
 LEFT = 3  # leading text columns of the table: benchmark, a, b
@@ -40,6 +43,10 @@ def note(seq: Sequential) -> str:
         return f"anytime-valid comparison left out: {seq.problem}"
     if seq.merged_parts:
         return MERGED_PARTS.format(why=seq.merged_parts)
+    if seq.earlier:
+        then = {RAN_TO_END: "ran to the end", RUNNING: "is running"}.get(seq.collection) or \
+            f"stopped before its end ({seq.stop or 'stopped'})"
+        return EARLIER.format(earlier=seq.earlier, then=then)
     return NOTES[seq.collection].format(stop=seq.stop or "stopped")
 
 
@@ -81,7 +88,17 @@ def to_json(seq: Sequential) -> dict[str, Any]:
             "alpha": None if seq.plan is None else seq.plan.alpha, "margin": None if seq.plan is None else seq.plan.margin,
             "pairs": [f.to_json() for f in seq.pairs], **({"stop": seq.stop} if seq.stop else {}),
             **({"merged_parts": seq.merged_parts} if seq.merged_parts else {}),
+            **({"decided_before": seq.earlier} if seq.earlier else {}),
             **({"problem": seq.problem} if seq.problem else {})}
+
+
+def why_not_valid(seq: Sequential) -> str:
+    """Why the fixed-n figures are not valid, in a few words (the report's note, an interval gate's refusal)."""
+    if seq.merged_parts:
+        return f"parts of the merged file stopped early ({seq.merged_parts})"
+    if seq.earlier:
+        return f"the sweep once stopped when its comparisons were decided ({seq.earlier})"
+    return "the sweep stopped once its comparisons were decided"
 
 
 def csv_rows(seq: Sequential) -> list[dict[str, Any]]:

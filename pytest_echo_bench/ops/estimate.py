@@ -4,7 +4,7 @@ Every item of an arm makes the calls of one *path*: a plain arm one call; a rout
 calls (and a judge's) when it does not escalate, those and the strong arm's when it does, each
 call expanded again when it names a routing arm. ``low`` is the cheapest path with the
 completion tokens the arm was seen to give (the response cache and earlier results files; none
-seen: 0), ``high`` the dearest path with every reply at ``max_tokens``. Prompt tokens are
+seen: 0), ``high`` the dearest path with every reply as long as its request allows (``engine.worst``). Prompt tokens are
 estimated from the text as ``ceil(characters / 4)`` (the arm's ``system`` prompt counted too):
 about right for English with the OpenAI and Anthropic tokenizers, low for text of other scripts.
 A call whose reply the response cache holds is not sent and costs nothing. An arm the spec does
@@ -19,11 +19,11 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.engine.worst import completion_cap
 from pytest_echo_bench.providers.routing import JUDGE_PROMPT, ROUTERS, route_plan
 from pytest_echo_bench.spec.load import Spec
 
 CHARS_PER_TOKEN = 4
-DEFAULT_MAX_TOKENS = {"anthropic": 1024}
 OPAQUE = frozenset({"python"})  # arms whose calls to other arms only their code knows: counted once, cost unknown  # what the provider sends without one (the Messages API needs it)
 
 
@@ -53,10 +53,9 @@ class Paths:
 
 
 def max_completion(spec: Spec, arm: str) -> int | None:
-    """The most completion tokens one call of ``arm`` may return: its ``max_tokens``, else unknown."""
-    conf = spec.arms[arm]
-    value = conf.options.get("max_tokens", DEFAULT_MAX_TOKENS.get(conf.provider))
-    return value if type(value) is int and value >= 0 else None
+    """The most completion tokens one call of ``arm`` may be billed, else unknown: the bound its request
+    carries, as the budget holds it (``engine.worst``: ``extra_body`` merged, times ``n``)."""
+    return completion_cap(spec.arms[arm])
 
 
 Plans = dict[str, tuple[list[str], list["str | None"], str, "str | None"]]  # routing arm -> route_plan, read once

@@ -22,6 +22,7 @@ from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.inspect_log import NOANSWER, InspectLog, read_log, value_to_float
 from pytest_echo_bench.scoring.verdict import Verdict, judge
+from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import encode_line, write_atomic
 from pytest_echo_bench.store.records import Key, Meta, Row
@@ -63,7 +64,7 @@ def import_logs(paths: Sequence[Path], arms: Sequence[str] = (), scorer: str | N
     key two logs both give (the same task and model twice: give each its own ``--arm``).
 
     One log is held at a time: each log's samples are made rows, then let go, before the next is
-    read (a log is read whole: up to ``inspect_log.LOG_LIMIT``, and several times that in memory).
+    read (a log is read whole: up to ``inspect_zip.LOG_LIMIT``, and several times that in memory).
     """
     seen: dict[Key, Path] = {}
     out = Imported(meta={})
@@ -118,7 +119,10 @@ def _scorers(sample: dict[str, Any]) -> list[str]:
 def _epochs(log: InspectLog) -> int:
     config = log.header["eval"].get("config")
     value = config.get("epochs") if isinstance(config, dict) else None
-    top = max((int(s.get("epoch", 1)) for s in log.samples), default=1)
+    top = max((int(s.get("epoch", 1)) for s in log.samples), default=1)  # read_log checked each epoch
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_EPOCHS:
+        raise StoreError(f"{log.path}: eval.config.epochs is {value if value < 10**12 else 'huge'}, over the "
+                         f"{MAX_EPOCHS} epochs a results file holds")
     return max(value if isinstance(value, int) and value > 0 else 1, top)
 
 
@@ -171,15 +175,25 @@ def _verdict(sample: dict[str, Any], scorer: str | None, target: str) -> tuple[V
     value = score["value"]
     answer = score.get("answer") if isinstance(score.get("answer"), str) else None
     number = value_to_float(value)
-    # Inspect writes NaN and Infinity as such (JSON has neither): kept as text, never as a figure.
-    kept = value if not isinstance(value, float) or math.isfinite(value) else repr(value)
-    inspect = {"scorer": scorer, "value": kept, "value_float": number if math.isfinite(number) else None}
+    inspect = {"scorer": scorer, "value": _kept(value, number), "value_float": number if math.isfinite(number) else None}
     if value == NOANSWER:
         return Verdict("unparseable", answer, "unparseable"), inspect
     verdict = judge(answer if answer is not None else "", target, number == 1.0)
     if number not in (0.0, 1.0):
         verdict = replace(verdict, detail=f"scored {number:g}, not 1: {verdict.detail}")  # partial credit: not passed
     return verdict, inspect
+
+
+def _kept(value: object, number: float) -> object:
+    """A score's value as the row keeps it: a number no float holds (Inspect writes NaN and Infinity,
+    which JSON has not; an integer like 10**400, ``number`` infinite) as its text, never as a figure;
+    anything else as is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and math.isinf(number):
+        # str() refuses an integer over 4,300 digits (about 14,000 bits); JSON never gives one that long
+        return str(value) if value.bit_length() < 14_000 else f"an integer of {value.bit_length():,} bits"
+    return value
 
 
 def _target(value: object) -> str:

@@ -10,29 +10,27 @@ Two readers give the same dicts, the field names of Inspect's ``EvalLog`` (``log
   need the extra, and say so. Attachments (``attachment://HASH`` in place of long text) are
   resolved by both.
 
-A log is data from anywhere: each file and zip entry is read up to a size cap, a field of the
-wrong type is refused naming the file, never trusted to index or sum.
+A log is data from anywhere: read within the bounds of ``inspect_zip`` (its size inflated, checked
+before inflating; its nesting), a field of the wrong type refused naming the file and the sample,
+never trusted to index or sum.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.inspect_zip import LOG_LIMIT, MAX_DEPTH, deep_path, inflate, open_zip, scan, too_deep
+from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.paths import read_regular, refusal
 
-LOG_LIMIT = 2 << 30  # bytes of a .json log, and of a .eval zip's entries in all
-ENTRY_LIMIT = 512 << 20  # bytes of one uncompressed zip entry: a zip bomb is refused before it is inflated
-ZSTD = 93  # the zip compression method number of Zstandard (APPNOTE 4.4.5)
 ATTACHMENT = "attachment://"
-EXTRA = "pip install 'pytest-echo-bench[inspect]'"
 
 
 @dataclass
@@ -62,9 +60,19 @@ def read_log(path: Path) -> InspectLog:
     if path.suffix not in (".eval", ".json"):
         raise StoreError(f"{path}: not an Inspect log (want a .eval or .json file)")
     version = inspect_version()
-    log = _read_with_inspect(path, version) if version else _read_plain(path)
+    return _resolved(_read_with_inspect(path, version) if version else _read_plain(path))
+
+
+def _resolved(log: InspectLog) -> InspectLog:
+    """``log`` with its attachments resolved, and its nesting checked on the way (one walk for both)."""
+    deep = too_deep(log.header)
+    if deep is not None:
+        raise StoreError(f"{log.path}: nested deeper than {MAX_DEPTH} levels (Inspect's own reader refuses it) at {deep}")
     for sample in log.samples:
-        _resolve(sample, sample.get("attachments") or {})
+        attachments = sample.get("attachments")
+        if not _resolve(sample, attachments if isinstance(attachments, dict) else {}):
+            raise StoreError(f"{log.path}: sample {_shown(sample['id'])} (epoch {sample.get('epoch', 1)}) is nested "
+                             f"deeper than {MAX_DEPTH} levels (Inspect's own reader refuses it) at {deep_path(sample)}")
     return log
 
 
@@ -74,13 +82,35 @@ def _read_with_inspect(path: Path, version: str) -> InspectLog:
     problem = refusal(path)  # a FIFO or a device: refused before Inspect opens it
     if problem is not None:
         raise StoreError(f"{path}: {problem}")
+    # Inspect reads a whole log and trusts a zip's declared sizes: the caps hold before it opens it
+    # (its import taught zipfile zstd, so the scan inflates its entries too).
+    if path.suffix == ".eval":
+        scan(path)
+    elif path.exists() and path.stat().st_size > LOG_LIMIT:
+        raise StoreError(f"{path} is {path.stat().st_size:,} bytes, over the limit of {LOG_LIMIT:,}")
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # noqa: BLE001 - pydantic, zip and JSON errors alike: the file is not a log it reads
-        raise StoreError(f"{path}: Inspect cannot read it: {type(exc).__name__}: {exc}") from exc
+        _resolved(_read_plain(path))  # the plain reader names the entry, sample and field where it can
+        raise StoreError(f"{path}: Inspect cannot read it: {_why(exc)}") from exc
     data = log.model_dump(mode="json", exclude={"location", "etag"})
     samples = data.pop("samples", None) or []
     return _checked(InspectLog(path, data, samples, reader=f"inspect_ai {version}"))
+
+
+def _why(exc: Exception) -> str:
+    """Inspect's error in a line: pydantic's errors as ``field: message`` (its location names the
+    sample and field), at most three of them."""
+    errors = getattr(exc, "errors", None)
+    try:
+        found = errors(include_url=False) if callable(errors) else None
+    except Exception:  # noqa: BLE001 - not pydantic's errors(): its text below
+        found = None
+    if not isinstance(found, list) or not found:
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+    said = [f"{'.'.join(map(str, e.get('loc', ()))) or 'the log'}: {e.get('msg')}" for e in found[:3]]
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    return "; ".join(said) + more
 
 
 def _read_plain(path: Path) -> InspectLog:
@@ -94,45 +124,35 @@ def _read_plain(path: Path) -> InspectLog:
 
 
 def _read_zip(path: Path, data: bytes) -> InspectLog:
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))  # the bytes read_regular checked, not the path again
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise StoreError(f"{path}: not a .eval log (not a zip file: {exc})") from exc
-    with archive:
+    with open_zip(path, data) as archive:  # the bytes read_regular checked, not the path again
         entries = {info.filename: info for info in archive.infolist()}
         if "header.json" not in entries:
             raise StoreError(f"{path}: a .eval log without header.json (a log still being written?)")
-        if sum(info.file_size for info in entries.values()) > LOG_LIMIT:
-            raise StoreError(f"{path}: over {LOG_LIMIT:,} bytes uncompressed")
-        header = _json(_entry(archive, entries["header.json"], path), path, "header.json")
+        raw = _entry(archive, entries["header.json"], path, LOG_LIMIT)
+        left = LOG_LIMIT - len(raw)  # what the entries inflate to, counted: their declared sizes can lie
+        header = _json(raw, path, "header.json")
         names = sorted(n for n in entries if n.startswith("samples/") and n.endswith(".json"))
-        samples = [_json(_entry(archive, entries[n], path), path, n) for n in names]
-    samples.sort(key=lambda s: (int(s.get("epoch") or 0), str(s.get("id"))))
-    return InspectLog(path, header, samples, reader="zipfile")
+        samples = []
+        for name in names:
+            raw = _entry(archive, entries[name], path, left)
+            left -= len(raw)
+            samples.append(_json(raw, path, name))
+    log = _checked(InspectLog(path, header, samples, reader="zipfile"))
+    log.samples.sort(key=lambda s: (s.get("epoch", 1), str(s.get("id"))))  # the epochs checked whole numbers
+    return log
 
 
-def _entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> bytes:
-    if info.compress_type == ZSTD:
-        raise StoreError(f"{path}: its entries are zstd-compressed (Inspect's default .eval format), which this "
-                         f"Python cannot read without inspect_ai: {EXTRA}, or convert it with "
-                         "`inspect log convert --to json`")
-    if info.file_size > ENTRY_LIMIT:
-        raise StoreError(f"{path}: entry {info.filename} is {info.file_size:,} bytes, over {ENTRY_LIMIT:,}")
-    try:
-        with archive.open(info) as f:
-            data = f.read(ENTRY_LIMIT + 1)  # the size the directory claims is not trusted either
-    except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
-        raise StoreError(f"{path}: cannot read entry {info.filename}: {exc}") from exc
-    if len(data) > ENTRY_LIMIT:
-        raise StoreError(f"{path}: entry {info.filename} is over {ENTRY_LIMIT:,} bytes")
-    return data
+def _entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, left: int) -> bytearray:
+    return inflate(archive, info, path, left)[0]
 
 
-def _json(data: bytes, path: Path, entry: str) -> dict[str, Any]:
+def _json(data: bytes | bytearray, path: Path, entry: str) -> dict[str, Any]:
     where = f"{path}" + (f" ({entry})" if entry else "")
     try:
         value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise StoreError(f"{where}: nested too deep to read (a log's JSON nests at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:
         raise StoreError(f"{where}: not JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise StoreError(f"{where}: not an Inspect log (a JSON object expected, got {type(value).__name__})")
@@ -146,30 +166,47 @@ def _checked(log: InspectLog) -> InspectLog:
         raise StoreError(f"{log.path}: not an Inspect eval log (no eval.task and eval.model)")
     if not isinstance(log.samples, list) or not all(isinstance(s, dict) for s in log.samples):
         raise StoreError(f"{log.path}: its samples are not a list of objects")
-    for sample in log.samples:
+    for i, sample in enumerate(log.samples):
         if not isinstance(sample.get("id"), str | int) or isinstance(sample.get("id"), bool):
-            raise StoreError(f"{log.path}: a sample whose id is not a string or an integer: {sample.get('id')!r:.60}")
+            raise StoreError(f"{log.path}: sample {i}'s id is not a string or an integer: "
+                             f"{_shown(sample.get('id'))}")
         if not _positive(sample.get("epoch", 1)):
-            raise StoreError(f"{log.path}: sample {sample['id']!r:.60} has epoch {sample.get('epoch')!r:.30}")
+            raise StoreError(f"{log.path}: sample {_shown(sample['id'])} has epoch {_shown(sample.get('epoch'))}, "
+                             f"not a whole number from 1 to {MAX_EPOCHS}")
     return log
 
 
+def _shown(value: object) -> str:
+    """A value of the log in a message: its JSON, cut short (repr of a 10**400 would be 400 digits)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    except (ValueError, TypeError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _positive(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_EPOCHS
 
 
-def _resolve(value: Any, attachments: dict[str, Any]) -> Any:
-    """``value`` with every ``attachment://HASH`` string replaced by its text, in place for containers."""
-    if isinstance(value, str) and value.startswith(ATTACHMENT):
-        text = attachments.get(value[len(ATTACHMENT):])
-        return text if isinstance(text, str) else value
-    if isinstance(value, dict):
-        for key in list(value):
-            if key != "attachments":
-                value[key] = _resolve(value[key], attachments)
-    elif isinstance(value, list):
-        value[:] = [_resolve(item, attachments) for item in value]
-    return value
+def _resolve(sample: dict[str, Any], attachments: dict[str, Any]) -> bool:
+    """Replace every ``attachment://HASH`` string in ``sample`` by its text, in place; False (and the
+    walk stopped) where it nests deeper than ``MAX_DEPTH``. Iterative: no depth runs out of stack."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(sample, 0)]
+    while stack:
+        item, depth = stack.pop()
+        pairs: Iterable[tuple[Any, Any]] = (
+            [(k, v) for k, v in item.items() if k != "attachments"] if isinstance(item, dict) else enumerate(item))
+        for key, value in pairs:
+            if isinstance(value, dict | list):
+                if depth >= MAX_DEPTH:
+                    return False
+                stack.append((value, depth + 1))
+            elif attachments and isinstance(value, str) and value.startswith(ATTACHMENT):
+                text = attachments.get(value[len(ATTACHMENT):])
+                if isinstance(text, str):
+                    item[key] = text
+    return True
 
 
 # Inspect's default sentinels (``scorer/_metric.py``: CORRECT, INCORRECT, PARTIAL, NOANSWER).
@@ -187,7 +224,7 @@ def value_to_float(value: object) -> float:
     if value in (INCORRECT, NOANSWER):
         return 0.0
     if isinstance(value, int | float):  # bool included, as Inspect's isinstance(value, int | float | bool)
-        return float(value)
+        return _float(value)
     if isinstance(value, str):
         text = value.lower()
         if text in ("yes", "true"):
@@ -196,6 +233,15 @@ def value_to_float(value: object) -> float:
             return 0.0
         return _finite(text)
     return 0.0
+
+
+def _float(value: int | float) -> float:
+    """A number as a float; an integer beyond a float's range (10**400) its signed infinity, where
+    ``float()`` would raise OverflowError (Inspect's own function does)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _finite(text: str) -> float:

@@ -14,8 +14,9 @@ from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops import conflicts
 from pytest_echo_bench.ops.conflicts import Conflict
-from pytest_echo_bench.ops.decide_end import MERGED, collection
-from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, merged_fields, part_of
+from pytest_echo_bench.ops.decide_end import MERGED, Collection, one
+from pytest_echo_bench.ops.shard_parts import FIELD, ITEMS, UNFINISHED, held_by_shard
+from pytest_echo_bench.ops.shards import Coverage, check_one_sweep, coverage, ended, merged_fields, part_of
 from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
@@ -31,6 +32,8 @@ class Merged:
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
 
 
+# What one file's meta line says of its own shard or parts: the merged line says it anew of all of them.
+SHARD_FIELDS = (ITEMS, FIELD, UNFINISHED)
 Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files without one were recorded with
 
 
@@ -67,19 +70,29 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     """
     kept: dict[Key, Place] = {}  # key -> where its newest row is, in the order the keys first appeared
     scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
-    if not any(meta is not None or names for meta, names, _, _ in scans):  # an empty merged file would pass for a sweep
+    if not any(meta is not None or names for meta, names, *_ in scans):  # an empty merged file would pass for a sweep
         raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
-    metas = [(p, _with_assumed(p, meta, names, assumed or {})) for p, (meta, names, _, _) in zip(paths, scans, strict=True)]
+    # Files none of which records a fingerprint (the parent harness's, with or without a meta line):
+    # their rows cannot take on another file's, and the merged file records none either, so a resume
+    # refuses it as it refuses them (``plugin.context``).
+    unrecorded = not assumed and not any(_fingerprints(meta) for meta, *_ in scans)
+    metas = [(p, meta if unrecorded else _with_assumed(p, meta, names, assumed or {}))
+             for p, (meta, names, *_) in zip(paths, scans, strict=True)]
     check_fingerprints(metas, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)
-    merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts))
+    ends = [one(p) for p in paths]  # how each file ended: its parts' record, and whether one ever stopped when decided
+    parts = [ended(part, end.stop_text, scan[4]) for part, end, scan in zip(parts, ends, scans, strict=True)]
+    # Whether each shard is whole: its rows in every file, each key once, against the items it selects.
+    held = held_by_shard(kept, {part.total for part in parts if part.total})
+    merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held))
     merged.duplicates = sum(scan[2] for scan in scans)
     merged.conflicts = [_conflict(key, older, newer, paths) for scan in scans for key, older, newer in scan[3]]
     merged.found = [Conflict(key, older[2], newer[2]) for scan in scans for key, older, newer in scan[3]]
-    stopped = _stopped_parts(paths)
-    # The merged file says its parts stopped early, as their own files said (``files.RUN_END``).
-    tail = [end_line(MERGED, utcnow(), stopped)] if stopped else []
+    stopped, decided = _stopped_parts(paths, ends)
+    # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and that
+    # one of them ever stopped when decided: a later merge of it, in any order, still knows.
+    tail = [end_line(MERGED, utcnow(), stopped, decided)] if stopped or decided else []
     merged.lines = KeptLines(list(paths), list(kept.values()), tail)
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
@@ -107,7 +120,8 @@ def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], fou
 
 
 Place = tuple[int, int, bool, str]  # where a key's newest row is: (file index, offset), and its passed and status
-Scan = tuple["dict[str, Any] | None", dict[str, int], int, list[tuple[Key, Place, Place]]]
+# The file's meta line, its benchmarks' first lines, duplicates, changed verdicts, and its keys (each once).
+Scan = tuple["Meta | None", dict[str, int], int, list[tuple[Key, Place, Place]], int]
 
 
 def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place]) -> Scan:
@@ -117,7 +131,7 @@ def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place
     meta: dict[str, Any] | None = None
     names: dict[str, int] = {}
     changed: list[tuple[Key, Place, Place]] = []
-    duplicates, default = 0, _only(assumed)
+    duplicates, default, rows, again = 0, _only(assumed), 0, 0
     for record in iter_records(path):
         row = record.data
         if row.get("_meta"):
@@ -129,11 +143,13 @@ def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place
         place = (index, record.offset, row.get("passed") is True, sys.intern(row_status(row)))
         older = kept.get(key)
         kept[key] = place
+        rows += 1
         if older is not None:
             duplicates += 1
+            again += older[0] == index
             if older[2] != place[2] and older[3] != "error":  # a retried error row is expected to change
                 changed.append((key, older, place))
-    return _typed(path, meta), names, duplicates, changed
+    return _typed(path, meta), names, duplicates, changed, rows - again
 
 
 def _conflict(key: Key, older: Place, newer: Place, paths: Sequence[Path]) -> str:
@@ -164,15 +180,17 @@ class KeptLines:
         yield from self.tail
 
 
-def _stopped_parts(paths: Sequence[Path]) -> dict[str, Any] | None:
-    """The merged file's stop record when any part stopped early: reason ``merged``, each part's own."""
-    stopped = [(p, c) for p in paths if (c := collection([p])).early]
+def _stopped_parts(paths: Sequence[Path], ends: Sequence[Collection]) -> tuple[dict[str, Any] | None, str]:
+    """The merged file's stop record when any part stopped early (reason ``merged``, each part's own), and
+    which parts ever stopped when decided ("" for none: the end line's ``decided``)."""
+    stopped = [(p, c) for p, c in zip(paths, ends, strict=True) if c.early]
+    decided = "; ".join(f"{p.name}: {c.decided_text}" for p, c in zip(paths, ends, strict=True) if c.ever_decided)[:2000]
     if not stopped:
-        return None
-    parts = [{"file": str(p), "reason": c.reason, "message": c.message, **({"parts_decided": True} if c.parts_decided else {})}
-             for p, c in stopped]
+        return None, decided
+    parts = [{"file": str(p), "reason": c.reason, "message": c.message,
+              **({"parts_decided": True} if c.parts_decided or c.decided_before else {})} for p, c in stopped]
     why = "; ".join(f"{p.name}: {c.reason}" for p, c in stopped)
-    return {"reason": MERGED, "message": why, "parts": parts}
+    return {"reason": MERGED, "message": why, "parts": parts}, decided
 
 
 def _only(assumed: Assumed | None) -> str:
@@ -259,6 +277,9 @@ def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None
     benchmarks: dict[str, dict[str, Any]] = {}
     for m in present:
         benchmarks.update(m.benchmarks)
-    return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark,
+    # A part's decide plan heads the merged file whichever part it is: the report replays it, and its
+    # gates read the anytime-valid figures where a part stopped when decided.
+    decide = meta.decide or next((m.decide for m in present if m.decide), {})
+    return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark, decide=decide,
                    selection={**meta.selection, "shard": ""},  # the merged file stands for the whole sweep
-                   extra={**meta.extra, "merged_from": [str(p) for p in paths]})
+                   extra={**{k: v for k, v in meta.extra.items() if k not in SHARD_FIELDS}, "merged_from": [str(p) for p in paths]})

@@ -149,10 +149,10 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
             continue
         out.lines.append(_regrade_row(record.data, bench.spec, example, out.changes))
     ended = collection([results])
-    if ended.early:  # the rows were collected as the original's were: it stopped early too (its decision's
-        # figures are not carried: the new grades decide anew)
+    if ended.early or ended.ever_decided:  # the rows were collected as the original's were: it stopped early
+        # too (its decision's figures are not carried: the new grades decide anew), or once stopped when decided
         stopped = {"reason": ended.reason, "message": ended.message, **({"parts_decided": True} if ended.parts_decided else {})}
-        out.lines.append(end_line("regraded", utcnow(), stopped))
+        out.lines.append(end_line("regraded", utcnow(), stopped if ended.early else None, ended.decided_text))
     # The meta is written only once every row has passed its checks: a refusal leaves nothing behind.
     out.meta = describe_epochs(_new_meta(meta, benches, results), (row_key(r.data, default) for r in newest))
     out.notes.extend(_unverified_note(results, meta, benches))

@@ -12,6 +12,7 @@ from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Intervals
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
+from pytest_echo_bench.ops.shards import Coverage
 from pytest_echo_bench.ops.spend import spend_text
 from pytest_echo_bench.ops.stats import newcombe_paired, t_quantile, z_for
 from pytest_echo_bench.store import safe_text
@@ -39,7 +40,8 @@ def report_json(report: Report) -> dict[str, Any]:
                           for bench, (count, shown) in report.disagreements.items()},
         "duplicates": report.duplicates,
         "complete": report.coverage.complete, "shards": report.coverage.shards,
-        "missing_shards": report.coverage.missing,
+        "missing_shards": report.coverage.missing, "unfinished_shards": report.coverage.unfinished,
+        "parts": [e.to_json() for e in report.coverage.ends],
         "unknown_figures": report.unknown_figures,
         "random_guesses": report.random_guesses,
         "budgets": [asdict(b) for b in report.budgets],
@@ -183,6 +185,8 @@ def _tables(report: Report) -> list[Table]:
     if not report.coverage.complete:
         tables.append(Table(f"incomplete: {report.coverage.describe()}; these figures are of part of the sweep",
                             [], [], 0))
+    if report.coverage.ends:
+        tables.append(_parts_table(report.coverage))
     if report.random_guesses:
         tables.append(Table(RANDOM_GUESSES.format(report.random_guesses), [], [], 0))
     return tables
@@ -219,8 +223,19 @@ def _early_note(report: Report) -> str:
     if seq is None or seq.fixed_n_valid:
         return ""
     pairs = ", ".join(f"{f.a} vs {f.b}" for f in seq.pairs)
-    why = "parts merged into it stopped early when decided" if seq.merged_parts else "the sweep stopped once they were decided"
+    why = ("parts merged into it stopped early when decided" if seq.merged_parts else
+           f"the sweep once stopped when they were decided ({seq.earlier})" if seq.earlier else
+           "the sweep stopped once they were decided")
     return f"\nnot valid for {pairs}: {why}; read the anytime-valid comparison"
+
+
+def _parts_table(cover: Coverage) -> Table:
+    """How each shard file ended, with its items against those its shard selects (``ops.shard_parts``)."""
+    rows = [[e.shard, e.file, e.ended(), str(e.held),
+             "-" if e.expected is None else str(e.expected)] for e in cover.ends]
+    return Table("shard files: how each ended", ["shard", "file", "ended", "items", "of"], rows, 3,
+                 "items: the file's rows of its shard, each once; of: the items its shard selects "
+                 "(-: not recorded, an earlier version's file)")
 
 
 def _sequential_table(seq: Sequential) -> Table:

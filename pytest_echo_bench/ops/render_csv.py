@@ -1,5 +1,5 @@
-"""The report as CSV: one line per arm, per subtask of an arm, per oracle and per planned decide pair,
-safe to open in a spreadsheet."""
+"""The report as CSV: one line per arm, per subtask of an arm, per oracle, per planned decide pair and per
+shard file, safe to open in a spreadsheet."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
-    writer = csv.DictWriter(out, CSV_FIELDS + _epoch_fields(report) + _coverage_fields(report) + _decide_fields(report), restval="",
-                            lineterminator="\r\n")
+    fields = CSV_FIELDS + _epoch_fields(report) + _coverage_fields(report) + _decide_fields(report) + _part_fields(report)
+    writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
     mark = _coverage(report)
     for bench in report.benchmarks:
@@ -38,6 +38,9 @@ def render_csv(report: Report) -> str:
                              if (t.benchmark, t.arm) == (s.benchmark, s.arm))
         for o in (o for o in report.oracles if o.benchmark == bench.name):
             writer.writerow(_safe({**_oracle(o), **mark}))
+    # How each shard file ended: a "part" line each, its shard as words ("shard 3/4"), never a bare date-like "3/4".
+    writer.writerows(_safe({"kind": "part", "part_shard": f"shard {e.shard}", "part_file": e.file, "part_ended": e.ended(),
+                            "part_items": e.held, "part_expected": e.expected, **mark}) for e in report.coverage.ends)
     if report.sequential is not None:  # the same figures as every other format: ops.decide_view
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decide_view.csv_rows(report.sequential))
@@ -49,6 +52,11 @@ def _decide_fields(report: Report) -> list[str]:
     if report.sequential is None:
         return []
     return [f for f in decide_view.CSV_FIELDS if f not in CSV_FIELDS]
+
+
+def _part_fields(report: Report) -> list[str]:
+    """With shard files only (the columns are what they were without): how each ended, its items and its shard's."""
+    return ["part_shard", "part_file", "part_ended", "part_items", "part_expected"] if report.coverage.ends else []
 
 
 def _coverage_fields(report: Report) -> list[str]:

@@ -27,6 +27,7 @@ from pytest_echo_bench.ops.decide_feed import replay
 from pytest_echo_bench.ops.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.ops.names import ArmNames, ArmRef
 from pytest_echo_bench.ops.results import Item, Results, load_results
+from pytest_echo_bench.ops.shard_parts import held_by_shard
 from pytest_echo_bench.ops.shards import Coverage, coverage
 from pytest_echo_bench.ops.spend import ArmSpend, RunBudget
 from pytest_echo_bench.ops.stats import cluster_interval, percentile, wilson
@@ -147,12 +148,18 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
                     unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=coverage(results.parts), sequential=replay(results, ended), budgets=list(budgets))
+                    coverage=_coverage(results), sequential=replay(results, ended), budgets=list(budgets))
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))
     report.arms = [_with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms]
     return report
+
+
+def _coverage(results: Results) -> Coverage:
+    """The shards the files hold, each whole when its rows (each key once, in every file) reach its items."""
+    totals = {part.total for part in results.parts if part.total}
+    return coverage(results.parts, held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals))
 
 
 def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:

@@ -30,7 +30,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 def render_html(report: Report) -> str:
     """The whole report page; every name, id, subtask and answer from the results file is escaped."""
-    body = ["<h1>echo-bench report</h1>", _summary(report), _incomplete(report), _sequential(report)]
+    body = ["<h1>echo-bench report</h1>", _summary(report), _incomplete(report), _parts(report), _sequential(report)]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -58,6 +58,18 @@ def _incomplete(report: Report) -> str:
         return ""
     return (f'<p class="incomplete" id="incomplete"><strong>Incomplete:</strong> {e(cover.describe())}; these figures '
             "are of part of the sweep, and a gate on them fails unless --allow-partial</p>")
+
+
+def _parts(report: Report) -> str:
+    """How each shard file ended, with its items against those its shard selects."""
+    ends = report.coverage.ends
+    if not ends:
+        return ""
+    rows = "".join(f'<tr><td class="text">{e(p.shard)}</td><td class="text">{e(p.file)}</td><td class="text">'
+                   f'{e(p.ended())}</td><td>{p.held}</td><td>{"-" if p.expected is None else p.expected}</td></tr>'
+                   for p in ends)
+    return ('<section id="parts"><h2>Shard files: how each ended</h2><table><tr><th>shard</th><th>file</th>'
+            f"<th>ended</th><th>items</th><th>of</th></tr>{rows}</table></section>")
 
 
 def _sequential(report: Report) -> str:

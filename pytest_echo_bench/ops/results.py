@@ -10,10 +10,13 @@ from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.conflicts import Conflict, recorded
-from pytest_echo_bench.ops.shards import Part, part_of
+from pytest_echo_bench.ops.decide_end import one
+from pytest_echo_bench.ops.shards import Part, ended, own_shard, part_of
 from pytest_echo_bench.ops.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
@@ -67,26 +70,32 @@ def load_results(paths: Sequence[Path]) -> Results:
     for path in paths:
         results.paths.append(path)
         default = ""
+        own: set[Key] | None = None  # a shard file's keys, each once: how it ended depends on how many it holds
         for lineno, record in _records(path):
             if record.get("_meta"):
-                if lineno == 1:  # a meta line anywhere else is ignored, as store.reader does
+                if lineno == 1:  # a later one is an end line or a copy of this one (store.metalines)
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
                     listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
                     results.conflicts += listed
                     results.unlisted_conflicts += unlisted
                     results.parts.append(part_of(path, meta))
+                    own = set() if own_shard(results.parts[-1]) else None
                     default = meta.benchmark
                 continue
             unknown: list[str] = []
             item = _item(record, default, unknown)
-            _add(results, seen, item)
+            key = _add(results, seen, item)
+            if own is not None:
+                own.add(key)
             results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")
             if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
                 results.random_guesses += 1
+        if own is not None:
+            results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
     results.rows = list(seen.values())
     return results
 
@@ -98,28 +107,35 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     each, which a report does not keep. A last line without a newline counts when it is a whole
     row and is skipped when torn; any other bad line is refused.
     """
+    head = NO_HEAD
     try:
-        with open(path, "rb") as f:
+        with open_results(path) as f:
             for lineno, raw in enumerate(f, 1):
                 last = not raw.endswith(b"\n")
                 if not raw.strip():
                     continue
                 record = parse_line(raw.rstrip(b"\n"), path, lineno, not last)
+                if record is not None and record.get("_meta"):  # another sweep's header is refused
+                    head = record if lineno == 1 else head
+                    check_later_meta(head, record, path, lineno)
                 if record is not None:
                     yield lineno, record
+    except StoreError:  # a line refused: its own message, naming it (a StoreError is an OSError too)
+        raise
     except OSError as exc:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
 
 
-def _add(results: Results, seen: dict[Key, Item], item: Item) -> None:
+def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     key = (item.benchmark, item.task_id, item.arm, item.epoch)
     older = seen.get(key)
     seen[key] = item
     if older is None:
-        return
+        return key
     results.duplicates += 1
     if older.passed != item.passed and older.status != "error":
         results.conflicts.append(Conflict(key, older.passed, item.passed))
+    return key
 
 
 def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | None = None) -> Item:

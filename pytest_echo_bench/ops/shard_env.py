@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 MAX_SHARDS = 1_000_000  # far beyond any array or matrix (GitHub's is 256); bounds the number parsed
 _DIGITS = re.compile(r"[0-9]{1,7}")  # ASCII only: int() would also take "٣", "1_0" and "+3"
+_LONG = re.compile(r"0*[1-9][0-9]{7,}")  # whole, but more digits than any count or index below MAX_SHARDS
 _SPACE = " \t\r\n"  # a value read from a file, a shell or a scheduler may carry a trailing newline
 
 SLURM = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT")
@@ -56,6 +57,10 @@ def auto_shard(environ: Mapping[str, str]) -> tuple[int, int]:
     ``--array=1-4`` works like ``0-3``) or an Indexed Job's pod (``JOB_COMPLETION_INDEX``, 0-based)."""
     names = _family(environ)
     extra = [n for n in (SLURM_STEP, SLURM_MAX) if names == SLURM and environ.get(n, "").strip(_SPACE)]
+    huge = [f"{n}={environ[n].strip(_SPACE)}" for n in (*names, *extra) if _LONG.fullmatch(environ[n].strip(_SPACE))]
+    if huge:  # a whole number, but no array or matrix is this large: a variable set by mistake
+        raise ValueError(f"--bench-shard auto: {', '.join(huge)} is beyond the {MAX_SHARDS:,} shards a sweep may have; "
+                         f"{CONTIGUOUS}")
     bad = [f"{n}={environ[n]!r}" for n in (*names, *extra) if whole_number(environ[n]) is None]
     if bad:
         raise ValueError(f"--bench-shard auto: {', '.join(bad)} is not a whole number")
@@ -64,6 +69,9 @@ def auto_shard(environ: Mapping[str, str]) -> tuple[int, int]:
         _refuse_gaps(values)
     index = values[SLURM[0]] - values[SLURM[1]] if names == SLURM else values[INDEXED[0]]
     count = values[names[-1]]
+    if count > MAX_SHARDS:
+        raise ValueError(f"--bench-shard auto: {names[-1]}={count} is beyond the {MAX_SHARDS:,} shards a sweep may have; "
+                         f"{CONTIGUOUS}")
     if not 0 <= index < count:
         shown = ", ".join(f"{n}={values[n]}" for n in names)
         raise ValueError(f"--bench-shard auto: {shown} gives index {index}, outside 0..count-1; {CONTIGUOUS}")

@@ -1,5 +1,6 @@
 """What a sweep spent, for the report: per arm the sum of its rows' costs (unknown ones counted apart),
-and a budgeted run's budget and spend as its stop marker or summary recorded them.
+and a budgeted run's budget and spend as its stop marker or summary recorded them (with the replies
+over their bound its ledger counted).
 
 Spend is money, so it follows the budget's rule (``store.tally.TallyRow.spend``), not the
 report's one-row-per-key rule: every row counts, a replaced one too (a retried error's call was
@@ -10,16 +11,17 @@ cost is not known (null, or a figure ``store.checks`` refuses) is counted as unk
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.store.checks import count, figure
-from pytest_echo_bench.store.files import stop_path, summary_path
+from pytest_echo_bench.store.files import budget_path, stop_path, summary_path
+from pytest_echo_bench.store.ledger import LedgerState
 from pytest_echo_bench.store.paths import read_regular
 from pytest_echo_bench.store.tally import all_cached
 
-SIDE_FILE_MAX = 1 << 20  # a stop marker or summary is a few kB; a larger one is not ours
+SIDE_FILE_MAX = 1 << 20  # a stop marker, summary or ledger is a few kB; a larger one is not ours
 
 
 @dataclass
@@ -61,6 +63,8 @@ class RunBudget:
     spent_usd: float
     needed_usd: float | None = None  # what the calls not sent need at their worst (budget stop only)
     suggested_usd: float | None = None
+    over_bound_replies: int = 0  # replies that reported more than their request allows (the ledger counts them)
+    over_bound_usd: float = 0.0  # what they were charged beyond their holds: how far the spend may pass the budget
 
     def text(self) -> str:
         line = f"{self.results}: spent ${self.spent_usd:.4f}"
@@ -69,6 +73,9 @@ class RunBudget:
             line += f"; the calls not sent need up to ${self.needed_usd:.4f} more"
         if self.suggested_usd is not None:
             line += f"; resume with --bench-budget-usd {self.suggested_usd:g}"
+        if self.over_bound_replies:
+            line += (f"; {self.over_bound_replies} replies reported more than their request allows, charged "
+                     f"${self.over_bound_usd:.4f} beyond their holds")
         return line + f" (from its {self.source})"
 
 
@@ -78,9 +85,21 @@ def run_budget(results: Path) -> RunBudget | None:
     not a budget's figures (numbers that are not finite and >= 0 are refused, as a row's are)."""
     marker = _json(stop_path(results))
     if marker.get("reason") == "budget" and (found := _figures(str(results), "stop marker", marker)) is not None:
-        return found
+        return _over(found, results)
     summary = _json(summary_path(results)).get("budget")
-    return _figures(str(results), "summary", summary) if isinstance(summary, dict) else None
+    found = _figures(str(results), "summary", summary) if isinstance(summary, dict) else None
+    return _over(found, results) if found is not None else None
+
+
+def _over(found: RunBudget, results: Path) -> RunBudget:
+    """The replies over their bound, as the run's ledger counted them (none when it cannot be read)."""
+    try:  # a small regular file, read once without a lock: the run that wrote it has ended, or it is shown as it stands
+        state = LedgerState.from_json(json.loads(read_regular(budget_path(results), SIDE_FILE_MAX, ValueError)))
+    except (OSError, ValueError, RecursionError):
+        return found
+    if not state.over:
+        return found
+    return replace(found, over_bound_replies=state.over, over_bound_usd=state.over_usd)
 
 
 def _figures(results: str, source: str, data: dict[str, Any]) -> RunBudget | None:

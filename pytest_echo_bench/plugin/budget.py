@@ -4,14 +4,14 @@ the ledger made at the start, and what the end says of it (the stop, the figure 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_echo_bench.engine.worst import unbounded
+from pytest_echo_bench.engine.worst import item_worst, unbounded
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.spec.load import Spec
@@ -21,16 +21,39 @@ from pytest_echo_bench.store.ledger import Ledger, LedgerState
 from pytest_echo_bench.store.tally import FileTally
 
 
-def limits(run_usd: float | None, specs: Mapping[str, Spec]) -> dict[str, float | None]:
-    """The ledger's accounts: "run" always (it counts what is spent), the others where a limit is set."""
+def limits(run_usd: float | None, specs: Mapping[str, Spec], shards: int = 1) -> dict[str, float | None]:
+    """The ledger's accounts and their limits: "run", every benchmark and every arm (None: no limit of
+    its own; each still counts what is spent, so a crash's charges carry into any later limit). Under
+    ``shards`` shards a spec's limit is the whole sweep's, split evenly: each shard may spend 1/N of it."""
     found: dict[str, float | None] = {"run": run_usd}
     for name, spec in specs.items():
-        if spec.budget_usd is not None:
-            found[f"bench:{name}"] = spec.budget_usd
+        found[f"bench:{name}"] = _split(spec.budget_usd, shards)
         for arm, conf in spec.arms.items():
-            if conf.budget_usd is not None:
-                found[f"arm:{name}/{arm}"] = conf.budget_usd
+            found[f"arm:{name}/{arm}"] = _split(conf.budget_usd, shards)
     return found
+
+
+def _split(usd: float | None, shards: int) -> float | None:
+    return None if usd is None else usd / shards
+
+
+def shard_count(shard: str | None) -> int:
+    """N of a shard ``K/N`` (1 without one)."""
+    total = (shard or "").partition("/")[2]
+    return int(total) if total.isdigit() and int(total) > 0 else 1
+
+
+def split_note(specs: Mapping[str, Spec], shard: str | None) -> list[str]:
+    """The line that says a spec's budget is split between the shards, and what this one may spend."""
+    shards = shard_count(shard)
+    where = sources(specs)
+    found = limits(None, specs, shards)
+    parts = [f"{_account(n)} ${usd(amount * shards)} ({where[n]}): ${usd(amount)} here"
+             for n, amount in found.items() if n != "run" and amount is not None]
+    if shards == 1 or not parts:
+        return []
+    return [f"echo-bench: budget: shard {shard}: a spec's budget is the whole sweep's, split evenly between the {shards} shards "
+            f"(--bench-budget-usd is each shard's own): {'; '.join(parts)}"]
 
 
 def sources(specs: Mapping[str, Spec]) -> dict[str, str]:
@@ -63,20 +86,60 @@ def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
                     "(its calls are then sent without a reservation, and only what they report is counted)")
 
 
-def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counted: FileTally | None) -> bool:
-    """Make this run's ledger when any limit is set; what the file already spent counts against it."""
-    found = limits(run_usd, specs)
+def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counted: FileTally | None,
+          shard: str | None = None, longest: Callable[[str], str] | None = None,
+          sweep: str = "") -> dict[str, float | None]:
+    """Make this run's ledger when any limit is set; its limits ({} when none is). What the file already
+    spent counts against them: its rows' charges (``resumed_spend``), and on a resume the charges of
+    calls an earlier run of the same ``sweep`` lost in a crash, which no row holds (``lost_before``)."""
+    found = limits(run_usd, specs, shard_count(shard))
     if all(v is None for v in found.values()):
-        return False
-    spent: dict[str, float] = {}
-    for (bench, arm), tally in (counted.arms.items() if counted else ()):
-        for name in ("run", f"bench:{bench}", f"arm:{bench}/{arm}"):
-            spent[name] = spent.get(name, 0.0) + tally.spent
+        return {}
+    spent = resumed_spend(counted, specs, longest) if counted is not None else {}
+    lost = lost_before(results, sweep) if counted is not None else {}
+    for name, amount in lost.items():
+        spent[name] = spent.get(name, 0.0) + amount
     try:
-        Ledger(results).create(found, spent, sources(specs))
+        Ledger(results).create(found, spent, sources(specs), {n: a for n, a in lost.items() if n in found}, sweep)
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-budget-usd: {exc}") from exc
-    return True
+    return found
+
+
+def resumed_spend(counted: FileTally, specs: Mapping[str, Spec],
+                  longest: Callable[[str], str] | None) -> dict[str, float]:
+    """Per account, what the file's rows spent: each row's charge (else its cost), and a row whose cost
+    is unknown (no usage, and no budget ran to charge it) at its arm's worst case for the benchmark's
+    longest prompt: it may have cost that much, never more (an arm without a worst case: nothing)."""
+    spent: dict[str, float] = {}
+    for (bench, arm), tally in counted.arms.items():
+        amount = tally.spent
+        spec = specs.get(bench)
+        if tally.uncosted and spec is not None and arm in spec.arms and longest is not None:
+            amount += tally.uncosted * (item_worst(spec, arm, longest(bench)) or 0.0)
+        for name in ("run", f"bench:{bench}", f"arm:{bench}/{arm}"):
+            spent[name] = spent.get(name, 0.0) + amount
+    return spent
+
+
+def lost_before(results: str | Path, sweep: str = "") -> dict[str, float]:
+    """Per account, the charges of calls an earlier run of this sweep lost (a process killed mid-call):
+    those it settled, and the holds it left (the whole run killed) at their sent calls' worst cases.
+    Every holder left is gone: this run owns the file now. A ledger another sweep left (its results
+    file removed, the ledger not) carries nothing."""
+    ledger = Ledger(results)
+    try:
+        if not ledger.path.exists():
+            return {}
+        state = ledger.change(lambda found: found)
+    except StoreError as exc:
+        raise pytest.UsageError(f"--bench-resume: {exc}") from exc
+    finally:
+        ledger.close()
+    if state.sweep and sweep and state.sweep != sweep:
+        return {}
+    state.release_gone(lambda holder: True)
+    return state.lost
 
 
 @dataclass(frozen=True)
@@ -89,18 +152,23 @@ class Spend:
     needed: float
     binding: tuple[tuple[str, float, float, str], ...] = ()  # spec limits a call did not fit: (account, spent, limit, where)
     run_binds: bool = True  # the run's own limit refused a call (or none did): a larger --bench-budget-usd helps
+    over: int = 0  # replies that reported more than their request allows: charged as reported
+    over_usd: float = 0.0  # what they reported beyond their holds: how far the spend may pass the limit
 
     @classmethod
     def of(cls, state: LedgerState) -> Spend:
         run = state.accounts["run"]
         binding = tuple((n, a.spent, a.limit, state.where.get(n, "")) for n in state.short if n != "run"
                         and (a := state.accounts.get(n)) is not None and a.limit is not None)
-        return cls(run.spent, run.limit, state.refused, state.needed, binding, "run" in state.short or not binding)
+        return cls(run.spent, run.limit, state.refused, state.needed, binding, "run" in state.short or not binding,
+                   state.over, state.over_usd)
 
     def text(self) -> str:
         run = f" of ${usd(self.limit)}" if self.limit is not None else " (no run budget)"
         spec = "".join(f"; {_account(n)} spent ${usd(s)} of ${usd(lim)}" for n, s, lim, _ in self.binding)
-        return f"spent ${usd(self.spent)}{run}{spec}"
+        over = (f"; {self.over} {'reply' if self.over == 1 else 'replies'} over their bound, charged "
+                f"${usd(self.over_usd)} beyond their holds" if self.over else "")
+        return f"spent ${usd(self.spent)}{run}{spec}{over}"
 
     def advice(self) -> str:
         """What lets the rest run: a larger run budget (the resume command carries it), or the spec's own."""
@@ -115,14 +183,15 @@ class Spend:
         return math.ceil((self.spent + self.needed) * 100 - 1e-7) / 100
 
 
-def settle_lost(results: str | Path) -> int:
+def settle_lost(results: str | Path, limits: Mapping[str, float | None] | None = None) -> tuple[int, str]:
     """At the end: settle the holds of processes that are gone (a worker killed mid-call that no
-    call waited on since), so the spend the end reports counts them; how many there were."""
-    ledger = Ledger(results)
+    call waited on since), so the spend the end reports counts them. How many there were, and what
+    is wrong with the ledger when it cannot be read ("": nothing), for the end to say."""
+    ledger = Ledger(results, limits)
     try:
-        return ledger.change(lambda state: state.release_gone(holders.gone))
-    except StoreError:
-        return 0  # shown as it stands: the stop and its figures come from ``read``, which says None
+        return ledger.change(lambda state: state.release_gone(holders.gone)), ""
+    except StoreError as exc:
+        return 0, str(exc)
     finally:
         ledger.close()
 
@@ -132,8 +201,20 @@ def _account(name: str) -> str:
     return f"arm {rest}" if kind == "arm" else f"benchmark {rest}"
 
 
-def read(results: str | Path) -> Spend | None:
+def over_notes(results: str | Path, seen: int) -> list[str]:
+    """The replies over their bound the ledger names after the first ``seen`` (said on the terminal at once)."""
     ledger = Ledger(results)
+    try:
+        state = ledger.read()
+    finally:
+        ledger.close()
+    return state.notes[seen:] if state is not None else []
+
+
+def read(results: str | Path, limits: Mapping[str, float | None] | None = None) -> Spend | None:
+    """The spend as the ledger says now (None: no ledger, or one that cannot be read); ``limits``: the
+    run's own, in place of the file's (which only caches them)."""
+    ledger = Ledger(results, limits)
     try:
         state = ledger.read()
     finally:
@@ -163,6 +244,7 @@ def stop_of(spend: Spend, complete: tuple[int, int]) -> tuple[StopReason, dict[s
     details = {"spent_usd": round(spend.spent, 6), "budget_usd": spend.limit, "needed_usd": round(spend.needed, 6),
                "suggested_usd": spend.suggested() if spend.run_binds else None, "refused_calls": spend.refused,
                "items_complete": complete[0], "items_started": complete[1],
+               **({"over_bound_replies": spend.over, "over_bound_usd": round(spend.over_usd, 6)} if spend.over else {}),
                **({"binding": [{"account": n, "spent_usd": round(s, 6), "budget_usd": lim, "where": w}
                                for n, s, lim, w in spend.binding]} if spend.binding else {})}
     return StopReason("budget", message), details

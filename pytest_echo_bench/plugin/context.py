@@ -18,11 +18,11 @@ from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
-from pytest_echo_bench.ops.shards import SCHEME
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.plan import decide_plan, run_order
-from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
+from pytest_echo_bench.plugin.resume_check import check_resume, refuse_unfingerprinted
+from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
 from pytest_echo_bench.store.owner import Ownership
@@ -49,6 +49,7 @@ class RunContext:
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
     results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
     budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
+    budget_limits: dict[str, float | None] = field(default_factory=dict)  # its limits, from the options and specs
     notes: list[str] = field(default_factory=list)
     order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
     decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
@@ -101,6 +102,10 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         except ValueError as exc:
             raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
     budget.refuse_unpriced(opts.budget_usd, {n: s for n, (s, _) in loaded.items()})
+    cache = config.stash[SPEC_CACHE]  # the specs ``_fingerprints`` parsed, with their examples
+    examples = list({id(cache[p]): cache[p] for p in specs if p in cache and cache[p][0].benchmark in loaded}.values())
+    if opened is None:
+        refuse_empty_shards(selection.shard, examples)
     arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
     found = opened.index.meta if opened is not None else None
     order, notes = run_order(opts, found)
@@ -124,14 +129,14 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
-        extra={"shard_scheme": SCHEME} if selection.shard else {},  # a resume refuses shards of another scheme
+        extra=shard_fields(selection.shard, examples, selection.args, selection.keyword, selection.markexpr, rootdir),
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta,
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
                      notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
-        _check_resume(opts, opened.index, fingerprints)
+        check_resume(opts, opened.index, fingerprints)
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
         config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
     elif _writes(config):
@@ -148,8 +153,12 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
             # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
             with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
                 Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
-            ctx.budget = budget.start(ctx.results, opts.budget_usd, {n: s for n, (s, _) in loaded.items()},
-                                      config.stash.get(COUNTED, None))
+            specs_of = {n: s for n, (s, _) in loaded.items()}
+            ctx.budget_limits = budget.start(ctx.results, opts.budget_usd, specs_of, config.stash.get(COUNTED, None),
+                                             ctx.shard, lambda name: _longest(specs_of[name], config.stash[SPEC_CACHE]),
+                                             str((found or {}).get("run_id") or run_id))  # the sweep: its first run's id
+            ctx.budget = bool(ctx.budget_limits)
+            ctx.notes += budget.split_note(specs_of, ctx.shard) if ctx.budget else []
             ctx.run_start = _start_file(ctx, opts)
     return ctx
 
@@ -210,6 +219,8 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     file = Path(path)
     if not file.is_file():
         raise pytest.UsageError(f"--bench-resume {path}: no such results file")
+    if not opts.allow_mismatch:
+        refuse_unfingerprinted(file, path)
     if _writes(config):
         _own(config, str(file.resolve()))
     try:
@@ -322,6 +333,12 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
     return fingerprints, parts, loaded
 
 
+def _longest(spec: Spec, cache: dict[Path, Loaded]) -> str:
+    """The benchmark's longest prompt (in UTF-8 bytes): the one its arms' worst cases are largest for."""
+    _, examples = load_benchmark(spec.path, cache)
+    return max((e.input for e in examples), key=lambda text: len(text.encode("utf-8", "surrogatepass")), default="")
+
+
 def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:
     """The first spec that does not load, as a usage error with its own file and line."""
     for path in specs:
@@ -329,24 +346,6 @@ def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:
             load_benchmark(path, cache)
         except EchoBenchError as exc:
             raise pytest.UsageError(str(exc)) from None
-
-
-def _check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
-    recorded = (index.meta or {}).get("benchmarks") or {}
-    for name, fp in fingerprints.items():
-        if recorded and name not in recorded and not opts.allow_mismatch:
-            raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} is not in this file, which holds "
-                f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
-                "or pass --bench-allow-mismatch to append it anyway."
-            )
-        old = (recorded.get(name) or {}).get("fingerprint")
-        if old and old != fp and not opts.allow_mismatch:
-            raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
-                f"but the spec now gives {fp} (dataset, scorer or arms changed). Start a new results file, "
-                "or pass --bench-allow-mismatch to append anyway."
-            )
 
 
 def _rel(path: Path, rootdir: Path) -> str:

@@ -29,6 +29,7 @@ from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
+from pytest_echo_bench.providers import cli_isolation
 from pytest_echo_bench.store.files import NEEDS_FIXING, StopReason, lock_path, lost_path, read_stop, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
@@ -56,6 +57,7 @@ class ControllerPlugin:
         self.stopped = ""  # why the run stopped early, once decided
         self.budget_line = ""  # with a budget: spent against it, and the items complete for all arms
         self.next_budget: float | None = None  # after the budget's stop: the budget the resume command suggests
+        self.over_said = 0  # replies over their bound already said on the terminal
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
         self._prefixes: tuple[str, ...] = ()  # "<spec>::": node ids of benchmark items
         self.live: LiveRun | None = None
@@ -79,6 +81,9 @@ class ControllerPlugin:
             self._write(note)
         if self._scores_code():
             self._write(isolation.summary_line())
+        clis = cli_isolation.start_line(spec for spec, _ in (self.config.stash.get(SPEC_CACHE, None) or {}).values())
+        if clis is not None:
+            self._write(clis)
         self._write_order()
         self.live = LiveRun(Path(self.ctx.results), self.ctx.run_id, list(self.ctx.meta.benchmarks),
                             Path(self.opts.html) if self.opts.html else None, self.opts.progress_every,
@@ -86,7 +91,7 @@ class ControllerPlugin:
                             counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
                             budget=self.ctx.budget)
         if self.deciding is not None:  # the summary and the page show the controller's own figures, while running too
-            self.live.decide = self.deciding.sequential
+            self.live.decide = lambda stop, running: self.deciding.sequential(stop or self._stop_reason(), running)
         self.live.start()
 
     def _gates(self) -> list[Gate]:
@@ -178,6 +183,10 @@ class ControllerPlugin:
                 self.unfinished.append((nodeid, bench.message))
         if bench.retries:
             self._write(f"echo-bench: {nodeid} took {bench.retries} retries")
+        if self.ctx.budget:  # a reply over its bound: said as soon as its item reports
+            for note in budget.over_notes(self.ctx.results, self.over_said):
+                self.over_said += 1
+                self._write(f"echo-bench: warning: {note}")
 
     def _unavailable(self, bench: Payload) -> None:
         reason = (bench.arm, bench.message)
@@ -303,9 +312,9 @@ class ControllerPlugin:
 
     def _budget_stop(self) -> tuple[StopReason | None, dict[str, Any]]:
         """The budget's stop when it refused a call: spent, what the rest needs, the pairs complete."""
-        if self.ctx.budget:
-            budget.settle_lost(self.ctx.results)  # every worker has exited: a hold left is a lost one's
-        spend = budget.read(self.ctx.results) if self.ctx.budget else None
+        damaged = budget.settle_lost(self.ctx.results, self.ctx.budget_limits)[1] if self.ctx.budget else ""
+        self.budget_line = f"echo-bench: {damaged}" if damaged else ""  # every worker has exited: a hold left is a lost one's
+        spend = budget.read(self.ctx.results, self.ctx.budget_limits) if self.ctx.budget and not damaged else None
         if spend is None:
             return None, {}
         counted = self.live.counted if self.live is not None else FileTally()
@@ -319,8 +328,10 @@ class ControllerPlugin:
         return budget.stop_of(spend, complete)
 
     def _stop_reason(self) -> str | None:
-        stop = read_stop(self.ctx.results)
-        return None if stop is None else stop.reason
+        """The stop marker's reason, else pytest's own stop (``--maxfail``, ``-x``): not "ran to the end"."""
+        stop, session = read_stop(self.ctx.results), self.session
+        why = session is not None and (session.shouldfail or session.shouldstop)
+        return stop.reason if stop is not None else f"pytest: {why}" if why else None
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)

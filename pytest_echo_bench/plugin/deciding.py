@@ -17,6 +17,7 @@ import pytest
 from pytest_echo_bench.engine.outcome import ROW, utcnow
 from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.decide import Monitor, PairFigures, Plan, Sequential, sequential
+from pytest_echo_bench.ops.decide_end import one
 from pytest_echo_bench.ops.decide_feed import FileFeed
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
@@ -33,6 +34,7 @@ class Deciding:
         self.monitor = Monitor(plan, epochs)
         self.watching = True  # False once the run stopped on its decision, or a resume began decided
         self.note = ""
+        self.earlier = ""  # where an earlier run of the file stopped when decided (``Sequential.earlier``)
         self.feed: FileFeed | None = None
         self._figures: tuple[tuple[int, ...], list[PairFigures]] | None = None
         self._next = 0.0  # monotonic time before which a running sweep's figures are not computed again
@@ -41,6 +43,8 @@ class Deciding:
         """Read what the file holds already (a resume's rows), in file order, as the report does."""
         self.feed = FileFeed(results, self.monitor)
         self.feed.update()
+        # A resume of a file that once stopped when decided: its fixed-n figures stay not valid, however this run ends.
+        self.earlier = one(results).decided_text if resumed else ""
         if resumed and self.monitor.all_decided():
             # Resuming a decided sweep asks for more items than the decision needed: run on, do not stop again.
             self.watching = False
@@ -88,7 +92,7 @@ class Deciding:
 
     def sequential(self, stop_reason: str | None, running: bool) -> Sequential:
         """The figures with how the sweep was collected: what the summary and the page show, as the report does."""
-        return sequential(self.monitor, stop_reason, running, self.figures(fresh=not running))
+        return sequential(self.monitor, stop_reason, running, self.figures(fresh=not running), earlier=self.earlier)
 
     def message(self) -> str:
         """One line: each pair's verdict, at how many items, with its anytime-valid interval."""

@@ -8,11 +8,9 @@ from pathlib import Path
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.context import RunContext
-from pytest_echo_bench.store.files import end_line, read_end, read_json, stop_path
+from pytest_echo_bench.ops.decide_end import Collection, before_resume
+from pytest_echo_bench.store.files import end_line, read_json, stop_path
 from pytest_echo_bench.store.writer import ResultsWriter
-
-TAIL = 1 << 16  # a stop is the last line its run wrote: a resume looks for it in the file's last bytes
-
 
 def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
     """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``), and after a
@@ -21,7 +19,9 @@ def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int)
     stop = stopped or (f"pytest: {pytest_stop}" if pytest_stop else "")
     if not path.is_file() or path.stat().st_size == 0:
         return None
-    if not stop and not (ctx.resume_upto is not None and ran > 0 and read_end(path, ctx.resume_upto, TAIL)[1] is not None):
+    # The whole file before this run, not its last bytes: a killed resume may have appended rows after the stop.
+    before = before_resume(path, ctx.resume_upto) if ctx.resume_upto is not None else Collection()
+    if not stop and not (ctx.resume_upto is not None and ran > 0 and before.early):
         return None
     marker = {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
     if stop and not marker:  # pytest's stop, or a marker the directory refused: the stop as the run says it
@@ -29,7 +29,8 @@ def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int)
         marker = {"reason": reason, "message": message.strip()}
     writer = ResultsWriter(path, identity=ctx.results_id)
     try:
-        writer.append(end_line(ctx.run_id, utcnow(), marker or None))
+        # A stop when decided stays on the file's record: its fixed-n figures are never valid again.
+        writer.append(end_line(ctx.run_id, utcnow(), marker or None, before.decided_text))
     except StoreError as exc:
         return str(exc)
     finally:

@@ -237,10 +237,12 @@ class LiveRun:
 
 
 def _spend(t: ArmTally) -> str:
-    """The spend column: what was spent (cached rows: 0), "unpriced" when no row's cost is known."""
-    if t.spent:
-        return usd(t.spent)
-    return "unpriced" if t.items and not t.costed else "0" if t.items else "-"
+    """The spend column as the report shows it (``ops.spend.spend_text``): what was spent (cached rows: 0),
+    and the rows whose cost is not known, counted apart: ``0.0123 + 2 unknown``, ``3 unknown``."""
+    unknown = f"{t.unknown} unknown" if t.unknown else ""
+    if not t.spent and not t.costed:
+        return unknown or ("0" if t.items else "-")
+    return usd(t.spent) + (f" + {unknown}" if unknown else "")
 
 
 def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None) -> list[str]:

@@ -4,14 +4,20 @@ arm and epoch of its items; ``auto`` takes K/N from a Slurm job array or a Kuber
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.ops.estimate_cli import select
+from pytest_echo_bench.ops.keyword import parse_keyword
 from pytest_echo_bench.ops.shard_env import auto_shard as resolve_auto
-from pytest_echo_bench.ops.shard_env import resolve_shard
+from pytest_echo_bench.ops.shard_env import k_of_n, resolve_shard
+from pytest_echo_bench.ops.shard_parts import ITEMS
 from pytest_echo_bench.ops.shards import SCHEME, part_of
 from pytest_echo_bench.store.partition import shard_of
 from pytest_echo_bench.store.records import Meta
@@ -63,6 +69,8 @@ def resumed_shard(meta: Meta | None, given: Shard | None, path: str) -> str | No
         part = part_of(path, meta)
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
+    if part.whole:  # a complete merge resumes as the whole sweep it is
+        part = replace(part, total=0, got=frozenset())
     recorded = str(Shard(min(part.got), part.total)) if len(part.got) == 1 else None
     if part.total and len(part.got) != 1:
         raise pytest.UsageError(f"--bench-resume {path}: a merge of shards {', '.join(map(str, sorted(part.got)))} "
@@ -83,3 +91,46 @@ def resumed_shard(meta: Meta | None, given: Shard | None, path: str) -> str | No
                                 f", but --bench-shard gives {given}; resume it with its own shard, or run {given} "
                                 "into a new file")
     return recorded
+
+
+def shard_fields(shard: str | None, loaded: Sequence[Loaded], args: Sequence[str], keyword: str | None,
+                 markexpr: str | None, rootdir: Path) -> dict[str, Any]:
+    """What a shard's meta line records of it: the assignment scheme (a resume refuses another) and the
+    items its selection holds (``shard_items``: a merge says a shard is whole only when it has them all);
+    the count is left out where only pytest's collection could make it (``-m``, a node id)."""
+    parsed = k_of_n(shard) if shard else None
+    if parsed is None:
+        return {}
+    count = selected_items(parsed, loaded, args, keyword, markexpr, rootdir)
+    return {"shard_scheme": SCHEME, **({ITEMS: count} if count is not None else {})}
+
+
+def selected_items(shard: tuple[int, int], loaded: Sequence[Loaded], args: Sequence[str], keyword: str | None,
+                   markexpr: str | None, rootdir: Path) -> int | None:
+    """The items ``shard`` selects of the specs ``loaded``, as the run's deselection and ``echo-bench
+    estimate`` select them; None where pytest alone can tell (a mark expression, a node id in the args)."""
+    if markexpr or any("::" in arg for arg in args):
+        return None
+    if not (keyword or "").strip():  # every arm and epoch of each task the shard owns: no item's names to build
+        return sum(len(spec.arms) * spec.epochs for spec, examples in loaded for ex in examples
+                   if shard_of((spec.benchmark, ex.id, "", 1), shard[1]) == shard[0])
+    try:
+        matcher = parse_keyword(keyword)
+    except ValueError:
+        return None  # pytest refuses the expression itself, in its own words
+    return sum(len(select(spec, examples, rootdir, matcher, shard)) for spec, examples in loaded)
+
+
+def refuse_empty_shards(shard: str | None, loaded: Sequence[Loaded]) -> None:
+    """More shards than the specs have items leaves shards that can hold nothing (a Slurm array or an
+    Indexed Job far larger than the sweep, ``SLURM_ARRAY_TASK_COUNT`` set by mistake): refused before
+    anything is written, so the same command, corrected, runs as new."""
+    parsed = k_of_n(shard) if shard else None
+    items = sum(len(examples) for _, examples in loaded)
+    if parsed is None or not loaded or parsed[1] <= items:
+        return
+    raise pytest.UsageError(
+        f"--bench-shard {shard}: {parsed[1]} shards, but the specs have {items} item(s) (a shard holds whole items, "
+        f"every arm and epoch of each): at least {parsed[1] - items} shard(s) would hold nothing. Split the sweep "
+        f"into at most {items} shards (e.g. --array=0-{items - 1}, or completions: {items} and "
+        f"ECHO_BENCH_SHARD_COUNT={items})")

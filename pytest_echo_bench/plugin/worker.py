@@ -58,7 +58,7 @@ class WorkerPlugin:
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark)
-        self.budget = Budget(Ledger(ctx.results)) if ctx.budget else None
+        self.budget = Budget(Ledger(ctx.results, ctx.budget_limits)) if ctx.budget else None
         # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the workers.
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,

@@ -9,7 +9,10 @@ The rules at the reply boundary (a server's JSON, an SDK's object, a Python arm'
   ``true`` and ``12.5`` are no counts, ``12.0`` is 12). One value that is no count makes the
   whole usage unknown (None) with a one-line note in the row's ``extra``: a cost from half a
   usage would be too low without saying so. The answer is kept either way.
-- cost: never negative, NaN or infinite; unknown (None) instead.
+- cost: never negative, NaN, infinite or above ``store.checks.FIGURE_MAX``; unknown (None) instead.
+
+The limits are the readers' (``store.checks``): a figure the run records, every reader reads back
+as it was. A cost of 1e13 was written as it came and then read as unknown by the report.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from typing import Any
 
 from pytest_echo_bench.errors import PermanentError
 from pytest_echo_bench.providers.base import Completion
+from pytest_echo_bench.store.checks import FIGURE_MAX, figure
 
 NOTE = "usage_note"  # the key of the note in a row's ``extra`` when usage was recorded as unknown
-MAX_COUNT = 2**53 - 1  # the largest integer every JSON reader (a browser's page too) holds exactly
+MAX_COUNT = int(FIGURE_MAX)  # the readers' limit; below 2**53, so every JSON reader (a browser too) holds it exactly
 OPENAI_USAGE = {"prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
 ANTHROPIC_USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
 
@@ -99,14 +103,8 @@ def checked(done: Completion) -> Completion:
 
 
 def finite_cost(cost: Any) -> float | None:
-    """``cost`` when it is a usable amount of money, else unknown."""
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
-        return None
-    try:
-        value = float(cost)
-    except OverflowError:  # an int beyond any float
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
+    """``cost`` when it is a usable amount of money (``store.checks.figure``: what every reader accepts), else unknown."""
+    return figure(cost)
 
 
 def kind(value: Any) -> str:

@@ -25,7 +25,9 @@ from pytest_echo_bench.providers.http_json import (
     success,
 )
 from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of, sdk_client
+from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
 _KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
@@ -69,12 +71,12 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     return PermanentError(message, status=status)
 
 
-def _error_of(body: Any) -> Mapping[str, Any]:
+def _error_of(body: Any, secrets: Secrets | None = None) -> Mapping[str, Any]:
     """The ``error`` object of ``{"type": "error", "error": {...}}``, or what there is."""
     if isinstance(body, dict):
         inner = body.get("error")
         return inner if isinstance(inner, dict) else body
-    return {"message": str(body)[:200] if body is not None else ""}
+    return {"message": redact(str(body), secrets or Secrets(), limit=200) if body is not None else ""}
 
 
 def _reply(data: Any) -> Completion:
@@ -122,10 +124,12 @@ class HTTPTransport:
     key: str | None
     timeout: float
     network: Network = field(default_factory=Network)
+    secrets: Secrets = field(default_factory=Secrets)
 
     def __post_init__(self) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
-        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network)
+        secrets = self.secrets | Secrets([self.key] if self.key else [])
+        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network, secrets)
 
     def close(self) -> None:
         self.client.close()
@@ -133,7 +137,7 @@ class HTTPTransport:
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if not success(status):  # any 2xx, as the SDK takes it
-            raise classify_status(status, _error_of(data), headers)
+            raise classify_status(status, _error_of(data, self.client.secrets), headers)
         return _reply(data)
 
 
@@ -159,7 +163,8 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     key = read_key(arm.name, key_env) if key_env else None
     network = network_of(arm, spec)
     if client == "http":
-        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s, network), model, system, params, base_url, key)
+        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
+                                 model, system, params, base_url, key)
     try:
         import anthropic
     except ImportError as exc:

@@ -107,23 +107,3 @@ def read_key(arm: str, env: str) -> str:
                                f"character inside it; set {env} to the key alone (its value is not shown)")
     return key
 
-
-def key_names(spec: Spec) -> set[str]:
-    """The variables holding keys for ``spec``'s arms: those they name, else their provider's default."""
-    names: set[str] = set()
-    for arm in spec.arms.values():
-        named = arm.options.get("api_key_env", ...)
-        if isinstance(named, str):
-            names.add(named)
-        elif named is ...:
-            names.update(DEFAULT_KEY_ENV.get(arm.provider, ()))
-        passed = arm.options.get("env")
-        if isinstance(passed, list):  # a command arm's pass-through variables
-            names.update(name for name in passed if isinstance(name, str))
-    return names
-
-
-def key_values(spec: Spec) -> set[str]:
-    """What to redact from ``spec``'s error texts: each key value, as set and stripped."""
-    raw = [os.environ.get(name, "") for name in key_names(spec)]
-    return {value for text in raw for value in (text, text.strip()) if value}

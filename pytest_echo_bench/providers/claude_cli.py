@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError
 from pytest_echo_bench.providers.base import Completion
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 CHECKED_VERSION = "2.1.332"
 LOGIN_HINT = ("run `claude` and log in, or set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) and list it under env: "
@@ -60,11 +61,12 @@ _RESETS = re.compile(
 _GRACE = timedelta(minutes=5)
 
 
-def read(name: str, rc: int, out: str, err: str) -> Completion:
-    """The answer in the CLI's output, or the error its messages mean, whatever its exit status."""
+def read(name: str, rc: int, out: str, err: str, secrets: Secrets | None = None) -> Completion:
+    """The answer in the CLI's output, or the error its messages mean, whatever its exit status.
+    ``secrets`` are redacted from a message before its output is cut to a tail."""
     result = _result_object(out)
     if result is None:
-        return _read_text(name, rc, out, err)
+        return _read_text(name, rc, out, err, secrets or Secrets())
     text = result.get("result")
     text = text if isinstance(text, str) else ""
     status = result.get("api_error_status")
@@ -77,11 +79,11 @@ def read(name: str, rc: int, out: str, err: str) -> Completion:
     return Completion(text.strip(), _usage(result.get("usage")))
 
 
-def _read_text(name: str, rc: int, out: str, err: str) -> Completion:
+def _read_text(name: str, rc: int, out: str, err: str, secrets: Secrets) -> Completion:
     """Output that is not the JSON result (another binary, an older CLI): the text is the answer."""
     text = "\n".join(s for s in (err.strip(), out.strip()) if s)
     if rc != 0:
-        raise classify(f"{name} {_how(rc)}: {text[-2000:] or '(no output)'}", text, None)
+        raise classify(f"{name} {_how(rc)}: {redact(text, secrets, limit=2000, tail=True) or '(no output)'}", text, None)
     if _is_own_message(out):
         raise classify(f"{name} answered with its own message (exit status 0): {out.strip()}", out, None)
     return Completion(out.strip())

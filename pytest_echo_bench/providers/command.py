@@ -7,6 +7,9 @@ removed afterwards), and an environment reduced to an allow-list plus the variab
 lists in ``env:``. A call ends when the CLI exits (or times out); then its whole process group is
 killed, helpers it started included, and its output is capped (``subproc``).
 
+Each call also runs in a PID namespace of its own where the machine allows (``cli_isolation``), so
+it cannot read the environment of the process that started it from ``/proc``.
+
 A plain ``argv:`` arm's output is its answer and a non-zero exit is transient; a preset reads its
 CLI's output the way that CLI writes it (``claude_cli`` for the ``claude`` preset).
 """
@@ -24,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_echo_bench.errors import ArmError, LocalError, PermanentError, TransientError, UnavailableError
-from pytest_echo_bench.providers import claude_cli, subproc
+from pytest_echo_bench.providers import claude_cli, cli_isolation, subproc
 from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 _KNOWN = {"argv", "preset", "model", "binary", "prompt", "env", "keep_home", "max_output_bytes"}
 # An answer is kilobytes; the cap is there for a CLI gone wrong (a loop, a binary dump), which
@@ -39,12 +44,15 @@ MAX_STDERR_BYTES = 64 << 10
 _ALLOWED_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PROMPT = "{prompt}"
+# What bubblewrap and unshare print when the CLI itself cannot be executed (their exit status 1, 126, 127).
+_LAUNCHER_EXEC = re.compile(r"\A(?:bwrap: execvp|unshare: failed to execute) .*: ([^\n]+)\n?\Z")
 # Our own machine's trouble while preparing or starting a call: retrying repeats it, recording it
 # would grade a full disk as a wrong answer.
 _LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EAGAIN})
 LOCAL_HINT = "free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space), then resume"
 EXEC_HINT = "set binary: to an executable file (a script needs a #! line naming an interpreter that exists)"
-Reader = Callable[[str, int, str, str], Completion]  # (name, exit status, stdout, stderr) -> the answer, or raise
+# (name, exit status, stdout, stderr, what its messages must not show) -> the answer, or raise
+Reader = Callable[[str, int, str, str, Secrets], Completion]
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class CommandProvider:
     fixed_env: tuple[tuple[str, str], ...] = ()
     reader: Reader | None = None
     max_output_bytes: int = MAX_OUTPUT_BYTES
+    secrets: Secrets = Secrets()  # redacted from its output before a message cuts it
+    isolation: tuple[str, ...] = ()  # the launcher giving each call its own PID namespace (cli_isolation.prefix)
 
     def complete(self, request: Request) -> Completion:
         with self._scratch() as tmp:
@@ -87,15 +97,21 @@ class CommandProvider:
         if done.timed_out:
             raise TransientError(f"{self.name} timed out after {request.timeout_s:g} s; its process group was killed")
         out, err = done.stdout.data.decode("utf-8", "replace"), done.stderr.data.decode("utf-8", "replace")
+        rc = done.returncode
+        if self.isolation:
+            not_run = _LAUNCHER_EXEC.match(err) if rc in (1, 126, 127) and not out else None
+            if not_run is not None:  # as Popen would have said it without the launcher
+                raise ArmError(f"{self.name} could not be started: {not_run.group(1)} ({self.argv[0]})", hint=EXEC_HINT)
+            rc = -(rc - 128) if 128 < rc < 160 else rc  # bubblewrap's 128+N for a CLI killed by signal N
         dropped = done.stdout.dropped
         if self.reader is not None:
             if dropped:
                 # Its result object was cut: there is no answer to read, only a prefix of one.
                 raise PermanentError(f"{self.name} printed more than max_output_bytes ({self.max_output_bytes}); "
                                      f"{dropped} bytes were dropped and its result could not be read")
-            return self.reader(self.name, done.returncode, out, err)
-        if done.returncode != 0:
-            raise self._failure(done.returncode, out, err)
+            return self.reader(self.name, rc, out, err, self.secrets)
+        if rc != 0:
+            raise self._failure(rc, out, err)
         extra = {"output_truncated": True, "output_dropped_bytes": dropped} if dropped else {}
         return Completion(out.strip(), extra=extra)
 
@@ -124,7 +140,7 @@ class CommandProvider:
         stdin = data if self.prompt_mode == "stdin" else None
         limits = subproc.Limits(request.timeout_s, self.max_output_bytes, MAX_STDERR_BYTES)
         try:
-            return subproc.run(argv, cwd=tmp / "work", env=self._env(tmp), stdin=stdin, limits=limits)
+            return subproc.run([*self.isolation, *argv], cwd=tmp / "work", env=self._env(tmp), stdin=stdin, limits=limits)
         except OSError as exc:
             raise self._not_started(exc) from exc
 
@@ -163,7 +179,8 @@ class CommandProvider:
         text = "\n".join(s for s in (err.strip(), out.strip()) if s)
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
         # The tail, long enough that the Classifier still sees a limit message after a traceback.
-        message = f"{self.name} {how}: {text[-2000:] or '(no output)'}"
+        # Redacted, then cut: cut first, a key across the cut kept its far piece.
+        message = f"{self.name} {how}: {redact(text, self.secrets, limit=2000, tail=True) or '(no output)'}"
         # An unrecognised non-zero exit is transient. A model CLI fails mostly the way its API
         # does (overloaded, rate limited, network) and reports it only as text; a permanent
         # error would be recorded as a failed row that resume never retries, while a transient
@@ -246,4 +263,5 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
         raise spec.error(f"max_output_bytes must be a positive number of bytes, got {cap!r}", "arms", arm.name, "max_output_bytes")
     argv[0] = _resolve(option(arm, "binary", str, argv[0], spec), arm, spec)
     return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home),
-                           preset.fixed_env if preset else (), preset.reader if preset else None, cap)
+                           preset.fixed_env if preset else (), preset.reader if preset else None, cap, spec_secrets(spec),
+                           cli_isolation.prefix())

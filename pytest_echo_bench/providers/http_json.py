@@ -24,8 +24,10 @@ from pytest_echo_bench.providers.base import Completion
 from pytest_echo_bench.providers.network import Network, Proxy, cert_failure, tls_refused
 from pytest_echo_bench.providers.reply import UnknownEncoding
 from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, ProxyRefused, Reply, Target, WireError, request_head
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 PROXY_HINT = "check the proxy's address and credentials (the arm's proxy:, or HTTP(S)_PROXY), or set proxy: none"
+BODY_SHOWN = 1 << 16  # of a body that is no JSON, the bytes redacted before its first 200 characters are kept
 # What to do when a server answers, but not in the API's wire format.
 WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
 
@@ -83,6 +85,7 @@ class JSONClient:
     headers: dict[str, str]
     timeout: float
     network: Network = field(default_factory=Network)
+    secrets: Secrets = field(default_factory=Secrets)  # redacted from a body before it is cut for a message
     _local: threading.local = field(default_factory=threading.local)
     # Every thread's connection, for ``close``: a thread's end does not close its socket (nor the
     # server's side of it), which stayed open until the cycle collector ran.
@@ -152,10 +155,10 @@ class JSONClient:
             raise TransientError(f"{type(exc).__name__}: {exc}{via}") from exc
         if reply.status == 407 and self._proxy is not None:
             raise ArmError(f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)", hint=PROXY_HINT, status=407)
-        return reply.status, reply.headers, _data(reply)
+        return reply.status, reply.headers, _data(reply, self.secrets)
 
 
-def _data(reply: Reply) -> Any:
+def _data(reply: Reply, secrets: Secrets) -> Any:
     """The reply's parsed body; ``{"message": <its start>}`` when it is no JSON."""
     if not reply.body and (not success(reply.status) or reply.status in NO_CONTENT):
         return {}
@@ -172,7 +175,8 @@ def _data(reply: Reply) -> Any:
             # short is a torn transfer, not the server's answer. A framed one is a WireError.
             raise TransientError("the reply's body ended before its JSON did: the connection closed in the middle "
                                  f"of it ({len(reply.body)} bytes, no content-length)") from None
-        return {"message": reply.body[:200].decode("utf-8", "replace")}
+        # Redacted before it is cut to its start: cut first, a key across the cut kept its near piece.
+        return {"message": redact(reply.body[:BODY_SHOWN].decode("utf-8", "replace"), secrets, limit=200)}
 
 
 NO_CONTENT = (204, 205)  # statuses that carry no body by definition: an empty one is what they say

@@ -27,7 +27,9 @@ from pytest_echo_bench.providers.http_json import (
     success,
 )
 from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of, sdk_client
+from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
 _KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
@@ -67,12 +69,12 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     return PermanentError(message, status=status)
 
 
-def _error_of(body: Any) -> Mapping[str, Any]:
+def _error_of(body: Any, secrets: Secrets) -> Mapping[str, Any]:
     """The ``error`` object of ``{"error": {...}}``, the body itself, or its text (``null``, a number)."""
     inner = body.get("error") if isinstance(body, dict) else None
     if isinstance(inner, dict):
         return inner
-    return body if isinstance(body, dict) else {"message": json.dumps(body)[:200]}
+    return body if isinstance(body, dict) else {"message": redact(json.dumps(body), secrets, limit=200)}
 
 
 def _reply(data: Any) -> Completion:
@@ -115,10 +117,12 @@ class HTTPTransport:
     key: str
     timeout: float
     network: Network = field(default_factory=Network)
+    secrets: Secrets = field(default_factory=Secrets)
 
     def __post_init__(self) -> None:
         url = self.base_url.rstrip("/") + "/chat/completions"
-        self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network)
+        secrets = self.secrets | Secrets([self.key])
+        self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network, secrets)
 
     def close(self) -> None:
         self.client.close()
@@ -126,21 +130,27 @@ class HTTPTransport:
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if not success(status):  # any 2xx, as the SDK takes it
-            raise classify_status(status, _error_of(data), headers)
+            raise classify_status(status, _error_of(data, self.client.secrets), headers)
         return _reply(data)
+
+
+def request_params(options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a request carries beside ``model`` and ``messages``, as sent: the sampling options, then
+    ``extra_body`` over them (and over ``messages`` too). The budget's worst case reads the same."""
+    return {**{k: options[k] for k in _SAMPLING if k in options}, **extra_body}
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     check_options(arm, spec, "openai", _KNOWN)
     model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL["openai"])
-    params = {k: arm.options[k] for k in _SAMPLING if k in arm.options}
-    params.update(option(arm, "extra_body", dict, {}, spec))
+    params = request_params(arm.options, option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
     key = read_key(arm.name, key_env) if key_env else "unused"
     network = network_of(arm, spec)
     if client == "http":
-        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s, network), model, system, params, base_url, key)
+        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
+                              model, system, params, base_url, key)
     try:
         import openai
     except ImportError as exc:

@@ -78,6 +78,8 @@ class Spec:
     budget_unpriced: bool = False  # ``budget_unpriced: allow``: arms without a worst case run unreserved
     decide: DecideSpec | None = None
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
+    # The environment variables whose values ``${VAR}`` put into the spec: error texts never show them.
+    env_names: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
         """USD of one call of ``arm`` with ``usage``, when the spec prices that arm."""
@@ -101,21 +103,24 @@ def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = No
     return _build(path, data, lines, env)
 
 
-def expand_env(value: Any, env: Any, where: KeyPath, fail: Any) -> Any:
-    """Expand ``${VAR}`` / ``${VAR:-default}`` in every string of ``value``."""
+def expand_env(value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] | None = None) -> Any:
+    """Expand ``${VAR}`` / ``${VAR:-default}`` in every string of ``value``; ``used`` collects the
+    names whose values came from ``env``."""
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if name in env:
+                if used is not None:
+                    used.add(name)
                 return str(env[name])
             if default is not None:
                 return default
             raise fail(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)", *where)
         return _ENV.sub(sub, value)
     if isinstance(value, dict):
-        return {k: expand_env(v, env, where + (k,), fail) for k, v in value.items()}
+        return {k: expand_env(v, env, where + (k,), fail, used) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_env(v, env, where + (i,), fail) for i, v in enumerate(value)]
+        return [expand_env(v, env, where + (i,), fail, used) for i, v in enumerate(value)]
     return value
 
 
@@ -126,7 +131,8 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
 
     if not isinstance(data, dict):
         raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
-    data = expand_env(data, env, (), fail)
+    used: set[str] = set()
+    data = expand_env(data, env, (), fail, used)
     unknown = sorted(set(map(str, data)) - TOP_KEYS)
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}; known keys: {', '.join(sorted(TOP_KEYS))}", unknown[0])
@@ -162,6 +168,7 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         budget_unpriced=_unpriced(data.get("budget_unpriced"), fail),
         decide=_decide(data.get("decide"), benchmark, arms, fail),
         lines=lines,
+        env_names=frozenset(used),
     )
 
 

@@ -11,6 +11,7 @@ expands every alias. Every refusal, and every value YAML cannot build (``2001-02
 
 from __future__ import annotations
 
+from math import isqrt
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,11 @@ KeyPath = tuple[Any, ...]
 MAX_SPEC_BYTES = 4 << 20  # 4 MiB: about 90,000 inline items; larger datasets belong in a JSONL file
 MAX_ALIAS_NODES = 100_000  # what aliases may add: a few shared blocks, never a bomb
 MAX_DEPTH = 100  # a spec nests a handful of levels; the walks below recurse once per level
+# libyaml's composer (CSafeLoader) recurses in C once per level, past Python's recursion limit:
+# 50,000 nested brackets overflow the C stack and kill the process. A text that could nest more
+# deeply than this is first measured with the parser's events, which do not recurse.
+_C_SAFE_DEPTH = 2_000
+_OPENERS = ("[", "{", "-", "?")
 
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
@@ -65,6 +71,7 @@ class _Loader(_Base):  # type: ignore[misc]
 
 def parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
     """The document's data and the line of every key path."""
+    _check_depth(text, path)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()  # one parse gives both the data and the line numbers
@@ -81,6 +88,27 @@ def parse_yaml(text: str, path: str) -> tuple[Any, dict[KeyPath, int]]:
     if node is not None:
         _record_lines(node, (), lines)
     return data, lines
+
+
+def _check_depth(text: str, path: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before libyaml's recursive composer sees it."""
+    # Each level opens with one of _OPENERS (a flow or block collection, an explicit key; at most
+    # two levels each: a sequence entry may hold a mapping) or with more indentation than the last
+    # (depth d costs d*(d+1)/2 spaces): most specs are far under the bound and pay nothing.
+    bound = 2 * sum(map(text.count, _OPENERS)) + isqrt(2 * len(text)) + 1
+    if bound <= _C_SAFE_DEPTH:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Base):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, event.start_mark.line + 1)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        raise _malformed(exc, text, path) from exc
 
 
 def _malformed(exc: yaml.YAMLError, text: str, path: str) -> SpecError:

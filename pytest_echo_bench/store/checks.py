@@ -11,7 +11,10 @@ through these rules, one per kind of field:
   let a row stand for another item, or for none.
 - **The meta line** (line 1, ``"_meta": true``) says what produced the file and which fingerprint
   its rows answer to: every field it has must have its type (``META_FIELDS``), else the file is
-  refused the same way. A ``_meta`` that is neither true nor false is not a line we wrote.
+  refused the same way. A ``_meta`` that is neither true nor false is not a line we wrote. What an
+  older writer put there (the harness this project grew from: ``arms`` as a list of names beside
+  ``subtasks``, ``n_per_subtask`` and ``start``) is read as today's line (``current_meta``) before
+  the check, in this one place: refused are wrong types, never a shape we or our parent wrote.
 - **Text** may hold any code point, a lone surrogate (``"\\ud800"``) included: a dataset's ids
   can, and the row keeps them exactly; whatever shows text escapes it (``store.safe_text.shown``).
 - **Figures** (wall seconds, sub-calls, tokens, cost, retries) are facts about a call, not what a
@@ -79,6 +82,33 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
+# The benchmark of the parent harness's sweeps that recorded ``subtasks``: BIG-Bench Hard was the
+# one it split so (its rows' task ids are ``bbh/<subtask>/<n>``, as ``ops.results`` reads them).
+PARENT_SUBTASKED = "bbh"
+
+
+def current_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A meta line in today's shape: an older writer's fields read as what they meant, the rest as
+    they are (a line that is current already comes back equal).
+
+    - ``arms`` as a list of names (the parent harness): ``{benchmark: names}``, the benchmark its
+      rows default to, so each row's (benchmark, arm) is one the line names;
+    - no ``benchmark`` beside ``subtasks`` (its BBH sweeps): ``bbh``;
+    - ``start`` and no ``created_at``: ``start`` is when the run started.
+
+    Values of the wrong type are left as they are, for ``meta_problem`` to refuse naming them.
+    """
+    line = dict(meta)
+    if "benchmark" not in line and _texts(line.get("subtasks")):
+        line["benchmark"] = PARENT_SUBTASKED
+    if _texts(line.get("arms")):
+        benchmark = line.get("benchmark")
+        line["arms"] = {benchmark if _text(benchmark) else "": list(line["arms"])}
+    if "created_at" not in line and _text(line.get("start")):
+        line["created_at"] = line["start"]
+    return line
+
+
 def _text_problem(name: str, value: object) -> str | None:
     return None if isinstance(value, str) else f"{name} must be a string, got {_shown_value(value)}"
 
@@ -144,11 +174,12 @@ def _decide(value: object) -> bool:
     return numbers and isinstance(pairs, list) and all(_texts(p) and len(p) == 3 for p in pairs)
 
 
-# Field -> (its check, what it must be). The fields of ``records.Meta``, and those merge and regrade add.
+# Field -> (its check, what it must be). The fields of ``records.Meta``, those merge and regrade add,
+# and those of the parent harness's lines (read as today's by ``current_meta``).
 _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "benchmark": (_text, "a string"), "benchmarks": (_benchmarks, "an object of objects"),
     "spec_files": (_texts, "a list of strings"), "fingerprint": (_text, "a string"),
-    "arms": (_arms, "an object of lists of strings"),
+    "arms": (_arms, "an object of lists of strings (or, as the parent harness wrote it, a list of strings)"),
     "selection": (_selection, "an object (args: list of strings; keyword, markexpr, shard: strings)"),
     "run_id": (_text, "a string"), "plugin_version": (_text, "a string"), "created_at": (_text, "a string"),
     "fsync": (_text, "a string"), "rootdir": (_text, "a string"), "schema": (_positive_int, "an integer of 1 or more"),
@@ -157,6 +188,9 @@ _META: dict[str, tuple[Callable[[object], bool], str]] = {
     "complete": (_bool, "true or false"), "missing_shards": (_texts, "a list of strings"),
     "order": (_order, "an object (order: random or file; seed: an integer of 0 or more; scheme: stratified-subtask)"),
     "decide": (_decide, "an object (pairs: lists of benchmark, a, b; alpha, margin: numbers)"),
+    # The parent harness's BBH sweeps: which subtasks, how many items of each, when it started.
+    "subtasks": (_texts, "a list of strings"), "n_per_subtask": (_count, "an integer of 0 or more"),
+    "start": (_text, "a string"),
 }
 META_FIELDS = {name: check for name, (check, _) in _META.items()}
 META_TYPES = {name: what for name, (_, what) in _META.items()}

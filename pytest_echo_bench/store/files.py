@@ -201,9 +201,12 @@ def read_json(path: Path) -> dict[str, Any]:
 RUN_END = "run_end"
 
 
-def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None) -> bytes:
-    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end."""
-    return encode_line({"_meta": True, RUN_END: {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}})
+def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None, decided: str = "") -> bytes:
+    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end;
+    ``decided``, where an earlier run of the file (or a part merged into it) stopped when decided: carried
+    from end line to end line, so the file never forgets it (``ops.decide_end``)."""
+    record: dict[str, Any] = {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}
+    return encode_line({"_meta": True, RUN_END: {**record, **({"decided": decided} if decided else {})}})
 
 
 END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held
@@ -219,32 +222,45 @@ def read_end(path: Path, upto: int | None = None, window: int | None = None) -> 
     a meta line. ``upto`` and ``window``: only the ``window`` bytes before byte ``upto`` (a resume's
     start: a stop is the last line its run wrote).
     """
+    record = read_end_record(path, upto, window)
+    stopped = record.get("stopped") if record is not None else None
+    return record is not None, stopped if isinstance(stopped, dict) else None
+
+
+def read_end_record(path: Path, upto: int | None = None, window: int | None = None) -> dict[str, Any] | None:
+    """The last end line's record (``run_id``, ``at``, ``stopped``, ``decided``), as ``read_end`` finds it; None: none."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size if upto is None else upto
             first = max(0, size - window) if window is not None else 0
             return _find_end(f, first, size)
     except OSError:
-        return False, None
+        return None
 
 
-def _find_end(f: Any, first: int, size: int) -> tuple[bool, dict[str, Any] | None]:
+def _find_end(f: Any, first: int, size: int) -> dict[str, Any] | None:
     """The last end line of bytes [first, size) of ``f``: each chunk searched in its whole lines only,
-    the part of a line it cuts carried to the next chunk back."""
+    the part of a line it cuts carried to the next chunk back.
+
+    Linear in the bytes read: a line longer than a chunk is kept as its pieces and joined once, when
+    its start is found. Joining it to each new chunk and searching the whole for a newline made a
+    128 MB last line cost about a minute (quadratic in its length).
+    """
     key = b'"' + RUN_END.encode() + b'"'
-    end, carried, tried = size, b"", 0
+    end, tried = size, 0
+    carried: list[bytes] = []  # the pieces of the line cut at the last chunk's start, last piece first
     while end > first and tried < END_CANDIDATES:
         start = max(first, end - END_CHUNK)
         f.seek(start)
-        data = f.read(end - start)
-        data = data + carried if carried else data  # no copy of the chunk when no line was cut
+        chunk = f.read(end - start)
         end = start
-        newline = data.find(b"\n")
+        newline = chunk.find(b"\n")  # in the new bytes only: the carried ones end the line cut before
         if start > first and newline < 0:  # one line longer than the chunk: read on back
-            carried = data
+            carried.append(chunk)
             continue
+        data = b"".join([chunk, *reversed(carried)]) if carried else chunk  # no copy of the chunk when no line was cut
         cut = 0 if start == first else newline + 1
-        carried = data[:cut]
+        carried = [chunk[:cut]] if cut else []
         at_end = len(data)
         while tried < END_CANDIDATES:  # bounds, not slices: a chunk is searched without a copy of it
             at = data.rfind(key, cut, at_end)
@@ -258,7 +274,7 @@ def _find_end(f: Any, first: int, size: int) -> tuple[bool, dict[str, Any] | Non
             except (ValueError, RecursionError):
                 record = None
             if isinstance(record, dict) and record.get("_meta") is True and isinstance(record.get(RUN_END), dict):
-                stopped = record[RUN_END].get("stopped")
-                return True, stopped if isinstance(stopped, dict) else None
+                found: dict[str, Any] = record[RUN_END]
+                return found
             at_end = begin
-    return False, None
+    return None

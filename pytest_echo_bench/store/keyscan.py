@@ -16,13 +16,16 @@ semantics and refuses garbage with its line number, so a reader sees exactly wha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.files import STATUSES, legacy_status
+from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 
 CHUNK = 1 << 20  # bytes read at a time: amortises the per-chunk work, small enough to stay in cache
 
@@ -67,16 +70,26 @@ class RowScan(Generic[RowT]):
     ``meta`` is set once the first batch has been read. ``start`` is where to begin (the byte
     offset of a line, and its line number): a reader that has already read the file up to there.
     Once done, ``end`` is that of the line after the last whole (newline-terminated) line.
+
+    A meta line of another sweep after line 1 raises a StoreError naming it, whatever ``parse``
+    skips (``store.metalines``): the rows after it are not the sweep's. The rows before it are
+    yielded first, and ``end`` is left at its start, so a best-effort reader (the end-of-run
+    table, a live page) that goes on counts exactly the rows before it, once. A scan that starts after
+    line 1 checks it against ``head`` (line 1's meta line as read before, ``metalines.NO_HEAD`` if
+    line 1 is a row), and not at all without one.
     """
 
     def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None,
-                 start: tuple[int, int] = (0, 1)) -> None:
+                 start: tuple[int, int] = (0, 1), head: Mapping[str, Any] | None = None) -> None:
         self.path, self.parse, self.upto, self.end = path, parse, upto, start
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
+        self.head = NO_HEAD if start[1] == 1 else head
+        self.refused: tuple[int, StoreError] | None = None  # another sweep's meta line: its number, the refusal
 
     def batches(self) -> Iterator[Batch[RowT]]:
-        with open(self.path, "rb") as f:
+        self.refused = None  # a scan kept between reads finds that line again, where it stopped
+        with open_results(self.path) as f:
             base, lineno = self.end  # where the next whole line begins
             f.seek(base)
             # The pieces of the line after the last newline, joined once that line ends: joining
@@ -96,12 +109,17 @@ class RowScan(Generic[RowT]):
                 pending = [buf[cut + 1:]] if cut + 1 < len(buf) else []
                 lines = data.split(b"\n")  # whole lines, each newline-terminated in the file
                 yield self._lines(lines, lineno, data.isascii())
+                if self.refused is not None:  # the rows before it were yielded: stop at that line, for good
+                    self.end = (base + sum(len(line) + 1 for line in lines[:self.refused[0] - lineno]), self.refused[0])
+                    raise self.refused[1]
                 lineno += len(lines)
                 base += len(data) + 1
                 self.end = (base, lineno)
             tail = b"".join(pending)
             if tail.strip():  # the last line without a newline: a whole row counts, a torn one not
                 yield self._slow([tail], lineno, strict=False)
+                if self.refused is not None:
+                    raise self.refused[1]
 
     def _lines(self, lines: list[bytes], first: int, ascii: bool) -> Batch[RowT]:
         if first == 1:  # the meta line, or a first row in a file without one
@@ -114,7 +132,7 @@ class RowScan(Generic[RowT]):
             rows = list(map(self.decode, lines))
         except (msgspec.DecodeError, RecursionError):
             return self._slow(lines, first)
-        if any([r.meta for r in rows]):  # a meta line after the first is skipped, not a row
+        if any([r.meta for r in rows]):  # a meta line after the first is not a row: the full parser checks it
             return self._slow(lines, first)
         return rows, []
 
@@ -126,8 +144,16 @@ class RowScan(Generic[RowT]):
             record = self.parse(raw, n, strict)
             if record is None:
                 continue
-            if record.get("_meta"):  # only line 1 is the meta line; another is skipped, not a row
+            if n == 1:
+                self.head = record if record.get("_meta") else NO_HEAD
+            if record.get("_meta"):  # only line 1 is the meta line; a later one is an end line or a copy
                 self.meta = record if n == 1 else self.meta
+                try:
+                    if self.head is not None:
+                        check_later_meta(self.head, record, self.path, n)
+                except StoreError as exc:
+                    self.refused = (n, exc)  # raised once the rows before it are yielded (``batches``)
+                    break
             else:
                 rows.append(record)
         return [], rows

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.store.checks import figure
 from pytest_echo_bench.store.files import budget_path, write_atomic
+from pytest_echo_bench.store.safe_text import shown
 
 try:
     import fcntl
@@ -37,6 +39,7 @@ T = TypeVar("T")
 # Float sums of the same amounts in another order differ in the last bits: a reservation that
 # fits exactly must not be refused for 1e-17 dollars, and none may pass by more than this.
 EPSILON_USD = 1e-9
+OVER_NOTES = 20  # replies over their bound named one by one; the rest are counted
 
 
 @dataclass
@@ -60,6 +63,18 @@ class LedgerState:
     released: list[str] = field(default_factory=list)
     short: list[str] = field(default_factory=list)  # accounts a refused call did not fit: the binding limits
     where: dict[str, str] = field(default_factory=dict)  # account -> the spec's FILE:LINE that sets its limit
+    over: int = 0  # replies that reported more than their request allows (charged as reported)
+    over_usd: float = 0.0  # what they reported beyond their calls' worst cases: the budget's overshoot at most
+    notes: list[str] = field(default_factory=list)  # the first OVER_NOTES of them, said as they came
+    lost: dict[str, float] = field(default_factory=dict)  # account -> calls of lost processes charged: no row has them
+    sweep: str = ""  # the sweep whose spend this is (its meta line's run id): another's lost calls are not carried
+
+    def note_over(self, text: str, excess: float) -> None:
+        """A reply reported ``excess`` more than its call's worst case: counted, and named (the first ones)."""
+        self.over += 1
+        self.over_usd += excess
+        if len(self.notes) < OVER_NOTES:
+            self.notes.append(text)
 
     def fits(self, names: list[str], amount: float) -> bool:
         return all(self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts)
@@ -113,7 +128,9 @@ class LedgerState:
             for name, (held, exposed) in self.holders.pop(holder).items():
                 if (account := self.accounts.get(name)) is not None:
                     account.held = max(0.0, account.held - held)
-                    account.spent += min(max(exposed, 0.0), max(held, 0.0))
+                    charged = min(max(exposed, 0.0), max(held, 0.0))
+                    account.spent += charged
+                    self.lost[name] = self.lost.get(name, 0.0) + charged  # a resume carries it: no row says it
             self.released.append(holder)
         return len(lost)
 
@@ -121,16 +138,73 @@ class LedgerState:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> LedgerState:
-        accounts = {str(k): Account(None if v["limit"] is None else float(v["limit"]), float(v["spent"]), float(v["held"]))
-                    for k, v in dict(data["accounts"]).items()}
-        pledged = {str(k): {str(a): float(u) for a, u in dict(v).items()} for k, v in dict(data.get("pledged", {})).items()}
-        holders = {str(h): {str(n): [float(v[0]), float(v[1])] for n, v in dict(mine).items()}
-                   for h, mine in dict(data.get("holders", {})).items()}
-        return cls(accounts, pledged, [str(b) for b in data.get("closed", [])], int(data.get("refused", 0)),
-                   float(data.get("needed", 0.0)), holders, [str(h) for h in data.get("released", [])],
-                   [str(n) for n in data.get("short", [])],
-                   {str(k): str(v) for k, v in dict(data.get("where", {})).items()})
+    def from_json(cls, data: Any) -> LedgerState:
+        """The state a ledger file holds; ``ValueError`` naming the field when a value is not what a run
+        writes (an amount that is not a finite number >= 0, a count that is not a whole one, a wrong type)."""
+        top = _object(data, "the file")
+        accounts = {name: Account(None if (v := _object(raw, f"accounts.{name}")).get("limit") is None
+                                  else _amount(v["limit"], f"accounts.{name}.limit"),
+                                  _amount(v.get("spent"), f"accounts.{name}.spent"),
+                                  _amount(v.get("held"), f"accounts.{name}.held"))
+                    for name, raw in _object(top.get("accounts"), "accounts").items()}
+        if "run" not in accounts:
+            raise ValueError("it has no account named run")
+        pledged = {key: {arm: _amount(u, f"pledged.{key}.{arm}") for arm, u in _object(v, f"pledged.{key}").items()}
+                   for key, v in _object(top.get("pledged", {}), "pledged").items()}
+        holders = {h: {n: _entry(v, f"holders.{h}.{n}") for n, v in _object(mine, f"holders.{h}").items()}
+                   for h, mine in _object(top.get("holders", {}), "holders").items()}
+        return cls(accounts, pledged, _texts(top.get("closed", []), "closed"), _count(top.get("refused", 0), "refused"),
+                   _amount(top.get("needed", 0.0), "needed"), holders, _texts(top.get("released", []), "released"),
+                   _texts(top.get("short", []), "short"),
+                   {k: _text(v, f"where.{k}") for k, v in _object(top.get("where", {}), "where").items()},
+                   _count(top.get("over", 0), "over"), _amount(top.get("over_usd", 0.0), "over_usd"),
+                   _texts(top.get("notes", []), "notes"),
+                   {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()},
+                   _text(top.get("sweep", ""), "sweep"))
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is {_shown(value)}, not an object")
+    return value
+
+
+def _amount(value: object, where: str) -> float:
+    """An amount of US dollars: a finite number >= 0 (NaN, infinities, negatives, text and booleans refused)."""
+    number = figure(value)
+    if number is None:
+        raise ValueError(f"{where} is {_shown(value)}, not an amount of US dollars (a finite number >= 0)")
+    return number
+
+
+def _entry(value: object, where: str) -> list[float]:
+    """A holder's [held, exposed]: amounts, each allowed a float sum's last bits below 0."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{where} is {_shown(value)}, not a pair [held, exposed]")
+    return [_amount(0.0 if isinstance(v, float) and -EPSILON_USD <= v < 0 else v, where) for v in value]
+
+
+def _count(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where} is {_shown(value)}, not a count (a whole number >= 0)")
+    return value
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} is {_shown(value)}, not text")
+    return value
+
+
+def _texts(value: object, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise ValueError(f"{where} is {_shown(value)}, not a list")
+    return [_text(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
 class Ledger:
@@ -142,17 +216,23 @@ class Ledger:
     run at about 200 reservations a second, under 8 calls in flight at 20 ms a call.
     """
 
-    def __init__(self, results: str | Path) -> None:
+    def __init__(self, results: str | Path, limits: Mapping[str, float | None] | None = None) -> None:
         self.path = budget_path(results)
+        # The limits are the command line's and the specs': the file only caches them, so an edit
+        # of the file cannot raise them (read back, they are replaced by these, and written so).
+        self.limits = dict(limits) if limits is not None else None
+        self._spent: dict[str, float] = {}  # the most each account was seen to have spent: it never goes down
         self._threads = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._fd: int | None = None
         self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
 
     def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float],
-               where: Mapping[str, str] | None = None) -> LedgerState:
-        """A fresh ledger for this run: the limits, with what the results file already spent."""
+               where: Mapping[str, str] | None = None, lost: Mapping[str, float] | None = None,
+               sweep: str = "") -> LedgerState:
+        """A fresh ledger for this run: the limits, with what the results file already spent (``lost``:
+        what of it calls lost in an earlier run's crash were charged, carried on to every later run)."""
         state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
-                            where=dict(where or {}))
+                            where=dict(where or {}), lost=dict(lost or {}), sweep=sweep)
         try:
             write_atomic(self.path, _encode(state))  # a new file: no process of an older run holds this one
         except OSError as exc:
@@ -203,11 +283,32 @@ class Ledger:
     def _read(self, fd: int) -> LedgerState:
         try:
             data = os.pread(fd, max(os.fstat(fd).st_size, 1), 0)
-            self._size = max(self._size, len(data))
-            return LedgerState.from_json(json.loads(data))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StoreError(f"the budget ledger {self.path} is unreadable ({exc}): the run cannot tell what it "
-                             "may spend") from exc
+        except OSError as exc:
+            raise StoreError(f"the budget ledger {self.path} is unreadable ({exc.strerror or exc}): the run cannot "
+                             "tell what it may spend") from exc
+        self._size = max(self._size, len(data))
+        try:
+            state = LedgerState.from_json(json.loads(data))
+            if self.limits is not None:
+                self._cached(state)
+        except (ValueError, RecursionError) as exc:
+            raise StoreError(f"the budget ledger {self.path} is damaged: {shown(str(exc))}. It records what this run spent: "
+                             "restore it, or remove it (a resume then counts only what the results file's rows "
+                             "spent)") from exc
+        return state
+
+    def _cached(self, state: LedgerState) -> None:
+        """The limits as this run set them, whatever the file says (every account it needs present)."""
+        assert self.limits is not None
+        missing = [name for name in self.limits if name not in state.accounts]
+        if missing:
+            raise ValueError(f"it has no account named {missing[0]}, which this run's budget needs")
+        for name, account in state.accounts.items():
+            account.limit = self.limits.get(name)
+            seen = self._spent.get(name, 0.0)
+            if account.spent < seen - EPSILON_USD:  # every change adds to it: lowered, it would raise the room
+                raise ValueError(f"accounts.{name}.spent went down from {seen!r} to {account.spent!r}, which no run does")
+            self._spent[name] = max(seen, account.spent)
 
     def _write(self, fd: int, data: bytes) -> None:
         # Padded, never truncated: a reader (or a crash) between a write and a truncate would see a tail.

@@ -21,6 +21,7 @@ import socket
 import stat
 import sys
 from datetime import UTC, datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,9 @@ class OwnedError(StoreError):
 class Ownership:
     """The controller's hold on a results file; ``release`` (or the process ending) gives it up."""
 
-    def __init__(self, results: str | Path) -> None:
+    def __init__(self, results: str | Path, rewrite: str = "") -> None:
         self.results = Path(results)
+        self.rewrite = rewrite  # a command that writes the file whole (``held``): named in the refusal
         self.path = owner_path(results)
         self._fd: int | None = None  # the lock on the owner file
         self._file: int | None = None  # the lock on the results file
@@ -132,6 +134,10 @@ class Ownership:
         else:
             who = "another process"
         results = str(self.results)
+        if self.rewrite:
+            return (f"{results} is in use by a run ({who}): written whole now, it would lose the rows that run "
+                    f"appends meanwhile. Wait for it to finish or stop it, then {self.rewrite} again, or write to "
+                    "another file")
         return (f"{results} is in use by another run ({who}); two runs on one file would record items twice. "
                 "Wait for it to finish or stop it, then resume with: pytest --bench-resume " + results)
 
@@ -154,6 +160,23 @@ class Ownership:
     def close(self) -> None:
         """The plugin-manager name of release: unconfigure closes what configure registered."""
         self.release()
+
+
+@contextlib.contextmanager
+def held(results: Path, command: str) -> Iterator[None]:
+    """Own ``results`` while ``command`` (``echo-bench merge``, ``regrade``) writes it whole: refused
+    with OwnedError while a run owns it, and no run can start on it meanwhile.
+
+    ``merge RUN -o RUN`` beside the live run of RUN read its rows, then moved the merged file into
+    place over the rows the run had appended since (3 rows lost). Held, an output that is one of
+    the inputs is safe: nothing appends to it between the read and the move.
+    """
+    ownership = Ownership(results, rewrite=f"run {command}")
+    ownership.acquire()
+    try:
+        yield
+    finally:
+        ownership.release()
 
 
 def _open_results(path: Path) -> tuple[int | None, bool]:

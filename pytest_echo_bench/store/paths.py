@@ -13,6 +13,9 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
+
+from pytest_echo_bench.errors import StoreError
 
 Fail = Callable[[str], Exception]
 
@@ -57,6 +60,12 @@ def open_regular(path: str | Path, fail: Fail) -> int:
         raise fail(f"is {kind(mode)}, not a regular file")
     os.set_blocking(fd, True)
     return fd
+
+
+def open_results(path: str | Path) -> BinaryIO:
+    """A results file opened for reading, a line at a time: refused with a StoreError naming it when it is
+    no regular file (``report FIFO`` hung in ``open`` before), never blocking on a FIFO swapped in."""
+    return os.fdopen(open_regular(path, lambda why: StoreError(f"results file {path} {why}")), "rb")
 
 
 def read_regular(path: str | Path, limit: int, fail: Fail) -> bytes:

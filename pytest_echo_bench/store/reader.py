@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.checks import meta_problem, row_problem
+from pytest_echo_bench.store.checks import current_meta, meta_problem, row_problem
 from pytest_echo_bench.store.files import STATUSES, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
+from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
+from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.records import KeySet, row_key
 
 
@@ -29,7 +31,9 @@ def read_records(path: Path, strict: bool = True, upto: int | None = None) -> tu
 
     A last line without a newline counts if it is a whole row (a writer killed just before the
     newline) and is skipped otherwise (a torn row). Any other line that is not a row raises a
-    StoreError naming it when ``strict``, and is skipped when not (best-effort readers).
+    StoreError naming it when ``strict``, and is skipped when not (best-effort readers). A meta line
+    of another sweep after line 1 (``store.metalines``) is refused either way: the rows after it
+    are not this file's sweep's.
     """
     meta: dict[str, Any] | None = None
     rows: list[Record] = []
@@ -49,7 +53,7 @@ def iter_records(path: Path, strict: bool = True, upto: int | None = None) -> It
     took 1.2 GB for a million rows before a single row was parsed.
     """
     try:
-        with open(path, "rb") as f:
+        with open_results(path) as f:
             yield from _records(f, path, strict, upto)
     except StoreError:  # a line refused: its own message (a StoreError is an OSError too)
         raise
@@ -58,7 +62,7 @@ def iter_records(path: Path, strict: bool = True, upto: int | None = None) -> It
 
 
 def _records(f: BinaryIO, path: Path, strict: bool, upto: int | None) -> Iterator[Record]:
-    offset = 0
+    offset, head = 0, NO_HEAD
     for lineno, raw in enumerate(f, 1):
         if upto is not None and offset + len(raw) > upto:  # the line ``upto`` cuts is the last, torn or not
             raw = raw[:max(upto - offset, 0)]
@@ -66,6 +70,9 @@ def _records(f: BinaryIO, path: Path, strict: bool, upto: int | None) -> Iterato
         line = raw if last else raw[:-1]
         if line.strip():
             record = parse_line(line, path, lineno, strict and not last)
+            if record is not None and record.get("_meta") is True:
+                head = record if lineno == 1 else head
+                check_later_meta(head, record, path, lineno)
             if record is not None:
                 yield Record(lineno, record, raw + b"\n" if last else raw, offset)
         offset += len(raw)
@@ -77,12 +84,15 @@ def parse_line(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, A
     """The record of one line, checked by ``store.checks``'s rules; None for a line to skip.
 
     A line that is not a row, a row whose key fields are wrong and a first line whose meta fields
-    are wrong are refused naming the file and line when ``strict``, and skipped when not.
+    are wrong are refused naming the file and line when ``strict``, and skipped when not. A first
+    line that is a meta line comes back in today's shape (``store.checks.current_meta``).
     """
     try:
         record = json.loads(raw)
     except (ValueError, RecursionError):
         record = None
+    if lineno == 1 and isinstance(record, dict) and record.get("_meta") is True:
+        record = current_meta(record)  # an older writer's meta line, as every reader reads it
     problem = _problem(record, lineno) if isinstance(record, dict) else "not a results row"
     if problem is None:
         return record
@@ -93,7 +103,7 @@ def parse_line(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, A
 
 def _problem(record: dict[str, Any], lineno: int) -> str | None:
     marker = record.get("_meta", False)
-    if marker is True:  # a meta line after the first is skipped by every reader: only line 1 matters
+    if marker is True:  # only line 1 is checked as a header; a later one is one of ``store.metalines``'s
         return meta_problem(record) if lineno == 1 else None
     if marker is not False or "task_id" not in record or "arm" not in record:
         return "not a results row"

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.checks import meta_problem
+from pytest_echo_bench.store.checks import current_meta, meta_problem
 from pytest_echo_bench.store.files import encode_line
 
 SCHEMA = 1
@@ -50,7 +50,9 @@ class Meta:
     def from_json(cls, record: Mapping[str, Any], where: str = "meta line") -> Meta:
         """The meta line ``record`` (a decoded line 1), typed. Its fields must meet ``store.checks``'s
         rules, else a StoreError naming ``where`` (the reader passes ``file:1``); a field an older
-        writer left out takes its empty value, as the readers took it before."""
+        writer left out takes its empty value, as the readers took it before, and one it wrote in
+        another shape is read as today's (``store.checks.current_meta``)."""
+        record = current_meta(record) if record.get("_meta") is True else record
         problem = meta_problem(record) if record.get("_meta") is True else "not a meta line (no \"_meta\": true)"
         if problem is not None:
             raise StoreError(f"{where}: {problem}")

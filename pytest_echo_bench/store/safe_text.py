@@ -1,4 +1,4 @@
-"""Text from a model, a dataset or a spec made safe to show, and secrets kept out of error texts.
+"""Text from a model, a dataset or a spec made safe to show (secrets are kept out by ``redaction``).
 
 A terminal obeys escape sequences wherever they come from: a model's output holding ESC or OSC
 can clear the screen, draw a fake "===== 2 passed =====" line or write the clipboard (OSC 52),
@@ -10,7 +10,7 @@ results file keeps the exact text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # C0 and C1 controls, DEL, the bidi embeddings, overrides and isolates (and the marks beside
@@ -23,8 +23,6 @@ _UNSAFE_TEXT = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")
 _UNSAFE_ID = re.compile(f"[\\\\{_UNSAFE}]")
 _ESCAPE = re.compile(r"\\(?:\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
-REDACTED = "[redacted]"
-MIN_SECRET = 4  # shorter values are no key; redacting them would shred every message
 
 
 def _code(char: str) -> str:
@@ -78,10 +76,3 @@ def unescape_id(name: str) -> str:
         return name
     return _ESCAPE.sub(lambda m: "\\" if m.group() == "\\\\" else chr(int(m.group()[2:], 16)), name)
 
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each secret replaced by its first three characters and ``…[redacted]``."""
-    for secret in sorted(set(secrets), key=len, reverse=True):  # the longest first: a key inside a key
-        if len(secret) >= MIN_SECRET and secret in text:
-            text = text.replace(secret, f"{secret[:3]}…{REDACTED}" if len(secret) >= 12 else REDACTED)
-    return text

@@ -32,7 +32,9 @@ class ArmTally:
     wall: float = 0.0
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
-    costed: int = 0  # rows whose cost is known (a cached one included): 0 with rows, the arm is unpriced
+    costed: int = 0  # rows whose cost is known (a cached one included)
+    unknown: int = 0  # rows whose cost is not known, by the report's rule (``ops.spend.ArmSpend``): not counted as 0
+    uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
 
     @property
     def pass_rate(self) -> float:
@@ -58,7 +60,7 @@ class TallyRow(StatusRow, gc=False):
     wall_seconds: float | None = None
     cost_usd: float | None = None
     cache_hits: int | None = None
-    sub_calls: int | None = None
+    sub_calls: float | None = None  # a figure, as the report reads it (1.5 is not rounded away)
     charged_usd: float | None = None
 
     def spend(self) -> float:
@@ -72,7 +74,20 @@ class TallyRow(StatusRow, gc=False):
         cost = self.cost_usd
         if cost is None or not 0.0 <= cost <= FIGURE_MAX:
             return 0.0
-        return 0.0 if all_cached(self.cache_hits, self.sub_calls) else cost
+        return 0.0 if self.cached() else cost
+
+    def cached(self) -> bool:
+        """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
+        hits = self.cache_hits
+        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
+
+    def spend_unknown(self) -> bool:
+        """Whether what the row's calls cost is unknown: no valid charge or cost, and not every call cached."""
+        if self.charged_usd is not None and 0.0 <= self.charged_usd <= FIGURE_MAX:
+            return False
+        if self.cached():
+            return False
+        return self.cost_usd is None or not 0.0 <= self.cost_usd <= FIGURE_MAX
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
@@ -96,6 +111,7 @@ class FileTally:
         self.codes: dict[ArmEpoch, dict[str, int]] = {}  # (benchmark, arm, epoch) -> task id -> verdict code
         self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
         self.meta: dict[str, Any] | None = None
+        self.head: dict[str, Any] | None = None  # line 1 as read (``RowScan.head``): later meta lines are checked against it
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
 
     def recorded(self, retry_errors: bool = False) -> KeySet:
@@ -117,21 +133,23 @@ class FileTally:
     def update(self, path: Path, strict: bool = False) -> dict[tuple[str, str], ArmTally]:
         """Count what was appended since the last update.
 
-        Not ``strict`` (the table only counts), a line that is not a row is skipped; ``strict``
-        (resume reading what it deselects), it is refused with its line number, as by ``read_index``.
+        Not ``strict`` (the table only counts), a line that is not a row is skipped, and the count
+        stops at another sweep's meta line (``store.metalines``); ``strict`` (resume reading what it
+        deselects), both are refused with their line number, as by ``read_index``.
         """
         scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
-                       start=self.end)
+                       start=self.end, head=self.head)
         try:
             for fast, slow in scan.batches():
                 self.meta = scan.meta or self.meta
                 self._add(fast, slow)
         except StoreError:
-            raise
+            if strict:
+                raise
         except OSError as exc:
             if strict:
                 raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
-        self.end = scan.end
+        self.end, self.head = scan.end, scan.head
         return self.arms
 
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
@@ -151,9 +169,14 @@ class FileTally:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
-            if r.cost_usd is not None or r.charged_usd is not None:  # money spent stays spent, whichever row is newest
-                t.spent += r.spend()
+            t.spent += r.spend()  # money spent stays spent, whichever row is newest
+            cost = r.cost_usd
+            # Known as the report counts it (``ops.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
+            if (cost is not None and 0.0 <= cost <= FIGURE_MAX) or r.cached():
                 t.costed += 1
+            else:
+                t.unknown += 1
+            t.uncosted += r.spend_unknown()
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
@@ -176,4 +199,4 @@ def _from_dict(d: dict[str, Any]) -> TallyRow:
                     passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
                     wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
                     cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
-                    sub_calls=count(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))
+                    sub_calls=figure(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))

@@ -25,6 +25,8 @@ HINTS = {
     "bubblewrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed",
     "cgroups": "run as root where the cgroup v1 memory and pids controllers (or a delegated cgroup) can be written",
     "uid drop": "run as root, with a Python that other users may execute (not under a 0700 home)",
+    "private filesystem": ("the code can read every file you can, installed datasets' tests and canonical solutions "
+                           "among them: install bubblewrap, or allow mount namespaces (unshare --mount)"),
 }
 _REQUIRED = [False]  # the run's --bench-require-isolation, set once per process by the plugin
 
@@ -36,13 +38,18 @@ class Machine:
     bubblewrap: bool
     cgroups: bool
     uid_drop: bool
+    unshare_root: bool = True  # without bubblewrap, unshare --mount builds the same private root
+
+    def held(self, limits: Limits | None = None) -> dict[str, bool]:
+        """Each layer, and whether a run with ``limits`` has it (a test seam can turn some off)."""
+        limits = limits or Limits()
+        bwrap = self.bubblewrap and limits.bwrap and not limits.network
+        return {"bubblewrap": bwrap, "cgroups": self.cgroups and limits.cgroups, "uid drop": self.uid_drop,
+                "private filesystem": bwrap or (self.unshare_root and not limits.network)}
 
     def missing(self, limits: Limits | None = None) -> list[str]:
-        """The layers a run with ``limits`` goes without (a test seam can turn some off)."""
-        limits = limits or Limits()
-        held = {"bubblewrap": self.bubblewrap and limits.bwrap and not limits.network,
-                "cgroups": self.cgroups and limits.cgroups, "uid drop": self.uid_drop}
-        return [name for name, ok in held.items() if not ok]
+        """The layers a run with ``limits`` goes without."""
+        return [name for name, ok in self.held(limits).items() if not ok]
 
 
 @functools.cache
@@ -53,14 +60,17 @@ def machine() -> Machine:
     cgroups = groups.memory is not None and groups.pids is not None
     sandbox_cgroup.destroy(groups)
     # Without root nothing can be dropped to; bubblewrap then maps the caller's own uid.
-    uid_drop = os.geteuid() == 0 and sandbox_launch.interpreter(bwrap)[1]
-    return Machine(bwrap, cgroups, uid_drop)
+    unshare_root = bool(sandbox_launch.unshare_root_prefix())
+    uid_drop = os.geteuid() == 0 and sandbox_launch.interpreter(bwrap or unshare_root)[1]
+    return Machine(bwrap, cgroups, uid_drop, unshare_root)
 
 
 def summary_line(found: Machine | None = None) -> str:
     """One line: which layers hold for scored code here, and what to install for the rest."""
     found = found or machine()
-    held = {"bubblewrap": found.bubblewrap, "cgroups": found.cgroups, "uid drop": found.uid_drop}
+    held = found.held()
+    if held["private filesystem"]:
+        del held["private filesystem"]  # named only where it is missing: files cannot be hidden from the code
     layers = ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in held.items())
     missing = found.missing()
     if not missing:

@@ -4,8 +4,10 @@
 recorded in the row's ``extra.sandbox`` (``describe``), since what the machine allows differs:
 
 - bubblewrap (``sandbox_launch``): new PID, network, IPC, UTS and mount namespaces, a read-only
-  root of ``/usr`` and the interpreter, no ``/proc``, and a private ``/tmp`` tmpfs whose size is
-  ``file_size_mb`` in total; without it, ``unshare`` namespaces on the host's filesystem;
+  root of ``/usr`` and the interpreter's executable and standard library, never an installed
+  package (``sandbox_view``), no ``/proc``, and a private ``/tmp`` tmpfs whose size is
+  ``file_size_mb`` in total; without it, ``unshare`` namespaces and the same root built after
+  ``unshare --mount``, or where no mount namespace can be made, the host's filesystem;
 - cgroups (``sandbox_cgroup``): memory and process count of all the run's processes together,
   and a kill of every process the run left behind;
 - user: when the parent is root, a fresh unprivileged uid per run;
@@ -102,6 +104,7 @@ class SandboxRun:
     workdir: str
     groups: sandbox_cgroup.RunGroups
     python: str
+    private_root: bool = False  # bubblewrap's root, or the same one built after unshare --mount
 
 
 @contextlib.contextmanager
@@ -110,17 +113,21 @@ def prepared(limits: Limits) -> Iterator[SandboxRun]:
     run = _plan(limits)
     host_dir = None
     try:
-        if not run.bwrap:  # no private /tmp: a directory of its own on the host
+        if not run.bwrap:  # the private root's mount point, or on the host's filesystem a directory of its own
             host_dir = Path(tempfile.mkdtemp(prefix="echo-bench-sandbox-"))
-            run.workdir = str(host_dir)
-            if run.uid is not None:
-                os.chown(host_dir, run.uid, run.uid)  # its own directory; 0700 from mkdtemp keeps others out
+            if run.private_root:
+                root = sandbox_launch.chroot_args(run.limits.file_size_mb << 20, str(host_dir), run.prefix[0])
+                run.prefix = [*run.prefix, *root]
+            else:
+                run.workdir = str(host_dir)
+                if run.uid is not None:
+                    os.chown(host_dir, run.uid, run.uid)  # its own directory; 0700 from mkdtemp keeps others out
         yield run
     finally:
         sandbox_cgroup.destroy(run.groups)
         if host_dir is not None:
             shutil.rmtree(host_dir, ignore_errors=True)
-            if run.uid is not None:
+            if run.uid is not None and not run.private_root:
                 _remove_leftovers(run.uid)
 
 
@@ -178,14 +185,15 @@ def _plan(limits: Limits) -> SandboxRun:
     if bwrap is not None:
         prefix = [bwrap, *sandbox_launch.bwrap_args(limits.file_size_mb << 20), "--"]
     else:
-        prefix = [] if limits.network else sandbox_launch.unshare_prefix()
-    python, droppable = sandbox_launch.interpreter(bwrap is not None)
+        prefix = [] if limits.network else sandbox_launch.unshare_root_prefix() or sandbox_launch.unshare_prefix()
+    private = bwrap is not None or sandbox_launch.private_root(prefix)
+    python, droppable = sandbox_launch.python(private), sandbox_launch.interpreter(private)[1]
     as_root = droppable and "--user" not in prefix and "--unshare-user" not in prefix
     uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if as_root else None
     extra = _BWRAP_PROCESSES if bwrap else 1 if prefix else 0  # unshare itself, before it forks the child
     groups = sandbox_cgroup.create(limits.memory_mb, limits.processes, extra) if limits.cgroups else sandbox_cgroup.RunGroups()
-    workdir = f"/tmp/echo-bench-{secrets.token_hex(6)}"  # inside the private /tmp; replaced without bubblewrap
-    return SandboxRun(limits, prefix, bwrap is not None, uid, workdir, groups, python)
+    workdir = f"/tmp/echo-bench-{secrets.token_hex(6)}"  # inside the private /tmp; replaced on the host's filesystem
+    return SandboxRun(limits, prefix, bwrap is not None, uid, workdir, groups, python, private)
 
 
 def environment(workdir: str) -> dict[str, str]:
@@ -196,7 +204,7 @@ def environment(workdir: str) -> dict[str, str]:
 def settings(run: SandboxRun, source: str, entry_point: str | None) -> bytes:
     """What the harness inside reads first: the completion, the codec, how to set itself up."""
     return json.dumps({"solution": source, "entry_point": entry_point, "codec": codec_source(), "uid": run.uid,
-                       "workdir": run.workdir, "make_workdir": run.bwrap, "limits": run.limits.rlimits()}).encode()
+                       "workdir": run.workdir, "make_workdir": run.private_root, "limits": run.limits.rlimits()}).encode()
 
 
 @functools.cache
@@ -299,13 +307,13 @@ def describe(run: SandboxRun, started: dict[str, Any] | None) -> dict[str, Any]:
         "pid_namespace": namespaces,
         "ipc_namespace": namespaces,
         "user_namespace": any(flag in run.prefix for flag in ("--user", "--unshare-user")),
-        "filesystem": "minimal read-only root" if run.bwrap else "host",
+        "filesystem": "minimal read-only root" if run.private_root else "host",
         "uid": run.uid if run.uid is not None and started is not None else "unchanged",
-        "private_tmp": ["/tmp"] if run.bwrap else [],
+        "private_tmp": ["/tmp"] if run.private_root else [],
         "bounded": {
             "memory": "all processes" if run.groups.memory else "per process",
             "processes": "all processes" if run.groups.pids else "per uid" if run.uid is not None else "per user",
-            "disk": "private /tmp in total" if run.bwrap else "per file",
+            "disk": "private /tmp in total" if run.private_root else "per file",
         },
         "memory_peak_mb": run.groups.peak_mb(),
         "limits": {k: v for k, v in asdict(run.limits).items() if k not in ("network", "bwrap", "cgroups") and v is not None},

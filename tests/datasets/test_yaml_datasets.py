@@ -93,7 +93,8 @@ def test_default_ids_count_records_and_a_missing_field_names_the_record(pytester
     ("{input: '{question!r}'}", r"must be a plain field name"),
     ("{input: '{question:>99999999}'}", r"must be a plain field name"),
     ("{input: 'open {'}", r"\[dataset.fields.input\].*write \{\{ and \}\} for braces"),
-    ("{input: '{nope}', target: answer}", r"\[dataset.fields.input\]: record 0: the input template names 'nope', which the record lacks"),
+    ("{input: '{nope}', target: answer}", r"\[dataset.fields.input\]: dataset \S*set.parquet record 0: the input template names 'nope', which the "
+                                         r"record lacks"),
     ("{question: question}", r"\[dataset.fields.question\]: unknown field 'question'"),
     ("{metadata: source}", r"\[dataset.fields.metadata\]: metadata must be a list"),
 ])

@@ -186,10 +186,10 @@ def test_the_runs_end_settles_a_lost_hold_no_call_waited_on(tmp_path: Path, spec
     assert a is not None
     budget_of(tmp_path, 10 * a)
     killed_holder(tmp_path, "a", "a")
-    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == 1
+    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == (1, "")
     spend = plugin_budget.read(tmp_path / "r.jsonl")
     assert spend is not None and spend.spent == pytest.approx(a)  # what the end reports counts the lost call
-    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == 0
+    assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == (0, "")
 
 
 class Named(Budget):

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import read_rows
-from pytest_echo_bench.ops import inspect_log
+from pytest_echo_bench.ops import inspect_log, inspect_zip
 from pytest_echo_bench.ops.cli import main
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.records import Meta, Row
@@ -151,7 +151,7 @@ def test_a_eval_zip_is_checked_before_it_is_inflated(tmp_path: Path, capsys: pyt
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("header.json", json.dumps({"eval": {"task": "t", "model": "m"}}))
         z.writestr("samples/a_epoch_1.json", b" " * 100_000)
-    monkeypatch.setattr(inspect_log, "ENTRY_LIMIT", 50_000)
+    monkeypatch.setattr(inspect_zip, "ENTRY_LIMIT", 50_000)
     for path, message in ((bad, "not a zip file"), (empty, "without header.json"), (bomb, "over 50,000")):
         assert main(["import", str(path), "-o", str(tmp_path / "x.jsonl")]) == 2
         assert message in capsys.readouterr().err

@@ -100,7 +100,8 @@ def test_the_report_shows_the_budget_its_stop_marker_recorded(tmp_path: Path, ca
     assert main(["report", str(results), "--format", "json"]) == 0
     budgets = json.loads(capsys.readouterr().out)["budgets"]
     assert budgets == [{"results": str(results), "source": "stop marker", "budget_usd": 0.034, "spent_usd": 0.032,
-                        "needed_usd": 0.048, "suggested_usd": 0.08}]
+                        "needed_usd": 0.048, "suggested_usd": 0.08,
+                        "over_bound_replies": 0, "over_bound_usd": 0.0}]
     assert main(["report", str(results), "--format", "html"]) == 0
     assert '<p class="budget">Budget: ' in capsys.readouterr().out
 

@@ -328,7 +328,10 @@ def test_html_csv_and_the_progress_page_mark_an_incomplete_merge(pytester: pytes
         assert status == 0 and ('id="incomplete"' in html and said in html) is marked
         status, text, _ = cli(capsys, "report", str(path), "--format", "csv")
         lines = list(csv.DictReader(io.StringIO(text)))
-        assert status == 0 and lines and len(lines[0]) == len(CSV_FIELDS) + (2 if marked else 0)
+        parts = ["part_shard", "part_file", "part_ended", "part_items", "part_expected"]  # how each shard file ended
+        assert status == 0 and lines and len(lines[0]) == len(CSV_FIELDS) + (2 if marked else 0) + len(parts)
+        assert [line["part_shard"] for line in lines if line["kind"] == "part"] == \
+            [f"shard {k}/4" for k in ((1, 2, 4) if marked else (1, 2, 3, 4))]
         assert all((line.get("complete"), line.get("shards")) == (("false", said) if marked else (None, None))
                    for line in lines)
         page = pytester.path / "page.html"

@@ -196,14 +196,14 @@ def test_cached_replies_cost_nothing_against_the_budget(
     assert len(openai_server.requests) == 10  # nothing sent
     result.stdout.fnmatch_lines(["echo-bench: budget: spent $0.0000 of $0.0020; 5 of 5 items complete for all arms"])
     result.stdout.fnmatch_lines(["demo *a *5 *0", "demo *b *5 *0"])  # the end table: cached rows cost 0, not "-"
-    assert "unpriced" not in result.stdout.str()
+    assert "unknown" not in result.stdout.str()
 
 
-def test_the_end_table_says_unpriced_for_an_arm_without_a_known_cost(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_the_end_table_counts_an_arm_without_a_known_cost_as_unknown(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(3))
     result, _, _ = sweep.run()
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*mean wall s*spend $", "demo *good *3 *unpriced"])
+    result.stdout.fnmatch_lines(["*mean wall s*spend $", "demo *good *3 *3 unknown"])
 
 
 def test_arms_without_a_worst_case_are_refused_before_any_call(

@@ -105,3 +105,61 @@ def test_a_killed_workers_hold_is_settled_and_the_run_stops_at_once(
     ledger = json.loads(Path(f"{out}.budget").read_text())
     assert [name.split("/")[1] for name in ledger["released"]] == [str(lost)] and ledger["holders"] == {}
     assert ledger["accounts"]["run"]["spent"] == pytest.approx(6 * PER_CALL)  # the lost call stands as spent
+
+
+def test_a_resume_counts_the_charge_of_the_call_a_killed_worker_lost(
+        pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
+    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+    hung, prompts = hang_the_third_call(openai_server)
+    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {openai_server.base_url}\n"
+           f"    api_key_env: TEST_OPENAI_KEY\n    max_tokens: {WORDS}\n")
+    make_spec(pytester, sim_spec(12, arms=arm, extra="retries: {attempts: 1}\npricing:\n  a: {input: 0, output: 1000}\n"))
+    out = pytester.path / "r.jsonl"
+    budget = repr(6.5 * PER_CALL)
+    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-concurrency", "1",
+                 "--bench-budget-usd", budget)
+    try:
+        wait_for(hung.is_set, 60)
+        port = next(r["port"] for r in openai_server.requests if r["body"]["messages"][-1]["content"] == prompts[2])
+        lost = _caller(port, _children(proc.pid))
+        assert lost is not None
+        os.kill(lost, signal.SIGKILL)
+        status, output = finish(proc, timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert status == 2 and len(read_rows(out)[1]) == 5, output
+    # The same budget again: the lost call was paid for (no row says so, the ledger does), so nothing fits.
+    status, output = finish(start(pytester.path, "--bench-resume", str(out), "--bench-budget-usd", budget))
+    assert status == 2, output
+    assert len(openai_server.requests) == 6  # before: a 7th call, $0.028 billed on a $0.026 budget
+    assert "budget: spent $0.0240 of $0.0260" in output
+
+
+def test_a_resume_after_the_whole_run_was_killed_counts_the_calls_it_had_in_flight(
+        pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
+    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+    hung, _ = hang_the_third_call(openai_server)
+    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {openai_server.base_url}\n"
+           f"    api_key_env: TEST_OPENAI_KEY\n    max_tokens: {WORDS}\n")
+    make_spec(pytester, sim_spec(12, arms=arm, extra="retries: {attempts: 1}\npricing:\n  a: {input: 0, output: 1000}\n"))
+    out = pytester.path / "r.jsonl"
+    budget = repr(3.5 * PER_CALL)
+    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-concurrency", "1",
+                 "--bench-budget-usd", budget)
+    try:
+        wait_for(hung.is_set, 60)
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and all it started: the hold is left in the ledger
+        proc.communicate()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert len(read_rows(out)[1]) == 2
+    status, output = finish(start(pytester.path, "--bench-resume", str(out), "--bench-budget-usd", budget))
+    assert status == 2, output
+    assert len(openai_server.requests) == 3  # before: a 4th call, $0.016 billed on a $0.014 budget
+    assert "budget: spent $0.0120 of $0.0140" in output

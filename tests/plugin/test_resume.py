@@ -115,6 +115,10 @@ def test_resume_reads_older_rows_without_the_new_fields(pytester: pytest.Pyteste
     make_spec(pytester, sim_spec(2))
     old = {"task_id": "q0", "arm": "good", "passed": True, "detail": "passed", "wall_seconds": 1.0, "sub_calls": 1}
     sweep.out.write_text(json.dumps(old) + "\n")
-    result, _, rows = sweep.run("--bench-resume", str(sweep.out), str(pytester.path))
+    # No meta line, so no fingerprint to check the rows against: refused unless the user says they answer this spec.
+    refused, _, rows = sweep.run("--bench-resume", str(sweep.out), str(pytester.path))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR and len(rows) == 1
+    refused.stderr.fnmatch_lines(["*the file has no meta line*--bench-allow-mismatch*"])
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch", str(pytester.path))
     result.stdout.fnmatch_lines(["*1 recorded, 3 to run*"])
     assert len(rows) == 4

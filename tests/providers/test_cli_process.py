@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cli_fakes import ECHOES_HEX, all_dead, claude_provider, dead, plain_provider, python_cli, request, result
+from cli_fakes import ECHOES_HEX, all_dead, claude_provider, dead, plain_provider, python_cli, request, result, running
 
 from conftest import Sweep, make_spec
 from pytest_echo_bench.errors import PermanentError, TransientError
@@ -56,14 +56,17 @@ def test_a_shell_helper_holding_stdout_does_not_hold_the_call(tmp_path: Path) ->
 
 
 def test_the_answer_of_a_cli_that_leaves_a_helper_is_graded(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    cli = python_cli(pytester.path / "cli", LEAVES_A_HELPER.replace('sys.argv[1] if len(sys.argv) > 1 else "pids"',
-                                                                     repr(str(pytester.path / "pids"))))
+    # Built by the spec, the CLI runs in its own PID namespace: the pid it notes is that namespace's,
+    # so the helper carries the CLI's path in its command line ($0) and is found on the host by it.
+    body = LEAVES_A_HELPER.replace('sys.argv[1] if len(sys.argv) > 1 else "pids"', repr(str(pytester.path / "pids")))
+    helper = f'["sh", "-c", "sleep 300", {str(pytester.path / "cli")!r}]'
+    cli = python_cli(pytester.path / "cli", body.replace('["sleep", "300"]', helper))
     make_spec(pytester, f"benchmark: cli\ndataset:\n  loader: inline\n  items:\n    - {{id: q0, input: '2+2', target: '4'}}\n"
                         f"scorer: exact\narms:\n  a: {{provider: command, argv: [{cli}]}}\ntimeout_s: 30\n")
     result_, _, rows = sweep.run()
     result_.assert_outcomes(passed=1)
     assert rows[0]["status"] == "correct" and rows[0]["wall_seconds"] < 10  # its timeout_s is 30
-    assert all_dead([int((pytester.path / "pids").read_text())])
+    assert (pytester.path / "pids").read_text() and all_dead(running(str(pytester.path / "cli")))
 
 
 def test_a_cli_that_exits_just_before_its_timeout_has_answered(tmp_path: Path) -> None:

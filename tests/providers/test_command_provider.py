@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_fakes import all_dead
+from cli_fakes import all_dead, running
 
 from conftest import Sweep, make_spec
 
@@ -72,7 +72,7 @@ if "FLAKY" in prompt:
         open(seen, "w").close()
         say("API Error: 529 Overloaded. This is a server-side issue, usually temporary", 1, True, 529)
 if "SLEEP" in prompt:
-    helper = subprocess.Popen(["sleep", "60"])
+    helper = subprocess.Popen(["sh", "-c", "sleep 60", sys.argv[0]])  # $0: found by its command line
     with open(prompt.split()[-1], "a") as f:
         f.write(f"{os.getpid()} {helper.pid}\\n")
     time.sleep(60)
@@ -128,8 +128,9 @@ def test_the_cli_runs_isolated(pytester: pytest.Pytester, sweep: Sweep, fake_bin
     cwd = Path(seen["cwd"])
     assert not cwd.is_relative_to(pytester.path) and not cwd.exists()  # removed afterwards
     assert seen["home"] != os.path.expanduser("~") and Path(seen["home"]).parent == cwd.parent
-    # Python itself may add LC_CTYPE (PEP 538 locale coercion) before the script looks.
-    assert set(seen["env"]) - {"LC_CTYPE"} <= {"PATH", "LANG", "LC_ALL", "TERM", "HOME", "TMPDIR", "ANTHROPIC_API_KEY",
+    # Python itself may add LC_CTYPE (PEP 538 locale coercion) before the script looks, and
+    # bubblewrap PWD (the call's empty working directory).
+    assert set(seen["env"]) - {"LC_CTYPE", "PWD"} <= {"PATH", "LANG", "LC_ALL", "TERM", "HOME", "TMPDIR", "ANTHROPIC_API_KEY",
                                                "CLAUDE_CODE_MAX_RETRIES", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"}
     assert seen["env"]["ANTHROPIC_API_KEY"] == hashlib.sha256(ANTHROPIC_KEY.encode()).hexdigest()
     assert ANTHROPIC_KEY not in sweep.out.read_text()
@@ -221,7 +222,9 @@ def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
     assert marker["reason"] == "incomplete"
     started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
     assert len(started) == 4  # two attempts, each the CLI and the helper it started
-    assert all_dead(started)
+    # The pids it wrote are its PID namespace's: on the host, the CLI and its helper are found by
+    # the stand-in's path in their command lines.
+    assert all_dead(running(str(fake_bin / "claude")))
 
 
 def test_prompt_as_an_argument(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:

@@ -217,6 +217,10 @@ FOUND = {
     "control character": ("benchmark: demo\ndescription: a\x1fb\n", "control characters are not allowed .* column 15"),
     "too deep": ("benchmark: demo\ndescription: " + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "\n",
                  f"nested more than {MAX_DEPTH} levels deep"),
+    # killed the process (a segmentation fault): libyaml's composer recurses in C once per level
+    "100,000 open brackets": ("benchmark: " + "[" * 100_000 + "\n", f"nested more than {MAX_DEPTH} levels deep"),
+    "100,000 dashes": ("benchmark: demo\ndescription:\n  " + "- " * 100_000 + "x\n",
+                       f"nested more than {MAX_DEPTH} levels deep"),
 }
 
 

@@ -12,7 +12,8 @@ import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, report_args, reports
-from pytest_echo_bench.store.safe_text import escape_id, redact, shown, unescape_id
+from pytest_echo_bench.store.redaction import redact
+from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 
 # Clear the screen, draw a fake pytest result line, write the clipboard (OSC 52), ring the bell,
 # a C1 CSI, and bidi overrides and isolates that reorder what a reader sees.

@@ -56,8 +56,8 @@ def test_end_of_run_table(legacy: Path) -> None:
     header, line = end_table(legacy, {})
     assert header.split()[2:8] == ["items", "correct", "pass", "rate", "unparseable", "errors"]
     # arm, items, correct, pass rate, unparseable, errors, not completed, mean wall, spend (no benchmark name;
-    # no row has a cost: unpriced, not 0)
-    assert line.split() == ["x", "6", "1", "0.167", "1", "2", "0", "0.500", "unpriced"]
+    # no row has a cost: 6 unknown, not 0, as the report says it)
+    assert line.split() == ["x", "6", "1", "0.167", "1", "2", "0", "0.500", "6", "unknown"]
 
 
 def test_regrade(legacy: Path, tmp_path: Path) -> None:

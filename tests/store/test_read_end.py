@@ -5,6 +5,7 @@ the lines, whatever rows with a ``run_end`` key of their own sit after it."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -72,3 +73,16 @@ def test_the_window_before_upto_is_all_that_is_read(tmp_path: Path) -> None:
         assert read_end(path, upto, len(end)) == (True, {"reason": "exhausted"})
         assert read_end(path, upto, len(end) - 1) == (False, None)  # the window cuts the line's start
         assert read_end(path, len(ROW)) == (False, None)
+
+
+def test_a_long_last_line_is_read_back_in_linear_time(tmp_path: Path) -> None:
+    """A 4 MB last line searched 64 bytes at a time: 65,536 chunks. Joined to each new chunk (as before),
+    it copied about 130 GB; kept as pieces and joined once, it is read once. The bound only catches that hang."""
+    path = tmp_path / "r.jsonl"
+    end = end_line("r", "", {"reason": "exhausted", "message": "m"})
+    long_row = encode_line({"task_id": "t", "arm": "a", "output": "x" * (4 << 20)})
+    path.write_bytes(ROW + end + long_row)
+    started = time.monotonic()
+    with mock.patch.object(files, "END_CHUNK", 64):
+        assert read_end(path) == (True, {"reason": "exhausted", "message": "m"})
+    assert time.monotonic() - started < 60

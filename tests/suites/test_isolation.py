@@ -90,8 +90,8 @@ def test_required_isolation_on_a_full_machine_runs(pytester: pytest.Pytester, sw
 
 def test_the_line_names_each_missing_layer_and_its_remedy() -> None:
     assert summary_line(Machine(True, True, True)).endswith("bubblewrap yes, cgroups yes, uid drop yes (full)")
-    weak = summary_line(Machine(False, False, False))
-    assert "bubblewrap NO, cgroups NO, uid drop NO (weaker than full" in weak
+    weak = summary_line(Machine(False, False, False, False))
+    assert "bubblewrap NO, cgroups NO, uid drop NO, private filesystem NO (weaker than full" in weak
     assert all(f"for {name}: {hint}" in weak for name, hint in isolation.HINTS.items())
 
 

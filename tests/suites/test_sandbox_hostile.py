@@ -151,6 +151,16 @@ def test_memory_of_all_processes_together_is_bounded() -> None:
     assert sandbox_row["memory_peak_mb"] <= 100
 
 
+@pytest.mark.parametrize("mode", MODES[:2])
+def test_the_process_limit_counts_the_code_alone(mode: dict[str, Any]) -> None:
+    # Building the root without bubblewrap runs mount helpers: never beside the code in the pids group.
+    body = "    import subprocess\n    return 1 if subprocess.run(['/bin/true']).returncode == 0 else 0\n"
+    alone = _score(body, processes=1, **mode)
+    assert alone.status == "wrong" and "Resource temporarily unavailable" in alone.detail, alone.detail
+    one_child = _score(body, processes=2, **mode)
+    assert one_child.passed, one_child.detail
+
+
 def test_disk_written_in_total_is_bounded() -> None:
     # 60 files just under the 1 MB file-size limit each: 60 MB if only each file were bounded.
     body = ("    for i in range(60):\n        with open(f'f{i}' if i % 2 else f'/tmp/f{i}', 'wb') as fh:\n"
@@ -201,8 +211,10 @@ def host_socket() -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-@pytest.mark.skipif(not HAS_BWRAP, reason="the fresh filesystem view needs bubblewrap")
-def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path) -> None:
+@pytest.mark.parametrize("mode", [MODES[0], pytest.param({"bwrap": False}, id="unshare")])
+def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path, mode: dict[str, Any]) -> None:
+    if not mode and not HAS_BWRAP or mode and not sandbox.sandbox_launch.unshare_root_prefix():
+        pytest.skip("the fresh filesystem view needs bubblewrap or a mount namespace")
     body = (f"    import os, socket\n    seen = []\n    s = socket.socket(socket.AF_UNIX)\n"
             f"    try:\n        s.connect({str(host_socket)!r})\n        seen.append('socket')\n    except OSError:\n        pass\n"
             f"    for path in ['/proc/1', '/proc/self', '/etc/passwd', '/run', '/var', '/home', {str(PROJECT / 'pyproject.toml')!r}]:\n"
@@ -211,7 +223,7 @@ def test_host_sockets_proc_home_and_project_are_out_of_sight(host_socket: Path) 
             "    for path in ['/usr/x', '/x', '/root/x']:\n        try:\n            open(path, 'w')\n            seen.append(path)\n"
             "        except OSError:\n            pass\n"
             "    assert not seen, seen\n    return 1\n")
-    verdict = _score(body)
+    verdict = _score(body, **mode)
     assert verdict.passed, verdict.detail
     assert verdict.extra["sandbox"]["filesystem"] == "minimal read-only root"
 
@@ -220,9 +232,19 @@ def test_without_bwrap_or_cgroups_the_row_records_what_held() -> None:
     verdict = _score("    return 1\n", bwrap=False, cgroups=False)
     row = verdict.extra["sandbox"]
     assert verdict.passed, verdict.detail
-    assert row["bwrap"] is False and row["filesystem"] == "host" and row["private_tmp"] == []
-    assert row["bounded"] == {"memory": "per process", "processes": row["bounded"]["processes"], "disk": "per file"}
+    private = bool(sandbox.sandbox_launch.unshare_root_prefix())  # unshare --mount
+    assert row["bwrap"] is False and row["filesystem"] == ("minimal read-only root" if private else "host")
+    assert row["private_tmp"] == (["/tmp"] if private else [])
+    disk = "private /tmp in total" if private else "per file"
+    assert row["bounded"] == {"memory": "per process", "processes": row["bounded"]["processes"], "disk": disk}
     assert row["bounded"]["processes"] in ("per uid", "per user")
+
+
+def test_on_the_hosts_filesystem_the_row_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As where no mount namespace can be made: unshare without --mount.
+    monkeypatch.setattr(sandbox.sandbox_launch, "unshare_root_prefix", lambda: [])
+    row = _score("    return 1\n", bwrap=False).extra["sandbox"]
+    assert row["filesystem"] == "host" and row["private_tmp"] == [] and row["bounded"]["disk"] == "per file"
 
 
 def test_a_sandbox_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,8 +186,16 @@ def write_progress(results: Path, out: Path, live: LiveCounters | None = None, r
     A ``feed`` kept between calls reads only what was appended since the last page.
     """
     feed = feed or PageFeed(results, live.started_at if live is not None else None)
-    feed.update()
+    _updated(feed, live is None)
     _write_page(out, render_progress(feed.state(live), refresh_s))
+
+
+def _updated(feed: PageFeed, strict: bool) -> None:
+    """Read on; ``strict`` (``echo-bench progress``): a file holding another sweep's meta line is refused,
+    naming it. A live run's page never fails its run: it shows the rows before that line."""
+    feed.update()
+    if strict and feed.refused is not None:
+        raise feed.refused
 
 
 def watch(results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
@@ -195,12 +203,12 @@ def watch(results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], 
     refresh = max(1, round(interval_s))
     feed = PageFeed(results)
     while True:
-        feed.update()
+        _updated(feed, True)
         state = feed.state()
         _write_page(out, render_progress(state, refresh))
         if state.stopped or state.complete:
             # Rows written just before the marker may have missed the read above: once more.
-            feed.update()
+            _updated(feed, True)
             _write_page(out, render_progress(feed.state(), refresh))
             return
         if _wait(interval_s, stop):

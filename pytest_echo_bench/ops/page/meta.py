@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.decide import Monitor, Sequential, monitor_of, sequential
+from pytest_echo_bench.ops.decide_end import one
 from pytest_echo_bench.ops.decide_feed import FileFeed
 from pytest_echo_bench.store.records import Meta
 
@@ -53,4 +54,10 @@ class DecideFeed:
             self.feed.update()
 
     def sequential(self, stop_reason: str | None, running: bool) -> Sequential | None:
-        return None if self.watch is None else sequential(self.watch, stop_reason, running)
+        if self.watch is None:
+            return None
+        if running:  # the marker says a stop at once; the end line is read once the sweep is over
+            return sequential(self.watch, stop_reason, running)
+        ended = one(self.results)  # how the file ended, as the report reads it: a decided stop stays decided
+        return sequential(self.watch, stop_reason or ended.stop_reason, running, merged_parts=ended.merged_parts,
+                          earlier=ended.earlier)

@@ -205,6 +205,8 @@ class PageFeed:
     def _reset(self) -> None:
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
         self.meta: Meta | None = None
+        self.head: dict[str, Any] | None = None  # line 1 as read: later meta lines are checked against it
+        self.refused: StoreError | None = None  # another sweep's meta line: the tallies stop before it
         self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}  # -> task id -> (status, passed)
         self.arms: dict[ArmId, _Arm] = {}
         self.benchmarks: dict[str, None] = {}  # in order of first appearance
@@ -225,15 +227,19 @@ class PageFeed:
                 self._reset()  # another file at the path now (replaced or truncated): start over
                 self._file = (stat.st_dev, stat.st_ino)
             scan = RowScan(self.results, PageRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
-                           start=self.end)
-            for fast, slow in scan.batches():
-                self.meta = typed(scan.meta) or self.meta
-                for row in fast:
-                    self._add(row)
-                for record in slow:
-                    self._add(_from_dict(record))
-            self.end = scan.end
+                           start=self.end, head=self.head)
+            try:
+                for fast, slow in scan.batches():
+                    self.meta = typed(scan.meta) or self.meta
+                    for row in fast:
+                        self._add(row)
+                    for record in slow:
+                        self._add(_from_dict(record))
+            finally:  # the batches counted so far are counted once: the next update reads on after them
+                self.end, self.head = scan.end, scan.head
             self.decide.update(self.meta)
+        except StoreError as exc:
+            self.refused = exc  # ``echo-bench progress`` says so; a live run's page shows what comes before it
         except OSError:
             pass  # not written yet, or unreadable for now: the page shows what it has
 
