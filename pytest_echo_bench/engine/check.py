@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_echo_bench.errors import PermanentError, UnavailableError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Request
+from pytest_echo_bench.providers.routing import ROUTERS
 from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
 from pytest_echo_bench.spec.load import Spec
 
@@ -17,6 +18,9 @@ def check_spec(spec: Spec) -> None:
     if why is not None:
         raise spec.error(why, "scorer")
     for arm in spec.arms.values():
+        if arm.prompt is not None and arm.provider in ROUTERS:
+            raise spec.error(f"a {arm.provider} arm sends no prompt of its own: the arms it calls use their own "
+                             "prompt: and fewshot:", "arms", arm.name, "prompt" if arm.prompt.template is not None else "fewshot")
         if arm.provider not in PROVIDERS:
             raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",
                              "arms", arm.name, "provider")

@@ -54,6 +54,10 @@ def arm_descriptor(spec: Spec, name: str) -> dict[str, Any]:
 
         fn = resolve(options["function"])
         options["source"] = source_digest(fn) if fn else None
+    if arm.prompt is not None:  # absent without one: the fingerprints of specs without prompts stay as they were
+        from pytest_echo_bench.datasets.prompts import prompt_settings
+
+        options["prompt"] = prompt_settings(spec, name)
     return {"provider": arm.provider, **options}
 
 

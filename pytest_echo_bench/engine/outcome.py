@@ -11,7 +11,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pytest_echo_bench.datasets.example import Example
+    from pytest_echo_bench.datasets.prompts import Prompter
     from pytest_echo_bench.spec.load import Spec
     from pytest_echo_bench.store.files import StopReason
     from pytest_echo_bench.store.records import Row
@@ -27,6 +30,7 @@ class Job(Protocol):
     example: Example
     arm: str
     epoch: int  # 1..K of the spec's ``epochs: K`` (1 when it has none)
+    prompters: Mapping[str, Prompter]  # per arm of the spec with a ``prompt:``: its prompts (datasets.prompts)
 
     @property
     def nodeid(self) -> str: ...

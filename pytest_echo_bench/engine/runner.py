@@ -12,9 +12,10 @@ import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 
+from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.budget import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
@@ -118,6 +119,7 @@ class Runner:
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
         self._secrets: dict[str, Secrets] = {}  # spec path -> what its error texts must not show
+        self._prompters: dict[str, Mapping[str, Prompter]] = {}  # spec path -> its arms' prompts, from its items
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (on its own: the defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self._lock = threading.Lock()
@@ -173,9 +175,10 @@ class Runner:
         def call(arm_name: str, request: Request) -> Completion:
             if arm_name not in spec.arms:
                 raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
+            prompt = render_for(self._prompters.get(str(spec.path)), arm_name, request.example, request.prompt)
             try:
                 with self.arm(spec, arm_name).slot():
-                    return self._call(spec, arm_name, dataclasses.replace(request, timeout_s=spec.timeout_s))[0]
+                    return self._call(spec, arm_name, dataclasses.replace(request, prompt=prompt, timeout_s=spec.timeout_s))[0]
             except ExhaustedError as exc:
                 # Stopped here, not only where the error lands: a Python arm that catches it and
                 # falls back to another arm must not go on calling an exhausted provider.
@@ -241,10 +244,12 @@ class Runner:
 
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
+        self._prompters.setdefault(str(item.spec.path), item.prompters)  # a spec's items share one mapping
         if self.budget is None:
             return self._run(item)
         try:  # the item's calls draw on one hold on the budget, settled when it ends
-            with self.budget.item(item.spec, item.arm, item.example.input, (item.spec.benchmark, item.example.id, item.epoch)):
+            prompt = render_for(item.prompters, item.arm, item.example)
+            with self.budget.item(item.spec, item.arm, prompt, (item.spec.benchmark, item.example.id, item.epoch)):
                 return self._run(item)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self._local(item, exc)
@@ -255,7 +260,7 @@ class Runner:
         found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm, item.epoch)) if self.recorded else None
         if found is not None:  # a lost worker recorded it; xdist handed it on: report it, never record it twice
             return Outcome(ROW, row_from_json(found), message="recorded before its worker was lost; not run again")
-        request = Request(item.example, item.arm, item.example.input, timeout_s=item.spec.timeout_s, epoch=item.epoch)
+        request = Request(item.example, item.arm, render_for(item.prompters, item.arm, item.example), timeout_s=item.spec.timeout_s, epoch=item.epoch)
         with self.spec_slot(item.spec), self.arm(item.spec, item.arm).slot():
             # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
             started, t0 = utcnow(), time.perf_counter()
@@ -340,7 +345,6 @@ class Runner:
         # pytest prints this line as it is ("Interrupted: ..."): the server's text, shown escaped.
         self.on_stop(shown(f"echo-bench: provider exhausted on {where}: {text}", newlines=False))
         return reason
-
 
     def _local(self, item: Job, exc: LocalError) -> Outcome:
         """Our machine failed the item: stop the run resumably; nothing is recorded."""

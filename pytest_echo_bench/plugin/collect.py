@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import LOAD_WARNINGS, load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.engine.outcome import ROW, Outcome
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 OUTCOME = pytest.StashKey[Outcome]()
 RUN = pytest.StashKey[Callable[["BenchItem"], Outcome]]()  # how this process runs an item (the worker plugin)
 _MARK_SAFE = re.compile(r"[^A-Za-z0-9_]")
+NO_PROMPTERS: Mapping[str, Prompter] = MappingProxyType({})
 
 
 class WrongAnswer(Exception):
@@ -53,6 +56,8 @@ class SpecFile(pytest.File):
         try:
             spec, examples = load_benchmark(self.path, self.config.stash.get(SPEC_CACHE, None))
             check_spec(spec)
+            # Every arm's templates checked against every item here, naming the item and the field.
+            prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
         except SpecError as exc:
             # pytest prints a CollectError's message alone: file, line, key and what to do.
             raise self.CollectError(shown(f"echo-bench: invalid benchmark spec: {exc}")) from exc
@@ -73,7 +78,7 @@ class SpecFile(pytest.File):
             for arm in spec.arms:
                 for epoch in range(1, spec.epochs + 1):
                     yield BenchItem.from_parent(self, name=item_name(name, arm, epoch, spec.epochs), spec=spec,
-                                                example=ex, arm=arm, epoch=epoch)
+                                                example=ex, arm=arm, epoch=epoch, prompters=prompters)
 
 
 def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
@@ -105,9 +110,11 @@ class BenchItem(pytest.Item):
     """One benchmark item under one arm (and one epoch): node id ``<spec>::<task_id>[<arm>]`` (see
     ``item_name``), the task id escaped by ``escape_id``; ``key`` holds the id itself."""
 
-    def __init__(self, *, spec: Spec, example: Example, arm: str, epoch: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, spec: Spec, example: Example, arm: str, epoch: int = 1,
+                 prompters: Mapping[str, Prompter] = NO_PROMPTERS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec, self.example, self.arm, self.epoch = spec, example, arm, epoch
+        self.prompters = prompters  # the spec's arms' prompts, one mapping shared by its items
         for mark in item_marks(arm, example.subtask):
             self.add_marker(mark)
 

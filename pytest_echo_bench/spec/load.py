@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
+from pytest_echo_bench.spec.prompting import Prompting, prompt_keys, prompting
 
 TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs",
             "budget", "budget_unpriced", "decide"}
@@ -47,6 +48,7 @@ class ArmSpec:
     optional: bool = False  # when it cannot run here (no key, not logged in), the sweep still counts as complete
     rate_limit: RateLimit | None = None
     budget_usd: float | None = None  # ``budget: {usd: X}``: this arm's calls never spend more than X
+    prompt: Prompting | None = None  # ``prompt:`` and ``fewshot:`` (spec.prompting); None: the item's input as it is
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,9 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         if not isinstance(conf, dict) or not isinstance(conf.get("provider"), str):
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
         # Run settings, not what the arm answers: kept out of its options (and its fingerprint).
-        options = {k: v for k, v in conf.items() if k not in ("provider", "concurrency", "optional", "rate_limit", "budget")}
+        # The prompt is the arm's too, but read by the runner, not the provider (spec.prompting).
+        taken = ("provider", "concurrency", "optional", "rate_limit", "budget", *prompt_keys(conf))
+        options = {k: v for k, v in conf.items() if k not in taken}
         concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY)
         optional = conf.get("optional", False)
         if not isinstance(optional, bool):
@@ -206,7 +210,8 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         line = nearest_line(lines, ("arms", name)) or 0
         rate_limit = _rate_limit(conf.get("rate_limit"), name, fail)
         budget = _budget(conf.get("budget"), ("arms", name, "budget"), fail)
-        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit, budget)
+        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit, budget,
+                             prompting(conf, name, fail))
     return arms
 
 
