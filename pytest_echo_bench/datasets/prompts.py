@@ -177,7 +177,11 @@ def prompt_settings(spec: Spec, arm: str) -> dict[str, Any] | None:
     settings = conf.prompt.settings()
     shots = conf.prompt.fewshot
     if shots is not None and shots.path is not None:
-        made = prompter(spec, arm, [])
+        try:
+            made = prompter(spec, arm, [])
+        except SpecError:  # an unreadable file: collection refuses the spec, naming it
+            settings["examples"] = None
+            return settings
         rendered = made.fixed if made is not None else ()
         settings["examples"] = hashlib.sha256(json.dumps(rendered, ensure_ascii=True).encode()).hexdigest()[:16]
     return settings
