@@ -116,7 +116,7 @@ def prompter(spec: Spec, arm: str, examples: list[Example]) -> Prompter | None:
     if conf.prompt is None:
         return None
     where = ("arms", arm, "prompt")
-    template = pieces(conf.prompt.template or "{input}", "the prompt template", lambda m: spec.error(m, *where))
+    template = pieces("{input}" if conf.prompt.template is None else conf.prompt.template, "the prompt template", lambda m: spec.error(m, *where))
     if any(name == "target" for _, name in template):
         raise spec.error("the prompt names {target}, which would show the model the answer; the examples' "
                          "template (fewshot.template) may name it", *where)

@@ -16,9 +16,11 @@ here as its one call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.worst import completion_cap
 from pytest_echo_bench.providers.routing import JUDGE_PROMPT, ROUTERS, route_plan
 from pytest_echo_bench.spec.load import Spec
@@ -61,12 +63,22 @@ def max_completion(spec: Spec, arm: str) -> int | None:
 Plans = dict[str, tuple[list[str], list["str | None"], str, "str | None"]]  # routing arm -> route_plan, read once
 
 
-def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | None = None) -> Paths:
+Own = Callable[[str], str]  # an arm's own prompt for the item (``prompt:``), as the run renders it
+
+
+def own_prompts(prompters: Mapping[str, Prompter] | None, example: Example) -> Own | None:
+    """Each arm's prompt for ``example`` (None: no arm of the spec has a prompt of its own)."""
+    return (lambda arm: render_for(prompters, arm, example)) if prompters else None
+
+
+def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | None = None, own: Own | None = None) -> Paths:
     """The calls an item of ``arm`` with ``prompt`` makes, cheapest and dearest (``plans`` keeps
-    each routing arm's plan, so that a sweep's items read it once)."""
+    each routing arm's plan, so that a sweep's items read it once; ``own`` gives an arm asked with
+    the item's input its own prompt, as the run does)."""
     plans = {} if plans is None else plans
     conf = spec.arms[arm]
     if conf.provider not in ROUTERS:
+        prompt = own(arm) if own is not None and prompt == question else prompt
         system = conf.options.get("system")
         extra = prompt_tokens(system) if isinstance(system, str) else 0
         call = (Call(arm, prompt, prompt_tokens(prompt) + extra),)
@@ -79,7 +91,7 @@ def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | N
     worst: list[Call] = []
     for name, persona in zip(cheap, personas, strict=True):
         text = f"{persona}\n\n{prompt}" if persona else prompt
-        sub = _asked(arm_paths(spec, name, text, question, plans), asked, (name, text))
+        sub = _asked(arm_paths(spec, name, text, question, plans, own), asked, (name, text))
         best += sub.best
         worst += sub.worst
     if judge is not None:
@@ -94,7 +106,7 @@ def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | N
         else:  # a routing judge: its calls, each fed the answers
             best += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.best]
             worst += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.worst]
-    strong_paths = _asked(arm_paths(spec, strong, prompt, question, plans), asked, (strong, prompt))
+    strong_paths = _asked(arm_paths(spec, strong, prompt, question, plans, own), asked, (strong, prompt))
     return Paths(tuple(best), tuple(worst) + strong_paths.worst)
 
 
@@ -168,7 +180,7 @@ def call_cost(spec: Spec, call: Call, completion: float | None, fed: float | Non
 
 
 def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], seen: Seen | None = None,
-                 cache_of: CacheCheck | None = None) -> ArmEstimate:
+                 cache_of: CacheCheck | None = None, prompters: Mapping[str, Prompter] | None = None) -> ArmEstimate:
     """The calls and cost range of ``arm`` over ``items`` ((example, epoch) pairs); ``cache_of(call,
     example, epoch)`` says whether the response cache answers a call (None: no cache)."""
     seen = seen or Seen()
@@ -177,7 +189,7 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     out = ArmEstimate(arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque)
     plans: Plans = {}
     for example, epoch in items:
-        paths = arm_paths(spec, arm, example.input, example.input, plans)
+        paths = arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example))
         out.items += 1
         low = _path(spec, paths.best, seen, example, epoch, cache_of, high=False, into=None)
         sent = out.calls_max

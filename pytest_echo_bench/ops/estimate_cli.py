@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, wall_seconds
+from pytest_echo_bench.ops.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, own_prompts, wall_seconds
 from pytest_echo_bench.ops.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.ops.shard_env import resolve_shard
@@ -121,7 +122,8 @@ def _note_row(seen: Seen, row: dict[str, Any]) -> None:
         seen.add_seconds(arm, float(wall))
 
 
-def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) -> Callable[[Call, Example, int], bool] | None:
+def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
+                prompters: Mapping[str, Prompter] | None = None) -> Callable[[Call, Example, int], bool] | None:
     """Whether the response cache answers a call: every key of the items' calls looked up once;
     the usage of what it holds joins ``seen``."""
     if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
@@ -140,7 +142,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen) ->
     wanted: dict[str, str] = {}  # cache key -> the arm it would answer
     plans: Plans = {}
     for example, arm, epoch in items:
-        for call in arm_paths(spec, arm, example.input, example.input, plans).worst:
+        for call in arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example)).worst:
             k = key(call, example, epoch)
             if k is not None:
                 wanted[k] = call.arm
@@ -185,8 +187,10 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
         items = select(spec, examples, opts.rootdir, matcher, opts.shard)
         base = seen_by[spec.benchmark]  # a copy: the cache's replies below join this spec's, not another's
         seen = Seen(dict(base.completion), dict(base.seconds))
-        check = cache_check(spec, items, opts.cache, seen)
-        ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check) for arm in spec.arms]
+        prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
+        check = cache_check(spec, items, opts.cache, seen, prompters)
+        ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters)
+                for arm in spec.arms]
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
         for est in ests:

@@ -80,7 +80,7 @@ def prompting(conf: dict[str, Any], arm: str, fail: Fail) -> Prompting | None:
         template = template.get("template")
     if template is None and shots is None:
         return None
-    if template is not None and not isinstance(template, str):
+    if template is not None and (not isinstance(template, str) or not template):
         raise fail("prompt must be a template text over the item's fields, e.g. \"Q: {input}\\nA:\" "
                    "(few-shot examples go under the arm's fewshot:)", "arms", arm, "prompt")
     return Prompting(template, None if shots is None else _fewshot(shots, where, fail))

@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from openai_server import FakeOpenAI
 
 STEPS = "Q: {input}\\nThink step by step, then answer."
 
@@ -146,6 +146,7 @@ def test_a_routing_arm_calls_each_arm_with_its_own_prompt(pytester: pytest.Pytes
                                     "which the item lacks (it has id, input)*"),
         ('prompt: "{input} {target}"', "*[[]arms.a.prompt[]]: the prompt names {target}, which would show the model the answer*"),
         ("prompt: [a, b]", "*[[]arms.a.prompt[]]: prompt must be a template text*"),
+        ('prompt: ""', "*[[]arms.a.prompt[]]: prompt must be a template text*"),
         ("prompt: {template: x, shots: 2}", "*demo.yaml:11 [[]arms.a.prompt.shots[]]: unknown prompt key 'shots'; known: fewshot, template*"),
         ("fewshot: {from_dataset: 1, nn: 2}", "*demo.yaml:11 [[]arms.a.fewshot.nn[]]: unknown fewshot key 'nn'; known: *"),
         ("fewshot: {n: 2}", "*[[]arms.a.fewshot[]]: fewshot needs one of path*"),
@@ -154,7 +155,7 @@ def test_a_routing_arm_calls_each_arm_with_its_own_prompt(pytester: pytest.Pytes
         ('fewshot: {from_dataset: 1, template: "{input} {answer}"}', "*item 'q0', as an example: fewshot.template names {answer}*"),
         ("fewshot: {path: nowhere.jsonl}", "*[[]arms.a.fewshot.path[]]: fewshot file: dataset not found: *nowhere.jsonl*"),
     ],
-    ids=["attribute", "conversion", "format-spec", "positional", "brace", "missing-field", "target", "not-text",
+    ids=["attribute", "conversion", "format-spec", "positional", "brace", "missing-field", "target", "not-text", "empty",
          "prompt-key", "fewshot-key", "no-source", "too-few-items", "zero", "example-field", "missing-file"],
 )
 def test_a_bad_prompt_is_refused_naming_the_place(pytester: pytest.Pytester, sweep: Sweep, arm: str, expected: str) -> None:
@@ -183,3 +184,23 @@ def test_a_command_arms_prompt_delivery_is_not_a_template(pytester: pytest.Pytes
     assert len(rows) == 2, result.stdout.str()
     for row in rows:
         assert row["output"].count("2+2=?") == 2  # one example, then the item: handed over as the argument
+
+
+def test_the_estimate_counts_each_arms_own_prompt(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """``echo-bench estimate`` counts the prompt the run sends: the template and examples included."""
+    from pytest_echo_bench.ops.cli import main
+
+    long = "x" * 400
+    arms = ("  plain: {provider: sim}\n"
+            f'  long: {{provider: sim, prompt: "{long} {{input}}"}}\n'
+            "  shots: {provider: sim, fewshot: {from_dataset: 2}}\n"
+            "  route: {provider: cascade, cheap: long, n: 1, strong: plain}\n")
+    spec = make_spec(pytester, sim_spec(3, arms=arms))
+    capsys.readouterr()
+    assert main(["estimate", str(spec), "--format", "json", "--cache", "off"]) == 0
+    tokens = {name: arm["prompt_tokens"] for name, arm in json.loads(capsys.readouterr().out)["arms"].items()}
+    item = -(-len("2+2=? (0)") // 4)  # ceil(characters / 4) per prompt
+    assert tokens["plain"] == 3 * item
+    assert tokens["long"] == 3 * -(-len(f"{long} 2+2=? (0)") // 4)
+    assert tokens["shots"] == 3 * -(-len("2+2=? (0)\n4\n\n2+2=? (1)\n4\n\n2+2=? (2)") // 4)
+    assert tokens["route"] == tokens["long"] + tokens["plain"]  # its cheap arm is asked with that arm's own prompt
