@@ -9,6 +9,11 @@ from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
 from pytest_echo_bench.spec.load import Spec
 
 
+# Arms that send no prompt of their own: a prompt there would change the fingerprint and nothing else.
+NO_PROMPT = {**{name: "sends none of its own (each arm it calls is sent its own prompt)" for name in ROUTERS},
+             "replay": "answers from its recording", "reference": "answers with the target"}
+
+
 def check_spec(spec: Spec) -> None:
     """Raise the SpecError (file, line, key) of the first problem found."""
     if get_scorer(spec.scorer) is None:
@@ -18,9 +23,9 @@ def check_spec(spec: Spec) -> None:
     if why is not None:
         raise spec.error(why, "scorer")
     for arm in spec.arms.values():
-        if arm.prompt is not None and arm.provider in ROUTERS:
-            raise spec.error(f"a {arm.provider} arm sends no prompt of its own: the arms it calls use their own "
-                             "prompt: and fewshot:", "arms", arm.name, "prompt" if arm.prompt.template is not None else "fewshot")
+        if arm.prompt is not None and arm.provider in NO_PROMPT:
+            raise spec.error(f"a {arm.provider} arm {NO_PROMPT[arm.provider]}: it takes no prompt: or fewshot:",
+                             "arms", arm.name, "prompt" if arm.prompt.template is not None else "fewshot")
         if arm.provider not in PROVIDERS:
             raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",
                              "arms", arm.name, "provider")

@@ -167,11 +167,16 @@ def test_a_bad_prompt_is_refused_naming_the_place(pytester: pytest.Pytester, swe
     assert rows == []
 
 
-def test_a_routing_arm_takes_no_prompt(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_routing_or_reference_arm_takes_no_prompt(pytester: pytest.Pytester, sweep: Sweep) -> None:
     arms = '  a: {provider: sim}\n  b: {provider: sim}\n  r: {provider: cascade, cheap: a, strong: b, prompt: "Q: {input}"}'
-    make_spec(pytester, sim_spec(2, arms=arms))
+    make_spec(pytester, sim_spec(2, arms="  ref: {provider: reference, fewshot: {from_dataset: 1}}"))
     result, _, rows = sweep.run()
-    result.stdout.fnmatch_lines(["*[[]arms.r.prompt[]]: a cascade arm sends no prompt of its own*"])
+    result.stdout.fnmatch_lines(["*[[]arms.ref.fewshot[]]: a reference arm answers with the target: it takes no prompt: or fewshot:"])
+    assert rows == []
+    make_spec(pytester, sim_spec(2, arms=arms))
+    result, _, rows = sweep.run("--bench-out", str(pytester.path / "routing.jsonl"))
+    result.stdout.fnmatch_lines(["*[[]arms.r.prompt[]]: a cascade arm sends none of its own (each arm it calls is sent its own "
+                                 "prompt): it takes no prompt: or fewshot:"])
     assert rows == []
 
 
