@@ -77,14 +77,22 @@ class Prompter:
     fixed: tuple[str, ...] = ()  # the file's examples, rendered once
     examples: list[Example] = dataclasses.field(default_factory=list)  # the dataset, for from_dataset
     index: dict[str, int] = dataclasses.field(default_factory=dict)
+    # An item's text as an example, rendered once: each is shown to several items. Threads may both
+    # render one; they store the same text.
+    _shown: dict[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def render(self, example: Example) -> str:
         own = fill(self.template, item_fields(example, False), _never)
         if self.shots is None:
             return own
-        shown = self.fixed if self.shots.from_dataset is None else tuple(
-            fill(self.shot_template, item_fields(ex, True), _never) for ex in self.chosen(example))
+        shown = self.fixed if self.shots.from_dataset is None else tuple(self._example(ex) for ex in self.chosen(example))
         return self.shots.separator.join((*shown, own))
+
+    def _example(self, example: Example) -> str:
+        text = self._shown.get(example.id)
+        if text is None:
+            text = self._shown[example.id] = fill(self.shot_template, item_fields(example, True), _never)
+        return text
 
     def chosen(self, example: Example) -> list[Example]:
         """``from_dataset`` other items, drawn by the seed and the item's id: the same on every run."""
