@@ -8,7 +8,6 @@ from pytest_echo_bench.providers.routing import ROUTERS
 from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
 from pytest_echo_bench.spec.load import Spec
 
-
 # Arms that send no prompt of their own: a prompt there would change the fingerprint and nothing else.
 NO_PROMPT = {**{name: "sends none of its own (each arm it calls is sent its own prompt)" for name in ROUTERS},
              "replay": "answers from its recording", "reference": "answers with the target"}
