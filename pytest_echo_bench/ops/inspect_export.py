@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.inspect_import import USAGE_NAMES
-from pytest_echo_bench.ops.inspect_inputs import find_inputs
+from pytest_echo_bench.ops.inspect_inputs import Prompts, find_inputs, prompt_of
 from pytest_echo_bench.store.files import row_status, write_atomic
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.reader import iter_records, parse_line
@@ -34,7 +34,7 @@ SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
-Inputs = Mapping[tuple[str, str], str]  # (benchmark, task_id) -> the prompt, from the specs
+Inputs = Prompts  # the prompts, from the specs (inspect_inputs)
 
 
 @dataclass
@@ -151,7 +151,7 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[d
              inputs: Inputs) -> dict[str, Any]:
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
-    samples = [_sample(r, arm, inputs.get((benchmark, str(r["task_id"])))) for r in rows]
+    samples = [_sample(r, arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm)) for r in rows]
     figures = _figures(meta, benchmark, arm, rows, samples)
     return {**_head(meta, benchmark, arm, figures), "samples": samples,
             "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": figures.reduced()}]}
@@ -162,7 +162,7 @@ def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Callable
     """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
     the figures the header gives and once for the samples, so that no sample is held."""
     def samples() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-        return ((r, _sample(r, arm, inputs.get((benchmark, str(r["task_id"]))))) for r in rows())
+        return ((r, _sample(r, arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm))) for r in rows())
     figures = _figures(meta, benchmark, arm, [], [])
     for row, sample in samples():
         figures.add(row, sample, arm)

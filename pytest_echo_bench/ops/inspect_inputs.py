@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import dataset_digest
 from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.spec.load import Spec
 
-Prompts = dict[tuple[str, str], str]  # (benchmark, task_id) -> the prompt
+Prompts = dict[tuple[str, ...], str]  # (benchmark, task_id) -> the item's input; (benchmark, task_id, arm) -> an arm's own prompt
 
 
 class InputsError(EchoBenchError):
@@ -58,7 +60,26 @@ def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[s
             continue
         _check(results, path, spec.benchmark, info, examples, rows)
         out.prompts.update({(spec.benchmark, ex.id): ex.input for ex in examples})
+        _own_prompts(spec, examples, out)
     return out
+
+
+def prompt_of(prompts: Prompts, benchmark: str, task_id: str, arm: str) -> str | None:
+    """What ``arm`` was sent for the item: its own prompt (``prompt:``, ``fewshot:``), else the item's input."""
+    return prompts.get((benchmark, task_id, arm), prompts.get((benchmark, task_id)))
+
+
+def _own_prompts(spec: Spec, examples: list[Example], out: Inputs) -> None:
+    """The prompts of the arms with one of their own (the arms' part of the fingerprint covers their templates)."""
+    for arm in spec.arms:
+        try:
+            made = prompter(spec, arm, examples)
+        except EchoBenchError as exc:  # its few-shot file gone since: said, and the item's input attached
+            out.notes.append(f"echo-bench: note: arm {arm!r} of {spec.path}: its prompt cannot be rendered ({exc}): "
+                             "its samples' inputs are the items' own")
+            continue
+        if made is not None:
+            out.prompts.update({(spec.benchmark, ex.id, arm): made.render(ex) for ex in examples})
 
 
 def _recorded(results: Path, meta: Mapping[str, Any], notes: list[str]) -> list[Path]:

@@ -209,3 +209,15 @@ def test_the_estimate_counts_each_arms_own_prompt(pytester: pytest.Pytester, cap
     assert tokens["long"] == 3 * -(-len(f"{long} 2+2=? (0)") // 4)
     assert tokens["shots"] == 3 * -(-len("2+2=? (0)\n4\n\n2+2=? (1)\n4\n\n2+2=? (2)") // 4)
     assert tokens["route"] == tokens["long"] + tokens["plain"]  # its cheap arm is asked with that arm's own prompt
+
+
+def test_an_inspect_export_attaches_what_each_arm_was_sent(pytester: pytest.Pytester, sweep: Sweep,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_echo_bench.ops.cli import main
+
+    make_spec(pytester, sim_spec(2, arms='  plain: {provider: sim}\n  steps: {provider: sim, prompt: "Q: {input}\\nA:"}'))
+    sweep.run()
+    out = pytester.path / "logs"
+    assert main(["export", str(sweep.out), "-o", str(out)]) == 0
+    inputs = sorted(sorted(s["input"] for s in json.loads(path.read_text())["samples"]) for path in out.iterdir())
+    assert inputs == [["2+2=? (0)", "2+2=? (1)"], ["Q: 2+2=? (0)\nA:", "Q: 2+2=? (1)\nA:"]]  # one log per arm
