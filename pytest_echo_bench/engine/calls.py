@@ -30,9 +30,6 @@ class Attempted:
     retries: list[str]
 
 
-# A server's Retry-After is honoured up to this long (or retries.max_backoff_s, if longer); beyond
-# it the item is left for a resume (the supervisor's backoff is the tool for long windows).
-LONGEST_WAIT_S = 60.0
 # However short its waits, an item is refused this many rate-limit 429s at most (a bound on the loop).
 MAX_RATE_LIMITED = 1000
 # A refused connection on an arm's first call is tried this often before the arm is given up:
@@ -96,11 +93,13 @@ def call_with_retries(
     ``probing``: the arm has not answered yet in this process, so an error that would mean the
     arm is unusable (``ArmError`` with a fallback) is taken as that, after ``PROBE_TRIES``
     attempts where once could be chance; otherwise it is what it would be for an arm that works.
-    A rate limit's 429 is not an attempt: the item waits as the server asks, up to
-    ``policy.max_wait_s`` from its first 429, then is left for a resume.
+    A rate limit's 429 is not an attempt. Every wait the server asks for (a 429's, or any
+    ``retry-after``) is honoured, however long, as long as the item's waits end within
+    ``policy.max_wait_s`` of its first one; a wait that would pass it leaves the item for a resume
+    at once, without sleeping on it.
     """
     retries: list[str] = []
-    failures, limited_since = 0, None
+    failures, waiting_since = 0, None
     for call in range(1, policy.attempts + MAX_RATE_LIMITED + 1):  # bounded: rate-limit waits are counted too
         if stop.is_set():
             raise AbortedError("the run is stopping; no call was made")
@@ -114,30 +113,38 @@ def call_with_retries(
         if not isinstance(error, TransientError):
             raise error
         retries.append(str(error))
-        _refuse_long_wait(error, policy, call)
+        rng = rng or random.Random()  # made when first needed: seeding one costs as much as a call's bookkeeping
+        server_wait = rate_limited(error) or (error.retry_after is not None and error.retry_after > 0)
         if rate_limited(error):
-            limited_since = clock() if limited_since is None else limited_since
-            rng = rng or random.Random()
             delay = backoff_delay(policy, min(len(retries) - failures, 30), error.retry_after, rng)
-            if clock() - limited_since + delay > policy.max_wait_s:
-                raise IncompleteError(f"rate-limited for {clock() - limited_since:.0f} s, and the next wait would pass "
-                                      f"the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
-                                      f"last: {error}", attempts=call)
         else:
             failures += 1
             if failures == policy.attempts:
                 raise IncompleteError(f"{failures} transient errors; last: {error}", attempts=call)
-            rng = rng or random.Random()  # made when first needed: seeding one costs as much as a call's bookkeeping
             delay = backoff_delay(policy, failures, error.retry_after, rng)
+        if server_wait:  # a wait the server asked for (or a 429's): it spends the item's wait budget
+            now = clock()
+            waiting_since = now if waiting_since is None else waiting_since
+            _within_wait_budget(error, policy, now - waiting_since, delay, call)
         if stop.wait(delay):  # an abort elsewhere cuts the wait short
             raise AbortedError("the run is stopping; retry abandoned")
     raise IncompleteError(f"rate-limited {MAX_RATE_LIMITED} times; last: {retries[-1]}", attempts=len(retries))
 
 
-def _refuse_long_wait(error: TransientError, policy: RetryPolicy, call: int) -> None:
-    longest = max(policy.max_backoff_s, LONGEST_WAIT_S)
-    if error.retry_after is not None and not error.retry_after <= longest:
-        # Held for a ten-minute Retry-After, this call would hold up every item reported after it.
-        raise IncompleteError(f"the server asks to wait {error.retry_after:g} s, more than the {longest:g} s "
-                              f"a call waits (retries.max_backoff_s): left for a resume; last: {error}",
+def _within_wait_budget(error: TransientError, policy: RetryPolicy, waited: float, delay: float, call: int) -> None:
+    """Refuse a wait that would end past the item's ``retries.max_wait_s``: a server asking for ten
+    minutes under a three-minute budget is not slept on only to give up after it."""
+    if waited + delay <= policy.max_wait_s:
+        return
+    if waited <= 0:
+        raise IncompleteError(f"the server asks to wait {_seconds(delay)} s, more than the item's "
+                              f"{policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; last: {error}",
                               attempts=call)
+    raise IncompleteError(f"waited {waited:.0f} s for the server, and the next wait ({_seconds(delay)} s) would "
+                          f"pass the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
+                          f"last: {error}", attempts=call)
+
+
+def _seconds(value: float) -> str:
+    """599.988 as 600, 0.25 as 0.25: the time left of a pause is not worth its milliseconds."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"

@@ -26,8 +26,10 @@ from pytest_echo_bench.providers.base import Completion, Provider, Request
 from pytest_echo_bench.spec.load import ArmSpec
 
 Clock = Callable[[], float]
-# A pause longer than this is not waited out call by call: each call fails at once as transient
-# (with the time left as its retry-after), so the retries decide (see engine.calls).
+# A pause longer than this (or than the item's retries.max_wait_s, if shorter) is not waited out
+# call by call: each call fails at once as transient (with the time left as its retry-after), so
+# the item's wait budget decides (see engine.calls). A pause of 30 s under max_wait_s: 3 cost
+# every item 30 s here before.
 LONG_PAUSE_S = 60.0
 WAIT_TICK_S = 0.25  # a waiting call looks at the run-wide stop this often
 DEFAULT_CEILING = 64  # the limit when no pool size was given (a Runner used on its own)
@@ -163,8 +165,9 @@ class Limits:
         self._lock = threading.Lock()  # the two maps only: each gate has its own condition
         self._local = threading.local()  # the 429s of the item this thread runs (``take_throttled``)
 
-    def wrap(self, provider: Provider, arm: ArmSpec) -> Provider:
-        """``provider`` behind its endpoint's gate (a provider without an endpoint, as it is)."""
+    def wrap(self, provider: Provider, arm: ArmSpec, max_wait_s: float = LONG_PAUSE_S) -> Provider:
+        """``provider`` behind its endpoint's gate (a provider without an endpoint, as it is);
+        ``max_wait_s``: the items' wait budget (``retries.max_wait_s``), the longest a call waits at the gate."""
         endpoint = endpoint_of(provider)
         if endpoint is None:
             return provider
@@ -178,7 +181,7 @@ class Limits:
         with gate.condition:
             gate.limiter.aimd.raise_ceiling(ceiling)
             gate.buckets += [b for b in (buckets.requests, buckets.tokens) if b is not None]
-        return Limited(provider, self, gate, buckets, _max_tokens(arm))
+        return Limited(provider, self, gate, buckets, _max_tokens(arm), min(LONG_PAUSE_S, max_wait_s))
 
     def take_throttled(self) -> int:
         """429s this thread met since it last asked: the item just run."""
@@ -240,8 +243,10 @@ def estimate_tokens(prompt: str, max_tokens: int) -> int:
 class Limited:
     """A network provider whose calls wait for their endpoint's gate and the arm's buckets."""
 
-    def __init__(self, inner: Provider, limits: Limits, gate: Gate, buckets: Buckets, max_tokens: int) -> None:
+    def __init__(self, inner: Provider, limits: Limits, gate: Gate, buckets: Buckets, max_tokens: int,
+                 long_pause_s: float = LONG_PAUSE_S) -> None:
         self.inner, self.limits, self.gate, self.buckets, self.max_tokens = inner, limits, gate, buckets, max_tokens
+        self.long_pause_s = long_pause_s
         self.limiter, self.clock = gate.limiter, limits.clock
 
     def __getattr__(self, name: str) -> Any:
@@ -296,7 +301,7 @@ class Limited:
             while True:
                 self._check_stop()
                 pause = self.limiter.wait_s()
-                if pause > LONG_PAUSE_S:  # the endpoint asked for a long wait: give the call up for a resume
+                if pause > self.long_pause_s:  # a long wait: the item's budget decides (engine.calls)
                     raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
                                          retry_after=pause, status=429)
                 first = queue[0] is ticket

@@ -101,7 +101,8 @@ class ArmRuntime:
                 try:
                     conf = self.spec.arms[self.arm]
                     # Behind its endpoint's adaptive limit (network providers only): see engine.limiter.
-                    self._provider = self.runner.limits.wrap(factory(conf, self.spec, self.runner.caller_for(self.spec)), conf)
+                    made = factory(conf, self.spec, self.runner.caller_for(self.spec))
+                    self._provider = self.runner.limits.wrap(made, conf, self.spec.retries.max_wait_s)
                 except UnavailableError as exc:
                     raise self.breaker.trip(exc) from None
             return self._provider

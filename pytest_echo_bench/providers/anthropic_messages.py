@@ -14,8 +14,17 @@ from typing import Any
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
-from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of
+from pytest_echo_bench.providers.http_json import (
+    WIRE_HINT,
+    JSONClient,
+    Transport,
+    plain,
+    retry_after,
+    sdk_errors,
+    status_message,
+    success,
+)
+from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of, sdk_client
 from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets, redact
@@ -127,7 +136,7 @@ class HTTPTransport:
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
-        if status != 200:
+        if not success(status):  # any 2xx, as the SDK takes it
             raise classify_status(status, _error_of(data, self.client.secrets), headers)
         return _reply(data)
 
@@ -163,6 +172,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
     # The SDK insists on some credential, so a keyless arm sends a placeholder.
-    sdk_client = anthropic.Anthropic(api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
-                                     http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s))
-    return AnthropicProvider(SDKTransport(sdk_client, anthropic, base_url), model, system, params, base_url, key)
+    made = sdk_client(arm.name, network, lambda: anthropic.Anthropic(
+        api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
+        http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s)))
+    return AnthropicProvider(SDKTransport(made, anthropic, base_url), model, system, params, base_url, key)

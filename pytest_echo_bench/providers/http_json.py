@@ -7,11 +7,14 @@ keeps in flight on a small machine, so it is the default (see docs/performance.m
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import json
 import math
 import re
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -67,6 +70,11 @@ def sdk_errors(sdk: Any, base_error: type[Exception],
     except sdk.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {"message": exc.message}
         raise classify(exc.status_code, body, exc.response.headers) from exc
+    except json.JSONDecodeError as exc:  # the SDK parses a 2xx body itself, and lets this through
+        if ends_early(exc.doc):
+            raise TransientError(f"the reply's body ended before its JSON did ({len(exc.doc)} characters): "
+                                 "cut short by its content-length or the connection") from None
+        raise PermanentError(f"the reply's body is no JSON: {exc.msg}") from None
     except base_error as exc:
         raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -152,18 +160,68 @@ class JSONClient:
 
 def _data(reply: Reply, secrets: Secrets) -> Any:
     """The reply's parsed body; ``{"message": <its start>}`` when it is no JSON."""
-    if not reply.body and (reply.delimited or reply.status != 200):
+    if not reply.body and (not success(reply.status) or reply.status in NO_CONTENT):
         return {}
     try:
         return _loads(reply.body)  # an empty 200 read to the close fails here: cut before its first byte
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-        if reply.status == 200 and not reply.delimited and reply.body.lstrip()[:1] in (b"", b"{", b"["):
+        if success(reply.status) and reply.delimited and ends_early(reply.body.decode("utf-8", "replace")):
+            # A content-length (or chunks) shorter than the JSON, or 0: what came is the start of
+            # an answer, not the server's answer. Retried, as any reply cut short is.
+            raise TransientError("the reply's body ended before its JSON did: its framing (content-length or "
+                                 f"chunks) cut it short at {len(reply.body)} bytes") from None
+        if success(reply.status) and not reply.delimited and reply.body.lstrip()[:1] in (b"", b"{", b"["):
             # Read to the close, nothing says where the body ends: a JSON text the close cut
             # short is a torn transfer, not the server's answer. A framed one is a WireError.
             raise TransientError("the reply's body ended before its JSON did: the connection closed in the middle "
                                  f"of it ({len(reply.body)} bytes, no content-length)") from None
         # Redacted before it is cut to its start: cut first, a key across the cut kept its near piece.
         return {"message": redact(reply.body[:BODY_SHOWN].decode("utf-8", "replace"), secrets, limit=200)}
+
+
+NO_CONTENT = (204, 205)  # statuses that carry no body by definition: an empty one is what they say
+
+
+def success(status: int) -> bool:
+    """Any 2xx carries the answer: the SDKs accept them all (a gateway may say 203 for a cached one)."""
+    return 200 <= status < 300
+
+
+# What may follow the point where the parser stopped, when the text was cut inside a literal or a
+# number: "tr" of true, "-" of a negative number, ".", "e+" of a fraction or an exponent.
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+_NUMBER_TAIL = re.compile(r"\.?\d*(?:[eE][+-]?\d*)?")
+_ESCAPE_TAIL = re.compile(r"u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,4})?)?")  # "\ud83d\ude" of a surrogate pair
+
+
+def ends_early(text: str) -> bool:
+    """A text that ended before its JSON did: nothing at all, or the start of an object or array.
+
+    Python's parser stops where the text went wrong; a cut text goes wrong only at its end, in an
+    unterminated string or escape, or inside a literal or number that the cut shortened. Any other
+    stop is a malformed text (the server's answer, not a torn transfer).
+    """
+    text = text.rstrip(" \t\r\n")
+    if not text:
+        return True  # a 2xx with nothing in it: no API answers so, a transfer cut before the first byte
+    if text[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        rest = text[exc.pos:]
+        if not rest or exc.msg.startswith("Unterminated string"):
+            return True
+        if exc.msg.startswith("Invalid \\uXXXX escape"):
+            return _ESCAPE_TAIL.fullmatch(rest) is not None  # the parser points past the backslash
+        if exc.msg == "Expecting value":
+            return any(word.startswith(rest) for word in _LITERALS)
+        if exc.msg.endswith("delimiter") and text[exc.pos - 1:exc.pos].isdigit():
+            return _NUMBER_TAIL.fullmatch(rest) is not None
+        return False
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _loads(body: bytes) -> Any:
@@ -182,20 +240,56 @@ def _loads(body: bytes) -> Any:
 RETRY_HEADERS = (("retry-after-ms", 0.001), ("retry-after", 1.0), ("llm_provider-retry-after", 1.0))
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after``,
-    ``llm_provider-retry-after``, else OpenAI's ``x-ratelimit-reset-*`` of the limit that ran
-    out), if it says."""
+# The longest wait a header is read as (a year): "retry-after: 1e300" or a date in the year 9999
+# stays a number every reader prints and compares; the item gives up on it (retries.max_wait_s).
+LONGEST_RETRY_AFTER_S = 365 * 86400.0
+
+
+def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:
+    """Seconds the server asks us to wait (``retry-after-ms``, ``retry-after`` in seconds or as an
+    HTTP-date, ``llm_provider-retry-after``, else OpenAI's ``x-ratelimit-reset-*`` of the limit that
+    ran out), if it says; a header that says nothing usable is skipped."""
     for name, scale in RETRY_HEADERS:
         value = headers.get(name)
-        if value is not None:
-            try:
-                seconds = float(value) * scale
-            except ValueError:
-                return None  # an HTTP date: fall back to our own backoff
-            # "inf" or "nan" would pause the endpoint for good (and are no JSON in a stop marker).
-            return max(0.0, seconds) if math.isfinite(seconds) else None
-    return _reset(headers)
+        seconds = _wait(value, scale, headers, now) if value is not None else None
+        if seconds is not None:
+            return seconds
+    reset = _reset(headers)
+    return min(reset, LONGEST_RETRY_AFTER_S) if reset is not None else None
+
+
+def _wait(value: str, scale: float, headers: Mapping[str, str], now: Callable[[], float]) -> float | None:
+    try:
+        seconds = float(value) * scale
+    except ValueError:
+        seconds = _until(value, headers, now) if scale == 1.0 else None
+    # "inf" or "nan" would pause the endpoint for good (and are no JSON in a stop marker).
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), LONGEST_RETRY_AFTER_S)
+
+
+def _until(value: str, headers: Mapping[str, str], now: Callable[[], float]) -> float | None:
+    """An HTTP-date's distance (RFC 9110 10.2.3) from the reply's own ``Date``, so neither clock's
+    error counts; from ours when the server sent none (or none that reads)."""
+    at = _date(value)
+    if at is None:
+        return None
+    sent = _date(headers.get("date", ""))
+    return at - (sent if sent is not None else now())
+
+
+def _date(value: str) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if moment.tzinfo is None:  # "-0000" or an obsolete form without a zone: HTTP dates are GMT
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    try:
+        return moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

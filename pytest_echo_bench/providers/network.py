@@ -2,7 +2,8 @@
 
 Users of the official SDKs expect what httpx does with ``trust_env``: ``HTTP_PROXY``,
 ``HTTPS_PROXY``, ``ALL_PROXY`` (either case) and ``NO_PROXY`` decide the route, and
-``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` the trusted CAs. The lean client and the SDK path read the
+``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` the trusted CAs (``proxy_env`` holds httpx's rules). The lean
+client and the SDK path read the
 same settings from here, so both go the same way. Arm options override the environment:
 ``proxy: none`` (always direct) or ``proxy: http://[user:password@]host:port``; ``ca_file:`` and
 ``ca_dir:`` add CAs to the system's (a private CA behind a corporate gateway).
@@ -14,22 +15,23 @@ proxy names it by ``host:port`` only.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import os
 import ssl
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from pytest_echo_bench.errors import ArmError
+from pytest_echo_bench.errors import ArmError, UnavailableError
+from pytest_echo_bench.providers.proxy_env import environment_proxy
 
 if TYPE_CHECKING:
     from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 NETWORK_OPTIONS = {"proxy", "ca_file", "ca_dir"}
+T = TypeVar("T")
 TLS_HINT = ("trust the server's CA: set the arm's ca_file: (a PEM bundle) or ca_dir:, or SSL_CERT_FILE; "
             "for a wrong host, fix base_url")
 
@@ -72,17 +74,20 @@ class Network:
         if self.proxy != "env":
             return parse_proxy(self.proxy)
         parts = urlsplit(url)
-        host = parts.hostname or ""
-        proxies = urllib.request.getproxies_environment()
-        if bypassed(host, parts.port, proxies.get("no", "")):
-            return None
-        chosen = proxies.get(parts.scheme) or proxies.get("all")
+        # The SDKs' httpx decides by its own rules (proxy_env), which urllib's and curl's are not.
+        chosen = environment_proxy(parts.scheme, parts.hostname or "", parts.port,
+                                   urllib.request.getproxies_environment())
         return parse_proxy(chosen) if chosen else None
+
+    @property
+    def sdk_reads_environment(self) -> bool:
+        """The SDK's own client will do: it reads the proxy and the CAs from the environment."""
+        return self.proxy == "env" and not (self.ca_file or self.ca_dir)
 
     def sdk_http_client(self, factory: Callable[..., Any], timeout: float) -> Any | None:
         """The SDK's HTTP client (``factory``: its ``DefaultHttpxClient``) when the arm sets something the
         SDK's default would not do (None: its own default, which already honours the environment)."""
-        if self.proxy == "env" and not (self.ca_file or self.ca_dir):
+        if self.sdk_reads_environment:
             return None
         kwargs: dict[str, Any] = {"timeout": timeout, "verify": self.tls_context()}
         if self.proxy == "none":
@@ -90,43 +95,6 @@ class Network:
         elif self.proxy != "env":
             kwargs["proxy"] = self.proxy
         return factory(**kwargs)
-
-
-def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
-    """``NO_PROXY``'s rules: ``*``, a host, a domain suffix (``.corp`` or ``corp``), an IP, a CIDR block
-    (``10.0.0.0/8``, as httpx and curl accept), each optionally with ``:port``."""
-    host = host.lower().strip("[]")
-    for entry in (e.strip().lower() for e in no_proxy.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        name, _, entry_port = entry.rpartition(":") if _has_port(entry) else (entry, "", "")
-        if entry_port and str(port) != entry_port:
-            continue
-        name = name.strip("[]")
-        if "/" in name:
-            if _in_block(host, name):
-                return True
-            continue
-        name = name.lstrip(".")
-        if host == name or host.endswith("." + name):
-            return True
-    return False
-
-
-def _has_port(entry: str) -> bool:
-    """``host:port`` or ``[v6]:port``; a bare IPv6 address has colons but no port."""
-    if entry.startswith("["):
-        return "]:" in entry
-    return entry.count(":") == 1
-
-
-def _in_block(host: str, block: str) -> bool:
-    try:
-        return ipaddress.ip_address(host) in ipaddress.ip_network(block, strict=False)
-    except ValueError:  # a host name, or no block: not this rule
-        return False
 
 
 def parse_proxy(url: str) -> Proxy:
@@ -145,6 +113,29 @@ def parse_proxy(url: str) -> Proxy:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         auth = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
     return Proxy(parts.hostname, port, auth)
+
+
+def sdk_client(arm: str, network: Network, make: Callable[[], T]) -> T:
+    """The SDK's client, made once the CAs it would load from the environment are known to load.
+
+    httpx loads ``SSL_CERT_FILE`` (else ``SSL_CERT_DIR``) when the client is made, whatever the
+    base_url (unless the arm's settings give it our context): a file that holds no certificate was
+    a traceback at collection that stopped every arm, and a client half made is one the SDK's
+    ``__del__`` trips over later, so they are loaded here first, as httpx loads them.
+    """
+    if network.sdk_reads_environment:
+        variable = next((name for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)), None)
+        if variable is not None:
+            where = os.environ[variable]
+            try:
+                ssl.create_default_context(**{"cafile" if variable == "SSL_CERT_FILE" else "capath": where})
+            except (ssl.SSLError, OSError) as exc:
+                reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+                raise UnavailableError(
+                    f"arm {arm!r}: the SDK cannot load the CAs {variable} names ({where!r}): {reason}; point "
+                    f"{variable} at a PEM bundle of CA certificates (or unset it), or trust a CA with the arm's "
+                    "ca_file:", misconfigured=True) from None
+    return make()
 
 
 def network_of(arm: ArmSpec, spec: Spec) -> Network:

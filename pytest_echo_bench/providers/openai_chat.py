@@ -16,8 +16,17 @@ from typing import Any
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
-from pytest_echo_bench.providers.http_json import WIRE_HINT, JSONClient, Transport, plain, retry_after, sdk_errors, status_message
-from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of
+from pytest_echo_bench.providers.http_json import (
+    WIRE_HINT,
+    JSONClient,
+    Transport,
+    plain,
+    retry_after,
+    sdk_errors,
+    status_message,
+    success,
+)
+from pytest_echo_bench.providers.network import NETWORK_OPTIONS, Network, network_of, sdk_client
 from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets, redact
@@ -120,7 +129,7 @@ class HTTPTransport:
 
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
-        if status != 200:
+        if not success(status):  # any 2xx, as the SDK takes it
             raise classify_status(status, _error_of(data, self.client.secrets), headers)
         return _reply(data)
 
@@ -148,6 +157,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
         raise UnavailableError("the openai SDK is not installed: pip install 'pytest-echo-bench[openai]' "
                                "(or set client: http)") from exc
     # max_retries=0: the SDK would retry every 429, quota exhaustion included; we classify first.
-    sdk_client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
-                               http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s))
-    return OpenAIProvider(SDKTransport(sdk_client, openai, base_url), model, system, params, base_url, key)
+    made = sdk_client(arm.name, network, lambda: openai.OpenAI(
+        api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
+        http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s)))
+    return OpenAIProvider(SDKTransport(made, openai, base_url), model, system, params, base_url, key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,19 +271,25 @@ def full_disk(output, example, options):
     assert "scorer full_disk" in stop["message"] and "crashed" not in result.stdout.str()
 
 
-def test_a_long_retry_after_leaves_the_arm_for_a_resume_and_holds_up_nothing(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+@pytest.mark.parametrize("client, wait", [("http", 600), ("sdk", 600), ("http", 30), ("sdk", 30)])
+def test_a_retry_after_past_max_wait_leaves_the_arm_for_a_resume_and_holds_up_nothing(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str, wait: int,
 ) -> None:
-    """A ten-minute Retry-After is not waited out item by item: the arm's items are left incomplete."""
-    always(openai_server, ("error", (429, {"message": "slow down", "code": "rate_limit_exceeded"}, {"retry-after": "600"})))
-    make_spec(pytester, two_arms(openai_server.base_url, "http", n=6))
+    """A Retry-After past a three-second wait budget is not waited out item by item: the arm's items
+    are left incomplete at once (with 30 s, the endpoint's pause held each item 30 s before)."""
+    slow_down = {"message": "slow down", "code": "rate_limit_exceeded"}
+    always(openai_server, ("error", (429, slow_down, {"retry-after": str(wait)})))
+    make_spec(pytester, two_arms(openai_server.base_url, client, n=6).replace(
+        "retries: {", "retries: {max_wait_s: 3, "))
+    started = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "4")
     text = result.stdout.str()
     assert result.ret == 2, text[-2000:]
     assert by_arm(rows) == {"good": 6}
     assert marker(pytester)["reason"] == "incomplete"
-    assert "asks to wait 600 s, more than the 60 s a call waits" in text
-    assert len(openai_server.requests) <= 2  # after the first 429 the endpoint is paused: the rest are not sent
+    assert f"asks to wait {wait} s, more than the item's 3 s (retries.max_wait_s)" in text
+    assert len(openai_server.requests) <= 4  # after the first 429s the endpoint is paused: the rest are not sent
+    assert time.monotonic() - started < 30  # a hang guard: no item sleeps on the pause
 
 
 def test_a_python_arm_that_catches_exhaustion_still_stops_the_run(

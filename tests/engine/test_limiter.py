@@ -419,3 +419,32 @@ def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Pat
     assert live.summary(partial=False)["arms"]["gpt"]["pace_per_s"] == 49.5
     live.record(msgspec.structs.replace(base, limit=32, throttled=0, pace=None))  # grown past what the ceiling carries
     assert " pace " not in live.progress_line()
+
+
+def test_the_endpoints_pause_holds_a_call_no_longer_than_the_items_wait_budget() -> None:
+    """A 30 s retry-after under ``retries.max_wait_s: 3``: the endpoint's next call is handed back at
+    once with the time left (the item's budget then gives it up), not held 30 s at the gate."""
+    clock = Clock()
+    limits = Limits(threading.Event(), clock=clock)
+    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=30.0, status=429),)), arm(),
+                           max_wait_s=3.0)
+    with pytest.raises(TransientError):
+        provider.complete(request())
+    clock.now += 1.0
+    outcome: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            provider.complete(request())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    caller = threading.Thread(target=second, daemon=True)
+    caller.start()
+    caller.join(5)  # the clock never moves by itself: a call held at the gate would never end
+    assert outcome and isinstance(outcome[0], TransientError), outcome
+    refused = outcome[0]
+    assert "asked to wait 29 s more" in str(refused)
+    assert refused.status == 429 and refused.retry_after == pytest.approx(29.0)
+    clock.now += 29.0
+    assert provider.complete(request()).text  # the pause over, the call goes through
