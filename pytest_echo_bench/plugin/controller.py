@@ -320,8 +320,7 @@ class ControllerPlugin:
         counted = self.live.counted if self.live is not None else FileTally()
         counted.update(Path(self.ctx.results))  # read on from where it was: the end table reads on from here
         complete = budget.complete_items(counted, self.ctx.meta.arms)
-        self.budget_line = (f"echo-bench: budget: {spend.text()}; {complete[0]} of {complete[1]} items complete "
-                            f"for all arms")
+        self.budget_line = f"echo-bench: budget: {spend.text()}; {budget.items_text(complete)}"
         if not spend.refused:
             return None, {}
         self.next_budget = spend.suggested() if spend.run_binds else None  # a spec's own limit: raise it there
