@@ -33,7 +33,8 @@ def say(text: str, err: bool = False) -> None:
     CR right before a LF only ends the line."""
     safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
     try:
-        print(safe, file=sys.stderr if err else sys.stdout)
+        # A text that ends its own lines (CSV) gets no LF after: its last line ends in CR LF too.
+        print(safe, end="" if safe.endswith("\r\n") else "\n", file=sys.stderr if err else sys.stdout)
     except BrokenPipeError as exc:
         raise OutputClosed(*exc.args) from exc
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
+from pytest_echo_bench.ops import money
 from pytest_echo_bench.ops.compare import (
     Disagreement,
     Frontier,
@@ -163,7 +164,7 @@ def _coverage(results: Results) -> Coverage:
 
 
 def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
-    return replace(stats, spend_usd=spend.usd if spend.known else None, spend_unknown=spend.unknown)
+    return replace(stats, spend_usd=money.figure(spend.usd) if spend.known else None, spend_unknown=spend.unknown)
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
@@ -291,9 +292,9 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         escalation_rate=_mean(flags),
         prompt_tokens=sum(u[0] for u in usage) if usage else None,
         completion_tokens=sum(u[1] for u in usage) if usage else None,
-        cost_usd=cost,
+        cost_usd=money.figure(cost),
         cost_units=units,
-        cost_per_correct=_per(cost, correct_samples if mean else correct),
+        cost_per_correct=money.figure(_per(cost, correct_samples if mean else correct)),
         cost_units_per_correct=_per(units, correct_samples if mean else correct),
         clusters=None if clustered is None else len(by_subtask or {}),
         cluster_se=None if clustered is None else clustered[0],

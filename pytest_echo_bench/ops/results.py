@@ -63,10 +63,20 @@ class Results:
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
+def _call(key: Key, record: dict[str, Any]) -> tuple[Key, str, str, str] | None:
+    """What names the call a row records: its key, run and times, which a regraded or merged copy
+    keeps (None: a row without them, counted as it comes)."""
+    run, started, finished = (record.get(f) for f in ("run_id", "started_at", "finished_at"))
+    if not (isinstance(run, str) and isinstance(started, str) and isinstance(finished, str)):
+        return None
+    return key, run, started, finished
+
+
 def load_results(paths: Sequence[Path]) -> Results:
     """Combine results files in order; a repeated key counts once (its newest row), and is noted if its verdict changed."""
     results = Results()
     seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
+    calls: set[tuple[Key, str, str, str] | None] = set()  # each call's spend once: a regrade or merge copies its row
     for path in paths:
         results.paths.append(path)
         default = ""
@@ -88,7 +98,11 @@ def load_results(paths: Sequence[Path]) -> Results:
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
-            results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
+            call = _call(key, record)
+            if call not in calls:  # None (a row that does not name its call) is never added: always counted
+                results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
+                if call is not None:
+                    calls.add(call)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")

@@ -288,7 +288,7 @@ def test_a_tiny_budget_is_shown_with_the_digits_it_needs(
     make_spec(pytester, priced_spec(openai_server, 2))
     result, _, rows = sweep.run("--bench-budget-usd", "0.0000001")
     assert result.ret == 2 and rows == []
-    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.000000100;*"])
+    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.00000010;*"])
 
 
 @pytest.mark.parametrize("body, message", [
