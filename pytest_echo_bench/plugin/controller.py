@@ -274,7 +274,9 @@ class ControllerPlugin:
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(shown(line))
+            # xdist's progress characters leave a line open that write_line does not close (no path began it)
+            opened = reporter.currentfspath is None and getattr(reporter._tw, "width_of_current_line", 0)
+            reporter.write_line(("\n" if opened else "") + shown(line))
 
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
