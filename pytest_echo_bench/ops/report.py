@@ -130,6 +130,7 @@ class Report:
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
     sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
     budgets: list[RunBudget] = field(default_factory=list)  # budgeted runs' budget and spend, as recorded
+    sources: list[tuple[str, str, str]] = field(default_factory=list)  # the files read: (path, run id, created_at)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
-    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
+    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts), sources=list(results.sources),
                     unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=_coverage(results), sequential=replay(results, ended), budgets=list(budgets))

@@ -59,6 +59,7 @@ class Results:
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
     random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
     paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
+    sources: list[tuple[str, str, str]] = field(default_factory=list)  # per file: (path, run id, created_at) of its meta line
     # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``ops.spend``)
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
@@ -92,6 +93,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.parts.append(part_of(path, meta))
                     own = set() if own_shard(results.parts[-1]) else None
                     default = meta.benchmark
+                    results.sources.append((str(path), meta.run_id, meta.created_at))
                 continue
             unknown: list[str] = []
             item = _item(record, default, unknown)
