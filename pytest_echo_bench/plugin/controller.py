@@ -321,7 +321,7 @@ class ControllerPlugin:
             return None, {}
         counted = self.live.counted if self.live is not None else FileTally()
         counted.update(Path(self.ctx.results))  # read on from where it was: the end table reads on from here
-        complete = budget.complete_items(counted, self.ctx.meta.arms)
+        complete = budget.complete_items(counted, self.ctx.meta.arms, self.live.items if self.live is not None else ())
         self.budget_line = f"echo-bench: budget: {spend.text()}; {budget.items_text(complete)}"
         if not spend.refused:
             return None, {}

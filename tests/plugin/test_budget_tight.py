@@ -43,5 +43,6 @@ def test_a_tight_budget_under_two_workers_spends_until_the_next_item_cannot_fit(
     assert marker["closed_spent_usd"] + worst > 0.12 and marker["closed_spent_usd"] >= 5 * cost - 1e-9
     items = len(rows) // 2
     result.stdout.fnmatch_lines([f"echo-bench: budget: spent $0.*of $0.1200; new items stopped with $0.* spent and "
-                                 f"$0.* held for calls in flight and started items; {items} of {items} items started "
-                                 "complete for all arms"])
+                                 f"$0.* held for calls in flight and started items; {items} of 30 items complete for "
+                                 f"all arms ({items} started)"])  # was "1 of 1 items complete": as if all were
+    assert (marker["items_complete"], marker["items_started"], marker["items"]) == (items, items, 30)
