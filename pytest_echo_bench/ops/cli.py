@@ -230,6 +230,7 @@ def _gate(text: str) -> Gate:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
     sub = p.add_subparsers(dest="command_name", required=True)
+    p.commands = sub.choices
     r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
     r.add_argument("files", nargs="+", type=input_file)
     r.add_argument("--format", choices=FORMATS, default="table")
@@ -327,7 +328,7 @@ def _estimate_parser(sub: Any) -> None:
                    "if there is one); cached replies are not sent")
     e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
     e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
-    e.add_argument("--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, -n (default 1)")
+    e.add_argument("-n", "--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, as its -n N (default 1)")
     e.set_defaults(func=_estimate)
 
 

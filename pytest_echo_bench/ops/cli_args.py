@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.store.paths import refusal
 from pytest_echo_bench.store.safe_text import shown
@@ -33,7 +33,8 @@ def say(text: str, err: bool = False) -> None:
     CR right before a LF only ends the line."""
     safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
     try:
-        print(safe, file=sys.stderr if err else sys.stdout)
+        # A text that ends its own lines (CSV) gets no LF after: its last line ends in CR LF too.
+        print(safe, end="" if safe.endswith("\r\n") else "\n", file=sys.stderr if err else sys.stdout)
     except BrokenPipeError as exc:
         raise OutputClosed(*exc.args) from exc
 
@@ -53,6 +54,19 @@ class Parser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if message:
             (file or sys.stderr).write(shown(message))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: Mapping[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse, but an argument no subcommand knows is refused with that subcommand's usage
+        (argparse gives the top level's, which lists only the subcommands' names)."""
+        found, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands.get(getattr(found, "command_name", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extra)}")
+        return found
 
 
 def number(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:

@@ -1,7 +1,8 @@
 """``echo-bench export --format inspect``: a results file as Inspect eval logs, one per (benchmark, arm).
 
 Each log is Inspect's ``.json`` format (an ``EvalLog``, version 2), which ``read_eval_log`` reads
-and ``inspect view`` lists: the eval's task (the benchmark), model (the arm) and epochs, one sample
+and ``inspect view`` lists: the eval's task (the benchmark), model (the arm's ``provider/model``, else
+the arm's name; the arm is ``metadata.echo_bench.arm``) and epochs, one sample
 per task id and epoch with its input, target, output, usage, time and score (C, I, or N for
 unparseable; an error row is an errored sample, unscored, as Inspect logs one), and the results
 Inspect itself would compute: each sample's epochs reduced by their mean, then ``accuracy`` and
@@ -70,7 +71,8 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
 
             def rows(places: list[tuple[int, str, int]] = places) -> Iterator[dict[str, Any]]:
                 return (_row_at(f, results, offset) for _, _, offset in places)
-            _write(path, log_pieces(meta, benchmark, arm, rows, inputs))
+            model = found.models.get((benchmark, arm), arm)  # as Inspect names one: "openai/gpt-4o"; else the arm
+            _write(path, log_pieces(meta, benchmark, arm, rows, inputs, model))
             samples += len(places)
     return Exported(paths, samples, found.notes)
 
@@ -148,25 +150,25 @@ class Figures:
 
 
 def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[dict[str, Any]],
-             inputs: Inputs) -> dict[str, Any]:
+             inputs: Inputs, model: str | None = None) -> dict[str, Any]:
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
-    samples = [_sample(r, arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm)) for r in rows]
-    figures = _figures(meta, benchmark, arm, rows, samples)
-    return {**_head(meta, benchmark, arm, figures), "samples": samples,
+    samples = [_sample(r, model or arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm)) for r in rows]
+    figures = _figures(meta, benchmark, model or arm, rows, samples)
+    return {**_head(meta, benchmark, arm, figures, model), "samples": samples,
             "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": figures.reduced()}]}
 
 
 def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Callable[[], Iterable[dict[str, Any]]],
-               inputs: Inputs) -> Iterator[bytes]:
+               inputs: Inputs, model: str | None = None) -> Iterator[bytes]:
     """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
     the figures the header gives and once for the samples, so that no sample is held."""
     def samples() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-        return ((r, _sample(r, arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm))) for r in rows())
-    figures = _figures(meta, benchmark, arm, [], [])
+        return ((r, _sample(r, model or arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm))) for r in rows())
+    figures = _figures(meta, benchmark, model or arm, [], [])
     for row, sample in samples():
-        figures.add(row, sample, arm)
-    yield _encode(_head(meta, benchmark, arm, figures))[:-1] + b',"samples":['
+        figures.add(row, sample, model or arm)
+    yield _encode(_head(meta, benchmark, arm, figures, model))[:-1] + b',"samples":['
     for n, (_, sample) in enumerate(samples()):
         yield (b"," if n else b"") + _encode(sample)
     yield b'],"reductions":[{"scorer":' + _encode(SCORER) + b',"reducer":"mean","samples":['
@@ -184,22 +186,24 @@ def _figures(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[M
     return figures
 
 
-def _head(meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures) -> dict[str, Any]:
-    """The log's fields before its samples."""
+def _head(meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures, model: str | None = None) -> dict[str, Any]:
+    """The log's fields before its samples: ``model`` the arm's (its name when the spec gives none)."""
+    model = model or arm
     first = figures.started[0] if figures.started else None
     created = _time(meta.get("created_at")) or first or "1970-01-01T00:00:00+00:00"
     ids = list(figures.ids)
     spec = {"eval_id": uuid.uuid4().hex, "run_id": str(meta.get("run_id") or ""), "created": created,
             "task": benchmark, "task_id": f"{benchmark}:{meta.get('fingerprint') or ''}", "task_version": 0,
             "dataset": {"name": benchmark, "samples": len(ids), "sample_ids": ids, "shuffled": False},
-            "model": arm, "config": {"epochs": figures.epochs}, "packages": {"pytest-echo-bench": __version__},
+            "model": model, "config": {"epochs": figures.epochs}, "packages": {"pytest-echo-bench": __version__},
             "scorers": [{"name": SCORER, "options": {}, "metrics": [{"name": "inspect_ai/accuracy", "options": {}},
                                                                    {"name": "inspect_ai/stderr", "options": {}}],
                          "metadata": {}}],
-            "metadata": {"echo_bench": {"results_run_id": meta.get("run_id"), "fingerprint": meta.get("fingerprint")}}}
+            "metadata": {"echo_bench": {"results_run_id": meta.get("run_id"), "fingerprint": meta.get("fingerprint"),
+                                        "arm": arm}}}
     started = (figures.started[1] if figures.started else "") or created
     stats = {"started_at": started, "completed_at": figures.finished or created,
-             "model_usage": {arm: figures.usage} if figures.usage else {}}
+             "model_usage": {model: figures.usage} if figures.usage else {}}
     return {"version": 2, "status": "success", "eval": spec, "plan": {"name": "plan", "steps": [], "config": {}},
             "results": _results(figures.samples, [r["value"] for r in figures.reduced()]), "stats": stats}
 

@@ -108,7 +108,14 @@ def log_rows(log: InspectLog, arm: str | None, scorer: str | None, notes: list[s
     if log.header.get("status") not in ("success", None):
         notes.append(f"{log.path}: the eval's status is {log.header.get('status')!r:.40}: only its logged samples "
                      "are imported")
-    return [_row(log, sample, arm or str(spec["model"]), name, epochs) for sample in log.samples]
+    return [_row(log, sample, arm or _exported_arm(spec) or str(spec["model"]), name, epochs) for sample in log.samples]
+
+
+def _exported_arm(spec: dict[str, Any]) -> str | None:
+    """The arm a log ``export`` wrote names (its model is the arm's model): a round trip keeps the arm."""
+    mine = spec.get("metadata", {}).get("echo_bench") if isinstance(spec.get("metadata"), dict) else None
+    arm = mine.get("arm") if isinstance(mine, dict) else None
+    return arm if isinstance(arm, str) and arm else None
 
 
 def _scorers(sample: dict[str, Any]) -> list[str]:

@@ -35,6 +35,7 @@ class InputsError(EchoBenchError):
 class Inputs:
     prompts: Prompts = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    models: dict[tuple[str, str], str] = field(default_factory=dict)  # (benchmark, arm) -> "provider/model"
 
 
 def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
@@ -61,6 +62,8 @@ def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[s
         _check(results, path, spec.benchmark, info, examples, rows)
         out.prompts.update({(spec.benchmark, ex.id): ex.input for ex in examples})
         _own_prompts(spec, examples, out)
+        out.models.update({(spec.benchmark, name): f"{arm.provider}/{model}" for name, arm in spec.arms.items()
+                           if isinstance(model := arm.options.get("model"), str) and model})
     return out
 
 

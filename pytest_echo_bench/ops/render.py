@@ -10,6 +10,7 @@ from typing import Any
 from pytest_echo_bench.ops import decide_view
 from pytest_echo_bench.ops.decide import Sequential
 from pytest_echo_bench.ops.gates import Intervals
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.ops.render_csv import render_csv
 from pytest_echo_bench.ops.report import P_HINT, ArmStats, Disagreement, Pair, Report
 from pytest_echo_bench.ops.shards import Coverage
@@ -129,8 +130,8 @@ STATS_COLUMNS: list[Column] = [
     ("escalation", "escalation", lambda s: _opt(s.escalation_rate, ".3f")),
     ("prompt tokens", "tokens", lambda s: _opt(s.prompt_tokens, "d")),
     ("completion tokens", "tokens", lambda s: _opt(s.completion_tokens, "d")),
-    ("cost usd", "cost", lambda s: _opt(s.cost_usd, ".4f")),
-    ("usd per correct", "cost", lambda s: _opt(s.cost_per_correct, ".6f")),
+    ("cost usd", "cost", lambda s: "-" if s.cost_usd is None else usd(s.cost_usd)),
+    ("usd per correct", "cost", lambda s: "-" if s.cost_per_correct is None else usd(s.cost_per_correct)),
     ("cost units", "units", lambda s: _opt(s.cost_units, ".2f")),
     ("units per correct", "units", lambda s: _opt(s.cost_units_per_correct, ".4f")),
     ("spend usd", "spend", lambda s: spend_text(s.spend_usd, s.spend_unknown)),

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
+from pytest_echo_bench.ops import money
 from pytest_echo_bench.ops.compare import (
     Disagreement,
     Frontier,
@@ -129,6 +130,7 @@ class Report:
     random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
     sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
     budgets: list[RunBudget] = field(default_factory=list)  # budgeted runs' budget and spend, as recorded
+    sources: list[tuple[str, str, str]] = field(default_factory=list)  # the files read: (path, run id, created_at)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
-    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts),
+    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts), sources=list(results.sources),
                     unlisted_conflicts=results.unlisted_conflicts,
                     unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
                     coverage=_coverage(results), sequential=replay(results, ended), budgets=list(budgets))
@@ -163,7 +165,7 @@ def _coverage(results: Results) -> Coverage:
 
 
 def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
-    return replace(stats, spend_usd=spend.usd if spend.known else None, spend_unknown=spend.unknown)
+    return replace(stats, spend_usd=money.figure(spend.usd) if spend.known else None, spend_unknown=spend.unknown)
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
@@ -291,9 +293,9 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
         escalation_rate=_mean(flags),
         prompt_tokens=sum(u[0] for u in usage) if usage else None,
         completion_tokens=sum(u[1] for u in usage) if usage else None,
-        cost_usd=cost,
+        cost_usd=money.figure(cost),
         cost_units=units,
-        cost_per_correct=_per(cost, correct_samples if mean else correct),
+        cost_per_correct=money.figure(_per(cost, correct_samples if mean else correct)),
         cost_units_per_correct=_per(units, correct_samples if mean else correct),
         clusters=None if clustered is None else len(by_subtask or {}),
         cluster_se=None if clustered is None else clustered[0],

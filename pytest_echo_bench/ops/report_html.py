@@ -30,13 +30,20 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 def render_html(report: Report) -> str:
     """The whole report page; every name, id, subtask and answer from the results file is escaped."""
-    body = ["<h1>echo-bench report</h1>", _summary(report), _incomplete(report), _parts(report), _sequential(report)]
+    body = ["<h1>echo-bench report</h1>", _sources(report), _summary(report), _incomplete(report), _parts(report), _sequential(report)]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
             f"<title>echo-bench report · {e(', '.join(b.name or '-' for b in report.benchmarks))}</title>\n"
             f"<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+def _sources(report: Report) -> str:
+    """What the page is of: each file read, its run id and when that run started."""
+    lines = "".join(f'<li><span class="file">{e(path)}</span> · run {e(run or "-")} · started {e(created or "-")}</li>'
+                    for path, run, created in report.sources)
+    return f'<ul class="muted" id="sources">{lines}</ul>' if lines else ""
 
 
 def _summary(report: Report) -> str:
@@ -205,8 +212,14 @@ def _pair_cell(row: str, col: str, by: dict[tuple[str, str], Pair]) -> str:
     lo, hi = (p.diff_ci95 if sign == 1 else (-p.diff_ci95[1], -p.diff_ci95[0]))
     holm = p.p_holm if p.p_holm is not None else p.p_value
     kind = "ns" if holm >= ALPHA else ("sig-pos" if diff > 0 else "sig-neg")
-    return (f'<td class="pair {kind}" title="n={p.n}, p={p.p_value:.4g}">{diff:+.3f}<br>'
-            f"[{lo:+.3f}, {hi:+.3f}]<br>p<sub>holm</sub>={holm:.3g}</td>")
+    return (f'<td class="pair {kind}" title="n={p.n}, p={p.p_value:.4g}">{_signed(diff)}<br>'
+            f"[{_signed(lo)}, {_signed(hi)}]<br>p<sub>holm</sub>={holm:.3g}</td>")
+
+
+def _signed(value: float) -> str:
+    """A difference to three places with its sign; one that rounds to zero is 0.000, never -0.000."""
+    text = f"{value:+.3f}"
+    return "0.000" if float(text) == 0 else text
 
 
 def _invalid(row: str, col: str) -> str:

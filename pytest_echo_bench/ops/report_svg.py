@@ -7,12 +7,14 @@ import math
 from collections.abc import Callable, Sequence
 
 from pytest_echo_bench.ops.compare import Frontier
+from pytest_echo_bench.ops.money import usd
 from pytest_echo_bench.ops.report import ArmStats
 
 LABEL_CHARS = 28  # longer arm names are cut in the charts (the tables show them whole)
 ROW_H, LABEL_W, BAR_W = 26, 190, 460
 PLOT_W, PLOT_H, PAD = 640, 300, 48
 DASHED = ' stroke-dasharray="3 2"'
+CHAR_W, LINE_H = 7.0, 14.0  # a label character's width and a line's height at the page's font size (14px)
 
 
 def e(value: object) -> str:
@@ -60,7 +62,8 @@ def _whisker(ci: tuple[float, float] | None, y: float, color: str, extra: str) -
 
 
 def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
-    """Pass rate against cost per item, one dot per arm, the Pareto frontier as a line through its arms."""
+    """Pass rate against cost per item, one dot per arm, the Pareto frontier as a line through its arms;
+    both axes marked, amounts in fixed point (``ops.money``), and no label drawn over another."""
     costs = [c for _, c, _ in frontier.points]
     rates = [r for _, _, r in frontier.points]
     c_lo, c_hi = min(costs), max(costs)
@@ -79,20 +82,66 @@ def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
     on = sorted((p for p in frontier.points if p[0] in frontier.arms), key=lambda p: p[1])
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(c, r) for _, c, r in on))
     unit = "USD" if frontier.basis == "cost_usd" else "cost units"
-    parts = [f'<svg class="cost-chart" width="{PLOT_W + 160}" height="{PLOT_H}" role="img" aria-label="pass rate against cost">',
+    dots = sorted(((arm, *at(cost, rate), f"{_short(arm)} ({rate:.3f}, {usd(cost)})") for arm, cost, rate in frontier.points),
+                  key=lambda d: (d[2], d[1]))
+    labels = _label_places([(x, y, text) for _, x, y, text in dots])
+    width = max([PLOT_W + 160] + [round(x1) + 10 for x1, _ in labels])
+    height = max([PLOT_H] + [round(y) + 8 for _, y in labels])
+    parts = [f'<svg class="cost-chart" width="{width}" height="{height}" role="img" aria-label="pass rate against cost">',
              f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
              f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
-             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 10}" text-anchor="middle">{e(unit)} per item{", log scale" if log else ""} '
-             f'({c_lo:.4g} to {c_hi:.4g})</text>',
-             f'<text x="10" y="{PAD / 2}">pass rate {r_lo:.2f} to {r_hi:.2f}</text>',
-             f'<polyline class="frontier" points="{line}" fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>']
-    for arm, cost, rate in frontier.points:
-        x, y = at(cost, rate)
+             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">{e(unit)} per item{", log scale" if log else ""}</text>',
+             f'<text x="4" y="{PAD / 2 - 6}">pass rate</text>']
+    for cost in _ticks(c_lo, c_hi, log):
+        x = at(cost, r_lo)[0]
+        parts.append(f'<g class="tick x"><line x1="{x:.1f}" x2="{x:.1f}" y1="{PLOT_H - PAD}" y2="{PLOT_H - PAD + 5}" '
+                     f'stroke="#999"/><text x="{x:.1f}" y="{PLOT_H - PAD + 17}" text-anchor="middle">{usd(cost)}</text></g>')
+    for rate in (r_lo + (r_hi - r_lo) * i / 4 for i in range(5)):
+        y = at(c_lo, rate)[1]
+        parts.append(f'<g class="tick y"><line x1="{PAD - 5}" x2="{PAD}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999"/>'
+                     f'<text x="{PAD - 7}" y="{y + 4:.1f}" text-anchor="end">{rate:.2f}</text></g>')
+    parts.append(f'<polyline class="frontier" points="{line}" fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>')
+    for (arm, x, y, text), (_, label_y) in zip(dots, labels, strict=True):
         ring = ' stroke="#000" stroke-width="2"' if arm in frontier.arms else ""
+        leader = (f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 9:.1f}" y2="{label_y - 4:.1f}" stroke="#bbb"/>'
+                  if label_y != y + 4 else "")
         parts.append(f'<g class="cost-point" data-arm="{e(arm)}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{colors.get(arm, "#777")}"{ring}/>'
-                     f'<text x="{x + 9:.1f}" y="{y + 4:.1f}"><title>{e(arm)}</title>{e(_short(arm))} ({rate:.3f}, {cost:.4g})</text></g>')
+                     f'{leader}<text x="{x + 9:.1f}" y="{label_y:.1f}"><title>{e(arm)}</title>{e(text)}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _ticks(lo: float, hi: float, log: bool) -> list[float]:
+    """Where the cost axis is marked: the powers of ten within it on a log scale, else five even steps."""
+    if hi <= lo:
+        return [lo]
+    if log:
+        inside = [10.0 ** k for k in range(math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9) + 1)]
+        return inside if len(inside) >= 2 else sorted({lo, *inside, hi})
+    return [lo + (hi - lo) * i / 4 for i in range(5)]
+
+
+def label_box(x: float, y: float, text: str) -> tuple[float, float, float, float]:
+    """The box a label drawn at (x + 9, baseline y) takes: (left, right, top, bottom)."""
+    return x + 9, x + 9 + CHAR_W * len(text), y - LINE_H + 3, y + 3
+
+
+def _label_places(dots: list[tuple[float, float, str]]) -> list[tuple[float, float]]:
+    """Each label's (right end, baseline): beside its dot, moved down a line at a time until it clears
+    every label placed before it (arms of near cost and rate drew their labels over each other)."""
+    placed: list[tuple[float, float, float, float]] = []
+    found: list[tuple[float, float]] = []
+    for x, y, text in dots:
+        baseline = y + 4
+        while any(_overlap(label_box(x, baseline, text), box) for box in placed):
+            baseline += LINE_H
+        placed.append(label_box(x, baseline, text))
+        found.append((placed[-1][1], baseline))
+    return found
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
 def heat_color(rate: float) -> str:

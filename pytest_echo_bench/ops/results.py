@@ -59,14 +59,25 @@ class Results:
     unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
     random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
     paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
+    sources: list[tuple[str, str, str]] = field(default_factory=list)  # per file: (path, run id, created_at) of its meta line
     # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``ops.spend``)
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
+
+
+def _call(key: Key, record: dict[str, Any]) -> tuple[Key, str, str, str] | None:
+    """What names the call a row records: its key, run and times, which a regraded or merged copy
+    keeps (None: a row without them, counted as it comes)."""
+    run, started, finished = (record.get(f) for f in ("run_id", "started_at", "finished_at"))
+    if not (isinstance(run, str) and isinstance(started, str) and isinstance(finished, str)):
+        return None
+    return key, run, started, finished
 
 
 def load_results(paths: Sequence[Path]) -> Results:
     """Combine results files in order; a repeated key counts once (its newest row), and is noted if its verdict changed."""
     results = Results()
     seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
+    calls: set[tuple[Key, str, str, str] | None] = set()  # each call's spend once: a regrade or merge copies its row
     for path in paths:
         results.paths.append(path)
         default = ""
@@ -82,13 +93,18 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.parts.append(part_of(path, meta))
                     own = set() if own_shard(results.parts[-1]) else None
                     default = meta.benchmark
+                    results.sources.append((str(path), meta.run_id, meta.created_at))
                 continue
             unknown: list[str] = []
             item = _item(record, default, unknown)
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
-            results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
+            call = _call(key, record)
+            if call not in calls:  # None (a row that does not name its call) is never added: always counted
+                results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
+                if call is not None:
+                    calls.add(call)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")

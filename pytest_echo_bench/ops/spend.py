@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.ops import money
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import budget_path, stop_path, summary_path
 from pytest_echo_bench.store.ledger import LedgerState
@@ -50,7 +51,7 @@ def spend_text(usd: float | None, unknown: int | None) -> str:
     """``0.0123``, ``0.0123 + 2 unknown``, ``2 unknown``, or ``-`` (no row; ``usd`` None: no known cost)."""
     if usd is None:
         return f"{unknown} unknown" if unknown else "-"
-    return f"{usd:.4f}" + (f" + {unknown} unknown" if unknown else "")
+    return money.usd(usd) + (f" + {unknown} unknown" if unknown else "")
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,15 @@ class RunBudget:
     over_bound_usd: float = 0.0  # what they were charged beyond their holds: how far the spend may pass the budget
 
     def text(self) -> str:
-        line = f"{self.results}: spent ${self.spent_usd:.4f}"
-        line += f" of a ${self.budget_usd:.4f} budget" if self.budget_usd is not None else " (budgets per benchmark or arm)"
+        line = f"{self.results}: spent ${money.usd(self.spent_usd)}"
+        line += f" of a ${money.usd(self.budget_usd)} budget" if self.budget_usd is not None else " (budgets per benchmark or arm)"
         if self.needed_usd:
-            line += f"; the calls not sent need up to ${self.needed_usd:.4f} more"
+            line += f"; the calls not sent need up to ${money.usd(self.needed_usd)} more"
         if self.suggested_usd is not None:
             line += f"; resume with --bench-budget-usd {self.suggested_usd:g}"
         if self.over_bound_replies:
             line += (f"; {self.over_bound_replies} replies reported more than their request allows, charged "
-                     f"${self.over_bound_usd:.4f} beyond their holds")
+                     f"${money.usd(self.over_bound_usd)} beyond their holds")
         return line + f" (from its {self.source})"
 
 

@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
+from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.spec.parse import parse_yaml, read_spec
 from pytest_echo_bench.store.files import DECIDED, NEEDS_FIXING, read_json, results_dir, stop_path, summary_path
 from pytest_echo_bench.store.safe_text import shown
 
@@ -63,8 +65,28 @@ def results_path(command: Sequence[str]) -> tuple[list[str], Path]:
             if arg.startswith(flag + "="):
                 return argv, Path(arg.split("=", 1)[1])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results_dir(Path(), create=False) / f"{stamp}_supervised.jsonl"
+    path = results_dir(Path(), create=False) / f"{stamp}_{'+'.join(benchmarks(argv))[:80] or 'supervised'}.jsonl"
     return argv + ["--bench-out", str(path)], path
+
+
+def benchmarks(command: Sequence[str]) -> list[str]:
+    """The benchmarks of the spec files (or the directories of them) a command names, sorted, as a plain
+    run names its file after them: each spec's ``benchmark:``, else its file's stem."""
+    found: set[str] = set()
+    for arg in command:
+        where = Path(arg.split("::", 1)[0])
+        specs = sorted(where.glob("*.y*ml")) if where.is_dir() else [where]
+        found.update(_benchmark(p) for p in specs if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(found)
+
+
+def _benchmark(spec: Path) -> str:
+    try:  # read as the run reads it (its size, nesting and aliases bounded); its errors are the run's to say
+        data = parse_yaml(read_spec(spec), str(spec))[0]
+    except (EchoBenchError, OSError, ValueError, RecursionError):
+        data = None
+    name = data.get("benchmark") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name and "/" not in name and name.isprintable() else spec.stem
 
 
 def resume_command(command: Sequence[str], path: Path) -> list[str]:

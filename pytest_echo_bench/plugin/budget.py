@@ -4,7 +4,7 @@ the ledger made at the start, and what the end says of it (the stop, the figure 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,7 @@ class Spend:
     run_binds: bool = True  # the run's own limit refused a call (or none did): a larger --bench-budget-usd helps
     over: int = 0  # replies that reported more than their request allows: charged as reported
     over_usd: float = 0.0  # what they reported beyond their holds: how far the spend may pass the limit
+    closed_at: tuple[float, ...] = ()  # (spent, held) of the binding limit when new items were refused
 
     @classmethod
     def of(cls, state: LedgerState) -> Spend:
@@ -161,14 +162,16 @@ class Spend:
         binding = tuple((n, a.spent, a.limit, state.where.get(n, "")) for n in state.short if n != "run"
                         and (a := state.accounts.get(n)) is not None and a.limit is not None)
         return cls(run.spent, run.limit, state.refused, state.needed, binding, "run" in state.short or not binding,
-                   state.over, state.over_usd)
+                   state.over, state.over_usd, tuple(state.closed_at))
 
     def text(self) -> str:
         run = f" of ${usd(self.limit)}" if self.limit is not None else " (no run budget)"
         spec = "".join(f"; {_account(n)} spent ${usd(s)} of ${usd(lim)}" for n, s, lim, _ in self.binding)
         over = (f"; {self.over} {'reply' if self.over == 1 else 'replies'} over their bound, charged "
                 f"${usd(self.over_usd)} beyond their holds" if self.over else "")
-        return f"spent ${usd(self.spent)}{run}{spec}{over}"
+        closed = (f"; new items stopped with ${usd(self.closed_at[0])} spent and ${usd(self.closed_at[1])} held for "
+                  "calls in flight and started items" if self.closed_at else "")
+        return f"spent ${usd(self.spent)}{run}{spec}{over}{closed}"
 
     def advice(self) -> str:
         """What lets the rest run: a larger run budget (the resume command carries it), or the spec's own."""
@@ -222,9 +225,12 @@ def read(results: str | Path, limits: Mapping[str, float | None] | None = None) 
     return Spend.of(state) if state is not None and "run" in state.accounts else None
 
 
-def complete_items(counted: FileTally, arms: Mapping[str, list[str]]) -> tuple[int, int]:
-    """(items every arm of their benchmark answered, items any arm answered), per (task, epoch)."""
+def complete_items(counted: FileTally, arms: Mapping[str, list[str]],
+                   selected: Iterable[tuple[str, str, int]] = ()) -> tuple[int, int, int]:
+    """(items every arm of their benchmark answered, items any arm answered, items of the sweep: those
+    answered and those ``selected`` to run), per (task, epoch)."""
     whole = seen = 0
+    every = set(selected)
     for bench, names in arms.items():
         by_arm: dict[str, set[tuple[str, int]]] = {a: set() for a in names}
         for (b, arm, epoch), codes in counted.codes.items():
@@ -233,17 +239,27 @@ def complete_items(counted: FileTally, arms: Mapping[str, list[str]]) -> tuple[i
         sets = list(by_arm.values())
         if sets:
             whole += len(set.intersection(*sets))
-            seen += len(set.union(*sets))
-    return whole, seen
+            answered = set.union(*sets)
+            seen += len(answered)
+            every.update((bench, task, epoch) for task, epoch in answered)
+    return whole, seen, len(every)
 
 
-def stop_of(spend: Spend, complete: tuple[int, int]) -> tuple[StopReason, dict[str, Any]]:
+def items_text(complete: tuple[int, int, int]) -> str:
+    """How many items every arm answered, of the sweep's, and how many any arm answered."""
+    whole, seen, total = complete
+    return f"{whole} of {total} items complete for all arms ({seen} started)"
+
+
+def stop_of(spend: Spend, complete: tuple[int, int, int]) -> tuple[StopReason, dict[str, Any]]:
     """The budget's stop: why, and the marker's figures (``suggested_usd``: the resume command's budget)."""
     message = (f"{spend.text()}; {spend.refused} calls not sent, which need up to "
-               f"${usd(spend.needed)} more; {complete[0]} of {complete[1]} items complete for all arms{spend.advice()}")
+               f"${usd(spend.needed)} more; {items_text(complete)}{spend.advice()}")
     details = {"spent_usd": round(spend.spent, 6), "budget_usd": spend.limit, "needed_usd": round(spend.needed, 6),
                "suggested_usd": spend.suggested() if spend.run_binds else None, "refused_calls": spend.refused,
-               "items_complete": complete[0], "items_started": complete[1],
+               "items_complete": complete[0], "items_started": complete[1], "items": complete[2],
+               **({"closed_spent_usd": round(spend.closed_at[0], 6), "closed_held_usd": round(spend.closed_at[1], 6)}
+                  if spend.closed_at else {}),
                **({"over_bound_replies": spend.over, "over_bound_usd": round(spend.over_usd, 6)} if spend.over else {}),
                **({"binding": [{"account": n, "spent_usd": round(s, 6), "budget_usd": lim, "where": w}
                                for n, s, lim, w in spend.binding]} if spend.binding else {})}

@@ -274,7 +274,9 @@ class ControllerPlugin:
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(shown(line))
+            # xdist's progress characters leave a line open that write_line does not close (no path began it)
+            opened = reporter.currentfspath is None and getattr(reporter._tw, "width_of_current_line", 0)
+            reporter.write_line(("\n" if opened else "") + shown(line))
 
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -319,9 +321,8 @@ class ControllerPlugin:
             return None, {}
         counted = self.live.counted if self.live is not None else FileTally()
         counted.update(Path(self.ctx.results))  # read on from where it was: the end table reads on from here
-        complete = budget.complete_items(counted, self.ctx.meta.arms)
-        self.budget_line = (f"echo-bench: budget: {spend.text()}; {complete[0]} of {complete[1]} items complete "
-                            f"for all arms")
+        complete = budget.complete_items(counted, self.ctx.meta.arms, self.live.items if self.live is not None else ())
+        self.budget_line = f"echo-bench: budget: {spend.text()}; {budget.items_text(complete)}"
         if not spend.refused:
             return None, {}
         self.next_budget = spend.suggested() if spend.run_binds else None  # a spec's own limit: raise it there

@@ -56,6 +56,7 @@ class LiveRun:
     _last_line: float = field(default_factory=time.monotonic)
     _last_file: float = 0.0
     rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file has a row for
+    items: set[tuple[str, str, int]] = field(default_factory=set)  # (benchmark, task id, epoch) of the tests to run
     _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
     budget: bool = False  # the run has a spend ledger: the line, summary and page show spend against it
@@ -77,6 +78,7 @@ class LiveRun:
                 arm, epoch = split_name(rest[cut + 1 : -1], self.epochs.get(benchmark, 1))
                 key = self.key(benchmark, arm)
                 self.expected[key] = self.expected.get(key, 0) + 1
+                self.items.add((benchmark, unescape_id(rest[:cut]), epoch))
                 if self.counted.codes and self.counted.previous((benchmark, unescape_id(rest[:cut]), arm, epoch)):
                     self.rerun[key] = self.rerun.get(key, 0) + 1  # an error row run again: not one item more
         self.flush(force=True)

@@ -190,7 +190,7 @@ def _budget(raw: str | None, source: str = "--bench-budget-usd") -> float | None
     usd = float(text) if _AMOUNT.fullmatch(text) else -1.0
     if not 0 < usd < MAX_USD:
         raise pytest.UsageError(f"{source} must be an amount of US dollars > 0 and below 10^12 "
-                                f"(ASCII digits), e.g. 5 or 0.25, got {raw!r}")
+                                f"(ASCII digits, a $ in front allowed), e.g. 5, 0.25 or $5, got {raw!r}")
     return usd
 
 

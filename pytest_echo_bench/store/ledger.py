@@ -68,6 +68,7 @@ class LedgerState:
     notes: list[str] = field(default_factory=list)  # the first OVER_NOTES of them, said as they came
     lost: dict[str, float] = field(default_factory=dict)  # account -> calls of lost processes charged: no row has them
     sweep: str = ""  # the sweep whose spend this is (its meta line's run id): another's lost calls are not carried
+    closed_at: list[float] = field(default_factory=list)  # [spent, held] of the binding account as a benchmark closed
 
     def note_over(self, text: str, excess: float) -> None:
         """A reply reported ``excess`` more than its call's worst case: counted, and named (the first ones)."""
@@ -160,7 +161,8 @@ class LedgerState:
                    _count(top.get("over", 0), "over"), _amount(top.get("over_usd", 0.0), "over_usd"),
                    _texts(top.get("notes", []), "notes"),
                    {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()},
-                   _text(top.get("sweep", ""), "sweep"))
+                   _text(top.get("sweep", ""), "sweep"),
+                   _entry(closed, "closed_at") if (closed := top.get("closed_at")) else [])
 
 
 def _shown(value: object) -> str:

@@ -178,3 +178,55 @@ def test_a_new_item_waits_for_room_that_calls_in_flight_hold(tmp_path: Path, spe
         pass
     state = budget.ledger.read()
     assert state is not None and state.closed == ["units"]
+
+
+def pledged_pair(tmp_path: Path, spec: Spec, room: float) -> tuple[Budget, float]:
+    """A budget of ``room`` pairs (a, b) of item q1 and q2: their worst case, and the budget."""
+    pair = sum(item_worst(spec, arm, "x") or 0.0 for arm in ("a", "b"))
+    budget = make_budget(tmp_path, room * pair)
+    for task in ("q1", "q2"):
+        budget.plan[("units", task, 1)] = ("a", "b")
+    return budget, pair
+
+
+def test_a_new_item_waits_for_the_pledge_of_a_started_item_to_settle(tmp_path: Path, spec: Spec) -> None:
+    """q1's arm b is pledged, not in flight: counting the pledge as spent closed the benchmark to q2
+    although q1's b, once sent, settles at a tenth of it (two workers, a budget of 1.5 pairs)."""
+    budget, pair = pledged_pair(tmp_path, spec, 1.5)
+    started, go = threading.Event(), threading.Event()
+
+    def q1() -> None:
+        with budget.item(spec, "a", "x", ("units", "q1", 1)):
+            with budget.call(spec, "a", "x") as settle:
+                settle(pair / 20)
+            started.set()
+        go.wait(10)
+        with budget.item(spec, "b", "x", ("units", "q1", 1)), budget.call(spec, "b", "x") as settle:
+            settle(pair / 20)
+
+    thread = threading.Thread(target=q1)
+    thread.start()
+    assert started.wait(10)
+    threading.Timer(0.3, go.set).start()
+    with budget.item(spec, "a", "x", ("units", "q2", 1)), budget.call(spec, "a", "x") as settle:
+        settle(pair / 20)  # sent once q1's b settled
+    thread.join(10)
+    state = budget.ledger.read()
+    assert state is not None and state.refused == 0 and state.closed == []
+
+
+def test_a_pledge_that_does_not_settle_refuses_once_nothing_moves(
+        tmp_path: Path, spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pledged arm queued behind the waiting call itself never comes: the wait ends once nothing in
+    the run settled for STILL_S (not the 10 minutes a call in flight may take), and the benchmark closes."""
+    monkeypatch.setattr("pytest_echo_bench.engine.budget.STILL_S", 0.3)
+    budget, pair = pledged_pair(tmp_path, spec, 1.5)
+    with budget.item(spec, "a", "x", ("units", "q1", 1)), budget.call(spec, "a", "x") as settle:
+        settle(pair / 20)
+    t0 = time.monotonic()
+    with pytest.raises(BudgetError, match="does not fit"), budget.item(spec, "a", "x", ("units", "q2", 1)), \
+            budget.call(spec, "a", "x"):
+        pass
+    assert 0.25 <= time.monotonic() - t0 < 5
+    state = budget.ledger.read()
+    assert state is not None and state.closed == ["units"] and len(state.closed_at) == 2

@@ -286,6 +286,19 @@ def test_bad_options_are_refused_as_argparse_does(tmp_path: Path, argv: list[str
     assert main(["estimate", str(spec), *argv]) == 2
 
 
+def test_n_is_the_runs_xdist_workers_and_an_unknown_option_shows_the_estimate_usage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(PRICED)
+    assert main(["estimate", str(spec), "--format", "json", "--workers", "2"]) == 0
+    workers = capsys.readouterr().out
+    assert main(["estimate", str(spec), "--format", "json", "-n", "2"]) == 0
+    assert capsys.readouterr().out == workers  # -n N as pytest-xdist spells it
+    assert main(["estimate", str(spec), "--bench-concurrency", "4"]) == 2
+    err = capsys.readouterr().err  # this command's usage, not the list of commands
+    assert "usage: echo-bench estimate" in err and "unrecognized arguments: --bench-concurrency 4" in err
+
+
 def test_a_bad_spec_names_its_line_with_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "demo.yaml"
     spec.write_text(spec_text("  a: {provider: cascade, cheap: nobody, strong: nobody}\n"))

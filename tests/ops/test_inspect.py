@@ -284,10 +284,11 @@ def test_export_is_read_by_inspect(our_sweep: Path, tmp_path: Path, pytester: py
                  "--spec", str(pytester.path / "demo.yaml")]) == 0
     _, rows = read_rows(our_sweep)
     read, back = inspect_lines(python, READ_LOGS + AS_EVAL, tmp_path, str(out), "json", str(tmp_path / "eval"))
-    assert sorted(log["model"] for log in read) == ["strong", "weak"]  # listed as inspect view lists logs
+    # Listed as inspect view lists logs: by the arm's model, as Inspect names one ("provider/model").
+    assert sorted(log["model"] for log in read) == ["openai/strong", "openai/weak"]
     assert back == {log["model"]: [10, log["accuracy"]] for log in read}
     for log in read:
-        mine = {(r["task_id"], r["epoch"]): r for r in rows if r["arm"] == log["model"]}
+        mine = {(r["task_id"], r["epoch"]): r for r in rows if f"openai/{r['arm']}" == log["model"]}
         assert log["task"] == "demo" and log["epochs"] == 2 and log["status"] == "success"
         assert len(log["samples"]) == len(mine) == 10
         for sample in log["samples"]:
@@ -304,7 +305,7 @@ def test_export_is_read_by_inspect(our_sweep: Path, tmp_path: Path, pytester: py
         assert log["accuracy"] == pytest.approx(log["inspect_accuracy"])
         assert log["stderr"] == pytest.approx(log["inspect_stderr"])
         assert log["scored_samples"] == 4
-    weak = next(log for log in read if log["model"] == "weak")
+    weak = next(log for log in read if log["model"] == "openai/weak")
     assert weak["accuracy"] == pytest.approx((1 + 0 + 0.5 + 1) / 4)
 
 
@@ -312,7 +313,13 @@ def test_export_then_import_gives_the_same_rows(our_sweep: Path, tmp_path: Path)
     out = tmp_path / "logs"
     assert main(["export", str(our_sweep), "-o", str(out)]) == 0
     _, rows = read_rows(our_sweep)
-    meta, back = imported(sorted(out.glob("*.json")), tmp_path / "back.jsonl")
+    logs = sorted(out.glob("*.json"))
+    heads = [json.loads(log.read_text())["eval"] for log in logs]
+    # The eval's model is the arm's model (was the arm's name); the arm rides in its metadata, so the
+    # import names the arms as the sweep did.
+    assert [(h["model"], h["metadata"]["echo_bench"]["arm"]) for h in heads] == [("openai/strong", "strong"),
+                                                                              ("openai/weak", "weak")]
+    meta, back = imported(logs, tmp_path / "back.jsonl")
     assert meta["arms"] == {"demo": ["strong", "weak"]}
 
     def same(r: dict[str, Any]) -> tuple[Any, ...]:

@@ -134,14 +134,17 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "lying-sizes": lying(one, tmp / "lying-sizes.eval", 1 << 30)}
 
 
+# The peak is this process's own (VmHWM): ``ru_maxrss`` keeps, across exec, the high-water mark of the
+# memory it was forked from, so a child of a large test worker would report the worker's.
 MEASURE = """
-import contextlib, io, json, resource, sys
+import contextlib, io, json, sys
 from pytest_echo_bench.ops.cli import main
 err = io.StringIO()
 with contextlib.redirect_stderr(err):
     status = main(["import", sys.argv[1], "-o", sys.argv[2]])
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"status": status, "err": err.getvalue(),
-                  "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "rss_kb": peak}))
 """
 
 

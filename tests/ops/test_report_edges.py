@@ -23,6 +23,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli_args import OutputClosed, say
 from pytest_echo_bench.ops.render import render, report_json
 from pytest_echo_bench.ops.report import build_report, load_results
+from pytest_echo_bench.store.checks import META_FIELDS
 from pytest_echo_bench.store.records import Meta
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 3}},
@@ -268,7 +269,8 @@ def test_meta_from_json_is_to_json_read_back_with_extras_and_defaults_kept() -> 
        st.text(max_size=8), st.dictionaries(st.text(max_size=5), st.lists(st.text(max_size=5), max_size=3), max_size=3))
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 def test_meta_round_trips_any_sound_line(fields: dict[str, Any], benchmark: str, arms: dict[str, list[str]]) -> None:
-    record = {**{k: v for k, v in fields.items() if k not in {f.name for f in dataclasses.fields(Meta)}},
+    typed = {f.name for f in dataclasses.fields(Meta)} | set(META_FIELDS)  # fields whose type is checked
+    record = {**{k: v for k, v in fields.items() if k not in typed},
               "_meta": True, "benchmark": benchmark, "arms": arms}
     meta = Meta.from_json(record)
     assert meta.benchmark == benchmark and meta.arms == arms

@@ -38,7 +38,8 @@ def spend_rows() -> list[dict[str, Any]]:
     """A: 0.5 + 0.5 (a retried key: both calls were paid for) + a cached row (0) + two unknown costs;
     B: three rows, none of which says what it cost."""
     return [META_AB,
-            row("t0", "A", False, status="error", cost_usd=0.5), row("t0", "A", True, cost_usd=0.5),
+            row("t0", "A", False, status="error", cost_usd=0.5),
+            row("t0", "A", True, cost_usd=0.5, started_at="2024-01-01T00:00:05Z", finished_at="2024-01-01T00:00:06Z"),
             row("t1", "A", True, cost_usd=None), row("t2", "A", True, cost_usd="NaN"),
             row("t3", "A", True, cost_usd=0.25, cache_hits=1),
             *(row(f"t{i}", "B", True, cost_usd=None) for i in range(3))]

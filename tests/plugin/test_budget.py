@@ -109,7 +109,7 @@ def test_the_budget_stop_resumes_with_a_larger_budget_exactly_once(
     assert marker["suggested_usd"] == pytest.approx(0.08)  # spent + needed, up to the cent
     out = result.stdout.str()
     result.stdout.fnmatch_lines(["*mean wall s  spend $", "demo *a *4 *0.0160", "demo *b *4 *0.0160"])  # the end table
-    assert "4 of 4 items complete for all arms" in out and "stopped early (budget: spent $0.0320 of $0.0340" in out
+    assert "4 of 10 items complete for all arms (4 started)" in out and "stopped early (budget: spent $0.0320 of $0.0340" in out
     command = next(line.strip() for line in out.splitlines() if line.strip().startswith("pytest --bench-resume"))
     assert "--bench-budget-usd 0.08" in command
     summary = json.loads((pytester.path / "results.jsonl.summary.json").read_text())
@@ -194,7 +194,7 @@ def test_cached_replies_cost_nothing_against_the_budget(
     _, rows = read_rows(again)
     assert len(rows) == 10 and all(r["cache_hits"] == 1 for r in rows)
     assert len(openai_server.requests) == 10  # nothing sent
-    result.stdout.fnmatch_lines(["echo-bench: budget: spent $0.0000 of $0.0020; 5 of 5 items complete for all arms"])
+    result.stdout.fnmatch_lines(["echo-bench: budget: spent $0.0000 of $0.0020; 5 of 5 items complete for all arms (5 started)"])
     result.stdout.fnmatch_lines(["demo *a *5 *0", "demo *b *5 *0"])  # the end table: cached rows cost 0, not "-"
     assert "unknown" not in result.stdout.str()
 
@@ -288,7 +288,7 @@ def test_a_tiny_budget_is_shown_with_the_digits_it_needs(
     make_spec(pytester, priced_spec(openai_server, 2))
     result, _, rows = sweep.run("--bench-budget-usd", "0.0000001")
     assert result.ret == 2 and rows == []
-    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.000000100;*"])
+    result.stdout.fnmatch_lines(["*budget: spent $0.0000 of $0.00000010;*"])
 
 
 @pytest.mark.parametrize("body, message", [
