@@ -70,12 +70,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if not specs:
             raise pytest.UsageError(f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
                                     "name the spec files on the command line")
+    if opened is None:  # a resume with nothing left is a complete sweep (exit 0), not an empty selection
+        from pytest_echo_bench.plugin.selecting import SelectionNote, exit_if_nothing_selected
+
+        exit_if_nothing_selected(config, specs, selection)
+        config.pluginmanager.register(SelectionNote(config, specs, selection), "echo-bench-selection")
     config.stash[HANDOFF] = controller(config, opts, build_context(config, opts, specs, selection, opened))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Close and unregister what ``pytest_configure`` registered (pytester runs many sessions)."""
-    for name in ("echo-bench-worker", "echo-bench-controller", "echo-bench-owner"):
+    for name in ("echo-bench-worker", "echo-bench-controller", "echo-bench-owner", "echo-bench-selection"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             close = getattr(plugin, "close", None)
