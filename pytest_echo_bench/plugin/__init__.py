@@ -70,11 +70,6 @@ def pytest_configure(config: pytest.Config) -> None:
         if not specs:
             raise pytest.UsageError(f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
                                     "name the spec files on the command line")
-    if opened is None:  # a resume with nothing left is a complete sweep (exit 0), not an empty selection
-        from pytest_echo_bench.plugin.selecting import SelectionNote, exit_if_nothing_selected
-
-        exit_if_nothing_selected(config, specs, selection)
-        config.pluginmanager.register(SelectionNote(config, specs, selection), "echo-bench-selection")
     config.stash[HANDOFF] = controller(config, opts, build_context(config, opts, specs, selection, opened))
 
 

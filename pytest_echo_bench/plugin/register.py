@@ -14,6 +14,7 @@ from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.controller import ControllerPlugin
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.selecting import SelectionNote, selects_nothing
 from pytest_echo_bench.plugin.worker import WorkerPlugin
 from pytest_echo_bench.plugin.xdist_state import collect_here, distributed, will_distribute
 
@@ -21,8 +22,11 @@ from pytest_echo_bench.plugin.xdist_state import collect_here, distributed, will
 def controller(config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> dict[str, Any]:
     """Register the controller (and, without xdist workers, the worker); the context for workers."""
     _apply_selection(config, ctx)
-    if will_distribute(config) and not config.option.continue_on_collection_errors and _spec_error(config, ctx):
-        collect_here(config)  # the spec's error as a serial run gives it: at once, exit 2, no worker started
+    if will_distribute(config) and not config.option.continue_on_collection_errors and (
+            _spec_error(config, ctx) or selects_nothing(config, ctx)):
+        collect_here(config)  # what a serial run says (a spec's error, exit 2; nothing selected, exit 5), at once
+    if ctx.resume_upto is None:  # a resume with nothing left is a complete sweep (exit 0), not an empty selection
+        config.pluginmanager.register(SelectionNote(config, ctx), "echo-bench-selection")
     config.pluginmanager.register(ControllerPlugin(config, opts, ctx), "echo-bench-controller")
     if not distributed(config):
         config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=False), "echo-bench-worker")

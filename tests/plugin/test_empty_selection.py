@@ -1,7 +1,7 @@
 """A selection that selects nothing (``-k``, ``-m``, a shard) names the benchmarks and arms there
-are and exits 5, serially and under xdist; where the specs alone tell (``-k``, a shard) it stops
-before any results file or worker. ``echo-bench estimate`` says the same and exits 5 too. And a
-spec error under ``-n 2`` is found before any worker starts, with the serial status, 2."""
+are and exits 5, serially and under xdist; where the specs alone tell (``-k``, a shard) no xdist
+worker starts. ``echo-bench estimate`` says the same and exits 5 too. And a spec error under
+``-n 2`` is found before any worker starts, with the serial status, 2."""
 
 from __future__ import annotations
 
@@ -31,14 +31,13 @@ def no_worker_started(result: pytest.RunResult) -> bool:
 @pytest.mark.parametrize(("select", "said"), [(["-k", "nomatch"], "-k 'nomatch'"),
                                               (["-k", "demo", "--bench-shard", "2/2"], "-k 'demo' and --bench-shard 2/2")],
                          ids=["keyword", "keyword-and-shard"])
-def test_a_keyword_or_shard_that_selects_nothing_stops_at_once(
+def test_a_keyword_or_shard_that_selects_nothing_names_the_arms_and_starts_no_worker(
         pytester: pytest.Pytester, sweep: Sweep, two_specs: None, workers: list[str], select: list[str], said: str) -> None:
     result, _, rows = sweep.run(*select, *workers)
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stderr.fnmatch_lines([f"*echo-bench: {said} selects none of the 7 item(s). Benchmarks and their arms: "
+    result.stdout.fnmatch_lines([f"*echo-bench: {said} selects none of the 7 item(s). Benchmarks and their arms: "
                                  + ARMS.lstrip("*")])
-    assert not sweep.out.exists() and rows == []  # nothing written: the same command, corrected, runs as new
-    assert no_worker_started(result)
+    assert rows == [] and no_worker_started(result)
 
 
 @WORKERS
@@ -46,7 +45,8 @@ def test_a_shard_that_holds_nothing_says_so(pytester: pytest.Pytester, sweep: Sw
     make_spec(pytester, sim_spec(3))
     result, _, _ = sweep.run("--bench-shard", "2/2", *workers)
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stderr.fnmatch_lines(["*echo-bench: --bench-shard 2/2 selects none of the 6 item(s). Benchmarks and "
+    assert no_worker_started(result)
+    result.stdout.fnmatch_lines(["*echo-bench: --bench-shard 2/2 selects none of the 6 item(s). Benchmarks and "
                                  "their arms: demo (demo.yaml): good, bad*"])
 
 
@@ -63,6 +63,18 @@ def test_a_keyword_that_selects_something_runs_as_before(pytester: pytest.Pytest
     result, _, rows = sweep.run("-k", "solo")
     assert result.ret == 0 and [r["arm"] for r in rows] == ["solo"]
     assert "selects none" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_keyword_a_conftest_adds_still_selects_under_xdist(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    """The specs cannot show a keyword a conftest adds: the controller collects, and pytest decides."""
+    make_spec(pytester, sim_spec(3))
+    pytester.makeconftest("""
+        def pytest_itemcollected(item):
+            if item.name == "q2[good]":
+                item.extra_keyword_matches.add("flagged")
+    """)
+    result, _, rows = sweep.run("-k", "flagged", "-n", "2")
+    assert result.ret == 0 and [(r["task_id"], r["arm"]) for r in rows] == [("q2", "good")]
 
 
 def test_estimate_agrees(pytester: pytest.Pytester, two_specs: None, capsys: pytest.CaptureFixture[str]) -> None:
