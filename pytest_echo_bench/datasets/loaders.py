@@ -61,8 +61,9 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
 
 
 def _fields_hint(record: dict[str, Any]) -> str:
-    """What to write when a record's keys are not the usual three: the keys it has, and ``fields:``."""
-    if not record:
+    """What to write when a record's keys are not the usual three: the keys it has, and ``fields:``
+    (not for an item that only lacks one of them, ``{id, input}``: that is a missing target)."""
+    if not set(map(str, record)) - {"id", "input", "target", "subtask", "metadata"}:
         return ""
     keys = ", ".join(map(str, list(record)[:12])) + (", ..." if len(record) > 12 else "")
     return (f" (it has {keys}): name the record's own keys with the dataset's fields:, e.g. "

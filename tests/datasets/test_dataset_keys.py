@@ -107,3 +107,11 @@ def test_inline_items_keep_start_and_limit_without_fields(tmp_path: Path) -> Non
     spec.write_text(f"benchmark: s\ndataset:\n  loader: inline\n  limit: 2\n  items:\n{items}scorer: exact\n"
                     "arms:\n  a: {provider: sim}\n")
     assert [e.id for e in load_benchmark(spec)[1]] == ["q0", "q1"]  # before this, limit was ignored here
+
+
+def test_an_item_missing_only_its_target_gets_no_fields_hint(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("benchmark: s\ndataset:\n  loader: inline\n  items:\n    - {id: a, input: x}\n"
+                    "scorer: exact\narms:\n  a: {provider: sim}\n")
+    with pytest.raises(SpecError, match=r"item is missing 'target'$"):
+        load_benchmark(spec)
