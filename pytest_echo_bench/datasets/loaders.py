@@ -1,5 +1,9 @@
 """The general dataset loaders: items written in the spec (``inline``) and JSON Lines files.
 
+Both read ``id``, ``input`` and ``target`` by default; with ``fields:`` (or ``choices:``) each
+record is mapped as the table loaders map theirs (``datasets.fields``), so a file of ``question``
+and ``answer`` needs only ``fields: {input: "{question}", target: answer}``.
+
 A dataset path must name a regular file (a directory for loaders that read one): anything else is
 refused by ``stat`` before it is opened, naming the spec, the key and the path. A JSONL file is read
 a line at a time, each at most ``MAX_LINE_BYTES``: before this a FIFO hung collection and
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import NO_METADATA, Example
+from pytest_echo_bench.datasets.fields import to_examples
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.paths import open_regular, refusal
@@ -45,7 +50,7 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
         raise fail("an item must be a mapping with id, input and target")
     for key in ("id", "input", "target"):
         if key not in record or record[key] is None:
-            raise fail(f"item is missing {key!r}")
+            raise fail(f"item is missing {key!r}{_fields_hint(record)}")
     metadata = record.get("metadata") or {k: v for k, v in record.items() if k not in ("id", "input", "target", "subtask")}
     if not isinstance(metadata, dict):
         raise fail(f"metadata must be a mapping, got {type(metadata).__name__}")
@@ -55,16 +60,37 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
                    str(subtask) if subtask is not None else None, dict(metadata) if metadata else NO_METADATA)
 
 
+def _fields_hint(record: dict[str, Any]) -> str:
+    """What to write when a record's keys are not the usual three: the keys it has, and ``fields:``
+    (not for an item that only lacks one of them, ``{id, input}``: that is a missing target)."""
+    if not set(map(str, record)) - {"id", "input", "target", "subtask", "metadata"}:
+        return ""
+    keys = ", ".join(map(str, list(record)[:12])) + (", ..." if len(record) > 12 else "")
+    return (f" (it has {keys}): name the record's own keys with the dataset's fields:, e.g. "
+            "fields: {input: \"{question}\", target: answer}")
+
+
+def mapped(spec: Spec) -> bool:
+    """Records go through the field map (``datasets.fields``) rather than the usual three keys."""
+    return "fields" in spec.dataset or "choices" in spec.dataset
+
+
 def inline(spec: Spec) -> list[Example]:
     items = spec.dataset.get("items")
     if not isinstance(items, list) or not items:
         raise spec.error("inline loader needs a non-empty 'items' list", "dataset", "items")
+    for i, rec in enumerate(items):
+        if not isinstance(rec, dict):
+            raise spec.error("an item must be a mapping with id, input and target", "dataset", "items", i)
+    if mapped(spec):
+        start, end = window(spec)
+        return to_examples(spec, items[start:end], start, "items")
     examples = []
     for i, rec in enumerate(items):
         def fail(message: str, i: int = i) -> Exception:
             return spec.error(message, "dataset", "items", i)
         examples.append(_from_record(rec, fail))
-    return examples
+    return slice_examples(spec, examples)
 
 
 def dataset_path(spec: Spec, want: str = "file") -> Path:
@@ -104,6 +130,7 @@ def _lines(spec: Spec, path: Path) -> Iterator[tuple[int, bytes]]:
 def jsonl(spec: Spec) -> list[Example]:
     path = dataset_path(spec)
     examples: list[Example] = []
+    records: list[dict[str, Any]] = []
     for lineno, raw in _lines(spec, path):  # decoded per line, so a stray byte is reported with its line
         def fail(m: str, lineno: int = lineno) -> Exception:
             return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
@@ -119,9 +146,17 @@ def jsonl(spec: Spec) -> list[Example]:
             record = json.loads(line)
         except (ValueError, RecursionError) as exc:  # a 5,000-digit number; [[[[... nested 100,000 deep
             raise fail(f"not valid JSON ({getattr(exc, 'msg', None) or exc})") from exc
-        examples.append(_from_record(record, fail))
-    if not examples:
+        if not mapped(spec):
+            examples.append(_from_record(record, fail))
+        elif isinstance(record, dict):
+            records.append(record)
+        else:
+            raise fail("an item must be a JSON object")
+    if not (examples or records):
         raise spec.error(f"dataset {path} has no items", "dataset", "path")
+    if records:
+        start, end = window(spec)
+        return to_examples(spec, records[start:end], start, f"dataset {path}")
     return slice_examples(spec, examples)
 
 

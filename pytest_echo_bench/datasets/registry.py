@@ -25,6 +25,20 @@ LOADERS: dict[str, str] = {
     "parquet": "pytest_echo_bench.datasets.hub:parquet",
 }
 
+# Every key each loader reads: any other is a typo (``limt: 5``) that would otherwise be ignored,
+# and an ignored limit runs (and, with a paid provider, pays for) the whole dataset.
+_WINDOW = ("start", "limit")
+_FIELDS = ("fields", "choices", "shuffle_choices", "target_kind")  # ``datasets.fields``
+LOADER_KEYS: dict[str, tuple[str, ...]] = {
+    "inline": ("items", *_WINDOW, *_FIELDS),
+    "jsonl": ("path", "optional", *_WINDOW, *_FIELDS),
+    "parquet": ("path", "optional", "split", "config", *_WINDOW, *_FIELDS),  # split, config: refused, saying why
+    "hf": ("path", "name", "split", "config", "optional", *_WINDOW, *_FIELDS),
+    "bbh": ("path", "subtasks", "cot_prompts", "optional", "n_per_subtask", *_WINDOW),
+    "humaneval": ("optional", *_WINDOW),
+    "mmlu_pro": ("path", "categories", "dev_path", "shots", "allow_fewer_shots", "optional", "n_per_subtask", *_WINDOW),
+}
+
 
 # What loading each spec warned (``DatasetWarning``): with a cache, the run loads a spec once, before
 # collection, where pytest does not capture warnings; collection shows them on the spec's node.
@@ -54,9 +68,19 @@ def load_examples(spec: Spec) -> list[Example]:
     name = spec.dataset.get("loader")
     if not isinstance(name, str) or name not in LOADERS:
         raise spec.error(f"unknown loader {name!r}; known loaders: {', '.join(sorted(LOADERS))}", "dataset", "loader")
+    check_keys(spec, name)
     examples = _loader(name)(spec)
     _check_unique(spec, examples)
     return examples
+
+
+def check_keys(spec: Spec, loader: str) -> None:
+    """Refuse a dataset key that ``loader`` does not read, naming the ones it does."""
+    known = {"loader", *LOADER_KEYS.get(loader, ())}
+    unknown = sorted(set(map(str, spec.dataset)) - known)
+    if unknown:
+        raise spec.error(f"unknown key {unknown[0]!r} for loader {loader}; known keys: {', '.join(sorted(known))}",
+                         "dataset", unknown[0])
 
 
 def _check_unique(spec: Spec, examples: list[Example]) -> None:

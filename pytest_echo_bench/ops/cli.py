@@ -105,6 +105,11 @@ def _estimate(args: argparse.Namespace) -> int:
     opts = Options(args.keyword, args.bench_shard, tuple(args.results), default_cache(args.rootdir, args.cache),
                    args.rootdir, args.concurrency, args.workers)
     data = estimate(args.specs, opts)
+    if not data["items"] and (args.keyword or args.bench_shard):  # as the run: which arms there are, exit 5
+        from pytest_echo_bench.ops.empty_selection import NOTHING_SELECTED, estimate_note
+
+        say(estimate_note(args.specs, args.keyword, args.bench_shard), err=True)
+        return NOTHING_SELECTED
     say(json.dumps(data, indent=2) if args.format == "json" else "\n".join(text_lines(data)))
     return 0
 

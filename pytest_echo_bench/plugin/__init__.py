@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Close and unregister what ``pytest_configure`` registered (pytester runs many sessions)."""
-    for name in ("echo-bench-worker", "echo-bench-controller", "echo-bench-owner"):
+    for name in ("echo-bench-worker", "echo-bench-controller", "echo-bench-owner", "echo-bench-selection"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             close = getattr(plugin, "close", None)

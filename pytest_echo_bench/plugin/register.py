@@ -3,24 +3,48 @@ process that reports, the worker wherever items are collected and run (both in a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_echo_bench.plugin.context import RunContext
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.errors import EchoBenchError, SpecError
+from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.controller import ControllerPlugin
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.selecting import SelectionNote, selects_nothing
 from pytest_echo_bench.plugin.worker import WorkerPlugin
-from pytest_echo_bench.plugin.xdist_state import distributed
+from pytest_echo_bench.plugin.xdist_state import collect_here, distributed, will_distribute
 
 
 def controller(config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> dict[str, Any]:
     """Register the controller (and, without xdist workers, the worker); the context for workers."""
     _apply_selection(config, ctx)
+    if will_distribute(config) and not config.option.continue_on_collection_errors and (
+            _spec_error(config, ctx) or selects_nothing(config, ctx)):
+        collect_here(config)  # what a serial run says (a spec's error, exit 2; nothing selected, exit 5), at once
+    if ctx.resume_upto is None:  # a resume with nothing left is a complete sweep (exit 0), not an empty selection
+        config.pluginmanager.register(SelectionNote(config, ctx), "echo-bench-selection")
     config.pluginmanager.register(ControllerPlugin(config, opts, ctx), "echo-bench-controller")
     if not distributed(config):
         config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=False), "echo-bench-worker")
     return ctx.to_json()
+
+
+def _spec_error(config: pytest.Config, ctx: RunContext) -> bool:
+    """Whether a spec of the run fails to load (collection would fail on it): the controller parsed
+    every spec already, so this costs no second parse of a good one."""
+    cache = config.stash.setdefault(SPEC_CACHE, {})
+    for path in map(Path, ctx.specs):
+        try:
+            check_spec(load_benchmark(path, cache)[0])  # as collection checks it (scorer, arms' options)
+        except SpecError:
+            return True
+        except EchoBenchError:
+            continue  # an optional dataset that is missing: a skip, which workers report as usual
+    return False
 
 
 def worker(config: pytest.Config, opts: BenchOptions, handed: dict[str, Any]) -> None:

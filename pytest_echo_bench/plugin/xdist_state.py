@@ -19,6 +19,27 @@ def distributed(config: pytest.Config) -> bool:
     return config.pluginmanager.has_plugin("dsession")
 
 
+def will_distribute(config: pytest.Config) -> bool:
+    """True in a controller that xdist's ``pytest_configure`` makes (or made) distributed: both run
+    last in configure, in no order we choose, so its options are read as it reads them."""
+    if getattr(config, "workerinput", None) is not None or not config.pluginmanager.has_plugin("xdist"):
+        return False
+    return distributed(config) or (config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+                                   and not config.getoption("collectonly"))
+
+
+def collect_here(config: pytest.Config) -> None:
+    """Run in this process, as without ``-n``: xdist is told so (``--dist no``) if its configure is
+    still to come, and its controller and reporter are unregistered if it came first; either way no
+    worker starts (a run that can only fail collection would otherwise start every worker first,
+    and end with xdist's status for a collection error, 1, not pytest's 2)."""
+    config.option.dist = "no"
+    for name in ("dsession", "terminaldistreporter"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+
+
 def worker_id(config: pytest.Config) -> str | None:
     """This worker's id ("gw0"), or None outside a worker."""
     workerinput = getattr(config, "workerinput", None)
