@@ -10,6 +10,7 @@ import pytest
 from pytest_echo_bench.plugin.context import RunContext
 from pytest_echo_bench.plugin.controller import ControllerPlugin
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.recorded import resumed
 from pytest_echo_bench.plugin.worker import WorkerPlugin
 from pytest_echo_bench.plugin.xdist_state import distributed
 
@@ -26,6 +27,7 @@ def controller(config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> di
 def worker(config: pytest.Config, opts: BenchOptions, handed: dict[str, Any]) -> None:
     """An xdist worker: the context the controller decided, and the worker plugin."""
     ctx = RunContext.from_json(handed)
+    opts = resumed(config, opts, ctx.options)[0]  # as the controller decided: the recorded ones, unless given
     _apply_selection(config, ctx)
     config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=True), "echo-bench-worker")
 
