@@ -55,7 +55,7 @@ def resumed(config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any
         dest, flag = OPTIONS[name]
         if config.getoption(dest) is None:
             taken[name] = _cache_value(value) if name == "cache" else value
-        elif _same(name, getattr(opts, name), value) is False:
+        elif not _same(name, getattr(opts, name), value):
             notes.append(f"echo-bench: {flag} {_said(name, getattr(opts, name))} overrides the "
                          f"{_said(name, value)} this sweep's meta line records")
     return replace(opts, **taken), notes

@@ -78,6 +78,17 @@ def test_a_resume_after_kill_9_keeps_the_cache_off_and_the_concurrency(pytester:
     assert read_rows(out)[0]["options"] == {"cache": "off", "concurrency": 2, "budget_usd": None}
 
 
+def test_a_resume_keeps_the_recorded_concurrency(pytester: pytest.Pytester, server: FakeOpenAI) -> None:
+    make_spec(pytester, openai_spec(server, 12))
+    out = pytester.path / "k.jsonl"
+    assert run(pytester.path, "demo.yaml", "-k", "q0", "--bench-concurrency", "1", "--bench-out", str(out))[0] == 0
+    server.max_in_flight = 0
+    status, output = run(pytester.path, "--bench-resume", str(out), "demo.yaml")
+    assert status == 0, output
+    assert len(keys_once(out)) == 12
+    assert server.max_in_flight == 1  # one call at a time, as recorded (the default 8 overlapped them)
+
+
 def test_an_option_given_to_a_resume_wins_over_the_record_said_and_printed(
         pytester: pytest.Pytester, server: FakeOpenAI) -> None:
     make_spec(pytester, openai_spec(server, 6))
