@@ -46,7 +46,8 @@ def recorded(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
     return {name: found[name] for name in OPTIONS if name in found}
 
 
-def resumed(config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any]) -> tuple[BenchOptions, list[str]]:
+def resumed(config: pytest.Config, opts: BenchOptions,
+            options: Mapping[str, Any]) -> tuple[BenchOptions, list[str]]:
     """The options a resume runs with: each recorded one, unless the command line gives it; a note
     for each recorded value the command line overrides."""
     taken: dict[str, Any] = {}
@@ -68,8 +69,8 @@ def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str
     (a budget stop suggests another)."""
     flags: list[str] = []
     for name in ("cache", "concurrency"):
-        value, base = getattr(opts, name), options.get(name, _cache_text(DEFAULTS[name]) if name == "cache" else DEFAULTS[name])
-        if not _same(name, value, base):
+        value, default = getattr(opts, name), _cache_text("") if name == "cache" else DEFAULTS[name]
+        if not _same(name, value, options.get(name, default)):
             flags += [OPTIONS[name][1], _said(name, value)]
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
 

@@ -197,3 +197,28 @@ def test_a_meta_only_file_is_replaced_in_place_saying_so(pytester: pytest.Pytest
     assert f"echo-bench: {out} held the meta line of run {old} and no row: replaced by this run's" in output
     meta, rows = read_rows(out)
     assert meta is not None and meta["run_id"] != old and len(rows) == 4
+
+
+# -- the record is data ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options", [
+    [], "off", {"cache": "rel/cache.sqlite"}, {"cache": 1}, {"concurrency": True}, {"concurrency": 0},
+    {"concurrency": 1025}, {"concurrency": 2.0}, {"budget_usd": float("nan")}, {"budget_usd": float("inf")},
+    {"budget_usd": 0}, {"budget_usd": -1}, {"budget_usd": "5"}, {"budget_usd": 1e13},
+])
+def test_a_recorded_value_no_run_writes_is_a_usage_error(options: object) -> None:
+    from pytest_echo_bench.plugin.recorded import recorded
+
+    with pytest.raises(pytest.UsageError, match="^--bench-resume r.jsonl: the meta line's options "):
+        recorded({"_meta": True, "options": options}, "r.jsonl")
+
+
+@pytest.mark.parametrize("options", [
+    {"cache": "off", "concurrency": 1, "budget_usd": None}, {"cache": "default", "concurrency": 1024, "budget_usd": 0.25},
+    {"cache": "/abs/cache.sqlite", "concurrency": 8, "budget_usd": 7}, {},
+])
+def test_every_value_a_run_writes_is_read_back(options: dict[str, object]) -> None:
+    from pytest_echo_bench.plugin.recorded import recorded
+
+    assert recorded({"_meta": True, "options": options}, "r.jsonl") == options
+    assert recorded({"_meta": True}, "r.jsonl") == {}  # a file from before the record
