@@ -21,8 +21,8 @@ from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.plan import decide_plan, run_order
-from pytest_echo_bench.plugin.recorded import record, recorded
+from pytest_echo_bench.plugin.plan import decide_plan
+from pytest_echo_bench.plugin.recorded import record, recorded, run_order
 from pytest_echo_bench.plugin.resume_check import check_resume, refuse_unfingerprinted
 from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
 from pytest_echo_bench.spec.load import Spec

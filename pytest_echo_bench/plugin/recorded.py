@@ -1,10 +1,10 @@
 """The run options a sweep records in its meta line, and what a resume takes back from them.
 
 A resume is the run it resumes: a new sweep writes the options that change what is called or
-recorded (``options``: the response cache, the calls in flight, the budget; the item order has its
-own field, ``plugin.plan.run_order``) and a resume runs with them unless its own command line gives
-another value, which it then names. A file written before the record resumes as it always did.
-The order is the one option a resume never overrides: it would reorder what is left.
+recorded (``options``: the response cache, the calls in flight, the budget; ``order``: the item
+order and seed) and a resume runs with them unless its own command line gives another value, which
+it then names. The order is the one a resume never overrides (it would reorder what is left): it
+names the flags it ignores. A file written before the record resumes as it always did.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.plugin.options import MAX_USD, BenchOptions
+from pytest_echo_bench.plugin.order import DEFAULT_SEED, FILE, RANDOM, order_meta
 
 # name in the meta line (and BenchOptions field) -> (the option's dest, its flag)
 OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
@@ -73,6 +74,25 @@ def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str
         if not _same(name, value, options.get(name, default)):
             flags += [OPTIONS[name][1], _said(name, value)]
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
+
+
+def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
+    if found is None:
+        return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
+    # Files written before the order existed ran in file order: a resume keeps that too.
+    kept = dict(found.get("order") or {"order": FILE})
+    asked = order_meta(opts.order or str(kept["order"]), kept.get("seed", DEFAULT_SEED)
+                       if opts.seed is None else opts.seed)
+    if (opts.order is not None or opts.seed is not None) and asked != kept:
+        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
+        return kept, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
+                          f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"]
+    return kept, []
+
+
+def _order_said(order: Mapping[str, Any]) -> str:
+    return "file order" if order.get("order") == FILE else f"random, seed {order.get('seed')}"
 
 
 def _cache_text(cache: str | None) -> str:

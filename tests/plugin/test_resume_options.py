@@ -12,13 +12,14 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from openai_server import FakeOpenAI
+from processes import rows_in, run, start, wait_for
 
 from conftest import make_spec, read_rows, sim_spec
-from processes import rows_in, run, start, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +30,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def server() -> FakeOpenAI:
+def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as fake:
         def answer(prompt: str) -> str:
             time.sleep(0.05)  # calls overlap: the server sees how many are in flight at once
