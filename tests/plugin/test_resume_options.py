@@ -200,6 +200,23 @@ def test_a_meta_only_file_is_replaced_in_place_saying_so(pytester: pytest.Pytest
     assert meta is not None and meta["run_id"] != old and len(rows) == 4
 
 
+def test_a_file_with_no_row_but_a_lost_paid_call_is_kept_for_its_resume(
+        pytester: pytest.Pytester, server: FakeOpenAI) -> None:
+    make_spec(pytester, openai_spec(server, 2, extra="pricing:\n  a: {input: 0, output: 1000}\n"))
+    out = pytester.path / "r.jsonl"
+    server.quota_after = 0
+    status, output = run(pytester.path, "demo.yaml", "--bench-budget-usd", "1", "--bench-out", str(out))
+    assert status == 2 and read_rows(out)[1] == [], output
+    ledger = Path(f"{out}.budget")
+    state = json.loads(ledger.read_text())
+    state["lost"] = {"run": 0.004}  # a call sent and paid for, its process killed before its row
+    ledger.write_text(json.dumps(state))
+    before = out.read_bytes()
+    status, output = run(pytester.path, "demo.yaml", "--bench-budget-usd", "1", "--bench-out", str(out))
+    assert status == 4 and "the file already holds a sweep. Resume it with" in output, output
+    assert out.read_bytes() == before  # its resume counts the lost call against the budget
+
+
 # -- the record is data ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("options", [
