@@ -64,6 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     opts = options.resolve(config)
     opened = open_resume(config, opts) if resume else None
+    if opened is not None:  # a resume runs with the options its meta line records, unless told otherwise
+        from pytest_echo_bench.plugin.recorded import recorded, resumed
+
+        opts, overridden = resumed(config, opts, recorded(opened.index.meta, resume))
+        opened.notes.extend(overridden)
     selection = selection_of(config, opts, opened)
     if opened is not None:
         specs = find_specs(selection.args, config.invocation_params.dir, config.getini("norecursedirs"))

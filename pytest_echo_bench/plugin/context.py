@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -20,7 +21,8 @@ from pytest_echo_bench.errors import EchoBenchError, StoreError
 from pytest_echo_bench.ops.gates import bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.plan import decide_plan, run_order
+from pytest_echo_bench.plugin.plan import decide_plan
+from pytest_echo_bench.plugin.recorded import record, recorded, run_order
 from pytest_echo_bench.plugin.resume_check import check_resume, refuse_unfingerprinted
 from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
 from pytest_echo_bench.spec.load import Spec
@@ -53,6 +55,7 @@ class RunContext:
     notes: list[str] = field(default_factory=list)
     order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
     decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
+    options: dict[str, Any] = field(default_factory=dict)  # the run options a plain resume takes (plugin.recorded)
 
     @property
     def stop_marker(self) -> Path:
@@ -109,6 +112,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
     arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
     found = opened.index.meta if opened is not None else None
     order, notes = run_order(opts, found)
+    options = recorded(found, str(opts.resume)) if opened is not None else record(opts)
     try:
         plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
     except pytest.UsageError:
@@ -129,11 +133,12 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                    "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
         run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
         fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
-        extra=shard_fields(selection.shard, examples, selection.args, selection.keyword, selection.markexpr, rootdir),
+        extra={**shard_fields(selection.shard, examples, selection.args, selection.keyword, selection.markexpr, rootdir),
+               **({"options": options} if options else {})},
     )
     ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta,
                      args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
-                     notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan,
+                     notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan, options=options,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
         check_resume(opts, opened.index, fingerprints)
@@ -141,7 +146,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
         config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
     elif _writes(config):
         _own(config, ctx.results)
-        _refuse_existing(Path(ctx.results))
+        ctx.notes += _refuse_existing(Path(ctx.results))
     owner = config.pluginmanager.get_plugin("echo-bench-owner")
     ctx.results_id = owner.identity if isinstance(owner, Ownership) else None
     if _writes(config):
@@ -186,18 +191,33 @@ def _own(config: pytest.Config, results: str) -> None:
     config.pluginmanager.register(ownership, "echo-bench-owner")
 
 
-def _refuse_existing(path: Path) -> None:
-    """A new sweep never appends to a file that already holds one: that would record items twice."""
+def _refuse_existing(path: Path) -> list[str]:
+    """A new sweep never appends to a file that already holds one: that would record items twice.
+    A file that holds a meta line and no row (a spec that failed before its first row) holds no
+    answer: this run, which owns it, replaces it, so the same command, corrected, runs."""
     if not path.is_file() or path.stat().st_size == 0:
-        return
+        return []
     with open(path, "rb") as f:
         first = f.readline(1 << 20).rstrip(b"\n")
-    if parse_line(first, path, 1, strict=False) is None:
+        rest = f.read(1 << 16)
+    meta = parse_line(first, path, 1, strict=False)
+    if meta is None:
         raise pytest.UsageError(f"--bench-out {path}: the file exists and is not a results file; "
                                 "name a new file with --bench-out")
+    if _no_rows(meta, rest, path) and not any(budget.lost_before(path, str(meta.get("run_id") or "")).values()):
+        os.truncate(path, 0)  # in place: the file this run owns (its inode) is the one it appends to
+        return [f"echo-bench: {path} held the meta line of run {meta.get('run_id')} and no row: replaced by this run's"]
     raise pytest.UsageError(
         f"--bench-out {path}: the file already holds a sweep. Resume it with: "
         f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with --bench-out")
+
+
+def _no_rows(meta: dict[str, Any], rest: bytes, path: Path) -> bool:
+    """Whether a file is a meta line and nothing but meta lines (its runs' end lines) after it."""
+    if meta.get("_meta") is not True or len(rest) >= 1 << 16 or (rest and not rest.endswith(b"\n")):
+        return False
+    lines = [parse_line(line, path, n, strict=False) for n, line in enumerate(rest.splitlines(), 2)]
+    return all(line is not None and line.get("_meta") is True for line in lines)
 
 
 def _start_file(ctx: RunContext, opts: BenchOptions) -> int:

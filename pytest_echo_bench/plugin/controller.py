@@ -27,6 +27,7 @@ from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.plugin.live import LiveRun, end_table
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.payload import Payload
+from pytest_echo_bench.plugin.recorded import resume_flags
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.worker import spend, unfile
 from pytest_echo_bench.providers import cli_isolation
@@ -343,6 +344,7 @@ class ControllerPlugin:
         workers = self.config.getoption("numprocesses", None)
         if workers:
             cmd += ["-n", str(workers)]
+        cmd += resume_flags(self.config, self.opts, self.ctx.options)  # what a plain resume would not take itself
         usd = self.next_budget or self.opts.budget_usd  # the budget's stop suggests more; any other keeps the ceiling
         if usd is not None:
             cmd += ["--bench-budget-usd", str(usd)]  # the shortest text that reads back as the same amount

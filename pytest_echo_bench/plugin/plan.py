@@ -1,7 +1,8 @@
-"""What a sweep records in its meta line about how it collects: the item order and the decide plan.
+"""What a sweep records in its meta line about what it looks at: the decide plan.
 
-Both are decided once, on the controller, for a new sweep; a resume takes them from the meta line,
-so a sweep keeps one order (and one plan) however often it is resumed, sharded or spread by xdist.
+Decided once, on the controller, for a new sweep; a resume takes it from the meta line, so a sweep
+keeps one plan however often it is resumed, sharded or spread by xdist (the order and the other run
+options it records: ``plugin.recorded``).
 """
 
 from __future__ import annotations
@@ -13,27 +14,8 @@ import pytest
 
 from pytest_echo_bench.ops.decide import Plan, resolve_pair
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.order import DEFAULT_SEED, FILE, RANDOM, order_meta
+from pytest_echo_bench.plugin.order import RANDOM
 from pytest_echo_bench.spec.load import Spec
-
-
-def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
-    """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
-    if found is None:
-        return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
-    # Files written before the order existed ran in file order: a resume keeps that too.
-    recorded = dict(found.get("order") or {"order": FILE})
-    asked = order_meta(opts.order or str(recorded["order"]), recorded.get("seed", DEFAULT_SEED)
-                       if opts.seed is None else opts.seed)
-    if (opts.order is not None or opts.seed is not None) and asked != recorded:
-        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
-        return recorded, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
-                          f"({_said(recorded)}), not {_said(asked)}: a resume never reorders what is left"]
-    return recorded, []
-
-
-def _said(order: Mapping[str, Any]) -> str:
-    return "file order" if order.get("order") == FILE else f"random, seed {order.get('seed')}"
 
 
 def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str, Sequence[str]],

@@ -14,6 +14,7 @@ from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.controller import ControllerPlugin
 from pytest_echo_bench.plugin.options import BenchOptions
+from pytest_echo_bench.plugin.recorded import resumed
 from pytest_echo_bench.plugin.selecting import SelectionNote, selects_nothing
 from pytest_echo_bench.plugin.worker import WorkerPlugin
 from pytest_echo_bench.plugin.xdist_state import collect_here, distributed, will_distribute
@@ -50,6 +51,7 @@ def _spec_error(config: pytest.Config, ctx: RunContext) -> bool:
 def worker(config: pytest.Config, opts: BenchOptions, handed: dict[str, Any]) -> None:
     """An xdist worker: the context the controller decided, and the worker plugin."""
     ctx = RunContext.from_json(handed)
+    opts = resumed(config, opts, ctx.options)[0]  # as the controller decided: the recorded ones, unless given
     _apply_selection(config, ctx)
     config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=True), "echo-bench-worker")
 

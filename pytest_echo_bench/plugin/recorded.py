@@ -1,0 +1,131 @@
+"""The run options a sweep records in its meta line, and what a resume takes back from them.
+
+A resume is the run it resumes: a new sweep writes the options that change what is called or
+recorded (``options``: the response cache, the calls in flight, the budget; ``order``: the item
+order and seed) and a resume runs with them unless its own command line gives another value, which
+it then names. The order is the one a resume never overrides (it would reorder what is left): it
+names the flags it ignores. A file written before the record resumes as it always did.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench.plugin.options import MAX_USD, BenchOptions
+from pytest_echo_bench.plugin.order import DEFAULT_SEED, FILE, RANDOM, order_meta
+
+# name in the meta line (and BenchOptions field) -> (the option's dest, its flag)
+OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
+           "concurrency": ("bench_concurrency", "--bench-concurrency"),
+           "budget_usd": ("bench_budget_usd", "--bench-budget-usd")}
+# What a resume of a file without a record runs with when its command line says nothing (options.resolve).
+DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None}
+OFF, DEFAULT_CACHE = "off", "default"
+
+
+def record(opts: BenchOptions) -> dict[str, Any]:
+    """The meta line's ``options`` for a new sweep: the cache as "off", "default" or an absolute path."""
+    return {"cache": _cache_text(opts.cache), "concurrency": opts.concurrency, "budget_usd": opts.budget_usd}
+
+
+def recorded(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
+    """The options a meta line records, checked ({} for a file written before the record); a value
+    no run could have written is a usage error naming the file: a results file is data."""
+    found = (meta or {}).get("options")
+    if found is None:
+        return {}
+    problem = _problem(found)
+    if problem is not None:
+        raise pytest.UsageError(f"--bench-resume {where}: the meta line's options {problem}; "
+                                "give them on the command line and fix or remove the meta line's \"options\"")
+    return {name: found[name] for name in OPTIONS if name in found}
+
+
+def resumed(config: pytest.Config, opts: BenchOptions,
+            options: Mapping[str, Any]) -> tuple[BenchOptions, list[str]]:
+    """The options a resume runs with: each recorded one, unless the command line gives it; a note
+    for each recorded value the command line overrides."""
+    taken: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, value in options.items():
+        dest, flag = OPTIONS[name]
+        if config.getoption(dest) is None:
+            taken[name] = _cache_value(value) if name == "cache" else value
+        elif not _same(name, getattr(opts, name), value):
+            notes.append(f"echo-bench: {flag} {_said(name, getattr(opts, name))} overrides the "
+                         f"{_said(name, value)} this sweep's meta line records")
+    return replace(opts, **taken), notes
+
+
+def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any]) -> list[str]:
+    """The flags a printed resume command needs to run as this run did: each option whose value a
+    plain resume would not take by itself (from the record, else the default), and
+    ``--bench-retry-errors`` when this run was given it. The budget is the controller's to print
+    (a budget stop suggests another)."""
+    flags: list[str] = []
+    for name in ("cache", "concurrency"):
+        value, default = getattr(opts, name), _cache_text("") if name == "cache" else DEFAULTS[name]
+        if not _same(name, value, options.get(name, default)):
+            flags += [OPTIONS[name][1], _said(name, value)]
+    return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
+
+
+def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
+    if found is None:
+        return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
+    # Files written before the order existed ran in file order: a resume keeps that too.
+    kept = dict(found.get("order") or {"order": FILE})
+    asked = order_meta(opts.order or str(kept["order"]), kept.get("seed", DEFAULT_SEED)
+                       if opts.seed is None else opts.seed)
+    if (opts.order is not None or opts.seed is not None) and asked != kept:
+        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
+        return kept, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
+                          f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"]
+    return kept, []
+
+
+def _order_said(order: Mapping[str, Any]) -> str:
+    return "file order" if order.get("order") == FILE else f"random, seed {order.get('seed')}"
+
+
+def _cache_text(cache: str | None) -> str:
+    return OFF if cache is None else DEFAULT_CACHE if cache == "" else os.path.abspath(cache)
+
+
+def _cache_value(text: str) -> str | None:
+    return None if text == OFF else "" if text == DEFAULT_CACHE else text
+
+
+def _same(name: str, given: Any, value: Any) -> bool:
+    return _cache_text(given) == value if name == "cache" else given == value
+
+
+def _said(name: str, value: Any) -> str:
+    """A value as the command line gives it (a cache as "off" or its absolute path)."""
+    if name == "cache":
+        return value if isinstance(value, str) and (value in (OFF, DEFAULT_CACHE) or os.path.isabs(value)) \
+            else _cache_text(value)
+    if name == "budget_usd":
+        return "no budget" if value is None else f"{value:g}"
+    return str(value)
+
+
+def _problem(found: Any) -> str | None:
+    """What is wrong with a meta line's ``options``, or None."""
+    if not isinstance(found, dict):
+        return "are not an object"
+    cache, concurrency, usd = found.get("cache", OFF), found.get("concurrency", 8), found.get("budget_usd")
+    if not isinstance(cache, str) or not (cache in (OFF, DEFAULT_CACHE) or os.path.isabs(cache)):
+        return f"give cache {cache!r}, not \"off\", \"default\" or an absolute path"
+    if type(concurrency) is not int or not 1 <= concurrency <= 1024:
+        return f"give concurrency {concurrency!r}, not a whole number from 1 to 1024"
+    if usd is not None and (type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD):
+        return f"give budget_usd {usd!r}, not an amount of US dollars above 0"
+    return None
