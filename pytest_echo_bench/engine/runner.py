@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.budget import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
-from pytest_echo_bench.engine.fingerprint import arm_descriptor
+from pytest_echo_bench.engine.fingerprint import cache_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
@@ -59,7 +59,7 @@ class ArmRuntime:
         self.slots = threading.BoundedSemaphore(limit) if limit else None
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
         cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
-        self.descriptor = arm_descriptor(spec, arm) if cacheable else None
+        self.descriptor = cache_descriptor(spec, arm) if cacheable else None
         self.breaker = ArmBreaker()
         self._provider: Provider | None = None
         self._lock = threading.Lock()
