@@ -231,7 +231,7 @@ class Runner:
         conf = spec.arms[arm]
         hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
         why = f"the same error on its first {REPEATS} calls: " if repeated else ""
-        # A fix in the spec (base_url, model) changes its fingerprint, which a resume checks; a key
+        # A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or a key
         # or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
         credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
         then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
