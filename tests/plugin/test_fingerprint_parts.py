@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from openai_server import FakeOpenAI
 from pytest_echo_bench.engine.fingerprint import changed_parts
 from pytest_echo_bench.ops.cli import main
 

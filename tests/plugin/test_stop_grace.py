@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import make_spec, sim_spec
 from openai_server import FakeOpenAI
 from processes import finish, run, start, wait_for
+
+from conftest import make_spec, sim_spec
 
 N = 200
 ANSWERED = 8  # calls answered before the server starts holding them open
