@@ -19,7 +19,7 @@ from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.budget import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
-from pytest_echo_bench.engine.fingerprint import arm_descriptor
+from pytest_echo_bench.engine.fingerprint import cache_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
@@ -60,7 +60,7 @@ class ArmRuntime:
         self.slots = threading.BoundedSemaphore(limit) if limit else None
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
         cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
-        self.descriptor = arm_descriptor(spec, arm) if cacheable else None
+        self.descriptor = cache_descriptor(spec, arm) if cacheable else None
         self.breaker = ArmBreaker()
         self._provider: Provider | None = None
         self._lock = threading.Lock()
@@ -234,7 +234,7 @@ class Runner:
         conf = spec.arms[arm]
         hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
         why = f"the same error on its first {REPEATS} calls: " if repeated else ""
-        # A fix in the spec (base_url, model) changes its fingerprint, which a resume checks; a key
+        # A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or a key
         # or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
         credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
         then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"

@@ -128,7 +128,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
     the usage of what it holds joins ``seen``."""
     if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
         return None
-    from pytest_echo_bench.engine.fingerprint import arm_descriptor
+    from pytest_echo_bench.engine.fingerprint import cache_descriptor
 
     descriptors: dict[str, dict[str, Any]] = {}
 
@@ -136,7 +136,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
         if call.prompt is None or spec.arms[call.arm].provider not in CACHEABLE:
             return None
         if call.arm not in descriptors:
-            descriptors[call.arm] = arm_descriptor(spec, call.arm)
+            descriptors[call.arm] = cache_descriptor(spec, call.arm)
         return cache_key(descriptors[call.arm], call.prompt, call.sample, epoch)
 
     wanted: dict[str, str] = {}  # cache key -> the arm it would answer

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.engine.fingerprint import combine
+from pytest_echo_bench.engine.fingerprint import changed_parts, combine
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops import conflicts
@@ -39,14 +39,18 @@ Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files witho
 
 def check_fingerprints(metas: Sequence[tuple[Path, Meta | None]], allow_mismatch: bool = False) -> None:
     """Refuse files whose benchmarks were recorded from different specs (unless ``allow_mismatch``)."""
-    seen: dict[str, tuple[str, Path]] = {}
+    seen: dict[str, tuple[str, Path, Any]] = {}
     for path, meta in metas:
         for name, fp in _fingerprints(meta).items():
             if name in seen and seen[name][0] != fp and not allow_mismatch:
+                parts = meta.benchmarks[name].get("parts") if meta is not None else None
+                # Each file's parts say what differs (an older file records none: "different specs" only).
+                said = changed_parts(seen[name][2], parts) if isinstance(seen[name][2], dict) and isinstance(parts, dict) else []
+                what = f" (changed: {', '.join(said)})" if said else ""
                 raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {seen[name][1]} has "
-                                 f"{seen[name][0]}: these files come from different specs and cannot be merged "
+                                 f"{seen[name][0]}: these files come from different specs{what} and cannot be merged "
                                  "(--allow-mismatch merges them under a fingerprint no spec gives)")
-            seen.setdefault(name, (fp, path))
+            seen.setdefault(name, (fp, path, meta.benchmarks[name].get("parts") if meta is not None else None))
 
 
 def _fingerprints(meta: Meta | None) -> dict[str, str]:

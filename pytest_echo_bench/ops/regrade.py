@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example, Loaded
-from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.datasets.registry import load_examples
 from pytest_echo_bench.engine.check import check_spec
-from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
+from pytest_echo_bench.engine.fingerprint import accepted, changed_parts, combine, fingerprint_parts, legacy_arms_digest, spec_fingerprint
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.ops.decide_end import collection
 from pytest_echo_bench.ops.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
-from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.spec.load import Spec, load_spec
 from pytest_echo_bench.store.files import encode_line, end_line, row_status
 from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Meta, row_epoch, row_key
@@ -77,7 +77,8 @@ def find_specs(results: Path, meta: Meta | None, given: Sequence[Path],
     specs: dict[str, Loaded] = {}
     for path in paths:
         import_conftests(path, root)
-        spec, examples = load_benchmark(path)
+        spec = load_spec(path, calls=False)  # it calls nothing: an unset ${VAR} of an endpoint is no error
+        examples = load_examples(spec)
         check_spec(spec)
         specs[spec.benchmark] = (spec, examples)
     if not specs:
@@ -179,19 +180,23 @@ def _bench(results: Path, name: str, loaded: Loaded, recorded: dict[str, Any] | 
         verified = True
     else:
         # Without parts only an unchanged whole fingerprint proves the arms; a changed scorer hides them.
-        verified = bool(recorded.get("fingerprint")) and recorded["fingerprint"] == fingerprint
+        verified = recorded.get("fingerprint") in accepted(spec, parts["dataset"])
     return Bench(spec, {ex.id: ex for ex in examples}, parts, fingerprint, verified)
 
 
 def _refuse_changed_parts(results: Path, name: str, spec: Spec, old: dict[str, Any], new: dict[str, str]) -> None:
-    changed = [part for part in KEPT_PARTS if old.get(part) != new[part]]
+    # A file recorded when the endpoint was part of the arms' digest: that digest proves them too.
+    changed = [part for part in KEPT_PARTS if old.get(part) != new[part]
+               and not (part == "arms" and old.get(part) == legacy_arms_digest(spec))]
     if not changed:
         return
     what = " and the ".join(changed)
     verb = "differs" if changed == ["dataset"] else "differ"
+    named = [said for said in changed_parts(old, new) if said != "the scorer"]
     digests = "; ".join(f"{part} {old.get(part)} in the file, {new[part]} now" for part in changed)
     raise RegradeError(
-        f"{results}: benchmark {name!r}: the {what} of {spec.path} {verb} from the file's ({digests}): "
+        f"{results}: benchmark {name!r}: the {what} of {spec.path} {verb} from the file's ({digests}; changed: "
+        f"{', '.join(named)}): "
         f"{' and '.join(_WHY[part] for part in changed)}. Regrade replaces only the scorer: pass --spec with the spec "
         "the file was recorded with (its scorer changed as you want), or run a new sweep into a new results file."
     )

@@ -141,7 +141,7 @@ def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], 
                      notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan, options=options,
                      cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
     if opened is not None:
-        check_resume(opts, opened.index, fingerprints)
+        check_resume(opts, opened.index, fingerprints, parts, {n: s for n, (s, _) in loaded.items()})
         ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
         config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
     elif _writes(config):

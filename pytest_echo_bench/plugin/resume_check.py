@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_echo_bench.engine.fingerprint import accepted, changed_parts
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.store.reader import ResultsIndex, parse_line
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.spec.load import Spec
 
 
 def refuse_unfingerprinted(file: Path, path: str) -> None:
@@ -36,8 +41,10 @@ def refuse_unfingerprinted(file: Path, path: str) -> None:
         "echo-bench report, merge, export, power and progress read this file as it is")
 
 
-def check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str]) -> None:
-    """Refuse a resume whose specs hold a benchmark the file lacks, or one whose fingerprint changed."""
+def check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str],
+                 parts: dict[str, dict[str, str]] | None = None, specs: dict[str, Spec] | None = None) -> None:
+    """Refuse a resume whose specs hold a benchmark the file lacks, or one whose fingerprint changed
+    (naming the parts that changed). A fingerprint recorded before the endpoint left it is accepted."""
     recorded = (index.meta or {}).get("benchmarks") or {}
     for name, fp in fingerprints.items():
         if recorded and name not in recorded and not opts.allow_mismatch:
@@ -46,10 +53,21 @@ def check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str
                 f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
                 "or pass --bench-allow-mismatch to append it anyway."
             )
-        old = (recorded.get(name) or {}).get("fingerprint")
-        if old and old != fp and not opts.allow_mismatch:
-            raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
-                f"but the spec now gives {fp} (dataset, scorer or arms changed). Start a new results file, "
-                "or pass --bench-allow-mismatch to append anyway."
-            )
+        info = recorded.get(name) or {}
+        old, now = info.get("fingerprint"), (parts or {}).get(name) or {}
+        if not old or opts.allow_mismatch or old == fp:
+            continue
+        spec = (specs or {}).get(name)
+        if spec is not None and "dataset" in now and old in accepted(spec, now["dataset"]):
+            continue  # recorded when the endpoint was part of the fingerprint
+        raise pytest.UsageError(
+            f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
+            f"but the spec now gives {fp}: {what_changed(info.get('parts'), now)}. Start a new results file, "
+            "or pass --bench-allow-mismatch to append anyway."
+        )
+
+
+def what_changed(old: Any, new: dict[str, str]) -> str:
+    """The parts that differ, in words; the file may record none (written before parts were)."""
+    said = changed_parts(old, new) if isinstance(old, dict) and new else []
+    return f"changed: {', '.join(said)}" if said else "the dataset, scorer or arms changed"

@@ -39,7 +39,7 @@ from pytest_echo_bench.store.safe_text import shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
 from pytest_echo_bench.suites import isolation
 
-STOP_GRACE_S = 3.0  # how long a stopping run waits for calls in flight before leaving them to resume
+STOP_GRACE_S = 1.5  # how long a stopping run waits for calls in flight before leaving them to resume
 
 
 class WorkerPlugin:
@@ -191,6 +191,16 @@ class WorkerPlugin:
         return {"echo_bench": shown_json(dataclasses.asdict(outcome.row))}
 
     # -- the end -----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter formats the traceback
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C or SIGTERM, in every process that runs items: keep only the frame pytest shows.
+
+        pytest prints the last frame (without --full-trace) but formats every frame first,
+        reading and parsing each one's source file: about a second of a stop, in each process.
+        """
+        if not self.config.option.fulltrace:
+            excinfo.traceback = excinfo.traceback[-1:]
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before anyone (the controller) reads the file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Iterator[None]:
         stopping = self.stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED

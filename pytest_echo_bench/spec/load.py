@@ -17,6 +17,8 @@ TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", 
             "budget", "budget_unpriced", "decide"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# An arm's endpoint: where its calls go and how, not what they ask (left out of the fingerprint).
+ENDPOINT_KEYS = frozenset({"base_url", "proxy", "ca_file", "ca_dir", "client"})
 MAX_EPOCHS = 1000  # samples per item; every epoch is an item of its own
 MAX_CONCURRENCY = 1024  # as --bench-concurrency
 MAX_ATTEMPTS = 100
@@ -98,11 +100,28 @@ class Spec:
         return SpecError(message, str(self.path), self.line_of(*keys), ".".join(map(str, keys)))
 
 
-def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None) -> Spec:
-    """Parse and validate one spec file; raise SpecError naming file, line and key."""
+def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None, calls: bool = True) -> Spec:
+    """Parse and validate one spec file; raise SpecError naming file, line and key.
+
+    ``calls=False`` (regrade, which calls nothing): an endpoint key whose ``${VAR}`` is unset is
+    left out (the arm's default endpoint), not refused; the fingerprint does not include it.
+    """
     env = os.environ if environ is None else environ
     data, lines = parse_yaml(read_spec(path), str(path))
+    if not calls:
+        data = _without_unset_endpoints(data, env)
     return _build(path, data, lines, env)
+
+
+def _without_unset_endpoints(data: Any, env: Any) -> Any:
+    arms = data.get("arms") if isinstance(data, dict) else None
+    if not isinstance(arms, dict):
+        return data
+    def unset(value: Any) -> bool:
+        return isinstance(value, str) and any(m.group(1) not in env and m.group(2) is None for m in _ENV.finditer(value))
+    kept = {name: {k: v for k, v in conf.items() if not (k in ENDPOINT_KEYS and unset(v))} if isinstance(conf, dict) else conf
+            for name, conf in arms.items()}
+    return {**data, "arms": kept}
 
 
 def expand_env(value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] | None = None) -> Any:

@@ -346,7 +346,7 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     import sqlite3
 
-    from pytest_echo_bench.engine.fingerprint import arm_descriptor
+    from pytest_echo_bench.engine.fingerprint import cache_descriptor
     from pytest_echo_bench.store.cache import cache_key
 
     path = tmp_path / "demo.yaml"
@@ -359,7 +359,7 @@ def test_a_cache_from_elsewhere_is_read_only_and_its_bad_usage_is_dropped(tmp_pa
     db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)")
     usages = ['{"completion_tokens": -5}', '{"completion_tokens": "9", "prompt_tokens": 1e400}', "[not json"]
     for ex, usage in zip(examples, usages, strict=True):
-        db.execute("INSERT INTO responses VALUES (?, ?, ?)", (cache_key(arm_descriptor(spec, "a"), ex.input, 0), "x", usage))
+        db.execute("INSERT INTO responses VALUES (?, ?, ?)", (cache_key(cache_descriptor(spec, "a"), ex.input, 0), "x", usage))
     db.commit()
     db.close()
     before = cache.read_bytes()
