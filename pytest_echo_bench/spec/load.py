@@ -101,11 +101,8 @@ class Spec:
 
 
 def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None, calls: bool = True) -> Spec:
-    """Parse and validate one spec file; raise SpecError naming file, line and key.
-
-    ``calls=False`` (regrade, which calls nothing): an endpoint key whose ``${VAR}`` is unset is
-    left out (the arm's default endpoint), not refused; the fingerprint does not include it.
-    """
+    """Parse and validate one spec file; raise SpecError naming file, line and key. ``calls=False``
+    (regrade, which calls nothing) leaves out an endpoint key whose ``${VAR}`` is unset, not refused."""
     env = os.environ if environ is None else environ
     data, lines = parse_yaml(read_spec(path), str(path))
     if not calls:
