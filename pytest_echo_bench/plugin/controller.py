@@ -64,7 +64,7 @@ class ControllerPlugin:
         self.live: LiveRun | None = None
         self.gate_lines: list[str] = []
         self.final: dict[str, Any] | None = None  # the end-of-run summary, once decided
-        self.signals = StopSignals()
+        self.signals = StopSignals(config)  # a SIGTERM is passed on to its xdist workers
         self.signals.install()
         self.writes = not config.option.collectonly  # collecting only reads: no summary, page or marker
         self.deciding = deciding(ctx.decide, ctx.meta) if self.writes else None

@@ -10,18 +10,27 @@ marker, the summary and the resume line. A third Ctrl-C is not held back.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 from types import FrameType
 from typing import Any
 
+import pytest
+
+from pytest_echo_bench.plugin.xdist_state import worker_pids
+
 _Handler = Any  # what signal.signal returns: a callable, SIG_DFL, SIG_IGN or None
 
 
 class StopSignals:
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config | None = None) -> None:
         self.terminated = False  # the stop came from SIGTERM, not Ctrl-C
+        # Its xdist workers (a controller's) are sent a SIGTERM it gets: `docker stop` and
+        # Kubernetes signal the controller alone, and workers that learnt of the stop from its marker
+        # ended seconds after those a terminal's Ctrl-C (sent to the whole group) reached at once.
+        self._config = config
         self._saved: dict[int, _Handler] = {}
         self._shielded = 0
 
@@ -31,7 +40,14 @@ class StopSignals:
             self._saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_term)
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
+        if self.terminated:
+            return  # the stop is under way: a second SIGTERM (the group's and ours) must not cut it short
         self.terminated = True
+        for pid in worker_pids(self._config) if self._config is not None else ():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:  # already gone
+                pass
         raise KeyboardInterrupt("SIGTERM")
 
     def shield(self) -> None:

@@ -3,7 +3,8 @@
 Public: ``config.workerinput`` (a worker's id and what the controller handed it) and the
 ``dsession`` plugin (the controller of a distributed run). Private, and so kept here alone:
 the worker's queue of item indices (``torun``, ``nextitem_index``), read to start the calls of
-the items this worker will run next (tested against xdist >= 3.6.1).
+the items this worker will run next, and the workers' process ids (execnet's gateways), to pass a
+SIGTERM on to them (tested against xdist >= 3.6.1).
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ def worker_count(config: pytest.Config) -> int:
     """How many worker processes share the run (1 outside xdist)."""
     workerinput = getattr(config, "workerinput", None)
     return 1 if workerinput is None else max(1, int(workerinput.get("workercount", 1)))
+
+
+def worker_pids(config: pytest.Config) -> list[int]:
+    """The process ids of a distributed run's local workers (execnet's popen gateways, private), [] when
+    unknown or serial: a SIGTERM sent to the controller alone is passed on to them."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    group = getattr(getattr(dsession, "nodemanager", None), "group", None)
+    pids = []
+    for gateway in list(group or ()):
+        pid = getattr(getattr(getattr(gateway, "_io", None), "popen", None), "pid", None)
+        if isinstance(pid, int) and pid > 0:
+            pids.append(pid)
+    return pids
 
 
 def stop_scheduling(config: pytest.Config, message: str) -> None:
