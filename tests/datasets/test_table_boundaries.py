@@ -86,7 +86,7 @@ print(json.dumps({"ids": [e.id for e in examples], "inputs": [e.input for e in e
                                              ("arrow", 1_999_998), ("stream", 700_001)])
 def test_a_limit_reads_only_its_window_of_a_huge_table(huge: dict[str, Path], tmp_path: Path, kind: str,
                                                        start: int) -> None:
-    """On main the whole table was converted first: MemoryError (INTERNALERROR in a run)."""
+    """Before, the whole table was converted first: MemoryError (INTERNALERROR in a run)."""
     fields = "  fields: {id: rid, input: '{question}', target: answer}\n"
     spec = write_spec(tmp_path, f"  path: {huge[kind]}\n  start: {start}\n  limit: 5\n{fields}")
     done = subprocess.run([sys.executable, "-c", LOAD, str(spec)], capture_output=True, text=True, timeout=120,
@@ -124,7 +124,7 @@ REFUSED = [("{question} {meta}", "answer", "rid", r"column 'meta' holds a mappin
 @pytest.mark.parametrize("loader", ["parquet", "hf"])
 def test_text_columns_are_text_and_others_are_refused_naming_file_record_and_column(
         tmp_path: Path, request: pytest.FixtureRequest, loader: str) -> None:
-    """On main: "b'caf\\xc3\\xa9'" and "{'k': 2}" went to the model as the prompt."""
+    """Before: "b'caf\\xc3\\xa9'" and "{'k': 2}" went to the model as the prompt."""
     if loader == "hf":
         request.getfixturevalue("offline_hf")
     pq.write_table(pa.Table.from_pylist(TYPED), tmp_path / "typed.parquet")
@@ -161,7 +161,7 @@ BOMMED = {"set.csv": BOM + b"rid,question,answer\nq1,hello,1\n",
 @pytest.mark.parametrize("name", sorted(BOMMED))
 def test_a_byte_order_mark_is_no_part_of_the_first_column(tmp_path: Path, request: pytest.FixtureRequest,
                                                           loader: str, name: str) -> None:
-    """On main: "no value in field 'rid' (the record has \ufeffrid, ...)", a message that contradicts itself."""
+    """Before: "no value in field 'rid' (the record has \ufeffrid, ...)", a message that contradicts itself."""
     if loader == "hf":
         request.getfixturevalue("offline_hf")
     (tmp_path / name).write_bytes(BOMMED[name])
@@ -232,7 +232,7 @@ def test_the_jsonl_and_inline_loaders_read_a_bom_and_binary_text(tmp_path: Path)
 
 
 def test_a_sweep_over_a_column_of_mappings_stops_at_collection_naming_it(pytester: pytest.Pytester) -> None:
-    """End to end: the run names file, record and column and sends nothing (on main the prompt was
+    """End to end: the run names file, record and column and sends nothing (before, the prompt was
     "q {'k': 2}" and the sweep passed)."""
     pq.write_table(pa.Table.from_pylist([{"rid": "a", "meta": {"k": 2}, "answer": "1"}]), pytester.path / "t.parquet")
     write_spec(pytester.path, "  path: t.parquet\n  fields: {id: rid, input: 'q {meta}', target: answer}\n")

@@ -63,7 +63,7 @@ def run_import(log: Path, out: Path) -> tuple[int, str]:
     return status, err.getvalue()
 
 
-# The logs red-teamed on main: what each must say, whichever reader reads it.
+# The hostile logs: what each must say, whichever reader reads it.
 HOSTILE = {
     "deep.json": (lambda p: json_log(p, [sample(scores={"match": {"value": nested(600)}})]),
                   ['sample "q1" (epoch 1) is nested deeper than 200 levels', "at scores.match.value[0]"]),
@@ -161,7 +161,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(bombs: dict[str, Path], tmp
     assert bombs[name].stat().st_size < 8 << 20
     result = measured(sys.executable, bombs[name], tmp_path)
     assert result["status"] == 2 and str(bombs[name]) in result["err"], result
-    assert result["rss_kb"] < RSS_BOUND_KB, result  # on main: 1 GB for the many entries
+    assert result["rss_kb"] < RSS_BOUND_KB, result  # before the cap: 1 GB for the many entries
     assert not (tmp_path / "run.jsonl").exists()
 
 
