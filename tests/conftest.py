@@ -141,6 +141,40 @@ def sim_spec(n: int = 6, arms: str = "  good: {provider: sim, accuracy: 1.0}\n  
             f"scorer: exact\narms:\n{arms}\n{extra}")
 
 
+def held_sweep(pytester: pytest.Pytester, items: int) -> Path:
+    """A spec whose first four items answer at once and whose others wait (up to 60 s) until the file
+    ``release`` exists: a live run that owns its results file while a test acts on it."""
+    pytester.makeconftest(f"""
+        import time
+        from pathlib import Path
+        from pytest_echo_bench import arm
+
+        @arm("held")
+        def held(ctx):
+            deadline = time.monotonic() + 60
+            while int(ctx.example.id[1:]) >= 4 and time.monotonic() < deadline:
+                if Path({str(pytester.path / "release")!r}).exists():
+                    break
+                time.sleep(0.02)
+            return "4"
+    """)
+    make_spec(pytester, sim_spec(items, arms="  a: {provider: python, function: held}"))
+    pytester.makeini("[pytest]\nbench_order = file\n")  # the items that answer at once come first
+    return pytester.path / "r.jsonl"
+
+
+# The variables a Slurm array task or an Indexed Job sets: `--bench-shard auto` reads them.
+SCHEDULER_VARIABLES = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
+                       "JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT", "ECHO_BENCH_SHARD")
+
+
+@pytest.fixture
+def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine running the tests may itself be a Slurm task: each test sets what it means."""
+    for name in SCHEDULER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 def reports(pytester: pytest.Pytester) -> tuple[str, str]:
     """The JUnit XML and json-report files of the last run, as text."""
     return ((pytester.path / "junit.xml").read_text(encoding="utf-8"),

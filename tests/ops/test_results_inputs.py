@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_spec, read_rows, sim_spec
+from conftest import held_sweep, read_rows, sim_spec
 from processes import finish, rows_in, start, wait_for
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.ops.cli import main
@@ -61,31 +61,11 @@ def test_the_readers_refuse_a_fifo_without_opening_it(tmp_path: Path) -> None:
 
 # --- merge and regrade onto a file a run owns ------------------------------------------------------
 
-def held_sweep(pytester: pytest.Pytester) -> Path:
-    """A spec whose first four items answer at once and whose others wait for ``release``."""
-    pytester.makeconftest(f"""
-        import time
-        from pathlib import Path
-        from pytest_echo_bench import arm
-
-        @arm("held")
-        def held(ctx):
-            deadline = time.monotonic() + 60
-            while int(ctx.example.id[1:]) >= 4 and time.monotonic() < deadline:
-                if Path({str(pytester.path / "release")!r}).exists():
-                    break
-                time.sleep(0.02)
-            return "4"
-    """)
-    make_spec(pytester, sim_spec(ITEMS, arms="  a: {provider: python, function: held}"))
-    pytester.makeini("[pytest]\nbench_order = file\n")
-    return pytester.path / "r.jsonl"
-
 
 @pytest.mark.parametrize("command", ["merge", "regrade"])
 def test_rewriting_a_file_a_live_run_owns_is_refused_and_loses_no_row(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], command: str) -> None:
-    out = held_sweep(pytester)
+    out = held_sweep(pytester, ITEMS)
     run = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off")
     try:
         wait_for(lambda: rows_in(out) >= 2)

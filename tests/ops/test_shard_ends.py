@@ -21,14 +21,9 @@ from pytest_echo_bench.ops.cli import main
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 QUOTA = "  a: {provider: sim, accuracy: 0.7, faults: {exhaustion_after: 1}}\n  b: {provider: sim, accuracy: 0.4}"
 SLOW = "  a: {provider: sim, accuracy: 0.7, latency_s: LAT}\n  b: {provider: sim, accuracy: 0.4, latency_s: LAT}"
-CLEAN = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
-         "JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT", "ECHO_BENCH_SHARD")
 
 
-@pytest.fixture(autouse=True)
-def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in CLEAN:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_scheduler")
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -24,15 +24,9 @@ from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
 from pytest_echo_bench.store.records import Meta
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}\n  c: {provider: sim, accuracy: 0.5}"
-CLEAN = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
-         "JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT", "ECHO_BENCH_SHARD")
 
 
-@pytest.fixture(autouse=True)
-def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The machine running the tests may itself be a Slurm task: each test sets what it means."""
-    for name in CLEAN:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_scheduler")
 
 
 def keys(path: Path) -> Counter[tuple[str, str, int]]:

@@ -74,15 +74,20 @@ def hang_the_third_call(server: FakeOpenAI) -> tuple[threading.Event, list[str]]
     return hung, prompts
 
 
-def test_a_killed_workers_hold_is_settled_and_the_run_stops_at_once(
-        pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+def priced_sweep(pytester: pytest.Pytester, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Twelve items of one priced OpenAI arm on ``server``, each call's worst case ``PER_CALL``; the results path."""
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
     monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
-    hung, prompts = hang_the_third_call(openai_server)
-    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {openai_server.base_url}\n"
+    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {server.base_url}\n"
            f"    api_key_env: TEST_OPENAI_KEY\n    max_tokens: {WORDS}\n")
     make_spec(pytester, sim_spec(12, arms=arm, extra="retries: {attempts: 1}\npricing:\n  a: {input: 0, output: 1000}\n"))
-    out = pytester.path / "r.jsonl"
+    return pytester.path / "r.jsonl"
+
+
+def test_a_killed_workers_hold_is_settled_and_the_run_stops_at_once(
+        pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    hung, prompts = hang_the_third_call(openai_server)
+    out = priced_sweep(pytester, openai_server, monkeypatch)
     budget = 6.5 * PER_CALL  # 6 calls: the lost one (charged) and 5 more; never a 7th
     proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-concurrency", "1",
                  "--bench-budget-usd", repr(budget))
@@ -109,13 +114,8 @@ def test_a_killed_workers_hold_is_settled_and_the_run_stops_at_once(
 
 def test_a_resume_counts_the_charge_of_the_call_a_killed_worker_lost(
         pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
     hung, prompts = hang_the_third_call(openai_server)
-    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {openai_server.base_url}\n"
-           f"    api_key_env: TEST_OPENAI_KEY\n    max_tokens: {WORDS}\n")
-    make_spec(pytester, sim_spec(12, arms=arm, extra="retries: {attempts: 1}\npricing:\n  a: {input: 0, output: 1000}\n"))
-    out = pytester.path / "r.jsonl"
+    out = priced_sweep(pytester, openai_server, monkeypatch)
     budget = repr(6.5 * PER_CALL)
     proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-concurrency", "1",
                  "--bench-budget-usd", budget)
@@ -140,13 +140,8 @@ def test_a_resume_counts_the_charge_of_the_call_a_killed_worker_lost(
 
 def test_a_resume_after_the_whole_run_was_killed_counts_the_calls_it_had_in_flight(
         pytester: pytest.Pytester, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
     hung, _ = hang_the_third_call(openai_server)
-    arm = (f"  a:\n    provider: openai\n    model: m-a\n    base_url: {openai_server.base_url}\n"
-           f"    api_key_env: TEST_OPENAI_KEY\n    max_tokens: {WORDS}\n")
-    make_spec(pytester, sim_spec(12, arms=arm, extra="retries: {attempts: 1}\npricing:\n  a: {input: 0, output: 1000}\n"))
-    out = pytester.path / "r.jsonl"
+    out = priced_sweep(pytester, openai_server, monkeypatch)
     budget = repr(3.5 * PER_CALL)
     proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-concurrency", "1",
                  "--bench-budget-usd", budget)

@@ -11,7 +11,6 @@ reads the same keys from the others.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any

@@ -13,33 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_spec, read_rows, sim_spec
+from conftest import held_sweep, read_rows
 from processes import finish, rows_in, run, start, wait_for
 from pytest_echo_bench.store.owner import OwnedError, Ownership
 from pytest_echo_bench.store.writer import ReplacedError, ResultsWriter
 
 ITEMS = 12
 
-
-def held_sweep(pytester: pytest.Pytester) -> Path:
-    """A spec whose first four items answer at once and whose others wait for ``release``."""
-    pytester.makeconftest(f"""
-        import time
-        from pathlib import Path
-        from pytest_echo_bench import arm
-
-        @arm("held")
-        def held(ctx):
-            deadline = time.monotonic() + 60
-            while int(ctx.example.id[1:]) >= 4 and time.monotonic() < deadline:
-                if Path({str(pytester.path / "release")!r}).exists():
-                    break
-                time.sleep(0.02)
-            return "4"
-    """)
-    make_spec(pytester, sim_spec(ITEMS, arms="  a: {provider: python, function: held}"))
-    pytester.makeini("[pytest]\nbench_order = file\n")  # the items that answer at once come first
-    return pytester.path / "r.jsonl"
 
 
 def side_files(out: Path) -> list[Path]:
@@ -52,7 +32,7 @@ def keys(out: Path) -> list[tuple[str, str]]:
 
 
 def test_deleting_every_side_file_does_not_let_a_resume_in(pytester: pytest.Pytester) -> None:
-    out = held_sweep(pytester)
+    out = held_sweep(pytester, ITEMS)
     first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-cache", "off")
     try:
         wait_for(lambda: rows_in(out) >= 2)
@@ -70,7 +50,7 @@ def test_deleting_every_side_file_does_not_let_a_resume_in(pytester: pytest.Pyte
 
 
 def test_removing_the_results_file_stops_its_run_and_a_new_run_records_each_key_once(pytester: pytest.Pytester) -> None:
-    out = held_sweep(pytester)
+    out = held_sweep(pytester, ITEMS)
     first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off")
     try:
         wait_for(lambda: rows_in(out) >= 2)
@@ -88,7 +68,7 @@ def test_removing_the_results_file_stops_its_run_and_a_new_run_records_each_key_
 
 
 def test_a_results_file_replaced_under_its_run_is_left_alone(pytester: pytest.Pytester) -> None:
-    out = held_sweep(pytester)
+    out = held_sweep(pytester, ITEMS)
     first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off")
     try:
         wait_for(lambda: rows_in(out) >= 2)
