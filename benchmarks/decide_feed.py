@@ -1,5 +1,5 @@
 """What the controller pays per graded row of a watched pair: the monitor fed the report's row
-directly (as it was), against the monitor reading the row from the results file (``ops.decide_feed``,
+directly (as it was), against the monitor reading the row from the results file (``analysis.decide.feed``,
 as it is now, so that the controller, the report and the page see rows in one order).
 
 Writes a results file with a meta line and ROWS rows of realistic size (outputs of 10-40 words),
@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_echo_bench.ops.decide import Monitor, Plan
-from pytest_echo_bench.ops.decide_feed import FileFeed
+from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
+from pytest_echo_bench.analysis.decide.feed import FileFeed
 
 PLAN = Plan((("demo", "strong", "weak"),))
 WORDS = "the answer is four because two plus two makes four — “quoted” café".split()

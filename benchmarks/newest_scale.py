@@ -7,7 +7,7 @@ Each reader runs in a fresh interpreter, which prints its wall time and peak res
 (``ru_maxrss``): resume's key read on a worker (plain, and with ``retry_errors``), the
 controller's one-pass keys and counts (``FileTally``; beside it the first-row-wins tally it
 replaced, loaded from ``git show HEAD:`` when the checkout still has it), the report's reading
-(``ops.results.load_results``) and the progress page's (``ops.page.state``).
+(``results.read.load_results``) and the progress page's (``report.page.state``).
 
 Usage: python benchmarks/newest_scale.py [--rows 1000000] [--arms 15] [--repeat 2]
 """
@@ -52,10 +52,10 @@ elif what == "old-tally":
     tally.update(path, strict=True)
     result = len(tally.seen)
 elif what == "report":
-    from pytest_echo_bench.ops.results import load_results
+    from pytest_echo_bench.results.read import load_results
     result = len(load_results([path]).rows)
 elif what == "page":
-    from pytest_echo_bench.ops.page.state import progress_state
+    from pytest_echo_bench.report.page.state import progress_state
     result = progress_state(path).done
 wall = time.perf_counter() - start
 print(wall, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result)

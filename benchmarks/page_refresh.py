@@ -126,8 +126,8 @@ def measure(fn: Callable[[], object], trace: bool) -> dict[str, float]:
 
 def child(mode: str, path: Path, rows: int, arms: int, append: int, trace: bool) -> dict[str, Any]:
     """Measure one approach: a refresh on the whole file, then one after ``append`` more rows."""
-    from pytest_echo_bench.ops.page.html import write_progress
-    from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
+    from pytest_echo_bench.report.page.html import write_progress
+    from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
     from pytest_echo_bench.store.reader import read_records
 
     if trace:

@@ -3,7 +3,7 @@
 Writes the report benchmark's file of realistic rows (``report_scale.write_results``: ARMS arms,
 correlated verdicts), then in a temporary directory: the same rows under a meta line recording a
 decide plan of PAIRS pairs (what ``echo-bench report`` replays), the rows split into 4 shard files
-by the run's own partition (``store.partition.shard_of``) for ``echo-bench merge``, a spec of
+by the run's own partition (``shards.partition.shard_of``) for ``echo-bench merge``, a spec of
 the same arms for ``echo-bench estimate SPEC --results FILE``, and an Inspect log of SAMPLES
 samples as ``.json`` and as a deflated ``.eval`` for ``echo-bench import``. Each command runs in
 a fresh interpreter (``report_scale``'s measurement: wall and CPU time, and the peak resident
@@ -28,7 +28,7 @@ from pathlib import Path
 from overhead import machine
 from report_scale import RUN, write_results
 
-from pytest_echo_bench.store.partition import shard_of
+from pytest_echo_bench.shards.partition import shard_of
 
 SHARDS = 4
 FINGERPRINT = "0123456789abcdef"

@@ -35,7 +35,7 @@ if sys.argv[1] == "read_records":
     meta, records = read_records(__import__("pathlib").Path(sys.argv[2]))
     status = 0
 else:
-    from pytest_echo_bench.ops.cli import main
+    from pytest_echo_bench.cli.main import main
     sink = io.StringIO()
     with redirect_stdout(sink):
         status = main(sys.argv[1:])

@@ -2,11 +2,11 @@
 against the exact McNemar test's n for 80% power.
 
 For each row (a difference and a discordant share) it runs SWEEPS sweeps of i.i.d. items through
-the plugin's own test (``ops.sequential.Betting``, a look after every item, as
+the plugin's own test (``analysis.sequential.Betting``, a look after every item, as
 ``--bench-stop-when-decided`` looks), each item +1 (only a right) with probability
 (discordant + diff) / 2, -1 (only b right) with (discordant - diff) / 2, else 0; a sweep runs until
 it decides or reaches CAP times the McNemar n. It prints, side by side with the documented
-figures, the McNemar n (``ops.power.n_for_power``, Connor 1987), the median items to a decision and
+figures, the McNemar n (``analysis.power.n_for_power``, Connor 1987), the median items to a decision and
 the items by which 80% of sweeps had decided. Seeded: the same arguments print the same table.
 
 Usage: python benchmarks/sequential_alternatives.py [--sweeps 500] [--seed 1] [--cap 4]
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_echo_bench.ops.power import n_for_power  # noqa: E402
-from pytest_echo_bench.ops.sequential import Betting  # noqa: E402
+from pytest_echo_bench.analysis.power import n_for_power  # noqa: E402
+from pytest_echo_bench.analysis.sequential import Betting  # noqa: E402
 
 ALPHA = 0.05
 # (diff, discordant) -> (McNemar n, median items to a decision, 80% decided by), as docs/statistics.md has them.

@@ -35,5 +35,5 @@ else
   sweep=($SPECS --bench-shard auto "--bench-out=$out")
 fi
 # Exit 2 is "stopped early, resumable" (quota, SIGTERM): the supervisor resumes after the backoff.
-exec "$PYTHON" -m pytest_echo_bench.ops.cli run --max-retries 2 --backoff 300 -- \
+exec "$PYTHON" -m pytest_echo_bench.cli.main run --max-retries 2 --backoff 300 -- \
   "$PYTHON" -m pytest -p no:cacheprovider -q -n "$WORKERS" "${sweep[@]}" "$cache"

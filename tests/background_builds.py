@@ -53,7 +53,7 @@ class Build:
 
 BUILDS = {
     "litellm": Build("litellm", ".venv-litellm", "ECHO_BENCH_LITELLM", ("tests/providers/test_litellm_proxy.py",)),
-    "inspect": Build("inspect", ".venv-inspect", "ECHO_BENCH_INSPECT_PYTHON", ("tests/ops/test_inspect.py",)),
+    "inspect": Build("inspect", ".venv-inspect", "ECHO_BENCH_INSPECT_PYTHON", ("tests/interop/test_inspect.py",)),
 }
 
 

@@ -17,14 +17,14 @@ from contextlib import AbstractContextManager
 
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
-from pytest_echo_bench.engine.budget import Budget, Settle
+from pytest_echo_bench.budget.hold import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import cache_descriptor
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
-from pytest_echo_bench.engine.worst import COMPOSITE
+from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.errors import (
     AbortedError,
     ArmError,

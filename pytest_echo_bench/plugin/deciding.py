@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.engine.outcome import ROW, utcnow
-from pytest_echo_bench.ops import decide_view
-from pytest_echo_bench.ops.decide import Monitor, PairFigures, Plan, Sequential, sequential
-from pytest_echo_bench.ops.decide_end import one
-from pytest_echo_bench.ops.decide_feed import FileFeed
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.analysis.decide.monitor import Monitor, PairFigures, Plan, Sequential, sequential
+from pytest_echo_bench.results.ending import one
+from pytest_echo_bench.analysis.decide.feed import FileFeed
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
 from pytest_echo_bench.store.files import DECIDED, StopReason, write_stop
@@ -100,13 +100,13 @@ class Deciding:
         for f in self.figures():
             at = f" at {f.decided_at} items" if f.decided_at is not None else f" after {f.n} items"
             parts.append(f"{f.verdict}{at} (anytime-valid p {f.p_anytime:.3g}, Holm {f.p_holm:.3g}; "
-                         f"{f.level:.0%} interval of {f.a} - {f.b}: {decide_view.interval_text(f)})")
+                         f"{f.level:.0%} interval of {f.a} - {f.b}: {decision.interval_text(f)})")
         return "; ".join(parts)
 
     def lines(self, stop_reason: str | None) -> list[str]:
         """The end-of-run lines: each pair's anytime-valid figures, decided or not, and what the fixed-n
         figures are worth after a sweep that ended so."""
-        return [decide_view.sentence(f) for f in self.figures()] + [decide_view.note(self.sequential(stop_reason, False))]
+        return [decision.sentence(f) for f in self.figures()] + [decision.note(self.sequential(stop_reason, False))]
 
 
 def deciding(ctx_decide: dict[str, Any], meta: Meta) -> Deciding | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.context import RunContext
-from pytest_echo_bench.ops.decide_end import Collection, before_resume
+from pytest_echo_bench.results.ending import Collection, before_resume
 from pytest_echo_bench.store.files import end_line, read_json, stop_path
 from pytest_echo_bench.store.writer import ResultsWriter
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.ops import decide_view
-from pytest_echo_bench.ops.decide import Sequential
-from pytest_echo_bench.ops.gates import Gate, arm_key
-from pytest_echo_bench.ops.money import usd
-from pytest_echo_bench.ops.page.html import write_progress
-from pytest_echo_bench.ops.page.state import LiveCounters, PageFeed
-from pytest_echo_bench.ops.stats import wilson
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.analysis.decide.monitor import Sequential
+from pytest_echo_bench.analysis.gates import Gate, arm_key
+from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.report.page.html import write_progress
+from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
+from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
@@ -179,7 +179,7 @@ class LiveRun:
             "status": status, "stopped": stopped, "to_run": total, "done": done,
             "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
             "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
-            **({"decide": decide_view.to_json(seq)} if (seq := decided or self._decided(status)) is not None else {}),
+            **({"decide": decision.to_json(seq)} if (seq := decided or self._decided(status)) is not None else {}),
         }
 
     def _decided(self, status: int | None) -> Sequential | None:
@@ -239,7 +239,7 @@ class LiveRun:
 
 
 def _spend(t: ArmTally) -> str:
-    """The spend column as the report shows it (``ops.spend.spend_text``): what was spent (cached rows: 0),
+    """The spend column as the report shows it (``budget.spend.spend_text``): what was spent (cached rows: 0),
     and the rows whose cost is not known, counted apart: ``0.0123 + 2 unknown``, ``3 unknown``."""
     unknown = f"{t.unknown} unknown" if t.unknown else ""
     if not t.spent and not t.costed:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_echo_bench.ops.gates import Gate
+    from pytest_echo_bench.analysis.gates import Gate
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
@@ -251,7 +251,7 @@ def _retry_errors(config: pytest.Config, resume: str | None) -> bool:
 
 
 def _gates(rules: Iterable[str]) -> tuple[Gate, ...]:
-    from pytest_echo_bench.ops.gates import parse_gate
+    from pytest_echo_bench.analysis.gates import parse_gate
 
     try:
         return tuple(parse_gate(rule) for rule in rules)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.ops.decide import Plan, resolve_pair
+from pytest_echo_bench.analysis.decide.monitor import Plan, resolve_pair
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.order import RANDOM
 from pytest_echo_bench.spec.load import Spec

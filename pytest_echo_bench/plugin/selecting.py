@@ -14,10 +14,10 @@ import pytest
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.ops.empty_selection import NOTHING_SELECTED, nothing_selected, selection_words
-from pytest_echo_bench.ops.estimate_cli import select
-from pytest_echo_bench.ops.keyword import parse_keyword
-from pytest_echo_bench.ops.shard_env import k_of_n
+from pytest_echo_bench.cli.empty_selection import NOTHING_SELECTED, nothing_selected, selection_words
+from pytest_echo_bench.cli.estimate import select
+from pytest_echo_bench.cli.keyword import parse_keyword
+from pytest_echo_bench.shards.env import k_of_n
 from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
 from pytest_echo_bench.spec.load import Spec
 

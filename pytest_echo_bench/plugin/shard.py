@@ -13,13 +13,13 @@ import pytest
 
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.ops.estimate_cli import select
-from pytest_echo_bench.ops.keyword import parse_keyword
-from pytest_echo_bench.ops.shard_env import auto_shard as resolve_auto
-from pytest_echo_bench.ops.shard_env import k_of_n, resolve_shard
-from pytest_echo_bench.ops.shard_parts import ITEMS
-from pytest_echo_bench.ops.shards import SCHEME, part_of
-from pytest_echo_bench.store.partition import shard_of
+from pytest_echo_bench.cli.estimate import select
+from pytest_echo_bench.cli.keyword import parse_keyword
+from pytest_echo_bench.shards.env import auto_shard as resolve_auto
+from pytest_echo_bench.shards.env import k_of_n, resolve_shard
+from pytest_echo_bench.shards.parts import ITEMS
+from pytest_echo_bench.shards.coverage import SCHEME, part_of
+from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.store.records import Meta
 
 
@@ -37,7 +37,7 @@ class Shard:
 
 def parse_shard(text: str | None, environ: Mapping[str, str] | None = None) -> Shard | None:
     """``"K/N"`` with 1 <= K <= N, or ``"auto"`` (from ``environ``); None when unset; UsageError otherwise,
-    an empty value included (``ops.shard_env`` resolves it, as ``echo-bench estimate`` does)."""
+    an empty value included (``shards.env`` resolves it, as ``echo-bench estimate`` does)."""
     try:
         parsed = resolve_shard(text, os.environ if environ is None else environ)
     except ValueError as exc:
@@ -46,7 +46,7 @@ def parse_shard(text: str | None, environ: Mapping[str, str] | None = None) -> S
 
 
 def auto_shard(environ: Mapping[str, str]) -> Shard:
-    """K/N from a Slurm array task or an Indexed Job's pod (``ops.shard_env.auto_shard``); UsageError otherwise."""
+    """K/N from a Slurm array task or an Indexed Job's pod (``shards.env.auto_shard``); UsageError otherwise."""
     try:
         return Shard(*resolve_auto(environ))
     except ValueError as exc:

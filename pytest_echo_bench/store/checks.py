@@ -83,7 +83,7 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
 
 
 # The benchmark of the parent harness's sweeps that recorded ``subtasks``: BIG-Bench Hard was the
-# one it split so (its rows' task ids are ``bbh/<subtask>/<n>``, as ``ops.results`` reads them).
+# one it split so (its rows' task ids are ``bbh/<subtask>/<n>``, as ``results.read`` reads them).
 PARENT_SUBTASKED = "bbh"
 
 
@@ -170,7 +170,7 @@ def _decide(value: object) -> bool:
                   for k in ("alpha", "margin"))
     # Types only: a plan of the right types that cannot be used (alpha, margin out of range, a pair of
     # one arm, an arm the meta line does not hold) is left out of the report saying why
-    # (``ops.decide.monitor_of``), not refused.
+    # (``analysis.decide.monitor.monitor_of``), not refused.
     return numbers and isinstance(pairs, list) and all(_texts(p) and len(p) == 3 for p in pairs)
 
 

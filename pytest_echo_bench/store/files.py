@@ -204,7 +204,7 @@ RUN_END = "run_end"
 def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None, decided: str = "") -> bytes:
     """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end;
     ``decided``, where an earlier run of the file (or a part merged into it) stopped when decided: carried
-    from end line to end line, so the file never forgets it (``ops.decide_end``)."""
+    from end line to end line, so the file never forgets it (``results.ending``)."""
     record: dict[str, Any] = {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}
     return encode_line({"_meta": True, RUN_END: {**record, **({"decided": decided} if decided else {})}})
 

@@ -32,7 +32,7 @@ class Meta:
     fsync: str = "end"
     rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
     order: dict[str, Any] = field(default_factory=dict)  # how items were ordered (plugin.order); {}: file order
-    decide: dict[str, Any] = field(default_factory=dict)  # the stop-when-decided plan (ops.decide.Plan); {}: none
+    decide: dict[str, Any] = field(default_factory=dict)  # the stop-when-decided plan (analysis.decide.monitor.Plan); {}: none
     schema: int = SCHEMA
     # Fields of a line this class does not name (merge's merged_from, regrade's regraded_from, a
     # newer writer's): kept, so a meta line read and written again loses nothing.

@@ -33,7 +33,7 @@ class ArmTally:
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included)
-    unknown: int = 0  # rows whose cost is not known, by the report's rule (``ops.spend.ArmSpend``): not counted as 0
+    unknown: int = 0  # rows whose cost is not known, by the report's rule (``budget.spend.ArmSpend``): not counted as 0
     uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
 
     @property
@@ -171,7 +171,7 @@ class FileTally:
             t = arms[arm[:2]]
             t.spent += r.spend()  # money spent stays spent, whichever row is newest
             cost = r.cost_usd
-            # Known as the report counts it (``ops.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
+            # Known as the report counts it (``budget.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
             if (cost is not None and 0.0 <= cost <= FIGURE_MAX) or r.cached():
                 t.costed += 1
             else:

@@ -25,8 +25,8 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
-from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.supervise import RESET_MARGIN_S, supervise
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.cli.supervise import RESET_MARGIN_S, supervise
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.spec.load import RetryPolicy
 from pytest_echo_bench.store.files import StopReason, stop_path, write_stop

@@ -193,7 +193,7 @@ def test_a_command_arms_prompt_delivery_is_not_a_template(pytester: pytest.Pytes
 
 def test_the_estimate_counts_each_arms_own_prompt(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """``echo-bench estimate`` counts the prompt the run sends: the template and examples included."""
-    from pytest_echo_bench.ops.cli import main
+    from pytest_echo_bench.cli.main import main
 
     long = "x" * 400
     arms = ("  plain: {provider: sim}\n"
@@ -213,7 +213,7 @@ def test_the_estimate_counts_each_arms_own_prompt(pytester: pytest.Pytester, cap
 
 def test_an_inspect_export_attaches_what_each_arm_was_sent(pytester: pytest.Pytester, sweep: Sweep,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_echo_bench.ops.cli import main
+    from pytest_echo_bench.cli.main import main
 
     make_spec(pytester, sim_spec(2, arms='  plain: {provider: sim}\n  steps: {provider: sim, prompt: "Q: {input}\\nA:"}'))
     sweep.run()

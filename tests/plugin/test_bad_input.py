@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 BIG = 10 * 1024 * 1024
 

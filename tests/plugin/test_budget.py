@@ -346,7 +346,7 @@ def test_a_shards_budget_is_its_own(pytester: pytest.Pytester, sweep: Sweep, ope
 
 def test_the_report_shows_each_arms_spend_and_the_budget_the_stop_recorded(
         pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
-    from pytest_echo_bench.ops.cli import main
+    from pytest_echo_bench.cli.main import main
 
     exact_answers(openai_server)
     make_spec(pytester, priced_spec(openai_server, 6))

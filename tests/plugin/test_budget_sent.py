@@ -15,7 +15,7 @@ import pytest
 from billing_server import allowed, bill_the_most
 from openai_server import FakeOpenAI
 
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 from conftest import Sweep, make_spec, sim_spec
 

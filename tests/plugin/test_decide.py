@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Sweep, make_spec, read_rows
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.plugin.exit_status import Outcomes, Stops, decide
 from pytest_echo_bench.store.files import StopReason
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import Sweep, make_spec
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"
 EQUAL = "  left: {provider: sim, accuracy: 0.7, seed: 1}\n  right: {provider: sim, accuracy: 0.7, seed: 2}"
@@ -217,7 +217,7 @@ def test_a_running_sweep_redraws_its_figures_only_as_often_as_they_are_cheap(mon
                                                                           tmp_path: Path) -> None:
     """The live summary and page take figures at most every LIVE_SHARE times their cost; each says its
     items, so a stale one is still true; the stop and the end always take them fresh."""
-    from pytest_echo_bench.ops.decide import Plan
+    from pytest_echo_bench.analysis.decide.monitor import Plan
     from pytest_echo_bench.plugin.deciding import Deciding
 
     results = tmp_path / "r.jsonl"

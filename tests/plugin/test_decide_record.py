@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Sweep, make_spec
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.store.files import encode_line
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"

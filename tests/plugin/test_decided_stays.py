@@ -17,7 +17,7 @@ import pytest
 
 from conftest import Sweep, make_spec, read_rows
 from processes import finish, rows_in, start, wait_for
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"
 EQUAL = "  left: {provider: sim, accuracy: 0.7, seed: 1}\n  right: {provider: sim, accuracy: 0.7, seed: 2}"

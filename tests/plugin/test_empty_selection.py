@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 WORKERS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 ARMS = "*demo (demo.yaml): good, bad; other (other.yaml): solo*"

@@ -16,7 +16,7 @@ from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.engine.fingerprint import changed_parts
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 
 
 def openai_spec(n: int, arms: tuple[str, ...] = ("a", "b"), url: str = "${BENCH_URL}", model: str = "m") -> str:

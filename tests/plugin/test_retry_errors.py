@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.page.state import progress_state
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.tally import FileTally
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_echo_bench.ops.cli import parser
+from pytest_echo_bench.cli.main import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

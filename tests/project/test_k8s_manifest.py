@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import read_rows, sim_spec
-from pytest_echo_bench.ops.cli import parser
+from pytest_echo_bench.cli.main import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "docs" / "k8s-indexed-job.yaml"

@@ -11,8 +11,11 @@ import pytest
 
 PACKAGE = "pytest_echo_bench"
 # Each room may import the rooms listed after it (and the error tree), never one before it.
-LAYERS = ("plugin", "ops", "engine", "providers", "suites", "scoring", "datasets", "spec", "store")
-PURE = ("ops", "engine", "store", "spec", "datasets", "scoring", "suites", "providers")  # all but plugin/
+LAYERS = (
+    "plugin", "cli", "interop", "report", "analysis", "results", "shards", "engine", "budget",
+    "providers", "suites", "scoring", "datasets", "spec", "store",
+)
+PURE = LAYERS[1:]  # all but plugin/
 MAX_LINES = 400
 
 

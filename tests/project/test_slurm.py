@@ -174,7 +174,7 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
     assert all(f"--bench-cache={project / 'results'}/cache-{i}.sqlite" in full for i in range(SHARDS)), logs
     assert not (project / "bench_results").exists(), logs
     merged = project / "merged.jsonl"
-    cli = [sys.executable, "-m", "pytest_echo_bench.ops.cli"]
+    cli = [sys.executable, "-m", "pytest_echo_bench.cli.main"]
     _run(*cli, "merge", *map(str, shards), "-o", str(merged), env=env)
     elapsed = time.monotonic() - started
     report = json.loads(_run(*cli, "report", str(merged), "--format", "json", env=env).stdout)

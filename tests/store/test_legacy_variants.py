@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.page.state import progress_state
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.store.checks import META_FIELDS
 from pytest_echo_bench.store.tally import FileTally
 

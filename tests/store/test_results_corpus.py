@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from conftest import Sweep, read_rows
-from pytest_echo_bench.ops.cli import main
-from pytest_echo_bench.ops.page.state import progress_state
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.plugin.live import end_table
 from pytest_echo_bench.store.tally import FileTally
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from openai_server import FakeOpenAI
 
 from conftest import make_spec, read_rows
-from pytest_echo_bench.ops.cli import main
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 
 # Every character that must never reach a terminal raw (line feeds and tabs may).

@@ -1,0 +1,274 @@
+"""``echo-bench estimate``: the items a run would select (``-k``, ``--bench-shard``) and their
+calls and cost (``budget.estimate``), with what the cache and earlier results files show, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import Prompter, prompter
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.budget.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, own_prompts, wall_seconds
+from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
+from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.shards.env import resolve_shard
+from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
+from pytest_echo_bench.store.files import RESULTS_DIR
+from pytest_echo_bench.store.files import default_cache as run_cache
+from pytest_echo_bench.shards.partition import shard_of
+from pytest_echo_bench.store.reader import iter_records
+from pytest_echo_bench.store.safe_text import escape_id
+
+Item = tuple[Example, str, int]  # (example, arm, epoch)
+
+
+def shard_arg(text: str) -> tuple[int, int]:
+    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's environment (a Slurm
+    array task's or an Indexed Job pod's), resolved exactly as the run's ``--bench-shard`` is."""
+    try:
+        parsed = resolve_shard(text, os.environ)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert parsed is not None  # argparse calls a type only with a value
+    return parsed
+
+
+def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
+    """The node name ``plugin.collect.item_name`` gives (pytest is not imported here; a test holds them equal)."""
+    return f"{task}[{arm}]" if epochs <= 1 else f"{task}[{arm}-e{epoch}]"
+
+
+def mark_names(arm: str, subtask: str | None) -> tuple[str, ...]:
+    """The marks' names an item gets in ``plugin.collect.item_marks``."""
+    def safe(value: str) -> str:
+        return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in value)
+    marks = (f"arm_{safe(arm)}", "bench_arm")
+    return (*marks, f"subtask_{safe(subtask)}", "bench_subtask") if subtask else marks
+
+
+def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
+           shard: tuple[int, int] | None) -> list[Item]:
+    """The items ``pytest SPEC -k EXPR --bench-shard K/N`` runs, in collection order."""
+    path = spec.path.resolve()
+    try:
+        folders: tuple[str, ...] = path.parent.relative_to(rootdir.resolve()).parts
+    except ValueError:
+        folders = path.parent.parts[1:]
+    chosen: list[Item] = []
+    for ex in examples:
+        name = escape_id(ex.id)
+        for arm in spec.arms:
+            marks = mark_names(arm, ex.subtask)
+            for epoch in range(1, spec.epochs + 1):
+                if shard and shard_of((spec.benchmark, ex.id, arm, epoch), shard[1]) != shard[0]:
+                    continue
+                if keyword(item_keywords(item_name(name, arm, epoch, spec.epochs), path.name, folders, marks)):
+                    chosen.append((ex, arm, epoch))
+    return chosen
+
+
+def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[str, Seen]:
+    """Per benchmark: completion tokens a call (rows of one call) and seconds an item (rows the
+    cache did not answer). Each file is read once, a line at a time, whatever the benchmarks."""
+    seen = {name: Seen() for name in benchmarks}
+    for path in files:
+        default = ""
+        for record in iter_records(path):  # strict: a line that is not a row is refused, naming it
+            row = record.data
+            if row.get("_meta"):
+                default = str(row.get("benchmark") or "") if record.lineno == 1 else default
+                continue
+            into = seen.get(str(row.get("benchmark") or default))
+            if into is not None and isinstance(row.get("arm"), str):
+                _note_row(into, row)
+    return seen
+
+
+def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
+    """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
+    StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
+    for path in files:
+        held: set[str] = set()
+        default = ""
+        for record in iter_records(path):  # a line at a time: a million rows are not held to name a few benchmarks
+            row = record.data
+            if row.get("_meta"):
+                if record.lineno == 1:
+                    default = str(row.get("benchmark") or "")
+                    names = row.get("benchmarks")
+                    held.update(map(str, names) if isinstance(names, dict) else ())
+                continue
+            held.add(str(row.get("benchmark") or default))
+        held.discard("")
+        if held and not held & benchmarks:
+            raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
+                             f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
+
+
+def _note_row(seen: Seen, row: dict[str, Any]) -> None:
+    usage, wall, arm = row.get("usage"), row.get("wall_seconds"), row["arm"]
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if type(tokens) is int and tokens >= 0 and row.get("sub_calls") in (0, 1):
+        seen.add_completion(arm, tokens)
+    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.get("cache_hits"):
+        seen.add_seconds(arm, float(wall))
+
+
+def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
+                prompters: Mapping[str, Prompter] | None = None) -> Callable[[Call, Example, int], bool] | None:
+    """Whether the response cache answers a call: every key of the items' calls looked up once;
+    the usage of what it holds joins ``seen``."""
+    if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
+        return None
+    from pytest_echo_bench.engine.fingerprint import cache_descriptor
+
+    descriptors: dict[str, dict[str, Any]] = {}
+
+    def key(call: Call, example: Example, epoch: int) -> str | None:
+        if call.prompt is None or spec.arms[call.arm].provider not in CACHEABLE:
+            return None
+        if call.arm not in descriptors:
+            descriptors[call.arm] = cache_descriptor(spec, call.arm)
+        return cache_key(descriptors[call.arm], call.prompt, call.sample, epoch)
+
+    wanted: dict[str, str] = {}  # cache key -> the arm it would answer
+    plans: Plans = {}
+    for example, arm, epoch in items:
+        for call in arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example)).worst:
+            k = key(call, example, epoch)
+            if k is not None:
+                wanted[k] = call.arm
+    held = peek(path, list(wanted))
+    for k, usage in held.items():
+        tokens = (usage or {}).get("completion_tokens")
+        if tokens is not None:
+            seen.add_completion(wanted[k], tokens)
+    return lambda call, example, epoch: key(call, example, epoch) in held
+
+
+@dataclass
+class Options:
+    keyword: str | None = None
+    shard: tuple[int, int] | None = None
+    results: tuple[Path, ...] = ()
+    cache: Path | None = None
+    rootdir: Path = Path(".")
+    concurrency: int = 8
+    workers: int = 1
+
+
+def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
+    """The estimate as plain JSON data (the ``--format json`` output)."""
+    matcher = parse_keyword(opts.keyword)
+    # One spec named twice is collected once by pytest (as one path); and each is checked as collection
+    # checks it (scorer, providers' options), so what the run refuses is refused here too.
+    unique: dict[Path, Path] = {}
+    for path in spec_files:
+        unique.setdefault(path.resolve(), path)
+    loaded = [load_benchmark(p) for p in unique.values()]
+    for spec, _ in loaded:
+        check_spec(spec)
+    check_results(opts.results, {spec.benchmark for spec, _ in loaded})
+    several = len({spec.benchmark for spec, _ in loaded}) > 1
+    arms: dict[str, dict[str, Any]] = {}
+    benchmarks: dict[str, dict[str, Any]] = {}
+    every: list[ArmEstimate] = []
+    seconds: float | None = 0.0
+    seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
+    for spec, examples in loaded:
+        items = select(spec, examples, opts.rootdir, matcher, opts.shard)
+        base = seen_by[spec.benchmark]  # a copy: the cache's replies below join this spec's, not another's
+        seen = Seen(dict(base.completion), dict(base.seconds))
+        prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
+        check = cache_check(spec, items, opts.cache, seen, prompters)
+        ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters)
+                for arm in spec.arms]
+        wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
+        seconds = None if seconds is None or wall is None else seconds + wall
+        for est in ests:
+            arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
+        benchmarks[spec.benchmark] = {**totals(ests), "seconds": finite(wall), "arms": list(spec.arms)}
+        every += ests
+    return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
+            "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+            "prompt_tokens": f"ceil(characters / {CHARS_PER_TOKEN})"}
+
+
+def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
+    low = high = 0.0
+    known_low = known_high = True
+    for est in ests:
+        if est.calls_max:  # an arm that sends nothing costs nothing, priced or not
+            known_low &= est.cost_low is not None
+            known_high &= est.cost_high is not None
+            low += est.cost_low or 0.0
+            high += est.cost_high or 0.0
+    known = all(e.calls_known for e in ests if e.items)
+    return {"items": sum(e.items for e in ests), "calls_max": sum(e.calls_max for e in ests) if known else None,
+            "cost_usd": {"low": finite(low) if known_low else None, "high": finite(high) if known_high else None}}
+
+
+def arm_json(est: ArmEstimate) -> dict[str, Any]:
+    unknown = est.calls_max and not est.priced
+    return {"items": est.items, "calls_min": est.calls_min, "calls_max": est.calls_max if est.calls_known else None, "cached_calls": est.cached,
+            "prompt_tokens": est.prompt_tokens,
+            "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
+            "cost_usd": {"low": None if unknown else finite(est.cost_low), "high": None if unknown else finite(est.cost_high)},
+            "priced": est.priced, "calls_known": est.calls_known, "seconds_per_item": finite(est.seconds_per_item)}
+
+
+def default_cache(rootdir: Path, text: str | None) -> Path | None:
+    """``--cache``: a path, ``off``, or (unset) the run's default file under the rootdir."""
+    if text == "off":
+        return None
+    return Path(text) if text else run_cache(rootdir / RESULTS_DIR, create=False)
+
+
+def text_lines(data: dict[str, Any]) -> list[str]:
+    """The estimate for a terminal: one line per arm, then the totals."""
+    lines = [f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} {'cost high':>10} {'s/item':>8}"]
+    for label, arm in data["arms"].items():
+        most = "?" if arm["calls_max"] is None else arm["calls_max"]  # a Python arm: its code decides its calls
+        calls = f"{arm['calls_min']}-{most}" if arm["calls_min"] != most else str(most)
+        lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
+                     f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
+                     f"{_num(arm['seconds_per_item']):>8}")
+    cost = data["cost_usd"]
+    shard = f" (shard {data['shard']})" if data["shard"] else ""
+    most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
+    lines.append(f"total{shard}: {data['items']} items, at most {most} calls, "
+                 f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}")
+    lines.append(f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen so far (else 0), "
+                 "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
+                 "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)")
+    return lines
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"${value:,.2f}" if value >= 100 else f"${usd(value)}"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "unknown" if low is None and high is None else f"{_usd(low)} to {_usd(high)}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (no latency seen for an arm: give --results of an earlier run)"
+    if seconds < 10:  # a short sweep: its seconds, not "0 s"
+        return f"{seconds:.2g} s"
+    return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
