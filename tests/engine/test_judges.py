@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from openai_server import BAD_REQUEST, OVERLOADED, FakeOpenAI
+from openai_server import OVERLOADED, FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
 
@@ -79,12 +79,13 @@ def test_a_transient_error_on_the_judge_is_retried(
     assert len(server.requests) == 4 + 2
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_quota_error_on_the_judge_stops_the_run_with_status_2(
-        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI, workers: list[str]) -> None:
     pytester.makeconftest(GRADED)
     make_spec(pytester, judged_spec(server.base_url, n=6))
     server.quota_after = 2
-    result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
+    result, _, rows = sweep.run(*workers, "--bench-cache", "off", "--bench-concurrency", "1")
     out = result.stdout.str()
     assert result.ret == 2, out
     assert len(rows) == 2 and all(r["passed"] for r in rows)  # no row grades the judge's failure
@@ -97,7 +98,7 @@ def test_a_quota_error_on_the_judge_stops_the_run_with_status_2(
 def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
         pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
     """A refused judge prompt is the item's error row, and a quota error stops the run, even when
-    the scorer catches them and says "wrong"."""
+    the scorer catches them and says "wrong". The judge's key, quoted back, is never shown."""
     pytester.makeconftest("""
         from pytest_echo_bench import Verdict, scorer
 
@@ -110,13 +111,16 @@ def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
             return Verdict("correct", output, "passed")
     """)
     make_spec(pytester, judged_spec(server.base_url, n=3, scorer="careless"))
-    server.push("error", (400, BAD_REQUEST, {}))
+    quoted = {"message": f"The key {KEY} may not send this", "type": "invalid_request_error",
+              "code": "invalid_prompt"}
+    server.push("error", (400, quoted, {}))
     result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
     assert result.ret == 0, result.stdout.str()  # the sweep is complete; the error row's test fails
     result.assert_outcomes(passed=5, failed=1)
     errors = [r for r in rows if r["status"] == "error"]
     assert len(rows) == 6 and len(errors) == 1 and not any(r["status"] == "wrong" for r in rows)
     assert errors[0]["detail"].startswith("error: judge grader: HTTP 400 ")
+    assert KEY[4:12] not in sweep.out.read_text() + result.stdout.str()
 
     server.quota_after = 0
     sweep.out = pytester.path / "quota.jsonl"
