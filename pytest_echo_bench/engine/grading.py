@@ -37,14 +37,14 @@ Graded = Verdict | Outcome  # a verdict to record, or what the item came to with
 
 
 class Grading:
-    """Grades and records the items of this process (``run_id``, ``worker``: what its rows say)."""
+    """Grades and records the items of this process (``run_id``, ``worker``: what its rows say;
+    ``arm`` and ``judges``: the runner's runtimes of an item's arm, and its scorer's judges)."""
 
-    def __init__(self, writer: ResultsWriter, failures: Failures, budget: Budget | None,
-                 arm: Callable[[Spec, str], ArmRuntime], judges: Callable[[Job], ItemJudges],
-                 stamp: tuple[str, str]) -> None:
-        self.writer, self.failures, self.budget = writer, failures, budget
-        self.arm, self.judges = arm, judges
-        self.run_id, self.worker = stamp
+    def __init__(self, writer: ResultsWriter, run_id: str, worker: str, failures: Failures,
+                 budget: Budget | None, arm: Callable[[Spec, str], ArmRuntime],
+                 judges: Callable[[Job], ItemJudges]) -> None:
+        self.writer, self.run_id, self.worker = writer, run_id, worker
+        self.failures, self.budget, self.arm, self.judges = failures, budget, arm, judges
 
     def finish(self, item: Job, obtained: Obtained) -> Outcome:
         """Grade ``obtained`` (unless its call failed: its error verdict stands), record the row."""

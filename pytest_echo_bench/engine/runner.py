@@ -47,8 +47,7 @@ class Runner:
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (alone: defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self.obtainer: Obtain = ItemCall(self.arm, self.calls, self.failures)
-        stamp = (run_id, worker)
-        self.grading = Grading(writer, self.failures, budget, self.arm, self.judges, stamp)
+        self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges)
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._judges: dict[str, dict[str, ArmRuntime]] = {}  # spec path -> its scorer's judges
         # spec path -> its arms' prompts, from its items

@@ -128,6 +128,17 @@ def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
     assert result.ret == 2 and rows == []
 
 
+def test_a_judge_that_cannot_work_here_stops_the_arms_it_grades(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ECHO_JUDGE_KEY")
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url, n=3))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and rows == [] and server.requests == []
+    result.stdout.fnmatch_lines(["*needs an API key: set the environment variable ECHO_JUDGE_KEY*"])
+
+
 def test_judges_are_checked_with_the_spec(pytester: pytest.Pytester, sweep: Sweep) -> None:
     pytester.makeconftest(GRADED)
     nowhere = "http://127.0.0.1:9/v1"
