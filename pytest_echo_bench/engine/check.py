@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import PermanentError, UnavailableError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Request
 from pytest_echo_bench.providers.routing import ROUTERS
 from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
-from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
-# Arms that send no prompt of their own: a prompt there would change the fingerprint and nothing else.
-NO_PROMPT = {**{name: "sends none of its own (each arm it calls is sent its own prompt)" for name in ROUTERS},
+# Arms that send no prompt of their own: a prompt there would change the fingerprint and nothing
+# else.
+NO_PROMPT = {**{name: "sends none of its own (each arm it calls is sent its own prompt)"
+                for name in ROUTERS},
              "replay": "answers from its recording", "reference": "answers with the target"}
 
 
@@ -23,17 +26,25 @@ def check_spec(spec: Spec) -> None:
         raise spec.error(why, "scorer")
     for arm in spec.arms.values():
         if arm.prompt is not None and arm.provider in NO_PROMPT:
-            raise spec.error(f"a {arm.provider} arm {NO_PROMPT[arm.provider]}: it takes no prompt: or fewshot:",
-                             "arms", arm.name, "prompt" if arm.prompt.template is not None else "fewshot")
+            key = "prompt" if arm.prompt.template is not None else "fewshot"
+            raise spec.error(f"a {arm.provider} arm {NO_PROMPT[arm.provider]}: it takes no "
+                             "prompt: or fewshot:", "arms", arm.name, key)
         if arm.provider not in PROVIDERS:
-            raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(sorted(PROVIDERS))}",
+            known_ones = ", ".join(sorted(PROVIDERS))
+            raise spec.error(f"unknown provider {arm.provider!r}; known: {known_ones}",
                              "arms", arm.name, "provider")
-        try:
-            # Building validates the arm's options now, at collection, with file and line;
-            # a missing SDK or key is not a spec error: those items skip at run time.
-            PROVIDERS[arm.provider](arm, spec, _no_calls)
-        except UnavailableError:
-            pass
+        _build(spec, arm)
+    for judge in declared(spec).values():  # a scorer's judges, declared as arms are
+        _build(spec, judge)
+
+
+def _build(spec: Spec, arm: ArmSpec) -> None:
+    try:
+        # Building validates the arm's options now, at collection, with file and line;
+        # a missing SDK or key is not a spec error: those items skip at run time.
+        PROVIDERS[arm.provider](arm, spec, _no_calls)
+    except UnavailableError:
+        pass
 
 
 def _no_calls(arm: str, request: Request) -> Completion:

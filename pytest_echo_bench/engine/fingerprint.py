@@ -22,7 +22,7 @@ from pytest_echo_bench.spec.load import ENDPOINT_KEYS as ENDPOINT
 
 if TYPE_CHECKING:
     from pytest_echo_bench.datasets.example import Example
-    from pytest_echo_bench.spec.load import Spec
+    from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _OPERATIONAL = frozenset({"latency_s", "faults", "api_key_env", "concurrency"})
 # ENDPOINT: where the calls go and how, not what they ask: moving a server from 127.0.0.1 to
@@ -101,7 +101,10 @@ def dataset_digest(examples: list[Example]) -> str:
 
 def arm_descriptor(spec: Spec, name: str, left_out: frozenset[str] = _OPERATIONAL | ENDPOINT) -> dict[str, Any]:
     """What an arm's answers depend on: its provider and options, not its name nor its endpoint."""
-    arm = spec.arms[name]
+    return _descriptor(spec, spec.arms[name], left_out)
+
+
+def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str, Any]:
     options = {k: v for k, v in arm.options.items() if k not in left_out}
     if arm.provider == "python" and isinstance(options.get("function"), str):
         from pytest_echo_bench.providers.python_arm import resolve, source_digest
@@ -111,14 +114,19 @@ def arm_descriptor(spec: Spec, name: str, left_out: frozenset[str] = _OPERATIONA
     if arm.prompt is not None:  # absent without one: the fingerprints of specs without prompts stay as they were
         from pytest_echo_bench.datasets.prompts import prompt_settings
 
-        options["prompt"] = prompt_settings(spec, name)
+        options["prompt"] = prompt_settings(spec, arm.name)
     return {"provider": arm.provider, **options}
 
 
 def cache_descriptor(spec: Spec, name: str) -> dict[str, Any]:
     """What the response cache keys an arm's calls on: its descriptor with the endpoint kept in, as
     before (a cache filled then still answers; two servers behind one model name never share answers)."""
-    return arm_descriptor(spec, name, _OPERATIONAL)
+    return call_descriptor(spec, spec.arms[name])
+
+
+def call_descriptor(spec: Spec, arm: ArmSpec) -> dict[str, Any]:
+    """``cache_descriptor`` of ``arm``, an arm of ``spec`` or a judge its scorer asks."""
+    return _descriptor(spec, arm, _OPERATIONAL)
 
 
 def _whole(dataset: str, spec: Spec, left_out: frozenset[str]) -> str:

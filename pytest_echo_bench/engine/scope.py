@@ -1,6 +1,7 @@
 """The one classifier: which scope a failed call has, so the run does the right thing with it.
 
-    item       PermanentError   this prompt fails (a 400 for its length, a content filter): an error row
+    item       PermanentError   this prompt fails (a 400 for its length, a content filter):
+                                an error row
     arm        ArmError         this arm cannot work as configured (not logged in, key refused, no
                                 such model, endpoint unreachable or not the API, a certificate
                                 that fails verification): the arm stops,
@@ -20,7 +21,7 @@ import errno
 import re
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_echo_bench.errors import (
     ArmError,
@@ -37,8 +38,9 @@ from pytest_echo_bench.providers.network import TLS_HINT, cert_failure
 # reply's error code and type, which it knows: a word in its message ("billing" in a 400 about a
 # prompt) does not stop the run. The spec's ``errors.exhaustion`` patterns apply to every error.
 BUILTIN_EXHAUSTION = (
-    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low", r"usage limit",
-    r"\bbilling_(?:error|hard_limit_reached|not_active)\b", r"credit_balance_exhausted", r"quota exceeded",
+    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low",
+    r"usage limit", r"\bbilling_(?:error|hard_limit_reached|not_active)\b",
+    r"credit_balance_exhausted", r"quota exceeded",
     r"out of credits",
 )
 # Messages that mean the arm's credentials are wrong, whatever the status: LiteLLM without a
@@ -49,14 +51,19 @@ BUILTIN_ARM = (
 )
 # A proxy that does not serve the model answers 400, not 404 (LiteLLM: "Invalid model name passed
 # in model=..."), the same for every item.
-BUILTIN_MODEL = (r"Invalid model name passed", r"model_not_found", r"The model `[^`]*` does not exist")
+BUILTIN_MODEL = (
+    r"Invalid model name passed", r"model_not_found", r"The model `[^`]*` does not exist",
+)
 # errno values that are our machine's trouble, not the provider's: retrying only repeats them
 # and recording them would grade a full disk as a wrong answer.
 LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
-LOCAL_HINT = ("free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space; "
+LOCAL_HINT = ("free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; "
+              "disk: free space; "
               "memory: lower --bench-concurrency or the number of workers), then resume")
-CREDENTIALS_HINT = "the arm's credentials were refused: fix its key (or log the CLI in), then resume"
-MODEL_HINT = "the server does not serve this model: check the arm's model (and base_url), then resume"
+CREDENTIALS_HINT = ("the arm's credentials were refused: fix its key (or log the CLI in), "
+                    "then resume")
+MODEL_HINT = ("the server does not serve this model: check the arm's model (and base_url), "
+              "then resume")
 UNREACHABLE_HINT = "check base_url (scheme, host, port) and that the server is running"
 
 
@@ -64,6 +71,8 @@ UNREACHABLE_HINT = "check base_url (scheme, host, port) and that the server is r
 class Classifier:
     exhaustion: tuple[str, ...] = ()
     transient: tuple[str, ...] = ()
+    _exhausted: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _transient: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_exhausted", _compile(self.exhaustion))
@@ -82,18 +91,35 @@ class Classifier:
             # A certificate that fails verification fails every call the same way: retried as
             # transient it kept a run "incomplete" for days. The arm's settings must change.
             return ArmError(text, hint=TLS_HINT, status=error.status)
-        if not isinstance(error, ExhaustedError) and (
-                self._exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))):  # type: ignore[attr-defined]
+        if self._exhausts(error, text):
             return ExhaustedError(text, status=error.status)
-        if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
-            return ArmError(text, hint=CREDENTIALS_HINT, status=error.status, absent=bool(_ABSENT.search(text)))
-        if isinstance(error, PermanentError) and _MODEL.search(text):
-            return ArmError(text, hint=MODEL_HINT, status=error.status)
-        if isinstance(error, TransientError) and unreachable(exc):
-            return ArmError(text, hint=UNREACHABLE_HINT, status=error.status, fallback=error)
-        if isinstance(error, PermanentError) and self.transient and self._transient.search(text):  # type: ignore[attr-defined]
+        return _arm_scope(exc, error, text) or self._retried(error, text)
+
+    def _exhausts(self, error: ProviderError, text: str) -> bool:
+        """Out of quota: the spec's patterns say so in any error, the built-in texts only where no
+        status did (a provider that had one classified the reply by its code)."""
+        if isinstance(error, ExhaustedError):
+            return False
+        builtin = error.status is None and _EXHAUSTED.search(text)
+        return bool(self._exhausted.search(text) or builtin)
+
+    def _retried(self, error: ProviderError, text: str) -> ProviderError:
+        """A permanent error the spec's ``errors.transient`` patterns name is retried instead."""
+        if isinstance(error, PermanentError) and self.transient and self._transient.search(text):
             return TransientError(text, retry_after=error.retry_after, status=error.status)
         return error
+
+
+def _arm_scope(exc: BaseException, error: ProviderError, text: str) -> ArmError | None:
+    """The arm's own failure, told by its text or cause: credentials, the model, the endpoint."""
+    if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
+        absent = bool(_ABSENT.search(text))
+        return ArmError(text, hint=CREDENTIALS_HINT, status=error.status, absent=absent)
+    if isinstance(error, PermanentError) and _MODEL.search(text):
+        return ArmError(text, hint=MODEL_HINT, status=error.status)
+    if isinstance(error, TransientError) and unreachable(exc):
+        return ArmError(text, hint=UNREACHABLE_HINT, status=error.status, fallback=error)
+    return None
 
 
 def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
@@ -102,7 +128,8 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 _EXHAUSTED = _compile(BUILTIN_EXHAUSTION)
 _ARM = _compile(BUILTIN_ARM)
-_ABSENT = _compile((r"not logged in", r"please run /login"))  # no login at all, as opposed to a refused one
+# No login at all, as opposed to a refused one.
+_ABSENT = _compile((r"not logged in", r"please run /login"))
 _MODEL = _compile(BUILTIN_MODEL)
 
 
@@ -124,7 +151,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def local_cause(exc: BaseException) -> OSError | MemoryError | None:
-    """The error in ``exc``'s chain that is our own machine's (EMFILE, ENOSPC, out of memory), if any.
+    """The error in ``exc``'s chain that is our machine's (EMFILE, ENOSPC, out of memory), if any.
 
     MemoryError is this process out of memory (a Python arm building a huge list, a scorer, a
     reply too large to decode): no verdict on the item and no fault of the provider. Retrying it

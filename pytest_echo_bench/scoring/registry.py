@@ -31,9 +31,10 @@ IN_PROCESS = frozenset({*(name for name, (_, text) in BUILTIN.items() if text), 
 OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
 
 _registered: dict[str, Scorer] = {}  # built-ins once imported, and the user's own
+_judged: set[str] = set()  # the names of scorers called with ``judges=`` (scoring.judging)
 
 
-def scorer(name: str) -> Callable[[Scorer], Scorer]:
+def scorer(name: str, judges: bool = False) -> Callable[[Scorer], Scorer]:
     """Register a custom scorer, e.g. in a conftest.py::
 
         @pytest_echo_bench.scorer("contains")
@@ -41,14 +42,21 @@ def scorer(name: str) -> Callable[[Scorer], Scorer]:
             found = example.target.lower() in output.lower()
             return judge(example.target if found else output[-40:], example.target, found)
 
-    and use it as ``scorer: contains`` (options: ``scorer: {name: contains, ...}``).
+    and use it as ``scorer: contains`` (options: ``scorer: {name: contains, ...}``). With
+    ``judges=True`` it is called with ``judges=`` too, to ask a model (``scoring.judging``).
     """
 
     def register(fn: Scorer) -> Scorer:
         _registered[name] = fn
+        (_judged.add if judges else _judged.discard)(name)
         return fn
 
     return register
+
+
+def takes_judges(name: str) -> bool:
+    """Whether the scorer ``name`` grades with judges (registered with ``judges=True``)."""
+    return name in _judged
 
 
 def known() -> list[str]:

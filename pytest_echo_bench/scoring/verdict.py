@@ -1,4 +1,5 @@
-"""The verdict type every scorer returns, and the common tail of every scorer (``judge``)."""
+"""The verdict type every scorer returns, the common tail of every scorer (``judge``), and the
+verdict of an item that could not be graded (``failed``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 
-CORRECT, WRONG, UNPARSEABLE = "correct", "wrong", "unparseable"
+CORRECT, WRONG, UNPARSEABLE, ERROR = "correct", "wrong", "unparseable", "error"
 # The keys the shipped scorers put in a row's "extra" (mmlu_pro's seeded guess, HumanEval's sandbox):
 # a regrade drops them before the new verdict's, so a flag the new scorer no longer sets does not linger.
 SCORER_EXTRA = ("random_guess", "sandbox")
@@ -37,6 +38,14 @@ def judge(answer: str | None, target: str, same: bool) -> Verdict:
     if same:
         return Verdict(CORRECT, answer, "passed")
     return Verdict(WRONG, answer, f"expected {target} got {_short(answer)}")
+
+
+def failed(text: str) -> Verdict:
+    """An error row's verdict: the call (or the grading) failed, so the item has no answer.
+
+    One prefix: a message that already says "error:" is not told so twice.
+    """
+    return Verdict(ERROR, None, text if text.lower().startswith("error:") else f"error: {text}")
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -7,7 +7,7 @@ through (21 characters of it on the terminal, in rows, JUnit XML and the json-re
 only the whole key was looked for. So ``redact`` redacts before it cuts, and it looks for any
 run of ``MIN_RUN`` characters of a secret rather than the whole one: a key cut by the server,
 or echoed in part, is caught too. Every text from a provider, a CLI or a proxy passes here on
-its way out (``engine.runner.Runner.error_text``; the providers where they cut a body or a tail).
+its way out (``engine.failures.Failures.text``; the providers where they cut a body or a tail).
 """
 
 from __future__ import annotations

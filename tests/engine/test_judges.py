@@ -1,0 +1,167 @@
+"""A scorer that grades with a model: its judge's calls take an arm's path (retries, the response
+cache, the run's stop), and a judge's failure is never a wrong answer.
+
+The judge is a real OpenAI-compatible server on 127.0.0.1 (``openai_server``); the arms are the
+offline simulator, so every request the server sees is a judge's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from openai_server import OVERLOADED, FakeOpenAI
+
+from conftest import Sweep, make_spec, sim_spec
+
+KEY = "sk-test-judge-5be1"
+FAST = "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.02}\n"
+# The judge sees the output and says "yes" when it holds the item's target: the "bad" arm's
+# answers are wrong by the text, but the judge decides.
+GRADED = """
+    from pytest_echo_bench import judge, scorer
+
+    @scorer("graded", judges=True)
+    def graded(output, example, options, *, judges):
+        reply = judges.ask("grader", f"Target {example.target}. Answer: {output}. Right?")
+        return judge(output, example.target, reply.text.strip() == "yes")
+"""
+
+
+@pytest.fixture(autouse=True)
+def judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHO_JUDGE_KEY", KEY)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(answer=lambda prompt: "yes") as fake:
+        yield fake
+
+
+def judged_spec(base_url: str, n: int = 4, scorer: str = "graded") -> str:
+    grader = (f"{{provider: openai, model: judge-1, client: http, base_url: '{base_url}', "
+              "api_key_env: ECHO_JUDGE_KEY, max_tokens: 4}")
+    text = sim_spec(n, extra=FAST)
+    declared = f"scorer:\n  name: {scorer}\n  judges:\n    grader: {grader}\n"
+    return text.replace("scorer: exact\n", declared)
+
+
+def test_the_judges_reply_decides_and_a_rerun_asks_the_cache(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url))
+    result, _, rows = sweep.run()
+    assert result.ret == 0, result.stdout.str()
+    assert len(rows) == 8 and all(r["passed"] for r in rows)  # the "bad" arm's too: judged "yes"
+    asked = [r["body"] for r in server.requests]
+    assert len(asked) == 8 and {b["model"] for b in asked} == {"judge-1"}
+    assert all(b["max_tokens"] == 4 for b in asked)
+    outputs = {r["output"] for r in rows}
+    prompts = [b["messages"][-1]["content"] for b in asked]
+    assert {p.split("Answer: ")[1].removesuffix(". Right?") for p in prompts} == outputs
+
+    sweep.out = pytester.path / "again.jsonl"  # a new sweep, the same response cache
+    result, _, again = sweep.run()
+    assert result.ret == 0 and len(again) == 8 and all(r["passed"] for r in again)
+    assert len(server.requests) == 8  # every judge call answered from the cache
+
+
+def test_a_transient_error_on_the_judge_is_retried(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url, n=2))
+    server.push("error", (529, OVERLOADED, {}), times=2)
+    result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
+    assert result.ret == 0, result.stdout.str()
+    assert len(rows) == 4 and all(r["passed"] for r in rows)
+    assert len(server.requests) == 4 + 2
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_quota_error_on_the_judge_stops_the_run_with_status_2(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI, workers: list[str]) -> None:
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url, n=6))
+    server.quota_after = 2
+    result, _, rows = sweep.run(*workers, "--bench-cache", "off", "--bench-concurrency", "1")
+    out = result.stdout.str()
+    assert result.ret == 2, out
+    assert len(rows) == 2 and all(r["passed"] for r in rows)  # no row grades the judge's failure
+    assert out.count("resume with:") == 1
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["reason"] == "exhausted" and "quota" in marker["message"]
+    assert marker["arm"] == "grader"
+
+
+def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    """A refused judge prompt is the item's error row, and a quota error stops the run, even when
+    the scorer catches them and says "wrong". The judge's key, quoted back, is never shown."""
+    pytester.makeconftest("""
+        from pytest_echo_bench import Verdict, scorer
+
+        @scorer("careless", judges=True)
+        def careless(output, example, options, *, judges):
+            try:
+                judges.ask("grader", output)
+            except Exception:
+                return Verdict("wrong", output, "the judge could not say")
+            return Verdict("correct", output, "passed")
+    """)
+    make_spec(pytester, judged_spec(server.base_url, n=3, scorer="careless"))
+    quoted = {"message": f"The key {KEY} may not send this", "type": "invalid_request_error",
+              "code": "invalid_prompt"}
+    server.push("error", (400, quoted, {}))
+    result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
+    assert result.ret == 0, result.stdout.str()  # the sweep is complete; the error row's test fails
+    result.assert_outcomes(passed=5, failed=1)
+    errors = [r for r in rows if r["status"] == "error"]
+    assert len(rows) == 6 and len(errors) == 1 and not any(r["status"] == "wrong" for r in rows)
+    assert errors[0]["detail"].startswith("error: judge grader: HTTP 400 ")
+    assert KEY[4:12] not in sweep.out.read_text() + result.stdout.str()
+
+    server.quota_after = 0
+    sweep.out = pytester.path / "quota.jsonl"
+    result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
+    assert result.ret == 2 and rows == []
+
+
+def test_a_judge_that_cannot_work_here_stops_the_arms_it_grades(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ECHO_JUDGE_KEY")
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url, n=3))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 2 and rows == [] and server.requests == []
+    result.stdout.fnmatch_lines(["*needs an API key: set the environment variable ECHO_JUDGE_KEY*"])
+
+
+def test_judges_are_checked_with_the_spec(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    pytester.makeconftest(GRADED)
+    nowhere = "http://127.0.0.1:9/v1"
+    make_spec(pytester, judged_spec(nowhere).replace("max_tokens: 4", "max_tokns: 4"))
+    result, _, rows = sweep.run()
+    assert result.ret != 0 and rows == []
+    result.stdout.fnmatch_lines(["*unknown openai option 'max_tokns'*"])
+    make_spec(pytester, judged_spec(nowhere).replace("grader:", "good:"))
+    result, _, _ = sweep.run()
+    result.stdout.fnmatch_lines(["*judge 'good' has the name of an arm*"])
+
+
+def test_a_scorer_without_judges_keeps_its_three_arguments() -> None:
+    from pytest_echo_bench.scoring.registry import get_scorer, scorer, takes_judges
+    from pytest_echo_bench.scoring.verdict import Verdict
+
+    @scorer("plain-three")
+    def plain(output: str, example: object, options: dict[str, object]) -> Verdict:
+        return Verdict("correct", output, "passed")
+
+    assert get_scorer("plain-three") is plain and not takes_judges("plain-three")
+    assert not takes_judges("exact")
+    scorer("plain-three", judges=True)(plain)
+    assert takes_judges("plain-three")
+    scorer("plain-three")(plain)  # registered again without judges: called without them
+    assert not takes_judges("plain-three")
