@@ -63,6 +63,7 @@ class ArmContext:
     cache_hits: int = 0
     _asked: dict[tuple[str, str], int] = field(default_factory=dict)
     epoch: int = 1  # the item's epoch: every sub-call samples within it
+    judged: bool = False  # the spec's scorer asks a judge model: ``answer`` cannot use it
 
     def call(self, arm_name: str, prompt: str | None = None) -> str:
         """Ask ``arm_name`` (an arm of this spec) and return its text.
@@ -88,6 +89,8 @@ class ArmContext:
 
     def answer(self, output: str) -> str | None:
         """The answer the spec's scorer would extract from ``output`` (None if unparseable)."""
+        if self.judged:  # extracting an answer must not call a model behind the arm's back
+            raise ValueError("ctx.answer cannot grade with a scorer that asks a judge model")
         return self.scorer(output, self.example, self.scorer_options).answer
 
 
@@ -97,10 +100,11 @@ class PythonArm:
     caller: Caller
     scorer: Scorer
     scorer_options: dict[str, Any]
+    judged: bool = False
 
     def complete(self, request: Request) -> Completion:
         ctx = ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
-                         epoch=request.epoch)
+                         epoch=request.epoch, judged=self.judged)
         result = self.fn(ctx)
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)
@@ -131,7 +135,7 @@ def source_digest(fn: ArmFunction) -> str:
 
 
 def build(arm_spec: ArmSpec, spec: Spec, caller: Caller) -> PythonArm:
-    from pytest_echo_bench.scoring.registry import get_scorer
+    from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
 
     name = arm_spec.options.get("function")
     if not isinstance(name, str):
@@ -144,4 +148,4 @@ def build(arm_spec: ArmSpec, spec: Spec, caller: Caller) -> PythonArm:
                                "register it with @pytest_echo_bench.arm in a conftest.py")
     scorer = get_scorer(spec.scorer)
     assert scorer is not None  # validated when the spec was collected
-    return PythonArm(fn, caller, scorer, spec.scorer_options)
+    return PythonArm(fn, caller, scorer, spec.scorer_options, takes_judges(spec.scorer))

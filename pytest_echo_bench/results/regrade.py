@@ -25,7 +25,7 @@ from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.results.merge import describe_epochs
-from pytest_echo_bench.scoring.registry import get_scorer
+from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
 from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
 from pytest_echo_bench.spec.load import Spec, load_spec
 from pytest_echo_bench.store.files import encode_line, end_line, row_status
@@ -80,6 +80,9 @@ def find_specs(results: Path, meta: Meta | None, given: Sequence[Path],
         spec = load_spec(path, calls=False)  # it calls nothing: an unset ${VAR} of an endpoint is no error
         examples = load_examples(spec)
         check_spec(spec)
+        if takes_judges(spec.scorer):  # regrading calls no model: a judge's grade would be forged
+            raise RegradeError(f"{path}: scorer {spec.scorer!r} asks a judge model, and echo-bench "
+                               "regrade calls none; run the sweep again to grade with the judge")
         specs[spec.benchmark] = (spec, examples)
     if not specs:
         raise SpecError(f"{results} names no spec; pass --spec SPEC")

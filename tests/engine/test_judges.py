@@ -8,6 +8,7 @@ offline simulator, so every request the server sees is a judge's.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -165,3 +166,37 @@ def test_a_scorer_without_judges_keeps_its_three_arguments() -> None:
     assert takes_judges("plain-three")
     scorer("plain-three")(plain)  # registered again without judges: called without them
     assert not takes_judges("plain-three")
+
+
+def test_regrade_refuses_a_scorer_that_asks_a_judge(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    """Regrading calls no model: a judged scorer would raise a TypeError there, shown as a bug."""
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(server.base_url, n=2))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and len(rows) == 4
+    out = pytester.path / "regraded.jsonl"
+    done = pytester.run(sys.executable, "-c", "import sys; from pytest_echo_bench.cli.main import main; "
+                        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))")
+    text = done.stdout.str() + done.stderr.str()
+    assert done.ret != 0 and "internal error" not in text and not out.exists()
+    assert "asks a judge model, and echo-bench regrade calls none" in text
+
+
+def test_a_python_arm_cannot_extract_an_answer_with_a_judged_scorer(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    pytester.makeconftest(GRADED + """
+    from pytest_echo_bench import arm
+
+    @arm("extracts")
+    def extracts(ctx):
+        return str(ctx.answer("4"))
+""")
+    sims = "  good: {provider: sim, accuracy: 1.0}\n  bad: {provider: sim, accuracy: 0.0}\n"
+    spec = judged_spec(server.base_url, n=2)
+    assert sims in spec
+    make_spec(pytester, spec.replace(sims, "  py: {provider: python, function: extracts}\n"))
+    result, _, rows = sweep.run()
+    assert len(rows) == 2 and all(r["status"] == "error" for r in rows), result.stdout.str()
+    assert all("cannot grade with a scorer that asks a judge model" in r["detail"] for r in rows)
+    assert server.requests == []  # nothing was asked behind the arm's back
