@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if opened is not None:  # a resume runs with the options its meta line records, unless told otherwise
         from pytest_echo_bench.plugin.recorded import recorded, resumed
 
-        opts, overridden = resumed(config, opts, recorded(opened.index.meta, resume))
+        opts, overridden = resumed(config, opts, recorded(opened.meta, resume))
         opened.notes.extend(overridden)
     selection = selection_of(config, opts, opened)
     if opened is not None:
