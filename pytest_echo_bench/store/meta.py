@@ -1,11 +1,11 @@
 """The typed parts of a results file's meta line: a benchmark's entry, the selection, the order, the
 decide plan as recorded, the run options, the shard fields, and the line a run appends as it ends.
 
-Every part reads what any of our writers wrote (``from_json``: a key it leaves out is None, a key this
-version does not name is kept in ``extra``) and writes back the same bytes (``to_json``: the keys it
-has, in the order our writers write them, then the others as they came). ``store.checks`` has checked
-the types of the meta line's own fields before these read them; the string keys of the file's fields
-are read here and there only.
+Every part reads what any of our writers wrote (``from_json``: a key it leaves out is None, a key
+this version does not name is kept in ``extra``) and writes back the same bytes (``to_json``: the
+keys it has, in the order our writers write them, then the others as they came). ``store.checks``
+has checked the types of the meta line's own fields before these read them; the string keys of the
+file's fields are read here and there only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from pytest_echo_bench.errors import StoreError
 
 def _split(data: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the fields ``names`` holds, the others in their order)."""
-    return ({k: data[k] for k in names if k in data}, {k: v for k, v in data.items() if k not in names})
+    return (
+        {k: data[k] for k in names if k in data},
+        {k: v for k, v in data.items() if k not in names},
+    )
 
 
 def _joined(part: Any, names: Sequence[str], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -30,9 +33,9 @@ def _joined(part: Any, names: Sequence[str], extra: Mapping[str, Any]) -> dict[s
 
 @dataclass(frozen=True)
 class BenchmarkEntry:
-    """A benchmark's entry in ``benchmarks``: its spec, fingerprint, the digests of its parts, its items
-    (every arm and epoch of each example) and ``epochs`` when more than 1. An imported log has no spec
-    parts, a merge's assumed fingerprint is all a file without a meta line has."""
+    """A benchmark's entry in ``benchmarks``: its spec, fingerprint, the digests of its parts, its
+    items (every arm and epoch of each example) and ``epochs`` when more than 1. An imported log
+    has no spec parts, a merge's assumed fingerprint is all a file without a meta line has."""
 
     spec: str | None = None
     fingerprint: str | None = None
@@ -57,18 +60,29 @@ class BenchmarkEntry:
         return cls(**known, extra=extra)
 
 
-def benchmark_entry(fingerprint: str, *, spec: str | None = None, items: int | None = None,
-                    parts: Mapping[str, str] | None = None, epochs: int = 1) -> BenchmarkEntry:
-    """A benchmark's entry as every writer makes it (a run, an import, a merge's assumed fingerprint):
-    ``epochs`` only when each item is sampled more than once."""
-    return BenchmarkEntry(spec, fingerprint, dict(parts) if parts is not None else None, items,
-                          epochs if epochs > 1 else None)
+def benchmark_entry(
+    fingerprint: str,
+    *,
+    spec: str | None = None,
+    items: int | None = None,
+    parts: Mapping[str, str] | None = None,
+    epochs: int = 1,
+) -> BenchmarkEntry:
+    """A benchmark's entry as every writer makes it (a run, an import, a merge's assumed
+    fingerprint): ``epochs`` only when each item is sampled more than once."""
+    return BenchmarkEntry(
+        spec,
+        fingerprint,
+        dict(parts) if parts is not None else None,
+        items,
+        epochs if epochs > 1 else None,
+    )
 
 
 @dataclass(frozen=True)
 class SelectionRecord:
-    """What a run selected (``selection``): positional args, -k, -m and its shard ("" for none); what a
-    bare ``--bench-resume PATH`` runs again. The first writer had no ``shard``."""
+    """What a run selected (``selection``): positional args, -k, -m and its shard ("" for none);
+    what a bare ``--bench-resume PATH`` runs again. The first writer had no ``shard``."""
 
     args: list[str] | None = None
     keyword: str | None = None
@@ -79,8 +93,9 @@ class SelectionRecord:
     NAMES = ("args", "keyword", "markexpr", "shard")
 
     @classmethod
-    def of(cls, args: Sequence[str], keyword: str | None, markexpr: str | None,
-           shard: str | None) -> SelectionRecord:
+    def of(
+        cls, args: Sequence[str], keyword: str | None, markexpr: str | None, shard: str | None
+    ) -> SelectionRecord:
         """The selection a new sweep records: every field, "" for none."""
         return cls(list(args), keyword or "", markexpr or "", shard or "")
 
@@ -98,7 +113,7 @@ RANDOM, FILE = "random", "file"
 
 @dataclass(frozen=True)
 class OrderRecord:
-    """How the sweep's items are ordered (``order``): ``random`` with its scheme and seed, or ``file``."""
+    """How the sweep's items are ordered (``order``): random, with its scheme and seed, or file."""
 
     order: str | None = None
     scheme: str | None = None
@@ -122,9 +137,9 @@ class OrderRecord:
 
 @dataclass(frozen=True)
 class DecideRecord:
-    """The stop-when-decided plan as the meta line records it (``decide``): its pairs ``[benchmark, a,
-    b]``, ``alpha`` and ``margin``, of the right types; ``analysis.decide.monitor.Plan.read`` says
-    whether it can be used."""
+    """The stop-when-decided plan as the meta line records it (``decide``): its pairs ``[benchmark,
+    a, b]``, ``alpha`` and ``margin``, of the right types; ``analysis.decide.monitor.Plan.read``
+    says whether it can be used."""
 
     pairs: list[list[str]] | None = None
     alpha: float | None = None
@@ -175,9 +190,9 @@ ITEMS, PARTS, MAX_PARTS = "shard_items", "shard_parts", 1_000_000
 
 @dataclass(frozen=True)
 class ShardFields:
-    """What a meta line says of shards (``shards.coverage`` reads it): a shard file's ``shard_scheme``
-    and ``shard_items``; a merge's ``shards``, ``complete`` and how each part ended (``shard_parts``,
-    as recorded: ``shards.parts.PartEnd`` reads each)."""
+    """What a meta line says of shards (``shards.coverage`` reads it): a shard file's
+    ``shard_scheme`` and ``shard_items``; a merge's ``shards``, ``complete`` and how each part ended
+    (``shard_parts``, as recorded: ``shards.parts.PartEnd`` reads each)."""
 
     scheme: int | None = None
     items: int | None = None  # the items the shard's selection holds; None: not recorded
@@ -192,12 +207,23 @@ class ShardFields:
         ``shard_items`` that is not a count, or ``shard_parts`` that is not a bounded list."""
         items, parts = data.get(ITEMS), data.get(PARTS)
         if parts is not None and (not isinstance(parts, list) or len(parts) > MAX_PARTS):
-            raise StoreError(f"{where}: its meta line field {PARTS!r} must be a list of at most {MAX_PARTS} parts")
+            raise StoreError(
+                f"{where}: its meta line field {PARTS!r} must be a list of at most "
+                f"{MAX_PARTS} parts"
+            )
         if items is not None and not (type(items) is int and items >= 0):
-            raise StoreError(f"{where}: its meta line field {ITEMS!r} must be a whole number of 0 or more, "
-                             f"got {items!r:.80}")
-        return cls(data.get("shard_scheme"), items, data.get("shards"), parts, data.get("complete"),
-                   "merged_from" in data or PARTS in data)
+            raise StoreError(
+                f"{where}: its meta line field {ITEMS!r} must be a whole number of 0 or more, "
+                f"got {items!r:.80}"
+            )
+        return cls(
+            data.get("shard_scheme"),
+            items,
+            data.get("shards"),
+            parts,
+            data.get("complete"),
+            "merged_from" in data or PARTS in data,
+        )
 
 
 DECIDED, MERGED = "decided", "merged"
@@ -205,8 +231,9 @@ DECIDED, MERGED = "decided", "merged"
 
 @dataclass(frozen=True)
 class StopRecord:
-    """Why a run stopped, as its end line records it: the stop marker's ``reason`` and ``message``, and
-    its details in the marker's order (a decided stop's ``pairs``, a merge's stopped ``parts``)."""
+    """Why a run stopped, as its end line records it: the stop marker's ``reason`` and ``message``,
+    and its details in the marker's order (a decided stop's ``pairs``, a merge's stopped
+    ``parts``)."""
 
     reason: str = "stopped"
     message: str = ""
@@ -224,8 +251,14 @@ class StopRecord:
         if self.reason != MERGED:
             return False
         parts = self.extra.get("parts")
-        return self.extra.get("parts_decided") is True or (isinstance(parts, list) and any(
-            isinstance(p, dict) and (p.get("reason") == DECIDED or p.get("parts_decided") is True) for p in parts))
+        return self.extra.get("parts_decided") is True or (
+            isinstance(parts, list)
+            and any(
+                isinstance(p, dict)
+                and (p.get("reason") == DECIDED or p.get("parts_decided") is True)
+                for p in parts
+            )
+        )
 
     @classmethod
     def from_json(cls, data: object) -> StopRecord | None:
@@ -238,9 +271,9 @@ class StopRecord:
 
 @dataclass(frozen=True)
 class RunEnd:
-    """The record of a run's end line (``store.files.RUN_END``): the run, when, its stop record (None:
-    it ran to the end, exactly as written), and where an earlier run (or a merged part) stopped when
-    decided ("": never)."""
+    """The record of a run's end line (``store.files.RUN_END``): the run, when, its stop record
+    (None: it ran to the end, exactly as written), and where an earlier run (or a merged part)
+    stopped when decided ("": never)."""
 
     run_id: str
     at: str
@@ -248,8 +281,11 @@ class RunEnd:
     decided: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"run_id": self.run_id, "at": self.at,
-                                  "stopped": dict(self.stopped) if self.stopped else None}
+        record: dict[str, Any] = {
+            "run_id": self.run_id,
+            "at": self.at,
+            "stopped": dict(self.stopped) if self.stopped else None,
+        }
         return {**record, **({"decided": self.decided} if self.decided else {})}
 
     @property
@@ -265,7 +301,9 @@ class RunEnd:
     def from_json(cls, data: Mapping[str, Any]) -> RunEnd:
         """An end line's record as read; what is not of its type reads as nothing recorded."""
         decided, stopped = data.get("decided"), data.get("stopped")
-        return cls(data.get("run_id") if isinstance(data.get("run_id"), str) else "",
-                   data.get("at") if isinstance(data.get("at"), str) else "",
-                   stopped if isinstance(stopped, dict) else None,
-                   decided[:500] if isinstance(decided, str) else "")
+        return cls(
+            data.get("run_id") if isinstance(data.get("run_id"), str) else "",
+            data.get("at") if isinstance(data.get("at"), str) else "",
+            stopped if isinstance(stopped, dict) else None,
+            decided[:500] if isinstance(decided, str) else "",
+        )
