@@ -28,7 +28,8 @@ def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int)
     writer = ResultsWriter(path, identity=ctx.results_id)
     try:
         # A stop when decided stays on the file's record: its fixed-n figures are never valid again.
-        writer.append(end_line(ctx.run_id, utcnow(), _stop_record(path, stopped, stop) or None, before.decided_text))
+        marker = _stop_record(path, stopped, stop) or None
+        writer.append(end_line(ctx.run_id, utcnow(), marker, before.decided_text))
     except StoreError as exc:
         return str(exc)
     finally:
@@ -38,8 +39,10 @@ def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int)
 
 def _stop_record(path: Path, stopped: str, stop: str) -> dict[str, Any]:
     """The stop the end line records: our stop marker's record (without the path it names), or
-    pytest's stop (or a marker the directory refused) as the run says it; {} when it ran to the end."""
-    marker = {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
+    pytest's stop (or a marker the directory refused) as the run says it; {} when it ran to the
+    end."""
+    found = read_json(stop_path(path)) if stopped else {}
+    marker = {k: v for k, v in found.items() if k != "results"}
     if stop and not marker:
         reason, _, message = stop.partition(":")
         marker = {"reason": reason, "message": message.strip()}

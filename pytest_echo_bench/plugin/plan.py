@@ -48,8 +48,10 @@ def kept_plan(opts: BenchOptions, kept: DecideRecord | None) -> tuple[Plan | Non
     plan = Plan.read(kept) if kept is not None else None
     if not opts.decide:
         return (plan if isinstance(plan, Plan) else None), []
-    said = ", ".join(" vs ".join(p[1:]) for p in (kept.pairs if kept is not None else None) or []) or "none"
-    note = f"echo-bench: --bench-stop-when-decided ignored: a resume keeps the pairs its meta line records ({said})"
+    pairs = (kept.pairs if kept is not None else None) or []
+    said = ", ".join(" vs ".join(p[1:]) for p in pairs) or "none"
+    note = ("echo-bench: --bench-stop-when-decided ignored: a resume keeps the pairs its meta line "
+            f"records ({said})")
     return (plan if isinstance(plan, Plan) else None), [note]
 
 

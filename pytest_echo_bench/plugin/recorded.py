@@ -66,7 +66,8 @@ def resumed(config: pytest.Config, opts: BenchOptions,
     return replace(opts, **taken), notes
 
 
-def resume_flags(config: pytest.Config, opts: BenchOptions, options: RunOptions | None) -> list[str]:
+def resume_flags(config: pytest.Config, opts: BenchOptions,
+                 options: RunOptions | None) -> list[str]:
     """The flags a printed resume command needs to run as this run did: each option whose value a
     plain resume would not take by itself (from the record, else the default), and
     ``--bench-retry-errors`` when this run was given it. The budget is the controller's to print

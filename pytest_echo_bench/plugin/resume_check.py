@@ -57,17 +57,19 @@ def check_resume(opts: BenchOptions, found: Meta | None, fingerprints: dict[str,
             )
         entry = recorded.get(name) or BenchmarkEntry()
         now = (parts or {}).get(name) or {}
-        if not opts.allow_mismatch and _changed(entry.fingerprint, fp, now, (specs or {}).get(name)):
+        spec = (specs or {}).get(name)
+        if not opts.allow_mismatch and _changed(entry.fingerprint, fp, now, spec):
             raise pytest.UsageError(
                 f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint "
-                f"{entry.fingerprint}, but the spec now gives {fp}: {what_changed(entry.parts, now)}. "
+                f"{entry.fingerprint}, but the spec now gives {fp}: "
+                f"{what_changed(entry.parts, now)}. "
                 "Start a new results file, or pass --bench-allow-mismatch to append anyway."
             )
 
 
 def _changed(old: str | None, fp: str, now: dict[str, str], spec: Spec | None) -> bool:
-    """Whether the recorded fingerprint ``old`` (None or "": none) is not the spec's ``fp``, nor one it
-    had when the endpoint was part of the fingerprint."""
+    """Whether the recorded fingerprint ``old`` (None or "": none) is not the spec's ``fp``, nor one
+    it had when the endpoint was part of the fingerprint."""
     if not old or old == fp:
         return False
     return not (spec is not None and "dataset" in now and old in accepted(spec, now["dataset"]))

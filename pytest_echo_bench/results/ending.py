@@ -86,7 +86,9 @@ def one(path: Path) -> Collection:
     if record is not None:
         return _ended(RunEnd.from_json(record))
     stop = read_stop(path)
-    marker = {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message} if stop else None
+    if stop is None:
+        return Collection()
+    marker = {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message}
     return _ended(RunEnd("", "", marker))
 
 
@@ -101,5 +103,5 @@ def _ended(end: RunEnd) -> Collection:
     stop, decided = end.stop, end.decided
     if stop is None:
         return Collection(parts_decided=end.merged and bool(decided), decided_before=decided)
-    return Collection(stop.reason, stop.message, stop.pairs, stop.parts_decided or (end.merged and bool(decided)),
-                      decided)
+    parts_decided = stop.parts_decided or (end.merged and bool(decided))
+    return Collection(stop.reason, stop.message, stop.pairs, parts_decided, decided)

@@ -16,7 +16,15 @@ from pytest_echo_bench.results import conflicts
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import MERGED, Collection, one
 from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
-from pytest_echo_bench.shards.coverage import Coverage, Part, check_one_sweep, coverage, ended, merged_fields, part_of
+from pytest_echo_bench.shards.coverage import (
+    Coverage,
+    Part,
+    check_one_sweep,
+    coverage,
+    ended,
+    merged_fields,
+    part_of,
+)
 from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.meta import BenchmarkEntry, benchmark_entry
@@ -47,11 +55,13 @@ def check_fingerprints(metas: Sequence[tuple[Path, Meta | None]], allow_mismatch
             if name in seen and seen[name][0] != fp and not allow_mismatch:
                 first, where, before = seen[name]
                 # Each file's parts say what differs (an older file records none: "different specs" only).
-                said = changed_parts(before, parts) if before is not None and parts is not None else []
+                both = before is not None and parts is not None
+                said = changed_parts(before, parts) if both else []
                 what = f" (changed: {', '.join(said)})" if said else ""
-                raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {where} has "
-                                 f"{first}: these files come from different specs{what} and cannot be merged "
-                                 "(--allow-mismatch merges them under a fingerprint no spec gives)")
+                raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {where} "
+                                 f"has {first}: these files come from different specs{what} and cannot "
+                                 "be merged (--allow-mismatch merges them under a fingerprint no "
+                                 "spec gives)")
             seen.setdefault(name, (fp, path, parts))
 
 
@@ -101,8 +111,9 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
 def _count_conflicts(merged: Merged, scans: Sequence[Scan], paths: Sequence[Path]) -> None:
     """The duplicates and the changed verdicts the files hold, as printed and as recorded."""
     merged.duplicates = sum(scan[2] for scan in scans)
-    merged.conflicts = [_conflict(key, older, newer, paths) for scan in scans for key, older, newer in scan[3]]
-    merged.found = [Conflict(key, older[2], newer[2]) for scan in scans for key, older, newer in scan[3]]
+    changed = [(key, older, newer) for scan in scans for key, older, newer in scan[3]]
+    merged.conflicts = [_conflict(key, older, newer, paths) for key, older, newer in changed]
+    merged.found = [Conflict(key, older[2], newer[2]) for key, older, newer in changed]
 
 
 def _end_lines(paths: Sequence[Path], ends: Sequence[Collection]) -> list[bytes]:
@@ -113,8 +124,8 @@ def _end_lines(paths: Sequence[Path], ends: Sequence[Collection]) -> list[bytes]
 
 def _checked_metas(paths: Sequence[Path], scans: Sequence[Scan], assumed: Assumed | None,
                    allow_mismatch: bool) -> list[tuple[Path, Meta | None]]:
-    """Each file's meta line, with the fingerprints the user assumed for its rows, checked to come from
-    one spec per benchmark."""
+    """Each file's meta line, with the fingerprints the user assumed for its rows, checked to come
+    from one spec per benchmark."""
     # Files none of which records a fingerprint (the parent harness's, with or without a meta line):
     # their rows cannot take on another file's, and the merged file records none either, so a resume
     # refuses it as it refuses them (``plugin.context``).
@@ -263,7 +274,8 @@ def _mismatched(meta: Meta | None, metas: list[Meta | None]) -> Meta | None:
     for name, fps in found.items():
         if len(fps) > 1:
             fingerprint = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
-            benchmarks[name] = replace(benchmarks.get(name) or BenchmarkEntry(), fingerprint=fingerprint, parts=None)
+            entry = benchmarks.get(name) or BenchmarkEntry()
+            benchmarks[name] = replace(entry, fingerprint=fingerprint, parts=None)
     fingerprints = {name: str(entry.fingerprint) for name, entry in benchmarks.items()}
     return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints))
 
@@ -308,6 +320,7 @@ def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None
     # A part's decide plan heads the merged file whichever part it is: the report replays it, and its
     # gates read the anytime-valid figures where a part stopped when decided.
     decide = meta.decide or next((m.decide for m in present if m.decide), None)
+    # The merged file stands for the whole sweep: no shard of it.
     return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark, decide=decide,
-                   selection=replace(meta.selection, shard=""),  # the merged file stands for the whole sweep
+                   selection=replace(meta.selection, shard=""),
                    extra={**{k: v for k, v in meta.extra.items() if k not in SHARD_FIELDS}, "merged_from": [str(p) for p in paths]})

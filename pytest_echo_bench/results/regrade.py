@@ -262,11 +262,13 @@ def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Met
     for name, entry in benchmarks.items():
         bench = benches.get(name)
         if bench is not None and bench.verified:
-            benchmarks[name] = replace(entry, parts=dict(bench.parts), fingerprint=bench.fingerprint)
+            benchmarks[name] = replace(entry, parts=dict(bench.parts),
+                                       fingerprint=bench.fingerprint)
         elif bench is not None:
             # The arms are unproven: a fingerprint no spec gives, so resume refuses it until the user
             # says (--bench-allow-mismatch) that the current arms are the ones the rows came from.
-            unproven = combine({"recorded": str(entry.fingerprint), "regraded_scorer": bench.parts["scorer"]})
+            unproven = combine({"recorded": str(entry.fingerprint),
+                                "regraded_scorer": bench.parts["scorer"]})
             benchmarks[name] = replace(entry, fingerprint=unproven)
     fingerprints = {name: str(entry.fingerprint) for name, entry in benchmarks.items()}
     at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

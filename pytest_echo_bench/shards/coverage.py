@@ -57,19 +57,21 @@ def part_of(path: Path | str, meta: Meta | None) -> Part:
     fields = meta.shard_fields(where)
     sweep = _sweep(meta.selection, meta.benchmarks)
     ends = recorded_parts(fields, where)
-    shards = _shards(fields.shards or ([meta.selection.shard] if meta.selection.shard else []), where)
+    own = [meta.selection.shard] if meta.selection.shard else []
+    shards = _shards(fields.shards or own, where)
     total, got = (shards[0][1] if shards else 0), frozenset(k for k, _ in shards)
-    if fields.complete is True:  # a merge that had them all (or a whole file among them): it keeps their names
+    # A merge that had them all (or a whole file among them): it keeps their names.
+    if fields.complete is True:
         return Part(str(path), total, got, fields.scheme or SCHEME, sweep, True, ends, merged=True)
     scheme = fields.scheme or (OLD_SCHEME if shards else SCHEME)
-    return Part(str(path), total, got, scheme, sweep, whole=not shards, ends=ends, expected=fields.items,
-                merged=fields.merged)
+    return Part(str(path), total, got, scheme, sweep, whole=not shards, ends=ends,
+                expected=fields.items, merged=fields.merged)
 
 
 def _sweep(selection: SelectionRecord, benchmarks: Mapping[str, object]) -> tuple[str, ...]:
     """What every shard of one sweep records alike: its selection and its benchmarks."""
-    return (*(selection.args or []), f"-k {selection.keyword or ''}", f"-m {selection.markexpr or ''}",
-            f"benchmarks {'+'.join(sorted(benchmarks))}")
+    return (*(selection.args or []), f"-k {selection.keyword or ''}",
+            f"-m {selection.markexpr or ''}", f"benchmarks {'+'.join(sorted(benchmarks))}")
 
 
 def _shards(labels: Sequence[str], where: str) -> list[ShardKey]:
@@ -77,7 +79,8 @@ def _shards(labels: Sequence[str], where: str) -> list[ShardKey]:
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
-        raise StoreError(f"{where}: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
+        raise StoreError(f"{where}: its meta line records shards {', '.join(labels)}, which are "
+                         "not K/N of one N")
     return shards
 
 
@@ -155,9 +158,11 @@ def coverage(parts: Iterable[Part], held: Mapping[ShardKey, int] | None = None) 
     groups, covered = _groups(parts)
     shards = {(k, n) for (n, _, _), got in groups.items() for k in got}
     missing = {(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got}
-    ends = list(dict.fromkeys(end for part in parts for end in part.ends))  # a file given twice is listed once
+    # A file given twice is listed once.
+    ends = list(dict.fromkeys(end for part in parts for end in part.ends))
     unfinished = {kn for kn in shards - covered if not _whole(kn, ends, held)}
-    return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing), _ordered(unfinished), ends)
+    return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing),
+                    _ordered(unfinished), ends)
 
 
 Group = tuple[int, int, tuple[str, ...]]  # (N, scheme, sweep): the shards of one split of one sweep
@@ -179,7 +184,8 @@ def _groups(parts: Sequence[Part]) -> tuple[dict[Group, set[int]], set[ShardKey]
 
 def _whole(kn: ShardKey, ends: Sequence[PartEnd], held: Mapping[ShardKey, int] | None) -> bool:
     """Whether shard ``kn`` is all here: its rows held against the items it selects."""
-    return shard_whole([e for e in ends if e.shard == _label(kn)], None if held is None else held.get(kn, 0))
+    mine = [e for e in ends if e.shard == _label(kn)]
+    return shard_whole(mine, None if held is None else held.get(kn, 0))
 
 
 def merged_fields(cover: Coverage) -> dict[str, Any]:

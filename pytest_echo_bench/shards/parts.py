@@ -25,7 +25,7 @@ from pytest_echo_bench.store.meta import ShardFields
 
 RAN, STOPPED, KILLED, EMPTY = "ran-to-end", "stopped", "killed", "empty"
 HOWS = (RAN, STOPPED, KILLED, EMPTY)
-# A shard file's meta line: the items its shard selects; a merged file's: how each of its parts ended.
+# A shard file's meta line: the items its shard selects; a merged file's: how each part ended.
 ITEMS, FIELD = shard_meta.ITEMS, shard_meta.PARTS
 UNFINISHED = "unfinished_shards"  # a merged file's meta line: the shards held but not whole
 

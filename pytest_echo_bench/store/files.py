@@ -207,7 +207,8 @@ def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None, decided: s
     """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end;
     ``decided``, where an earlier run of the file (or a part merged into it) stopped when decided: carried
     from end line to end line, so the file never forgets it (``results.ending``)."""
-    return encode_line({"_meta": True, RUN_END: meta.RunEnd(run_id, at, stopped, decided).to_json()})
+    record = meta.RunEnd(run_id, at, stopped, decided).to_json()
+    return encode_line({"_meta": True, RUN_END: record})
 
 
 END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held

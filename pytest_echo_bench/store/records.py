@@ -40,7 +40,7 @@ class Meta:
     fsync: str = "end"
     rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
     order: OrderRecord | None = None  # how items were ordered (plugin.order); None: file order
-    decide: DecideRecord | None = None  # the stop-when-decided plan (analysis.decide.monitor.Plan); None: none
+    decide: DecideRecord | None = None  # the stop-when-decided plan (``Plan``); None: none
     schema: int = SCHEMA
     # Fields of a line this class does not name (the run options, the shard fields, merge's
     # merged_from, regrade's regraded_from, a newer writer's): kept in their order, so a meta line
@@ -53,8 +53,8 @@ class Meta:
             "benchmarks": {name: entry.to_json() for name, entry in self.benchmarks.items()},
             "spec_files": self.spec_files, "fingerprint": self.fingerprint, "arms": self.arms,
             "selection": self.selection.to_json(), "run_id": self.run_id,
-            "plugin_version": self.plugin_version, "created_at": self.created_at, "fsync": self.fsync,
-            "rootdir": self.rootdir}
+            "plugin_version": self.plugin_version, "created_at": self.created_at,
+            "fsync": self.fsync, "rootdir": self.rootdir}
         # Absent when unset: such a line is what older readers know.
         for name, part in (("order", self.order), ("decide", self.decide)):
             if part is not None and (data := part.to_json()):
@@ -94,8 +94,8 @@ class Meta:
 
 
 OPTIONS = "options"  # the meta line's run options (``plugin.recorded``)
-_EMPTY: dict[str, Any] = {"benchmark": "", "spec_files": [], "fingerprint": "", "arms": {}, "run_id": "",
-                          "plugin_version": "", "created_at": ""}
+_EMPTY: dict[str, Any] = {"benchmark": "", "spec_files": [], "fingerprint": "", "arms": {},
+                          "run_id": "", "plugin_version": "", "created_at": ""}
 
 
 @dataclass

@@ -242,4 +242,5 @@ def test_every_value_a_run_writes_is_read_back(options: dict[str, object]) -> No
 
     found = recorded(Meta.from_json({"_meta": True, "options": options}), "r.jsonl")
     assert found is not None and found.to_json() == options
-    assert recorded(Meta.from_json({"_meta": True}), "r.jsonl") is None  # a file from before the record
+    # A file from before the record:
+    assert recorded(Meta.from_json({"_meta": True}), "r.jsonl") is None

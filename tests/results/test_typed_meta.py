@@ -46,13 +46,15 @@ def test_merge_gives_a_meta_that_keeps_what_it_does_not_name(tmp_path: Path) -> 
     write_whole(out, merged.meta, merged.lines)
     line = json.loads(out.read_text().splitlines()[0])
     assert line["from_a_newer_writer"] == {"kept": True} and line["merged_from"] == [str(first), str(second)]
-    assert "extra" not in line and Meta.from_json(line).to_json()["benchmarks"] == META["benchmarks"]
+    assert "extra" not in line
+    assert Meta.from_json(line).to_json()["benchmarks"] == META["benchmarks"]
 
 
 def test_merge_of_a_file_without_a_meta_line_types_the_assumed_one(tmp_path: Path) -> None:
     bare = results(tmp_path / "bare.jsonl", None, row("q0", True))
     merged = merge([bare], {"demo": "f9"})
-    assert merged.meta is not None and merged.meta.benchmarks == {"demo": BenchmarkEntry(fingerprint="f9")}
+    assert merged.meta is not None
+    assert merged.meta.benchmarks == {"demo": BenchmarkEntry(fingerprint="f9")}
     assert merged.meta.extra["assumed_fingerprints"] == {"demo": "f9"} and merged.meta.benchmark == "demo"
 
 

@@ -273,8 +273,9 @@ def import_meta(done: Sequence[Read], arms: dict[str, list[str]], items: dict[st
                   for name in arms}
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     meta = Meta(benchmark="+".join(sorted(benchmarks)), benchmarks=benchmarks, spec_files=[],
-                fingerprint=_digest(sorted((n, b.fingerprint) for n, b in benchmarks.items())), arms=arms,
-                selection=SelectionRecord.of([], None, None, None), run_id=f"import-{uuid.uuid4().hex}",
+                fingerprint=_digest(sorted((n, b.fingerprint) for n, b in benchmarks.items())),
+                arms=arms, selection=SelectionRecord.of([], None, None, None),
+                run_id=f"import-{uuid.uuid4().hex}",
                 plugin_version=__version__, created_at=now, extra={"imported_from": [_source(r) for r in done]})
     return meta.to_json()
 
