@@ -27,7 +27,7 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
     pairs a sweep looks at are fixed before its first look.
     """
     if found is not None:
-        return kept_plan(opts, found.decide)
+        return _kept_plan(opts, found.decide)
     pairs = _spec_pairs(specs)
     alpha, margin = _level(specs)
     try:
@@ -42,7 +42,7 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
     return Plan(tuple(dict.fromkeys(pairs)), alpha, margin), []
 
 
-def kept_plan(opts: BenchOptions, kept: DecideRecord | None) -> tuple[Plan | None, list[str]]:
+def _kept_plan(opts: BenchOptions, kept: DecideRecord | None) -> tuple[Plan | None, list[str]]:
     """A resume's plan: the one its meta line records (None when it records none, or one no report
     could use), and a note when the command line asks for pairs."""
     plan = Plan.read(kept) if kept is not None else None
