@@ -59,7 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an ordinary test suite: nothing of ours runs, no setting of ours is read
     # Imported by their full names, never as attributes of this package: a process that drops
     # and re-imports modules between sessions (pytester does) must get the current ones.
-    from pytest_echo_bench.plugin.context import build_context, open_resume, selection_of
+    from pytest_echo_bench.plugin.context import build_context
+    from pytest_echo_bench.plugin.opening import open_resume, selection_of
     from pytest_echo_bench.plugin.register import controller
 
     opts = options.resolve(config)
@@ -67,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if opened is not None:  # a resume runs with the options its meta line records, unless told otherwise
         from pytest_echo_bench.plugin.recorded import recorded, resumed
 
-        opts, overridden = resumed(config, opts, recorded(opened.index.meta, resume))
+        opts, overridden = resumed(config, opts, recorded(opened.meta, resume))
         opened.notes.extend(overridden)
     selection = selection_of(config, opts, opened)
     if opened is not None:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shlex
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,20 +18,28 @@ from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
+from pytest_echo_bench.analysis.decide.monitor import Plan
 from pytest_echo_bench.analysis.gates import bind_gates
 from pytest_echo_bench.plugin import budget
+from pytest_echo_bench.plugin.opening import COUNTED, Opened, Selection, own, writes
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.plan import decide_plan
 from pytest_echo_bench.plugin.recorded import record, recorded, run_order
-from pytest_echo_bench.plugin.resume_check import check_resume, refuse_unfingerprinted
-from pytest_echo_bench.plugin.shard import refuse_empty_shards, refuse_partial_gate, resumed_shard, shard_fields
+from pytest_echo_bench.plugin.resume_check import check_resume
+from pytest_echo_bench.plugin.shard import refuse_empty_shards, shard_fields
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path, torn_path
+from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path
 from pytest_echo_bench.store.owner import Ownership
-from pytest_echo_bench.store.reader import ResultsIndex, parse_line
-from pytest_echo_bench.store.records import KeySet, Meta
-from pytest_echo_bench.store.tally import FileTally
-from pytest_echo_bench.store.writer import ResultsWriter, repair
+from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.meta import (
+    DecideRecord,
+    OrderRecord,
+    RunOptions,
+    SelectionRecord,
+    benchmark_entry,
+)
+from pytest_echo_bench.store.records import OPTIONS, KeySet, Meta
+from pytest_echo_bench.store.writer import ResultsWriter
 
 
 @dataclass
@@ -53,142 +61,184 @@ class RunContext:
     budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
     budget_limits: dict[str, float | None] = field(default_factory=dict)  # its limits, from the options and specs
     notes: list[str] = field(default_factory=list)
-    order: dict[str, Any] = field(default_factory=dict)  # the meta line's ``order`` (plugin.order)
-    decide: dict[str, Any] = field(default_factory=dict)  # the meta line's stop-when-decided plan, or {}
-    options: dict[str, Any] = field(default_factory=dict)  # the run options a plain resume takes (plugin.recorded)
+    # The stop-when-decided plan the controller watches (plugin.deciding); None: none, and on every
+    # worker, which never watches it (the meta line carries it as recorded).
+    decide: Plan | None = None
 
     @property
     def stop_marker(self) -> Path:
         return stop_path(self.results)
 
+    @property
+    def options(self) -> RunOptions | None:
+        """The run options a plain resume takes (plugin.recorded): checked when this run began."""
+        return self.meta.run_options()
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON for xdist's ``workerinput``; ``from_json`` reads it back on a worker."""
-        return {**asdict(self), "meta": self.meta.to_json()}
+        handed = {name: getattr(self, name) for name in _HANDED}
+        return {**handed, "meta": self.meta.to_json()}
 
     @classmethod
     def from_json(cls, handed: dict[str, Any]) -> RunContext:
         return cls(**{**handed, "meta": Meta.from_json(handed["meta"], "the controller's meta line")})
 
 
+_HANDED = tuple(f.name for f in fields(RunContext) if f.name not in ("meta", "decide"))
 RECORDED = pytest.StashKey[KeySet]()  # the controller's (or serial run's) resume keys
-COUNTED = pytest.StashKey[FileTally]()  # and its counts of the file, read in the same pass
 SPEC_CACHE = pytest.StashKey[dict[Path, Loaded]]()  # specs parsed once per process (context, collection)
 
 
 @dataclass
-class Selection:
-    """What a run selects: positional args, -k, -m and the shard."""
+class Specs:
+    """The specs of a run that load, per benchmark: each spec and its items, its fingerprint and the
+    digests of its parts."""
 
-    args: list[str]
-    keyword: str | None
-    markexpr: str | None
-    shard: str | None
+    loaded: dict[str, tuple[Spec, int]]
+    fingerprints: dict[str, str]
+    parts: dict[str, dict[str, str]]
+
+    @property
+    def by_name(self) -> dict[str, Spec]:
+        return {name: spec for name, (spec, _) in self.loaded.items()}
+
+    @property
+    def arms(self) -> dict[str, list[str]]:
+        return {name: list(spec.arms) for name, (spec, _) in self.loaded.items()}
 
 
-@dataclass
-class Opened:
-    """A results file opened for resume: its index, read once, and what to tell the user."""
-
-    path: str
-    index: ResultsIndex
-    notes: list[str]
-
-
-def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path], selection: Selection,
-                  opened: Opened | None) -> RunContext:
+def build_context(config: pytest.Config, opts: BenchOptions, specs: list[Path],
+                  selection: Selection, opened: Opened | None) -> RunContext:
     """Controller only: decide the results file, write down the meta line, check a resume."""
-    rootdir = config.rootpath
-    fingerprints, parts, loaded = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
-    if loaded:  # before the file is taken or started: the same command, corrected, runs as new
-        try:
-            bind_gates(opts.gates, {n: list(s.arms) for n, (s, _) in loaded.items()})
-        except ValueError as exc:
-            raise pytest.UsageError(f"--bench-{exc}") from None  # "--bench-gate 'RULE': what is wrong"
-    budget.refuse_unpriced(opts.budget_usd, {n: s for n, (s, _) in loaded.items()})
-    cache = config.stash[SPEC_CACHE]  # the specs ``_fingerprints`` parsed, with their examples
-    examples = list({id(cache[p]): cache[p] for p in specs if p in cache and cache[p][0].benchmark in loaded}.values())
+    bench, examples = _checked_specs(config, opts, specs)
     if opened is None:
         refuse_empty_shards(selection.shard, examples)
-    arms = {n: list(s.arms) for n, (s, _) in loaded.items()}
-    found = opened.index.meta if opened is not None else None
+    found = opened.meta if opened is not None else None
     order, notes = run_order(opts, found)
     options = recorded(found, str(opts.resume)) if opened is not None else record(opts)
-    try:
-        plan, more = decide_plan(opts, {n: s for n, (s, _) in loaded.items()}, arms, found, order)
-    except pytest.UsageError:
-        _broken_first(specs, config.stash[SPEC_CACHE])  # a pair of a broken spec's arms: that spec's error says why
-        raise
-    notes += more
-    run_id = uuid.uuid4().hex[:12]
+    plan, more = _plan(config, opts, specs, bench, found, order)
     created = datetime.now(UTC)
-    names = sorted(loaded) or [p.stem for p in specs]
-    base = results_dir(rootdir, create=_writes(config) and (not (opts.resume or opts.out) or opts.cache == ""))
-    results = opts.resume or opts.out or str(base / f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl")
-    meta = Meta(
-        benchmark="+".join(names), benchmarks={n: _bench_info(s, c, rootdir, fingerprints[n], parts[n])
-                                               for n, (s, c) in loaded.items()},
-        spec_files=[_rel(p, rootdir) for p in specs], fingerprint=combine(fingerprints),
-        arms=arms,
-        selection={"args": [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args],
-                   "keyword": selection.keyword or "", "markexpr": selection.markexpr or "", "shard": selection.shard or ""},
-        run_id=run_id, plugin_version=__version__, created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        fsync=opts.fsync, rootdir=str(rootdir), order=order, decide=plan,
-        extra={**shard_fields(selection.shard, examples, selection.args, selection.keyword, selection.markexpr, rootdir),
-               **({"options": options} if options else {})},
-    )
-    ctx = RunContext(str(Path(results).resolve()), run_id, [str(p) for p in specs], meta,
-                     args=selection.args, keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
-                     notes=(opened.notes if opened else []) + notes, retry_errors=opts.retry_errors, order=order, decide=plan, options=options,
-                     cache=opts.cache if opts.cache != "" else str(default_cache(base, _writes(config) and base.is_dir())))
-    if opened is not None:
-        check_resume(opts, opened.index, fingerprints, parts, {n: s for n, (s, _) in loaded.items()})
-        ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
-        config.stash[RECORDED] = opened.index.keys  # deselection in this process needs no second read
-    elif _writes(config):
-        _own(config, ctx.results)
-        ctx.notes += _refuse_existing(Path(ctx.results))
-    owner = config.pluginmanager.get_plugin("echo-bench-owner")
-    ctx.results_id = owner.identity if isinstance(owner, Ownership) else None
-    if _writes(config):
-        for stale in (ctx.stop_marker, lost_path(ctx.results)):
-            with contextlib.suppress(OSError):  # an unwritable directory is reported by the first append
-                stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
-        if loaded:  # specs that all failed to load are collection errors: no file for them
-            # The ledger first: a budget that cannot be kept is a usage error before the meta line, so the
-            # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
-            with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
-                Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
-            specs_of = {n: s for n, (s, _) in loaded.items()}
-            ctx.budget_limits = budget.start(ctx.results, opts.budget_usd, specs_of, config.stash.get(COUNTED, None),
-                                             ctx.shard, lambda name: _longest(specs_of[name], config.stash[SPEC_CACHE]),
-                                             str((found or {}).get("run_id") or run_id))  # the sweep: its first run's id
-            ctx.budget = bool(ctx.budget_limits)
-            ctx.notes += budget.split_note(specs_of, ctx.shard) if ctx.budget else []
-            ctx.run_start = _start_file(ctx, opts)
+    names = sorted(bench.loaded) or [p.stem for p in specs]
+    base, results = _results_path(config, opts, created, names)
+    meta = _meta(config, opts, specs, selection, bench, examples, created, names)
+    recorded_options = {OPTIONS: options.to_json()} if options is not None else {}
+    meta = replace(meta, order=order, decide=_recorded_plan(found, plan),
+                   extra={**meta.extra, **recorded_options})
+    ctx = RunContext(results, meta.run_id, [str(p) for p in specs], meta, args=selection.args,
+                     keyword=selection.keyword, markexpr=selection.markexpr, shard=selection.shard,
+                     notes=(opened.notes if opened else []) + notes + more,
+                     retry_errors=opts.retry_errors, decide=plan, cache=_cache(config, opts, base))
+    _take_file(config, opts, ctx, bench, opened, found)
+    if writes(config):
+        _start_run(config, opts, ctx, bench, found)
     return ctx
 
 
-def _bench_info(spec: Spec, items: int, rootdir: Path, fingerprint: str, parts: dict[str, str]) -> dict[str, Any]:
-    """A benchmark's entry in the meta line; ``epochs`` only when the spec samples each item more than once."""
-    info: dict[str, Any] = {"spec": _rel(spec.path, rootdir), "fingerprint": fingerprint, "parts": parts, "items": items}
-    if spec.epochs > 1:
-        info["epochs"] = spec.epochs
-    return info
+def _results_path(config: pytest.Config, opts: BenchOptions, created: datetime,
+                  names: list[str]) -> tuple[Path, str]:
+    """The results directory (made when this run writes there) and the results file's path."""
+    create = writes(config) and (not (opts.resume or opts.out) or opts.cache == "")
+    base = results_dir(config.rootpath, create=create)
+    named = f"{created:%Y%m%dT%H%M%SZ}_{'+'.join(names)[:80]}.jsonl"
+    return base, str(Path(opts.resume or opts.out or str(base / named)).resolve())
 
 
-def _writes(config: pytest.Config) -> bool:
-    """Whether this run writes the results file (collecting only reads, and never takes the file)."""
-    return not config.option.collectonly
-
-
-def _own(config: pytest.Config, results: str) -> None:
-    """Take the results file for this run, before anything reads or repairs it; released at unconfigure."""
-    ownership = Ownership(results)
+def _plan(config: pytest.Config, opts: BenchOptions, specs: list[Path], bench: Specs,
+          found: Meta | None, order: OrderRecord) -> tuple[Plan | None, list[str]]:
+    """The run's decide plan (``plugin.plan``); a pair of a broken spec's arms: that spec's error
+    says why."""
     try:
-        ownership.acquire()
-    except StoreError as exc:
-        raise pytest.UsageError(f"echo-bench: {exc}") from exc
-    config.pluginmanager.register(ownership, "echo-bench-owner")
+        return decide_plan(opts, bench.by_name, bench.arms, found, order)
+    except pytest.UsageError:
+        _broken_first(specs, config.stash[SPEC_CACHE])
+        raise
+
+
+def _recorded_plan(found: Meta | None, plan: Plan | None) -> DecideRecord | None:
+    """The plan the meta line records: a resume's as its file has it, a new sweep's own."""
+    if found is not None:
+        return found.decide
+    return plan.record() if plan is not None else None
+
+
+def _cache(config: pytest.Config, opts: BenchOptions, base: Path) -> str | None:
+    """The response cache's path: the one given, or the default beside the results directory."""
+    if opts.cache != "":
+        return opts.cache
+    return str(default_cache(base, writes(config) and base.is_dir()))
+
+
+def _checked_specs(config: pytest.Config, opts: BenchOptions,
+                   specs: list[Path]) -> tuple[Specs, list[Loaded]]:
+    """The run's specs, loaded once, their gates and budget checked before the file is taken or
+    started: the same command, corrected, runs as new. With them, the loaded specs' examples."""
+    bench = _fingerprints(specs, config.stash.setdefault(SPEC_CACHE, {}))
+    if bench.loaded:
+        try:
+            bind_gates(opts.gates, bench.arms)
+        except ValueError as exc:  # "--bench-gate 'RULE': what is wrong"
+            raise pytest.UsageError(f"--bench-{exc}") from None
+    budget.refuse_unpriced(opts.budget_usd, bench.by_name)
+    cache = config.stash[SPEC_CACHE]  # the specs ``_fingerprints`` parsed, with their examples
+    examples = {id(cache[p]): cache[p] for p in specs
+                if p in cache and cache[p][0].benchmark in bench.loaded}
+    return bench, list(examples.values())
+
+
+def _meta(config: pytest.Config, opts: BenchOptions, specs: list[Path], selection: Selection,
+          bench: Specs, examples: list[Loaded], created: datetime, names: list[str]) -> Meta:
+    """The meta line a new sweep writes (``build_context`` adds its order, plan and options)."""
+    rootdir = config.rootpath
+    args = [_rel_arg(a, config.invocation_params.dir, rootdir) for a in selection.args]
+    entries = {name: benchmark_entry(bench.fingerprints[name], spec=_rel(spec.path, rootdir),
+                                     items=items, parts=bench.parts[name], epochs=spec.epochs)
+               for name, (spec, items) in bench.loaded.items()}
+    shard = shard_fields(selection.shard, examples, selection.args, selection.keyword,
+                         selection.markexpr, rootdir)
+    return Meta(
+        benchmark="+".join(names), benchmarks=entries, spec_files=[_rel(p, rootdir) for p in specs],
+        fingerprint=combine(bench.fingerprints), arms=bench.arms,
+        selection=SelectionRecord.of(args, selection.keyword, selection.markexpr, selection.shard),
+        run_id=uuid.uuid4().hex[:12], plugin_version=__version__,
+        created_at=created.isoformat(timespec="seconds").replace("+00:00", "Z"), fsync=opts.fsync,
+        rootdir=str(rootdir), extra=shard)
+
+
+def _take_file(config: pytest.Config, opts: BenchOptions, ctx: RunContext, bench: Specs,
+               opened: Opened | None, found: Meta | None) -> None:
+    """A resume's file checked against the specs and its keys kept for deselection; a new sweep's
+    file taken for this run (and refused when it holds a sweep)."""
+    if opened is not None:
+        check_resume(opts, found, bench.fingerprints, bench.parts, bench.by_name)
+        ctx.resume_upto, ctx.resume_recorded = opened.index.size, len(opened.index.keys)
+        config.stash[RECORDED] = opened.index.keys  # deselection here needs no second read
+    elif writes(config):
+        own(config, ctx.results)
+        ctx.notes += _refuse_existing(Path(ctx.results))
+    owner = config.pluginmanager.get_plugin("echo-bench-owner")
+    ctx.results_id = owner.identity if isinstance(owner, Ownership) else None
+
+
+def _start_run(config: pytest.Config, opts: BenchOptions, ctx: RunContext, bench: Specs,
+               found: Meta | None) -> None:
+    """Clear an earlier run's markers, start the budget's ledger, and write the meta line."""
+    for stale in (ctx.stop_marker, lost_path(ctx.results)):
+        with contextlib.suppress(OSError):  # an unwritable directory: the first append says so
+            stale.unlink(missing_ok=True)  # a marker of an earlier run would stop or slow this one
+    if not bench.loaded:  # specs that all failed to load are collection errors: no file for them
+        return
+    # The ledger first: a budget that cannot be kept is a usage error before the meta line, so the
+    # same command, corrected, runs as a new sweep (not "the file already holds a sweep").
+    with contextlib.suppress(OSError):  # the writer reports a directory it cannot make
+        Path(ctx.results).parent.mkdir(parents=True, exist_ok=True)
+    specs_of, cache = bench.by_name, config.stash[SPEC_CACHE]
+    sweep = (found.run_id if found is not None else "") or ctx.run_id  # its first run's id
+    ctx.budget_limits = budget.start(ctx.results, opts.budget_usd, specs_of,
+                                     config.stash.get(COUNTED, None), ctx.shard,
+                                     lambda name: _longest(specs_of[name], cache), sweep)
+    ctx.budget = bool(ctx.budget_limits)
+    ctx.notes += budget.split_note(specs_of, ctx.shard) if ctx.budget else []
+    ctx.run_start = _start_file(ctx, opts)
 
 
 def _refuse_existing(path: Path) -> list[str]:
@@ -233,124 +283,22 @@ def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
     return Path(ctx.results).stat().st_size
 
 
-def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
-    """Repair a torn tail, then read the file once: the keys to deselect and the per-arm counts."""
-    path = str(opts.resume)
-    file = Path(path)
-    if not file.is_file():
-        raise pytest.UsageError(f"--bench-resume {path}: no such results file")
-    if not opts.allow_mismatch:
-        refuse_unfingerprinted(file, path)
-    if _writes(config):
-        _own(config, str(file.resolve()))
-    try:
-        cut = repair(file) if _writes(config) else 0  # collecting only never changes the file
-        # One pass gives the keys to deselect and the per-arm counts the run starts from.
-        counted = config.stash[COUNTED] = FileTally()
-        counted.update(file, strict=True)
-        index = ResultsIndex(counted.meta, counted.recorded(opts.retry_errors), file.stat().st_size)
-    except (StoreError, OSError) as exc:
-        raise pytest.UsageError(f"--bench-resume: {exc}") from exc
-    notes = [f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in {torn_path(path)})"] if cut else []
-    if opts.retry_errors:
-        again = sum(map(len, counted.codes.values())) - len(index.keys)
-        notes.append(f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is an error run again; "
-                     "their old rows stay, the newest row of each item counts")
-    return Opened(path, index, notes)
-
-
-def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:
-    """Positional args, -k, -m and the shard; a bare ``--bench-resume PATH`` takes them from the meta line."""
-    args, keyword, markexpr = list(config.args), config.option.keyword or None, config.option.markexpr or None
-    shard = str(opts.shard) if opts.shard else None
-    found = opened.index.meta if opened else None
-    meta = _typed(found, str(opts.resume))
-    if meta is not None and config.args_source != pytest.Config.ArgsSource.ARGS:
-        recorded = meta.selection
-        base = _meta_base(config, meta)
-        args = [_inside(config, opts, base, a) for a in recorded.get("args") or meta.spec_files]
-        keyword = keyword or recorded.get("keyword") or None
-        markexpr = markexpr or recorded.get("markexpr") or None
-    if opened is not None:  # with positional args too: a shard file resumes as its own shard, or not at all
-        shard = resumed_shard(meta, opts.shard, str(opts.resume))
-    refuse_partial_gate(shard, len(opts.gates), opts.allow_partial)
-    return Selection(args, keyword, markexpr, shard)
-
-
-def _trusted_root(config: pytest.Config) -> Path:
-    """Where the meta line's paths may point: the rootdir the user gave (``--rootdir``, as the
-    printed resume command does), the project's rootdir above the current directory, or that directory.
-
-    An ini file's rootdir counts only when the run starts inside it: without ``--rootdir`` or an
-    ini file, pytest takes the common ancestor of its arguments, ``--bench-resume PATH`` among
-    them, so a results file in /tmp would put /tmp (or /) inside.
-    """
-    here, root = config.invocation_params.dir.resolve(), config.rootpath.resolve()
-    given = getattr(config.option, "rootdir", None)
-    return root if given or (config.inipath is not None and here.is_relative_to(root)) else here
-
-
-def _inside(config: pytest.Config, opts: BenchOptions, base: Path, arg: str) -> str:
-    """A path of the meta line (a spec file or a selection arg) under the trusted root, or a usage error.
-
-    Collecting a path imports the conftest.py files beside it: a results file is data, and the
-    paths it names never take a run outside the project (an absolute path or ``..`` included).
-    """
-    path = str(base / arg)
-    resolved = Path(path.partition("::")[0]).resolve()
-    root = _trusted_root(config)
-    if not resolved.is_relative_to(root):
-        raise pytest.UsageError(
-            f"--bench-resume {opts.resume}: its meta line names {arg!r}, which is outside {root}: a resume never "
-            "collects (and so imports conftest.py from) a path a results file names. Run it from the project's "
-            "directory, or name the specs to resume on the command line")
-    return path
-
-
-def _typed(found: dict[str, Any] | None, path: str) -> Meta | None:
-    """The meta line a resume found, typed (a file with broken meta fields is a usage error)."""
-    try:
-        return Meta.from_json(found, f"{path}:1") if found else None
-    except StoreError as exc:
-        raise pytest.UsageError(f"--bench-resume: {exc}") from None
-
-
-def _meta_base(config: pytest.Config, meta: Meta) -> Path:
-    """The directory the meta line's relative paths start from: the current rootdir, or the
-    directory pytest was started in (never a directory the meta line names: see ``_inside``).
-
-    pytest picks the rootdir before plugins add their options, so it takes the value of
-    ``--bench-resume PATH`` for a path argument: a results file outside the project (another
-    disk, /tmp) moves the rootdir to a common parent, where "." would collect unrelated specs.
-    """
-    files = meta.spec_files
-    root = _trusted_root(config)
-    for base in (config.rootpath, config.invocation_params.dir):
-        if files and base.resolve().is_relative_to(root) and all((base / f).is_file() for f in files):
-            return base
-    return root
-
-
-Fingerprints = tuple[dict[str, str], dict[str, dict[str, str]], dict[str, tuple[Spec, int]]]
-
-
-def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Fingerprints:
-    """Per benchmark: its fingerprint, the digests of its parts, and (spec, item count)."""
-    fingerprints: dict[str, str] = {}
-    parts: dict[str, dict[str, str]] = {}
-    loaded: dict[str, tuple[Spec, int]] = {}
+def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Specs:
+    """Per benchmark: (spec, item count), its fingerprint, and the digests of its parts."""
+    bench = Specs({}, {}, {})
     for path in specs:
         try:
             spec, examples = load_benchmark(path, cache)
         except EchoBenchError:
             continue  # collection reports it, with file and line, in the usual way
-        if spec.benchmark in loaded:
+        if spec.benchmark in bench.loaded:
+            other = bench.loaded[spec.benchmark][0].path
             raise pytest.UsageError(f"{path}: benchmark name {spec.benchmark!r} is also used by "
-                                    f"{loaded[spec.benchmark][0].path}; give each spec its own name")
-        parts[spec.benchmark] = fingerprint_parts(spec, examples)
-        fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
-        loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms) * spec.epochs)
-    return fingerprints, parts, loaded
+                                    f"{other}; give each spec its own name")
+        bench.parts[spec.benchmark] = fingerprint_parts(spec, examples)
+        bench.fingerprints[spec.benchmark] = spec_fingerprint(spec, examples)
+        bench.loaded[spec.benchmark] = (spec, len(examples) * len(spec.arms) * spec.epochs)
+    return bench
 
 
 def _longest(spec: Spec, cache: dict[Path, Loaded]) -> str:

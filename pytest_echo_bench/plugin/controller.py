@@ -101,9 +101,9 @@ class ControllerPlugin:
         return list(bind_gates(self.opts.gates, arms)) if arms else list(self.opts.gates)
 
     def _write_order(self) -> None:
-        order = self.ctx.order
-        if order.get("order") == "random":
-            self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')}; --bench-order file for file order)")
+        order = self.ctx.meta.order
+        if order is not None and order.random:
+            self._write(f"echo-bench: items in a stratified random order (seed {order.seed}; --bench-order file for file order)")
         if self.deciding is not None:
             self.deciding.start(Path(self.ctx.results), self.ctx.resume_upto is not None)
             pairs = ", ".join(f"{b}/{x} vs {b}/{y}" for b, x, y in self.deciding.monitor.plan.pairs)  # both named alike
@@ -142,7 +142,7 @@ class ControllerPlugin:
         return f"echo-bench: resuming {self.ctx.results}: {self.ctx.resume_recorded} recorded, {to_run} to run"
 
     def _spec_of(self) -> dict[str, str]:
-        return {str(info["spec"]): name for name, info in self.ctx.meta.benchmarks.items()}
+        return {str(entry.spec): name for name, entry in self.ctx.meta.benchmarks.items()}
 
     # -- reports -----------------------------------------------------------------------------
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
@@ -243,7 +243,7 @@ class ControllerPlugin:
         return benchmark, unescape_id(name[:cut]), arm, epoch
 
     def _epochs(self) -> dict[str, int]:
-        return {name: int(info.get("epochs") or 1) for name, info in self.ctx.meta.benchmarks.items()}
+        return {name: entry.samples for name, entry in self.ctx.meta.benchmarks.items()}
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -109,9 +108,7 @@ class Deciding:
         return [decision.sentence(f) for f in self.figures()] + [decision.note(self.sequential(stop_reason, False))]
 
 
-def deciding(ctx_decide: dict[str, Any], meta: Meta) -> Deciding | None:
-    plan = Plan.from_json(ctx_decide) if ctx_decide else None
+def deciding(plan: Plan | None, meta: Meta) -> Deciding | None:
     if plan is None:
         return None
-    epochs = {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()}
-    return Deciding(plan, epochs)
+    return Deciding(plan, {name: entry.samples for name, entry in meta.benchmarks.items()})

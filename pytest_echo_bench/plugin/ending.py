@@ -4,6 +4,7 @@ ended travels with the rows, so a copy or a merge of the file still knows it sto
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import StoreError
@@ -11,6 +12,7 @@ from pytest_echo_bench.plugin.context import RunContext
 from pytest_echo_bench.results.ending import Collection, before_resume
 from pytest_echo_bench.store.files import end_line, read_json, stop_path
 from pytest_echo_bench.store.writer import ResultsWriter
+
 
 def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
     """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``), and after a
@@ -23,16 +25,25 @@ def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int)
     before = before_resume(path, ctx.resume_upto) if ctx.resume_upto is not None else Collection()
     if not stop and not (ctx.resume_upto is not None and ran > 0 and before.early):
         return None
-    marker = {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
-    if stop and not marker:  # pytest's stop, or a marker the directory refused: the stop as the run says it
-        reason, _, message = stop.partition(":")
-        marker = {"reason": reason, "message": message.strip()}
     writer = ResultsWriter(path, identity=ctx.results_id)
     try:
         # A stop when decided stays on the file's record: its fixed-n figures are never valid again.
-        writer.append(end_line(ctx.run_id, utcnow(), marker or None, before.decided_text))
+        marker = _stop_record(path, stopped, stop) or None
+        writer.append(end_line(ctx.run_id, utcnow(), marker, before.decided_text))
     except StoreError as exc:
         return str(exc)
     finally:
         writer.close()
     return None
+
+
+def _stop_record(path: Path, stopped: str, stop: str) -> dict[str, Any]:
+    """The stop the end line records: our stop marker's record (without the path it names), or
+    pytest's stop (or a marker the directory refused) as the run says it; {} when it ran to the
+    end."""
+    found = read_json(stop_path(path)) if stopped else {}
+    marker = {k: v for k, v in found.items() if k != "results"}
+    if stop and not marker:
+        reason, _, message = stop.partition(":")
+        marker = {"reason": reason, "message": message.strip()}
+    return marker

@@ -19,30 +19,30 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.store.meta import FILE, RANDOM, OrderRecord
 
 if TYPE_CHECKING:
     from pytest_echo_bench.plugin.collect import BenchItem
 
-RANDOM, FILE = "random", "file"
 DEFAULT_SEED = 0
 SCHEME = "stratified-subtask"  # what the meta line's ``order.scheme`` says the random order is
 
 
-def order_meta(order: str, seed: int) -> dict[str, Any]:
+def order_meta(order: str, seed: int) -> OrderRecord:
     """The meta line's ``order``: how this sweep's items are ordered, for resumes to keep."""
-    return {"order": FILE} if order == FILE else {"order": RANDOM, "scheme": SCHEME, "seed": seed}
+    return OrderRecord(FILE) if order == FILE else OrderRecord(RANDOM, SCHEME, seed)
 
 
-def ordered(items: Sequence[BenchItem], meta: Mapping[str, Any],
+def ordered(items: Sequence[BenchItem], meta: OrderRecord | None,
             universe: Mapping[str, Sequence[Example]] | None = None) -> list[BenchItem]:
     """The benchmark ``items`` in the order ``meta`` (the meta line's ``order``) says; ``universe``:
     every example of each benchmark, so that -k, -m, a shard or a resume leave the order as it is."""
-    if meta.get("order") != RANDOM:
+    if meta is None or not meta.random:
         return list(items)
-    return stratified(items, int(meta.get("seed", DEFAULT_SEED)), universe)
+    return stratified(items, int(DEFAULT_SEED if meta.seed is None else meta.seed), universe)
 
 
 def stratified(items: Sequence[BenchItem], seed: int,

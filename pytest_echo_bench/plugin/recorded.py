@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pytest_echo_bench.plugin.options import MAX_USD, BenchOptions
-from pytest_echo_bench.plugin.order import DEFAULT_SEED, FILE, RANDOM, order_meta
+from pytest_echo_bench.plugin.order import DEFAULT_SEED, order_meta
+from pytest_echo_bench.store.meta import FILE, RANDOM, OrderRecord, RunOptions
+from pytest_echo_bench.store.records import Meta
 
 # name in the meta line (and BenchOptions field) -> (the option's dest, its flag)
 OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
@@ -29,32 +30,34 @@ DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None}
 OFF, DEFAULT_CACHE = "off", "default"
 
 
-def record(opts: BenchOptions) -> dict[str, Any]:
+def record(opts: BenchOptions) -> RunOptions:
     """The meta line's ``options`` for a new sweep: the cache as "off", "default" or an absolute path."""
-    return {"cache": _cache_text(opts.cache), "concurrency": opts.concurrency, "budget_usd": opts.budget_usd}
+    return RunOptions(_cache_text(opts.cache), opts.concurrency, opts.budget_usd)
 
 
-def recorded(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
-    """The options a meta line records, checked ({} for a file written before the record); a value
+def recorded(meta: Meta | None, where: str) -> RunOptions | None:
+    """The options a meta line records, checked (None for a file written before the record); a value
     no run could have written is a usage error naming the file: a results file is data."""
-    found = (meta or {}).get("options")
-    if found is None:
-        return {}
-    problem = _problem(found)
+    try:
+        found = meta.run_options() if meta is not None else None
+        problem = _problem(found) if found is not None else None
+    except ValueError as exc:
+        problem = str(exc)
     if problem is not None:
         raise pytest.UsageError(f"--bench-resume {where}: the meta line's options {problem}; "
                                 "give them on the command line and fix or remove the meta line's \"options\"")
-    return {name: found[name] for name in OPTIONS if name in found}
+    return found
 
 
 def resumed(config: pytest.Config, opts: BenchOptions,
-            options: Mapping[str, Any]) -> tuple[BenchOptions, list[str]]:
+            options: RunOptions | None) -> tuple[BenchOptions, list[str]]:
     """The options a resume runs with: each recorded one, unless the command line gives it; a note
     for each recorded value the command line overrides."""
     taken: dict[str, Any] = {}
     notes: list[str] = []
-    for name, value in options.items():
+    for name in options.given if options is not None else ():
         dest, flag = OPTIONS[name]
+        value = getattr(options, name)
         if config.getoption(dest) is None:
             taken[name] = _cache_value(value) if name == "cache" else value
         elif not _same(name, getattr(opts, name), value):
@@ -63,7 +66,8 @@ def resumed(config: pytest.Config, opts: BenchOptions,
     return replace(opts, **taken), notes
 
 
-def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any]) -> list[str]:
+def resume_flags(config: pytest.Config, opts: BenchOptions,
+                 options: RunOptions | None) -> list[str]:
     """The flags a printed resume command needs to run as this run did: each option whose value a
     plain resume would not take by itself (from the record, else the default), and
     ``--bench-retry-errors`` when this run was given it. The budget is the controller's to print
@@ -71,19 +75,20 @@ def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str
     flags: list[str] = []
     for name in ("cache", "concurrency"):
         value, default = getattr(opts, name), _cache_text("") if name == "cache" else DEFAULTS[name]
-        if not _same(name, value, options.get(name, default)):
+        taken = getattr(options, name) if options is not None and name in options.given else default
+        if not _same(name, value, taken):
             flags += [OPTIONS[name][1], _said(name, value)]
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
 
 
-def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+def run_order(opts: BenchOptions, found: Meta | None) -> tuple[OrderRecord, list[str]]:
     """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
     if found is None:
         return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
     # Files written before the order existed ran in file order: a resume keeps that too.
-    kept = dict(found.get("order") or {"order": FILE})
-    asked = order_meta(opts.order or str(kept["order"]), kept.get("seed", DEFAULT_SEED)
-                       if opts.seed is None else opts.seed)
+    kept = found.order or OrderRecord(FILE)
+    seed = (DEFAULT_SEED if kept.seed is None else kept.seed) if opts.seed is None else opts.seed
+    asked = order_meta(opts.order or kept.order or FILE, seed)
     if (opts.order is not None or opts.seed is not None) and asked != kept:
         given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
         return kept, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
@@ -91,8 +96,8 @@ def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict
     return kept, []
 
 
-def _order_said(order: Mapping[str, Any]) -> str:
-    return "file order" if order.get("order") == FILE else f"random, seed {order.get('seed')}"
+def _order_said(order: OrderRecord) -> str:
+    return "file order" if order.order == FILE else f"random, seed {order.seed}"
 
 
 def _cache_text(cache: str | None) -> str:
@@ -117,11 +122,11 @@ def _said(name: str, value: Any) -> str:
     return str(value)
 
 
-def _problem(found: Any) -> str | None:
-    """What is wrong with a meta line's ``options``, or None."""
-    if not isinstance(found, dict):
-        return "are not an object"
-    cache, concurrency, usd = found.get("cache", OFF), found.get("concurrency", 8), found.get("budget_usd")
+def _problem(found: RunOptions) -> str | None:
+    """What is wrong with a meta line's ``options``, or None (what it leaves out is not wrong)."""
+    cache = found.cache if "cache" in found.given else OFF
+    concurrency = found.concurrency if "concurrency" in found.given else 8
+    usd = found.budget_usd
     if not isinstance(cache, str) or not (cache in (OFF, DEFAULT_CACHE) or os.path.isabs(cache)):
         return f"give cache {cache!r}, not \"off\", \"default\" or an absolute path"
     if type(concurrency) is not int or not 1 <= concurrency <= 1024:

@@ -9,7 +9,9 @@ import pytest
 
 from pytest_echo_bench.engine.fingerprint import accepted, changed_parts
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.store.reader import ResultsIndex, parse_line
+from pytest_echo_bench.store.meta import BenchmarkEntry
+from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.records import Meta
 
 if TYPE_CHECKING:
     from pytest_echo_bench.spec.load import Spec
@@ -41,11 +43,11 @@ def refuse_unfingerprinted(file: Path, path: str) -> None:
         "echo-bench report, merge, export, power and progress read this file as it is")
 
 
-def check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str, str],
+def check_resume(opts: BenchOptions, found: Meta | None, fingerprints: dict[str, str],
                  parts: dict[str, dict[str, str]] | None = None, specs: dict[str, Spec] | None = None) -> None:
     """Refuse a resume whose specs hold a benchmark the file lacks, or one whose fingerprint changed
     (naming the parts that changed). A fingerprint recorded before the endpoint left it is accepted."""
-    recorded = (index.meta or {}).get("benchmarks") or {}
+    recorded = found.benchmarks if found is not None else {}
     for name, fp in fingerprints.items():
         if recorded and name not in recorded and not opts.allow_mismatch:
             raise pytest.UsageError(
@@ -53,18 +55,24 @@ def check_resume(opts: BenchOptions, index: ResultsIndex, fingerprints: dict[str
                 f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
                 "or pass --bench-allow-mismatch to append it anyway."
             )
-        info = recorded.get(name) or {}
-        old, now = info.get("fingerprint"), (parts or {}).get(name) or {}
-        if not old or opts.allow_mismatch or old == fp:
-            continue
+        entry = recorded.get(name) or BenchmarkEntry()
+        now = (parts or {}).get(name) or {}
         spec = (specs or {}).get(name)
-        if spec is not None and "dataset" in now and old in accepted(spec, now["dataset"]):
-            continue  # recorded when the endpoint was part of the fingerprint
-        raise pytest.UsageError(
-            f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint {old}, "
-            f"but the spec now gives {fp}: {what_changed(info.get('parts'), now)}. Start a new results file, "
-            "or pass --bench-allow-mismatch to append anyway."
-        )
+        if not opts.allow_mismatch and _changed(entry.fingerprint, fp, now, spec):
+            raise pytest.UsageError(
+                f"--bench-resume {opts.resume}: benchmark {name!r} was recorded with fingerprint "
+                f"{entry.fingerprint}, but the spec now gives {fp}: "
+                f"{what_changed(entry.parts, now)}. "
+                "Start a new results file, or pass --bench-allow-mismatch to append anyway."
+            )
+
+
+def _changed(old: str | None, fp: str, now: dict[str, str], spec: Spec | None) -> bool:
+    """Whether the recorded fingerprint ``old`` (None or "": none) is not the spec's ``fp``, nor one
+    it had when the endpoint was part of the fingerprint."""
+    if not old or old == fp:
+        return False
+    return not (spec is not None and "dataset" in now and old in accepted(spec, now["dataset"]))
 
 
 def what_changed(old: Any, new: dict[str, str]) -> str:

@@ -25,7 +25,7 @@ from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.plugin.collect import OUTCOME, RUN, BenchItem, SpecFile
 from pytest_echo_bench.plugin.context import RECORDED, SPEC_CACHE, RunContext
 from pytest_echo_bench.plugin.options import BenchOptions
-from pytest_echo_bench.plugin.order import RANDOM, ordered
+from pytest_echo_bench.plugin.order import ordered
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
@@ -87,7 +87,7 @@ class WorkerPlugin:
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if self.ctx.order.get("order") == RANDOM:
+        if self.ctx.meta.order is not None and self.ctx.meta.order.random:
             self._order(config, items)
         shard = self.shard
         if shard is not None:
@@ -108,7 +108,7 @@ class WorkerPlugin:
         bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
         universe = {spec.benchmark: examples for spec, examples in
                     (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
-        for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
+        for slot, item in zip(slots, ordered(bench, self.ctx.meta.order, universe), strict=True):
             items[slot] = item
 
     def _recorded(self) -> KeySet:

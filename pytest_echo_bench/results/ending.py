@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.store.files import DECIDED, read_end_record, read_json, read_stop, stop_path
-
-MERGED = "merged"  # the reason a merged file records when parts of it stopped early (``results.merge``)
+from pytest_echo_bench.store.meta import MERGED, RunEnd
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,7 @@ def collection(files: Sequence[Path]) -> Collection:
     rows stopped), else the first file that stopped early; every report format takes it from here.
     Whether any file (or part of one) ever stopped when decided is kept whatever the order of the files."""
     every = [one(path) for path in files]
-    found = [c for c in every if c.early]
-    chosen = next((c for c in found if c.reason == DECIDED), found[0] if found else Collection())
+    chosen = _chosen([c for c in every if c.early])
     before = next((c.decided_before for c in every if c.decided_before and not c.parts_decided), "")
     parts = next((c for c in every if c.parts_decided), None)
     if parts is not None and not chosen.parts_decided:  # a merged file's decided part, beside another file's stop
@@ -77,37 +75,33 @@ def collection(files: Sequence[Path]) -> Collection:
     return replace(chosen, decided_before=chosen.decided_before or before)
 
 
+def _chosen(found: Sequence[Collection]) -> Collection:
+    """Of the files that stopped early, the one whose stop the sweep reports."""
+    return next((c for c in found if c.reason == DECIDED), found[0] if found else Collection())
+
+
 def one(path: Path) -> Collection:
     """How one file ended: its last end line, else (a file written before the end line) its stop marker."""
     record = read_end_record(path)
-    if record is None:
-        stop = read_stop(path)
-        record = {"stopped": {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message}} if stop else {}
-    return _ended(record)
+    if record is not None:
+        return _ended(RunEnd.from_json(record))
+    stop = read_stop(path)
+    if stop is None:
+        return Collection()
+    marker = {**read_json(stop_path(path)), "reason": stop.reason, "message": stop.message}
+    return _ended(RunEnd("", "", marker))
 
 
 def before_resume(path: Path, upto: int) -> Collection:
     """How the file ended before a resume that began at byte ``upto``: its last end line there (the stop
     marker beside it is this run's own by now)."""
-    return _ended(read_end_record(path, upto) or {})
+    record = read_end_record(path, upto)
+    return _ended(RunEnd.from_json(record) if record is not None else RunEnd("", ""))
 
 
-def _ended(record: dict[str, Any]) -> Collection:
-    stopped = record.get("stopped")
-    decided = str(record.get("decided") or "")[:500] if isinstance(record.get("decided"), str) else ""
-    merged = record.get("run_id") == MERGED
-    if not isinstance(stopped, dict) or not stopped:
-        return Collection(parts_decided=merged and bool(decided), decided_before=decided)
-    reason = str(stopped.get("reason") or "stopped")
-    pairs = stopped.get("pairs") if reason == DECIDED else None
-    parts = reason == MERGED and (stopped.get("parts_decided") is True or _decided_part(stopped.get("parts")))
-    return Collection(reason, str(stopped.get("message") or ""),
-                      tuple(p for p in pairs if isinstance(p, dict)) if isinstance(pairs, list) else (),
-                      parts or (merged and bool(decided)), decided)
-
-
-def _decided_part(parts: object) -> bool:
-    """Whether a merged file's record of its stopped parts names one that stopped when decided (or a
-    part that is a merge of such parts)."""
-    return isinstance(parts, list) and any(isinstance(p, dict) and (p.get("reason") == DECIDED or p.get("parts_decided") is True)
-                                           for p in parts)
+def _ended(end: RunEnd) -> Collection:
+    stop, decided = end.stop, end.decided
+    if stop is None:
+        return Collection(parts_decided=end.merged and bool(decided), decided_before=decided)
+    parts_decided = stop.parts_decided or (end.merged and bool(decided))
+    return Collection(stop.reason, stop.message, stop.pairs, parts_decided, decided)

@@ -16,9 +16,18 @@ from pytest_echo_bench.results import conflicts
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import MERGED, Collection, one
 from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
-from pytest_echo_bench.shards.coverage import Coverage, check_one_sweep, coverage, ended, merged_fields, part_of
+from pytest_echo_bench.shards.coverage import (
+    Coverage,
+    Part,
+    check_one_sweep,
+    coverage,
+    ended,
+    merged_fields,
+    part_of,
+)
 from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import iter_records
+from pytest_echo_bench.store.meta import BenchmarkEntry, benchmark_entry
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
 
@@ -39,24 +48,27 @@ Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files witho
 
 def check_fingerprints(metas: Sequence[tuple[Path, Meta | None]], allow_mismatch: bool = False) -> None:
     """Refuse files whose benchmarks were recorded from different specs (unless ``allow_mismatch``)."""
-    seen: dict[str, tuple[str, Path, Any]] = {}
+    seen: dict[str, tuple[str, Path, dict[str, str] | None]] = {}
     for path, meta in metas:
         for name, fp in _fingerprints(meta).items():
+            parts = meta.benchmarks[name].parts if meta is not None else None
             if name in seen and seen[name][0] != fp and not allow_mismatch:
-                parts = meta.benchmarks[name].get("parts") if meta is not None else None
+                first, where, before = seen[name]
                 # Each file's parts say what differs (an older file records none: "different specs" only).
-                said = changed_parts(seen[name][2], parts) if isinstance(seen[name][2], dict) and isinstance(parts, dict) else []
+                both = before is not None and parts is not None
+                said = changed_parts(before, parts) if both else []
                 what = f" (changed: {', '.join(said)})" if said else ""
-                raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {seen[name][1]} has "
-                                 f"{seen[name][0]}: these files come from different specs{what} and cannot be merged "
-                                 "(--allow-mismatch merges them under a fingerprint no spec gives)")
-            seen.setdefault(name, (fp, path, meta.benchmarks[name].get("parts") if meta is not None else None))
+                raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {where} "
+                                 f"has {first}: these files come from different specs{what} and cannot "
+                                 "be merged (--allow-mismatch merges them under a fingerprint no "
+                                 "spec gives)")
+            seen.setdefault(name, (fp, path, parts))
 
 
 def _fingerprints(meta: Meta | None) -> dict[str, str]:
     """Benchmark -> fingerprint, as a meta line records them (``store.checks`` has checked their types)."""
     benchmarks = meta.benchmarks if meta is not None else {}
-    return {name: info["fingerprint"] for name, info in benchmarks.items() if info.get("fingerprint")}
+    return {name: entry.fingerprint for name, entry in benchmarks.items() if entry.fingerprint}
 
 
 def _typed(path: Path, meta: dict[str, Any] | None) -> Meta | None:
@@ -76,13 +88,7 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
     if not any(meta is not None or names for meta, names, *_ in scans):  # an empty merged file would pass for a sweep
         raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
-    # Files none of which records a fingerprint (the parent harness's, with or without a meta line):
-    # their rows cannot take on another file's, and the merged file records none either, so a resume
-    # refuses it as it refuses them (``plugin.context``).
-    unrecorded = not assumed and not any(_fingerprints(meta) for meta, *_ in scans)
-    metas = [(p, meta if unrecorded else _with_assumed(p, meta, names, assumed or {}))
-             for p, (meta, names, *_) in zip(paths, scans, strict=True)]
-    check_fingerprints(metas, allow_mismatch)
+    metas = _checked_metas(paths, scans, assumed, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)
     ends = [one(p) for p in paths]  # how each file ended: its parts' record, and whether one ever stopped when decided
@@ -90,22 +96,51 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     # Whether each shard is whole: its rows in every file, each key once, against the items it selects.
     held = held_by_shard(kept, {part.total for part in parts if part.total})
     merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held))
-    merged.duplicates = sum(scan[2] for scan in scans)
-    merged.conflicts = [_conflict(key, older, newer, paths) for scan in scans for key, older, newer in scan[3]]
-    merged.found = [Conflict(key, older[2], newer[2]) for scan in scans for key, older, newer in scan[3]]
-    stopped, decided = _stopped_parts(paths, ends)
+    _count_conflicts(merged, scans, paths)
     # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and that
     # one of them ever stopped when decided: a later merge of it, in any order, still knows.
-    tail = [end_line(MERGED, utcnow(), stopped, decided)] if stopped or decided else []
-    merged.lines = KeptLines(list(paths), list(kept.values()), tail)
+    merged.lines = KeptLines(list(paths), list(kept.values()), _end_lines(paths, ends))
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
     if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
-        schemes = [p.scheme for p in parts if p.total]
-        fields = {**merged_fields(merged.coverage), **({"shard_scheme": schemes[0]} if schemes else {})}
-        merged.meta = replace(merged.meta, extra={**merged.meta.extra, **fields})
+        merged.meta = _with_shards(merged.meta, parts, merged.coverage)
         merged.meta = _record_conflicts(merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)],
                                         merged.found)
     return merged
+
+
+def _count_conflicts(merged: Merged, scans: Sequence[Scan], paths: Sequence[Path]) -> None:
+    """The duplicates and the changed verdicts the files hold, as printed and as recorded."""
+    merged.duplicates = sum(scan[2] for scan in scans)
+    changed = [(key, older, newer) for scan in scans for key, older, newer in scan[3]]
+    merged.conflicts = [_conflict(key, older, newer, paths) for key, older, newer in changed]
+    merged.found = [Conflict(key, older[2], newer[2]) for key, older, newer in changed]
+
+
+def _end_lines(paths: Sequence[Path], ends: Sequence[Collection]) -> list[bytes]:
+    """The merged file's end line, when a part stopped early or ever stopped when decided."""
+    stopped, decided = _stopped_parts(paths, ends)
+    return [end_line(MERGED, utcnow(), stopped, decided)] if stopped or decided else []
+
+
+def _checked_metas(paths: Sequence[Path], scans: Sequence[Scan], assumed: Assumed | None,
+                   allow_mismatch: bool) -> list[tuple[Path, Meta | None]]:
+    """Each file's meta line, with the fingerprints the user assumed for its rows, checked to come
+    from one spec per benchmark."""
+    # Files none of which records a fingerprint (the parent harness's, with or without a meta line):
+    # their rows cannot take on another file's, and the merged file records none either, so a resume
+    # refuses it as it refuses them (``plugin.context``).
+    unrecorded = not assumed and not any(_fingerprints(meta) for meta, *_ in scans)
+    metas = [(p, meta if unrecorded else _with_assumed(p, meta, names, assumed or {}))
+             for p, (meta, names, *_) in zip(paths, scans, strict=True)]
+    check_fingerprints(metas, allow_mismatch)
+    return metas
+
+
+def _with_shards(meta: Meta, parts: Sequence[Part], cover: Coverage) -> Meta:
+    """The merged meta line with what it holds of the shards, and their assignment scheme."""
+    schemes = [p.scheme for p in parts if p.total]
+    fields = {**merged_fields(cover), **({"shard_scheme": schemes[0]} if schemes else {})}
+    return replace(meta, extra={**meta.extra, **fields})
 
 
 def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], found: list[Conflict]) -> Meta:
@@ -208,7 +243,7 @@ def _with_assumed(path: Path, meta: Meta | None, names: dict[str, int], assumed:
     each benchmark of the file's rows and its first line, in file order)."""
     known = _fingerprints(meta)
     default = (meta.benchmark if meta is not None else "") or _only(assumed)
-    added: dict[str, dict[str, Any]] = {}
+    added: dict[str, BenchmarkEntry] = {}
     for name, lineno in names.items():
         if name in known or name in added:
             continue
@@ -216,7 +251,7 @@ def _with_assumed(path: Path, meta: Meta | None, names: dict[str, int], assumed:
             what = "has no meta line" if meta is None else f"records no fingerprint for benchmark {name!r}"
             raise StoreError(f"{path}:{lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
                              "which spec its rows answer. Pass --assume-fingerprint BENCHMARK=FINGERPRINT if you know")
-        added[name] = {"fingerprint": assumed[name]}
+        added[name] = benchmark_entry(assumed[name])
     if not added:
         return meta
     base = meta if meta is not None else Meta.from_json({"_meta": True, "benchmark": default})
@@ -235,13 +270,13 @@ def _mismatched(meta: Meta | None, metas: list[Meta | None]) -> Meta | None:
             found.setdefault(name, set()).add(fp)
     if all(len(fps) == 1 for fps in found.values()):
         return meta
-    benchmarks = {name: dict(info) for name, info in meta.benchmarks.items()}
+    benchmarks = dict(meta.benchmarks)
     for name, fps in found.items():
         if len(fps) > 1:
-            info = benchmarks.setdefault(name, {})
-            info.pop("parts", None)
-            info["fingerprint"] = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
-    fingerprints = {name: str(info.get("fingerprint")) for name, info in benchmarks.items()}
+            fingerprint = combine({f"merged{i}": fp for i, fp in enumerate(sorted(fps))})
+            entry = benchmarks.get(name) or BenchmarkEntry()
+            benchmarks[name] = replace(entry, fingerprint=fingerprint, parts=None)
+    fingerprints = {name: str(entry.fingerprint) for name, entry in benchmarks.items()}
     return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints))
 
 
@@ -256,16 +291,17 @@ def describe_epochs(meta: Meta | None, keys: Iterable[Key]) -> Meta | None:
     top: dict[str, int] = {}
     for benchmark, _, _, epoch in keys:
         top[benchmark] = max(top.get(benchmark, 1), epoch)
-    benchmarks = {name: dict(info) for name, info in meta.benchmarks.items()}
-    for name, info in benchmarks.items():
-        value = info.get("epochs")
-        recorded = value if isinstance(value, int) and value > 0 else 1
-        epochs = max(recorded, top.get(name, 1))
-        if epochs > 1 and epochs != recorded:
-            if isinstance(info.get("items"), int) and recorded:
-                info["items"] = info["items"] // recorded * epochs
-            info["epochs"] = epochs
-    return replace(meta, benchmarks=benchmarks)
+    return replace(meta, benchmarks={name: _with_epochs(entry, top.get(name, 1))
+                                     for name, entry in meta.benchmarks.items()})
+
+
+def _with_epochs(entry: BenchmarkEntry, top: int) -> BenchmarkEntry:
+    """``entry`` with the epochs its rows reach (``top``), its items scaled to them."""
+    epochs = max(entry.samples, top)
+    if epochs == 1 or epochs == entry.samples:
+        return entry
+    items = entry.items // entry.samples * epochs if entry.items is not None else None
+    return replace(entry, items=items, epochs=epochs)
 
 
 def _shown_key(key: Key) -> str:
@@ -278,12 +314,13 @@ def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None
         return None
     # A file's own meta line heads the merged file; one made of assumed fingerprints only if none has one.
     meta = next((m for m in present if m.run_id), present[0])
-    benchmarks: dict[str, dict[str, Any]] = {}
+    benchmarks: dict[str, BenchmarkEntry] = {}
     for m in present:
         benchmarks.update(m.benchmarks)
     # A part's decide plan heads the merged file whichever part it is: the report replays it, and its
     # gates read the anytime-valid figures where a part stopped when decided.
-    decide = meta.decide or next((m.decide for m in present if m.decide), {})
+    decide = meta.decide or next((m.decide for m in present if m.decide), None)
+    # The merged file stands for the whole sweep: no shard of it.
     return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark, decide=decide,
-                   selection={**meta.selection, "shard": ""},  # the merged file stands for the whole sweep
+                   selection=replace(meta.selection, shard=""),
                    extra={**{k: v for k, v in meta.extra.items() if k not in SHARD_FIELDS}, "merged_from": [str(p) for p in paths]})

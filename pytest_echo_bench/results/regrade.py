@@ -9,7 +9,6 @@ new fingerprint, and a resume would append another model's rows beside them.
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,7 @@ from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
 from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
 from pytest_echo_bench.spec.load import Spec, load_spec
 from pytest_echo_bench.store.files import encode_line, end_line, row_status
+from pytest_echo_bench.store.meta import BenchmarkEntry
 from pytest_echo_bench.store.reader import Record, read_records
 from pytest_echo_bench.store.records import Meta, row_epoch, row_key
 
@@ -172,18 +172,18 @@ def _newest(rows: list[Record], default: str) -> list[Record]:
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def _bench(results: Path, name: str, loaded: Loaded, recorded: dict[str, Any] | None) -> Bench:
+def _bench(results: Path, name: str, loaded: Loaded, recorded: BenchmarkEntry | None) -> Bench:
     """The current spec of one benchmark, checked against the parts the file recorded for it."""
     spec, examples = loaded
     parts, fingerprint = fingerprint_parts(spec, examples), spec_fingerprint(spec, examples)
-    recorded = recorded or {}
-    old_parts = recorded.get("parts")
-    if isinstance(old_parts, dict):
+    recorded = recorded or BenchmarkEntry()
+    old_parts = recorded.parts
+    if old_parts is not None:
         _refuse_changed_parts(results, name, spec, old_parts, parts)
         verified = True
     else:
         # Without parts only an unchanged whole fingerprint proves the arms; a changed scorer hides them.
-        verified = recorded.get("fingerprint") in accepted(spec, parts["dataset"])
+        verified = recorded.fingerprint in accepted(spec, parts["dataset"])
     return Bench(spec, {ex.id: ex for ex in examples}, parts, fingerprint, verified)
 
 
@@ -261,17 +261,19 @@ def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Met
     """The meta line with the current scorer in each regraded benchmark's provenance."""
     if meta is None:
         return None
-    benchmarks: dict[str, dict[str, Any]] = json.loads(json.dumps(meta.benchmarks))  # a deep copy: ``meta`` stays as read
-    fingerprints = {}
-    for name, info in benchmarks.items():
+    benchmarks = dict(meta.benchmarks)  # entries are frozen: ``meta`` stays as read
+    for name, entry in benchmarks.items():
         bench = benches.get(name)
         if bench is not None and bench.verified:
-            info["parts"], info["fingerprint"] = dict(bench.parts), bench.fingerprint
+            benchmarks[name] = replace(entry, parts=dict(bench.parts),
+                                       fingerprint=bench.fingerprint)
         elif bench is not None:
             # The arms are unproven: a fingerprint no spec gives, so resume refuses it until the user
             # says (--bench-allow-mismatch) that the current arms are the ones the rows came from.
-            info["fingerprint"] = combine({"recorded": str(info.get("fingerprint")), "regraded_scorer": bench.parts["scorer"]})
-        fingerprints[name] = str(info.get("fingerprint"))
+            unproven = combine({"recorded": str(entry.fingerprint),
+                                "regraded_scorer": bench.parts["scorer"]})
+            benchmarks[name] = replace(entry, fingerprint=unproven)
+    fingerprints = {name: str(entry.fingerprint) for name, entry in benchmarks.items()}
     at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints),
                    extra={**meta.extra, "regraded_from": str(source), "regraded_at": at})

@@ -22,10 +22,10 @@ from pytest_echo_bench.shards.parts import (
     PartEnd,
     ShardKey,
     how_ended,
-    recorded_items,
     recorded_parts,
     shard_whole,
 )
+from pytest_echo_bench.store.meta import SelectionRecord
 from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
@@ -51,24 +51,37 @@ class Part:
 
 def part_of(path: Path | str, meta: Meta | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
-    selection = meta.selection if meta is not None else {}
-    extra = meta.extra if meta is not None else {}
-    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
-             f"benchmarks {'+'.join(sorted(meta.benchmarks if meta is not None else {}))}")
-    ends = recorded_parts(extra, f"{path}:1")
-    expected = recorded_items(extra, f"{path}:1")
-    labels = extra.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
+    if meta is None:  # a file without a meta line says nothing of its selection: it covers no shard
+        return Part(str(path), 0, frozenset(), SCHEME, _sweep(SelectionRecord(), {}))
+    where = f"{path}:1"
+    fields = meta.shard_fields(where)
+    sweep = _sweep(meta.selection, meta.benchmarks)
+    ends = recorded_parts(fields, where)
+    own = [meta.selection.shard] if meta.selection.shard else []
+    shards = _shards(fields.shards or own, where)
+    total, got = (shards[0][1] if shards else 0), frozenset(k for k, _ in shards)
+    # A merge that had them all (or a whole file among them): it keeps their names.
+    if fields.complete is True:
+        return Part(str(path), total, got, fields.scheme or SCHEME, sweep, True, ends, merged=True)
+    scheme = fields.scheme or (OLD_SCHEME if shards else SCHEME)
+    return Part(str(path), total, got, scheme, sweep, whole=not shards, ends=ends,
+                expected=fields.items, merged=fields.merged)
+
+
+def _sweep(selection: SelectionRecord, benchmarks: Mapping[str, object]) -> tuple[str, ...]:
+    """What every shard of one sweep records alike: its selection and its benchmarks."""
+    return (*(selection.args or []), f"-k {selection.keyword or ''}",
+            f"-m {selection.markexpr or ''}", f"benchmarks {'+'.join(sorted(benchmarks))}")
+
+
+def _shards(labels: Sequence[str], where: str) -> list[ShardKey]:
+    """The (K, N) of each ``K/N`` label; StoreError unless they all parse, with one N."""
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
-        raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
-    total, got = (shards[0][1] if shards else 0), frozenset(k for k, _ in shards)
-    if extra.get("complete") is True:  # a merge that had them all (or a whole file among them): it keeps their names
-        return Part(str(path), total, got, int(extra.get("shard_scheme") or SCHEME), sweep, True, ends, merged=True)
-    scheme = extra.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
-    # A file without a meta line says nothing of its selection: it covers no shard.
-    return Part(str(path), total, got, int(scheme), sweep, whole=meta is not None and not shards, ends=ends,
-                expected=expected, merged="merged_from" in extra or FIELD in extra)
+        raise StoreError(f"{where}: its meta line records shards {', '.join(labels)}, which are "
+                         "not K/N of one N")
+    return shards
 
 
 def own_shard(part: Part) -> str | None:
@@ -142,20 +155,37 @@ def coverage(parts: Iterable[Part], held: Mapping[ShardKey, int] | None = None) 
     meta line says it selects (``shards.parts.shard_whole``); None: the files' own counts.
     """
     parts = list(parts)
+    groups, covered = _groups(parts)
+    shards = {(k, n) for (n, _, _), got in groups.items() for k in got}
+    missing = {(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got}
+    # A file given twice is listed once.
+    ends = list(dict.fromkeys(end for part in parts for end in part.ends))
+    unfinished = {kn for kn in shards - covered if not _whole(kn, ends, held)}
+    return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing),
+                    _ordered(unfinished), ends)
+
+
+Group = tuple[int, int, tuple[str, ...]]  # (N, scheme, sweep): the shards of one split of one sweep
+
+
+def _groups(parts: Sequence[Part]) -> tuple[dict[Group, set[int]], set[ShardKey]]:
+    """The shards held of each split of a sweep, and the shards a whole file of their sweep covers
+    (whole whatever their files say)."""
     wholes = {part.sweep for part in parts if part.whole}
-    groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
-    covered: set[ShardKey] = set()  # shards a whole file of their sweep covers: whole whatever their files say
+    groups: dict[Group, set[int]] = {}
+    covered: set[ShardKey] = set()
     for part in parts:
         if part.total:
             got = range(1, part.total + 1) if part.sweep in wholes else part.got
             groups.setdefault((part.total, part.scheme, part.sweep), set()).update(got)
             covered.update((k, part.total) for k in got if part.sweep in wholes)
-    shards = {(k, n) for (n, _, _), got in groups.items() for k in got}
-    missing = {(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got}
-    ends = list(dict.fromkeys(end for part in parts for end in part.ends))  # a file given twice is listed once
-    unfinished = {kn for kn in shards - covered
-                  if not shard_whole([e for e in ends if e.shard == _label(kn)], None if held is None else held.get(kn, 0))}
-    return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing), _ordered(unfinished), ends)
+    return groups, covered
+
+
+def _whole(kn: ShardKey, ends: Sequence[PartEnd], held: Mapping[ShardKey, int] | None) -> bool:
+    """Whether shard ``kn`` is all here: its rows held against the items it selects."""
+    mine = [e for e in ends if e.shard == _label(kn)]
+    return shard_whole(mine, None if held is None else held.get(kn, 0))
 
 
 def merged_fields(cover: Coverage) -> dict[str, Any]:

@@ -13,20 +13,21 @@ files given, each key once, against the items it selects; only a file written be
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.shards.env import k_of_n
 from pytest_echo_bench.shards.partition import shard_of
+from pytest_echo_bench.store import meta as shard_meta
+from pytest_echo_bench.store.meta import ShardFields
 
 RAN, STOPPED, KILLED, EMPTY = "ran-to-end", "stopped", "killed", "empty"
 HOWS = (RAN, STOPPED, KILLED, EMPTY)
-ITEMS = "shard_items"  # a shard file's meta line: the items its shard selects
-FIELD = "shard_parts"  # a merged file's meta line: how each of its parts ended
+# A shard file's meta line: the items its shard selects; a merged file's: how each part ended.
+ITEMS, FIELD = shard_meta.ITEMS, shard_meta.PARTS
 UNFINISHED = "unfinished_shards"  # a merged file's meta line: the shards held but not whole
-MAX_PARTS = 1_000_000  # a merged meta line lists at most this many parts (one per shard file, each listed once)
 
 ShardKey = tuple[int, int]  # (K, N)
 
@@ -78,25 +79,9 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def recorded_items(extra: Mapping[str, Any], where: str) -> int | None:
-    """A shard file's ``shard_items``; None when it records none; StoreError naming ``where`` when it is not a count."""
-    value = extra.get(ITEMS)
-    if value is None:
-        return None
-    if not _count(value):
-        raise StoreError(f"{where}: its meta line field {ITEMS!r} must be a whole number of 0 or more, got {value!r:.80}")
-    assert isinstance(value, int)
-    return value
-
-
-def recorded_parts(extra: Mapping[str, Any], where: str) -> tuple[PartEnd, ...]:
+def recorded_parts(fields: ShardFields, where: str) -> tuple[PartEnd, ...]:
     """A merged file's ``shard_parts``: () when it records none (a merge by an earlier version)."""
-    value = extra.get(FIELD)
-    if value is None:
-        return ()
-    if not isinstance(value, list) or len(value) > MAX_PARTS:
-        raise StoreError(f"{where}: its meta line field {FIELD!r} must be a list of at most {MAX_PARTS} parts")
-    return tuple(PartEnd.from_json(p, where) for p in value)
+    return tuple(PartEnd.from_json(p, where) for p in fields.parts or ())
 
 
 def how_ended(stop: str, held: int, expected: int | None) -> str:

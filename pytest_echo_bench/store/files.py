@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.store import meta
+
 STATUSES = ("correct", "wrong", "unparseable", "error")
 
 RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
@@ -145,7 +147,7 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], *, durable: bool = F
 
 
 # A stop that is not a failure: every comparison the run was asked to decide is decided (exit 0).
-DECIDED = "decided"
+DECIDED = meta.DECIDED
 
 # Stops that resuming as things are would only repeat: a person must fix something first.
 NEEDS_FIXING = frozenset({"arm-unavailable", "local-error", "store-error"})
@@ -205,8 +207,8 @@ def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None, decided: s
     """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end;
     ``decided``, where an earlier run of the file (or a part merged into it) stopped when decided: carried
     from end line to end line, so the file never forgets it (``results.ending``)."""
-    record: dict[str, Any] = {"run_id": run_id, "at": at, "stopped": dict(stopped) if stopped else None}
-    return encode_line({"_meta": True, RUN_END: {**record, **({"decided": decided} if decided else {})}})
+    record = meta.RunEnd(run_id, at, stopped, decided).to_json()
+    return encode_line({"_meta": True, RUN_END: record})
 
 
 END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import current_meta, meta_problem
 from pytest_echo_bench.store.files import encode_line
+from pytest_echo_bench.store.meta import (
+    BenchmarkEntry,
+    DecideRecord,
+    OrderRecord,
+    RunOptions,
+    SelectionRecord,
+    ShardFields,
+)
 
 SCHEMA = 1
 
@@ -21,30 +29,47 @@ class Meta:
     """First line of a results file: what produced it and what determines its answers."""
 
     benchmark: str
-    benchmarks: dict[str, dict[str, Any]]  # name -> {spec, fingerprint, items}
+    benchmarks: dict[str, BenchmarkEntry]
     spec_files: list[str]
     fingerprint: str
     arms: dict[str, list[str]]  # benchmark -> arm names
-    selection: dict[str, Any]  # args, -k, -m: what `--bench-resume PATH` alone re-runs
+    selection: SelectionRecord  # args, -k, -m: what `--bench-resume PATH` alone re-runs
     run_id: str
     plugin_version: str
     created_at: str
     fsync: str = "end"
     rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
-    order: dict[str, Any] = field(default_factory=dict)  # how items were ordered (plugin.order); {}: file order
-    decide: dict[str, Any] = field(default_factory=dict)  # the stop-when-decided plan (analysis.decide.monitor.Plan); {}: none
+    order: OrderRecord | None = None  # how items were ordered (plugin.order); None: file order
+    decide: DecideRecord | None = None  # the stop-when-decided plan (``Plan``); None: none
     schema: int = SCHEMA
-    # Fields of a line this class does not name (merge's merged_from, regrade's regraded_from, a
-    # newer writer's): kept, so a meta line read and written again loses nothing.
+    # Fields of a line this class does not name (the run options, the shard fields, merge's
+    # merged_from, regrade's regraded_from, a newer writer's): kept in their order, so a meta line
+    # read and written again loses nothing; ``run_options`` and ``shard_fields`` type the ones read.
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        extra = data.pop("extra")
-        for name in ("order", "decide"):  # absent when unset: such a line is what older readers know
-            if not data[name]:
-                del data[name]
-        return {"_meta": True, **data, **extra}
+        line: dict[str, Any] = {
+            "_meta": True, "benchmark": self.benchmark,
+            "benchmarks": {name: entry.to_json() for name, entry in self.benchmarks.items()},
+            "spec_files": self.spec_files, "fingerprint": self.fingerprint, "arms": self.arms,
+            "selection": self.selection.to_json(), "run_id": self.run_id,
+            "plugin_version": self.plugin_version, "created_at": self.created_at,
+            "fsync": self.fsync, "rootdir": self.rootdir}
+        # Absent when unset: such a line is what older readers know.
+        for name, part in (("order", self.order), ("decide", self.decide)):
+            if part is not None and (data := part.to_json()):
+                line[name] = data
+        return {**line, "schema": self.schema, **self.extra}
+
+    def run_options(self) -> RunOptions | None:
+        """The run options the line records (None: written before they were); ValueError when they
+        are not an object (``plugin.recorded`` names the file)."""
+        found = self.extra.get(OPTIONS)
+        return None if found is None else RunOptions.from_json(found)
+
+    def shard_fields(self, where: str) -> ShardFields:
+        """What the line says of shards; StoreError naming ``where`` for a field no writer wrote."""
+        return ShardFields.from_json(self.extra, where)
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any], where: str = "meta line") -> Meta:
@@ -52,15 +77,25 @@ class Meta:
         rules, else a StoreError naming ``where`` (the reader passes ``file:1``); a field an older
         writer left out takes its empty value, as the readers took it before, and one it wrote in
         another shape is read as today's (``store.checks.current_meta``)."""
-        record = current_meta(record) if record.get("_meta") is True else record
-        problem = meta_problem(record) if record.get("_meta") is True else "not a meta line (no \"_meta\": true)"
+        is_meta = record.get("_meta") is True
+        record = current_meta(record) if is_meta else record
+        problem = meta_problem(record) if is_meta else "not a meta line (no \"_meta\": true)"
         if problem is not None:
             raise StoreError(f"{where}: {problem}")
         known = {name: record[name] for name in _META_FIELDS if name in record}
         extra = {k: v for k, v in record.items() if k not in _META_FIELDS and k != "_meta"}
-        empty: dict[str, Any] = {"benchmark": "", "benchmarks": {}, "spec_files": [], "fingerprint": "", "arms": {},
-                                 "selection": {}, "run_id": "", "plugin_version": "", "created_at": ""}
-        return cls(**{**empty, **known}, extra=extra)
+        order, decide = known.pop("order", None), known.pop("decide", None)
+        typed = {"benchmarks": {name: BenchmarkEntry.from_json(info)
+                                for name, info in known.pop("benchmarks", {}).items()},
+                 "selection": SelectionRecord.from_json(known.pop("selection", {})),
+                 "order": OrderRecord.from_json(order) if order else None,
+                 "decide": DecideRecord.from_json(decide) if decide else None}
+        return cls(**{**_EMPTY, **known, **typed}, extra=extra)
+
+
+OPTIONS = "options"  # the meta line's run options (``plugin.recorded``)
+_EMPTY: dict[str, Any] = {"benchmark": "", "spec_files": [], "fingerprint": "", "arms": {},
+                          "run_id": "", "plugin_version": "", "created_at": ""}
 
 
 @dataclass

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan, resolve_pair
 from pytest_echo_bench.analysis.power import n_for_power
 from pytest_echo_bench.analysis.sequential import BET_CAP, Betting, interval
+from pytest_echo_bench.store.meta import DecideRecord
 
 ALPHA = 0.05
 
@@ -210,9 +211,9 @@ def test_a_pair_resolves_to_its_benchmark() -> None:
 
 def test_a_plan_read_back_from_a_meta_line() -> None:
     plan = Plan((("b", "x", "y"),), 0.01, 0.02)
-    assert Plan.from_json(plan.to_json()) == plan
+    assert Plan.read(DecideRecord.from_json(plan.record().to_json())) == plan
     for bad in ({}, {"pairs": [["b", "x"]]}, {"pairs": [["b", "x", "y"]], "alpha": 2}, {"pairs": 3}):
-        assert Plan.from_json(bad) is None
+        assert isinstance(Plan.read(DecideRecord.from_json(bad)), str)
 
 
 @settings(derandomize=True, database=None, max_examples=150, deadline=None)

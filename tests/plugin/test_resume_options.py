@@ -21,6 +21,8 @@ from processes import rows_in, run, start, wait_for
 
 from conftest import make_spec, read_rows, sim_spec
 
+from pytest_echo_bench.store.records import Meta
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +230,7 @@ def test_a_recorded_value_no_run_writes_is_a_usage_error(options: object) -> Non
     from pytest_echo_bench.plugin.recorded import recorded
 
     with pytest.raises(pytest.UsageError, match="^--bench-resume r.jsonl: the meta line's options "):
-        recorded({"_meta": True, "options": options}, "r.jsonl")
+        recorded(Meta.from_json({"_meta": True, "options": options}), "r.jsonl")
 
 
 @pytest.mark.parametrize("options", [
@@ -238,5 +240,7 @@ def test_a_recorded_value_no_run_writes_is_a_usage_error(options: object) -> Non
 def test_every_value_a_run_writes_is_read_back(options: dict[str, object]) -> None:
     from pytest_echo_bench.plugin.recorded import recorded
 
-    assert recorded({"_meta": True, "options": options}, "r.jsonl") == options
-    assert recorded({"_meta": True}, "r.jsonl") == {}  # a file from before the record
+    found = recorded(Meta.from_json({"_meta": True, "options": options}), "r.jsonl")
+    assert found is not None and found.to_json() == options
+    # A file from before the record:
+    assert recorded(Meta.from_json({"_meta": True}), "r.jsonl") is None

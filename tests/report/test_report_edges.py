@@ -24,6 +24,7 @@ from pytest_echo_bench.cli.args import OutputClosed, say
 from pytest_echo_bench.report.formats.text import render, report_json
 from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.store.checks import META_FIELDS
+from pytest_echo_bench.store.meta import BenchmarkEntry, SelectionRecord
 from pytest_echo_bench.store.records import Meta
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 3}},
@@ -252,13 +253,16 @@ def test_only_a_broken_stdout_counts_as_the_reader_gone(monkeypatch: pytest.Monk
 
 
 def test_meta_from_json_is_to_json_read_back_with_extras_and_defaults_kept() -> None:
-    meta = Meta("d", {"d": {"spec": "d.yaml", "items": 3}}, ["d.yaml"], "f1", {"d": ["A"]}, {"args": ["d.yaml"]},
-                "r1", "1.0", "2024-01-01T00:00:00Z", extra={"merged_from": ["a.jsonl"]})
+    meta = Meta("d", {"d": BenchmarkEntry("d.yaml", items=3)}, ["d.yaml"], "f1", {"d": ["A"]},
+                SelectionRecord(["d.yaml"]), "r1", "1.0", "2024-01-01T00:00:00Z",
+                extra={"merged_from": ["a.jsonl"]})
     line = meta.to_json()
     assert line["merged_from"] == ["a.jsonl"] and "extra" not in line
     assert Meta.from_json(line) == meta
     old = Meta.from_json({"_meta": True, "benchmark": "d"})  # an older writer's line: the rest empty
-    assert (old.arms, old.benchmarks, old.spec_files, old.selection, old.fsync) == ({}, {}, [], {}, "end")
+    assert (old.arms, old.benchmarks, old.spec_files, old.fsync) == ({}, {}, [], "end")
+    assert old.selection == SelectionRecord()
+    assert old.to_json()["selection"] == {} and "order" not in old.to_json()
     own = Meta.from_json({"_meta": True, "extra": 5})  # a line's own field called extra is one of its extras
     assert own.extra == {"extra": 5} and own.to_json()["extra"] == 5
 

@@ -12,6 +12,7 @@ from conftest import sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.results.regrade import regrade
+from pytest_echo_bench.store.meta import BenchmarkEntry
 from pytest_echo_bench.store.records import Meta
 from pytest_echo_bench.store.writer import write_whole
 
@@ -39,19 +40,21 @@ def test_merge_gives_a_meta_that_keeps_what_it_does_not_name(tmp_path: Path) -> 
     second = results(tmp_path / "b.jsonl", {**META, "run_id": "r2"}, row("q1", False))
     merged = merge([first, second])
     assert isinstance(merged.meta, Meta)
-    assert merged.meta.run_id == "r1" and merged.meta.selection["shard"] == ""
+    assert merged.meta.run_id == "r1" and merged.meta.selection.shard == ""
     assert merged.meta.extra["merged_from"] == [str(first), str(second)]
     out = tmp_path / "m.jsonl"
     write_whole(out, merged.meta, merged.lines)
     line = json.loads(out.read_text().splitlines()[0])
     assert line["from_a_newer_writer"] == {"kept": True} and line["merged_from"] == [str(first), str(second)]
-    assert "extra" not in line and Meta.from_json(line).benchmarks == META["benchmarks"]
+    assert "extra" not in line
+    assert Meta.from_json(line).to_json()["benchmarks"] == META["benchmarks"]
 
 
 def test_merge_of_a_file_without_a_meta_line_types_the_assumed_one(tmp_path: Path) -> None:
     bare = results(tmp_path / "bare.jsonl", None, row("q0", True))
     merged = merge([bare], {"demo": "f9"})
-    assert merged.meta is not None and merged.meta.benchmarks == {"demo": {"fingerprint": "f9"}}
+    assert merged.meta is not None
+    assert merged.meta.benchmarks == {"demo": BenchmarkEntry(fingerprint="f9")}
     assert merged.meta.extra["assumed_fingerprints"] == {"demo": "f9"} and merged.meta.benchmark == "demo"
 
 

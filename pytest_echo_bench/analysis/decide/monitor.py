@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_echo_bench.analysis.sequential import Betting
 from pytest_echo_bench.analysis.stats import holm
+from pytest_echo_bench.store.meta import DecideRecord
 from pytest_echo_bench.store.records import Meta
 
 ALPHA, MARGIN = 0.05, 0.0
@@ -30,21 +31,17 @@ class Plan:
     alpha: float = ALPHA
     margin: float = MARGIN  # 0: superiority either way; > 0: non-inferiority of a within the margin
 
-    def to_json(self) -> dict[str, Any]:
-        return {"pairs": [list(p) for p in self.pairs], "alpha": self.alpha, "margin": self.margin}
+    def record(self) -> DecideRecord:
+        """The plan as the meta line records it."""
+        return DecideRecord([list(p) for p in self.pairs], self.alpha, self.margin)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Plan | None:
-        """A plan as the meta line records it; None when it records none or one this cannot read."""
-        plan = cls.read(data)
-        return plan if isinstance(plan, Plan) else None
-
-    @classmethod
-    def read(cls, data: Mapping[str, Any]) -> Plan | str:
+    def read(cls, record: DecideRecord) -> Plan | str:
         """The plan of a meta line's ``decide``, or why it cannot be used (a report says so, in one line)."""
         try:
-            pairs = tuple((str(b), str(x), str(y)) for b, x, y in data.get("pairs") or ())
-            alpha, margin = float(data.get("alpha", ALPHA)), float(data.get("margin", MARGIN))
+            pairs = tuple((str(b), str(x), str(y)) for b, x, y in record.pairs or ())
+            alpha = float(ALPHA if record.alpha is None else record.alpha)
+            margin = float(MARGIN if record.margin is None else record.margin)
         except (TypeError, ValueError):
             return "its pairs must be [benchmark, a, b] and its alpha and margin numbers"
         if not pairs:
@@ -278,7 +275,7 @@ class Sequential:
 
 def monitor_of(meta: Meta) -> Monitor | str | None:
     """The monitor of a meta line's decide plan; why the plan cannot be used; None: it has none."""
-    if not meta.decide:
+    if meta.decide is None:
         return None
     plan = Plan.read(meta.decide)
     if isinstance(plan, str):
@@ -287,7 +284,7 @@ def monitor_of(meta: Meta) -> Monitor | str | None:
                    None)
     if unknown is not None:  # a hand-edited line: its figures would compare an arm no row can be of
         return f"the meta line's decide plan cannot be used: it names arm {unknown!r}, which the meta line's arms do not hold"
-    return Monitor(plan, {name: int(info.get("epochs") or 1) for name, info in meta.benchmarks.items()})
+    return Monitor(plan, {name: entry.samples for name, entry in meta.benchmarks.items()})
 
 
 def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = False,

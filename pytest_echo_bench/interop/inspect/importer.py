@@ -25,6 +25,7 @@ from pytest_echo_bench.scoring.verdict import Verdict, judge
 from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import encode_line, write_atomic
+from pytest_echo_bench.store.meta import BenchmarkEntry, SelectionRecord, benchmark_entry
 from pytest_echo_bench.store.records import Key, Meta, Row
 
 WORKER = "inspect"  # the row's worker: no process of ours ran it
@@ -272,22 +273,20 @@ def import_meta(done: Sequence[Read], arms: dict[str, list[str]], items: dict[st
                   for name in arms}
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     meta = Meta(benchmark="+".join(sorted(benchmarks)), benchmarks=benchmarks, spec_files=[],
-                fingerprint=_digest(sorted((n, b["fingerprint"]) for n, b in benchmarks.items())), arms=arms,
-                selection={"args": [], "keyword": "", "markexpr": "", "shard": ""}, run_id=f"import-{uuid.uuid4().hex}",
+                fingerprint=_digest(sorted((n, b.fingerprint) for n, b in benchmarks.items())),
+                arms=arms, selection=SelectionRecord.of([], None, None, None),
+                run_id=f"import-{uuid.uuid4().hex}",
                 plugin_version=__version__, created_at=now, extra={"imported_from": [_source(r) for r in done]})
     return meta.to_json()
 
 
-def _bench_info(name: str, done: Sequence[Read], items: int) -> dict[str, Any]:
+def _bench_info(name: str, done: Sequence[Read], items: int) -> BenchmarkEntry:
     """A task's entry: its fingerprint is the task's name, version and sample ids, so logs of one
     task imported apart (one per model) merge, and a task changed in between does not."""
     ids = sorted(set().union(*(r.ids for r in done)))
     versions = sorted({str(r.log.header["eval"].get("task_version", 0)) for r in done})
-    info: dict[str, Any] = {"spec": "", "fingerprint": _digest(["inspect", name, versions, ids]), "items": items}
-    epochs = max(r.epochs for r in done)
-    if epochs > 1:
-        info["epochs"] = epochs
-    return info
+    return benchmark_entry(_digest(["inspect", name, versions, ids]), spec="", items=items,
+                           epochs=max(r.epochs for r in done))
 
 
 def _source(read: Read) -> dict[str, Any]:

@@ -27,13 +27,11 @@ def meta_expected(meta: Meta | None, single: bool) -> dict[str, int]:
     if meta is None:
         return {}
     expected = {}
-    for name, info in meta.benchmarks.items():
-        names, items = meta.arms.get(name), info.get("items")
-        if isinstance(names, list) and names and isinstance(items, int):
+    for name, entry in meta.benchmarks.items():
+        names, items = meta.arms.get(name), entry.items
+        if names and items is not None:
             expected.update({(str(a) if single else f"{name}/{a}"): items // len(names) for a in names})
     return expected
-
-
 
 
 class DecideFeed:
