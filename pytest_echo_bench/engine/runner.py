@@ -24,7 +24,6 @@ from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
 from pytest_echo_bench.engine.stop import StopSignal
-from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.errors import (
     AbortedError,
     ArmError,
@@ -36,13 +35,13 @@ from pytest_echo_bench.errors import (
     UnavailableError,
 )
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request, endpoint
+from pytest_echo_bench.providers import provider_info
 from pytest_echo_bench.providers.answer import checked, finite_cost
-from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV
 from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.scoring.registry import IN_PROCESS, get_scorer
 from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.spec.load import ArmSpec, Spec
-from pytest_echo_bench.store.cache import CACHEABLE, ResponseCache, cache_key
+from pytest_echo_bench.store.cache import ResponseCache, cache_key
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.records import Row, row_from_json
 from pytest_echo_bench.store.redaction import Secrets, redact
@@ -59,7 +58,7 @@ class ArmRuntime:
         limit = spec.arms[arm].concurrency
         self.slots = threading.BoundedSemaphore(limit) if limit else None
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
-        cacheable = runner.cache is not None and spec.arms[arm].provider in CACHEABLE
+        cacheable = runner.cache is not None and provider_info(spec.arms[arm].provider).cacheable
         self.descriptor = cache_descriptor(spec, arm) if cacheable else None
         self.breaker = ArmBreaker()
         self._provider: Provider | None = None
@@ -89,7 +88,7 @@ class ArmRuntime:
         if self.spec.scorer not in IN_PROCESS:  # a sandbox run or a user's scorer may take time
             return False
         try:
-            return bool(getattr(self.provider(), "instant", False))
+            return self.provider().instant
         except UnavailableError:
             return True  # it fails at once, with its reason
 
@@ -98,7 +97,7 @@ class ArmRuntime:
             if self.breaker.broken:
                 raise self.breaker.broken
             if self._provider is None:
-                factory = PROVIDERS[self.spec.arms[self.arm].provider]
+                factory = PROVIDERS[self.spec.arms[self.arm].provider].build
                 try:
                     conf = self.spec.arms[self.arm]
                     # Behind its endpoint's adaptive limit (network providers only): see engine.limiter.
@@ -129,9 +128,7 @@ class Runner:
         with self._lock:
             providers = [arm._provider for arm in self._arms.values() if arm._provider is not None]
         for provider in providers:
-            close = getattr(provider, "close", None)  # network providers; the limiter's wrapper passes it on
-            if close is not None:
-                close()
+            provider.close()  # network providers' sockets; the limiter's wrapper passes it on
         if self.cache is not None:
             self.cache.close()
 
@@ -208,7 +205,7 @@ class Runner:
 
     def _spend(self, spec: Spec, arm: str, request: Request) -> AbstractContextManager[Settle]:
         """The budget's hold on one real call; a routing or Python arm's own call is the calls it makes."""
-        if self.budget is None or spec.arms[arm].provider in COMPOSITE:
+        if self.budget is None or provider_info(spec.arms[arm].provider).composite:
             return contextlib.nullcontext(_no_budget)
         return self.budget.call(spec, arm, request.prompt)
 
@@ -362,7 +359,8 @@ ALLOW = "--bench-allow-mismatch (this arm recorded nothing)"
 def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
     """What to do about an arm-scope failure its provider gave no hint for."""
     if status in (401, 403):
-        names = arm.options.get("api_key_env") or ", ".join(DEFAULT_KEY_ENV.get(arm.provider, ())) or "its key variable"
+        default = ", ".join(provider_info(arm.provider).key_env)
+        names = arm.options.get("api_key_env") or default or "its key variable"
         return f"the key was refused: check the key in {names} (and that it may use this model), then resume"
     if status == 404:
         return "check the model name and base_url (an OpenAI-compatible base_url ends in /v1), then resume"
