@@ -57,10 +57,24 @@ def provider_info(name: str) -> ProviderInfo:
     return PROVIDERS.get(name) or UNKNOWN
 
 
+# (id(arm), id(spec)) -> (arm, spec, its route): a route is read once per loaded spec, however
+# often the budget asks for it (each item of a routing arm, each of its sub-arms). The arm and spec
+# are kept with it, so that their ids cannot be reused by others while it is held.
+_ROUTES: dict[tuple[int, int], tuple[ArmSpec, Spec, Route]] = {}
+_ROUTES_HELD = 4096  # past this many routing arms (a session of in-process runs), the oldest go
+
+
 def route_of(arm: ArmSpec, spec: Spec) -> Route | None:
     """The calls routing arm ``arm`` makes (None: it is no routing arm), read from its options."""
     routes = provider_info(arm.provider).routes
-    return None if routes is None else routes(arm, spec)
+    if routes is None:
+        return None
+    held = _ROUTES.get((id(arm), id(spec)))
+    if held is None:
+        if len(_ROUTES) >= _ROUTES_HELD:
+            del _ROUTES[next(iter(_ROUTES))]
+        held = _ROUTES[id(arm), id(spec)] = (arm, spec, routes(arm, spec))
+    return held[2]
 
 
 def endpoint(arm: ArmSpec) -> str:
