@@ -23,7 +23,7 @@ def resolve(ref: str) -> Any:
 
 
 class Registry(Generic[T]):
-    """``name -> T``: the built-ins as ``module:attr`` strings, each imported once, when first asked for.
+    """``name -> T``: the built-ins as ``module:attr`` strings, each imported when first asked for.
 
     ``adapt(name, found)`` turns what a reference names into the registry's type once, when it is
     imported (a scorer of text alone becomes a scorer of an item); by default it is taken as it is.
@@ -37,7 +37,8 @@ class Registry(Generic[T]):
         self._adapt = adapt
 
     def register(self, name: str, found: T | str) -> None:
-        """Add ``name`` (or replace it): ``found`` itself, or a ``module:attr`` string imported on first use."""
+        """Add ``name`` (or replace it): ``found`` itself, or a ``module:attr`` string imported on
+        first use."""
         self._loaded.pop(name, None)
         self._refs.pop(name, None)
         if isinstance(found, str):
@@ -46,7 +47,7 @@ class Registry(Generic[T]):
             self._loaded[name] = found
 
     def get(self, name: str) -> T | None:
-        """What ``name`` names, imported now if it was not yet; None when nothing is registered as it.
+        """What ``name`` names, imported now if it was not yet; None when nothing is registered.
         A reference that does not import raises: a registered name that names nothing is a bug."""
         found = self._loaded.get(name)
         if found is None and name in self._refs:

@@ -57,12 +57,14 @@ register_provider("echo", "echo_provider:PROVIDER")
 
 
 def echo_spec(extra: str = "") -> str:
-    return (f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(3)}\nscorer: exact\n"
+    return (f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(3)}\n"
+            "scorer: exact\n"
             "arms:\n  echo: {provider: echo, answer: '4', max_tokens: 8}\n"
             "pricing:\n  echo: {input: 1.0, output: 2.0}\n" + extra)
 
 
-def test_a_new_provider_is_one_module_and_one_registry_line(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_new_provider_is_one_module_and_one_registry_line(pytester: pytest.Pytester,
+                                                            sweep: Sweep) -> None:
     pytester.makepyfile(echo_provider=ECHO_MODULE)
     pytester.makeconftest(ECHO_CONFTEST)
     make_spec(pytester, echo_spec("budget: {usd: 1}\n"))
@@ -81,7 +83,8 @@ def test_a_new_provider_is_one_module_and_one_registry_line(pytester: pytest.Pyt
     assert all(r["cache_hits"] == 1 and r["attempts"] == 0 for r in again)
 
 
-def test_a_new_providers_options_are_checked_with_the_spec(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_new_providers_options_are_checked_with_the_spec(pytester: pytest.Pytester,
+                                                           sweep: Sweep) -> None:
     pytester.makepyfile(echo_provider=ECHO_MODULE)
     pytester.makeconftest(ECHO_CONFTEST)
     make_spec(pytester, echo_spec().replace("answer: '4'", "answr: '4'"))
@@ -102,7 +105,7 @@ def test_the_estimate_reads_a_new_providers_bound(pytester: pytest.Pytester,
     capsys.readouterr()
     assert main(["estimate", str(spec), "--format", "json", "--cache", "off"]) == 0
     echo = json.loads(capsys.readouterr().out)["arms"]["echo"]
-    assert echo["completion_tokens"]["high"] == 3 * 8  # three items, each reply at most its max_tokens
+    assert echo["completion_tokens"]["high"] == 3 * 8  # three items, each reply at most max_tokens
     assert echo["cost_usd"]["high"] is not None
 
 
@@ -140,7 +143,8 @@ def test_the_registry_module_imports_nothing_of_the_package() -> None:
 def test_each_provider_declares_what_the_engine_budget_and_cache_read() -> None:
     cacheable = {name for name in PROVIDERS.names() if provider_info(name).cacheable}
     assert cacheable == {"openai", "anthropic", "command"}
-    assert {name for name in PROVIDERS.names() if provider_info(name).composite} == {"cascade", "oracle", "python"}
+    composite = {name for name in PROVIDERS.names() if provider_info(name).composite}
+    assert composite == {"cascade", "oracle", "python"}
     assert provider_info("anthropic").key_env == ("ANTHROPIC_API_KEY",)
     assert provider_info("no such provider") is UNKNOWN and not UNKNOWN.cacheable
 
@@ -151,10 +155,11 @@ def test_anthropics_default_max_tokens_is_the_budgets_bound() -> None:
     assert completion_cap(ArmSpec("c", "anthropic", {"model": "c", "max_tokens": 5}, 1)) == 5
 
 
-def test_a_routing_arms_options_are_read_once_for_the_build_the_budget_and_the_estimate(tmp_path: Path) -> None:
+def test_a_routing_arms_options_are_read_once_for_the_build_and_the_budget(tmp_path: Path) -> None:
     spec_path = tmp_path / "s.yaml"
     spec_path.write_text(
-        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(1)}\nscorer: exact\narms:\n"
+        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(1)}\n"
+        "scorer: exact\narms:\n"
         "  small: {provider: openai, model: m, max_tokens: 10}\n"
         "  judge: {provider: openai, model: j, max_tokens: 3}\n"
         "  big: {provider: openai, model: b, max_tokens: 100}\n"
@@ -176,5 +181,6 @@ def test_a_routing_arms_options_are_read_once_for_the_build_the_budget_and_the_e
 
 def test_the_provider_protocol_defaults() -> None:
     provider = BaseProvider()
-    assert provider.instant is False and provider.endpoint_url is None and provider.endpoint_key is None
+    assert provider.instant is False
+    assert provider.endpoint_url is None and provider.endpoint_key is None
     provider.close()  # nothing held open
