@@ -96,7 +96,7 @@ class Route:
 
     @property
     def arms(self) -> list[str]:
-        """Every arm it may call, once each, in the order it calls them first."""
+        """Every arm it may call, once each: the cheap ones, the strong one, the judge."""
         judge = [self.judge] if self.judge else []
         return list(dict.fromkeys([*self.cheap, self.strong, *judge]))
 
