@@ -19,14 +19,15 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_echo_bench.budget.worst import completion_cap
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
-from pytest_echo_bench.budget.worst import completion_cap
-from pytest_echo_bench.providers.routing import JUDGE_PROMPT, ROUTERS, route_plan
+from pytest_echo_bench.providers import provider_info, route_of
+from pytest_echo_bench.providers.base import Route
+from pytest_echo_bench.providers.routing import JUDGE_PROMPT
 from pytest_echo_bench.spec.load import Spec
 
 CHARS_PER_TOKEN = 4
-OPAQUE = frozenset({"python"})  # arms whose calls to other arms only their code knows: counted once, cost unknown  # what the provider sends without one (the Messages API needs it)
 
 
 def prompt_tokens(text: str) -> int:
@@ -60,7 +61,7 @@ def max_completion(spec: Spec, arm: str) -> int | None:
     return completion_cap(spec.arms[arm])
 
 
-Plans = dict[str, tuple[list[str], list["str | None"], str, "str | None"]]  # routing arm -> route_plan, read once
+Plans = dict[str, "Route | None"]  # arm -> its route (None: no routing arm), read once a sweep
 
 
 Own = Callable[[str], str]  # an arm's own prompt for the item (``prompt:``), as the run renders it
@@ -76,16 +77,16 @@ def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | N
     each routing arm's plan, so that a sweep's items read it once; ``own`` gives an arm asked with
     the item's input its own prompt, as the run does)."""
     plans = {} if plans is None else plans
-    conf = spec.arms[arm]
-    if conf.provider not in ROUTERS:
+    if arm not in plans:
+        plans[arm] = route_of(spec.arms[arm], spec)
+    route = plans[arm]
+    if route is None:
         prompt = own(arm) if own is not None and prompt == question else prompt
-        system = conf.options.get("system")
+        system = spec.arms[arm].options.get("system")
         extra = prompt_tokens(system) if isinstance(system, str) else 0
         call = (Call(arm, prompt, prompt_tokens(prompt) + extra),)
         return Paths(call, call)
-    if arm not in plans:
-        plans[arm] = route_plan(conf, spec)
-    cheap, personas, strong, judge = plans[arm]
+    cheap, personas, strong, judge = route.cheap, route.personas, route.strong, route.judge
     asked: dict[tuple[str, str], int] = {}
     best: list[Call] = []
     worst: list[Call] = []
@@ -122,8 +123,8 @@ def _asked(paths: Paths, asked: dict[tuple[str, str], int], key: tuple[str, str]
 
 def _answering(spec: Spec, arm: str) -> str:
     """The arm whose reply a routing arm passes on at worst (its strong arm's, all the way down)."""
-    while spec.arms[arm].provider in ROUTERS:
-        arm = route_plan(spec.arms[arm], spec)[2]
+    while (route := route_of(spec.arms[arm], spec)) is not None:
+        arm = route.strong
     return arm
 
 
@@ -185,7 +186,7 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     example, epoch)`` says whether the response cache answers a call (None: no cache)."""
     seen = seen or Seen()
     leaves = _leaves(spec, arm)
-    opaque = any(spec.arms[leaf].provider in OPAQUE for leaf in leaves)
+    opaque = any(_opaque(spec, leaf) for leaf in leaves)
     out = ArmEstimate(arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque)
     plans: Plans = {}
     for example, epoch in items:
@@ -201,7 +202,7 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
         out.cost_high = _add(out.cost_high, high[0])
         out.completion_high = None if out.completion_high is None or high[1] is None else out.completion_high + int(high[1])
     out.seconds_per_item = seen.mean_seconds(arm)
-    if out.seconds_per_item is None and spec.arms[arm].provider in ROUTERS:
+    if out.seconds_per_item is None and provider_info(spec.arms[arm].provider).routes is not None:
         leaves = [seen.mean_seconds(c) for c in _leaves(spec, arm)]
         out.seconds_per_item = None if None in leaves else sum(x for x in leaves if x is not None)
     return out
@@ -213,7 +214,7 @@ def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epo
     cost: float | None = 0.0
     completion: float | None = 0.0
     sent = 0
-    opaque = {c.arm for c in calls if spec.arms[c.arm].provider in OPAQUE}
+    opaque = {c.arm for c in calls if _opaque(spec, c.arm)}
     for call in calls:
         if cache_of is not None and call.prompt is not None and cache_of(call, example, epoch):
             if into is not None:
@@ -244,11 +245,16 @@ def _add(total: float | None, value: float | None) -> float | None:
 
 def _leaves(spec: Spec, arm: str) -> list[str]:
     """Every arm ``arm`` may call, routing arms expanded (the arm itself when it routes nothing)."""
-    if spec.arms[arm].provider not in ROUTERS:
+    route = route_of(spec.arms[arm], spec)
+    if route is None:
         return [arm]
-    cheap, _, strong, judge = route_plan(spec.arms[arm], spec)
-    names = [*cheap, strong, *([judge] if judge else [])]
-    return list(dict.fromkeys(leaf for name in names for leaf in _leaves(spec, name)))
+    return list(dict.fromkeys(leaf for name in route.arms for leaf in _leaves(spec, name)))
+
+
+def _opaque(spec: Spec, arm: str) -> bool:
+    """Whether the calls ``arm`` makes to other arms are only its code's to know (a Python arm's):
+    counted as its one call, its cost unknown."""
+    return provider_info(spec.arms[arm].provider).opaque
 
 
 def worst_case_usd(spec: Spec, items: Iterable[tuple[Example, str, int]], seen: Seen | None = None) -> float | None:

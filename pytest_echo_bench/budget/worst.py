@@ -10,10 +10,11 @@ tokens. Each message adds its framing (``MESSAGE_TOKENS``: role and separators, 
 published count, taken at 8) and a reply its priming (``REPLY_TOKENS``); any other field the
 request carries that a model may read (tools, a response format's schema) counts at its JSON bytes.
 The completion is at most the request's ``max_tokens`` or ``max_completion_tokens`` (the larger,
-when both are sent: a server keeps one of them) times its ``n`` (Anthropic: its ``max_tokens``,
-1024 when unset, as its provider sends); an arm with an output price and no such bound has no
-worst case. A routing arm's worst case is the sum of the calls it may make: every cheap call, the
-judge's, and the strong arm's.
+when both are sent: a server keeps one of them) times its ``n``, as the provider's ``sent``
+builds the request (``providers.base.ProviderInfo``: Anthropic's sends its default ``max_tokens``
+when the spec sets none); an arm with an output price and no such bound has no worst case. A
+routing arm's worst case is the sum of the calls it may make: every cheap call, the judge's, and
+the strong arm's.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pytest_echo_bench.providers.openai_chat import request_params
+from pytest_echo_bench.providers import provider_info, route_of
+from pytest_echo_bench.providers.base import Route
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 MESSAGE_TOKENS = 8
 REPLY_TOKENS = 8
-ANTHROPIC_DEFAULT_MAX_TOKENS = 1024  # what providers.anthropic_messages sends when the spec says nothing
-ROUTERS = ("cascade", "oracle")
-COMPOSITE = frozenset({*ROUTERS, "python"})  # arms that answer through other arms' calls
 # The judge's prompt quotes the cheap answers, whose text is only known by then: each is taken at
 # this many tokens per token of its cap (another model's tokenizer may split it finer), plus framing.
 QUOTED_FACTOR = 2
@@ -50,12 +49,8 @@ def prompt_tokens(*texts: str | None) -> int:
 
 def sent(arm: ArmSpec) -> dict[str, Any]:
     """What a call of leaf ``arm`` sends beside its prompt, as its provider builds the request."""
-    if arm.provider == "openai":
-        extra = arm.options.get("extra_body")
-        return request_params(arm.options, extra if isinstance(extra, dict) else {})
-    if arm.provider == "anthropic":  # its provider sends max_tokens alone (no extra_body)
-        return {"max_tokens": arm.options.get("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)}
-    return {}
+    reads = provider_info(arm.provider).sent
+    return {} if reads is None else reads(arm)
 
 
 def completion_cap(arm: ArmSpec) -> int | None:
@@ -119,10 +114,11 @@ def unbounded(spec: Spec, name: str) -> str | None:
     arm = spec.arms.get(name)
     if arm is None:
         return f"it routes to {name!r}, which is not an arm of the spec"
-    if arm.provider == "python":
+    if provider_info(arm.provider).opaque:
         return "a Python arm may make any number of calls"
-    if arm.provider in ROUTERS:
-        return next((why for sub in _routes(arm) if (why := unbounded(spec, sub))), None)
+    route = route_of(arm, spec)
+    if route is not None:
+        return next((why for sub in route.arms if (why := unbounded(spec, sub))), None)
     if name not in spec.pricing:
         return "it has no prices (pricing: in the spec)"
     cap, why = _bound(arm)
@@ -139,28 +135,32 @@ def call_worst(spec: Spec, name: str, prompt: str) -> float | None:
 def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
     """The most an item of arm ``name`` may cost: one call, or every call a routing arm may make."""
     arm = spec.arms.get(name)
-    if arm is None or arm.provider == "python":
+    if arm is None or provider_info(arm.provider).opaque:
         return None
-    if arm.provider not in ROUTERS:
-        return call_worst(spec, name, prompt)
-    cheap = _cheap_calls(arm)
-    personas = arm.options.get("personas") or []
+    route = route_of(arm, spec)
+    return call_worst(spec, name, prompt) if route is None else _route_worst(spec, route, prompt)
+
+
+def _route_worst(spec: Spec, route: Route, prompt: str) -> float | None:
+    """Every cheap call, the judge's and the strong arm's, each at its most."""
+    total = _cheap_worst(spec, route, prompt)
+    if total is not None and route.judge is not None:
+        quoted = sum(QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS
+                     for sub in route.cheap)
+        judged = _priced(spec, route.judge, prompt, JUDGE_TEMPLATE_BYTES + quoted)
+        total = None if judged is None else total + judged
+    strong = None if total is None else item_worst(spec, route.strong, prompt)
+    return None if total is None or strong is None else total + strong
+
+
+def _cheap_worst(spec: Spec, route: Route, prompt: str) -> float | None:
     total = 0.0
-    for i, sub in enumerate(cheap):
-        persona = personas[i] if isinstance(personas, list) and i < len(personas) else None
-        cost = item_worst(spec, sub, f"{persona}\n\n{prompt}" if isinstance(persona, str) else prompt)
+    for sub, persona in zip(route.cheap, route.personas, strict=True):
+        cost = item_worst(spec, sub, prompt if persona is None else f"{persona}\n\n{prompt}")
         if cost is None:
             return None
         total += cost
-    judge = arm.options.get("judge") if arm.options.get("agreement") == "judge" else None
-    if isinstance(judge, str):
-        quoted = sum(QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS for sub in cheap)
-        judged = _priced(spec, judge, prompt, JUDGE_TEMPLATE_BYTES + quoted)
-        if judged is None:
-            return None
-        total += judged
-    strong = item_worst(spec, str(arm.options.get("strong")), prompt)
-    return None if strong is None else total + strong
+    return total
 
 
 def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
@@ -168,25 +168,12 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
     if unbounded(spec, name) is not None:
         return None
     arm = spec.arms[name]
-    if arm.provider in COMPOSITE:  # a judge that is itself a routing arm: every call it may make, with a
-        return item_worst(spec, name, prompt + " " * more)  # prompt as long as the judge's may be (a byte a token)
+    if provider_info(arm.provider).composite:
+        # A judge that is itself a routing arm: every call it may make, with a prompt as long as the
+        # judge's may be (a byte a token).
+        return item_worst(spec, name, prompt + " " * more)
     per_input, per_output = spec.pricing[name]
     return ((input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output) / 1e6
-
-
-def _cheap_calls(arm: ArmSpec) -> list[str]:
-    """The cheap calls a routing arm makes, as ``routing._router_parts`` builds them."""
-    value = arm.options.get("cheap")
-    cheap = [value] if isinstance(value, str) else [str(v) for v in value or []]
-    n = arm.options.get("n", 1 if len(cheap) > 1 else 2)
-    return cheap * (n if isinstance(n, int) and not isinstance(n, bool) else 1)
-
-
-def _routes(arm: ArmSpec) -> list[str]:
-    names = _cheap_calls(arm) + [str(arm.options.get("strong"))]
-    if arm.options.get("agreement") == "judge" and isinstance(arm.options.get("judge"), str):
-        names.append(arm.options["judge"])
-    return list(dict.fromkeys(names))
 
 
 def _answer_cap(spec: Spec, name: str) -> int | None:
@@ -194,6 +181,7 @@ def _answer_cap(spec: Spec, name: str) -> int | None:
     arm = spec.arms.get(name)
     if arm is None:
         return None
-    if arm.provider in ROUTERS:
-        return max((_answer_cap(spec, sub) or 0 for sub in _routes(arm)), default=None)
+    route = route_of(arm, spec)
+    if route is not None:
+        return max((_answer_cap(spec, sub) or 0 for sub in route.arms), default=None)
     return completion_cap(arm)

@@ -10,20 +10,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.budget.estimate import (
+    CHARS_PER_TOKEN,
+    ArmEstimate,
+    Call,
+    Plans,
+    Seen,
+    arm_paths,
+    estimate_arm,
+    finite,
+    own_prompts,
+    wall_seconds,
+)
+from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.budget.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, own_prompts, wall_seconds
-from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
-from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.providers import provider_info
 from pytest_echo_bench.shards.env import resolve_shard
+from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
+from pytest_echo_bench.store.cache import cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
-from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.safe_text import escape_id
 
@@ -133,7 +145,7 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
     descriptors: dict[str, dict[str, Any]] = {}
 
     def key(call: Call, example: Example, epoch: int) -> str | None:
-        if call.prompt is None or spec.arms[call.arm].provider not in CACHEABLE:
+        if call.prompt is None or not provider_info(spec.arms[call.arm].provider).cacheable:
             return None
         if call.arm not in descriptors:
             descriptors[call.arm] = cache_descriptor(spec, call.arm)

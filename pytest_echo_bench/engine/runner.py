@@ -63,9 +63,7 @@ class Runner:
         for provider in built:
             if provider is None:
                 continue
-            close = getattr(provider, "close", None)  # network providers; the limiter's wrapper passes it on
-            if close is not None:
-                close()
+            provider.close()  # network providers' sockets; the limiter's wrapper passes it on
         if self.cache is not None:
             self.cache.close()
 
@@ -91,7 +89,7 @@ class Runner:
 
     def _builder(self, spec: Spec) -> Callable[[ArmSpec], Provider]:
         def build(conf: ArmSpec) -> Provider:
-            made = PROVIDERS[conf.provider](conf, spec, self.caller_for(spec))
+            made = PROVIDERS[conf.provider].build(conf, spec, self.caller_for(spec))
             # Behind its endpoint's adaptive limit (network providers only): see engine.limiter.
             return self.limits.wrap(made, conf, spec.retries.max_wait_s)
 

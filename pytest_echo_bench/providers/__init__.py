@@ -1,77 +1,92 @@
-"""Provider registry: ``provider:`` names in a spec map to factories here."""
+"""The provider registry: a spec's ``provider:`` names, each mapped to its module's facts.
+
+A provider is one module that declares ``PROVIDER = ProviderInfo(build, ...)`` and one line here;
+the module is imported when a spec first uses the name. A user's own provider registers itself the
+same way, e.g. in a conftest.py: ``register_provider("echo", "my_package.echo:PROVIDER")``.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Factory, Provider, Request
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    Factory,
+    Provider,
+    ProviderInfo,
+    Request,
+    Route,
+)
+from pytest_echo_bench.registry import Registry
 
 if TYPE_CHECKING:
-    from pytest_echo_bench.spec.load import ArmSpec
+    from pytest_echo_bench.spec.load import ArmSpec, Spec
+
+_ROOM = "pytest_echo_bench.providers"
+PROVIDERS: Registry[ProviderInfo] = Registry("provider", {
+    "sim": f"{_ROOM}.sim:PROVIDER",
+    "openai": f"{_ROOM}.openai_chat:PROVIDER",
+    "anthropic": f"{_ROOM}.anthropic_messages:PROVIDER",
+    "command": f"{_ROOM}.command:PROVIDER",
+    "python": f"{_ROOM}.python_arm:PROVIDER",
+    "cascade": f"{_ROOM}.routing:CASCADE",
+    "oracle": f"{_ROOM}.routing:ORACLE",
+    "replay": f"{_ROOM}.replay:PROVIDER",
+    "reference": f"{_ROOM}.reference:PROVIDER",
+})
 
 
-
-def _sim(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.sim import build
-    return build(arm, spec, caller)
-
-
-def _openai(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.openai_chat import build
-    return build(arm, spec, caller)
+def register_provider(name: str, info: ProviderInfo | str) -> None:
+    """Make ``provider: name`` usable in a spec: ``info``, or the ``module:attr`` that names it."""
+    PROVIDERS.register(name, info)
 
 
-def _anthropic(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.anthropic_messages import build
-    return build(arm, spec, caller)
+def _unknown(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
+    raise spec.error(f"unknown provider {arm.provider!r}; known: {', '.join(PROVIDERS.names())}",
+                     "arms", arm.name, "provider")
 
 
-def _command(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.command import build
-    return build(arm, spec, caller)
+# An unknown name's facts: none (the spec check refuses the name before anything asks for more).
+UNKNOWN = ProviderInfo(_unknown)
 
 
-def _python(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.python_arm import build
-    return build(arm, spec, caller)
+def provider_info(name: str) -> ProviderInfo:
+    """What provider ``name`` declares about itself."""
+    return PROVIDERS.get(name) or UNKNOWN
 
 
-def _cascade(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.routing import build_cascade
-    return build_cascade(arm, spec, caller)
+# (id(arm), id(spec)) -> (arm, spec, its route): a route is read once per loaded spec, however
+# often the budget asks for it (each item of a routing arm, each of its sub-arms). The arm and spec
+# are kept with it, so that their ids cannot be reused by others while it is held.
+_ROUTES: dict[tuple[int, int], tuple[ArmSpec, Spec, Route]] = {}
+_ROUTES_HELD = 4096  # past this many routing arms (a session of in-process runs), the oldest go
 
 
-def _oracle(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.routing import build_oracle
-    return build_oracle(arm, spec, caller)
+def route_of(arm: ArmSpec, spec: Spec) -> Route | None:
+    """The calls routing arm ``arm`` makes (None: it is no routing arm), read from its options."""
+    routes = provider_info(arm.provider).routes
+    if routes is None:
+        return None
+    held = _ROUTES.get((id(arm), id(spec)))
+    if held is None:
+        if len(_ROUTES) >= _ROUTES_HELD:
+            del _ROUTES[next(iter(_ROUTES))]
+        held = _ROUTES[id(arm), id(spec)] = (arm, spec, routes(arm, spec))
+    return held[2]
 
-
-def _replay(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.replay import build
-    return build(arm, spec, caller)
-
-
-def _reference(arm, spec, caller):  # type: ignore[no-untyped-def]
-    from pytest_echo_bench.providers.reference import build
-    return build(arm, spec, caller)
-
-
-PROVIDERS: dict[str, Factory] = {"sim": _sim, "openai": _openai, "anthropic": _anthropic, "command": _command,
-                                 "python": _python, "cascade": _cascade, "oracle": _oracle,
-                                 "replay": _replay, "reference": _reference}
 
 def endpoint(arm: ArmSpec) -> str:
     """What an arm calls, for a message that must say where to look: a base URL or an executable."""
-    options = arm.options
-    if arm.provider in DEFAULT_BASE_URL:
-        return str(options.get("base_url") or DEFAULT_BASE_URL[arm.provider])
-    if arm.provider == "command":
-        from pytest_echo_bench.providers.command import PRESETS  # only for a message: loaded when one is made
-
-        argv, preset = options.get("argv"), PRESETS.get(str(options.get("preset")))
-        program = argv[0] if isinstance(argv, list) and argv else preset.argv[0] if preset else "?"
-        return f"executable {options.get('binary') or program}"
+    info = provider_info(arm.provider)
+    if info.base_url is not None:
+        return str(arm.options.get("base_url") or info.base_url)
+    if info.describe is not None:
+        return info.describe(arm)
     return f"provider {arm.provider}"
 
 
-__all__ = ["PROVIDERS", "Caller", "Completion", "Factory", "Provider", "Request", "endpoint"]
+__all__ = ["PROVIDERS", "UNKNOWN", "BaseProvider", "Caller", "Completion", "Factory", "Provider",
+           "ProviderInfo", "Request", "Route", "endpoint", "provider_info", "register_provider",
+           "route_of"]

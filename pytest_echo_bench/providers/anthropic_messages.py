@@ -13,7 +13,17 @@ from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
-from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    chat_options,
+    check_options,
+    option,
+    read_key,
+)
 from pytest_echo_bench.providers.http_json import (
     WIRE_HINT,
     JSONClient,
@@ -36,9 +46,13 @@ _KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "max_t
 _EXHAUSTED_TYPES = {"billing_error"}
 _TRANSIENT_TYPES = {"rate_limit_error", "overloaded_error", "api_error", "timeout_error"}
 API_VERSION = "2023-06-01"
+BASE_URL = "https://api.anthropic.com"  # where its calls go when the spec names no base_url
+KEY_ENV = "ANTHROPIC_API_KEY"  # where its key is read when the spec names no variable
+# The Messages API refuses a request without max_tokens: this is sent when the spec says nothing.
+DEFAULT_MAX_TOKENS = 1024
 
 @dataclass
-class AnthropicProvider:
+class AnthropicProvider(BaseProvider):
     transport: Transport
     model: str
     system: str | None
@@ -142,8 +156,7 @@ class HTTPTransport:
 
 
 def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
-    # The Messages API refuses a request without max_tokens, so there is always one.
-    max_tokens = option(arm, "max_tokens", int, 1024, spec)
+    max_tokens = option(arm, "max_tokens", int, DEFAULT_MAX_TOKENS, spec)
     if max_tokens < 1:
         raise spec.error(f"max_tokens must be positive, got {max_tokens}", "arms", arm.name, "max_tokens")
     params: dict[str, Any] = {"max_tokens": max_tokens}
@@ -154,9 +167,15 @@ def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
     return params
 
 
+def sent(arm: ArmSpec) -> dict[str, Any]:
+    """What a call of ``arm`` sends beside its model and prompt that bounds its cost: max_tokens
+    alone (it sends no extra_body)."""
+    return {"max_tokens": arm.options.get("max_tokens", DEFAULT_MAX_TOKENS)}
+
+
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     check_options(arm, spec, "anthropic", _KNOWN)
-    model, client, key_env, base_url = chat_options(arm, spec, "anthropic", "ANTHROPIC_API_KEY", DEFAULT_BASE_URL["anthropic"])
+    model, client, key_env, base_url = chat_options(arm, spec, "anthropic", KEY_ENV, BASE_URL)
     system = option(arm, "system", str, None, spec)
     params = _params(arm, spec)
     # "api_key_env: null" is for local proxies that take no key; then none is sent.
@@ -176,3 +195,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
         api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s)))
     return AnthropicProvider(SDKTransport(made, anthropic, base_url), model, system, params, base_url, key)
+
+
+PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)

@@ -38,18 +38,94 @@ class Completion:
 
 
 class Provider(Protocol):
-    """A model behind an arm. A provider may also set ``instant = True``: it answers at once,
-    without I/O, sleeps or retries (sim without latency or faults, replay, reference), so its
-    items run on pytest's thread instead of being handed to a pool thread and back."""
+    """A model behind an arm: what the engine asks of it. ``BaseProvider`` gives the defaults."""
+
+    @property
+    def instant(self) -> bool:
+        """It answers at once, without I/O, sleeps or retries (sim without latency or faults,
+        replay, reference): its items run on pytest's thread instead of a pool thread and back."""
+        ...
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The URL its calls go to over the network (None: it calls none): with ``endpoint_key``,
+        what ``engine.limiter`` keeps one adaptive limit for."""
+        ...
+
+    @property
+    def endpoint_key(self) -> str | None:
+        """The key it sends to ``endpoint_url`` (kept by the limiter only as a digest)."""
+        ...
 
     def complete(self, request: Request) -> Completion:
         """Return the model's answer or raise a ProviderError subclass."""
         ...
 
+    def close(self) -> None:
+        """Close what it holds open (sockets, clients) once the run's calls are done."""
+        ...
+
+
+class BaseProvider:
+    """The defaults of ``Provider``: not instant, no endpoint, nothing to close. A provider
+    subclasses it and writes ``complete`` (and overrides what differs)."""
+
+    instant: bool = False
+    endpoint_url: str | None = None
+    endpoint_key: str | None = None
+
+    def close(self) -> None:
+        """Nothing is held open."""
+
 
 # A caller runs a sibling arm through retries and classification; composite arms get one.
 Caller = Callable[[str, "Request"], Completion]
 Factory = Callable[["ArmSpec", "Spec", Caller], Provider]
+
+
+@dataclass(frozen=True)
+class Route:
+    """The calls a routing arm makes for an item, read once from its options: its cheap calls
+    (one per ask: a single cheap arm asked ``n`` times is named ``n`` times), each call's persona,
+    the strong arm asked when it escalates, and the judge of agreement (None: lexical)."""
+
+    cheap: tuple[str, ...]
+    personas: tuple[str | None, ...]
+    strong: str
+    judge: str | None = None
+
+    @property
+    def arms(self) -> list[str]:
+        """Every arm it may call, once each: the cheap ones, the strong one, the judge."""
+        judge = [self.judge] if self.judge else []
+        return list(dict.fromkeys([*self.cheap, self.strong, *judge]))
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What the engine, the budget, the estimate, the cache and the spec check need to know of a
+    provider, besides how to build it: one per ``provider:`` name (``providers.PROVIDERS``)."""
+
+    build: Factory
+    # Its answers are kept in the response cache: a real model's. The simulator, replays and
+    # references cost nothing, and caching the simulator would bypass its fault drills.
+    cacheable: bool = False
+    base_url: str | None = None  # where its calls go when the spec names no base_url
+    key_env: tuple[str, ...] = ()  # where its key is read when the spec names no variable
+    # What one call sends beside its prompt, as the provider builds the request: the budget's worst
+    # case reads its reply's bound (max_tokens, n) and every field a model reads from it.
+    sent: Callable[[ArmSpec], dict[str, Any]] | None = None
+    # A routing arm's calls, read from its options (refusing bad ones, with the spec's line).
+    routes: Callable[[ArmSpec, Spec], Route] | None = None
+    # Its calls to other arms are its own code's: no worst case, counted as one call in an estimate.
+    opaque: bool = False
+    no_prompt: str | None = None  # why it takes no ``prompt:`` of its own (None: it takes one)
+    describe: Callable[[ArmSpec], str] | None = None  # what it calls, for a message (no base_url)
+
+    @property
+    def composite(self) -> bool:
+        """It answers through other arms' calls: its own call costs nothing, theirs do."""
+        return self.routes is not None or self.opaque
 
 
 def check_options(arm: ArmSpec, spec: Spec, provider: str, known: set[str]) -> None:
@@ -83,13 +159,6 @@ def option(arm: ArmSpec, key: str, kind: type | tuple[type, ...], default: Any, 
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise spec.error(f"{key} has the wrong type: {value!r}", "arms", arm.name, key)
     return value
-
-
-# Where an arm's calls go when its spec names no base_url.
-DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-# Where an arm's key is read when its spec names no variable (the claude preset passes these on).
-DEFAULT_KEY_ENV = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
-                   "command": ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")}
 
 
 def read_key(arm: str, env: str) -> str:

@@ -28,7 +28,15 @@ from pathlib import Path
 
 from pytest_echo_bench.errors import ArmError, LocalError, PermanentError, TransientError, UnavailableError
 from pytest_echo_bench.providers import claude_cli, cli_isolation, subproc
-from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    check_options,
+    option,
+)
 from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets, redact
@@ -79,7 +87,7 @@ PRESETS = {
 
 
 @dataclass
-class CommandProvider:
+class CommandProvider(BaseProvider):
     name: str
     argv: tuple[str, ...]  # argv[0] is an absolute path, resolved once at build time
     prompt_mode: str
@@ -265,3 +273,15 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> CommandProvider:
     return CommandProvider(os.path.basename(argv[0]), tuple(argv), mode, env_names, bool(keep_home),
                            preset.fixed_env if preset else (), preset.reader if preset else None, cap, spec_secrets(spec),
                            cli_isolation.prefix())
+
+
+def executable(arm: ArmSpec) -> str:
+    """What an arm runs, for a message that must say where to look."""
+    options = arm.options
+    argv, preset = options.get("argv"), PRESETS.get(str(options.get("preset")))
+    program = argv[0] if isinstance(argv, list) and argv else preset.argv[0] if preset else "?"
+    return f"executable {options.get('binary') or program}"
+
+
+# The key variables are the claude preset's: the ones it passes on to the CLI.
+PROVIDER = ProviderInfo(build, cacheable=True, key_env=PRESETS["claude"].env, describe=executable)

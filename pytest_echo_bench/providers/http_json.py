@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pytest_echo_bench.errors import ArmError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.base import Completion
@@ -33,13 +33,25 @@ WIRE_HINT = "base_url must be the API's address (for example https://host/v1), n
 
 
 class Transport(Protocol):
-    """How a chat provider reaches its API: the official SDK, or the lean ``JSONClient``."""
+    """How a chat provider reaches its API: its ``SDKTransport`` (the official SDK) or its
+    ``HTTPTransport`` (over the lean ``JSONClient``, whose own ``post`` answers an ``Exchange``)."""
 
-    def post(self, payload: dict[str, Any]) -> Completion: ...
+    def post(self, payload: dict[str, Any]) -> Completion:
+        """The model's answer to ``payload``, or the ProviderError that says what went wrong."""
+        ...
 
     def close(self) -> None:
         """Close its connections once the run's calls are done."""
 
+
+
+class Exchange(NamedTuple):
+    """What the lean client's ``post`` answers, before a provider reads it: the HTTP status, the
+    lower-cased headers and the parsed body."""
+
+    status: int
+    headers: dict[str, str]
+    body: Any
 
 
 def plain(resp: Any) -> Any:
@@ -128,8 +140,8 @@ class JSONClient:
             self._head = request_head(target, self.headers, self._proxy)
         return self._head
 
-    def post(self, payload: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
-        """(status, lower-cased headers, parsed body); transport failures are TransientError."""
+    def post(self, payload: dict[str, Any]) -> Exchange:
+        """The reply's status, headers and parsed body; transport failures are TransientError."""
         target = self._target
         if target is None:  # the spec's base_url, refused before anything was sent
             raise UnavailableError(str(self._refused)) from None
@@ -155,7 +167,7 @@ class JSONClient:
             raise TransientError(f"{type(exc).__name__}: {exc}{via}") from exc
         if reply.status == 407 and self._proxy is not None:
             raise ArmError(f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)", hint=PROXY_HINT, status=407)
-        return reply.status, reply.headers, _data(reply, self.secrets)
+        return Exchange(reply.status, reply.headers, _data(reply, self.secrets))
 
 
 def _data(reply: Reply, secrets: Secrets) -> Any:

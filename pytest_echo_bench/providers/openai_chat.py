@@ -15,7 +15,17 @@ from typing import Any
 
 from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
-from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Request, chat_options, check_options, option, read_key
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    chat_options,
+    check_options,
+    option,
+    read_key,
+)
 from pytest_echo_bench.providers.http_json import (
     WIRE_HINT,
     JSONClient,
@@ -35,9 +45,11 @@ _SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_pen
 _KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
 _EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
 _QUOTA_TEXT = "you exceeded your current quota"
+BASE_URL = "https://api.openai.com/v1"  # where its calls go when the spec names no base_url
+KEY_ENV = "OPENAI_API_KEY"  # where its key is read when the spec names no variable
 
 @dataclass
-class OpenAIProvider:
+class OpenAIProvider(BaseProvider):
     transport: Transport
     model: str
     system: str | None
@@ -140,9 +152,15 @@ def request_params(options: Mapping[str, Any], extra_body: Mapping[str, Any]) ->
     return {**{k: options[k] for k in _SAMPLING if k in options}, **extra_body}
 
 
+def sent(arm: ArmSpec) -> dict[str, Any]:
+    """What a call of ``arm`` sends beside its model and prompt (``extra_body`` merged, as sent)."""
+    extra = arm.options.get("extra_body")
+    return request_params(arm.options, extra if isinstance(extra, dict) else {})
+
+
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     check_options(arm, spec, "openai", _KNOWN)
-    model, client, key_env, base_url = chat_options(arm, spec, "openai", "OPENAI_API_KEY", DEFAULT_BASE_URL["openai"])
+    model, client, key_env, base_url = chat_options(arm, spec, "openai", KEY_ENV, BASE_URL)
     params = request_params(arm.options, option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
@@ -161,3 +179,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
         api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s)))
     return OpenAIProvider(SDKTransport(made, openai, base_url), model, system, params, base_url, key)
+
+
+PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)

@@ -105,31 +105,51 @@ def _rule(pattern: str, proxy: str | None) -> Rule | None:
     scheme, _, rest = pattern.partition("://")
     scheme = scheme.lower()
     authority, slash, path = rest.partition("/")
-    for mark in ("?", "#"):
-        authority = authority.partition(mark)[0]
-    authority = authority.rpartition("@")[2]
-    split = _host_port(authority)
+    split = _host_port(_authority(authority))
     if split is None:
         return None
     host, port = split
     if port is not None and DEFAULT_PORTS.get(scheme) == port:
         port = None
-    network: Network | None = None
     prefix = path if slash else ""
+    network: Network | None = None
     if prefix and (_is_ip(host, 4) or _is_ip(host, 6)):
-        shown = f"[{host}]" if ":" in host else host
-        if "@" in pattern or "%" in pattern or not prefix.isdigit() or not pattern.endswith(f"{shown}/{prefix}"):
-            return None
-        try:
-            network = ipaddress.ip_network(f"{host}/{prefix}", strict=False)
-        except ValueError:
+        network = _network(pattern, host, prefix)
+        if network is None:
             return None
     host = "" if host == "*" else host
-    kind = 1 if network is not None else 0 if host else 2
-    priority = (0 if port is not None else 1, kind, network.num_addresses if network is not None else 0,
-                -len(host) if network is None else 0, -len("" if scheme == "all" else scheme))
-    return Rule("" if scheme == "all" else scheme, _host_pattern(host) if network is None else None,
-                network, port, proxy, priority)
+    scheme = "" if scheme == "all" else scheme
+    if network is not None:
+        priority = _priority(port, 1, network.num_addresses, 0, scheme)
+        return Rule(scheme, None, network, port, proxy, priority)
+    return Rule(scheme, _host_pattern(host), None, port, proxy,
+                _priority(port, 0 if host else 2, 0, -len(host), scheme))
+
+
+def _authority(text: str) -> str:
+    """The ``host[:port]`` of a pattern's authority: no query, fragment or user."""
+    for mark in ("?", "#"):
+        text = text.partition(mark)[0]
+    return text.rpartition("@")[2]
+
+
+def _network(pattern: str, host: str, prefix: str) -> Network | None:
+    """The addresses of an IP pattern with a ``/bits`` suffix, as httpx reads it (None: refused)."""
+    shown = f"[{host}]" if ":" in host else host
+    plain = "@" not in pattern and "%" not in pattern
+    if not plain or not prefix.isdigit() or not pattern.endswith(f"{shown}/{prefix}"):
+        return None
+    try:
+        return ipaddress.ip_network(f"{host}/{prefix}", strict=False)
+    except ValueError:
+        return None
+
+
+def _priority(port: int | None, kind: int, addresses: int, host_length: int,
+              scheme: str) -> tuple[int, int, int, int, int]:
+    """httpx's order of patterns: a port first, then an address block, a host, none; the smaller
+    block, the longer host and a named scheme before the rest."""
+    return (0 if port is not None else 1, kind, addresses, host_length, -len(scheme))
 
 
 def _host_port(authority: str) -> tuple[str, int | None] | None:

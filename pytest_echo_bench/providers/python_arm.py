@@ -21,7 +21,6 @@ classification and accounting as a top-level item; ``sub_calls`` counts every ca
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,19 +28,21 @@ from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.errors import UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request
+from pytest_echo_bench.providers.base import BaseProvider, Caller, Completion, ProviderInfo, Request
+from pytest_echo_bench.registry import Registry
+from pytest_echo_bench.registry import resolve as resolve_ref
 from pytest_echo_bench.scoring.verdict import Scorer
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 ArmFunction = Callable[["ArmContext"], "str | Completion"]
-_REGISTRY: dict[str, ArmFunction] = {}
+ARMS: Registry[ArmFunction] = Registry("python arm", {})  # the functions ``@arm`` registered
 
 
 def arm(name: str) -> Callable[[ArmFunction], ArmFunction]:
     """Register ``fn`` as the Python arm ``name`` (use ``provider: python, function: name``)."""
 
     def register(fn: ArmFunction) -> ArmFunction:
-        _REGISTRY[name] = fn
+        ARMS.register(name, fn)
         return fn
 
     return register
@@ -95,7 +96,7 @@ class ArmContext:
 
 
 @dataclass
-class PythonArm:
+class PythonArm(BaseProvider):
     fn: ArmFunction
     caller: Caller
     scorer: Scorer
@@ -114,15 +115,13 @@ class PythonArm:
 
 def resolve(name: str) -> ArmFunction | None:
     """A registered arm, or ``module:function``."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if ":" in name:
-        module, _, attr = name.partition(":")
+    found = ARMS.get(name)
+    if found is None and ":" in name:
         try:
-            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+            found = resolve_ref(name)
         except (ImportError, AttributeError):
             return None
-    return None
+    return found
 
 
 def source_digest(fn: ArmFunction) -> str:
@@ -143,9 +142,13 @@ def build(arm_spec: ArmSpec, spec: Spec, caller: Caller) -> PythonArm:
                          "arms", arm_spec.name)
     fn = resolve(name)
     if fn is None:
-        known = ", ".join(sorted(_REGISTRY)) or "none registered"
+        known = ", ".join(ARMS.names()) or "none registered"
         raise UnavailableError(f"python arm function {name!r} not found (registered: {known}); "
                                "register it with @pytest_echo_bench.arm in a conftest.py")
     scorer = get_scorer(spec.scorer)
     assert scorer is not None  # validated when the spec was collected
     return PythonArm(fn, caller, scorer, spec.scorer_options, takes_judges(spec.scorer))
+
+
+# Its calls are its code's: the budget finds no worst case, an estimate counts it as one call.
+PROVIDER = ProviderInfo(build, opaque=True)

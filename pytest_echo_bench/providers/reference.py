@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    check_options,
+    option,
+)
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"template"}
 
 
 @dataclass(frozen=True)
-class ReferenceProvider:
+class ReferenceProvider(BaseProvider):
 
     instant = True  # the dataset's own answer
     template: str
@@ -30,3 +38,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> ReferenceProvider:
     if "{target}" not in template:
         raise spec.error("template must contain {target}", "arms", arm.name, "template")
     return ReferenceProvider(template)
+
+
+PROVIDER = ProviderInfo(build, no_prompt="answers with the target")

@@ -14,7 +14,15 @@ from typing import Any, TypeVar
 
 from pytest_echo_bench.datasets.tables import file_format, read_table
 from pytest_echo_bench.errors import PermanentError, StoreError, UnavailableError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    check_options,
+    option,
+)
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import row_epoch
@@ -31,7 +39,7 @@ _load_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
-class BbhRecording:
+class BbhRecording(BaseProvider):
     """A directory of ``<subtask>.json[.gz]`` files (or the paper's names, ``recording_names``),
     ``{"outputs": [{"input", "prediction", "target"}]}``."""
 
@@ -74,7 +82,7 @@ def recording_names(subtask: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class ResultsRecording:
+class ResultsRecording(BaseProvider):
     """One of our own results files: the output of the row with the item's task id and ``arm``."""
 
     instant = True  # recorded outputs, read once: nothing to wait for
@@ -96,7 +104,7 @@ class ResultsRecording:
 
 
 @dataclass(frozen=True)
-class OutputsRecording:
+class OutputsRecording(BaseProvider):
     """A JSON list (or JSON Lines) of records keyed by ``question_id``, each with the model's
     ``generated_text`` (or ``model_outputs``): the outputs files the MMLU-Pro authors publish, read as
     they are. A question_id twice is refused: which output the model gave cannot be told."""
@@ -235,3 +243,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRec
         raise spec.error(f"replay path must be a directory of BBH recordings, a .json[.gz] outputs file or a .jsonl "
                          f"results file: {path}", "arms", arm.name, "path")
     return ResultsRecording(path.resolve(), source)
+
+
+PROVIDER = ProviderInfo(build, no_prompt="answers from its recording")

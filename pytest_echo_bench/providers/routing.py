@@ -22,7 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_echo_bench.providers.base import Caller, Completion, Request
+from pytest_echo_bench.providers import provider_info
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    Route,
+)
 from pytest_echo_bench.providers.python_arm import ArmContext
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.scoring.verdict import Scorer
@@ -35,7 +43,7 @@ JUDGE_PROMPT = (
 
 
 @dataclass
-class Router:
+class Router(BaseProvider):
     cheap: list[str]
     personas: list[str | None]
     strong: str
@@ -107,14 +115,13 @@ def _arm_names(arm: ArmSpec, spec: Spec, key: str, value: Any) -> list[str]:
     return names
 
 
-ROUTERS = ("cascade", "oracle")
 ROUTE_KEYS = ("cheap", "strong", "judge")
 
 
 def _reaches(spec: Spec, start: str, target: str, seen: set[str]) -> bool:
     """Whether routing arm ``start`` calls ``target``, directly or through other routing arms."""
     conf = spec.arms.get(start)
-    if conf is None or conf.provider not in ROUTERS or start in seen:
+    if conf is None or provider_info(conf.provider).routes is None or start in seen:
         return False
     seen.add(start)
     for key in ROUTE_KEYS:
@@ -125,7 +132,8 @@ def _reaches(spec: Spec, start: str, target: str, seen: set[str]) -> bool:
     return False
 
 
-def _router_parts(arm: ArmSpec, spec: Spec, known: set[str]) -> tuple[list[str], list[str | None], str]:
+def _router_parts(arm: ArmSpec, spec: Spec,
+                  known: frozenset[str]) -> tuple[list[str], list[str | None], str]:
     unknown = sorted(set(arm.options) - known)
     if unknown:
         raise spec.error(f"unknown {arm.provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
@@ -143,14 +151,27 @@ def _router_parts(arm: ArmSpec, spec: Spec, known: set[str]) -> tuple[list[str],
     return cheap, padded, strong[0]
 
 
-def route_plan(arm: ArmSpec, spec: Spec) -> tuple[list[str], list[str | None], str, str | None]:
-    """(cheap calls, their personas, strong, judge) of a routing arm, as ``build_*`` reads them:
-    what ``echo-bench estimate`` counts as the arm's calls without building it."""
-    if arm.provider == "oracle":
-        return (*_router_parts(arm, spec, {"cheap", "n", "personas", "strong"}), None)
-    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "agreement", "judge", "strong"})
-    judge = _arm_names(arm, spec, "judge", arm.options.get("judge"))[0] if arm.options.get("agreement") == "judge" else None
-    return cheap, personas, strong, judge
+_ORACLE_KEYS = frozenset({"cheap", "n", "personas", "strong"})
+_CASCADE_KEYS = _ORACLE_KEYS | {"agreement", "judge"}
+
+
+def cascade_route(arm: ArmSpec, spec: Spec) -> Route:
+    """A cascade's calls, read once from its options: what it is built from, what the budget
+    bounds and what ``echo-bench estimate`` counts, without building it."""
+    cheap, personas, strong = _router_parts(arm, spec, _CASCADE_KEYS)
+    agreement = arm.options.get("agreement", "lexical")
+    if agreement not in ("lexical", "judge"):
+        raise spec.error("agreement must be lexical or judge", "arms", arm.name, "agreement")
+    judge = None
+    if agreement == "judge":
+        judge = _arm_names(arm, spec, "judge", arm.options.get("judge"))[0]
+    return Route(tuple(cheap), tuple(personas), strong, judge)
+
+
+def oracle_route(arm: ArmSpec, spec: Spec) -> Route:
+    """The oracle router's calls, read once from its options (it has no judge)."""
+    cheap, personas, strong = _router_parts(arm, spec, _ORACLE_KEYS)
+    return Route(tuple(cheap), tuple(personas), strong)
 
 
 def _scorer(spec: Spec) -> Scorer:
@@ -161,14 +182,18 @@ def _scorer(spec: Spec) -> Scorer:
 
 
 def build_cascade(arm: ArmSpec, spec: Spec, caller: Caller) -> Cascade:
-    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "agreement", "judge", "strong"})
-    agreement = arm.options.get("agreement", "lexical")
-    if agreement not in ("lexical", "judge"):
-        raise spec.error("agreement must be lexical or judge", "arms", arm.name, "agreement")
-    judge = _arm_names(arm, spec, "judge", arm.options.get("judge"))[0] if agreement == "judge" else None
-    return Cascade(cheap, personas, strong, caller, _scorer(spec), spec.scorer_options, agreement, judge)
+    route = cascade_route(arm, spec)
+    agreement = "lexical" if route.judge is None else "judge"
+    return Cascade(list(route.cheap), list(route.personas), route.strong, caller, _scorer(spec),
+                   spec.scorer_options, agreement, route.judge)
 
 
 def build_oracle(arm: ArmSpec, spec: Spec, caller: Caller) -> Oracle:
-    cheap, personas, strong = _router_parts(arm, spec, {"cheap", "n", "personas", "strong"})
-    return Oracle(cheap, personas, strong, caller, _scorer(spec), spec.scorer_options)
+    route = oracle_route(arm, spec)
+    return Oracle(list(route.cheap), list(route.personas), route.strong, caller, _scorer(spec),
+                  spec.scorer_options)
+
+
+_NO_PROMPT = "sends none of its own (each arm it calls is sent its own prompt)"
+CASCADE = ProviderInfo(build_cascade, routes=cascade_route, no_prompt=_NO_PROMPT)
+ORACLE = ProviderInfo(build_oracle, routes=oracle_route, no_prompt=_NO_PROMPT)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pytest_echo_bench.providers.base import DEFAULT_KEY_ENV
+from pytest_echo_bench.providers import provider_info
 from pytest_echo_bench.store.redaction import MIN_RUN, Secrets
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def key_names(spec: Spec) -> set[str]:
         if isinstance(named, str):
             names.add(named)
         elif named is ...:
-            names.update(DEFAULT_KEY_ENV.get(arm.provider, ()))
+            names.update(provider_info(arm.provider).key_env)
         passed = arm.options.get("env")
         if isinstance(passed, list):
             names.update(name for name in passed if isinstance(name, str))

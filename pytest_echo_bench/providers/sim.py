@@ -10,14 +10,22 @@ import time
 from dataclasses import dataclass
 
 from pytest_echo_bench.errors import ExhaustedError, TransientError
-from pytest_echo_bench.providers.base import Caller, Completion, Request, check_options, option
+from pytest_echo_bench.providers.base import (
+    BaseProvider,
+    Caller,
+    Completion,
+    ProviderInfo,
+    Request,
+    check_options,
+    option,
+)
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"accuracy", "latency_s", "faults", "seed", "template", "unparseable_rate"}
 
 
 @dataclass
-class SimProvider:
+class SimProvider(BaseProvider):
     arm: str
     accuracy: float
     latency_s: float
@@ -30,10 +38,8 @@ class SimProvider:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-
-    @property
-    def instant(self) -> bool:
-        return not self.latency_s and not self.transient_rate  # a transient fault means a backoff wait
+        # A transient fault means a backoff wait.
+        self.instant = not self.latency_s and not self.transient_rate
 
     def complete(self, request: Request) -> Completion:
         self._count_call()
@@ -115,3 +121,6 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> SimProvider:
         template=str(option(arm, "template", str, "{answer}", spec)),
         seed=str(arm.options.get("seed", "0")),
     )
+
+
+PROVIDER = ProviderInfo(build)

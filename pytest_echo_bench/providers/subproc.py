@@ -122,11 +122,7 @@ def run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | N
 def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _Keep, limits: Limits) -> bool:
     """Move bytes until the process has exited and its pipes are drained (or the grace ends); True on timeout."""
     with selectors.DefaultSelector() as sel, _exit_fd(proc.pid) as exit_fd:
-        assert proc.stdout is not None and proc.stderr is not None
-        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
-        sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
-        if exit_fd is not None:
-            sel.register(exit_fd, selectors.EVENT_READ, None)
+        _register(sel, proc, out, err, exit_fd)
         pending = _start_writing(sel, proc, memoryview(stdin or b""))
         ends, exited = time.monotonic() + limits.timeout_s, False  # the timeout; after the exit, the grace
         while True:
@@ -141,11 +137,29 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _
             if now >= ends:
                 return True
             tick = ends - now if exited or exit_fd is not None else min(ends - now, _TICK_S)
-            for key, _ in sel.select(min(tick, _MAX_WAIT_S)):
-                if isinstance(key.data, _Keep):
-                    _read(sel, key.fd, key.data)
-                elif key.data == "stdin":
-                    pending = _write(sel, proc, pending)
+            pending = _serve(sel, proc, pending, min(tick, _MAX_WAIT_S))
+
+
+def _register(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], out: _Keep, err: _Keep,
+              exit_fd: int | None) -> None:
+    """Wait on both output pipes, and on the process's exit where the machine can say it."""
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
+    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
+    if exit_fd is not None:
+        sel.register(exit_fd, selectors.EVENT_READ, None)
+
+
+def _serve(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview,
+           wait_s: float) -> memoryview:
+    """One wait of at most ``wait_s``: read what the pipes hold, write what stdin takes. Returns
+    what is left to write."""
+    for key, _ in sel.select(wait_s):
+        if isinstance(key.data, _Keep):
+            _read(sel, key.fd, key.data)
+        elif key.data == "stdin":
+            pending = _write(sel, proc, pending)
+    return pending
 
 
 @contextlib.contextmanager

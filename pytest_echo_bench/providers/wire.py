@@ -22,7 +22,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pytest_echo_bench.providers.network import Proxy
 from pytest_echo_bench.providers.reply import TOKEN, ClosedBeforeReply, Reader, Reply, WireError, read_head_status, read_reply
@@ -67,12 +67,7 @@ class Target:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise BadURL(f"the scheme must be http or https, not {parts.scheme or 'none'!r}")
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise BadURL(str(exc)) from None
-        if port == 0:
-            raise BadURL("port 0 is no port to connect to")
+        port = _port(parts)
         host = parts.hostname
         if not host:
             raise BadURL("no host in it")
@@ -81,15 +76,31 @@ class Target:
             path += "?" + parts.query
         if not _TARGET.fullmatch(path) or _ILLEGAL_VALUE.search(host) or " " in host:
             raise BadURL("it holds spaces or control characters")
-        try:
-            ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
-        except UnicodeError:
-            raise BadURL("its host name cannot be written in ASCII (IDNA)") from None
+        ascii_host = _ascii_host(host)
         tls = parts.scheme == "https"
         default = 443 if tls else 80
         shown_host = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
         host_header = shown_host if port in (None, default) else f"{shown_host}:{port}"
         return cls(ascii_host, port or default, tls, path, host_header)
+
+
+def _port(parts: SplitResult) -> int | None:
+    """The URL's port (None: the scheme's own), refused when it is no port to connect to."""
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise BadURL(str(exc)) from None
+    if port == 0:
+        raise BadURL("port 0 is no port to connect to")
+    return port
+
+
+def _ascii_host(host: str) -> str:
+    """The host as a request names it: a name outside ASCII in its IDNA form."""
+    try:
+        return host if host.isascii() else host.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise BadURL("its host name cannot be written in ASCII (IDNA)") from None
 
 
 def request_head(target: Target, headers: dict[str, str], proxy: Proxy | None = None) -> bytes:

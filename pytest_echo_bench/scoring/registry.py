@@ -8,29 +8,35 @@ or is named directly as ``module:function``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.registry import Registry, resolve
 from pytest_echo_bench.scoring.verdict import Scorer, TextScorer, Verdict
 
-# name -> (implementation, whether it compares with the target alone: a TextScorer)
-BUILTIN: dict[str, tuple[str, bool]] = {
-    "exact": ("pytest_echo_bench.scoring.text:exact", True),
-    "numeric": ("pytest_echo_bench.scoring.text:numeric", True),
-    "regex": ("pytest_echo_bench.scoring.text:regex", True),
-    "choice": ("pytest_echo_bench.scoring.text:choice", True),
-    "bbh": ("pytest_echo_bench.suites.bbh:score", True),
-    "humaneval": ("pytest_echo_bench.suites.humaneval:score", False),
-    "mmlu_pro": ("pytest_echo_bench.suites.mmlu_pro:score", False),
+_BUILTIN = {
+    "exact": "pytest_echo_bench.scoring.text:exact",
+    "numeric": "pytest_echo_bench.scoring.text:numeric",
+    "regex": "pytest_echo_bench.scoring.text:regex",
+    "choice": "pytest_echo_bench.scoring.text:choice",
+    "bbh": "pytest_echo_bench.suites.bbh:score",
+    "humaneval": "pytest_echo_bench.suites.humaneval:score",
+    "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:score",
 }
+# The built-ins that compare with the target alone (TextScorers): made scorers of an item on import.
+_ON_TARGET = frozenset({"exact", "numeric", "regex", "choice", "bbh"})
 # Checks only text (microseconds): graded on pytest's own thread. mmlu_pro reads the item's option count too.
-IN_PROCESS = frozenset({*(name for name, (_, text) in BUILTIN.items() if text), "mmlu_pro"})
+IN_PROCESS = frozenset({*_ON_TARGET, "mmlu_pro"})
 # A scorer's options checked when the spec is, so a typo fails collection with its line, not every row.
 OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
 
-_registered: dict[str, Scorer] = {}  # built-ins once imported, and the user's own
+
+def _adapt(name: str, fn: Any) -> Scorer:
+    return on_target(fn) if name in _ON_TARGET else fn  # type: ignore[no-any-return]
+
+
+SCORERS: Registry[Scorer] = Registry("scorer", _BUILTIN, _adapt)  # built-ins, and the user's own
 _judged: set[str] = set()  # the names of scorers called with ``judges=`` (scoring.judging)
 
 
@@ -47,7 +53,7 @@ def scorer(name: str, judges: bool = False) -> Callable[[Scorer], Scorer]:
     """
 
     def register(fn: Scorer) -> Scorer:
-        _registered[name] = fn
+        SCORERS.register(name, fn)
         (_judged.add if judges else _judged.discard)(name)
         return fn
 
@@ -60,18 +66,13 @@ def takes_judges(name: str) -> bool:
 
 
 def known() -> list[str]:
-    return sorted({*BUILTIN, *_registered})
+    return SCORERS.names()
 
 
 def get_scorer(name: str) -> Scorer | None:
     """A registered or built-in scorer, or ``module:function``; None if there is no such scorer."""
-    found = _registered.get(name)
-    if found is None and name in BUILTIN:
-        ref, text = BUILTIN[name]
-        fn = _resolve(ref)
-        assert fn is not None, ref  # a built-in that does not import is a bug, not a user error
-        found = _registered[name] = on_target(fn) if text else fn
-    elif found is None and ":" in name:
+    found = SCORERS.get(name)
+    if found is None and ":" in name:
         found = _resolve(name)
     return found
 
@@ -82,9 +83,8 @@ def option_check(name: str) -> Callable[[dict[str, Any]], str | None] | None:
 
 
 def _resolve(ref: str) -> Callable[..., Any] | None:
-    module, _, attr = ref.partition(":")
     try:
-        found = getattr(importlib.import_module(module), attr)
+        found = resolve(ref)
     except (ImportError, AttributeError):
         return None
     return found if callable(found) else None

@@ -2,8 +2,8 @@
 
 Keyed by (provider, model and parameters, prompt, sample index, epoch), so a composite arm's first
 call to a sub-arm reuses the answer that sub-arm gave as an arm of its own, and a re-run of a
-finished sweep costs nothing. Only real providers are cached: the simulator, replays and
-references cost nothing anyway, and caching the simulator would bypass its fault drills.
+finished sweep costs nothing. Which arms' answers are cached is the caller's to say: a provider
+declares it (``providers.base.ProviderInfo.cacheable``), and this room sits below the providers.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-CACHEABLE = frozenset({"openai", "anthropic", "command"})
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
 
 

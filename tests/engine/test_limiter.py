@@ -17,7 +17,7 @@ from pytest_echo_bench.engine.policies import DEFAULT_PAUSE_S, PACE_FLOOR, PACE_
 from pytest_echo_bench.errors import AbortedError, ExhaustedError, SpecError, TransientError
 from pytest_echo_bench.plugin.live import LiveRun
 from pytest_echo_bench.plugin.payload import Payload
-from pytest_echo_bench.providers.base import Completion, Request
+from pytest_echo_bench.providers.base import BaseProvider, Completion, Request
 from pytest_echo_bench.providers.http_json import JSONClient, retry_after
 from pytest_echo_bench.spec.load import ArmSpec, RateLimit, load_spec
 
@@ -215,7 +215,7 @@ def test_the_token_bucket_takes_an_estimate_and_settles_it_from_the_usage() -> N
 
 
 @dataclass
-class Endpoint:
+class Endpoint(BaseProvider):
     """A provider as the chat providers are: it names its endpoint; answers are scripted."""
 
     endpoint_url: str = "http://api.example/v1"
@@ -257,7 +257,7 @@ def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() ->
 
 
 def test_a_provider_without_an_endpoint_is_left_as_it_is() -> None:
-    class Offline:
+    class Offline(BaseProvider):
         instant = True
 
         def complete(self, request: Request) -> Completion:

@@ -30,7 +30,7 @@ from pytest_echo_bench.engine.policies import (
     TokenBucket,
 )
 from pytest_echo_bench.errors import TransientError
-from pytest_echo_bench.providers.base import Completion, Request
+from pytest_echo_bench.providers.base import BaseProvider, Completion, Request
 from pytest_echo_bench.spec.load import ArmSpec, RateLimit
 
 
@@ -245,7 +245,7 @@ def test_a_limiters_pause_aimd_and_pace_act_together_on_a_429_after_a_second() -
     assert limiter.limit == pytest.approx(45.0 * 0.2 * 1.2 + 1)
 
 
-class Scripted:
+class Scripted(BaseProvider):
     """A provider as the chat providers are: it names its endpoint; its errors come in turn."""
 
     def __init__(self, url: str, errors: list[Exception] | None = None, answer_after: threading.Event | None = None,
