@@ -3,13 +3,53 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from pytest_echo_bench.analysis.design import (Design, PairedItem, estimate_design, items_clustered,
+                                               items_needed, paired_items)
 from pytest_echo_bench.analysis.power import mde, n_for_power
-from pytest_echo_bench.analysis.design import Design, PairedItem, estimate_design, items_clustered, items_needed, paired_items
+from pytest_echo_bench.cli.args import Command, input_file, number, say, whole
+
+if TYPE_CHECKING:
+    from pytest_echo_bench.analysis.compare import Pair
+    from pytest_echo_bench.analysis.names import ArmRef
+    from pytest_echo_bench.report.figures import Report
+    from pytest_echo_bench.results.read import Results
 
 METHOD = "paired, exact McNemar planned by Connor's (1987) normal approximation"
 MIN_DIFF = 1e-4  # a smaller difference needs more items than any benchmark has (n grows as 1/diff^2)
 DESIGN = "planned by the normal approximation with clusters and repeats of Miller (2024, arXiv 2411.00640)"
+SHARE = number(0, 1, open_low=True, open_high=True)
+# Below 1e-12, 1 - alpha/2 rounds towards 1.0, whose normal quantile does not exist.
+ALPHA = number(1e-12, 1, open_high=True)
+
+
+def arguments(w: argparse.ArgumentParser) -> None:
+    w.add_argument("files", nargs="*", type=input_file, help="Pilot results file(s); with --pair")
+    w.add_argument("--pair", metavar="A,B",
+                   help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)")
+    w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
+    w.add_argument("--discordant", type=number(0, 1, open_low=True),
+                   help="Expected share of items the arms disagree on (e.g. 0.12)")
+    w.add_argument("--alpha", type=ALPHA, default=0.05,
+                   help="Two-sided significance level (default 0.05)")
+    w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
+    w.add_argument("--repeats", type=whole(1, 1000), metavar="K",
+                   help="With a pilot: the items needed with K samples of each arm per item "
+                        "(epochs: K)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    lines, status = power_lines(args)
+    for line in lines:
+        say(line, err=status != 0)
+    return status
+
+
+class _Refused(Exception):
+    """A pilot that does not answer the question asked: the line saying why, and status 2."""
 
 
 def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -43,41 +83,66 @@ def _planned(diff: float, psi: float, alpha: float, power: float) -> tuple[list[
 
 
 def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
-    from pytest_echo_bench.analysis.names import ArmNames
     from pytest_echo_bench.report.figures import build_report, load_results
-    from pytest_echo_bench.results.read import Results
 
     names = [a for a in (args.pair or "").split(",") if a]
+    try:
+        _check_names(names)
+        results = load_results(args.files)
+        p, picked = _pilot_pair(build_report(results), names, args.files)
+    except _Refused as exc:
+        return [str(exc)], 2
+    sign = 1 if p.a == picked[0][1] else -1
+    psi = (p.a_only + p.b_only) / p.n if p.n else 0.0
+    diff = args.diff if args.diff is not None else sign * (p.diff or 0.0)
+    pilot = (f"pilot {p.benchmark or '-'}: {names[0]} - {names[1]} = {sign * (p.diff or 0.0):+.4f} "
+             f"on {p.n} items, {psi:.1%} discordant ({p.a_only + p.b_only} items)")
+    detect = _detectable(p.n, psi, args.alpha, args.power)
+    if psi == 0:
+        return [pilot, "the arms never disagree in the pilot: give --discordant to plan"], 2
+    planned, status = _planned(diff, psi, args.alpha, args.power)
+    items = _paired(results, p.benchmark, picked[0][1], picked[1][1])
+    design = design_lines(items, diff, args.alpha, args.power, args.repeats)
+    return [pilot, detect, *planned, *design], status
+
+
+def _detectable(n: int, psi: float, alpha: float, power: float) -> str:
+    at_n = mde(n, psi, alpha, power)
+    return f"mde at n = {n}: {at_n:.4f}" if at_n is not None else f"no difference is detectable at n = {n}"
+
+
+def _paired(results: Results, benchmark: str, a: str, b: str) -> list[PairedItem]:
+    """The pilot's graded rows of the two arms, paired by item (error rows left out)."""
+    rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
+            for r in results.rows if r.benchmark == benchmark and r.status != "error")
+    return paired_items(rows, a, b)
+
+
+def _check_names(names: list[str]) -> None:
+    """``--pair A,B`` names two arms, not one twice (else ``_Refused``, before a file is read)."""
     if len(names) != 2:
-        return ["echo-bench power: a pilot file needs --pair A,B (two arm names)"], 2
+        raise _Refused("echo-bench power: a pilot file needs --pair A,B (two arm names)")
     if names[0] == names[1]:
-        return [f"echo-bench power: --pair {names[0]},{names[1]}: an arm cannot be compared with itself"], 2
-    results: Results = load_results(args.files)
-    report = build_report(results)
+        raise _Refused(f"echo-bench power: --pair {names[0]},{names[1]}: an arm cannot be compared "
+                       "with itself")
+
+
+def _pilot_pair(report: Report, names: list[str],
+                files: Sequence[Path]) -> tuple[Pair, list[ArmRef]]:
+    """The pilot's pair of the two arms named, and the arms as ``(benchmark, arm)`` in that order."""
+    from pytest_echo_bench.analysis.names import ArmNames
+
     known = ArmNames({b.name: b.arms for b in report.benchmarks})
     try:  # ARM or BENCHMARK/ARM; a bare name two benchmarks share is refused with the choices
         picked = [known.resolve(name) for name in names]
     except ValueError as exc:
-        return [f"echo-bench power: --pair: {exc}"], 2
+        raise _Refused(f"echo-bench power: --pair: {exc}") from None
     found = [p for p in report.pairs if {(p.benchmark, p.a), (p.benchmark, p.b)} == set(picked)]
     if not found:
-        return [f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"
-                + (" (the two arms are of different benchmarks)" if picked[0][0] != picked[1][0] else "")], 2
-    p = found[0]
-    sign = 1 if p.a == picked[0][1] else -1
-    psi = (p.a_only + p.b_only) / p.n if p.n else 0.0
-    diff = args.diff if args.diff is not None else sign * (p.diff or 0.0)
-    pilot = (f"pilot {p.benchmark or '-'}: {names[0]} - {names[1]} = {sign * (p.diff or 0.0):+.4f} on {p.n} items, "
-             f"{psi:.1%} discordant ({p.a_only + p.b_only} items)")
-    at_n = mde(p.n, psi, args.alpha, args.power)
-    detect = f"mde at n = {p.n}: {at_n:.4f}" if at_n is not None else f"no difference is detectable at n = {p.n}"
-    if psi == 0:
-        return [pilot, "the arms never disagree in the pilot: give --discordant to plan"], 2
-    planned, status = _planned(diff, psi, args.alpha, args.power)
-    rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
-            for r in results.rows if r.benchmark == p.benchmark and r.status != "error")
-    design = design_lines(paired_items(rows, picked[0][1], picked[1][1]), diff, args.alpha, args.power, args.repeats)
-    return [pilot, detect, *planned, *design], status
+        apart = " (the two arms are of different benchmarks)" if picked[0][0] != picked[1][0] else ""
+        raise _Refused(f"echo-bench power: no pair {names[0]},{names[1]} in "
+                       f"{', '.join(map(str, files))}{apart}")
+    return found[0], picked
 
 
 def design_lines(items: list[PairedItem], diff: float, alpha: float, power: float, repeats: int | None) -> list[str]:
@@ -128,3 +193,7 @@ def _repeats(design: Design, repeats: int, diff: float, alpha: float, power: flo
 
 def _count(n: int | None) -> str:
     return "no finite number of" if n is None else str(n)
+
+
+COMMAND = Command("power", "Items needed for 80%% power (paired McNemar), from assumed shares or a "
+                  "pilot file", arguments, handle)
