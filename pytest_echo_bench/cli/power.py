@@ -30,7 +30,8 @@ def arguments(w: argparse.ArgumentParser) -> None:
     w.add_argument("files", nargs="*", type=input_file, help="Pilot results file(s); with --pair")
     w.add_argument("--pair", metavar="A,B",
                    help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)")
-    w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
+    w.add_argument("--diff", type=number(-1, 1),
+                   help="Expected difference of pass rates (e.g. 0.03)")
     w.add_argument("--discordant", type=number(0, 1, open_low=True),
                    help="Expected share of items the arms disagree on (e.g. 0.12)")
     w.add_argument("--alpha", type=ALPHA, default=0.05,
@@ -108,7 +109,9 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
 
 def _detectable(n: int, psi: float, alpha: float, power: float) -> str:
     at_n = mde(n, psi, alpha, power)
-    return f"mde at n = {n}: {at_n:.4f}" if at_n is not None else f"no difference is detectable at n = {n}"
+    if at_n is None:
+        return f"no difference is detectable at n = {n}"
+    return f"mde at n = {n}: {at_n:.4f}"
 
 
 def _paired(results: Results, benchmark: str, a: str, b: str) -> list[PairedItem]:
@@ -129,7 +132,8 @@ def _check_names(names: list[str]) -> None:
 
 def _pilot_pair(report: Report, names: list[str],
                 files: Sequence[Path]) -> tuple[Pair, list[ArmRef]]:
-    """The pilot's pair of the two arms named, and the arms as ``(benchmark, arm)`` in that order."""
+    """The pilot's pair of the two arms named, and the arms as ``(benchmark, arm)`` in their
+    order."""
     from pytest_echo_bench.analysis.names import ArmNames
 
     known = ArmNames({b.name: b.arms for b in report.benchmarks})
@@ -139,7 +143,7 @@ def _pilot_pair(report: Report, names: list[str],
         raise _Refused(f"echo-bench power: --pair: {exc}") from None
     found = [p for p in report.pairs if {(p.benchmark, p.a), (p.benchmark, p.b)} == set(picked)]
     if not found:
-        apart = " (the two arms are of different benchmarks)" if picked[0][0] != picked[1][0] else ""
+        apart = "" if picked[0][0] == picked[1][0] else " (the two arms are of different benchmarks)"
         raise _Refused(f"echo-bench power: no pair {names[0]},{names[1]} in "
                        f"{', '.join(map(str, files))}{apart}")
     return found[0], picked
