@@ -1,4 +1,5 @@
-"""Renderings of a report: an aligned terminal table, markdown and JSON (CSV and HTML have modules of their own)."""
+"""Renderings of a report: an aligned terminal table, markdown and JSON (CSV and HTML have modules
+of their own)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def _stats_json(s: ArmStats) -> dict[str, Any]:
 def _pair_json(p: Pair, not_valid: set[tuple[str, str, str]]) -> dict[str, Any]:
     data = asdict(p)
     data["diff_ci95"] = None if p.diff_ci95 is None else list(p.diff_ci95)
-    if (p.benchmark, p.a, p.b) in not_valid:  # the sweep stopped on this pair's decision: McNemar's p is not valid
+    # The sweep stopped on this pair's decision: McNemar's p is not valid.
+    if (p.benchmark, p.a, p.b) in not_valid:
         data["fixed_n_valid"] = False
     return data
 
@@ -111,7 +113,8 @@ def _text(table: Table) -> str:
     if table.header:
         grid = [_one_line(r) for r in (table.header, *table.rows)]
         widths = [max(len(r[i]) for r in grid) for i in range(len(table.header))]
-        lines += ["  ".join(c.ljust(w) if i < table.left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        lines += ["  ".join(c.ljust(w) if i < table.left else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
                   for r in grid]
     return "\n".join(lines + ([table.note] if table.note else []))
 
@@ -146,11 +149,12 @@ def render(report: Report, fmt: str = "table") -> str:
 
 
 def paired_intervals(report: Report) -> Intervals:
-    """For interval gates: the interval of rate(a) - rate(b) (Newcombe's, or the paired t one for mean
-    scores of repeats), arms named as ``report_json`` keys them."""
+    """For interval gates: the interval of rate(a) - rate(b) (Newcombe's, or the paired t one for
+    mean scores of repeats), arms named as ``report_json`` keys them."""
     label = _labeller(report)
     tables: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-    scored: dict[tuple[str, str], tuple[float, float, int]] = {}  # (diff, standard error, n) of paired-t pairs
+    # (diff, standard error, n) of paired-t pairs
+    scored: dict[tuple[str, str], tuple[float, float, int]] = {}
     for p in report.pairs:
         a, b = label(p.benchmark, p.a), label(p.benchmark, p.b)
         if p.diff_method == "paired-t":
