@@ -73,9 +73,11 @@ def auto_shard(environ: Mapping[str, str]) -> tuple[int, int]:
 def _numbers(environ: Mapping[str, str], names: tuple[str, ...]) -> dict[str, int]:
     """The scheduler's variables as whole numbers (Slurm's step and highest id too, when set); a
     ValueError naming any that is not one, or is larger than any array."""
-    extra = [n for n in (SLURM_STEP, SLURM_MAX) if names == SLURM and environ.get(n, "").strip(_SPACE)]
+    extra = [n for n in (SLURM_STEP, SLURM_MAX)
+             if names == SLURM and environ.get(n, "").strip(_SPACE)]
     given = (*names, *extra)
-    huge = [f"{n}={environ[n].strip(_SPACE)}" for n in given if _LONG.fullmatch(environ[n].strip(_SPACE))]
+    huge = [f"{n}={environ[n].strip(_SPACE)}" for n in given
+            if _LONG.fullmatch(environ[n].strip(_SPACE))]
     if huge:  # a whole number, but no array or matrix is this large: a variable set by mistake
         raise ValueError(f"--bench-shard auto: {', '.join(huge)} is beyond the {MAX_SHARDS:,} shards a "
                          f"sweep may have; {CONTIGUOUS}")

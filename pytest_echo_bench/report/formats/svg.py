@@ -100,7 +100,7 @@ def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
     axes = _axes(frontier)
     on = sorted((p for p in frontier.points if p[0] in frontier.arms), key=lambda p: p[1])
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (axes.at(c, r) for _, c, r in on))
-    dots: list[Dot] = sorted(((arm, *axes.at(cost, rate), f"{_short(arm)} ({rate:.3f}, {usd(cost)})")
+    dots: list[Dot] = sorted(((arm, *axes.at(cost, rate), _dot_label(arm, cost, rate))
                               for arm, cost, rate in frontier.points), key=lambda d: (d[2], d[1]))
     labels = _label_places([(x, y, text) for _, x, y, text in dots])
     width = max([PLOT_W + 160] + [round(x1) + 10 for x1, _ in labels])
@@ -115,10 +115,15 @@ def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
     return "".join(parts)
 
 
+def _dot_label(arm: str, cost: float, rate: float) -> str:
+    return f"{_short(arm)} ({rate:.3f}, {usd(cost)})"
+
+
 def _frame(axes: _Axes, basis: str) -> list[str]:
     """The two axes, their titles and their ticks."""
     unit = "USD" if basis == "cost_usd" else "cost units"
-    parts = [f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
+    parts = [f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" '
+             'stroke="#999"/>',
              f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
              f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">{e(unit)} per item'
              f'{", log scale" if axes.log else ""}</text>',
@@ -126,8 +131,8 @@ def _frame(axes: _Axes, basis: str) -> list[str]:
     for cost in _ticks(axes.c_lo, axes.c_hi, axes.log):
         x = axes.at(cost, axes.r_lo)[0]
         parts.append(f'<g class="tick x"><line x1="{x:.1f}" x2="{x:.1f}" y1="{PLOT_H - PAD}" '
-                     f'y2="{PLOT_H - PAD + 5}" stroke="#999"/><text x="{x:.1f}" y="{PLOT_H - PAD + 17}" '
-                     f'text-anchor="middle">{usd(cost)}</text></g>')
+                     f'y2="{PLOT_H - PAD + 5}" stroke="#999"/><text x="{x:.1f}" '
+                     f'y="{PLOT_H - PAD + 17}" text-anchor="middle">{usd(cost)}</text></g>')
     for rate in (axes.r_lo + (axes.r_hi - axes.r_lo) * i / 4 for i in range(5)):
         y = axes.at(axes.c_lo, rate)[1]
         parts.append(f'<g class="tick y"><line x1="{PAD - 5}" x2="{PAD}" y1="{y:.1f}" y2="{y:.1f}" '
@@ -140,11 +145,11 @@ def _point(dot: Dot, label_y: float, on_frontier: bool, colors: dict[str, str]) 
     """An arm's dot (ringed on the frontier) and its label, with a leader line to a moved label."""
     arm, x, y, text = dot
     ring = ' stroke="#000" stroke-width="2"' if on_frontier else ""
-    leader = (f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 9:.1f}" y2="{label_y - 4:.1f}" stroke="#bbb"/>'
-              if label_y != y + 4 else "")
+    leader = (f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 9:.1f}" y2="{label_y - 4:.1f}" '
+              'stroke="#bbb"/>' if label_y != y + 4 else "")
     return (f'<g class="cost-point" data-arm="{e(arm)}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
-            f'fill="{colors.get(arm, "#777")}"{ring}/>{leader}<text x="{x + 9:.1f}" y="{label_y:.1f}">'
-            f"<title>{e(arm)}</title>{e(text)}</text></g>")
+            f'fill="{colors.get(arm, "#777")}"{ring}/>{leader}<text x="{x + 9:.1f}" '
+            f'y="{label_y:.1f}"><title>{e(arm)}</title>{e(text)}</text></g>')
 
 
 def _ticks(lo: float, hi: float, log: bool) -> list[float]:
