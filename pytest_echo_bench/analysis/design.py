@@ -13,7 +13,7 @@ estimators: ``docs/statistics.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -149,9 +149,3 @@ def paired_items(rows: Iterable[tuple[str, str, str | None, int, float]], a: str
     return [PairedItem(subtask[t], tuple(s[a].values()), tuple(s[b].values()))
             for t, s in by_item.items() if a in s and b in s]
 
-
-def cluster_sizes(items: Sequence[PairedItem]) -> Mapping[str | None, int]:
-    sizes: dict[str | None, int] = {}
-    for it in items:
-        sizes[it.subtask] = sizes.get(it.subtask, 0) + 1
-    return sizes

@@ -85,11 +85,6 @@ class Betting:
         return interval(self.zs, alpha)
 
 
-def _rejects(zs: Sequence[float], null: float, alpha: float, side: int) -> bool:
-    """Whether the gambler betting on ``side`` (+1 above, -1 below) of ``null`` ever held 2 / alpha."""
-    return _beats(_course(zs), null, alpha, side)
-
-
 Course = tuple[list[float], list[float], list[float]]  # per item: x, the running mean before it, its variance term
 
 
@@ -111,6 +106,8 @@ def _course(zs: Sequence[float]) -> Course:
 
 
 def _beats(course: Course, null: float, alpha: float, side: int) -> bool:
+    """Whether the gambler betting on ``side`` (+1 above, -1 below) of ``null`` ever held 2 / alpha
+    over the items of ``course``."""
     goal = math.log(2.0 / alpha)
     m = (null + 1.0) / 2.0
     log_k = 0.0

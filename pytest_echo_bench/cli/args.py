@@ -13,6 +13,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,19 @@ from pytest_echo_bench.store.safe_text import shown
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand as its module declares it: the name, the line ``echo-bench --help`` gives it,
+    what adds its arguments to its parser, and the handler that returns its exit status."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handle: Callable[[argparse.Namespace], int]
 
 
 class OutputClosed(BrokenPipeError):

@@ -23,6 +23,7 @@ from pytest_echo_bench.budget.estimate import (
     wall_seconds,
 )
 from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.cli.args import Command, input_file, say, whole
 from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, prompter
@@ -284,3 +285,45 @@ def _duration(seconds: float | None) -> str:
     if seconds < 10:  # a short sweep: its seconds, not "0 s"
         return f"{seconds:.2g} s"
     return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
+
+
+def arguments(e: argparse.ArgumentParser) -> None:
+    """``echo-bench estimate``'s arguments: the specs, and the run's options that change its items."""
+    e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
+    e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
+    e.add_argument("--bench-shard", metavar="K/N|auto", type=shard_arg,
+                   help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's "
+                        "environment (as the run's --bench-shard)")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--results", type=input_file, nargs="+", default=[],
+                   help="Earlier results file(s): replies' lengths and latencies seen")
+    e.add_argument("--cache", metavar="PATH|off",
+                   help="The response cache to read (default: the run's, bench_results/cache/"
+                        "cache.sqlite under --rootdir, or an earlier bench_results/cache.sqlite if "
+                        "there is one); cached replies are not sent")
+    e.add_argument("--rootdir", type=Path, default=Path("."),
+                   help="The run's rootdir (default: the current directory)")
+    e.add_argument("--concurrency", type=whole(1, 1024), default=8,
+                   help="--bench-concurrency of the run (default 8)")
+    e.add_argument("-n", "--workers", type=whole(1, 1024), default=1,
+                   help="xdist processes of the run, as its -n N (default 1)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Print the estimate; a ``-k`` or shard selecting nothing is status 5, as the run's."""
+    import json
+
+    opts = Options(args.keyword, args.bench_shard, tuple(args.results),
+                   default_cache(args.rootdir, args.cache), args.rootdir, args.concurrency, args.workers)
+    data = estimate(args.specs, opts)
+    if not data["items"] and (args.keyword or args.bench_shard):  # which arms there are, exit 5
+        from pytest_echo_bench.cli.empty_selection import NOTHING_SELECTED, estimate_note
+
+        say(estimate_note(args.specs, args.keyword, args.bench_shard), err=True)
+        return NOTHING_SELECTED
+    say(json.dumps(data, indent=2) if args.format == "json" else "\n".join(text_lines(data)))
+    return 0
+
+
+COMMAND = Command("estimate", "Calls, cost and wall time of a sweep before anything is sent",
+                  arguments, handle)

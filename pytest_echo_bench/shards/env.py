@@ -56,15 +56,7 @@ def auto_shard(environ: Mapping[str, str]) -> tuple[int, int]:
     """(K, N) from a Slurm array task (index ``SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN``, so
     ``--array=1-4`` works like ``0-3``) or an Indexed Job's pod (``JOB_COMPLETION_INDEX``, 0-based)."""
     names = _family(environ)
-    extra = [n for n in (SLURM_STEP, SLURM_MAX) if names == SLURM and environ.get(n, "").strip(_SPACE)]
-    huge = [f"{n}={environ[n].strip(_SPACE)}" for n in (*names, *extra) if _LONG.fullmatch(environ[n].strip(_SPACE))]
-    if huge:  # a whole number, but no array or matrix is this large: a variable set by mistake
-        raise ValueError(f"--bench-shard auto: {', '.join(huge)} is beyond the {MAX_SHARDS:,} shards a sweep may have; "
-                         f"{CONTIGUOUS}")
-    bad = [f"{n}={environ[n]!r}" for n in (*names, *extra) if whole_number(environ[n]) is None]
-    if bad:
-        raise ValueError(f"--bench-shard auto: {', '.join(bad)} is not a whole number")
-    values = {n: whole_number(environ[n]) or 0 for n in (*names, *extra)}
+    values = _numbers(environ, names)
     if names == SLURM:
         _refuse_gaps(values)
     index = values[SLURM[0]] - values[SLURM[1]] if names == SLURM else values[INDEXED[0]]
@@ -76,6 +68,23 @@ def auto_shard(environ: Mapping[str, str]) -> tuple[int, int]:
         shown = ", ".join(f"{n}={values[n]}" for n in names)
         raise ValueError(f"--bench-shard auto: {shown} gives index {index}, outside 0..count-1; {CONTIGUOUS}")
     return index + 1, count
+
+
+def _numbers(environ: Mapping[str, str], names: tuple[str, ...]) -> dict[str, int]:
+    """The scheduler's variables as whole numbers (Slurm's step and highest id too, when set); a
+    ValueError naming any that is not one, or is larger than any array."""
+    extra = [n for n in (SLURM_STEP, SLURM_MAX)
+             if names == SLURM and environ.get(n, "").strip(_SPACE)]
+    given = (*names, *extra)
+    huge = [f"{n}={environ[n].strip(_SPACE)}" for n in given
+            if _LONG.fullmatch(environ[n].strip(_SPACE))]
+    if huge:  # a whole number, but no array or matrix is this large: a variable set by mistake
+        raise ValueError(f"--bench-shard auto: {', '.join(huge)} is beyond the {MAX_SHARDS:,} shards a "
+                         f"sweep may have; {CONTIGUOUS}")
+    bad = [f"{n}={environ[n]!r}" for n in given if whole_number(environ[n]) is None]
+    if bad:
+        raise ValueError(f"--bench-shard auto: {', '.join(bad)} is not a whole number")
+    return {n: whole_number(environ[n]) or 0 for n in given}
 
 
 def _refuse_gaps(values: Mapping[str, int]) -> None:

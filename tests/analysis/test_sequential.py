@@ -222,14 +222,15 @@ def test_a_plan_read_back_from_a_meta_line() -> None:
 def test_the_intervals_gamblers_are_the_tests_gamblers(zs: list[float], null: float, alpha: float) -> None:
     """The bisection's replay (its course computed once for every step) beats a null exactly when
     ``Betting`` fed the same items held 2 / alpha on that side: the same bets, to the last bit."""
-    from pytest_echo_bench.analysis.sequential import _rejects
+    from pytest_echo_bench.analysis.sequential import _beats, _course
 
     test = Betting(null)
     for z in zs:
         test.update(z)
     goal = math.log(2.0 / alpha)
-    assert _rejects(zs, null, alpha, 1) == (test.best_up >= goal)
-    assert _rejects(zs, null, alpha, -1) == (test.best_down >= goal)
+    course = _course(zs)
+    assert _beats(course, null, alpha, 1) == (test.best_up >= goal)
+    assert _beats(course, null, alpha, -1) == (test.best_down >= goal)
 
 
 def _fed(rows: list[tuple[str, str, str, int, float]], pair: tuple[str, str, str], want: int) -> list[float]:

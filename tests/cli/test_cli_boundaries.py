@@ -10,8 +10,11 @@ status is an int and not ``BUG`` (an exception no bad input explains), nothing p
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -23,6 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_server import made_once, session_dir
 
+import pytest_echo_bench.cli
+from pytest_echo_bench.cli import main as cli_main
 from pytest_echo_bench.cli.main import BUG, main, parser
 from pytest_echo_bench.store.files import encode_line
 
@@ -270,6 +275,23 @@ def test_argparse_messages_are_escaped(capsys: pytest.CaptureFixture[str]) -> No
     assert_clean(status, printed)
     status, printed = run_main(["merge", "x", "-o", "y", "--bogus\x1b]0;t\x07"], capsys)
     assert status == 2 and "unrecognized arguments: --bogus\\x1b]0;t\\x07" in printed
+
+
+def test_each_subcommand_is_a_module_that_declares_its_arguments_and_handler() -> None:
+    """Every ``COMMAND`` a module of ``cli/`` declares is a subcommand, in ``main.COMMANDS``' order, parsed
+    by the arguments its module adds and handled by its module's handler."""
+    modules = (importlib.import_module(f"pytest_echo_bench.cli.{m.name}")
+               for m in pkgutil.iter_modules(pytest_echo_bench.cli.__path__))
+    declared = {m.COMMAND.name: m.COMMAND for m in modules if hasattr(m, "COMMAND")}
+    assert sorted(declared) == sorted(c.name for c in cli_main.COMMANDS)
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [c.name for c in cli_main.COMMANDS]
+    for name, command in declared.items():
+        one = sub.choices[name]
+        assert one.get_default("func") is command.handle
+        fresh = argparse.ArgumentParser()
+        command.arguments(fresh)
+        assert [a.dest for a in one._actions] == [a.dest for a in fresh._actions]
 
 
 def test_help_is_status_0(capsys: pytest.CaptureFixture[str]) -> None:

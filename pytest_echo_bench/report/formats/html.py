@@ -103,24 +103,29 @@ def _graded(arms: list[ArmStats]) -> str:
 def _benchmark(report: Report, bench: Benchmark) -> str:
     arms = [s for s in report.arms if s.benchmark == bench.name]
     colors = dict(zip((s.arm for s in arms), palette(len(arms)), strict=True))
-    pairs = [p for p in report.pairs if p.benchmark == bench.name]
-    frontier = next((f for f in report.frontiers if f.benchmark == bench.name), None)
     count, shown = report.disagreements.get(bench.name, (0, []))
     graded = [s.arm for s in arms if s.n]  # an arm with no graded row has no verdict to compare
     parts = [f'<section class="benchmark"><h2>{e(bench.name or "(no benchmark name)")}</h2>',
              f'<p class="muted">{bench.tasks} task id(s), {len(arms)} arm(s)</p>',
-             '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% interval; '
-             "dashed: cluster-robust 95% interval over subtasks (when the arm spans several)</p>",
+             '<h3>Pass rate per arm</h3><p class="muted">bar: pass rate; solid whisker: Wilson 95% '
+             "interval; dashed: cluster-robust 95% interval over subtasks (when the arm spans "
+             "several)</p>",
              rate_bars(arms, colors),
              _pass_at(arms),
              _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
-             _pair_matrix(graded, pairs, {(a, b) for bn, a, b in decision.not_valid_for(report.sequential)
-                                          if bn == bench.name}),
-             _cost(frontier, colors),
+             _pairs(report, bench.name, graded),
+             _cost(next((f for f in report.frontiers if f.benchmark == bench.name), None), colors),
              _spend(arms),
              _disagreements(count, shown, graded),
              "</section>"]
     return "\n".join(p for p in parts if p)
+
+
+def _pairs(report: Report, bench: str, graded: list[str]) -> str:
+    """The benchmark's pair matrix; a pair a sweep stopped on when decided has no valid fixed-n p."""
+    pairs = [p for p in report.pairs if p.benchmark == bench]
+    not_valid = {(a, b) for bn, a, b in decision.not_valid_for(report.sequential) if bn == bench}
+    return _pair_matrix(graded, pairs, not_valid)
 
 
 def _pass_at(arms: list[ArmStats]) -> str:

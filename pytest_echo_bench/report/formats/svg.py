@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pytest_echo_bench.analysis.compare import Frontier
 from pytest_echo_bench.budget.money import usd
@@ -61,54 +62,94 @@ def _whisker(ci: tuple[float, float] | None, y: float, color: str, extra: str) -
             f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>')
 
 
-def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
-    """Pass rate against cost per item, one dot per arm, the Pareto frontier as a line through its arms;
-    both axes marked, amounts in fixed point (``budget.money``), and no label drawn over another."""
+@dataclass(frozen=True)
+class _Axes:
+    """Where the cost plot puts a cost and a rate: the ranges its axes span, cost on a log scale
+    when the costs span orders of magnitude."""
+
+    c_lo: float
+    c_hi: float
+    r_lo: float
+    r_hi: float
+    log: bool
+
+    def at(self, cost: float, rate: float) -> tuple[float, float]:
+        scale: Callable[[float], float] = math.log10 if self.log else float
+        lo, hi = scale(self.c_lo), scale(self.c_hi)
+        x = PAD + (scale(cost) - lo) / (hi - lo) * (PLOT_W - 2 * PAD) if hi > lo else PLOT_W / 2
+        y = PLOT_H - PAD - (rate - self.r_lo) / ((self.r_hi - self.r_lo) or 1) * (PLOT_H - 2 * PAD)
+        return x, y
+
+
+def _axes(frontier: Frontier) -> _Axes:
     costs = [c for _, c, _ in frontier.points]
     rates = [r for _, _, r in frontier.points]
     c_lo, c_hi = min(costs), max(costs)
-    r_lo, r_hi = max(0.0, min(rates) - 0.05), min(1.0, max(rates) + 0.05)
-
     # Costs of models often span orders of magnitude: a log axis then keeps the cheap arms apart.
     log = c_lo > 0 and c_hi / c_lo > 20
-    scale: Callable[[float], float] = math.log10 if log else float
+    return _Axes(c_lo, c_hi, max(0.0, min(rates) - 0.05), min(1.0, max(rates) + 0.05), log)
 
-    def at(cost: float, rate: float) -> tuple[float, float]:
-        lo, hi = scale(c_lo), scale(c_hi)
-        x = PAD + (scale(cost) - lo) / (hi - lo) * (PLOT_W - 2 * PAD) if hi > lo else PLOT_W / 2
-        y = PLOT_H - PAD - (rate - r_lo) / ((r_hi - r_lo) or 1) * (PLOT_H - 2 * PAD)
-        return x, y
 
+Dot = tuple[str, float, float, str]  # (arm, x, y, label)
+
+
+def cost_plot(frontier: Frontier, colors: dict[str, str]) -> str:
+    """Pass rate against cost per item, one dot per arm, the Pareto frontier as a line through its
+    arms; both axes marked, amounts in fixed point (``budget.money``), and no label drawn over
+    another."""
+    axes = _axes(frontier)
     on = sorted((p for p in frontier.points if p[0] in frontier.arms), key=lambda p: p[1])
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(c, r) for _, c, r in on))
-    unit = "USD" if frontier.basis == "cost_usd" else "cost units"
-    dots = sorted(((arm, *at(cost, rate), f"{_short(arm)} ({rate:.3f}, {usd(cost)})") for arm, cost, rate in frontier.points),
-                  key=lambda d: (d[2], d[1]))
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (axes.at(c, r) for _, c, r in on))
+    dots: list[Dot] = sorted(((arm, *axes.at(cost, rate), _dot_label(arm, cost, rate))
+                              for arm, cost, rate in frontier.points), key=lambda d: (d[2], d[1]))
     labels = _label_places([(x, y, text) for _, x, y, text in dots])
     width = max([PLOT_W + 160] + [round(x1) + 10 for x1, _ in labels])
     height = max([PLOT_H] + [round(y) + 8 for _, y in labels])
-    parts = [f'<svg class="cost-chart" width="{width}" height="{height}" role="img" aria-label="pass rate against cost">',
-             f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
-             f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
-             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">{e(unit)} per item{", log scale" if log else ""}</text>',
-             f'<text x="4" y="{PAD / 2 - 6}">pass rate</text>']
-    for cost in _ticks(c_lo, c_hi, log):
-        x = at(cost, r_lo)[0]
-        parts.append(f'<g class="tick x"><line x1="{x:.1f}" x2="{x:.1f}" y1="{PLOT_H - PAD}" y2="{PLOT_H - PAD + 5}" '
-                     f'stroke="#999"/><text x="{x:.1f}" y="{PLOT_H - PAD + 17}" text-anchor="middle">{usd(cost)}</text></g>')
-    for rate in (r_lo + (r_hi - r_lo) * i / 4 for i in range(5)):
-        y = at(c_lo, rate)[1]
-        parts.append(f'<g class="tick y"><line x1="{PAD - 5}" x2="{PAD}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999"/>'
-                     f'<text x="{PAD - 7}" y="{y + 4:.1f}" text-anchor="end">{rate:.2f}</text></g>')
-    parts.append(f'<polyline class="frontier" points="{line}" fill="none" stroke="#222" stroke-width="1.5" stroke-dasharray="5 3"/>')
-    for (arm, x, y, text), (_, label_y) in zip(dots, labels, strict=True):
-        ring = ' stroke="#000" stroke-width="2"' if arm in frontier.arms else ""
-        leader = (f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 9:.1f}" y2="{label_y - 4:.1f}" stroke="#bbb"/>'
-                  if label_y != y + 4 else "")
-        parts.append(f'<g class="cost-point" data-arm="{e(arm)}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{colors.get(arm, "#777")}"{ring}/>'
-                     f'{leader}<text x="{x + 9:.1f}" y="{label_y:.1f}"><title>{e(arm)}</title>{e(text)}</text></g>')
+    parts = [f'<svg class="cost-chart" width="{width}" height="{height}" role="img" '
+             'aria-label="pass rate against cost">', *_frame(axes, frontier.basis),
+             f'<polyline class="frontier" points="{line}" fill="none" stroke="#222" '
+             'stroke-width="1.5" stroke-dasharray="5 3"/>']
+    parts += [_point(dot, label_y, dot[0] in frontier.arms, colors)
+              for dot, (_, label_y) in zip(dots, labels, strict=True)]
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _dot_label(arm: str, cost: float, rate: float) -> str:
+    return f"{_short(arm)} ({rate:.3f}, {usd(cost)})"
+
+
+def _frame(axes: _Axes, basis: str) -> list[str]:
+    """The two axes, their titles and their ticks."""
+    unit = "USD" if basis == "cost_usd" else "cost units"
+    parts = [f'<line x1="{PAD}" y1="{PLOT_H - PAD}" x2="{PLOT_W - PAD}" y2="{PLOT_H - PAD}" '
+             'stroke="#999"/>',
+             f'<line x1="{PAD}" y1="{PAD / 2}" x2="{PAD}" y2="{PLOT_H - PAD}" stroke="#999"/>',
+             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">{e(unit)} per item'
+             f'{", log scale" if axes.log else ""}</text>',
+             f'<text x="4" y="{PAD / 2 - 6}">pass rate</text>']
+    for cost in _ticks(axes.c_lo, axes.c_hi, axes.log):
+        x = axes.at(cost, axes.r_lo)[0]
+        parts.append(f'<g class="tick x"><line x1="{x:.1f}" x2="{x:.1f}" y1="{PLOT_H - PAD}" '
+                     f'y2="{PLOT_H - PAD + 5}" stroke="#999"/><text x="{x:.1f}" '
+                     f'y="{PLOT_H - PAD + 17}" text-anchor="middle">{usd(cost)}</text></g>')
+    for rate in (axes.r_lo + (axes.r_hi - axes.r_lo) * i / 4 for i in range(5)):
+        y = axes.at(axes.c_lo, rate)[1]
+        parts.append(f'<g class="tick y"><line x1="{PAD - 5}" x2="{PAD}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'stroke="#999"/><text x="{PAD - 7}" y="{y + 4:.1f}" text-anchor="end">'
+                     f'{rate:.2f}</text></g>')
+    return parts
+
+
+def _point(dot: Dot, label_y: float, on_frontier: bool, colors: dict[str, str]) -> str:
+    """An arm's dot (ringed on the frontier) and its label, with a leader line to a moved label."""
+    arm, x, y, text = dot
+    ring = ' stroke="#000" stroke-width="2"' if on_frontier else ""
+    leader = (f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 9:.1f}" y2="{label_y - 4:.1f}" '
+              'stroke="#bbb"/>' if label_y != y + 4 else "")
+    return (f'<g class="cost-point" data-arm="{e(arm)}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
+            f'fill="{colors.get(arm, "#777")}"{ring}/>{leader}<text x="{x + 9:.1f}" '
+            f'y="{label_y:.1f}"><title>{e(arm)}</title>{e(text)}</text></g>')
 
 
 def _ticks(lo: float, hi: float, log: bool) -> list[float]:
