@@ -1,5 +1,6 @@
 """What runs a process's calls for the worker plugin: the engine's parts built from the run's
-context (``Calling``), and the items this process runs next, whose calls start early (``Upcoming``)."""
+context (``Calling``), and the items this process runs next, whose calls start early
+(``Upcoming``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.runrows import RunRows
 from pytest_echo_bench.store.writer import ResultsWriter
 
-STOP_GRACE_S = 1.5  # how long a stopping run waits for calls in flight before leaving them to resume
+# How long a stopping run waits for calls in flight before leaving them to resume.
+STOP_GRACE_S = 1.5
 
 
 class Calling:
@@ -31,15 +33,17 @@ class Calling:
 
     def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext,
                  request_stop: Callable[[str], None]) -> None:
-        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id)
+        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(),
+                                    identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark)
         self.budget = Budget(Ledger(ctx.results, ctx.budget_limits)) if ctx.budget else None
-        # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the workers.
+        # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the
+        # workers.
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
-        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", request_stop, cache,
-                             recorded, self.budget, limits)
+        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main",
+                             request_stop, cache, recorded, self.budget, limits)
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
 
     def close(self, stopping: bool) -> None:
@@ -59,7 +63,7 @@ class Upcoming:
 
     def __init__(self, queue: WorkerQueue | None, lookahead: int) -> None:
         self.queue, self.lookahead = queue, lookahead
-        self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items, in order
+        self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items
         self._pos = 0  # serial: where in them the next item to run should be
 
     def after(self, items: list[pytest.Item], item: BenchItem) -> list[BenchItem]:
@@ -77,6 +81,7 @@ class Upcoming:
         pos = self._pos  # the item after the last one seen; or the same one again (a rerun)
         if not (pos < len(items) and items[pos] is item):
             candidates = (pos - 1, *range(len(items)))
-            pos = next((n for n in candidates if 0 <= n < len(items) and items[n] is item), len(items))
+            found = (n for n in candidates if 0 <= n < len(items) and items[n] is item)
+            pos = next(found, len(items))
         self._pos = pos + 1
         return pos

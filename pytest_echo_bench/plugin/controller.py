@@ -1,4 +1,5 @@
-"""The controller plugin: what the user sees and the exit status (the xdist controller, or a serial run).
+"""The controller plugin: what the user sees and the exit status (the xdist controller, or a
+serial run).
 
 It announces the results file and the resume, counts every item's outcome from the report
 payloads workers send, keeps the live progress line, summary and page, decides the exit status
@@ -55,7 +56,8 @@ class ControllerPlugin:
         self.filing = Filing(config, tuple(f"{spec}::" for spec in self._spec_of()))
         self.signals = StopSignals(config)  # a SIGTERM is passed on to its xdist workers
         self.signals.install()
-        self.writes = not config.option.collectonly  # collecting only reads: no summary, page or marker
+        # Collecting only reads: no summary, page or marker.
+        self.writes = not config.option.collectonly
         self.deciding = deciding(ctx.decide, ctx.meta) if self.writes else None
         self.session: pytest.Session | None = None
 
@@ -81,34 +83,38 @@ class ControllerPlugin:
 
     def _live(self) -> LiveRun:
         ctx, opts = self.ctx, self.opts
+        counted = self.config.stash.get(COUNTED, None) or FileTally()
         live = LiveRun(Path(ctx.results), ctx.run_id, list(ctx.meta.benchmarks),
-                       Path(opts.html) if opts.html else None, opts.progress_every, self._write, self._gates(),
-                       counted=self.config.stash.get(COUNTED, None) or FileTally(), epochs=self._epochs(),
-                       budget=ctx.budget)
+                       Path(opts.html) if opts.html else None, opts.progress_every, self._write,
+                       self._gates(), counted=counted, epochs=self._epochs(), budget=ctx.budget)
         watch = self.deciding
-        if watch is not None:  # the summary and the page show the controller's own figures, while running too
-            live.decide = lambda stop, running: watch.sequential(stop or self._stop_reason(), running)
+        if watch is not None:
+            # The summary and the page show the controller's own figures, while running too.
+            live.decide = lambda stop, running: watch.sequential(stop or self._stop_reason(),
+                                                                 running)
         return live
 
     def _gates(self) -> list[Gate]:
-        """The gates with their arms named as the tallies key them (checked by ``build_context`` already)."""
+        """The gates with their arms named as the tallies key them (``build_context`` checked
+        them)."""
         arms = self.ctx.meta.arms
         return list(bind_gates(self.opts.gates, arms)) if arms else list(self.opts.gates)
 
     def _write_order(self) -> None:
         order = self.ctx.order
         if order.get("order") == "random":
-            self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')}; "
-                        "--bench-order file for file order)")
+            self._write(f"echo-bench: items in a stratified random order (seed {order.get('seed')};"
+                        " --bench-order file for file order)")
         if self.deciding is not None:
             self.deciding.start(Path(self.ctx.results), self.ctx.resume_upto is not None)
             plan = self.deciding.monitor.plan
             pairs = ", ".join(f"{b}/{x} vs {b}/{y}" for b, x, y in plan.pairs)  # both named alike
-            self._write(self.deciding.note or f"echo-bench: stops when decided: {pairs} (anytime-valid, "
-                        f"alpha {plan.alpha:g})")
+            self._write(self.deciding.note or f"echo-bench: stops when decided: {pairs} "
+                        f"(anytime-valid, alpha {plan.alpha:g})")
 
     def _scores_code(self) -> bool:
-        """Whether a spec of this run has its answers' code executed (the sandbox's isolation matters)."""
+        """Whether a spec of this run has its answers' code executed (the sandbox's isolation
+        matters)."""
         loaded = self.config.stash.get(SPEC_CACHE, None) or {}
         return any(spec.scorer in isolation.CODE_SCORERS for spec, _ in loaded.values())
 
@@ -119,7 +125,8 @@ class ControllerPlugin:
         if self.live is not None:
             self.live.expect(ids, self._spec_of())
 
-    def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> str | None:
+    def pytest_report_collectionfinish(self, config: pytest.Config,
+                                       items: Sequence[pytest.Item]) -> str | None:
         if self.ctx.resume_upto is None:
             return None
         return self._resume_line(sum(isinstance(i, BenchItem) for i in items))
@@ -136,7 +143,9 @@ class ControllerPlugin:
             self._write(self._resume_line(len(ids)))
 
     def _resume_line(self, to_run: int) -> str:
-        return f"echo-bench: resuming {self.ctx.results}: {self.ctx.resume_recorded} recorded, {to_run} to run"
+        ctx = self.ctx
+        return (f"echo-bench: resuming {ctx.results}: {ctx.resume_recorded} recorded, {to_run} "
+                "to run")
 
     def _spec_of(self) -> dict[str, str]:
         return {str(info["spec"]): name for name, info in self.ctx.meta.benchmarks.items()}
@@ -164,7 +173,8 @@ class ControllerPlugin:
     def _count(self, nodeid: str, bench: Payload) -> None:
         if bench.stop is not None:
             self.finish.report(bench.stop_reason)
-        # The monitor first: the summary and page the live record may write then show this row's look.
+        # The monitor first: the summary and page the live record may write then show this row's
+        # look.
         if self.deciding is not None and self.deciding.record(bench):
             stop = self.deciding.stop(self.config, self.session, self.ctx.results)
             self.finish.report(stop)
@@ -183,8 +193,9 @@ class ControllerPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        """xdist lost a worker: from now on every worker checks the file before it calls for an item
-        (xdist hands the lost worker's queue on, and the lost worker may have recorded some of it)."""
+        """xdist lost a worker: from now on every worker checks the file before it calls for an
+        item (xdist hands the lost worker's queue on, and the lost worker may have recorded some of
+        it)."""
         if error is None:
             return  # an orderly shutdown
         worker = str(getattr(getattr(node, "gateway", None), "id", "?"))
@@ -194,18 +205,22 @@ class ControllerPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        """The item a lost worker was running is not a failed test but an unrecorded one: incomplete."""
+        """The item a lost worker was running is not a failed test but an unrecorded one:
+        incomplete."""
         key = self._key_of(crashitem)
         if key is None:
             return
         worker = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?"))
-        message = f"worker {worker} was lost while running this item; resume runs it unless it was recorded"
+        message = (f"worker {worker} was lost while running this item; resume runs it unless it "
+                   "was recorded")
         report.outcome, report.when = "skipped", "call"
         report.longrepr = (crashitem.split("::", 1)[0], 0, f"incomplete: {message}")
-        report.bench = Payload.lost(key, message).to_wire()  # type: ignore[attr-defined]  # as a worker sends it
+        # As a worker sends it.
+        report.bench = Payload.lost(key, message).to_wire()  # type: ignore[attr-defined]
 
     def _key_of(self, nodeid: str) -> tuple[str, str, str, int] | None:
-        """(benchmark, task_id, arm, epoch) of a benchmark item's node id ``<spec>::<task_id>[<arm>]``.
+        """(benchmark, task_id, arm, epoch) of a benchmark item's node id
+        ``<spec>::<task_id>[<arm>]``.
 
         The node name holds the task id escaped (``escape_id``); arm names never hold "[", so
         the last "[" starts the arm whatever the id holds (and its epoch: ``collect.item_name``).
@@ -219,18 +234,23 @@ class ControllerPlugin:
         return benchmark, unescape_id(name[:cut]), arm, epoch
 
     def _epochs(self) -> dict[str, int]:
-        return {name: int(info.get("epochs") or 1) for name, info in self.ctx.meta.benchmarks.items()}
+        benchmarks = self.ctx.meta.benchmarks
+        return {name: int(info.get("epochs") or 1) for name, info in benchmarks.items()}
 
-    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends time formatting the traceback
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter formats the traceback
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        """Ctrl-C or SIGTERM: record the stop first, then let pytest wind down (shielded from a second Ctrl-C)."""
+        """Ctrl-C or SIGTERM: record the stop first, then let pytest wind down (shielded from a
+        second Ctrl-C)."""
         if isinstance(excinfo.value, pytest.Session.Interrupted):
-            return  # pytest's own stop (a collection error, -x, our shouldstop), not a signal: the end decides
+            # pytest's own stop (a collection error, -x, our shouldstop), not a signal: the end
+            # decides.
+            return
         self.signals.shield()
         stop = StopReason("interrupted", self.signals.reason)
         write_stop(self.ctx.results, stop, at=utcnow(), results=self.ctx.results)
         if self.live is not None:
-            self.live.write_files(partial=True, status=int(pytest.ExitCode.INTERRUPTED), stopped=str(stop))
+            status = int(pytest.ExitCode.INTERRUPTED)
+            self.live.write_files(partial=True, status=status, stopped=str(stop))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -240,38 +260,47 @@ class ControllerPlugin:
     def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
         """pytest-json-report: the report's root carries the per-arm summary."""
         if self.finish.final is not None:
-            json_report["echo_bench"] = shown_json(self.finish.final)  # a stop message may quote a server
+            # A stop message may quote a server.
+            json_report["echo_bench"] = shown_json(self.finish.final)
 
-    def pytest_internalerror(self, excrepr: object, excinfo: pytest.ExceptionInfo[BaseException]) -> bool | None:
+    def pytest_internalerror(self, excrepr: object,
+                             excinfo: pytest.ExceptionInfo[BaseException]) -> bool | None:
         if isinstance(excinfo.value, StoreError):
-            # A full disk or read-only directory: say so plainly; the rows already written are intact.
+            # A full disk or read-only directory: say so plainly; the rows already written are
+            # intact.
             print(f"echo-bench: {excinfo.value}")
         return None
 
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            # xdist's progress characters leave a line open that write_line does not close (no path began it)
-            opened = reporter.currentfspath is None and getattr(reporter._tw, "width_of_current_line", 0)
+            # xdist's progress characters leave a line open that write_line does not close (no path
+            # began it).
+            tw = reporter._tw
+            opened = reporter.currentfspath is None and getattr(tw, "width_of_current_line", 0)
             reporter.write_line(("\n" if opened else "") + shown(line))
 
     # -- the end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.writes:  # collecting only: the file, its marker, summary and lock may belong to a live run
-            if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.ctx.resume_upto is not None:
-                session.exitstatus = pytest.ExitCode.OK  # nothing left to collect: the sweep is complete
+        if not self.writes:
+            # Collecting only: the file, its marker, summary and lock may belong to a live run.
+            resumed = self.ctx.resume_upto is not None
+            if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and resumed:
+                session.exitstatus = pytest.ExitCode.OK  # nothing left to collect: it is complete
             return
         finish, live = self.finish, self.live
         passed = True
         if live is not None and live.gates:
             passed, finish.gate_lines = live.check_gates()
         status = finish.record_exit(int(exitstatus), self.counts, live, passed)
-        refused = record_end(self.ctx, finish.stopped, session.shouldfail or session.shouldstop, self.counts.to_run)
+        pytest_stop = session.shouldfail or session.shouldstop
+        refused = record_end(self.ctx, finish.stopped, pytest_stop, self.counts.to_run)
         if refused:
             self._write(f"echo-bench: {refused}")
         if live is not None:
-            partial = bool(finish.stopped) or status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            ran = status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            partial = bool(finish.stopped) or not ran
             finish.final = live.summary(partial, int(status), finish.stopped, finish.gate_lines)
             live.write_files(partial, int(status), finish.stopped, finish.gate_lines)
         session.exitstatus = status
@@ -289,12 +318,17 @@ class ControllerPlugin:
             return
         watch = self.deciding
         decided = (lambda: watch.lines(self._stop_reason())) if watch is not None else list
-        write_summary(terminalreporter, self.finish, self.counts, self.live, decided, self._scores_code())
+        write_summary(terminalreporter, self.finish, self.counts, self.live, decided,
+                      self._scores_code())
 
     def close(self) -> None:
-        """Unconfigure: the summary made true to the file after a stop; the signal handlers as they were."""
+        """Unconfigure: the summary made true to the file after a stop; the signal handlers as they
+        were."""
         self.signals.restore()
         finish, live = self.finish, self.live
-        if live is not None and finish.final is not None and finish.stopped and live.reconcile(self.ctx.run_start):
-            # xdist's workers are gone by now (it shuts them down after our sessionfinish): the file is final.
+        if live is None or finish.final is None or not finish.stopped:
+            return
+        if live.reconcile(self.ctx.run_start):
+            # xdist's workers are gone by now (it shuts them down after our sessionfinish): the
+            # file is final.
             live.write_files(True, finish.final["status"], finish.stopped, finish.gate_lines)

@@ -23,7 +23,7 @@ class Filing:
         self._reporter: Any = None  # the terminal reporter (False: none), looked up once
 
     def unfile(self, report: pytest.TestReport) -> None:
-        """A benchmark item's silent setup/teardown report leaves the reporter's list (``unfile``)."""
+        """A benchmark item's silent setup/teardown report leaves the reporter's list."""
         if self._reporter is None:
             self._reporter = self._config.pluginmanager.get_plugin("terminalreporter") or False
         if report.nodeid.startswith(self._prefixes):

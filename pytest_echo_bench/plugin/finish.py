@@ -27,7 +27,7 @@ class Finish:
 
     def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> None:
         self.config, self.opts, self.ctx = config, opts, ctx
-        self.reported: StopReason | None = None  # the run's own stop, as the item that caused it said
+        self.reported: StopReason | None = None  # the run's own stop, as the item that made it said
         self.stopped = ""  # why the run stopped early, once decided
         self.budget = budget.BudgetEnd()  # with a budget: spent against it, and the items complete
         self.gate_lines: list[str] = []
@@ -38,16 +38,19 @@ class Finish:
         if self.reported is None:
             self.reported = stop
 
-    def record_exit(self, status: int, counts: Counts, live: LiveRun | None, gates_passed: bool = True) -> int:
+    def record_exit(self, status: int, counts: Counts, live: LiveRun | None,
+                    gates_passed: bool = True) -> int:
         """Settle the budget, decide the exit status (``exit_status.decide``: this only gathers what
         it needs) and write the stop marker it says to write; keeps why the run stopped early."""
         self.budget = self._settle_budget(live)
-        outcomes = Outcomes(status, counts.left, tuple(counts.lost), dict(counts.required), counts.collect_errors,
-                            counts.other_failures, self.ctx.resume_upto is not None, self.opts.strict,
+        resumed = self.ctx.resume_upto is not None
+        outcomes = Outcomes(status, counts.left, tuple(counts.lost), dict(counts.required),
+                            counts.collect_errors, counts.other_failures, resumed, self.opts.strict,
                             self._has_rows(), gates_passed, self.budget.stop, self.budget.details)
         decided = decide(outcomes, Stops(read_stop(self.ctx.results), self.reported))
         if decided.write and decided.stop is not None:
-            write_stop(self.ctx.results, decided.stop, at=utcnow(), results=self.ctx.results, **decided.details)
+            write_stop(self.ctx.results, decided.stop, at=utcnow(), results=self.ctx.results,
+                       **decided.details)
         self.stopped = str(decided.stop) if decided.stop is not None else ""
         return decided.status
 
@@ -55,15 +58,17 @@ class Finish:
         if not self.ctx.budget:
             return budget.BudgetEnd()
         counted = live.counted if live is not None else FileTally()
-        return budget.settle_end(self.ctx.results, self.ctx.budget_limits, self.ctx.meta.arms, counted,
-                                 live.items if live is not None else ())
+        selected = live.items if live is not None else ()
+        ctx = self.ctx
+        return budget.settle_end(ctx.results, ctx.budget_limits, ctx.meta.arms, counted, selected)
 
     def _has_rows(self) -> bool:
         path = Path(self.ctx.results)
         return path.exists() and path.stat().st_size > 0
 
     def stop_reason(self, session: pytest.Session | None) -> str | None:
-        """The stop marker's reason, else pytest's own stop (``--maxfail``, ``-x``): not "ran to the end"."""
+        """The stop marker's reason, else pytest's own stop (``--maxfail``, ``-x``): not "ran to
+        the end"."""
         stop = read_stop(self.ctx.results)
         why = session is not None and (session.shouldfail or session.shouldstop)
         return stop.reason if stop is not None else f"pytest: {why}" if why else None
@@ -73,11 +78,14 @@ class Finish:
         workers = self.config.getoption("numprocesses", None)
         if workers:
             cmd += ["-n", str(workers)]
-        cmd += resume_flags(self.config, self.opts, self.ctx.options)  # what a plain resume would not take itself
+        # What a plain resume would not take itself.
+        cmd += resume_flags(self.config, self.opts, self.ctx.options)
         # The budget's stop suggests more; any other keeps the ceiling.
         usd = self.budget.next_usd or self.opts.budget_usd
         if usd is not None:
-            cmd += ["--bench-budget-usd", str(usd)]  # the shortest text that reads back as the same amount
-        # The rootdir, named: pasted in any directory, the resume finds the specs the meta line names
-        # there, and only there (a results file's own paths never leave the rootdir: context._inside).
+            # The shortest text that reads back as the same amount.
+            cmd += ["--bench-budget-usd", str(usd)]
+        # The rootdir, named: pasted in any directory, the resume finds the specs the meta line
+        # names there, and only there (a results file's own paths never leave the rootdir:
+        # context._inside).
         return shlex.join([*cmd, "--rootdir", str(self.config.rootpath)])

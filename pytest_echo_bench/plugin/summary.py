@@ -39,7 +39,8 @@ def write_summary(tr: Any, finish: Finish, counts: Counts, live: LiveRun | None,
 def _notes(tr: Any, finish: Finish, counts: Counts, decided: Callable[[], list[str]]) -> None:
     """A resume that found nothing left, the gates, the budget and the decide figures."""
     if finish.ctx.resume_upto is not None and counts.to_run == 0 and not finish.stopped:
-        tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {finish.ctx.results}")
+        results = finish.ctx.results
+        tr.write_line(f"echo-bench: sweep complete: every selected item is recorded in {results}")
     for line in finish.gate_lines:
         tr.write_line(line, red="FAILED" in line, green="FAILED" not in line)
     if finish.budget.line:
@@ -61,7 +62,8 @@ def _decisions(tr: Any, decisions: Iterable[str]) -> None:
 def _resume(tr: Any, finish: Finish) -> None:
     """Why the run stopped early, and the command that resumes it."""
     stopped = finish.stopped
-    then = "fix that, then resume with" if stopped.split(":", 1)[0] in NEEDS_FIXING else "resume with"
+    fix = stopped.split(":", 1)[0] in NEEDS_FIXING
+    then = "fix that, then resume with" if fix else "resume with"
     said = shown(f"echo-bench: stopped early ({stopped}); {then}:", newlines=False)
     tr.write_line(said, bold=True, red=True)
     tr.write_line(f"  {finish.resume_command()}", bold=True)

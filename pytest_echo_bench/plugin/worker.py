@@ -40,20 +40,23 @@ class WorkerPlugin:
     ``calling`` holds the engine's parts (plugin.calling).
     """
 
-    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext, remote: bool) -> None:
+    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext,
+                 remote: bool) -> None:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
-        config.stash.setdefault(SPEC_CACHE, {})  # an xdist worker's collection and ordering parse each spec once
+        # An xdist worker's collection and ordering parse each spec once.
+        config.stash.setdefault(SPEC_CACHE, {})
         self.calling = Calling(config, opts, ctx, self._request_stop)
-        self.upcoming = Upcoming(WorkerQueue(config) if remote else None, self.calling.prefetcher.lookahead)
+        queue = WorkerQueue(config) if remote else None
+        self.upcoming = Upcoming(queue, self.calling.prefetcher.lookahead)
         self.shard = parse_shard(ctx.shard or None)  # the controller's resolved K/N, or none
         self.session: pytest.Session | None = None
         self.filing = Filing(config)
-        self._quiet: pytest.TestReport | None = None  # a benchmark item's setup/teardown report, until logged
+        self._quiet: pytest.TestReport | None = None  # setup/teardown report, until logged
         config.stash[RUN] = self.outcome
         self.signals = StopSignals()
-        if remote:  # a SIGTERM to the whole process group stops a worker as Ctrl-C does, not mid-row
+        if remote:  # a SIGTERM to the process group stops a worker as Ctrl-C does, not mid-row
             self.signals.install()
 
     # -- collection --------------------------------------------------------------------------
@@ -76,7 +79,8 @@ class WorkerPlugin:
             recorded = self._recorded()
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
         budget = self.calling.budget
-        if budget is not None:  # the arms each item runs: every process collects the same, so all agree
+        # The arms each item runs: every process collects the same, so all agree.
+        if budget is not None:
             for item in items:
                 if isinstance(item, BenchItem):
                     pair = (item.spec.benchmark, item.example.id, item.epoch)
@@ -167,14 +171,17 @@ class WorkerPlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before anyone (the controller) reads the file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Iterator[None]:
         stop = self.calling.stop
-        stopping = stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
-        # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        stopping = stop.is_set() or bool(session.shouldstop) or interrupted
+        # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes
+        # them.
         self.calling.close(stopping)
         stop.persist()
         return (yield)
 
     def close(self) -> None:
-        """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
+        """Unconfigure: idempotent; a session that never ran still releases the file and the
+        lock."""
         self.calling.close(True)
         isolation.require(False)
         self.signals.restore()
