@@ -205,15 +205,17 @@ class Ticket:
             # This item's own hold does not come back while it waits.
             settling = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
             started = all(_room_later(state, n, {}) - self.held + EPSILON_USD >= amount for n, amount in need.items())
-            waiting = (settling or (started and self._moving(state))) and time.monotonic() < self._deadline
+            moving = not settling and started and self._watch_changes(state)  # asked only then
+            waiting = (settling or moving) and time.monotonic() < self._deadline
             if self.budget.release_gone(state, now=not waiting):
                 return WAIT  # a lost process's holds are settled: ask again with them
             if waiting:
                 return WAIT
         return self._refuse(state, own, what, shown, need)
 
-    def _moving(self, state: LedgerState) -> bool:
-        """Whether the run's spend, holds or pledges changed within the last ``STILL_S``."""
+    def _watch_changes(self, state: LedgerState) -> bool:
+        """Note the run's spend, holds and pledges as they are now; True while they changed within
+        the last ``STILL_S``."""
         run = state.accounts["run"]
         seen, now = (run.spent, run.held, len(state.pledged)), time.monotonic()
         if seen != self._seen:
