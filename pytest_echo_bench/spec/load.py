@@ -268,31 +268,23 @@ def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> 
     pairs = conf.get("pairs")
     if not isinstance(pairs, list) or not pairs:
         raise fail("pairs must be a list of [A, B] pairs of arms", "decide", "pairs")
-    found = tuple(_pairs(pairs, benchmark, arms, fail))
-    alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
-    margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
-    return DecideSpec(found, alpha, margin)
-
-
-def _pairs(pairs: list[Any], benchmark: str, arms: dict[str, ArmSpec],
-           fail: Any) -> list[tuple[str, str]]:
-    """``decide.pairs``: each [A, B] two different arms of the spec, each pair listed once."""
-    found: list[tuple[str, str]] = []
+    found = []
     for i, entry in enumerate(pairs):
         if not isinstance(entry, list) or len(entry) != 2:
             raise fail("each pair must be [A, B]", "decide", "pairs", i)
-        names = [str(n).removeprefix(f"{benchmark}/") for n in entry]
+        a, b = names = [str(n).removeprefix(f"{benchmark}/") for n in entry]
         missing = [n for n in names if n not in arms]
-        if missing or names[0] == names[1]:
+        if missing or a == b:
             why = (f"arm {missing[0]!r} is not an arm of this spec" if missing
                    else "an arm cannot be compared with itself")
             raise fail(why, "decide", "pairs", i)
-        # One test decides both ways.
-        if (names[0], names[1]) in found or (names[1], names[0]) in found:
-            raise fail(f"the pair [{names[0]}, {names[1]}] is listed already (a pair is compared "
-                       "both ways)", "decide", "pairs", i)
-        found.append((names[0], names[1]))
-    return found
+        if not {(a, b), (b, a)}.isdisjoint(found):  # listed already: one test decides both ways
+            raise fail(f"the pair [{a}, {b}] is listed already (a pair is compared both ways)",
+                       "decide", "pairs", i)
+        found.append((a, b))
+    alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
+    margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
+    return DecideSpec(tuple(found), alpha, margin)
 
 
 def _retries(value: Any, fail: Any) -> RetryPolicy:
