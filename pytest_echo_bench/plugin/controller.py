@@ -44,8 +44,8 @@ class ControllerPlugin:
     """Registered as "echo-bench-controller" in the one process that reports.
 
     It routes: ``counts`` holds what the reports said, ``live`` the progress line, summary and page,
-    ``deciding`` the decide watch, ``finish`` how the run ends (plugin.finish) and ``summary`` the
-    end-of-run section (plugin.summary).
+    ``deciding`` the decide watch, ``finish`` how the run ends (plugin.finish); ``write_summary``
+    (plugin.summary) draws the end-of-run section from them.
     """
 
     def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> None:
