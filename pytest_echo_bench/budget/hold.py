@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError, LocalError, StoreError
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.budget import holders
-from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
 T = TypeVar("T")
@@ -139,36 +139,53 @@ class Ticket:
     def _start(self, state: LedgerState) -> str | None:
         """The item's first call: take its pledge, or start it whole, or refuse it."""
         key = pair_name(self.pair) if self.pair is not None else None
-        pledged = state.pledged.get(key, {}) if key is not None else {}
-        if self.arm in pledged:
-            self.held = pledged.pop(self.arm)
-            if not pledged:
-                del state.pledged[key]  # type: ignore[arg-type]  # key is set whenever pledged is
-            state.own(self.names, self.budget.holder, self.held)  # the item's pledge, now this process's hold
+        if key is not None and self._take_pledge(state, key):
             return None
-        shares = self.budget.shares(self.spec, self.pair, self.arm, self.prompt) if key is not None and key not in state.pledged else {}
+        if key is None or key in state.pledged:  # a call of its own, or started elsewhere without
+            return self._start_alone(state)  # this arm's share: it alone must fit
+        shares = self.budget.shares(self.spec, self.pair, self.arm, self.prompt)
+        return self._start_whole(state, key, shares)
+
+    def _take_pledge(self, state: LedgerState, key: str) -> bool:
+        """Whether an arm started elsewhere pledged this arm's share to the item: now it is held."""
+        pledged = state.pledged.get(key, {})
+        if self.arm not in pledged:
+            return False
+        self.held = pledged.pop(self.arm)
+        if not pledged:
+            del state.pledged[key]
+        # The item's pledge, now this process's hold.
+        state.own(self.names, self.budget.holder, self.held)
+        return True
+
+    def _start_alone(self, state: LedgerState) -> str | None:
+        """This arm's worst case alone must fit."""
         own = item_worst(self.spec, self.arm, self.prompt) or 0.0
-        if not shares:  # started elsewhere without this arm's share, or a call of its own: it alone must fit
-            if not state.fits(self.names, own):
-                return self._wait_or_refuse(state, {n: own for n in self.names}, own, "this item's worst case")
-            state.hold(self.names, own, self.budget.holder)
-            self.held = own
-            return None
+        if not state.fits(self.names, own):
+            need = {n: own for n in self.names}
+            return self._wait_or_refuse(state, need, own, "this item's worst case")
+        state.hold(self.names, own, self.budget.holder)
+        self.held = own
+        return None
+
+    def _start_whole(self, state: LedgerState, key: str, shares: dict[str, float]) -> str | None:
+        """The worst case of all the item's arms must fit at once: this arm's is held, the others'
+        pledged to the item."""
         need = _by_account(self.spec, shares)
-        if self.spec.benchmark in state.closed or not all(state.fits([n], amount) for n, amount in need.items()):
-            refused = self._wait_or_refuse(state, need, shares[self.arm], "the worst case of all its arms",
-                                           sum(shares.values()), new=True)
-            if refused is not WAIT and self.spec.benchmark not in state.closed:
-                state.closed.append(self.spec.benchmark)
-                binding = state.accounts.get(state.short[0] if state.short else "run", state.accounts["run"])
-                state.closed_at = [binding.spent, binding.held]  # what the stop says closed it
+        benchmark = self.spec.benchmark
+        if benchmark in state.closed or not all(state.fits([n], v) for n, v in need.items()):
+            refused = self._wait_or_refuse(state, need, shares[self.arm],
+                                           "the worst case of all its arms", sum(shares.values()), new=True)
+            if refused is not WAIT and benchmark not in state.closed:
+                _close(state, benchmark)
             return refused
         for arm, share in shares.items():
             state.hold(accounts(self.spec, arm), share)
         self.held = shares.pop(self.arm)
-        state.own(self.names, self.budget.holder, self.held)  # the other arms' shares stay the item's
+        # The other arms' shares stay the item's.
+        state.own(self.names, self.budget.holder, self.held)
         if shares:
-            state.pledged[key] = shares  # type: ignore[index]
+            state.pledged[key] = shares
         return None
 
     def _wait_or_refuse(self, state: LedgerState, need: Mapping[str, float], own: float, what: str,
@@ -188,15 +205,17 @@ class Ticket:
             # This item's own hold does not come back while it waits.
             settling = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
             started = all(_room_later(state, n, {}) - self.held + EPSILON_USD >= amount for n, amount in need.items())
-            waiting = (settling or (started and self._moving(state))) and time.monotonic() < self._deadline
+            moving = not settling and started and self._watch_changes(state)  # asked only then
+            waiting = (settling or moving) and time.monotonic() < self._deadline
             if self.budget.release_gone(state, now=not waiting):
                 return WAIT  # a lost process's holds are settled: ask again with them
             if waiting:
                 return WAIT
         return self._refuse(state, own, what, shown, need)
 
-    def _moving(self, state: LedgerState) -> bool:
-        """Whether the run's spend, holds or pledges changed within the last ``STILL_S``."""
+    def _watch_changes(self, state: LedgerState) -> bool:
+        """Note the run's spend, holds and pledges as they are now; True while they changed within
+        the last ``STILL_S``."""
         run = state.accounts["run"]
         seen, now = (run.spent, run.held, len(state.pledged)), time.monotonic()
         if seen != self._seen:
@@ -205,22 +224,25 @@ class Ticket:
 
     def _refuse(self, state: LedgerState, need: float, what: str, shown: float | None = None,
                 by_account: Mapping[str, float] | None = None) -> str:
-        """Count a call not sent (``need``: its own worst case, what a resume needs for it), and note
-        which limits it did not fit: the refusal names them, and the resume advice depends on them."""
+        """Count a call not sent (``need``: its own worst case, what a resume needs for it), and
+        note which limits it did not fit: the refusal names them, and the resume advice depends on
+        them."""
         state.refused += 1
         state.needed += need
-        amounts = by_account or {n: need for n in self.names}
-        # A benchmark closed to new items fits, but is refused: the limits that closed it bind.
-        short = ([n for n, amount in amounts.items() if n in state.accounts and not state.fits([n], amount)]
-                 or [n for n in state.short if n in self.names]
-                 or [n for n in self.names if n in state.accounts and state.accounts[n].limit is not None])
+        short = self._binding(state, by_account or {n: need for n in self.names})
         state.short.extend(n for n in short if n not in state.short)
-        if all(n.startswith("arm:") for n in short):  # only this arm's own budget binds: its own worst case counts
+        if all(n.startswith("arm:") for n in short):
+            # Only this arm's own budget binds: its own worst case counts.
             what, shown = "this item's worst case", None
-        room = min((state.accounts[n].room() for n in short), default=0.0)
-        whose = " and ".join(_named(n, state.where.get(n, "")) for n in short)
-        return (f"budget: not sent: {what} (${need if shown is None else shown:.6f}) does not fit what {whose} has left "
-                f"(${max(room, 0.0):.6f}); {_advice(short, state.where)}")
+        return _refusal(state, short, what, need if shown is None else shown)
+
+    def _binding(self, state: LedgerState, amounts: Mapping[str, float]) -> list[str]:
+        """The accounts a refused call did not fit. A benchmark closed to new items fits, but is
+        refused: the limits that closed it bind (else any of the item's that has a limit)."""
+        known = state.accounts
+        return ([n for n, amount in amounts.items() if n in known and not state.fits([n], amount)]
+                or [n for n in state.short if n in self.names]
+                or [n for n in self.names if n in known and known[n].limit is not None])
 
     def close(self, state: LedgerState) -> None:
         """The item is done: what it spent is charged, the rest of its hold goes back."""
@@ -232,6 +254,22 @@ class Ticket:
             state.settle(self.names, self.held, self.spent + self.in_flight)  # a pledge: no process held it
             return
         state.settle(self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed)
+
+
+def _close(state: LedgerState, benchmark: str) -> None:
+    """The first new item refused closes its benchmark to new items, at what its binding limit
+    had spent and held then (what the stop says closed it)."""
+    state.closed.append(benchmark)
+    binding = state.accounts.get(state.short[0] if state.short else "run", state.accounts["run"])
+    state.closed_at = [binding.spent, binding.held]
+
+
+def _refusal(state: LedgerState, short: list[str], what: str, amount: float) -> str:
+    """The refusal's text: what did not fit, which limits (where they are set), the room left."""
+    room = min((state.accounts[n].room() for n in short), default=0.0)
+    whose = " and ".join(_named(n, state.where.get(n, "")) for n in short)
+    return (f"budget: not sent: {what} (${amount:.6f}) does not fit what {whose} has left "
+            f"(${max(room, 0.0):.6f}); {_advice(short, state.where)}")
 
 
 def _named(account: str, where: str) -> str:

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.ledger import Ledger, LedgerState
+from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.budget.worst import item_worst, unbounded
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.budget import holders
 from pytest_echo_bench.store.files import StopReason
-from pytest_echo_bench.budget.ledger import Ledger, LedgerState
 from pytest_echo_bench.store.tally import FileTally
 
 
@@ -249,6 +249,38 @@ def items_text(complete: tuple[int, int, int]) -> str:
     """How many items every arm answered, of the sweep's, and how many any arm answered."""
     whole, seen, total = complete
     return f"{whole} of {total} items complete for all arms ({seen} started)"
+
+
+@dataclass(frozen=True)
+class BudgetEnd:
+    """What the end says of the budget: the summary's line, the budget's stop with the marker's
+    figures when it refused a call, and the budget the resume command suggests (None: the same)."""
+
+    line: str = ""
+    stop: StopReason | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    next_usd: float | None = None
+
+
+def settle_end(results: str, limits: Mapping[str, float | None], arms: Mapping[str, list[str]],
+               counted: FileTally, selected: Iterable[tuple[str, str, int]]) -> BudgetEnd:
+    """At the end, once every worker has exited (a hold left is a lost one's): settle the holds of
+    processes that are gone, then read the spend, ``counted`` read on from where it was (the end
+    table reads on from there)."""
+    damaged = settle_lost(results, limits)[1]
+    if damaged:
+        return BudgetEnd(f"echo-bench: {damaged}")
+    spend = read(results, limits)
+    if spend is None:
+        return BudgetEnd()
+    counted.update(Path(results))
+    complete = complete_items(counted, arms, selected)
+    line = f"echo-bench: budget: {spend.text()}; {items_text(complete)}"
+    if not spend.refused:
+        return BudgetEnd(line)
+    stop, details = stop_of(spend, complete)
+    # A spec's own limit refused it: raise it there, a larger run budget would not help.
+    return BudgetEnd(line, stop, details, spend.suggested() if spend.run_binds else None)
 
 
 def stop_of(spend: Spend, complete: tuple[int, int, int]) -> tuple[StopReason, dict[str, Any]]:

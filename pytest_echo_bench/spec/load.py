@@ -272,15 +272,16 @@ def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> 
     for i, entry in enumerate(pairs):
         if not isinstance(entry, list) or len(entry) != 2:
             raise fail("each pair must be [A, B]", "decide", "pairs", i)
-        names = [str(n).removeprefix(f"{benchmark}/") for n in entry]
+        a, b = names = [str(n).removeprefix(f"{benchmark}/") for n in entry]
         missing = [n for n in names if n not in arms]
-        if missing or names[0] == names[1]:
-            why = f"arm {missing[0]!r} is not an arm of this spec" if missing else "an arm cannot be compared with itself"
+        if missing or a == b:
+            why = (f"arm {missing[0]!r} is not an arm of this spec" if missing
+                   else "an arm cannot be compared with itself")
             raise fail(why, "decide", "pairs", i)
-        if (names[0], names[1]) in found or (names[1], names[0]) in found:  # one test decides both ways
-            raise fail(f"the pair [{names[0]}, {names[1]}] is listed already (a pair is compared both ways)",
+        if not {(a, b), (b, a)}.isdisjoint(found):  # listed already: one test decides both ways
+            raise fail(f"the pair [{a}, {b}] is listed already (a pair is compared both ways)",
                        "decide", "pairs", i)
-        found.append((names[0], names[1]))
+        found.append((a, b))
     alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
     margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
     return DecideSpec(tuple(found), alpha, margin)

@@ -124,11 +124,16 @@ class Candidate:
         if kind == "raise" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
             self.raised = f"{reply[1]}: {reply[2]}" if reply[2] else reply[1]
             raise _rebuilt(reply[1], reply[2])
-        if kind == "refused" and len(reply) == 2 and type(reply[1]) is str:
-            raise Fatal("refused", f"{self.name}() returned a value that is not plain data ({reply[1]})")
-        if kind == "exit" and len(reply) == 3 and type(reply[1]) is str:
-            raise Fatal("ended", f"{self.name}() raised {reply[1]}: the program ended")
-        raise Fatal("protocol", f"the sandbox sent a reply that is not an answer ({_kind(reply)})")
+        raise _ended(self.name, kind, reply)
+
+
+def _ended(name: str, kind: str | None, reply: Any) -> Fatal:
+    """A reply that is neither a return nor a raise: the completion can answer no more calls."""
+    if kind == "refused" and len(reply) == 2 and type(reply[1]) is str:
+        return Fatal("refused", f"{name}() returned a value that is not plain data ({reply[1]})")
+    if kind == "exit" and len(reply) == 3 and type(reply[1]) is str:
+        return Fatal("ended", f"{name}() raised {reply[1]}: the program ended")
+    return Fatal("protocol", f"the sandbox sent a reply that is not an answer ({_kind(reply)})")
 
 
 def _rebuilt(name: str, text: str) -> Exception:

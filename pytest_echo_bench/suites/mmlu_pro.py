@@ -63,27 +63,44 @@ def _records(spec: Spec, path: Path, key: str) -> list[dict[str, Any]]:
 
 
 def _checked(rec: dict[str, Any], i: int, fail: Any) -> dict[str, Any]:
+    """Record ``i`` as the official format has it, or ``fail``'s error naming what is wrong."""
     for field in ("question_id", "question", "options", "answer", "category"):
         if rec.get(field) is None:
-            raise fail(f"record {i} has no {field!r} (MMLU-Pro records carry question_id, question, options, answer, category)")
-    options = rec["options"]
-    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-        raise fail(f"record {i}: options must be a list of strings")
-    options = [o for o in options if o != "N/A"]
-    if not 1 <= len(options) <= len(LETTERS):
-        raise fail(f"record {i}: {len(options)} options; MMLU-Pro has 1 to {len(LETTERS)}")
-    answer = str(rec["answer"])
-    if len(answer) != 1 or answer not in LETTERS[: len(options)]:
-        raise fail(f"record {i}: answer {answer!r} is not the letter of one of its {len(options)} options")
-    index = rec.get("answer_index")
-    if index is not None and index != LETTERS.index(answer):  # a file edited by hand, or options reordered
-        raise fail(f"record {i}: answer {answer!r} and answer_index {index!r} disagree")
+            raise fail(f"record {i} has no {field!r} (MMLU-Pro records carry question_id, "
+                       "question, options, answer, category)")
+    options = _options(rec["options"], i, fail)
+    answer = _answer(rec, i, len(options), fail)
     if not isinstance(rec["question"], str) or not isinstance(rec["category"], str):
         raise fail(f"record {i}: question and category must be text")
     qid = question_id(rec["question_id"])
     if qid is None:
-        raise fail(f"record {i}: question_id {rec['question_id']!r:.60} is not a whole number or a text")
-    return {**rec, "question_id": qid, "options": options, "answer": answer, "cot_content": str(rec.get("cot_content") or "")}
+        raise fail(f"record {i}: question_id {rec['question_id']!r:.60} is not a whole number "
+                   "or a text")
+    cot = str(rec.get("cot_content") or "")
+    return {**rec, "question_id": qid, "options": options, "answer": answer, "cot_content": cot}
+
+
+def _options(options: Any, i: int, fail: Any) -> list[str]:
+    """A record's options, "N/A" dropped as the authors do."""
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise fail(f"record {i}: options must be a list of strings")
+    kept = [o for o in options if o != "N/A"]
+    if not 1 <= len(kept) <= len(LETTERS):
+        raise fail(f"record {i}: {len(kept)} options; MMLU-Pro has 1 to {len(LETTERS)}")
+    return kept
+
+
+def _answer(rec: dict[str, Any], i: int, options: int, fail: Any) -> str:
+    """A record's answer: the letter of one of its ``options``, agreeing with its answer_index."""
+    answer = str(rec["answer"])
+    if len(answer) != 1 or answer not in LETTERS[:options]:
+        raise fail(f"record {i}: answer {answer!r} is not the letter of one of its {options} "
+                   "options")
+    index = rec.get("answer_index")
+    # A file edited by hand, or options reordered.
+    if index is not None and index != LETTERS.index(answer):
+        raise fail(f"record {i}: answer {answer!r} and answer_index {index!r} disagree")
+    return answer
 
 
 def question_id(value: object) -> int | str | None:

@@ -87,7 +87,8 @@ def bwrap_args(tmp_bytes: int) -> list[str]:
 
 
 def chroot_args(tmp_bytes: int, mount_point: str, unshare: str) -> list[str]:
-    """After ``unshare --mount``: the same root as bubblewrap's, built on ``mount_point`` (a directory of ours), entered.
+    """After ``unshare --mount``: the same root as bubblewrap's, built on ``mount_point`` (a
+    directory of ours), entered.
 
     The PID namespace is made last, inside the root (``unshare`` is under /usr): the mounts'
     helpers run before it, so they never count beside the code against the run's pids group.
@@ -97,27 +98,44 @@ def chroot_args(tmp_bytes: int, mount_point: str, unshare: str) -> list[str]:
         raise RuntimeError("the sandbox's interpreter did not say where its standard library is")
     mount = shutil.which("mount", path=SEARCH_PATH) or "mount"
     chroot = shutil.which("chroot", path="/usr/sbin:/sbin:" + SEARCH_PATH) or "chroot"
-
-    def at(path: str) -> str:
-        return '"$r"' + shlex.quote(path)
-
-    devices = [f"/dev/{name}" for name in _DEVICES]
-    files = [*devices, *(b for b in view.binds if os.path.isfile(b))]  # mount points made as empty files
-    dirs = ["/usr", "/tmp", "/dev", *view.parents(), *(b for b in view.binds if not os.path.isfile(b))]
-    # The new mount namespace is private (unshare's default): nothing below reaches the host.
-    lines = ["set -eu", "umask 022", "r=$1; shift", f'{mount} -t tmpfs -o mode=0755,size=1m echo-bench-root "$r"',
-             "mkdir -p " + " ".join(at(d) for d in dirs), *(f": > {at(f)}" for f in files),
-             f"{mount} -o bind,ro /usr {at('/usr')}"]
-    for kind, source, path in _root_links():
-        lines.append(f"ln -s {shlex.quote(source)} {at(path)}" if kind == "link"
-                     else f"mkdir {at(path)} && {mount} -o bind,ro {shlex.quote(source)} {at(path)}")
-    lines.append(f"{mount} -t tmpfs -o mode=1777,size={tmp_bytes} echo-bench-tmp {at('/tmp')}")
-    lines += [f"{mount} -o bind {d} {at(d)}" for d in devices]
-    lines += [f"{mount} -o bind,ro {shlex.quote(b)} {at(b)}" for b in view.binds]
-    lines += [f"{mount} -t tmpfs -o ro,mode=0555,size=4k echo-bench-hidden {at(h)}" for h in view.hidden_dirs]
-    lines += [f"{mount} -o bind,ro /dev/null {at(h)}" for h in view.hidden_files]
-    lines += [f'{mount} -o remount,ro "$r"', f'exec {chroot} "$r" {shlex.quote(unshare)} {" ".join(_PID_NAMESPACE)} "$@"']
+    pid = " ".join(_PID_NAMESPACE)
+    lines = [*_skeleton(view, mount), *_mounts(view, mount, tmp_bytes),
+             f'{mount} -o remount,ro "$r"', f'exec {chroot} "$r" {shlex.quote(unshare)} {pid} "$@"']
     return ["/bin/sh", "-c", "\n".join(lines), "sh", mount_point]
+
+
+def _at(path: str) -> str:
+    """``path`` under the new root, in the script (``$r``: the mount point)."""
+    return '"$r"' + shlex.quote(path)
+
+
+def _skeleton(view: sandbox_view.View, mount: str) -> list[str]:
+    """The script's start: the root's tmpfs, its mount points, /usr and the links into it."""
+    devices = [f"/dev/{name}" for name in _DEVICES]
+    # Mount points made as empty files, and as directories.
+    files = [*devices, *(b for b in view.binds if os.path.isfile(b))]
+    dirs = ["/usr", "/tmp", "/dev", *view.parents(),
+            *(b for b in view.binds if not os.path.isfile(b))]
+    # The new mount namespace is private (unshare's default): nothing below reaches the host.
+    lines = ["set -eu", "umask 022", "r=$1; shift",
+             f'{mount} -t tmpfs -o mode=0755,size=1m echo-bench-root "$r"',
+             "mkdir -p " + " ".join(_at(d) for d in dirs), *(f": > {_at(f)}" for f in files),
+             f"{mount} -o bind,ro /usr {_at('/usr')}"]
+    for kind, source, path in _root_links():
+        bind = f"mkdir {_at(path)} && {mount} -o bind,ro {shlex.quote(source)} {_at(path)}"
+        lines.append(f"ln -s {shlex.quote(source)} {_at(path)}" if kind == "link" else bind)
+    return lines
+
+
+def _mounts(view: sandbox_view.View, mount: str, tmp_bytes: int) -> list[str]:
+    """The mounts over the skeleton: /tmp, the devices, the interpreter's parts, what is hidden."""
+    devices = [f"/dev/{name}" for name in _DEVICES]
+    return [f"{mount} -t tmpfs -o mode=1777,size={tmp_bytes} echo-bench-tmp {_at('/tmp')}",
+            *(f"{mount} -o bind {d} {_at(d)}" for d in devices),
+            *(f"{mount} -o bind,ro {shlex.quote(b)} {_at(b)}" for b in view.binds),
+            *(f"{mount} -t tmpfs -o ro,mode=0555,size=4k echo-bench-hidden {_at(h)}"
+              for h in view.hidden_dirs),
+            *(f"{mount} -o bind,ro /dev/null {_at(h)}" for h in view.hidden_files)]
 
 
 def _root_links() -> list[tuple[str, str, str]]:
