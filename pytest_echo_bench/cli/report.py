@@ -12,7 +12,8 @@ from pytest_echo_bench.analysis.epochs import REDUCERS
 from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
 from pytest_echo_bench.analysis.names import ArmNames
 from pytest_echo_bench.cli.args import Command, input_file, say
-from pytest_echo_bench.report.formats.text import FORMATS, paired_intervals
+from pytest_echo_bench.report.formats import FORMATS
+from pytest_echo_bench.report.formats.text import paired_intervals
 
 if TYPE_CHECKING:
     from pytest_echo_bench.report.figures import Report
@@ -47,7 +48,7 @@ def arguments(r: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pytest_echo_bench.budget.spend import run_budget
     from pytest_echo_bench.report.figures import build_report, load_results
-    from pytest_echo_bench.report.formats.text import render
+    from pytest_echo_bench.report.formats import render
 
     oracle = _oracle(args.oracle)
     results = load_results(args.files)

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.report.formats.text import render, report_json
+from pytest_echo_bench.report.formats import render
+from pytest_echo_bench.report.formats.text import report_json
 from pytest_echo_bench.report.figures import ArmStats, Conflict, Report, build_report, load_results
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 30}},
@@ -415,3 +416,20 @@ def test_an_interval_gate_given_to_a_sweep_is_a_usage_error(pytester: pytest.Pyt
     result, _, _ = sweep.run("--bench-gate", "good >= bad - 0.02 @95")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*needs the items both arms answered*echo-bench report RUN.jsonl --gate RULE*"])
+
+
+def test_every_format_is_named_once_and_a_new_one_is_a_registry_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_echo_bench.report import formats
+    from pytest_echo_bench.registry import Registry
+
+    report = report_of(tmp_path, paired(2, 1, 3, 1))
+    assert formats.FORMATS[0] == "table" and set(formats.FORMATS) == set(formats.RENDERERS.names())
+    for fmt in formats.FORMATS:
+        assert render(report, fmt) == formats.RENDERERS[fmt](report) != ""
+    with pytest.raises(ValueError, match="unknown report format 'yaml'; choose one of: table, markdown"):
+        render(report, "yaml")
+    with_arms = Registry("report format", formats._BUILTIN)
+    with_arms.register("arms", lambda r: ",".join(s.arm for s in r.arms))
+    monkeypatch.setattr(formats, "RENDERERS", with_arms)
+    assert render(report, "arms") == "A,B"

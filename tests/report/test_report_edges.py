@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.args import OutputClosed, say
-from pytest_echo_bench.report.formats.text import render, report_json
+from pytest_echo_bench.report.formats import render
+from pytest_echo_bench.report.formats.text import report_json
 from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.store.checks import META_FIELDS
 from pytest_echo_bench.store.meta import BenchmarkEntry, SelectionRecord

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.report.formats.text import render, report_json
+from pytest_echo_bench.report.formats import render
+from pytest_echo_bench.report.formats.text import report_json
 from pytest_echo_bench.report.figures import Report, build_report, load_results
 from pytest_echo_bench.budget.spend import run_budget
 

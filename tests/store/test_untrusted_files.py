@@ -29,7 +29,8 @@ from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.report.page.html import write_progress
 from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.results.regrade import regrade
-from pytest_echo_bench.report.formats.text import FORMATS, paired_intervals, render, report_json
+from pytest_echo_bench.report.formats import FORMATS, render
+from pytest_echo_bench.report.formats.text import paired_intervals, report_json
 from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.store import keyscan
 from pytest_echo_bench.store.reader import read_index, read_records

@@ -1,5 +1,5 @@
-"""Renderings of a report: an aligned terminal table, markdown and JSON (CSV and HTML have modules
-of their own)."""
+"""Renderings of a report: an aligned terminal table, markdown and JSON (``report.formats`` names
+every format; CSV and HTML have modules of their own)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,10 @@ from pytest_echo_bench.analysis.gates import Intervals
 from pytest_echo_bench.analysis.stats import newcombe_paired, t_quantile, z_for
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Pair, Report
-from pytest_echo_bench.report.formats.csv import render_csv
 from pytest_echo_bench.report.formats.tables import Table, tables
 from pytest_echo_bench.shards.coverage import Coverage
 from pytest_echo_bench.store import safe_text
 
-FORMATS = ("table", "markdown", "json", "csv", "html")
 
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -131,21 +129,19 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in _one_line(cells)) + " |"
 
 
-def render(report: Report, fmt: str = "table") -> str:
-    """The report as ``table`` (terminal), ``markdown``, ``json``, ``csv`` or ``html`` text."""
-    if fmt == "json":
-        return json.dumps(report_json(report), indent=2)
-    if fmt == "csv":
-        return render_csv(report)
-    if fmt == "html":
-        from pytest_echo_bench.report.formats.html import render_html
+def render_table(report: Report) -> str:
+    """The report as aligned tables for a terminal."""
+    return "\n\n".join(_text(t) for t in tables(report)) + "\n"
 
-        return render_html(report)
-    if fmt == "table":
-        return "\n\n".join(_text(t) for t in tables(report)) + "\n"
-    if fmt == "markdown":
-        return "\n\n".join(_markdown(t) for t in tables(report)) + "\n"
-    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+
+def render_markdown(report: Report) -> str:
+    """The report as markdown tables."""
+    return "\n\n".join(_markdown(t) for t in tables(report)) + "\n"
+
+
+def render_json(report: Report) -> str:
+    """The report as indented JSON (``report_json``)."""
+    return json.dumps(report_json(report), indent=2)
 
 
 def paired_intervals(report: Report) -> Intervals:
