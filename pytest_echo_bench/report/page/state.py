@@ -23,9 +23,10 @@ from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import Meta, row_epoch, scan_epoch
+from pytest_echo_bench.store.records import Meta, scan_epoch
+from pytest_echo_bench.store.rows import fields_of, view
 
 RECENT = 10  # wrong/unparseable rows listed on the page
 TAIL = 200  # characters of raw output shown for each of them
@@ -134,24 +135,9 @@ class ProgressState:
         return (expected - self.done) * 60 / rate
 
 
-class PageRow(ScanRow, gc=False):
-    """The fields the page reads, typed loosely: a page shows odd values rather than refuse them."""
-
-    passed: Any = None
-    status: Any = None
-    detail: Any = None
-    retries: Any = 0
-    usage: Any = None
-    cost_usd: Any = None
-    started_at: Any = None
-    finished_at: Any = None
-    run_id: Any = None
-    target: Any = None
-    answer: Any = None
-    output: Any = None
-
-
-_FIELDS = tuple(f for f in PageRow.__struct_fields__ if f not in ScanRow.__struct_fields__)
+class PageRow(view("_Page", "passed", "status", "detail", "retries", "usage", "cost_usd", "started_at", "finished_at",
+                   "run_id", "target", "answer", "output", loose=True), gc=False):  # type: ignore[misc]
+    """The fields the page reads, taken loosely: a page shows odd values rather than refuse them."""
 
 
 @dataclass
@@ -234,7 +220,7 @@ class PageFeed:
                     for row in fast:
                         self._add(row)
                     for record in slow:
-                        self._add(_from_dict(record))
+                        self._add(fields_of(PageRow, record, loose=True))
             finally:  # the batches counted so far are counted once: the next update reads on after them
                 self.end, self.head = scan.end, scan.head
             self.decide.update(self.meta)
@@ -358,14 +344,6 @@ def progress_state(results: Path, live: LiveCounters | None = None, now: float |
     feed = PageFeed(results, live.started_at if live is not None else None)
     feed.update()
     return feed.state(live, now)
-
-
-def _from_dict(record: dict[str, Any]) -> PageRow:
-    """A row the full parser read, with the key rules of ``records.row_key``."""
-    benchmark = record.get("benchmark")
-    fields: dict[str, Any] = {name: record.get(name) for name in _FIELDS}
-    return PageRow(task_id=str(record["task_id"]), arm=str(record["arm"]), benchmark=str(benchmark) if benchmark else None,
-                   epoch=row_epoch(record), **fields)
 
 
 def _failure(key: str, row: PageRow, status: str) -> Failure:
