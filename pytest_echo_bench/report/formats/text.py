@@ -241,8 +241,8 @@ def _parts_table(cover: Coverage) -> Table:
 
 def _sequential_table(seq: Sequential) -> Table:
     rows = [decision.cells(f) for f in seq.pairs]
-    note = decision.note(seq) + ("" if seq.problem else "\n" + decided.HINT)
-    return Table(decision.title(seq), decision.header(seq) if rows else [], rows, decided.LEFT, note)
+    note = decision.note(seq) + ("" if seq.problem else "\n" + decision.HINT)
+    return Table(decision.title(seq), decision.header(seq) if rows else [], rows, decision.LEFT, note)
 
 
 def _disagreement_table(bench: str, count: int, shown: list[Disagreement]) -> Table:
