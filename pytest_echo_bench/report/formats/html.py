@@ -85,7 +85,7 @@ def _sequential(report: Report) -> str:
     if seq is None:
         return ""
     rows = "".join("<tr>" + "".join(f'<td class="text">{e(c)}</td>' if i in decision.TEXT_CELLS else f"<td>{e(c)}</td>"
-                                    for i, c in enumerate(cells)) + "</tr>" for cells in map(decided.cells, seq.pairs))
+                                    for i, c in enumerate(cells)) + "</tr>" for cells in map(decision.cells, seq.pairs))
     head = "".join(f"<th>{e(h)}</th>" for h in decision.header(seq))
     table = f"<table><tr>{head}</tr>{rows}</table>" if rows else ""
     return (f'<section id="sequential" data-collection="{e(seq.collection)}"><h2>Anytime-valid comparison</h2>'
