@@ -13,12 +13,11 @@ line in ``FIELDS`` (the type our writer writes, with ``records.Row``) and one in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from pytest_echo_bench.store.checks import count, figure
+from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, row_status
 from pytest_echo_bench.store.keyscan import RowT, ScanRow
 from pytest_echo_bench.store.records import row_key
@@ -32,6 +31,20 @@ def _flag(value: object) -> bool:
     return value is True  # anything but ``true`` is not (a 1, a "yes")
 
 
+def _figure(value: object) -> float | None:
+    """``checks.figure``, with the type our writer writes taken first: a million rows are read so."""
+    if type(value) is float:
+        return value if 0.0 <= value <= FIGURE_MAX else None  # type: ignore[operator]
+    return None if value is None else figure(value)
+
+
+def _count(value: object) -> int | None:
+    """``checks.count``, with the type our writer writes taken first."""
+    if type(value) is int:
+        return value if 0 <= value <= FIGURE_MAX else None  # type: ignore[operator]
+    return None if value is None else count(value)
+
+
 def _usage(value: object) -> dict[str, int] | None:
     """Token counts by name (a null count left out); None unless an object of counts."""
     if not isinstance(value, dict):
@@ -40,7 +53,7 @@ def _usage(value: object) -> dict[str, int] | None:
     for name, tokens in value.items():
         if tokens is None:
             continue
-        counted = count(tokens)
+        counted = _count(tokens)
         if counted is None:
             return None
         counts[name] = counted
@@ -58,9 +71,9 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "answer": (str, _text), "target": (str, _text), "subtask": (str, _text),
     "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text), "run_id": (str, _text),
     # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stays 1.5).
-    "wall_seconds": (float, figure), "sub_calls": (float, figure), "cost_usd": (float, figure),
-    "cost_units": (float, figure), "charged_usd": (float, figure),
-    "attempts": (int, count), "retries": (int, count), "cache_hits": (int, count),
+    "wall_seconds": (float, _figure), "sub_calls": (float, _figure), "cost_usd": (float, _figure),
+    "cost_units": (float, _figure), "charged_usd": (float, _figure),
+    "attempts": (int, _count), "retries": (int, _count), "cache_hits": (int, _count),
     "usage": (dict[str, int], _usage), "extra": (dict[str, Any], _object),
 }
 FIGURES = ("wall_seconds", "sub_calls", "cost_usd", "cost_units", "charged_usd", "attempts", "retries", "cache_hits")
@@ -104,12 +117,11 @@ def all_cached(hits: int | None, calls: float | None) -> bool:
     return hits is not None and hits > 0 and hits >= (calls or 1)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadRow:
+class ReadRow(msgspec.Struct, frozen=True, gc=False):
     """One row as every full reader takes it (report, regrade, export, estimate, spend).
 
     Its fields after ``status`` are in the order of ``_TEXTS``, ``FIGURES``, then the objects:
-    ``read_row`` builds it positionally (a million rows are read so).
+    ``read_row`` builds it positionally (a million rows are read so; a Struct is built in C).
     """
 
     benchmark: str  # the meta line's when the row names none
@@ -136,7 +148,7 @@ class ReadRow:
     retries: int | None = None
     cache_hits: int | None = None
     usage: dict[str, int] | None = None  # token counts by name; None unless every one is a count
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
     unknown: tuple[str, ...] = ()  # figures the row has that ``store.checks`` refuses (NaN, a string...)
 
     def cached(self) -> bool:
@@ -156,7 +168,7 @@ def read_row(record: Mapping[str, Any], default_benchmark: str) -> ReadRow:
     figures = []
     for name, read in _FIGURES:
         value = get(name)
-        number = None if value is None else read(value)
+        number = read(value)
         if number is None and value is not None:
             unknown.append(name)
         figures.append(number)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -291,6 +292,22 @@ class PageFeed:
         state = ProgressState(title or "+".join(n for n in names if n) or self.results.stem, now)
         session = self.sessions.get("live" if self.started_at is not None else self.latest_run, _Session())
         state.arms = {k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()}
+        self._fill_arms(state, key)
+        state.retries, state.errors = self.retries, self.errors
+        state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
+        state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
+        state.window, state.session_done = self._window(session, live, now), session.done
+        state.shards = gap(self.results, self.meta)
+        stop = read_stop(self.results)
+        state.stopped = str(stop) if stop else ""
+        if live is not None:
+            _add_live(state, live)
+        state.decide = (live.decide if live is not None else None) or self.decide.sequential(
+            stop.reason if stop else None, not state.complete)
+        return state
+
+    def _fill_arms(self, state: ProgressState, key: Callable[[ArmId], str]) -> None:
+        """Each arm's tallies into its line of ``state`` (arms of several benchmarks by ``key``)."""
         for arm_id, tally in self.arms.items():
             progress = state.arms.setdefault(key(arm_id), ArmProgress(key(arm_id)))
             progress.done += tally.done
@@ -298,20 +315,6 @@ class PageFeed:
             progress.unparseable += tally.unparseable
             progress.errors += tally.errors
             progress.finished.extend(tally.finished)
-        state.retries, state.errors = self.retries, self.errors
-        state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
-        state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
-        state.window, state.session_done = self._window(session, live, now), session.done
-        state.shards = gap(self.results, self.meta)
-        if live is not None:
-            state.retries += live.retries
-            state.incomplete, state.aborted = live.incomplete, live.aborted
-            state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
-        stop = read_stop(self.results)
-        state.stopped = (live.stopped if live is not None else "") or (str(stop) if stop else "")
-        state.decide = (live.decide if live is not None else None) or self.decide.sequential(
-            stop.reason if stop else None, not state.complete)
-        return state
 
     def _names(self) -> list[str]:
         names = dict.fromkeys(self.meta.benchmarks) if self.meta else {}
@@ -337,6 +340,14 @@ class PageFeed:
         # A live run is measured up to now (a stall lowers the rate); a file alone up to its last row.
         end = now if live is not None else (session.last if session.last is not None else now)
         return (start, end)
+
+
+def _add_live(state: ProgressState, live: LiveCounters) -> None:
+    """What the running plugin knows beyond the file: its retries, throttling, limits, budget, stop."""
+    state.retries += live.retries
+    state.incomplete, state.aborted = live.incomplete, live.aborted
+    state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
+    state.stopped = live.stopped or state.stopped
 
 
 def progress_state(results: Path, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
