@@ -76,7 +76,7 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "attempts": (int, _count), "retries": (int, _count), "cache_hits": (int, _count),
     "usage": (dict[str, int], _usage), "extra": (dict[str, Any], _object),
 }
-FIGURES = ("wall_seconds", "sub_calls", "cost_usd", "cost_units", "charged_usd", "attempts", "retries", "cache_hits")
+FIGURES = tuple(n for n, (_, read) in FIELDS.items() if read in (_figure, _count))
 
 
 def view(name: str, *names: str, loose: bool = False, base: type[ScanRow] = ScanRow) -> type[ScanRow]:
@@ -91,10 +91,7 @@ def view(name: str, *names: str, loose: bool = False, base: type[ScanRow] = Scan
     return msgspec.defstruct(name, fields, bases=(base,), module=__name__, gc=False)
 
 
-_Status = view("_Status", "passed", "status", "detail")
-
-
-class StatusRow(_Status, gc=False):  # type: ignore[misc]
+class StatusRow(view("_Status", "passed", "status", "detail"), gc=False):  # type: ignore[misc]
     """A row's key and the fields its verdict is read from (``files.row_status``'s rule)."""
 
     def verdict(self) -> str:

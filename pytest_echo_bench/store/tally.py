@@ -70,10 +70,8 @@ class ArmTally:
         self.uncosted += not (charge_known or cached or cost_known)
 
 
-_Tally = view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd", base=StatusRow)
-
-
-class TallyRow(_Tally, gc=False):  # type: ignore[misc]
+class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd", base=StatusRow),
+               gc=False):  # type: ignore[misc]
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the

@@ -38,6 +38,12 @@ def test_every_field_the_writer_writes_is_in_the_one_field_list_and_the_read_row
     assert set(ReadRow.__struct_fields__) == written | KEY | {"unknown"}
 
 
+def test_the_read_row_is_built_in_the_field_lists_order() -> None:
+    texts = tuple(n for n, (kind, _) in FIELDS.items() if kind is str and n != "status")
+    assert ReadRow.__struct_fields__ == ("benchmark", "task_id", "arm", "epoch", "passed", "status", *texts, *FIGURES,
+                                         "usage", "extra", "unknown")
+
+
 def test_a_row_written_reads_back_with_every_field_typed() -> None:
     row = full_row()
     read = read_row(json.loads(row.to_line()), "other")
