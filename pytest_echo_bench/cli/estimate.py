@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
 from pytest_echo_bench.shards.partition import shard_of
-from pytest_echo_bench.store.reader import iter_records
-from pytest_echo_bench.store.records import row_key
+from pytest_echo_bench.store.keyscan import RowScan, RowT, ScanRow
+from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.rows import fields_of, view
 from pytest_echo_bench.store.safe_text import escape_id
 
@@ -79,16 +79,11 @@ def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
 
 def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[str, Seen]:
     """Per benchmark: completion tokens a call (rows of one call) and seconds an item (rows the
-    cache did not answer). Each file is read once, a line at a time, whatever the benchmarks."""
+    cache did not answer). Each file is read once, whatever the benchmarks."""
     seen = {name: Seen() for name in benchmarks}
     for path in files:
-        default = ""
-        for record in iter_records(path):  # strict: a line that is not a row is refused, naming it
-            if record.data.get("_meta"):
-                default = str(record.data.get("benchmark") or "") if record.lineno == 1 else default
-                continue
-            row = fields_of(SeenRow, record.data)
-            into = seen.get(row.benchmark or default)
+        for benchmark, row in _rows(_scan(path, SeenRow)):
+            into = seen.get(benchmark)
             if into is not None:
                 _note_row(into, row)
     return seen
@@ -98,33 +93,48 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
     """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
     StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
     for path in files:
-        held: set[str] = set()
-        default = ""
-        for record in iter_records(path):  # a line at a time: a million rows are not held to name a few benchmarks
-            row = record.data
-            if row.get("_meta"):
-                if record.lineno == 1:
-                    default = str(row.get("benchmark") or "")
-                    names = row.get("benchmarks")
-                    held.update(map(str, names) if isinstance(names, dict) else ())
-                continue
-            held.add(row_key(row, default)[0])
+        scan = _scan(path, ScanRow)
+        held = {benchmark for benchmark, _ in _rows(scan)}
+        names = (scan.meta or {}).get("benchmarks")
+        held.update(map(str, names) if isinstance(names, dict) else ())
         held.discard("")
         if held and not held & benchmarks:
             raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
                              f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
 
 
-class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits"), gc=False):  # type: ignore[misc]
+class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),  # type: ignore[misc]
+              gc=False):
     """What an earlier run's row teaches the estimate: a call's completion tokens, an item's seconds."""
 
 
+def _scan(path: Path, row_type: type[RowT]) -> RowScan[RowT]:
+    """The fast reader of ``path``, strict: a line that is not a row is refused, naming it."""
+    return RowScan(path, row_type, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict))
+
+
+def _rows(scan: RowScan[RowT]) -> Iterator[tuple[str, RowT]]:
+    """Each row of ``scan`` (a view taking values as they are) with its benchmark, in file order,
+    none held: a million rows are not held to name a few benchmarks."""
+    try:
+        for fast, slow in scan.batches():
+            default = str((scan.meta or {}).get("benchmark") or "")
+            # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
+            for row in [fields_of(scan.row_type, record, loose=True) for record in slow] + fast:
+                yield row.benchmark or default, row
+    except StoreError:  # a line refused: its own message (a StoreError is an OSError too)
+        raise
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {scan.path}: {exc.strerror or exc}") from exc
+
+
 def _note_row(seen: Seen, row: SeenRow) -> None:
-    tokens = row.usage.get("completion_tokens") if row.usage is not None else None
-    if tokens is not None and row.sub_calls in (0, 1):  # the tokens of one call
+    usage, wall = row.usage, row.wall_seconds
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if type(tokens) is int and tokens >= 0 and row.sub_calls in (0, 1):  # the tokens of one call
         seen.add_completion(row.arm, tokens)
-    if row.wall_seconds is not None and not row.cache_hits:  # a cached row's seconds are not a call's
-        seen.add_seconds(row.arm, row.wall_seconds)
+    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:  # a cached row's are no call's
+        seen.add_seconds(row.arm, float(wall))
 
 
 def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,

@@ -103,9 +103,20 @@ def fields_of(row_type: type[RowT], record: Mapping[str, Any], loose: bool = Fal
     """A record the full parser read (``store.reader.parse_line``) as the view ``row_type``: its key by
     ``records.row_key``'s rules, each other field read by its ``FIELDS`` rule, or as it is when ``loose``."""
     benchmark, task_id, arm, epoch = row_key(record, "")
+    get = record.get
+    readers = _READERS.get(row_type) or _readers(row_type)
+    values = [get(n) for n, _ in readers] if loose else [read(get(n)) for n, read in readers]
+    return row_type(task_id, arm, benchmark or None, epoch, False, *values)
+
+
+_READERS: dict[type[ScanRow], tuple[tuple[str, Callable[[object], Any]], ...]] = {}
+
+
+def _readers(row_type: type[ScanRow]) -> tuple[tuple[str, Callable[[object], Any]], ...]:
+    """The fields a view adds to the key, each with its ``FIELDS`` rule (kept: a view is read many times)."""
     names = row_type.__struct_fields__[len(ScanRow.__struct_fields__):]
-    values = {n: record.get(n) if loose else FIELDS[n][1](record.get(n)) for n in names}
-    return row_type(task_id=task_id, arm=arm, benchmark=benchmark or None, epoch=epoch, **values)
+    found = _READERS[row_type] = tuple((n, FIELDS[n][1]) for n in names)
+    return found
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
