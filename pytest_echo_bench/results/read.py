@@ -65,13 +65,14 @@ class Results:
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
-def _call(row: ReadRow) -> tuple[Key, str, str, str] | None:
+def _call(key: Key, row: ReadRow) -> tuple[Key, str, str, str] | None:
     """What names the call a row records: its key, run and times, which a regraded or merged copy
-    keeps (None: a row without them, counted as it comes)."""
+    keeps (None: a row without them, counted as it comes). ``key`` is the one the report keeps, its
+    strings shared with the row's ``Item``: a million calls are held."""
     run, started, finished = row.run_id, row.started_at, row.finished_at
     if run is None or started is None or finished is None:
         return None
-    return (row.benchmark, row.task_id, row.arm, row.epoch), run, started, finished
+    return key, run, started, finished
 
 
 def load_results(paths: Sequence[Path]) -> Results:
@@ -101,17 +102,17 @@ def load_results(paths: Sequence[Path]) -> Results:
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
-            _count(results, calls, item, row)
+            _count(results, calls, key, item, row)
         if own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
     results.rows = list(seen.values())
     return results
 
 
-def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], item: Item, row: ReadRow) -> None:
+def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item, row: ReadRow) -> None:
     """What the report counts of every row, a replaced one too: its spend, once per call, and
     whether it had a figure it could not use or a verdict that is partly luck."""
-    call = _call(row)
+    call = _call(key, row)
     if call not in calls:  # None (a row that does not name its call) is never added: always counted
         results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(row)
         if call is not None:
