@@ -32,7 +32,7 @@ def _flag(value: object) -> bool:
 
 
 def _figure(value: object) -> float | None:
-    """``checks.figure``, with the type our writer writes taken first: a million rows are read so."""
+    """``checks.figure``, the type our writer writes taken first: a million rows are read so."""
     if type(value) is float:
         return value if 0.0 <= value <= FIGURE_MAX else None  # type: ignore[operator]
     return None if value is None else figure(value)
@@ -69,8 +69,9 @@ def _object(value: object) -> dict[str, Any] | None:
 FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "passed": (bool, _flag), "status": (str, _text), "detail": (str, _text), "output": (str, _text),
     "answer": (str, _text), "target": (str, _text), "subtask": (str, _text),
-    "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text), "run_id": (str, _text),
-    # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stays 1.5).
+    "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text),
+    "run_id": (str, _text),
+    # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stay).
     "wall_seconds": (float, _figure), "sub_calls": (float, _figure), "cost_usd": (float, _figure),
     "cost_units": (float, _figure), "charged_usd": (float, _figure),
     "attempts": (int, _count), "retries": (int, _count), "cache_hits": (int, _count),
@@ -79,7 +80,8 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
 FIGURES = tuple(n for n, (_, read) in FIELDS.items() if read in (_figure, _count))
 
 
-def view(name: str, *names: str, loose: bool = False, base: type[ScanRow] = ScanRow) -> type[ScanRow]:
+def view(name: str, *names: str, loose: bool = False,
+         base: type[ScanRow] = ScanRow) -> type[ScanRow]:
     """A msgspec Struct of a row's key (``base``'s fields) and the ``FIELDS`` named, each None when
     absent: what a fast reader decodes each line into, the rest of the line validated, never built.
 
@@ -96,12 +98,15 @@ class StatusRow(view("_Status", "passed", "status", "detail"), gc=False):  # typ
 
     def verdict(self) -> str:
         status = self.status
-        return status if isinstance(status, str) and status in STATUSES else legacy_status(self.passed, self.detail)
+        if isinstance(status, str) and status in STATUSES:
+            return status
+        return legacy_status(self.passed, self.detail)
 
 
 def fields_of(row_type: type[RowT], record: Mapping[str, Any], loose: bool = False) -> RowT:
-    """A record the full parser read (``store.reader.parse_line``) as the view ``row_type``: its key by
-    ``records.row_key``'s rules, each other field read by its ``FIELDS`` rule, or as it is when ``loose``."""
+    """A record the full parser read (``store.reader.parse_line``) as the view ``row_type``: its
+    key by ``records.row_key``'s rules, each other field read by its ``FIELDS`` rule (or as it
+    is when ``loose``)."""
     benchmark, task_id, arm, epoch = row_key(record, "")
     get = record.get
     readers = _READERS.get(row_type) or _readers(row_type)
@@ -113,15 +118,16 @@ _READERS: dict[type[ScanRow], tuple[tuple[str, Callable[[object], Any]], ...]] =
 
 
 def _readers(row_type: type[ScanRow]) -> tuple[tuple[str, Callable[[object], Any]], ...]:
-    """The fields a view adds to the key, each with its ``FIELDS`` rule (kept: a view is read many times)."""
+    """The fields a view adds to the key, each with its ``FIELDS`` rule (kept: read many times)."""
     names = row_type.__struct_fields__[len(ScanRow.__struct_fields__):]
     found = _READERS[row_type] = tuple((n, FIELDS[n][1]) for n in names)
     return found
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
-    """Whether the response cache answered every call of a row (``cache_hits`` of ``sub_calls``, 1 if
-    unsaid): such a row sent nothing, so it spent nothing, whatever its ``cost_usd`` (the list price)."""
+    """Whether the response cache answered every call of a row (``cache_hits`` of ``sub_calls``,
+    1 if unsaid): such a row sent nothing, so it spent nothing, whatever its ``cost_usd`` (the
+    list price)."""
     return hits is not None and hits > 0 and hits >= (calls or 1)
 
 
@@ -157,7 +163,7 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     cache_hits: int | None = None
     usage: dict[str, int] | None = None  # token counts by name; None unless every one is a count
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
-    unknown: tuple[str, ...] = ()  # figures the row has that ``store.checks`` refuses (NaN, a string...)
+    unknown: tuple[str, ...] = ()  # figures it has that ``store.checks`` refuses (NaN, a string)
 
     def cached(self) -> bool:
         return all_cached(self.cache_hits, self.sub_calls)
@@ -168,8 +174,8 @@ _FIGURES = tuple((n, FIELDS[n][1]) for n in FIGURES)
 
 
 def read_row(record: Mapping[str, Any], default_benchmark: str) -> ReadRow:
-    """The row ``record`` (a line ``store.reader`` checked: its key fields are sound) as a ``ReadRow``,
-    read by ``FIELDS``'s rules; ``default_benchmark`` is the meta line's."""
+    """The row ``record`` (a line ``store.reader`` checked: its key fields are sound) as a
+    ``ReadRow``, read by ``FIELDS``'s rules; ``default_benchmark`` is the meta line's."""
     benchmark, task_id, arm, epoch = row_key(record, default_benchmark)
     get = record.get
     unknown: list[str] = []
