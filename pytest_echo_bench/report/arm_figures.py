@@ -1,5 +1,5 @@
-"""One arm's figures in the report (``ArmStats``), from its graded rows: rates, intervals, the calls'
-time, tokens and cost, the cluster-robust interval over subtasks, and the figures of repeats."""
+"""One arm's figures in the report (``ArmStats``), from its graded rows: rates, intervals, the
+calls' time, tokens and cost, the cluster-robust interval over subtasks, the figures of repeats."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ class ArmStats:
     arm: str
     subtask: str | None
     n: int  # graded items (with repeats: items, each reduced from its samples)
-    correct: int | None  # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
-    pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
+    # Items graded correct; None under ``--reduce mean``, which grades no item right or wrong.
+    correct: int | None
+    # None: no graded row (an arm the spec names whose items all went unrecorded).
+    pass_rate: float | None
     ci95: tuple[float, float]
     unparseable: int
     errors: int
@@ -42,21 +44,24 @@ class ArmStats:
     clusters: int | None = None  # subtasks of the overall rate, when it has two or more
     cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
     cluster_ci95: tuple[float, float] | None = None
-    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k,
-    # the sum of the items' scores (at most n; pass_rate = score / n) and the correct sample rows (at most samples).
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction,
+    # pass@k, the sum of the items' scores (at most n; pass_rate = score / n) and the correct
+    # sample rows (at most samples).
     samples: int | None = None
     epochs: int | None = None
     reduce: str | None = None
     pass_at: dict[str, float] | None = None
     score: float | None = None
     correct_samples: int | None = None
-    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows' cost
+    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows'
+    # cost
     # is unknown; per arm only (None on a subtask's line).
     spend_usd: float | None = None
     spend_unknown: int | None = None
 
 
-Samples = tuple[list[Item], list[Sampled], str]  # an arm's (or subtask's) sample rows, per-item samples, reduction
+# An arm's (or subtask's) sample rows, per-item samples, reduction.
+Samples = tuple[list[Item], list[Sampled], str]
 
 
 def score(item: Item) -> float:
@@ -64,16 +69,17 @@ def score(item: Item) -> float:
 
 
 def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
-               by_subtask: dict[str | None, list[Item]] | None = None, samples: Samples | None = None) -> ArmStats:
+              by_subtask: dict[str | None, list[Item]] | None = None,
+              samples: Samples | None = None) -> ArmStats:
     """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
     scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
     n = len(items)
     rows = items if samples is None else samples[0]
-    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
-    # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
-    total: float = sum(i.passed for i in items) if samples is None else math.fsum(score(i) for i in items)
-    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as more
-    # correct items than n. What a correct result costs then divides by the correct samples.
+    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998),
+    # so a rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
+    total: float = sum(i.passed for i in items) if samples is None else math.fsum(map(score, items))
+    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as
+    # more correct items than n. What a correct result costs then divides by the correct samples.
     mean = samples is not None and samples[2] == "mean"
     correct = None if mean else sum(i.passed for i in items)
     correct_samples = sum(r.passed for r in rows)
@@ -83,8 +89,10 @@ def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], univ
         bench, arm, subtask, n, correct, rate(total, n), wilson(total, n),
         not_completed=len(universe - {i.task_id for i in items}),
         cost_usd=money.figure(cost), cost_units=units,
-        cost_per_correct=money.figure(_per(cost, divisor)), cost_units_per_correct=_per(units, divisor),
-        **_call_figures(rows), **_cluster_figures(by_subtask), **_epoch_figures(samples, total, correct_samples),
+        cost_per_correct=money.figure(_per(cost, divisor)),
+        cost_units_per_correct=_per(units, divisor),
+        **_call_figures(rows), **_cluster_figures(by_subtask),
+        **_epoch_figures(samples, total, correct_samples),
     )
 
 
@@ -104,10 +112,13 @@ def _call_figures(rows: list[Item]) -> _Calls:
     """``ArmStats``'s figures of the calls behind ``rows``: verdicts, times, sub-calls, tokens."""
     walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
     prompt_tokens, completion_tokens = _tokens(rows)
-    return _Calls(unparseable=sum(i.status == "unparseable" for i in rows), errors=sum(i.status == "error" for i in rows),
-                  wall_mean=_mean(walls), wall_p50=_percentile(walls, 50), wall_p95=_percentile(walls, 95),
+    return _Calls(unparseable=sum(i.status == "unparseable" for i in rows),
+                  errors=sum(i.status == "error" for i in rows),
+                  wall_mean=_mean(walls), wall_p50=_percentile(walls, 50),
+                  wall_p95=_percentile(walls, 95),
                   sub_calls_mean=_mean([i.sub_calls for i in rows if i.sub_calls is not None]),
-                  escalation_rate=_mean([float(i.escalated) for i in rows if i.escalated is not None]),
+                  escalation_rate=_mean([float(i.escalated) for i in rows
+                                         if i.escalated is not None]),
                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
@@ -131,13 +142,15 @@ def _cluster_figures(by_subtask: dict[str | None, list[Item]] | None) -> _Cluste
     clustered = _clustered(by_subtask)
     if clustered is None:
         return _Clusters(clusters=None, cluster_se=None, cluster_ci95=None)
-    return _Clusters(clusters=len(by_subtask or {}), cluster_se=clustered[0], cluster_ci95=clustered[1:])
+    return _Clusters(clusters=len(by_subtask or {}), cluster_se=clustered[0],
+                     cluster_ci95=clustered[1:])
 
 
 def _epoch_figures(samples: Samples | None, score: float, correct_samples: int) -> _Epochs:
     """``ArmStats``'s figures of repeats (``epochs: K``): none without them."""
     if samples is None:
-        return _Epochs(samples=None, epochs=None, reduce=None, pass_at=None, score=None, correct_samples=None)
+        return _Epochs(samples=None, epochs=None, reduce=None, pass_at=None, score=None,
+                       correct_samples=None)
     rows, sampled, how = samples
     return _Epochs(samples=len(rows), epochs=max((s.n for s in sampled), default=0), reduce=how,
                    pass_at=pass_at(sampled), score=score, correct_samples=correct_samples)
@@ -155,7 +168,8 @@ def _percentile(values: list[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
-def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, float, float] | None:
+def _clustered(by_subtask: dict[str | None, list[Item]] | None,
+               ) -> tuple[float, float, float] | None:
     """The cluster-robust interval of an overall rate whose items span two or more subtasks.
 
     Items without a subtask form one cluster of their own; with no subtask at all there is nothing
@@ -163,7 +177,8 @@ def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, 
     """
     if not by_subtask or set(by_subtask) == {None}:
         return None
-    return cluster_interval([(math.fsum(score(i) for i in group), len(group)) for group in by_subtask.values()])
+    return cluster_interval([(math.fsum(map(score, group)), len(group))
+                             for group in by_subtask.values()])
 
 
 def _total(values: Iterable[float | None]) -> float | None:
