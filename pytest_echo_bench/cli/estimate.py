@@ -103,14 +103,16 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
                              f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
 
 
-class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),  # type: ignore[misc]
-              gc=False):
-    """What an earlier run's row teaches the estimate: a call's completion tokens, an item's seconds."""
+class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
+              gc=False):  # type: ignore[misc]
+    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds."""
 
 
 def _scan(path: Path, row_type: type[RowT]) -> RowScan[RowT]:
     """The fast reader of ``path``, strict: a line that is not a row is refused, naming it."""
-    return RowScan(path, row_type, lambda raw, lineno, strict: parse_line(raw, path, lineno, strict))
+    def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
+        return parse_line(raw, path, lineno, strict)
+    return RowScan(path, row_type, parse)
 
 
 def _rows(scan: RowScan[RowT]) -> Iterator[tuple[str, RowT]]:
@@ -133,7 +135,8 @@ def _note_row(seen: Seen, row: SeenRow) -> None:
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     if type(tokens) is int and tokens >= 0 and row.sub_calls in (0, 1):  # the tokens of one call
         seen.add_completion(row.arm, tokens)
-    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:  # a cached row's are no call's
+    # A cached row's seconds are not a call's.
+    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:
         seen.add_seconds(row.arm, float(wall))
 
 
@@ -211,14 +214,17 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
             "prompt_tokens": f"ceil(characters / {CHARS_PER_TOKEN})"}
 
 
-def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: Matcher, base: Seen) -> list[ArmEstimate]:
+def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: Matcher,
+                   base: Seen) -> list[ArmEstimate]:
     """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw."""
     items = select(spec, examples, opts.rootdir, matcher, opts.shard)
-    seen = Seen(dict(base.completion), dict(base.seconds))  # a copy: the cache's replies join this spec's only
-    prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
+    # A copy: the cache's replies join this spec's only.
+    seen = Seen(dict(base.completion), dict(base.seconds))
+    prompters = {arm: made for arm in spec.arms
+                 if (made := prompter(spec, arm, examples)) is not None}
     check = cache_check(spec, items, opts.cache, seen, prompters)
-    return [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters)
-            for arm in spec.arms]
+    return [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
+                         prompters) for arm in spec.arms]
 
 
 def totals(ests: list[ArmEstimate]) -> dict[str, Any]:

@@ -162,8 +162,10 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
     _add_arms(report, bench, by_arm, universe, reduced)
-    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
-    _add_comparisons(report, bench, {arm: items for arm, items in by_arm.items() if items}, oracle, reduced)
+    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink
+    # to 0 items.
+    graded = {arm: items for arm, items in by_arm.items() if items}
+    _add_comparisons(report, bench, graded, oracle, reduced)
     found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
     if found is not None:
         report.frontiers.append(found)
@@ -177,13 +179,15 @@ def _add_arms(report: Report, bench: str, by_arm: dict[str, list[Item]], univers
         subtask_ids[str(item.subtask)].add(item.task_id)
     for arm, items in by_arm.items():
         by_subtask = _by_subtask(items)
-        report.arms.append(arm_stats(bench, arm, None, items, universe, by_subtask, _samples(reduced, bench, arm)))
+        samples = _samples(reduced, bench, arm)
+        report.arms.append(arm_stats(bench, arm, None, items, universe, by_subtask, samples))
         report.subtasks.extend(arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
 
 
-def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle: set[ArmRef] | None,
+def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],
+                     oracle: set[ArmRef] | None,
                      reduced: tuple[Reduced, str] | None) -> None:
     """The oracle, complementarity, disagreements and paired tests of the arms with graded rows."""
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
@@ -229,7 +233,8 @@ def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
 def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracle:
     shared = _shared(verdicts[a] for a in arms)
     correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
-    return Oracle(bench, tuple(arms), len(shared), correct, rate(correct, len(shared)), wilson(correct, len(shared)))
+    n = len(shared)
+    return Oracle(bench, tuple(arms), n, correct, rate(correct, n), wilson(correct, n))
 
 
 def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:

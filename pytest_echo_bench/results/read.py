@@ -109,7 +109,8 @@ def load_results(paths: Sequence[Path]) -> Results:
     return results
 
 
-def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item, row: ReadRow) -> None:
+def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item,
+           row: ReadRow) -> None:
     """What the report counts of every row, a replaced one too: its spend, once per call, and
     whether it had a figure it could not use or a verdict that is partly luck."""
     call = _call(key, row)
@@ -162,16 +163,18 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
 
 
 def _item(row: ReadRow) -> Item:
-    """The row as an ``Item``: a figure ``store.checks.figure`` refuses (NaN, negative, a string) is unknown (None)."""
+    """The row as an ``Item``: a figure ``store.checks`` refuses (NaN, a string) is None."""
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
     usage = row.usage
     # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
-    return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed, sys.intern(row.status),
-                None if subtask is None else sys.intern(subtask), row.wall_seconds, row.sub_calls,
-                None if escalated is None else escalated is True,
-                None if usage is None else (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
-                row.cost_usd, row.cost_units, _answer(row), row.epoch)
+    tokens = None
+    if usage is not None:
+        tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+    return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
+                sys.intern(row.status), None if subtask is None else sys.intern(subtask),
+                row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
+                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch)
 
 
 def _subtask(row: ReadRow) -> str | None:

@@ -142,7 +142,8 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
         out.notes.append(f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
                          "the newest row of each item counts (and is regraded)")
     for record in newest:
-        row = read_row(record.data, "")  # the benchmark the row names, if any: ``_bench_of`` tells them apart
+        # The benchmark the row names, if any: ``_bench_of`` tells that from the meta line's.
+        row = read_row(record.data, "")
         where = f"{results}:{record.lineno}"
         bench = _bench_of(where, row.benchmark, benches, default)
         example = _checked_example(where, row, bench)
@@ -220,33 +221,36 @@ def _checked_example(where: str, row: ReadRow, bench: Bench) -> Example:
     """The dataset's item the row answers, refusing a row the current dataset does not contain as recorded."""
     example = bench.examples.get(row.task_id)
     if example is None:
-        raise RegradeError(f"{where}: task {row.task_id!r} is not in the dataset of {bench.spec.path}; "
+        raise RegradeError(f"{where}: task {row.task_id!r} is not in the dataset of "
+                           f"{bench.spec.path}; "
                            "regrade with the spec the file was recorded with")
     if row.target is None:
         if not bench.verified:  # older six-field rows: nothing to compare, counted in the note
             bench.untargeted += 1
     elif row.target != example.target:
-        raise RegradeError(f"{where}: task {row.task_id!r} was answered for target {row.target!r}, but the dataset of "
-                           f"{bench.spec.path} now gives {example.target!r}; regrade with the spec the file was "
-                           "recorded with, or run the changed items again in a new results file")
+        raise RegradeError(f"{where}: task {row.task_id!r} was answered for target {row.target!r}, "
+                           f"but the dataset of {bench.spec.path} now gives {example.target!r}; "
+                           "regrade with the spec the file was recorded with, or run the changed "
+                           "items again in a new results file")
     return example
 
 
-def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Example, changes: list[str]) -> bytes:
-    """The line of ``row`` (read from ``data``, the record as stored) graded again; every other field
-    of ``data``, one this version does not know included, is written back as it was."""
+def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Example,
+                 changes: list[str]) -> bytes:
+    """The line of ``row`` (read from ``data``, the record as stored) graded again; every other
+    field of ``data``, one this version does not know included, is written back as it was."""
     scorer = get_scorer(spec.scorer)
     assert scorer is not None  # check_spec verified it
     verdict = scorer(row.output or "", example, spec.scorer_options)
     if verdict.status != row.status:
-        label = f"{row.task_id}[{row.arm}]" if row.epoch == 1 else f"{row.task_id}[{row.arm}-e{row.epoch}]"
+        label = f"{row.task_id}[{row.arm}" + ("]" if row.epoch == 1 else f"-e{row.epoch}]")
         changes.append(f"{label}: {row.status} -> {verdict.status} "
                        f"(answer {row.answer!r} -> {verdict.answer!r})")
     # The row shows the target it was scored against, so its detail and target agree; its extra
     # says what the new verdict says (a seeded random guess counted as one), as a sweep's row would.
     extra = {k: v for k, v in row.extra.items() if k not in SCORER_EXTRA} | verdict.extra
-    data.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,
-                target=example.target)
+    data.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status,
+                answer=verdict.answer, target=example.target)
     if extra or "extra" in data:
         data.update(extra=extra)
     return encode_line(data)

@@ -30,7 +30,7 @@ class ArmTally:
     errors: int = 0
     wall: float = 0.0
     not_completed: int = 0
-    spent: float = 0.0  # USD the rows' calls cost (``add_spend``); every row counts, a replaced one too
+    spent: float = 0.0  # USD the rows' calls cost (``add_spend``): every row, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included)
     unknown: int = 0  # rows whose cost is not known, by the report's rule (``budget.spend.ArmSpend``): not counted as 0
     uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
@@ -62,7 +62,8 @@ class ArmTally:
         cached = bool(r.cache_hits) and r.cached()  # no hits, the common row: no call
         charge_known = charged is not None and 0.0 <= charged <= FIGURE_MAX
         cost_known = cost is not None and 0.0 <= cost <= FIGURE_MAX
-        self.spent += charged if charge_known else cost if cost_known and not cached else 0.0  # type: ignore[operator]
+        spent = charged if charge_known else cost if cost_known and not cached else 0.0
+        self.spent += spent  # type: ignore[operator]
         if cost_known or cached:
             self.costed += 1
         else:
@@ -70,8 +71,8 @@ class ArmTally:
         self.uncosted += not (charge_known or cached or cost_known)
 
 
-class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd", base=StatusRow),
-               gc=False):  # type: ignore[misc]
+class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd",
+                    base=StatusRow), gc=False):  # type: ignore[misc]
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the
@@ -143,7 +144,7 @@ class FileTally:
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
         by_arm, default = self.codes, str((self.meta or {}).get("benchmark", ""))
         # One loop, no call per row but the verdict's and the spend's: a resumed million-row file
-        # is counted here. Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
+        # is counted here. Slow rows first: in a batch with both they are line 1 (keyscan._lines).
         for r in [fields_of(TallyRow, d) for d in slow] + fast:
             epoch = r.epoch if r.epoch is not None and r.epoch > 1 else 1
             arm = (r.benchmark or default, r.arm, epoch)

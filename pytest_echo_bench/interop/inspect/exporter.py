@@ -69,7 +69,8 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
         for path, ((benchmark, arm), places) in zip(paths, groups.items(), strict=True):
             places.sort()  # (epoch, task id): the order of a log's samples
 
-            def rows(places: list[tuple[int, str, int]] = places, default: str = benchmark) -> Iterator[ReadRow]:
+            def rows(places: list[tuple[int, str, int]] = places,
+                     default: str = benchmark) -> Iterator[ReadRow]:
                 return (read_row(_row_at(f, results, offset), default) for _, _, offset in places)
             model = found.models.get((benchmark, arm), arm)  # as Inspect names one: "openai/gpt-4o"; else the arm
             _write(path, log_pieces(meta, benchmark, arm, rows, inputs, model))
@@ -128,9 +129,10 @@ class Figures:
     samples: int = 0
 
     def add(self, row: ReadRow) -> None:
-        """Count the sample of ``row`` (``_sample``'s: an error row is unscored, a correct one scores C)."""
+        """Count the sample of ``row`` (``_sample``'s: an error is unscored, a correct row C)."""
         self.samples += 1
-        self.epochs = max(self.epochs, row.epoch)  # the spec's K: an arm may lack rows of the last epochs
+        # The spec's K: an arm may lack rows of the last epochs.
+        self.epochs = max(self.epochs, row.epoch)
         self.ids.setdefault(row.task_id)
         if row.status != "error":
             total = self.scored.setdefault(row.task_id, [0.0, 0])
@@ -159,14 +161,16 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[R
             "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": figures.reduced()}]}
 
 
-def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Callable[[], Iterable[ReadRow]],
+def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str,
+               rows: Callable[[], Iterable[ReadRow]],
                inputs: Inputs, model: str | None = None) -> Iterator[bytes]:
     """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
     the figures the header gives and once for the samples, so that no sample is held."""
     figures = _figures(meta, benchmark, rows())
     yield _encode(_head(meta, benchmark, arm, figures, model))[:-1] + b',"samples":['
     for n, row in enumerate(rows()):
-        yield (b"," if n else b"") + _encode(_sample(row, model or arm, prompt_of(inputs, benchmark, row.task_id, arm)))
+        prompt = prompt_of(inputs, benchmark, row.task_id, arm)
+        yield (b"," if n else b"") + _encode(_sample(row, model or arm, prompt))
     yield b'],"reductions":[{"scorer":' + _encode(SCORER) + b',"reducer":"mean","samples":['
     for n, reduced in enumerate(figures.reduced()):
         yield (b"," if n else b"") + _encode(reduced)
@@ -215,12 +219,14 @@ def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
                    **({"usage": usage} if usage else {})},
         "scores": {}, "metadata": {"subtask": row.subtask} if row.subtask is not None else {},
         "model_usage": {arm: usage} if usage else {},
-        "started_at": _time(row.started_at), "completed_at": _time(row.finished_at), "total_time": row.wall_seconds,
+        "started_at": _time(row.started_at), "completed_at": _time(row.finished_at),
+        "total_time": row.wall_seconds,
     }
     if row.status == "error":
         sample["error"] = {"message": row.detail or "error", "traceback": "", "traceback_ansi": ""}
     else:
-        sample["scores"] = {SCORER: {"value": SCORE[row.status], "answer": row.answer, "explanation": row.detail or ""}}
+        score = {"value": SCORE[row.status], "answer": row.answer, "explanation": row.detail or ""}
+        sample["scores"] = {SCORER: score}
     return sample
 
 
@@ -244,9 +250,9 @@ def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
 
 
 def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, Any] | None:
-    """The row's usage (``ReadRow.usage``: None unless every figure is a count, a 0 being a figure the
-    row never had) as Inspect's ``ModelUsage``, in the names ``inspect_import.USAGE_NAMES`` reads back,
-    with its cost."""
+    """The row's usage (``ReadRow.usage``: None unless every figure is a count, a 0 being a
+    figure the row never had) as Inspect's ``ModelUsage``, in the names
+    ``inspect_import.USAGE_NAMES`` reads back, with its cost."""
     if counts is None:
         return None
     usage = {theirs: counts[ours] for theirs, ours in USAGE_NAMES.items() if ours in counts}

@@ -136,8 +136,9 @@ class ProgressState:
         return (expected - self.done) * 60 / rate
 
 
-class PageRow(view("_Page", "passed", "status", "detail", "retries", "usage", "cost_usd", "started_at", "finished_at",
-                   "run_id", "target", "answer", "output", loose=True), gc=False):  # type: ignore[misc]
+class PageRow(view("_Page", "passed", "status", "detail", "retries", "usage", "cost_usd",
+                   "started_at", "finished_at", "run_id", "target", "answer", "output", loose=True),
+              gc=False):  # type: ignore[misc]
     """The fields the page reads, taken loosely: a page shows odd values rather than refuse them."""
 
 
@@ -343,7 +344,7 @@ class PageFeed:
 
 
 def _add_live(state: ProgressState, live: LiveCounters) -> None:
-    """What the running plugin knows beyond the file: its retries, throttling, limits, budget, stop."""
+    """What the running plugin knows beyond the file: retries, throttling, limits, budget, stop."""
     state.retries += live.retries
     state.incomplete, state.aborted = live.incomplete, live.aborted
     state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
