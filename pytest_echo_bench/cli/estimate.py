@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
 from pytest_echo_bench.shards.partition import shard_of
-from pytest_echo_bench.store.keyscan import RowScan, RowT, ScanRow
-from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.reader import iter_records
+from pytest_echo_bench.store.records import row_key
 from pytest_echo_bench.store.rows import fields_of, view
 from pytest_echo_bench.store.safe_text import escape_id
 
@@ -79,11 +79,16 @@ def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
 
 def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[str, Seen]:
     """Per benchmark: completion tokens a call (rows of one call) and seconds an item (rows the
-    cache did not answer). Each file is read once, whatever the benchmarks."""
+    cache did not answer). Each file is read once, a line at a time, whatever the benchmarks."""
     seen = {name: Seen() for name in benchmarks}
     for path in files:
-        for benchmark, row in _rows(_scan(path, SeenRow)):
-            into = seen.get(benchmark)
+        default = ""
+        for record in iter_records(path):  # strict: a line that is not a row is refused, naming it
+            if record.data.get("_meta"):
+                default = str(record.data.get("benchmark") or "") if record.lineno == 1 else default
+                continue
+            row = fields_of(SeenRow, record.data, loose=True)
+            into = seen.get(row.benchmark or default)
             if into is not None:
                 _note_row(into, row)
     return seen
@@ -93,10 +98,18 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
     """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
     StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
     for path in files:
-        scan = _scan(path, ScanRow)
-        held = {benchmark for benchmark, _ in _rows(scan)}
-        names = (scan.meta or {}).get("benchmarks")
-        held.update(map(str, names) if isinstance(names, dict) else ())
+        held: set[str] = set()
+        default = ""
+        # A line at a time: a million rows are not held to name a few benchmarks.
+        for record in iter_records(path):
+            data = record.data
+            if data.get("_meta"):
+                if record.lineno == 1:
+                    default = str(data.get("benchmark") or "")
+                    names = data.get("benchmarks")
+                    held.update(map(str, names) if isinstance(names, dict) else ())
+                continue
+            held.add(row_key(data, default)[0])
         held.discard("")
         if held and not held & benchmarks:
             raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
@@ -106,28 +119,6 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
 class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
               gc=False):  # type: ignore[misc]
     """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds."""
-
-
-def _scan(path: Path, row_type: type[RowT]) -> RowScan[RowT]:
-    """The fast reader of ``path``, strict: a line that is not a row is refused, naming it."""
-    def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
-        return parse_line(raw, path, lineno, strict)
-    return RowScan(path, row_type, parse)
-
-
-def _rows(scan: RowScan[RowT]) -> Iterator[tuple[str, RowT]]:
-    """Each row of ``scan`` (a view taking values as they are) with its benchmark, in file order,
-    none held: a million rows are not held to name a few benchmarks."""
-    try:
-        for fast, slow in scan.batches():
-            default = str((scan.meta or {}).get("benchmark") or "")
-            # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
-            for row in [fields_of(scan.row_type, record, loose=True) for record in slow] + fast:
-                yield row.benchmark or default, row
-    except StoreError:  # a line refused: its own message (a StoreError is an OSError too)
-        raise
-    except OSError as exc:
-        raise StoreError(f"cannot read results file {scan.path}: {exc.strerror or exc}") from exc
 
 
 def _note_row(seen: Seen, row: SeenRow) -> None:

@@ -70,7 +70,6 @@ class RowScan(Generic[RowT]):
     def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None,
                  start: tuple[int, int] = (0, 1), head: Mapping[str, Any] | None = None) -> None:
         self.path, self.parse, self.upto, self.end = path, parse, upto, start
-        self.row_type = row_type
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
         self.head = NO_HEAD if start[1] == 1 else head
