@@ -2,7 +2,7 @@
 and a budgeted run's budget and spend as its stop marker or summary recorded them (with the replies
 over their bound its ledger counted).
 
-Spend is money, so it follows the budget's rule (``store.tally.TallyRow.spend``), not the
+Spend is money, so it follows the budget's rule (``store.tally.ArmTally.add_spend``), not the
 report's one-row-per-key rule: every row counts, a replaced one too (a retried error's call was
 paid for), and a row every call of which the response cache answered cost nothing. A row whose
 cost is not known (null, or a figure ``store.checks`` refuses) is counted as unknown, never as 0.
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.budget import money
-from pytest_echo_bench.store.checks import count, figure
+from pytest_echo_bench.store.checks import figure
 from pytest_echo_bench.store.files import budget_path, stop_path, summary_path
 from pytest_echo_bench.budget.ledger import LedgerState
 from pytest_echo_bench.store.paths import read_regular
-from pytest_echo_bench.store.tally import all_cached
+from pytest_echo_bench.store.rows import ReadRow
 
 SIDE_FILE_MAX = 1 << 20  # a stop marker, summary or ledger is a few kB; a larger one is not ours
 
@@ -33,12 +33,12 @@ class ArmSpend:
     known: int = 0  # rows whose cost is known (cached rows: 0 USD)
     unknown: int = 0
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, row: ReadRow) -> None:
         """Count one row read from a results file."""
-        if all_cached(count(record.get("cache_hits")), figure(record.get("sub_calls"))):
+        if row.cached():
             self.known += 1  # answered from the cache: nothing sent, nothing spent
             return
-        cost = figure(record.get("cost_usd"))
+        cost = row.cost_usd
         if cost is None:
             self.unknown += 1
         else:

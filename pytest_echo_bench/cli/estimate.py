@@ -38,6 +38,8 @@ from pytest_echo_bench.store.cache import cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
 from pytest_echo_bench.store.reader import iter_records
+from pytest_echo_bench.store.records import row_key
+from pytest_echo_bench.store.rows import fields_of, view
 from pytest_echo_bench.store.safe_text import escape_id
 
 Item = tuple[Example, str, int]  # (example, arm, epoch)
@@ -95,12 +97,12 @@ def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[st
     for path in files:
         default = ""
         for record in iter_records(path):  # strict: a line that is not a row is refused, naming it
-            row = record.data
-            if row.get("_meta"):
-                default = str(row.get("benchmark") or "") if record.lineno == 1 else default
+            if record.data.get("_meta"):
+                default = str(record.data.get("benchmark") or "") if record.lineno == 1 else default
                 continue
-            into = seen.get(str(row.get("benchmark") or default))
-            if into is not None and isinstance(row.get("arm"), str):
+            row = fields_of(SeenRow, record.data, loose=True)
+            into = seen.get(row.benchmark or default)
+            if into is not None:
                 _note_row(into, row)
     return seen
 
@@ -111,28 +113,35 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
     for path in files:
         held: set[str] = set()
         default = ""
-        for record in iter_records(path):  # a line at a time: a million rows are not held to name a few benchmarks
-            row = record.data
-            if row.get("_meta"):
+        # A line at a time: a million rows are not held to name a few benchmarks.
+        for record in iter_records(path):
+            data = record.data
+            if data.get("_meta"):
                 if record.lineno == 1:
-                    default = str(row.get("benchmark") or "")
-                    names = row.get("benchmarks")
+                    default = str(data.get("benchmark") or "")
+                    names = data.get("benchmarks")
                     held.update(map(str, names) if isinstance(names, dict) else ())
                 continue
-            held.add(str(row.get("benchmark") or default))
+            held.add(row_key(data, default)[0])
         held.discard("")
         if held and not held & benchmarks:
             raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
                              f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
 
 
-def _note_row(seen: Seen, row: dict[str, Any]) -> None:
-    usage, wall, arm = row.get("usage"), row.get("wall_seconds"), row["arm"]
+class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
+              gc=False):  # type: ignore[misc]
+    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds."""
+
+
+def _note_row(seen: Seen, row: SeenRow) -> None:
+    usage, wall = row.usage, row.wall_seconds
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if type(tokens) is int and tokens >= 0 and row.get("sub_calls") in (0, 1):
-        seen.add_completion(arm, tokens)
-    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.get("cache_hits"):
-        seen.add_seconds(arm, float(wall))
+    if type(tokens) is int and tokens >= 0 and row.sub_calls in (0, 1):  # the tokens of one call
+        seen.add_completion(row.arm, tokens)
+    # A cached row's seconds are not a call's.
+    if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:
+        seen.add_seconds(row.arm, float(wall))
 
 
 def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
@@ -197,13 +206,7 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     seconds: float | None = 0.0
     seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
     for spec, examples in loaded:
-        items = select(spec, examples, opts.rootdir, matcher, opts.shard)
-        base = seen_by[spec.benchmark]  # a copy: the cache's replies below join this spec's, not another's
-        seen = Seen(dict(base.completion), dict(base.seconds))
-        prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
-        check = cache_check(spec, items, opts.cache, seen, prompters)
-        ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters)
-                for arm in spec.arms]
+        ests = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
         for est in ests:
@@ -213,6 +216,19 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
             "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
             "prompt_tokens": f"ceil(characters / {CHARS_PER_TOKEN})"}
+
+
+def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: Matcher,
+                   base: Seen) -> list[ArmEstimate]:
+    """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw."""
+    items = select(spec, examples, opts.rootdir, matcher, opts.shard)
+    # A copy: the cache's replies join this spec's only.
+    seen = Seen(dict(base.completion), dict(base.seconds))
+    prompters = {arm: made for arm in spec.arms
+                 if (made := prompter(spec, arm, examples)) is not None}
+    check = cache_check(spec, items, opts.cache, seen, prompters)
+    return [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
+                         prompters) for arm in spec.arms]
 
 
 def totals(ests: list[ArmEstimate]) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,61 +24,20 @@ from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.analysis.decide.feed import replay
-from pytest_echo_bench.analysis.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
+from pytest_echo_bench.analysis.epochs import Reduced, has_epochs, reduce_items
 from pytest_echo_bench.analysis.names import ArmNames, ArmRef
 from pytest_echo_bench.results.read import Item, Results, load_results
 from pytest_echo_bench.shards.parts import held_by_shard
 from pytest_echo_bench.shards.coverage import Coverage, coverage
 from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
-from pytest_echo_bench.analysis.stats import cluster_interval, percentile, wilson
+from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, rate, score
 
 __all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
            "Pair", "Report", "Results", "build_report", "load_results"]
 
 P_HINT = ("p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the benchmark's pairs); "
           "p >= 0.05 means the difference is not significant")
-
-
-@dataclass(frozen=True)
-class ArmStats:
-    """The totals of one arm of one benchmark, or of one subtask of it."""
-
-    benchmark: str
-    arm: str
-    subtask: str | None
-    n: int  # graded items (with repeats: items, each reduced from its samples)
-    correct: int | None  # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
-    pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
-    ci95: tuple[float, float]
-    unparseable: int
-    errors: int
-    not_completed: int
-    wall_mean: float | None
-    wall_p50: float | None
-    wall_p95: float | None
-    sub_calls_mean: float | None
-    escalation_rate: float | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    cost_units: float | None = None
-    cost_per_correct: float | None = None  # USD per correct item
-    cost_units_per_correct: float | None = None
-    clusters: int | None = None  # subtasks of the overall rate, when it has two or more
-    cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
-    cluster_ci95: tuple[float, float] | None = None
-    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k,
-    # the sum of the items' scores (at most n; pass_rate = score / n) and the correct sample rows (at most samples).
-    samples: int | None = None
-    epochs: int | None = None
-    reduce: str | None = None
-    pass_at: dict[str, float] | None = None
-    score: float | None = None
-    correct_samples: int | None = None
-    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows' cost
-    # is unknown; per arm only (None on a subtask's line).
-    spend_usd: float | None = None
-    spend_unknown: int | None = None
 
 
 @dataclass(frozen=True)
@@ -203,17 +161,35 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
                    reduced: tuple[Reduced, str] | None = None) -> None:
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
+    _add_arms(report, bench, by_arm, universe, reduced)
+    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink
+    # to 0 items.
+    graded = {arm: items for arm, items in by_arm.items() if items}
+    _add_comparisons(report, bench, graded, oracle, reduced)
+    found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
+    if found is not None:
+        report.frontiers.append(found)
+
+
+def _add_arms(report: Report, bench: str, by_arm: dict[str, list[Item]], universe: set[str],
+              reduced: tuple[Reduced, str] | None) -> None:
+    """Each arm's figures, overall and per subtask (of the task ids any arm recorded under it)."""
     subtask_ids: dict[str, set[str]] = defaultdict(set)
     for item in (i for items in by_arm.values() for i in items if i.subtask is not None):
         subtask_ids[str(item.subtask)].add(item.task_id)
     for arm, items in by_arm.items():
         by_subtask = _by_subtask(items)
-        report.arms.append(_arm_stats(bench, arm, None, items, universe, by_subtask, _samples(reduced, bench, arm)))
-        report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
+        samples = _samples(reduced, bench, arm)
+        report.arms.append(arm_stats(bench, arm, None, items, universe, by_subtask, samples))
+        report.subtasks.extend(arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
-    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
-    by_arm = {arm: items for arm, items in by_arm.items() if items}
+
+
+def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],
+                     oracle: set[ArmRef] | None,
+                     reduced: tuple[Reduced, str] | None) -> None:
+    """The oracle, complementarity, disagreements and paired tests of the arms with graded rows."""
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle is None or (bench, a) in oracle]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
@@ -225,12 +201,9 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
     sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
     pairs = [pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]
     if reduced is not None and reduced[1] == "mean":  # fractional scores: a paired t on the per-item differences
-        scores = {arm: {i.task_id: _score(i) for i in items} for arm, items in by_arm.items()}
+        scores = {arm: {i.task_id: score(i) for i in items} for arm, items in by_arm.items()}
         pairs = [scored_pair(p, scores[p.a], scores[p.b]) for p in pairs]
     report.pairs.extend(with_holm(pairs))
-    found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
-    if found is not None:
-        report.frontiers.append(found)
 
 
 def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
@@ -238,9 +211,6 @@ def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
     for item in items:
         groups[item.subtask].append(item)
     return groups
-
-
-Samples = tuple[list[Item], list[Sampled], str]  # an arm's (or subtask's) sample rows, per-item samples, reduction
 
 
 def _samples(reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None) -> Samples | None:
@@ -256,87 +226,6 @@ def _samples(reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask:
     return rows, list(per_item.values()), how
 
 
-def _score(item: Item) -> float:
-    return float(item.passed) if item.score is None else item.score
-
-
-def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
-               by_subtask: dict[str | None, list[Item]] | None = None, samples: Samples | None = None) -> ArmStats:
-    """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
-    scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
-    n = len(items)
-    rows = items if samples is None else samples[0]
-    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
-    # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
-    total: float = sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
-    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as more
-    # correct items than n. What a correct result costs then divides by the correct samples.
-    mean = samples is not None and samples[2] == "mean"
-    correct = None if mean else sum(i.passed for i in items)
-    correct_samples = sum(r.passed for r in rows)
-    walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
-    calls = [i.sub_calls for i in rows if i.sub_calls is not None]
-    flags = [float(i.escalated) for i in rows if i.escalated is not None]
-    usage = [i.usage for i in rows if i.usage is not None]
-    cost = _total(i.cost_usd for i in rows)
-    units = _total(i.cost_units for i in rows)
-    clustered = _clustered(by_subtask)
-    return ArmStats(
-        bench, arm, subtask, n, correct, total / n if n else None, wilson(total, n),
-        unparseable=sum(i.status == "unparseable" for i in rows),
-        errors=sum(i.status == "error" for i in rows),
-        not_completed=len(universe - {i.task_id for i in items}),
-        wall_mean=_mean(walls),
-        wall_p50=percentile(walls, 50) if walls else None,
-        wall_p95=percentile(walls, 95) if walls else None,
-        sub_calls_mean=_mean(calls),
-        escalation_rate=_mean(flags),
-        prompt_tokens=sum(u[0] for u in usage) if usage else None,
-        completion_tokens=sum(u[1] for u in usage) if usage else None,
-        cost_usd=money.figure(cost),
-        cost_units=units,
-        cost_per_correct=money.figure(_per(cost, correct_samples if mean else correct)),
-        cost_units_per_correct=_per(units, correct_samples if mean else correct),
-        clusters=None if clustered is None else len(by_subtask or {}),
-        cluster_se=None if clustered is None else clustered[0],
-        cluster_ci95=None if clustered is None else clustered[1:],
-        samples=None if samples is None else len(rows),
-        epochs=None if samples is None else max((s.n for s in samples[1]), default=0),
-        reduce=None if samples is None else samples[2],
-        pass_at=None if samples is None else pass_at(samples[1]),
-        score=None if samples is None else total,
-        correct_samples=None if samples is None else correct_samples,
-    )
-
-
-def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, float, float] | None:
-    """The cluster-robust interval of an overall rate whose items span two or more subtasks.
-
-    Items without a subtask form one cluster of their own; with no subtask at all there is nothing
-    to cluster on and the Wilson interval stands alone.
-    """
-    if not by_subtask or set(by_subtask) == {None}:
-        return None
-    return cluster_interval([(math.fsum(_score(i) for i in group), len(group)) for group in by_subtask.values()])
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _per(total: float | None, correct: int | None) -> float | None:
-    return total / correct if total is not None and correct else None
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _rate(correct: int, n: int) -> float | None:
-    return correct / n if n else None
-
-
 def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
     return set.intersection(*(set(v) for v in verdicts))
 
@@ -344,7 +233,8 @@ def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
 def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracle:
     shared = _shared(verdicts[a] for a in arms)
     correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
-    return Oracle(bench, tuple(arms), len(shared), correct, _rate(correct, len(shared)), wilson(correct, len(shared)))
+    n = len(shared)
+    return Oracle(bench, tuple(arms), n, correct, rate(correct, n), wilson(correct, n))
 
 
 def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:

@@ -13,15 +13,16 @@ from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.budget.spend import ArmSpend
-from pytest_echo_bench.store.checks import count, figure
-from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import Key, Meta, row_key
+from pytest_echo_bench.store.records import Key, Meta
+from pytest_echo_bench.store.rows import ReadRow, read_row
 
 # The disagreement list shows answers, not whole outputs: keep a short prefix of each.
 ANSWER_CHARS = 160
+# The figures an ``Item`` holds: a row with one ``store.checks`` refuses is counted as such.
+SHOWN = frozenset({"wall_seconds", "sub_calls", "cost_usd", "cost_units", "usage"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +65,12 @@ class Results:
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
-def _call(key: Key, record: dict[str, Any]) -> tuple[Key, str, str, str] | None:
+def _call(key: Key, row: ReadRow) -> tuple[Key, str, str, str] | None:
     """What names the call a row records: its key, run and times, which a regraded or merged copy
-    keeps (None: a row without them, counted as it comes)."""
-    run, started, finished = (record.get(f) for f in ("run_id", "started_at", "finished_at"))
-    if not (isinstance(run, str) and isinstance(started, str) and isinstance(finished, str)):
+    keeps (None: a row without them, counted as it comes). ``key`` is the one the report keeps, its
+    strings shared with the row's ``Item``: a million calls are held."""
+    run, started, finished = row.run_id, row.started_at, row.finished_at
+    if run is None or started is None or finished is None:
         return None
     return key, run, started, finished
 
@@ -95,25 +97,31 @@ def load_results(paths: Sequence[Path]) -> Results:
                     default = meta.benchmark
                     results.sources.append((str(path), meta.run_id, meta.created_at))
                 continue
-            unknown: list[str] = []
-            item = _item(record, default, unknown)
+            row = read_row(record, default)
+            item = _item(row)
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
-            call = _call(key, record)
-            if call not in calls:  # None (a row that does not name its call) is never added: always counted
-                results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
-                if call is not None:
-                    calls.add(call)
-            if unknown:  # counted, and the report says how many rows had a figure it could not use
-                results.unknown_figures += 1
-            extra = record.get("extra")
-            if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
-                results.random_guesses += 1
+            _count(results, calls, key, item, row)
         if own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
     results.rows = list(seen.values())
     return results
+
+
+def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item,
+           row: ReadRow) -> None:
+    """What the report counts of every row, a replaced one too: its spend, once per call, and
+    whether it had a figure it could not use or a verdict that is partly luck."""
+    call = _call(key, row)
+    if call not in calls:  # None (a row that does not name its call) is never added: always counted
+        results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(row)
+        if call is not None:
+            calls.add(call)
+    if row.unknown and not SHOWN.isdisjoint(row.unknown):  # the report says how many rows had one
+        results.unknown_figures += 1
+    if row.extra.get("random_guess") is True:  # a figure that is partly luck says so
+        results.random_guesses += 1
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -154,56 +162,28 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     return key
 
 
-def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | None = None) -> Item:
-    """The row as an ``Item``; the name of each figure it has that ``store.checks.figure`` refuses
-    (NaN, negative, a string) is appended to ``unknown``, and the figure is unknown (None)."""
-    benchmark, task_id, arm, epoch = row_key(record, default_benchmark)
-    bad = [] if unknown is None else unknown
-    extra = record.get("extra")
-    escalated = extra.get("escalated") if isinstance(extra, dict) else None
-    subtask = _subtask(record, task_id)
+def _item(row: ReadRow) -> Item:
+    """The row as an ``Item``: a figure ``store.checks`` refuses (NaN, a string) is None."""
+    escalated = row.extra.get("escalated")
+    subtask = _subtask(row)
+    usage = row.usage
     # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
-    return Item(sys.intern(benchmark), task_id, sys.intern(arm), record.get("passed") is True, sys.intern(row_status(record)),
-                None if subtask is None else sys.intern(subtask),
-                _number(record, "wall_seconds", bad), _number(record, "sub_calls", bad),
-                None if escalated is None else escalated is True, _usage(record.get("usage"), bad),
-                _number(record, "cost_usd", bad), _number(record, "cost_units", bad), _answer(record), epoch)
+    tokens = None
+    if usage is not None:
+        tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+    return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
+                sys.intern(row.status), None if subtask is None else sys.intern(subtask),
+                row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
+                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch)
 
 
-def _subtask(record: dict[str, Any], task_id: str) -> str | None:
-    subtask = record.get("subtask")
-    if isinstance(subtask, str) and subtask:
-        return subtask
-    parts = task_id.split("/")
+def _subtask(row: ReadRow) -> str | None:
+    if row.subtask:
+        return row.subtask
+    parts = row.task_id.split("/")
     return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
 
 
-def _answer(record: dict[str, Any]) -> str | None:
-    for key in ("answer", "output"):
-        value = record.get(key)
-        if isinstance(value, str) and value:
-            return value[:ANSWER_CHARS]
-    return None
-
-
-def _number(record: dict[str, Any], name: str, bad: list[str]) -> float | None:
-    value = record.get(name)
-    number = figure(value)
-    if number is None and value is not None:
-        bad.append(name)
-    return number
-
-
-def _usage(value: Any, bad: list[str]) -> tuple[int, int] | None:
-    """(prompt, completion) tokens; unknown (None) unless both are counts (a missing one is 0)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        bad.append("usage")
-        return None
-    tokens = [value.get(name, 0) for name in ("prompt_tokens", "completion_tokens")]
-    counted = [0 if t is None else count(t) for t in tokens]
-    if counted[0] is None or counted[1] is None:
-        bad.append("usage")
-        return None
-    return (counted[0], counted[1])
+def _answer(row: ReadRow) -> str | None:
+    text = row.answer or row.output
+    return text[:ANSWER_CHARS] if text else None

@@ -27,10 +27,11 @@ from pytest_echo_bench.results.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
 from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.store.files import encode_line, end_line, row_status
+from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.store.meta import BenchmarkEntry
 from pytest_echo_bench.store.reader import Record, read_records
-from pytest_echo_bench.store.records import Meta, row_epoch, row_key
+from pytest_echo_bench.store.records import Meta, row_key
+from pytest_echo_bench.store.rows import ReadRow, read_row
 
 # The parts a regrade must find unchanged; the scorer is the one it replaces.
 KEPT_PARTS = ("dataset", "arms")
@@ -144,14 +145,17 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
         out.notes.append(f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
                          "the newest row of each item counts (and is regraded)")
     for record in newest:
-        bench = _bench_of(results, record, benches, default)
-        example = _checked_example(results, record, bench)
+        # The benchmark the row names, if any: ``_bench_of`` tells that from the meta line's.
+        row = read_row(record.data, "")
+        where = f"{results}:{record.lineno}"
+        bench = _bench_of(where, row.benchmark, benches, default)
+        example = _checked_example(where, row, bench)
         bench.rows += 1
-        if row_status(record.data) == "error" and not record.data.get("output"):
+        if row.status == "error" and not row.output:
             out.kept += 1
             out.lines.append(record.raw)
             continue
-        out.lines.append(_regrade_row(record.data, bench.spec, example, out.changes))
+        out.lines.append(_regrade_row(record.data, row, bench.spec, example, out.changes))
     ended = collection([results])
     if ended.early or ended.ever_decided:  # the rows were collected as the original's were: it stopped early
         # too (its decision's figures are not carried: the new grades decide anew), or once stopped when decided
@@ -205,56 +209,54 @@ def _refuse_changed_parts(results: Path, name: str, spec: Spec, old: dict[str, A
     )
 
 
-def _bench_of(results: Path, record: Record, benches: dict[str, Bench], default: str) -> Bench:
+def _bench_of(where: str, named: str, benches: dict[str, Bench], default: str) -> Bench:
     """The benchmark a row belongs to; a row naming none (older files) takes the only spec given."""
-    named = str(record.data.get("benchmark") or "")
     bench = benches.get(named or default)
     if bench is None and not named and len(benches) == 1:
         bench = next(iter(benches.values()))
     if bench is None:
-        raise RegradeError(f"{results}:{record.lineno}: no spec for benchmark {named or default!r} "
+        raise RegradeError(f"{where}: no spec for benchmark {named or default!r} "
                            f"(given: {', '.join(sorted(benches))}); pass its spec with --spec")
     return bench
 
 
-def _checked_example(results: Path, record: Record, bench: Bench) -> Example:
+def _checked_example(where: str, row: ReadRow, bench: Bench) -> Example:
     """The dataset's item the row answers, refusing a row the current dataset does not contain as recorded."""
-    row, where = record.data, f"{results}:{record.lineno}"
-    task_id = str(row["task_id"])
-    example = bench.examples.get(task_id)
+    example = bench.examples.get(row.task_id)
     if example is None:
-        raise RegradeError(f"{where}: task {task_id!r} is not in the dataset of {bench.spec.path}; "
+        raise RegradeError(f"{where}: task {row.task_id!r} is not in the dataset of "
+                           f"{bench.spec.path}; "
                            "regrade with the spec the file was recorded with")
-    if "target" not in row:
+    if row.target is None:
         if not bench.verified:  # older six-field rows: nothing to compare, counted in the note
             bench.untargeted += 1
-    elif str(row["target"]) != example.target:
-        raise RegradeError(f"{where}: task {task_id!r} was answered for target {row['target']!r}, but the dataset of "
-                           f"{bench.spec.path} now gives {example.target!r}; regrade with the spec the file was "
-                           "recorded with, or run the changed items again in a new results file")
+    elif row.target != example.target:
+        raise RegradeError(f"{where}: task {row.task_id!r} was answered for target {row.target!r}, "
+                           f"but the dataset of {bench.spec.path} now gives {example.target!r}; "
+                           "regrade with the spec the file was recorded with, or run the changed "
+                           "items again in a new results file")
     return example
 
 
-def _regrade_row(row: dict[str, Any], spec: Spec, example: Example, changes: list[str]) -> bytes:
+def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Example,
+                 changes: list[str]) -> bytes:
+    """The line of ``row`` (read from ``data``, the record as stored) graded again; every other
+    field of ``data``, one this version does not know included, is written back as it was."""
     scorer = get_scorer(spec.scorer)
     assert scorer is not None  # check_spec verified it
-    verdict = scorer(str(row.get("output", "")), example, spec.scorer_options)
-    before = row_status(row)
-    if verdict.status != before:
-        epoch = row_epoch(row)
-        label = f"{row['task_id']}[{row['arm']}]" if epoch == 1 else f"{row['task_id']}[{row['arm']}-e{epoch}]"
-        changes.append(f"{label}: {before} -> {verdict.status} "
-                       f"(answer {row.get('answer')!r} -> {verdict.answer!r})")
+    verdict = scorer(row.output or "", example, spec.scorer_options)
+    if verdict.status != row.status:
+        label = f"{row.task_id}[{row.arm}" + ("]" if row.epoch == 1 else f"-e{row.epoch}]")
+        changes.append(f"{label}: {row.status} -> {verdict.status} "
+                       f"(answer {row.answer!r} -> {verdict.answer!r})")
     # The row shows the target it was scored against, so its detail and target agree; its extra
     # says what the new verdict says (a seeded random guess counted as one), as a sweep's row would.
-    kept = row.get("extra")
-    old: dict[str, Any] = kept if isinstance(kept, dict) else {}
-    extra = {k: v for k, v in old.items() if k not in SCORER_EXTRA} | verdict.extra
-    row.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status, answer=verdict.answer,
-               target=example.target)
-    if extra or "extra" in row:
-        row["extra"] = extra
-    return encode_line(row)
+    extra = {k: v for k, v in row.extra.items() if k not in SCORER_EXTRA} | verdict.extra
+    data.update(passed=verdict.passed, detail=verdict.detail, status=verdict.status,
+                answer=verdict.answer, target=example.target)
+    if extra or "extra" in data:
+        data.update(extra=extra)
+    return encode_line(data)
 
 
 def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Meta | None:

@@ -23,7 +23,6 @@ from typing import Annotated, Any, Generic, TypeVar
 import msgspec
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.files import STATUSES, legacy_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 
@@ -35,7 +34,7 @@ Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]  # (line, line num
 class ScanRow(msgspec.Struct, gc=False):
     """The fields every reader needs: a row's key, and whether the line is a meta line instead.
 
-    A reader subclasses it with the fields it uses; the others are validated, never built.
+    A reader adds the fields it uses (``store.rows.view``); the others are validated, never built.
     """
 
     task_id: str
@@ -45,17 +44,6 @@ class ScanRow(msgspec.Struct, gc=False):
     # (``store.checks``): it fails here and the full parser refuses it.
     epoch: Annotated[int, msgspec.Meta(ge=1)] | None = None
     meta: bool = msgspec.field(default=False, name="_meta")
-
-
-class StatusRow(ScanRow, gc=False):
-    """A row's key and the fields its verdict is read from (``files.row_status``'s rule)."""
-
-    passed: bool | None = None
-    status: str | None | msgspec.UnsetType = msgspec.UNSET  # older rows: the verdict is in detail
-    detail: str | None = None
-
-    def verdict(self) -> str:
-        return self.status if isinstance(self.status, str) and self.status in STATUSES else legacy_status(self.passed, self.detail)
 
 
 RowT = TypeVar("RowT", bound=ScanRow)

@@ -12,10 +12,11 @@ from typing import Any, BinaryIO
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import current_meta, meta_problem, row_problem
 from pytest_echo_bench.store.files import STATUSES, row_status
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow, StatusRow
+from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.records import KeySet, row_key
+from pytest_echo_bench.store.rows import StatusRow
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
 from pytest_echo_bench.store.files import STATUSES
-from pytest_echo_bench.store.keyscan import RowScan, StatusRow
+from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import ArmEpoch, Key, KeySet, row_epoch
+from pytest_echo_bench.store.records import ArmEpoch, Key, KeySet
+from pytest_echo_bench.store.rows import StatusRow, all_cached, fields_of, view
 
 # The verdict of each key's newest row, as a small int (its status's index, plus PASSED when the
 # row says passed): CPython shares those, so a million keys cost a dict slot each and no object.
@@ -31,7 +30,7 @@ class ArmTally:
     errors: int = 0
     wall: float = 0.0
     not_completed: int = 0
-    spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
+    spent: float = 0.0  # USD the rows' calls cost (``add_spend``): every row, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included)
     unknown: int = 0  # rows whose cost is not known, by the report's rule (``budget.spend.ArmSpend``): not counted as 0
     uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
@@ -49,51 +48,41 @@ class ArmTally:
         self.errors += sign * (verdict == "error")
         self.wall += sign * wall
 
+    def add_spend(self, r: TallyRow) -> None:
+        """Count what row ``r`` spent (every row: money spent stays spent, whichever row is newest).
 
-class TallyRow(StatusRow, gc=False):
+        Its ``charged_usd`` when a budget ran (a reply without usage is charged its worst case, and
+        ``cost_usd`` is then null), else its ``cost_usd``, unless every call was answered from the
+        cache (a cached reply costs nothing; a routing row with some cached calls counts whole:
+        never less). Its cost is known as the report counts it (``budget.spend.ArmSpend.add``): a
+        cost that is a figure, or every call cached; ``uncosted`` counts the rows with neither a
+        valid charge nor a known cost, whose worst case a budgeted resume counts.
+        """
+        charged, cost = r.charged_usd, r.cost_usd
+        cached = bool(r.cache_hits) and r.cached()  # no hits, the common row: no call
+        charge_known = charged is not None and 0.0 <= charged <= FIGURE_MAX
+        cost_known = cost is not None and 0.0 <= cost <= FIGURE_MAX
+        spent = charged if charge_known else cost if cost_known and not cached else 0.0
+        self.spent += spent  # type: ignore[operator]
+        if cost_known or cached:
+            self.costed += 1
+        else:
+            self.unknown += 1
+        self.uncosted += not (charge_known or cached or cost_known)
+
+
+class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd",
+                    base=StatusRow), gc=False):  # type: ignore[misc]
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the
     full parser and is counted by the same rules.
     """
 
-    wall_seconds: float | None = None
-    cost_usd: float | None = None
-    cache_hits: int | None = None
-    sub_calls: float | None = None  # a figure, as the report reads it (1.5 is not rounded away)
-    charged_usd: float | None = None
-
-    def spend(self) -> float:
-        """What the row's calls cost the budget: its ``charged_usd`` when a budget ran (a reply without
-        usage is charged its worst case, and ``cost_usd`` is then null), else its ``cost_usd``, unless
-        every call was answered from the cache (a cached reply costs nothing; a routing row with some
-        cached calls counts whole: never less)."""
-        charged = self.charged_usd
-        if charged is not None and 0.0 <= charged <= FIGURE_MAX:
-            return charged
-        cost = self.cost_usd
-        if cost is None or not 0.0 <= cost <= FIGURE_MAX:
-            return 0.0
-        return 0.0 if self.cached() else cost
-
     def cached(self) -> bool:
         """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
         hits = self.cache_hits
         return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
-
-    def spend_unknown(self) -> bool:
-        """Whether what the row's calls cost is unknown: no valid charge or cost, and not every call cached."""
-        if self.charged_usd is not None and 0.0 <= self.charged_usd <= FIGURE_MAX:
-            return False
-        if self.cached():
-            return False
-        return self.cost_usd is None or not 0.0 <= self.cost_usd <= FIGURE_MAX
-
-
-def all_cached(hits: int | None, calls: float | None) -> bool:
-    """Whether the response cache answered every call of a row (``cache_hits`` of ``sub_calls``, 1 if
-    unsaid): such a row sent nothing, so it spent nothing, whatever its ``cost_usd`` (the list price)."""
-    return hits is not None and hits > 0 and hits >= (calls or 1)
 
 
 class FileTally:
@@ -153,10 +142,10 @@ class FileTally:
         return self.arms
 
     def _add(self, fast: list[TallyRow], slow: list[dict[str, Any]]) -> None:
-        arms, by_arm, default = self.arms, self.codes, str((self.meta or {}).get("benchmark", ""))
-        # One loop, no call per row but the verdict's: a resumed million-row file is counted here.
-        # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
-        for r in [_from_dict(d) for d in slow] + fast:
+        by_arm, default = self.codes, str((self.meta or {}).get("benchmark", ""))
+        # One loop, no call per row but the verdict's and the spend's: a resumed million-row file
+        # is counted here. Slow rows first: in a batch with both they are line 1 (keyscan._lines).
+        for r in [fields_of(TallyRow, d) for d in slow] + fast:
             epoch = r.epoch if r.epoch is not None and r.epoch > 1 else 1
             arm = (r.benchmark or default, r.arm, epoch)
             codes = by_arm.get(arm)
@@ -168,15 +157,8 @@ class FileTally:
             if not 0.0 <= wall <= FIGURE_MAX:  # a negative, infinite or absurd wall is unknown: it adds nothing
                 wall = 0.0
             old = codes.get(r.task_id)
-            t = arms[arm[:2]]
-            t.spent += r.spend()  # money spent stays spent, whichever row is newest
-            cost = r.cost_usd
-            # Known as the report counts it (``budget.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
-            if (cost is not None and 0.0 <= cost <= FIGURE_MAX) or r.cached():
-                t.costed += 1
-            else:
-                t.unknown += 1
-            t.uncosted += r.spend_unknown()
+            t = self.arms[arm[:2]]
+            t.add_spend(r)
             if old is not None:
                 self._replace(t, (arm[0], r.task_id, r.arm, epoch), old, code, wall)
             else:
@@ -192,11 +174,3 @@ class FileTally:
         t.count(code, wall if old_wall is not None else 0.0)
 
 
-def _from_dict(d: dict[str, Any]) -> TallyRow:
-    """A row the full parser read, with the key rules of ``records.row_key`` and the figure rule of ``store.checks``."""
-    return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
-                    benchmark=str(d["benchmark"]) if d.get("benchmark") else None, epoch=row_epoch(d),
-                    passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
-                    wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
-                    cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
-                    sub_calls=figure(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))

@@ -26,6 +26,7 @@ from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.store.files import encode_line
 from pytest_echo_bench.store.reader import iter_records, read_records
 from pytest_echo_bench.store.records import Row
+from pytest_echo_bench.store.rows import read_row
 from pytest_echo_bench.store.writer import write_whole
 
 META = {"_meta": True, "benchmark": "big", "benchmarks": {"big": {"spec": "big.yaml", "fingerprint": "f1"}},
@@ -168,8 +169,9 @@ def test_a_streamed_log_is_the_log_encoded_whole(tmp_path: Path) -> None:
     unique.sort(key=lambda r: ((r.get("epoch") or 1), r["task_id"]))
     for meta in ({**META, "benchmarks": {"big": {"epochs": 3}}}, {}):
         inputs = {("big", "t3"): "What is 2 + 2?"}
-        whole = _encode(eval_log(meta, "big", "a", unique, inputs))
-        streamed = b"".join(log_pieces(meta, "big", "a", lambda: iter(unique), inputs))
+        read = [read_row(r, "big") for r in unique]
+        whole = _encode(eval_log(meta, "big", "a", read, inputs))
+        streamed = b"".join(log_pieces(meta, "big", "a", lambda: iter(read), inputs))
         assert unstamped(streamed) == unstamped(whole)
         assert json.loads(streamed)["reductions"][0]["samples"] == json.loads(whole)["reductions"][0]["samples"]
 

@@ -12,23 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.analysis.decide.monitor import Monitor, PairFigures, Sequential, monitor_of, score_of, sequential
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Results
-from pytest_echo_bench.store.files import STATUSES, legacy_status, row_status
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.files import STATUSES, legacy_status
+from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import row_key, scan_epoch
-
-
-class DecideRow(ScanRow, gc=False):
-    """The fields the monitor needs beyond the key: anything but ``passed: true`` is not correct, and
-    an error row (``status``, or a legacy row's ``detail``) is not graded (``analysis.decide.monitor.score_of``)."""
-
-    passed: Any = None
-    status: Any = None
-    detail: Any = None
+from pytest_echo_bench.store.records import scan_epoch
+from pytest_echo_bench.store.rows import StatusRow, fields_of
 
 
 class FileFeed:
@@ -42,7 +33,7 @@ class FileFeed:
         self.path, self.monitor = path, monitor
         # One scan kept: it reads on from its ``end``, and its decoder is built once (a third of a
         # small update's time when built on every report).
-        self.scan = RowScan(path, DecideRow, self._parse)
+        self.scan = RowScan(path, StatusRow, self._parse)
         self.default = ""  # the meta line's benchmark: that of a row that names none
 
     def update(self) -> bool:
@@ -53,27 +44,17 @@ class FileFeed:
             for fast, slow in scan.batches():
                 if scan.meta is not None:
                     self.default = str(scan.meta.get("benchmark") or "")
-                for row in fast:
+                # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
+                for row in [fields_of(StatusRow, record) for record in slow] + fast:
                     status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
                     fed |= self.monitor.add(row.benchmark or self.default, row.task_id, row.arm, scan_epoch(row.epoch),
                                             score_of(status, row.passed is True))
-                for record in slow:
-                    fed |= self._add(record)
         except OSError:
             pass  # not written yet, or unreadable for now: the next update reads on from where it is
         return fed
 
     def _parse(self, raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
         return parse_line(raw, self.path, lineno, False)
-
-    def _add(self, record: dict[str, Any]) -> bool:
-        if record.get("_meta"):
-            return False
-        try:
-            benchmark, task_id, arm, epoch = row_key(record, self.default)
-        except StoreError:
-            return False
-        return self.monitor.add(benchmark, task_id, arm, epoch, score_of(row_status(record), record.get("passed") is True))
 
 
 def replay(results: Results, ended: Collection | None = None) -> Sequential | None:

@@ -25,10 +25,10 @@ from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.interop.inspect.importer import USAGE_NAMES
 from pytest_echo_bench.interop.inspect.inputs import Prompts, find_inputs, prompt_of
-from pytest_echo_bench.store.files import row_status, write_atomic
-from pytest_echo_bench.store.checks import count, figure
+from pytest_echo_bench.store.files import write_atomic
 from pytest_echo_bench.store.reader import iter_records, parse_line
-from pytest_echo_bench.store.records import row_epoch, row_key
+from pytest_echo_bench.store.records import row_key
+from pytest_echo_bench.store.rows import ReadRow, read_row
 
 SCORER = "echo_bench"  # the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
 SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
@@ -69,8 +69,9 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
         for path, ((benchmark, arm), places) in zip(paths, groups.items(), strict=True):
             places.sort()  # (epoch, task id): the order of a log's samples
 
-            def rows(places: list[tuple[int, str, int]] = places) -> Iterator[dict[str, Any]]:
-                return (_row_at(f, results, offset) for _, _, offset in places)
+            def rows(places: list[tuple[int, str, int]] = places,
+                     default: str = benchmark) -> Iterator[ReadRow]:
+                return (read_row(_row_at(f, results, offset), default) for _, _, offset in places)
             model = found.models.get((benchmark, arm), arm)  # as Inspect names one: "openai/gpt-4o"; else the arm
             _write(path, log_pieces(meta, benchmark, arm, rows, inputs, model))
             samples += len(places)
@@ -127,21 +128,22 @@ class Figures:
     finished: str | None = None
     samples: int = 0
 
-    def add(self, row: Mapping[str, Any], sample: Mapping[str, Any], arm: str) -> None:
+    def add(self, row: ReadRow) -> None:
+        """Count the sample of ``row`` (``_sample``'s: an error is unscored, a correct row C)."""
         self.samples += 1
-        self.epochs = max(self.epochs, row_epoch(row))  # the spec's K: an arm may lack rows of the last epochs
-        self.ids.setdefault(sample["id"])
-        score = sample["scores"].get(SCORER)
-        if score is not None:
-            total = self.scored.setdefault(sample["id"], [0.0, 0])
-            total[0] += 1.0 if score["value"] == "C" else 0.0
+        # The spec's K: an arm may lack rows of the last epochs.
+        self.epochs = max(self.epochs, row.epoch)
+        self.ids.setdefault(row.task_id)
+        if row.status != "error":
+            total = self.scored.setdefault(row.task_id, [0.0, 0])
+            total[0] += 1.0 if row.status == "correct" else 0.0
             total[1] += 1
-        for key, value in sample["model_usage"].get(arm, {}).items():
+        for key, value in (_usage(row.usage, row.cost_usd) or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
-        first = _time(row.get("started_at"))
+        first = _time(row.started_at)
         self.started = self.started or [first or "", first or ""]
         self.started[1] = min(self.started[1], first) if self.started[1] and first else self.started[1] or first or ""
-        done = _time(row.get("finished_at"))
+        done = _time(row.finished_at)
         self.finished = max(self.finished, done) if self.finished and done else self.finished or done
 
     def reduced(self) -> list[dict[str, Any]]:
@@ -149,40 +151,37 @@ class Figures:
         return [{"value": total / n, "sample_id": sid} for sid, (total, n) in self.scored.items()]
 
 
-def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[dict[str, Any]],
+def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[ReadRow],
              inputs: Inputs, model: str | None = None) -> dict[str, Any]:
     """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
-    rows = sorted(rows, key=lambda r: (row_epoch(r), str(r["task_id"])))
-    samples = [_sample(r, model or arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm)) for r in rows]
-    figures = _figures(meta, benchmark, model or arm, rows, samples)
+    rows = sorted(rows, key=lambda r: (r.epoch, r.task_id))
+    samples = [_sample(r, model or arm, prompt_of(inputs, benchmark, r.task_id, arm)) for r in rows]
+    figures = _figures(meta, benchmark, rows)
     return {**_head(meta, benchmark, arm, figures, model), "samples": samples,
             "reductions": [{"scorer": SCORER, "reducer": "mean", "samples": figures.reduced()}]}
 
 
-def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Callable[[], Iterable[dict[str, Any]]],
+def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str,
+               rows: Callable[[], Iterable[ReadRow]],
                inputs: Inputs, model: str | None = None) -> Iterator[bytes]:
     """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
     the figures the header gives and once for the samples, so that no sample is held."""
-    def samples() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-        return ((r, _sample(r, model or arm, prompt_of(inputs, benchmark, str(r["task_id"]), arm))) for r in rows())
-    figures = _figures(meta, benchmark, model or arm, [], [])
-    for row, sample in samples():
-        figures.add(row, sample, model or arm)
+    figures = _figures(meta, benchmark, rows())
     yield _encode(_head(meta, benchmark, arm, figures, model))[:-1] + b',"samples":['
-    for n, (_, sample) in enumerate(samples()):
-        yield (b"," if n else b"") + _encode(sample)
+    for n, row in enumerate(rows()):
+        prompt = prompt_of(inputs, benchmark, row.task_id, arm)
+        yield (b"," if n else b"") + _encode(_sample(row, model or arm, prompt))
     yield b'],"reductions":[{"scorer":' + _encode(SCORER) + b',"reducer":"mean","samples":['
     for n, reduced in enumerate(figures.reduced()):
         yield (b"," if n else b"") + _encode(reduced)
     yield b"]}]}"
 
 
-def _figures(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[Mapping[str, Any]],
-             samples: Sequence[Mapping[str, Any]]) -> Figures:
+def _figures(meta: Mapping[str, Any], benchmark: str, rows: Iterable[ReadRow]) -> Figures:
     info = (meta.get("benchmarks") or {}).get(benchmark) or {}
     figures = Figures(info["epochs"] if isinstance(info.get("epochs"), int) else 1)
-    for row, sample in zip(rows, samples, strict=True):
-        figures.add(row, sample, arm)
+    for row in rows:
+        figures.add(row)
     return figures
 
 
@@ -208,35 +207,32 @@ def _head(meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures, m
             "results": _results(figures.samples, [r["value"] for r in figures.reduced()]), "stats": stats}
 
 
-def _sample(row: dict[str, Any], arm: str, prompt: str | None) -> dict[str, Any]:
-    status = row_status(row)
-    output = str(row.get("output") or "")
-    usage = _usage(row.get("usage"), row.get("cost_usd"))
+def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
+    output = row.output or ""
+    usage = _usage(row.usage, row.cost_usd)
     text = prompt if prompt is not None else _imported_input(row)
     assistant = {"role": "assistant", "content": output, "source": "generate", "model": arm}
     sample: dict[str, Any] = {
-        "id": str(row["task_id"]), "epoch": row_epoch(row), "input": text, "target": str(row.get("target") or ""),
+        "id": row.task_id, "epoch": row.epoch, "input": text, "target": row.target or "",
         "messages": [{"role": "user", "content": text, "source": "input"}, assistant],
         "output": {"model": arm, "choices": [{"message": assistant, "stop_reason": "stop"}], "completion": output,
                    **({"usage": usage} if usage else {})},
-        "scores": {}, "metadata": {"subtask": row["subtask"]} if isinstance(row.get("subtask"), str) else {},
+        "scores": {}, "metadata": {"subtask": row.subtask} if row.subtask is not None else {},
         "model_usage": {arm: usage} if usage else {},
-        "started_at": _time(row.get("started_at")), "completed_at": _time(row.get("finished_at")),
-        "total_time": _seconds(row.get("wall_seconds")),
+        "started_at": _time(row.started_at), "completed_at": _time(row.finished_at),
+        "total_time": row.wall_seconds,
     }
-    if status == "error":
-        sample["error"] = {"message": str(row.get("detail") or "error"), "traceback": "", "traceback_ansi": ""}
+    if row.status == "error":
+        sample["error"] = {"message": row.detail or "error", "traceback": "", "traceback_ansi": ""}
     else:
-        answer = row.get("answer")
-        sample["scores"] = {SCORER: {"value": SCORE[status], "answer": answer if isinstance(answer, str) else None,
-                                     "explanation": str(row.get("detail") or "")}}
+        score = {"value": SCORE[row.status], "answer": row.answer, "explanation": row.detail or ""}
+        sample["scores"] = {SCORER: score}
     return sample
 
 
-def _imported_input(row: Mapping[str, Any]) -> str:
+def _imported_input(row: ReadRow) -> str:
     """The input an imported row kept from its Inspect log; rows of our sweeps do not store the prompt."""
-    extra = row.get("extra")
-    inspect = extra.get("inspect") if isinstance(extra, dict) else None
+    inspect = row.extra.get("inspect")
     text = inspect.get("input") if isinstance(inspect, dict) else None
     return text if isinstance(text, str) else ""
 
@@ -253,33 +249,22 @@ def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
                         "metrics": metrics}]}
 
 
-def _usage(value: object, cost: object) -> dict[str, Any] | None:
-    """The row's usage as Inspect's ``ModelUsage`` (the names ``inspect_import.USAGE_NAMES`` reads back),
-    with its cost; none when a figure is not a count: a 0 would be a figure the row never had."""
-    if not isinstance(value, dict):
+def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, Any] | None:
+    """The row's usage (``ReadRow.usage``: None unless every figure is a count, a 0 being a
+    figure the row never had) as Inspect's ``ModelUsage``, in the names
+    ``inspect_import.USAGE_NAMES`` reads back, with its cost."""
+    if counts is None:
         return None
-    usage: dict[str, Any] = {}
-    for theirs, ours in USAGE_NAMES.items():
-        if value.get(ours) is None:
-            continue
-        tokens = count(value[ours])
-        if tokens is None:
-            return None
-        usage[theirs] = tokens
+    usage = {theirs: counts[ours] for theirs, ours in USAGE_NAMES.items() if ours in counts}
     if not usage.keys() & {"input_tokens", "output_tokens"}:
         return None
     usage = {"input_tokens": usage.pop("input_tokens", 0), "output_tokens": usage.pop("output_tokens", 0), **usage}
     # Inspect's total is every token: full-rate input, output and the cache's reads and writes.
     usage["total_tokens"] = sum(usage.get(k, 0) for k in ("input_tokens", "output_tokens", "input_tokens_cache_read",
                                                           "input_tokens_cache_write"))
-    if figure(cost) is not None:
-        usage["total_cost"] = figure(cost)
+    if cost is not None:
+        usage["total_cost"] = cost
     return usage
-
-
-def _seconds(value: object) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else None  # type: ignore[arg-type]
 
 
 def _time(value: object) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,9 +24,10 @@ from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
-from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import Meta, row_epoch, scan_epoch
+from pytest_echo_bench.store.records import Meta, scan_epoch
+from pytest_echo_bench.store.rows import fields_of, view
 
 RECENT = 10  # wrong/unparseable rows listed on the page
 TAIL = 200  # characters of raw output shown for each of them
@@ -134,24 +136,10 @@ class ProgressState:
         return (expected - self.done) * 60 / rate
 
 
-class PageRow(ScanRow, gc=False):
-    """The fields the page reads, typed loosely: a page shows odd values rather than refuse them."""
-
-    passed: Any = None
-    status: Any = None
-    detail: Any = None
-    retries: Any = 0
-    usage: Any = None
-    cost_usd: Any = None
-    started_at: Any = None
-    finished_at: Any = None
-    run_id: Any = None
-    target: Any = None
-    answer: Any = None
-    output: Any = None
-
-
-_FIELDS = tuple(f for f in PageRow.__struct_fields__ if f not in ScanRow.__struct_fields__)
+class PageRow(view("_Page", "passed", "status", "detail", "retries", "usage", "cost_usd",
+                   "started_at", "finished_at", "run_id", "target", "answer", "output", loose=True),
+              gc=False):  # type: ignore[misc]
+    """The fields the page reads, taken loosely: a page shows odd values rather than refuse them."""
 
 
 @dataclass
@@ -234,7 +222,7 @@ class PageFeed:
                     for row in fast:
                         self._add(row)
                     for record in slow:
-                        self._add(_from_dict(record))
+                        self._add(fields_of(PageRow, record, loose=True))
             finally:  # the batches counted so far are counted once: the next update reads on after them
                 self.end, self.head = scan.end, scan.head
             self.decide.update(self.meta)
@@ -305,6 +293,22 @@ class PageFeed:
         state = ProgressState(title or "+".join(n for n in names if n) or self.results.stem, now)
         session = self.sessions.get("live" if self.started_at is not None else self.latest_run, _Session())
         state.arms = {k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()}
+        self._fill_arms(state, key)
+        state.retries, state.errors = self.retries, self.errors
+        state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
+        state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
+        state.window, state.session_done = self._window(session, live, now), session.done
+        state.shards = gap(self.results, self.meta)
+        stop = read_stop(self.results)
+        state.stopped = str(stop) if stop else ""
+        if live is not None:
+            _add_live(state, live)
+        state.decide = (live.decide if live is not None else None) or self.decide.sequential(
+            stop.reason if stop else None, not state.complete)
+        return state
+
+    def _fill_arms(self, state: ProgressState, key: Callable[[ArmId], str]) -> None:
+        """Each arm's tallies into its line of ``state`` (arms of several benchmarks by ``key``)."""
         for arm_id, tally in self.arms.items():
             progress = state.arms.setdefault(key(arm_id), ArmProgress(key(arm_id)))
             progress.done += tally.done
@@ -312,20 +316,6 @@ class PageFeed:
             progress.unparseable += tally.unparseable
             progress.errors += tally.errors
             progress.finished.extend(tally.finished)
-        state.retries, state.errors = self.retries, self.errors
-        state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
-        state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
-        state.window, state.session_done = self._window(session, live, now), session.done
-        state.shards = gap(self.results, self.meta)
-        if live is not None:
-            state.retries += live.retries
-            state.incomplete, state.aborted = live.incomplete, live.aborted
-            state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
-        stop = read_stop(self.results)
-        state.stopped = (live.stopped if live is not None else "") or (str(stop) if stop else "")
-        state.decide = (live.decide if live is not None else None) or self.decide.sequential(
-            stop.reason if stop else None, not state.complete)
-        return state
 
     def _names(self) -> list[str]:
         names = dict.fromkeys(self.meta.benchmarks) if self.meta else {}
@@ -353,19 +343,19 @@ class PageFeed:
         return (start, end)
 
 
+def _add_live(state: ProgressState, live: LiveCounters) -> None:
+    """What the running plugin knows beyond the file: retries, throttling, limits, budget, stop."""
+    state.retries += live.retries
+    state.incomplete, state.aborted = live.incomplete, live.aborted
+    state.throttled, state.limits, state.budget = live.throttled, dict(live.limits), live.budget
+    state.stopped = live.stopped or state.stopped
+
+
 def progress_state(results: Path, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
     """The page's state from the whole file, read once (for a single page; ``PageFeed`` to keep one)."""
     feed = PageFeed(results, live.started_at if live is not None else None)
     feed.update()
     return feed.state(live, now)
-
-
-def _from_dict(record: dict[str, Any]) -> PageRow:
-    """A row the full parser read, with the key rules of ``records.row_key``."""
-    benchmark = record.get("benchmark")
-    fields: dict[str, Any] = {name: record.get(name) for name in _FIELDS}
-    return PageRow(task_id=str(record["task_id"]), arm=str(record["arm"]), benchmark=str(benchmark) if benchmark else None,
-                   epoch=row_epoch(record), **fields)
 
 
 def _failure(key: str, row: PageRow, status: str) -> Failure:

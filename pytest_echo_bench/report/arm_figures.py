@@ -1,0 +1,198 @@
+"""One arm's figures in the report (``ArmStats``), from its graded rows: rates, intervals, the
+calls' time, tokens and cost, the cluster-robust interval over subtasks, the figures of repeats."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypedDict
+
+from pytest_echo_bench.analysis.epochs import Sampled, pass_at
+from pytest_echo_bench.analysis.stats import cluster_interval, percentile, wilson
+from pytest_echo_bench.budget import money
+from pytest_echo_bench.results.read import Item
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    """The totals of one arm of one benchmark, or of one subtask of it."""
+
+    benchmark: str
+    arm: str
+    subtask: str | None
+    n: int  # graded items (with repeats: items, each reduced from its samples)
+    # Items graded correct; None under ``--reduce mean``, which grades no item right or wrong.
+    correct: int | None
+    # None: no graded row (an arm the spec names whose items all went unrecorded).
+    pass_rate: float | None
+    ci95: tuple[float, float]
+    unparseable: int
+    errors: int
+    not_completed: int
+    wall_mean: float | None
+    wall_p50: float | None
+    wall_p95: float | None
+    sub_calls_mean: float | None
+    escalation_rate: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    cost_units: float | None = None
+    cost_per_correct: float | None = None  # USD per correct item
+    cost_units_per_correct: float | None = None
+    clusters: int | None = None  # subtasks of the overall rate, when it has two or more
+    cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
+    cluster_ci95: tuple[float, float] | None = None
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction,
+    # pass@k, the sum of the items' scores (at most n; pass_rate = score / n) and the correct
+    # sample rows (at most samples).
+    samples: int | None = None
+    epochs: int | None = None
+    reduce: str | None = None
+    pass_at: dict[str, float] | None = None
+    score: float | None = None
+    correct_samples: int | None = None
+    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows'
+    # cost
+    # is unknown; per arm only (None on a subtask's line).
+    spend_usd: float | None = None
+    spend_unknown: int | None = None
+
+
+# An arm's (or subtask's) sample rows, per-item samples, reduction.
+Samples = tuple[list[Item], list[Sampled], str]
+
+
+def score(item: Item) -> float:
+    return float(item.passed) if item.score is None else item.score
+
+
+def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
+              by_subtask: dict[str | None, list[Item]] | None = None,
+              samples: Samples | None = None) -> ArmStats:
+    """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
+    scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
+    n = len(items)
+    rows = items if samples is None else samples[0]
+    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998),
+    # so a rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
+    total: float = sum(i.passed for i in items) if samples is None else math.fsum(map(score, items))
+    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as
+    # more correct items than n. What a correct result costs then divides by the correct samples.
+    mean = samples is not None and samples[2] == "mean"
+    correct = None if mean else sum(i.passed for i in items)
+    correct_samples = sum(r.passed for r in rows)
+    cost, units = _total(i.cost_usd for i in rows), _total(i.cost_units for i in rows)
+    divisor = correct_samples if mean else correct
+    return ArmStats(
+        bench, arm, subtask, n, correct, rate(total, n), wilson(total, n),
+        not_completed=len(universe - {i.task_id for i in items}),
+        cost_usd=money.figure(cost), cost_units=units,
+        cost_per_correct=money.figure(_per(cost, divisor)),
+        cost_units_per_correct=_per(units, divisor),
+        **_call_figures(rows), **_cluster_figures(by_subtask),
+        **_epoch_figures(samples, total, correct_samples),
+    )
+
+
+class _Calls(TypedDict):
+    unparseable: int
+    errors: int
+    wall_mean: float | None
+    wall_p50: float | None
+    wall_p95: float | None
+    sub_calls_mean: float | None
+    escalation_rate: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def _call_figures(rows: list[Item]) -> _Calls:
+    """``ArmStats``'s figures of the calls behind ``rows``: verdicts, times, sub-calls, tokens."""
+    walls = [i.wall_seconds for i in rows if i.wall_seconds is not None]
+    prompt_tokens, completion_tokens = _tokens(rows)
+    return _Calls(unparseable=sum(i.status == "unparseable" for i in rows),
+                  errors=sum(i.status == "error" for i in rows),
+                  wall_mean=_mean(walls), wall_p50=_percentile(walls, 50),
+                  wall_p95=_percentile(walls, 95),
+                  sub_calls_mean=_mean([i.sub_calls for i in rows if i.sub_calls is not None]),
+                  escalation_rate=_mean([float(i.escalated) for i in rows
+                                         if i.escalated is not None]),
+                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+
+class _Clusters(TypedDict):
+    clusters: int | None
+    cluster_se: float | None
+    cluster_ci95: tuple[float, float] | None
+
+
+class _Epochs(TypedDict):
+    samples: int | None
+    epochs: int | None
+    reduce: str | None
+    pass_at: dict[str, float] | None
+    score: float | None
+    correct_samples: int | None
+
+
+def _cluster_figures(by_subtask: dict[str | None, list[Item]] | None) -> _Clusters:
+    """``ArmStats``'s cluster-robust figures: none unless the items span two subtasks or more."""
+    clustered = _clustered(by_subtask)
+    if clustered is None:
+        return _Clusters(clusters=None, cluster_se=None, cluster_ci95=None)
+    return _Clusters(clusters=len(by_subtask or {}), cluster_se=clustered[0],
+                     cluster_ci95=clustered[1:])
+
+
+def _epoch_figures(samples: Samples | None, score: float, correct_samples: int) -> _Epochs:
+    """``ArmStats``'s figures of repeats (``epochs: K``): none without them."""
+    if samples is None:
+        return _Epochs(samples=None, epochs=None, reduce=None, pass_at=None, score=None,
+                       correct_samples=None)
+    rows, sampled, how = samples
+    return _Epochs(samples=len(rows), epochs=max((s.n for s in sampled), default=0), reduce=how,
+                   pass_at=pass_at(sampled), score=score, correct_samples=correct_samples)
+
+
+def _tokens(rows: list[Item]) -> tuple[int | None, int | None]:
+    """The prompt and completion tokens of the rows whose usage is known (None: of none)."""
+    usage = [i.usage for i in rows if i.usage is not None]
+    if not usage:
+        return None, None
+    return sum(u[0] for u in usage), sum(u[1] for u in usage)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return percentile(values, q) if values else None
+
+
+def _clustered(by_subtask: dict[str | None, list[Item]] | None,
+               ) -> tuple[float, float, float] | None:
+    """The cluster-robust interval of an overall rate whose items span two or more subtasks.
+
+    Items without a subtask form one cluster of their own; with no subtask at all there is nothing
+    to cluster on and the Wilson interval stands alone.
+    """
+    if not by_subtask or set(by_subtask) == {None}:
+        return None
+    return cluster_interval([(math.fsum(map(score, group)), len(group))
+                             for group in by_subtask.values()])
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _per(total: float | None, correct: int | None) -> float | None:
+    return total / correct if total is not None and correct else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def rate(correct: float, n: int) -> float | None:
+    return correct / n if n else None
