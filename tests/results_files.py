@@ -47,12 +47,14 @@ def brief_row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *
 
 
 def meta(benchmark: str = "demo", arms: Iterable[str] = ("a", "b"), items: int | None = None,
-         **fields: Any) -> dict[str, Any]:
-    """A meta line naming one benchmark (its spec, fingerprint ``f1`` and, given, its items) and its
-    arms; ``fields`` add to it or override it."""
+         epochs: int | None = None, **fields: Any) -> dict[str, Any]:
+    """A meta line naming one benchmark (its spec, fingerprint ``f1`` and, given, its items and
+    epochs) and its arms; ``fields`` add to it or override it."""
     entry: dict[str, Any] = {"spec": f"{benchmark}.yaml", "fingerprint": "f1"}
     if items is not None:
         entry["items"] = items
+    if epochs is not None:
+        entry["epochs"] = epochs
     return {"_meta": True, "benchmark": benchmark, "benchmarks": {benchmark: entry},
             "arms": {benchmark: list(arms)}, **fields}
 
