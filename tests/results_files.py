@@ -24,24 +24,26 @@ OLDEST_FIELDS = ("task_id", "arm", "passed", "detail", "wall_seconds", "sub_call
 BRIEF_FIELDS = (*OLDEST_FIELDS, "benchmark", "status")
 
 
-def row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *, status: str | None = None,
-        **fields: Any) -> dict[str, Any]:
+def row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *,
+        status: str | None = None, **fields: Any) -> dict[str, Any]:
     """A current-format row. Give ``passed`` or ``status`` (the other follows: a row passes when it
     is correct); neither is a correct row. ``fields`` override the defaults or add fields."""
     if passed is None:
         passed = status in (None, "correct")
     status = status or ("correct" if passed else "wrong")
-    base = {"task_id": task_id, "arm": arm, "passed": passed, "detail": "passed" if passed else "expected B got C",
-            "wall_seconds": 1.0, "sub_calls": 1, "benchmark": "demo", "status": status, "output": "",
-            "answer": None, "target": "B", "attempts": 1, "retries": 0, "usage": None,
-            "started_at": "2024-01-01T00:00:00Z", "finished_at": "2024-01-01T00:00:01Z", "worker": "main",
-            "run_id": "r1", "subtask": None, "schema": 1}
+    base = {"task_id": task_id, "arm": arm, "passed": passed,
+            "detail": "passed" if passed else "expected B got C", "wall_seconds": 1.0,
+            "sub_calls": 1, "benchmark": "demo", "status": status, "output": "", "answer": None,
+            "target": "B", "attempts": 1, "retries": 0, "usage": None,
+            "started_at": "2024-01-01T00:00:00Z", "finished_at": "2024-01-01T00:00:01Z",
+            "worker": "main", "run_id": "r1", "subtask": None, "schema": 1}
     return {name: value for name, value in {**base, **fields}.items() if value is not ABSENT}
 
 
-def brief_row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *, status: str | None = None,
-              **fields: Any) -> dict[str, Any]:
-    """A row of only ``BRIEF_FIELDS`` (and ``fields``): what a hand-made file or an older writer has."""
+def brief_row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *,
+              status: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A row of only ``BRIEF_FIELDS`` (and ``fields``): what a hand-made file or an older writer
+    has."""
     full = row(task_id, arm, passed, status=status, **fields)
     return {name: value for name, value in full.items() if name in BRIEF_FIELDS or name in fields}
 
@@ -68,8 +70,8 @@ def write(path: Path, records: Iterable[Mapping[str, Any]], tail: str = "", *,
     return path
 
 
-def row_line(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *, status: str | None = None,
-             **fields: Any) -> bytes:
+def row_line(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *,
+             status: str | None = None, **fields: Any) -> bytes:
     """``row``'s row as the writer's bytes: compact, ASCII, one newline."""
     return encode_line(row(task_id, arm, passed, status=status, **fields))
 

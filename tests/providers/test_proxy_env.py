@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from netparts import ForwardProxy, forward_proxy
-from openai_server import FakeOpenAI, Server
+from fake_server import Server
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.providers.network import Network
