@@ -61,12 +61,13 @@ def meta(benchmark: str = "demo", arms: Iterable[str] = ("a", "b"), items: int |
             "arms": {benchmark: list(arms)}, **fields}
 
 
-def write(path: Path, records: Iterable[Mapping[str, Any]], tail: str = "", *,
+def write(path: Path, records: Iterable[Mapping[str, Any]], tail: str | bytes = "", *,
           meta: Mapping[str, Any] | None = None) -> Path:
     """A results file of ``records`` (after ``meta``, when given), one ``json.dumps`` a line, then
-    ``tail`` as it is (a torn line, a blank line)."""
+    ``tail`` as it is (a torn line, a blank line, bytes that are not text)."""
     lines = [meta, *records] if meta is not None else list(records)
-    path.write_text("".join(json.dumps(record) + "\n" for record in lines) + tail)
+    text = "".join(json.dumps(record) + "\n" for record in lines).encode()
+    path.write_bytes(text + (tail if isinstance(tail, bytes) else tail.encode()))
     return path
 
 
