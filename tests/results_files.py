@@ -34,9 +34,9 @@ def row(task_id: str = "t0", arm: str = "a", passed: bool | None = None, *,
     base = {"task_id": task_id, "arm": arm, "passed": passed,
             "detail": "passed" if passed else "expected B got C", "wall_seconds": 1.0,
             "sub_calls": 1, "benchmark": "demo", "status": status, "output": "", "answer": None,
-            "target": "B", "attempts": 1, "retries": 0, "usage": None,
-            "started_at": "2024-01-01T00:00:00Z", "finished_at": "2024-01-01T00:00:01Z",
-            "worker": "main", "run_id": "r1", "subtask": None, "schema": 1}
+            "target": "B", "attempts": 1, "started_at": "2024-01-01T00:00:00Z",
+            "finished_at": "2024-01-01T00:00:01Z", "worker": "main", "run_id": "r1",
+            "subtask": None, "usage": None, "retries": 0, "schema": 1}
     return {name: value for name, value in {**base, **fields}.items() if value is not ABSENT}
 
 
