@@ -218,6 +218,18 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
 
 
+# What would send a test's calls elsewhere or make it trust other certificates than its own.
+NETWORK_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                     "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+@pytest.fixture
+def no_network_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy and no certificate file from the machine's environment: each test sets its own."""
+    for name in NETWORK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def sweep(pytester: pytest.Pytester) -> Sweep:
     return Sweep(pytester)

@@ -23,13 +23,7 @@ from conftest import OPENAI_KEY, Sweep, make_spec, sim_spec
 FAST = "retries: {attempts: 4, backoff_s: 0.5, max_backoff_s: 1}\ntimeout_s: 10\n"
 
 
-pytestmark = pytest.mark.usefixtures("api_key")
-
-
-@pytest.fixture(autouse=True)
-def no_ssl_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables")
 
 
 @pytest.fixture(scope="module")
