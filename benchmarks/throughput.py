@@ -48,7 +48,8 @@ SCENARIOS = {"1k32": (1000, 32, 0), "4k256": (4000, 256, 0), "rate": (1000, 32, 
 SERVER = f"""
 import json, sys, time
 sys.path.insert(0, {str(ROOT / "tests")!r})
-from openai_server import FakeOpenAI, RateWindow
+from fake_server import RateWindow
+from openai_server import FakeOpenAI
 server = FakeOpenAI(lambda prompt: (time.sleep({LATENCY}), "4")[1])
 with server:
     print(server.base_url, flush=True)

@@ -203,6 +203,33 @@ class Sweep:
         return result, meta, rows
 
 
+# Planted secrets: what the fake servers' arms send (``api_key_env: TEST_OPENAI_KEY`` or
+# ``TEST_ANTHROPIC_KEY``), and what a test then looks for where no secret may be (results, output).
+OPENAI_KEY = "sk-test-planted-secret-4f1d2c"
+ANTHROPIC_KEY = "sk-ant-test-planted-secret-9b3e7a"  # the prefix of Anthropic's keys
+
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test keys under the names the arms read, and no budget from the machine's environment
+    (``ECHO_BENCH_BUDGET_USD``): a sweep against a fake server spends only what its spec says."""
+    monkeypatch.setenv("TEST_OPENAI_KEY", OPENAI_KEY)
+    monkeypatch.setenv("TEST_ANTHROPIC_KEY", ANTHROPIC_KEY)
+    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+
+
+# What would send a test's calls elsewhere or make it trust other certificates than its own.
+NETWORK_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                     "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+@pytest.fixture
+def no_network_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy and no certificate file from the machine's environment: each test sets its own."""
+    for name in NETWORK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def sweep(pytester: pytest.Pytester) -> Sweep:
     return Sweep(pytester)

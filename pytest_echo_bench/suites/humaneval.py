@@ -97,12 +97,6 @@ def _is_statement(text: str) -> bool:
     return bool(tree.body) and not all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) for node in tree.body)
 
 
-def build_program(code: str, metadata: Mapping[str, Any]) -> str:
-    """The prompt, the completion and the task's tests, ending with ``check(<entry_point>)``: the
-    reference harness's program (the scorer never runs it: the tests stay outside the sandbox)."""
-    return f"{build_solution(code, metadata)}{metadata['test']}\ncheck({metadata['entry_point']})\n"
-
-
 def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
     """The prompt and the completion: all that enters the sandbox."""
     prompt, entry = str(metadata["prompt"]), str(metadata["entry_point"])

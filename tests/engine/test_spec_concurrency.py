@@ -41,9 +41,7 @@ class Slow:
         return "4"
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-concurrency")
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 @pytest.mark.parametrize(("spec_cap", "cli_cap", "most"), [(2, "8", 2), (8, "3", 3)])

@@ -15,9 +15,7 @@ from conftest import Sweep, make_spec, sim_spec
 STEPS = "Q: {input}\\nThink step by step, then answer."
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-prompts")
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def openai_arm(server: FakeOpenAI, name: str, extra: str = "") -> str:

@@ -22,10 +22,7 @@ WORDS = 4  # max_tokens of every arm, and the words of every answer
 PER_CALL = WORDS * 1000.0 / 1e6  # output at 1000 USD per million tokens: 0.004 a call
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def arm(server: FakeOpenAI, name: str, extra: str = "") -> str:

@@ -13,10 +13,7 @@ from conftest import Sweep, make_spec, read_rows, sim_spec
 WORST = 0.01  # 10 tokens of output at $1000 a million, input free: every call's worst case
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def priced(server: FakeOpenAI, n: int, extra: str = "") -> str:

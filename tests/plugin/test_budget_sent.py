@@ -22,10 +22,7 @@ from conftest import Sweep, make_spec, sim_spec
 OUTPUT_PRICE = 1000.0  # USD per million output tokens; input is free: the server's bill is its completion tokens
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def spec_with(server: FakeOpenAI, n: int, options: str) -> str:

@@ -15,10 +15,7 @@ from conftest import Sweep, make_spec, sim_spec
 MAX_TOKENS = 40  # what each call holds; the server answers 4 words: a hold is 10x what a call costs
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-budget")
-    monkeypatch.delenv("ECHO_BENCH_BUDGET_USD", raising=False)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def arm(server: FakeOpenAI, name: str) -> str:

@@ -6,7 +6,6 @@ place, so the run's own table and a later report agree on every row.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
+from results_files import brief_row, write
 from pytest_echo_bench.report.figures import load_results
 from pytest_echo_bench.plugin.live import end_table
 from pytest_echo_bench.providers.answer import MAX_COUNT, count, finite_cost
@@ -23,16 +23,6 @@ from pytest_echo_bench.store.checks import FIGURE_MAX
 from pytest_echo_bench.store.tally import FileTally
 
 META = {"_meta": True, "benchmark": "demo", "fingerprint": "f", "run_id": "r", "schema": 1}
-
-
-def row(n: int, **fields: Any) -> dict[str, Any]:
-    return {"task_id": f"q{n}", "arm": "a", "passed": True, "detail": "passed", "benchmark": "demo",
-            "status": "correct", "wall_seconds": 0.5, "sub_calls": 1, "cache_hits": 0, **fields}
-
-
-def write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in [META, *rows]))
-    return path
 
 
 def spend_cell(path: Path) -> str:
@@ -52,21 +42,23 @@ def report_spend(path: Path) -> tuple[float, int, int]:
     ([0.01, 0.02], "0.0300"),
 ])
 def test_the_table_counts_unknown_costs_as_the_report_does(tmp_path: Path, costs: list[float | None], cell: str) -> None:
-    path = write(tmp_path / "r.jsonl", [row(n, cost_usd=c) for n, c in enumerate(costs)])
+    rows = [brief_row(f"q{n}", cost_usd=c) for n, c in enumerate(costs)]
+    path = write(tmp_path / "r.jsonl", rows, meta=META)
     assert spend_cell(path) == cell
     usd, _, unknown = report_spend(path)
     assert cell.startswith(f"{usd:.4f}" if usd else f"{unknown}") and (f"{unknown} unknown" in cell) is bool(unknown)
 
 
 def test_a_cached_row_is_known_and_free_in_both(tmp_path: Path) -> None:
-    path = write(tmp_path / "r.jsonl", [row(0, cost_usd=None, cache_hits=1), row(1, cost_usd=0.5, cache_hits=1)])
+    rows = [brief_row("q0", cost_usd=None, cache_hits=1), brief_row("q1", cost_usd=0.5, cache_hits=1)]
+    path = write(tmp_path / "r.jsonl", rows, meta=META)
     assert spend_cell(path) == "0.0000" and report_spend(path) == (0.0, 2, 0)
 
 
 @pytest.mark.parametrize("cost", [None, 1.0])
 def test_one_hit_of_one_and_a_half_calls_is_not_all_cached_in_either(tmp_path: Path, cost: float | None) -> None:
     """Found by the generated test below: the table read ``sub_calls: 1.5`` as no count (so 1 call, all cached)."""
-    path = write(tmp_path / "r.jsonl", [row(0, cost_usd=cost, cache_hits=1, sub_calls=1.5)])
+    path = write(tmp_path / "r.jsonl", [brief_row("q0", cost_usd=cost, cache_hits=1, sub_calls=1.5)], meta=META)
     t = FileTally().update(path)[("demo", "a")]
     assert (t.spent, t.costed, t.unknown) == ((1.0, 1, 0) if cost else (0.0, 0, 1))
     assert report_spend(path) == ((1.0, 1, 0) if cost else (0.0, 0, 1))
@@ -81,7 +73,8 @@ COSTS = st.one_of(st.none(), st.floats(min_value=0, max_value=10.0), st.sampled_
 @given(st.lists(st.tuples(COSTS, st.sampled_from([0, 1]), st.sampled_from([1, 2, None, 1.5])), min_size=1, max_size=6))
 def test_generated_costs_give_the_table_and_the_report_the_same_unknown_count(
         tmp_path: Path, rows: list[tuple[Any, int, Any]]) -> None:
-    path = write(tmp_path / "g.jsonl", [row(n, cost_usd=c, cache_hits=h, sub_calls=s) for n, (c, h, s) in enumerate(rows)])
+    records = [brief_row(f"q{n}", cost_usd=c, cache_hits=h, sub_calls=s) for n, (c, h, s) in enumerate(rows)]
+    path = write(tmp_path / "g.jsonl", records, meta=META)
     t = FileTally().update(path)[("demo", "a")]
     usd, known, unknown = report_spend(path)
     assert (t.unknown, t.costed) == (unknown, known)

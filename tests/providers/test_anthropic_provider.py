@@ -18,9 +18,7 @@ from anthropic_server import (
     FakeAnthropic,
 )
 
-from conftest import Sweep, make_spec, sim_spec
-
-KEY = "sk-ant-test-planted-secret-9b3e7a"
+from conftest import ANTHROPIC_KEY, Sweep, make_spec, sim_spec
 
 
 @pytest.fixture(params=["sdk", "http"])
@@ -35,9 +33,7 @@ def server() -> Iterator[FakeAnthropic]:
         yield fake
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_ANTHROPIC_KEY", KEY)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def anthropic_spec(server: FakeAnthropic, client: str, n: int = 3, options: str = "", timeout: float = 10) -> str:
@@ -55,15 +51,15 @@ def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep
     assert [r["usage"] for r in rows] == [{"prompt_tokens": 2, "completion_tokens": 1}] * 3
     sent = server.requests[0]
     if client == "http":
-        assert sent["key"] == KEY and sent["version"] == "2023-06-01" and sent["auth"] is None
+        assert sent["key"] == ANTHROPIC_KEY and sent["version"] == "2023-06-01" and sent["auth"] is None
     else:  # the SDK's own choice of header and API version, which differs between releases
-        assert KEY in (sent["key"], (sent["auth"] or "").removeprefix("Bearer "))
+        assert ANTHROPIC_KEY in (sent["key"], (sent["auth"] or "").removeprefix("Bearer "))
     body = sent["body"]
     assert body["model"] == "local-model" and body["max_tokens"] == 1024 and body["temperature"] == 0
     assert body["system"] == "Answer with a number." and body["stop_sequences"] == ["END"]
     prompts = sorted(r["body"]["messages"][0]["content"] for r in server.requests)
     assert prompts == ["2+2=? (0)", "2+2=? (1)", "2+2=? (2)"] and len(body["messages"]) == 1
-    assert KEY not in sweep.out.read_text() and KEY not in result.stdout.str()
+    assert ANTHROPIC_KEY not in sweep.out.read_text() and ANTHROPIC_KEY not in result.stdout.str()
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,7 @@ import time
 import pytest
 from openai_server import BAD_REQUEST, OVERLOADED, RATE_LIMIT, FakeOpenAI
 
-from conftest import Sweep, make_spec, sim_spec
-
-KEY = "sk-test-planted-secret-4f1d2c"
+from conftest import OPENAI_KEY, Sweep, make_spec, sim_spec
 
 
 @pytest.fixture(params=["sdk", "http"])
@@ -27,9 +25,7 @@ def openai_spec(server: FakeOpenAI, n: int = 3, extra: str = "", client: str = "
                     f"timeout_s: {timeout}\n" + extra)
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str) -> None:
@@ -40,8 +36,8 @@ def test_answers_usage_and_no_secret_in_results(pytester: pytest.Pytester, sweep
     assert [r["usage"]["completion_tokens"] for r in rows] == [1, 1, 1]
     sent = openai_server.requests[0]
     assert sent["body"]["model"] == "local-model" and sent["body"]["temperature"] == 0
-    assert sent["auth"] == f"Bearer {KEY}"
-    assert KEY not in sweep.out.read_text() and KEY not in result.stdout.str()
+    assert sent["auth"] == f"Bearer {OPENAI_KEY}"
+    assert OPENAI_KEY not in sweep.out.read_text() and OPENAI_KEY not in result.stdout.str()
 
 
 @pytest.mark.parametrize(

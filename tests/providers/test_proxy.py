@@ -18,17 +18,11 @@ from openai_server import FakeOpenAI
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.providers.network import Network, parse_proxy
 
-KEY = "sk-test-proxy-93ab"
 SECRET = "pr0xy-s3cret"
 FAST = "retries: {attempts: 2, backoff_s: 0.05, max_backoff_s: 0.1}\ntimeout_s: 10\n"
-VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
-    for name in (*VARIABLES, "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables")
 
 
 @pytest.fixture(scope="module")

@@ -15,23 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from netparts import ForwardProxy, forward_proxy
-from openai_server import FakeOpenAI, Server
+from fake_server import Server
+from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.providers.network import Network
 from pytest_echo_bench.providers.proxy_env import environment_proxy
 
-KEY = "sk-test-proxy-env-51c0"
 PROXY = "http://proxy.corp:3128"
 FAST = "retries: {attempts: 2, backoff_s: 0.05, max_backoff_s: 0.1}\ntimeout_s: 10\n"
-VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
-    for name in (*VARIABLES, "SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables")
 
 
 def httpx_route(url: str, proxies: dict[str, str]) -> str | None:

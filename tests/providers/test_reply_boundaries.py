@@ -460,9 +460,7 @@ def test_the_sdk_clients_read_content_parts_and_odd_usage_by_the_same_rules(serv
 
 # -- whole sweeps ---------------------------------------------------------------------------------------
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test")
+pytestmark = pytest.mark.usefixtures("api_key")
 
 
 def sweep_spec(server: FakeOpenAI, n: int, client: str) -> str:

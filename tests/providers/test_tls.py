@@ -18,17 +18,12 @@ from anthropic_server import FakeAnthropic
 from netparts import Cert, https_url, make_cert, make_expired_cert, tls_server
 from openai_server import FakeOpenAI
 
-from conftest import Sweep, make_spec, sim_spec
+from conftest import OPENAI_KEY, Sweep, make_spec, sim_spec
 
-KEY = "sk-test-tls-5d1c"
 FAST = "retries: {attempts: 4, backoff_s: 0.5, max_backoff_s: 1}\ntimeout_s: 10\n"
 
 
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
-    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables")
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +93,7 @@ def assert_tls_stop(result: pytest.RunResult, rows: list[dict[str, object]], hos
     for words in ("arm 'gpt' cannot work as configured", f"the certificate of {host} failed verification",
                   reason, "ca_file:", "SSL_CERT_FILE"):
         assert words in text, (words, text[-3000:])
-    assert KEY not in text
+    assert OPENAI_KEY not in text
     # One refused handshake, not four tries with backoff per item: no item says it took retries. The
     # time bound only catches a hang (10 s was passed at load 10-20, on main as well).
     assert not re.search(r"took \d+ retries", text), text[-3000:]

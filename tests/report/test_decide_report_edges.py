@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from results_files import ABSENT, brief_row, meta, write
 from pytest_echo_bench.cli.main import BUG, main
 
 FORMATS = ("table", "markdown", "json", "csv", "html")
@@ -21,26 +22,8 @@ PLAN = {"pairs": [["demo", "a", "b"]], "alpha": 0.05, "margin": 0.0}
 
 
 def _meta(decide: Any, epochs: int = 1, arms: tuple[str, ...] = ("a", "b")) -> dict[str, Any]:
-    bench: dict[str, Any] = {"spec": "demo.yaml", "fingerprint": "f", "items": 4}
-    if epochs > 1:
-        bench["epochs"] = epochs
-    return {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": bench}, "arms": {"demo": list(arms)},
-            "created_at": "2026-12-01T00:00:00Z", "decide": decide}
-
-
-def _row(task: str, arm: str, passed: bool, epoch: int = 1, bench: str | None = "demo") -> dict[str, Any]:
-    row: dict[str, Any] = {"task_id": task, "arm": arm, "passed": passed, "detail": "", "wall_seconds": 0.1,
-                           "sub_calls": 1, "status": "correct" if passed else "wrong"}
-    if bench is not None:
-        row["benchmark"] = bench
-    if epoch > 1:
-        row["epoch"] = epoch
-    return row
-
-
-def _write(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in [meta, *rows]))
-    return path
+    return meta(arms=arms, items=4, epochs=epochs if epochs > 1 else None,
+                created_at="2026-12-01T00:00:00Z", decide=decide)
 
 
 def _run(path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -63,26 +46,26 @@ def _every_format_says(path: Path, capsys: pytest.CaptureFixture[str], words: st
 
 
 @pytest.mark.parametrize(("rows", "words"), [
-    ([_row("q1", "a", True), _row("q2", "b", False)], "no item both a and b answered"),
-    ([_row("q1", "a", True), _row("q2", "a", False)], "no graded row of b: nothing to compare yet"),
-    ([_row("q1", "b", True)], "no graded row of a: nothing to compare yet"),
+    ([brief_row("q1", "a", True), brief_row("q2", "b", False)], "no item both a and b answered"),
+    ([brief_row("q1", "a", True), brief_row("q2", "a", False)], "no graded row of b: nothing to compare yet"),
+    ([brief_row("q1", "b", True)], "no graded row of a: nothing to compare yet"),
     ([], "no graded row of a or b"),
-    ([_row("q1", "a", True, bench="other"), _row("q1", "b", True, bench="other")], "no graded row of a or b"),
+    ([brief_row("q1", "a", True, benchmark="other"), brief_row("q1", "b", True, benchmark="other")], "no graded row of a or b"),
 ])
 def test_a_pair_with_nothing_to_compare_says_why_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                  rows: list[dict[str, Any]], words: str) -> None:
-    seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN), rows), capsys, words)
+    seq = _every_format_says(write(tmp_path / "r.jsonl", rows, meta=_meta(PLAN)), capsys, words)
     (pair,) = seq["pairs"]
     assert (pair["n"], pair["state"], pair["diff"], pair["ci"], pair["p_anytime"]) == (0, "undecided", None, [-1.0, 1.0], 1.0)
     assert words in pair["note"]
 
 
 def test_an_item_missing_an_epoch_of_one_arm_is_not_paired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = [_row("q1", "a", True), _row("q1", "a", True, 2), _row("q1", "b", False)]  # b has 1 of 2 samples
-    seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN, epochs=2), rows), capsys,
+    rows = [brief_row("q1", "a", True), brief_row("q1", "a", True, epoch=2), brief_row("q1", "b", False)]  # b has 1 of 2 samples
+    seq = _every_format_says(write(tmp_path / "r.jsonl", rows, meta=_meta(PLAN, epochs=2)), capsys,
                              "no item both a and b answered (with every sample)")
-    rows.append(_row("q1", "b", False, 2))
-    seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN, epochs=2), rows), capsys, "")
+    rows.append(brief_row("q1", "b", False, epoch=2))
+    seq = _every_format_says(write(tmp_path / "r.jsonl", rows, meta=_meta(PLAN, epochs=2)), capsys, "")
     assert seq["pairs"][0]["n"] == 1 and seq["pairs"][0]["diff"] == 1.0 and "note" not in seq["pairs"][0]
 
 
@@ -99,7 +82,7 @@ def test_an_item_missing_an_epoch_of_one_arm_is_not_paired(tmp_path: Path, capsy
 ])
 def test_a_plan_that_cannot_be_used_is_left_out_saying_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                            decide: dict[str, Any], words: str) -> None:
-    path = _write(tmp_path / "r.jsonl", _meta(decide), [_row("q1", "a", True), _row("q1", "b", False)])
+    path = write(tmp_path / "r.jsonl", [brief_row("q1", "a", True), brief_row("q1", "b", False)], meta=_meta(decide))
     seq = _every_format_says(path, capsys, "the meta line's decide plan cannot be used: " + words)
     assert seq["pairs"] == [] and seq["alpha"] is None and words in seq["problem"]
 
@@ -108,7 +91,7 @@ def test_a_plan_that_cannot_be_used_is_left_out_saying_why(tmp_path: Path, capsy
                                     {"pairs": [["demo", "a", "b"]], "margin": True}, ["demo", "a", "b"]])
 def test_a_decide_field_of_the_wrong_type_is_refused_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                       decide: Any) -> None:
-    path = _write(tmp_path / "r.jsonl", _meta(decide), [_row("q1", "a", True)])
+    path = write(tmp_path / "r.jsonl", [brief_row("q1", "a", True)], meta=_meta(decide))
     for fmt in FORMATS:
         status, out, err = _run(path, fmt, capsys)
         assert status == 2 and out == "" and "Traceback" not in err
@@ -148,12 +131,13 @@ def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsy
                                                            pairs: list[tuple[str, str, str]], alpha: float, margin: float,
                                                            epochs: int, damage: list[tuple[int, dict[str, Any]]]) -> None:
     decide = {"pairs": [list(p) for p in pairs], "alpha": alpha, "margin": margin}
-    records = [_row(t, arm, ok, epoch if epochs > 1 else 1, bench) for t, arm, ok, epoch, bench in rows]
+    records = [brief_row(t, arm, ok, benchmark=ABSENT if bench is None else bench,
+                         epoch=epoch if epochs > 1 and epoch > 1 else ABSENT) for t, arm, ok, epoch, bench in rows]
     damaged = [(i, change) for i, change in damage if i < len(records)]
     for i, change in damaged:
         records[i].update(change)
     refused = any(KEY_FIELDS & set(change) for _, change in damaged)
-    path = _write(tmp_path / "r.jsonl", _meta(decide, epochs, ("a", "b", "c")), records)
+    path = write(tmp_path / "r.jsonl", records, meta=_meta(decide, epochs, ("a", "b", "c")))
     usable = 0 < alpha < 1 and 0 <= margin < 1 and all(x != y for _, x, y in pairs)
     for fmt in FORMATS:
         status, out, err = _run(path, fmt, capsys)
@@ -180,10 +164,10 @@ def test_the_replay_counts_a_keys_first_graded_row_as_the_run_did_while_the_rest
     # a's unparseable row was recorded again, correct: its pass rate says so, but the look that decided
     # (or not) used the first graded row (unparseable counts 0), and the anytime-valid figures must be
     # those of that look. An error row was never graded: the look skipped it, and its retry counts.
-    first = {**_row("q1", "a", False), "status": "unparseable"}
-    error = {**_row("q2", "a", False), "status": "error"}
-    rows = [first, _row("q1", "b", False), _row("q1", "a", True), error, _row("q2", "b", False), _row("q2", "a", True)]
-    path = _write(tmp_path / "r.jsonl", _meta(PLAN), rows)
+    first = brief_row("q1", "a", False, status="unparseable")
+    error = brief_row("q2", "a", False, status="error")
+    rows = [first, brief_row("q1", "b", False), brief_row("q1", "a", True), error, brief_row("q2", "b", False), brief_row("q2", "a", True)]
+    path = write(tmp_path / "r.jsonl", rows, meta=_meta(PLAN))
     status, out, _ = _run(path, "json", capsys)
     report = json.loads(out)
     assert status == 0 and report["arms"]["a"]["pass_rate"] == 1.0

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from results_files import write
 from pytest_echo_bench.report.page.html import render_progress, watch, write_progress
 from pytest_echo_bench.report.page.state import LiveCounters, PageFeed, progress_state
 from pytest_echo_bench.analysis.stats import wilson
@@ -41,15 +42,10 @@ def meta(items: int = 8, arms: tuple[str, ...] = ("a", "b"), benchmark: str = "d
             "arms": {benchmark: list(arms)}, "created_at": "2026-11-30T12:00:00Z"}
 
 
-def write_results(path: Path, records: list[dict[str, Any]], tail: bytes = b"") -> Path:
-    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records) + tail)
-    return path
-
-
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     """Arm a: 2 correct, 1 wrong, 1 unparseable (and a duplicate row); arm b: 1 correct, 1 error."""
-    return write_results(tmp_path / "run.jsonl", [
+    return write(tmp_path / "run.jsonl", [
         meta(),
         make_row("q1", "a", retries=2, cost_usd=0.25),
         make_row("q2", "a"),
@@ -88,7 +84,7 @@ def test_page_is_self_contained_with_progress_bars(results: Path) -> None:
 
 def test_torn_tail_and_garbage_lines_are_skipped(tmp_path: Path) -> None:
     torn = json.dumps(make_row("q9", "a")).encode()[:-1]  # no newline: still being written
-    path = write_results(tmp_path / "run.jsonl", [meta(), make_row("q1", "a")], tail=b"not json\n[1, 2]\n" + torn)
+    path = write(tmp_path / "run.jsonl", [meta(), make_row("q1", "a")], tail=b"not json\n[1, 2]\n" + torn)
     state = progress_state(path)
     assert state.done == 1 and "q9" not in render_progress(state)
     path.write_bytes(path.read_bytes() + b"}\n")  # the line lands
@@ -98,7 +94,7 @@ def test_torn_tail_and_garbage_lines_are_skipped(tmp_path: Path) -> None:
 def test_older_rows_without_meta(tmp_path: Path) -> None:
     old = [{"task_id": "q1", "arm": "a", "passed": True, "detail": "passed", "wall_seconds": 0.1, "sub_calls": 1},
            {"task_id": "q2", "arm": "a", "passed": False, "detail": "unparseable", "wall_seconds": 0.1, "sub_calls": 1}]
-    state = progress_state(write_results(tmp_path / "old.jsonl", old))
+    state = progress_state(write(tmp_path / "old.jsonl", old))
     arm = state.arms["a"]
     assert (arm.expected, arm.done, arm.correct, arm.unparseable) == (None, 2, 1, 1)
     assert state.expected is None and state.throughput is None and state.prompt_tokens is None
@@ -114,14 +110,14 @@ def test_missing_file_renders_an_empty_page(tmp_path: Path) -> None:
 
 def test_several_benchmarks_key_arms_by_benchmark(tmp_path: Path) -> None:
     head = meta() | {"benchmark": "x+y", "benchmarks": {"x": {"items": 2}, "y": {"items": 3}}, "arms": {"x": ["a", "b"], "y": ["a"]}}
-    path = write_results(tmp_path / "run.jsonl", [head, make_row("q1", "a", benchmark="x"), make_row("q1", "a", benchmark="y")])
+    path = write(tmp_path / "run.jsonl", [head, make_row("q1", "a", benchmark="x"), make_row("q1", "a", benchmark="y")])
     state = progress_state(path)
     assert {k: (a.expected, a.done) for k, a in state.arms.items()} == {"x/a": (1, 1), "x/b": (1, 0), "y/a": (3, 1)}
 
 
 def test_throughput_and_eta(tmp_path: Path) -> None:
     rows = [make_row(f"q{i}", "a", start=T0 + 60 * i, end=T0 + 60 * (i + 1)) for i in range(4)]
-    state = progress_state(write_results(tmp_path / "run.jsonl", [meta(8, ("a",)), *rows]), now=T0 + 999)
+    state = progress_state(write(tmp_path / "run.jsonl", [meta(8, ("a",)), *rows]), now=T0 + 999)
     assert state.throughput == pytest.approx(1.0) and state.eta_s == pytest.approx(240)
     page = render_progress(state)
     assert "1.0 items/min" in page and "4m 00s" in page
@@ -130,7 +126,7 @@ def test_throughput_and_eta(tmp_path: Path) -> None:
 def test_live_counters_add_to_the_file(tmp_path: Path) -> None:
     earlier = [make_row("q1", "a", run_id="r0", start=T0 - 900, end=T0 - 800)]  # a session before this resume
     now_rows = [make_row(f"q{i}", "a", start=T0, end=T0 + 30 * i) for i in (2, 3)]
-    path = write_results(tmp_path / "run.jsonl", [meta(), *earlier, *now_rows])
+    path = write(tmp_path / "run.jsonl", [meta(), *earlier, *now_rows])
     live = LiveCounters({"a": 3}, retries=4, incomplete=1, aborted=2, started_at=T0, stopped="interrupted: Ctrl-C")
     state = progress_state(path, live, now=T0 + 120)
     assert (state.arms["a"].expected, state.done, state.session_done) == (4, 3, 2)
@@ -141,7 +137,7 @@ def test_live_counters_add_to_the_file(tmp_path: Path) -> None:
 
 def test_everything_from_the_file_is_escaped(tmp_path: Path) -> None:
     evil = [make_row(PAYLOAD, PAYLOAD, "wrong", output="x" * 500 + PAYLOAD, answer=PAYLOAD, target=PAYLOAD, benchmark=PAYLOAD)]
-    path = write_results(tmp_path / "run.jsonl", [meta(1, (PAYLOAD,), PAYLOAD), *evil])
+    path = write(tmp_path / "run.jsonl", [meta(1, (PAYLOAD,), PAYLOAD), *evil])
     Path(str(path) + ".stop.json").write_text(json.dumps({"reason": "exhausted", "message": PAYLOAD}))
     page = render_progress(progress_state(path))
     assert "<script" not in page.lower() and "<img" not in page.lower() and "onerror=alert(1)>" not in page
@@ -218,7 +214,7 @@ def test_watch_picks_up_new_rows_then_ends_at_the_stop_marker(results: Path, tmp
 
 
 def test_watch_ends_when_the_run_is_complete(tmp_path: Path) -> None:
-    path = write_results(tmp_path / "run.jsonl", [meta(2), make_row("q1", "a"), make_row("q1", "b")])
+    path = write(tmp_path / "run.jsonl", [meta(2), make_row("q1", "a"), make_row("q1", "b")])
 
     def never() -> bool:
         raise AssertionError("watch should have seen the run complete")
@@ -241,7 +237,7 @@ def test_page_in_a_real_browser(tmp_path: Path) -> None:
         pytest.skip("needs Debian's chromium package: apt-get install chromium")
     attack = ("<script>document.title='pwned'</script>\"><img id=\"pwned-img\" src=x onerror=\"document.title='pwned'\">"
               "<b id=\"pwned-b\">bold</b>")
-    path = write_results(tmp_path / "run.jsonl", [
+    path = write(tmp_path / "run.jsonl", [
         meta(), make_row("q1", "a"), make_row("q2", "a", "wrong", output="Reasoning... " + attack, answer=attack),
         make_row("q1", "b", "unparseable", target=attack),
     ])
@@ -267,7 +263,7 @@ def test_page_in_a_real_browser(tmp_path: Path) -> None:
 def test_a_kept_feed_reads_only_what_was_appended(tmp_path: Path) -> None:
     """Each refresh reads from where the last one stopped: rewriting a row already read changes
     nothing (a full re-read would count it as a new item), while the appended rows are counted."""
-    path = write_results(tmp_path / "run.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(3))])
+    path = write(tmp_path / "run.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(3))])
     feed = PageFeed(path)
     feed.update()
     assert feed.state().done == 3 and feed.end[0] == path.stat().st_size
@@ -285,7 +281,7 @@ def test_a_kept_feed_reads_only_what_was_appended(tmp_path: Path) -> None:
 def test_a_kept_feed_equals_a_fresh_read_as_the_file_grows(tmp_path: Path) -> None:
     """Appends in pieces (a torn line completed later, a duplicate, a second run) give the page a
     fresh read of the whole file would give."""
-    path = write_results(tmp_path / "run.jsonl", [meta(8, ("a", "b"))])
+    path = write(tmp_path / "run.jsonl", [meta(8, ("a", "b"))])
     feed = PageFeed(path)
     rows = [make_row("q1", "a"), make_row("q2", "a", "wrong", output=PAYLOAD), make_row("q1", "b", "error"),
             make_row("q1", "a", "wrong"), make_row("q3", "b", "unparseable", run_id="r2", start=T0 + 5, end=T0 + 9)]
@@ -297,7 +293,7 @@ def test_a_kept_feed_equals_a_fresh_read_as_the_file_grows(tmp_path: Path) -> No
 
 
 def test_a_page_with_a_lone_surrogate_is_written(tmp_path: Path) -> None:
-    path = write_results(tmp_path / "run.jsonl", [meta(), make_row("q1", "a", "wrong", output="\ud800 five")])
+    path = write(tmp_path / "run.jsonl", [meta(), make_row("q1", "a", "wrong", output="\ud800 five")])
     out = tmp_path / "status.html"
     write_progress(path, out)  # a lone surrogate (a valid JSON escape) is replaced, never fails the page
     assert "? five" in out.read_text()
@@ -306,17 +302,17 @@ def test_a_page_with_a_lone_surrogate_is_written(tmp_path: Path) -> None:
 def test_arm_colours_on_the_page_stay_distinct_beyond_ten_arms(tmp_path: Path) -> None:
     arms = tuple(f"arm{i}" for i in range(14))
     rows = [make_row("q1", arm) for arm in arms]
-    page = render_progress(progress_state(write_results(tmp_path / "run.jsonl", [meta(14, arms), *rows]), now=T0 + 60))
+    page = render_progress(progress_state(write(tmp_path / "run.jsonl", [meta(14, arms), *rows]), now=T0 + 60))
     swatches = re.findall(r'class="swatch" style="background:(#[0-9a-f]{6})"', page)
     strokes = re.findall(r'<polyline fill="none" stroke="(#[0-9a-f]{6})"', page)
     assert len(swatches) == 14 and len(set(swatches)) == 14 and strokes == swatches  # the chart matches the table
 
 
 def test_a_kept_feed_starts_over_when_the_file_is_replaced(tmp_path: Path) -> None:
-    path = write_results(tmp_path / "run.jsonl", [meta(8), make_row("q1", "a", "wrong")])
+    path = write(tmp_path / "run.jsonl", [meta(8), make_row("q1", "a", "wrong")])
     feed = PageFeed(path)
     feed.update()
-    bigger = write_results(tmp_path / "other.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(4)),
+    bigger = write(tmp_path / "other.jsonl", [meta(8), *(make_row(f"q{i}", "a") for i in range(4)),
                                                       make_row("q1", "b")])
     os.replace(bigger, path)  # another, larger file at the same path
     feed.update()

@@ -11,32 +11,17 @@ from typing import Any
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
+from results_files import meta, row, write
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.report.formats import render
 from pytest_echo_bench.report.formats.text import report_json
 from pytest_echo_bench.report.figures import ArmStats, Conflict, Report, build_report, load_results
 
-META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 30}},
-        "arms": {"demo": ["B", "A"]}}
-
-
-def row(task_id: str, arm: str, passed: bool, benchmark: str = "demo", **fields: Any) -> dict[str, Any]:
-    """A current-format row; ``fields`` override the defaults."""
-    status = "correct" if passed else "wrong"
-    base = {"task_id": task_id, "arm": arm, "passed": passed, "detail": "passed" if passed else "expected B got C",
-            "wall_seconds": 1.0, "sub_calls": 1, "benchmark": benchmark, "status": status, "output": "", "answer": None,
-            "target": "B", "attempts": 1, "retries": 0, "usage": None, "started_at": "2024-01-01T00:00:00Z",
-            "finished_at": "2024-01-01T00:00:01Z", "worker": "main", "run_id": "r1", "subtask": None, "schema": 1}
-    return {**base, **fields}
+META = meta(arms=("B", "A"), items=30)
 
 
 def old_row(task_id: str, arm: str, detail: str, wall: float = 2.0) -> dict[str, Any]:
     return {"task_id": task_id, "arm": arm, "passed": detail == "passed", "detail": detail, "wall_seconds": wall, "sub_calls": 1}
-
-
-def write(path: Path, records: list[dict[str, Any]], tail: str = "") -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
-    return path
 
 
 def paired(a_only: int, b_only: int, both: int, neither: int) -> list[dict[str, Any]]:
@@ -199,7 +184,7 @@ def test_json_keys_arms_by_name_for_one_benchmark(thirty: Report) -> None:
 
 
 def test_json_keys_arms_by_benchmark_when_several(tmp_path: Path) -> None:
-    report = report_of(tmp_path, [row("t1", "A", True, "one"), row("t1", "A", False, "two")])
+    report = report_of(tmp_path, [row("t1", "A", True, benchmark="one"), row("t1", "A", False, benchmark="two")])
     assert set(report_json(report)["arms"]) == {"one/A", "two/A"}
 
 

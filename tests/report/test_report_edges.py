@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
+from results_files import meta, row, write
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.args import OutputClosed, say
 from pytest_echo_bench.report.formats import render
@@ -28,20 +29,7 @@ from pytest_echo_bench.store.checks import META_FIELDS
 from pytest_echo_bench.store.meta import BenchmarkEntry, SelectionRecord
 from pytest_echo_bench.store.records import Meta
 
-META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 3}},
-        "arms": {"demo": ["A", "B", "C"]}}
-
-
-def row(task_id: str, arm: str, passed: bool, **fields: Any) -> dict[str, Any]:
-    base = {"task_id": task_id, "arm": arm, "passed": passed, "detail": "passed" if passed else "expected B got C",
-            "wall_seconds": 1.0, "sub_calls": 1, "benchmark": "demo", "status": "correct" if passed else "wrong",
-            "output": "", "answer": "B" if passed else "C", "target": "B", "schema": 1}
-    return {**base, **fields}
-
-
-def write(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
+META = meta(arms=("A", "B", "C"), items=3)
 
 
 @pytest.fixture

@@ -12,27 +12,14 @@ from typing import Any
 
 import pytest
 
+from results_files import meta, row, write
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.report.formats import render
 from pytest_echo_bench.report.formats.text import report_json
 from pytest_echo_bench.report.figures import Report, build_report, load_results
 from pytest_echo_bench.budget.spend import run_budget
 
-META_AB = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 9}},
-           "arms": {"demo": ["A", "B"]}}
-
-
-def row(task_id: str, arm: str, passed: bool, **fields: Any) -> dict[str, Any]:
-    base = {"task_id": task_id, "arm": arm, "passed": passed, "detail": "", "wall_seconds": 1.0, "sub_calls": 1,
-            "benchmark": "demo", "status": "correct" if passed else "wrong", "output": "", "answer": None,
-            "target": "B", "attempts": 1, "retries": 0, "usage": None, "started_at": "2024-01-01T00:00:00Z",
-            "finished_at": "2024-01-01T00:00:01Z", "worker": "main", "run_id": "r1", "subtask": None, "schema": 1}
-    return {**base, **fields}
-
-
-def write(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
+META_AB = meta(arms=("A", "B"), items=9)
 
 
 def spend_rows() -> list[dict[str, Any]]:

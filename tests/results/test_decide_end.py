@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from results_files import brief_row
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
 from pytest_echo_bench.results.ending import collection
@@ -22,16 +23,12 @@ META = {"_meta": True, "benchmark": "d", "benchmarks": {"d": {"fingerprint": "f"
         "plugin_version": "0", "created_at": "", "decide": {"pairs": [["d", "a", "b"]], "alpha": 0.05, "margin": 0.0}}
 
 
-def _row(task: str, arm: str, status: str, **extra: Any) -> dict[str, Any]:
-    return {"task_id": task, "arm": arm, "passed": status == "correct", "detail": status, "status": status,
-            "wall_seconds": 0.1, "sub_calls": 1, "benchmark": "d", **extra}
-
-
 def _file(path: Path, stopped: dict[str, Any] | None, n: int = 30) -> Path:
     """``n`` items a answers right and b wrong, then the end line ``stopped`` (None: no end line)."""
     lines = [encode_line(META)]
     for i in range(n):
-        lines += [encode_line(_row(f"t{i}", "a", "correct")), encode_line(_row(f"t{i}", "b", "wrong"))]
+        lines += [encode_line(brief_row(f"t{i}", "a", status="correct", benchmark="d")),
+                  encode_line(brief_row(f"t{i}", "b", status="wrong", benchmark="d"))]
     if stopped is not None:
         lines.append(end_line("r", "", stopped))
     path.write_bytes(b"".join(lines))
@@ -110,7 +107,7 @@ def test_error_rows_are_not_graded_by_the_feed_and_a_retried_row_is(tmp_path: Pa
     """The feed the controller decides with: ``status`` rows take the fast path, rows of the older
     format (no ``status``; ``detail`` "error: ...") the legacy rule; an unparseable answer counts 0."""
     def error(task: str) -> dict[str, Any]:
-        row = _row(task, "b", "error")
+        row = brief_row(task, "b", status="error", benchmark="d")
         if legacy:
             del row["status"]
             row["detail"] = "error: 500"
@@ -118,7 +115,8 @@ def test_error_rows_are_not_graded_by_the_feed_and_a_retried_row_is(tmp_path: Pa
 
     lines = [encode_line(META)]
     for i in range(20):
-        lines += [encode_line(_row(f"t{i}", "a", "correct")), encode_line(error(f"t{i}"))]
+        lines += [encode_line(brief_row(f"t{i}", "a", status="correct", benchmark="d")),
+                  encode_line(error(f"t{i}"))]
     path = tmp_path / "r.jsonl"
     path.write_bytes(b"".join(lines))
     monitor = Monitor(Plan((("d", "a", "b"),)))
@@ -126,7 +124,8 @@ def test_error_rows_are_not_graded_by_the_feed_and_a_retried_row_is(tmp_path: Pa
     assert not feed.update()
     assert monitor.pairs[0].test.n == 0  # counted as wrong, 20 items of a right and b wrong would decide a better
     with open(path, "ab") as f:  # the retries: b graded now, once unparseable, once right
-        f.write(encode_line(_row("t0", "b", "unparseable")) + encode_line(_row("t1", "b", "correct")))
+        f.write(encode_line(brief_row("t0", "b", status="unparseable", benchmark="d"))
+                + encode_line(brief_row("t1", "b", status="correct", benchmark="d")))
     assert feed.update()
     state = monitor.pairs[0]
     assert state.test.n == 2 and state.test.mean() == pytest.approx(0.5)  # (1 - 0 + 1 - 1) / 2

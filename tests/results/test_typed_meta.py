@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import sim_spec
+from results_files import row, write
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.merge import merge
@@ -22,22 +23,9 @@ META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "dem
         "created_at": "2026-01-01T00:00:00Z", "from_a_newer_writer": {"kept": True}}
 
 
-def row(task: str, passed: bool, output: str = "4") -> dict[str, object]:
-    return {"task_id": task, "arm": "good", "passed": passed, "detail": "", "wall_seconds": 0.1, "sub_calls": 1,
-            "benchmark": "demo", "status": "correct" if passed else "wrong", "output": output, "answer": output,
-            "target": "4", "attempts": 1, "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z",
-            "worker": "main", "run_id": "r1"}
-
-
-def results(path: Path, meta: dict[str, object] | None, *rows: dict[str, object]) -> Path:
-    lines = ([meta] if meta is not None else []) + list(rows)
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
 def test_merge_gives_a_meta_that_keeps_what_it_does_not_name(tmp_path: Path) -> None:
-    first = results(tmp_path / "a.jsonl", META, row("q0", True))
-    second = results(tmp_path / "b.jsonl", {**META, "run_id": "r2"}, row("q1", False))
+    first = write(tmp_path / "a.jsonl", [row("q0", "good", True)], meta=META)
+    second = write(tmp_path / "b.jsonl", [row("q1", "good", False)], meta={**META, "run_id": "r2"})
     merged = merge([first, second])
     assert isinstance(merged.meta, Meta)
     assert merged.meta.run_id == "r1" and merged.meta.selection.shard == ""
@@ -51,7 +39,7 @@ def test_merge_gives_a_meta_that_keeps_what_it_does_not_name(tmp_path: Path) -> 
 
 
 def test_merge_of_a_file_without_a_meta_line_types_the_assumed_one(tmp_path: Path) -> None:
-    bare = results(tmp_path / "bare.jsonl", None, row("q0", True))
+    bare = write(tmp_path / "bare.jsonl", [row("q0", "good", True)])
     merged = merge([bare], {"demo": "f9"})
     assert merged.meta is not None
     assert merged.meta.benchmarks == {"demo": BenchmarkEntry(fingerprint="f9")}
@@ -59,7 +47,7 @@ def test_merge_of_a_file_without_a_meta_line_types_the_assumed_one(tmp_path: Pat
 
 
 def test_merge_refuses_a_mistyped_meta_line_naming_the_file(tmp_path: Path) -> None:
-    bad = results(tmp_path / "bad.jsonl", {**META, "spec_files": "demo.yaml"}, row("q0", True))
+    bad = write(tmp_path / "bad.jsonl", [row("q0", "good", True)], meta={**META, "spec_files": "demo.yaml"})
     with pytest.raises(StoreError, match=r"bad\.jsonl:1"):
         merge([bad])
 
@@ -69,7 +57,7 @@ def test_regrade_gives_a_meta_with_its_provenance_and_what_it_does_not_name(tmp_
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "demo.yaml"
     spec.write_text(sim_spec(1, arms="  good: {provider: sim, accuracy: 1.0}"))
-    source = results(tmp_path / "r.jsonl", META, row("q0", False, output="4"))
+    source = write(tmp_path / "r.jsonl", [row("q0", "good", False, output="4", target="4")], meta=META)
     done = regrade(source, [spec])
     assert isinstance(done.meta, Meta) and done.meta.extra["regraded_from"] == str(source)
     assert done.meta.extra["from_a_newer_writer"] == {"kept": True} and done.meta.run_id == "r1"

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
+from results_files import brief_row
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.results.merge import merge
@@ -40,9 +41,8 @@ def meta(fingerprint: str = "f1", shard: str = "", run_id: str = "r1") -> bytes:
 
 
 def row(task: str, passed: bool = True, run_id: str = "r1") -> bytes:
-    return encode_line({"task_id": task, "arm": "good", "passed": passed, "detail": "passed" if passed else "wrong",
-                        "wall_seconds": 0.1, "sub_calls": 1, "benchmark": "demo",
-                        "status": "correct" if passed else "wrong", "run_id": run_id, "cost_usd": 0.01})
+    return encode_line(brief_row(task, "good", passed, detail="passed" if passed else "wrong", wall_seconds=0.1,
+                                 run_id=run_id, cost_usd=0.01))
 
 
 V1 = meta("f1") + row("q0") + row("q1")

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
+from results_files import write
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.store.checks import META_FIELDS
@@ -88,12 +89,6 @@ def expected(meta: dict[str, Any] | None, rows: list[dict[str, Any]]) -> dict[tu
     return {key: (sum(c.values()) - c["passed"], c["passed"], c["unparseable"], c["error"]) for key, c in counts.items()}
 
 
-def write(path: Path, meta: dict[str, Any] | None, rows: list[dict[str, Any]]) -> Path:
-    lines = ([meta] if meta is not None else []) + rows
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
 def report(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[tuple[str, str], tuple[int, int, int, int]]:
     capsys.readouterr()
     status = main(["report", "--format", "json", str(path)])
@@ -112,7 +107,7 @@ def test_older_shapes_read_the_same_in_every_reader(meta: dict[str, Any] | None,
     # The report shows every arm the meta line names, one without rows as 0 of 0.
     named = {key: (0, 0, 0, 0) for key in expected(meta, [{"task_id": "", "arm": a} for a in (meta or {}).get("arms", [])])}
     with tempfile.TemporaryDirectory() as tmp:
-        path = write(Path(tmp) / "old.jsonl", meta, rows)
+        path = write(Path(tmp) / "old.jsonl", rows, meta=meta)
         assert report(path, capsys) == {**named, **want}
         assert main(["merge", str(path), "-o", f"{tmp}/merged.jsonl"]) == 0
         assert report(Path(tmp) / "merged.jsonl", capsys) == {**named, **want}
@@ -168,7 +163,7 @@ def test_a_wrong_type_in_an_older_line_is_refused_naming_its_line(
     else:
         rows = [{**rows[0], name: value}, *rows[1:]]
     with tempfile.TemporaryDirectory() as tmp:
-        path = write(Path(tmp) / "old.jsonl", meta, rows)
+        path = write(Path(tmp) / "old.jsonl", rows, meta=meta)
         argv = {"report": [str(path)], "merge": [str(path), "-o", f"{tmp}/m.jsonl"],
                 "export": [str(path), "-o", f"{tmp}/logs"], "power": [str(path), "--pair", "haiku,sonnet"]}[command]
         capsys.readouterr()
@@ -186,13 +181,13 @@ def test_the_parent_meta_line_reads_as_today_s(tmp_path: Path, capsys: pytest.Ca
     rows = [{"task_id": "bbh/navigate/0", "arm": "haiku", "passed": True, "detail": "passed", "wall_seconds": 1.0, "sub_calls": 1},
             {"task_id": "bbh/navigate/0", "arm": "sonnet", "passed": False, "detail": "error: HTTP 529", "wall_seconds": 2.0,
              "sub_calls": 1}]
-    path = write(tmp_path / "old.jsonl", meta, rows)
+    path = write(tmp_path / "old.jsonl", rows, meta=meta)
     assert report(path, capsys) == {("bbh", "haiku"): (1, 1, 0, 0), ("bbh", "sonnet"): (1, 0, 0, 1)}
 
 
 def test_a_parent_meta_line_of_the_wrong_type_stops_a_resume_naming_its_line(pytester: pytest.Pytester, sweep: Sweep) -> None:
     make_spec(pytester, sim_spec(2))
-    write(sweep.out, {"_meta": True, "arms": ["good", 3]}, [{"task_id": "q0", "arm": "good", "passed": True}])
+    write(sweep.out, [{"task_id": "q0", "arm": "good", "passed": True}], meta={"_meta": True, "arms": ["good", 3]})
     result, _, _ = sweep.run("--bench-resume", str(sweep.out), str(pytester.path))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{sweep.out}:1: meta line field 'arms' must be *, got list*"])

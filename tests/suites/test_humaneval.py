@@ -20,7 +20,7 @@ from pytest_echo_bench.datasets.registry import load_examples
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.scoring.registry import get_scorer
 from pytest_echo_bench.spec.load import load_spec
-from pytest_echo_bench.suites.humaneval import build_program, extract_code, score
+from pytest_echo_bench.suites.humaneval import build_solution, extract_code, score
 from pytest_echo_bench.suites.sandbox import OUTPUT_TAIL, Limits, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits are tested on Linux")
@@ -321,8 +321,10 @@ def test_extract_code_finds_nothing(answer: str) -> None:
 @pytest.mark.parametrize("code", [WHOLE, "    return a + b\n", "return a + b\n"])
 def test_build_program_runs_each_shape(code: str) -> None:
     prompt = 'import math\n\n\ndef add(a, b):\n    """Sum."""\n'
-    program = build_program(code, {"prompt": prompt, "entry_point": "add",
-                                   "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"})
+    test = "def check(candidate):\n    assert candidate(2, 3) == 5\n"
+    # The reference harness's program: the solution, the task's tests, then ``check(<entry_point>)``
+    # (the scorer never runs it: the tests stay outside the sandbox).
+    program = f"{build_solution(code, {'prompt': prompt, 'entry_point': 'add'})}{test}\ncheck(add)\n"
     namespace: dict[str, Any] = {}
     exec(compile(program, "program", "exec"), namespace)  # trusted code: our own fixtures
     assert namespace["add"](1, 1) == 2
