@@ -20,15 +20,30 @@ from typing import Any
 
 from openai_server import RateWindow, Server, reset_connection
 
-RATE_LIMIT = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
+RATE_LIMIT = {
+    "type": "rate_limit_error",
+    "message": "Number of request tokens has exceeded your per-minute rate limit",
+}
 OVERLOADED = {"type": "overloaded_error", "message": "Overloaded"}
 API_ERROR = {"type": "api_error", "message": "Internal server error"}
-CREDIT = {"type": "invalid_request_error",
-          "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
-BILLING = {"type": "billing_error", "message": "There is an issue with your account's payment method."}
-PERMISSION = {"type": "permission_error", "message": "Your API key does not have permission to use the specified resource."}
+CREDIT = {
+    "type": "invalid_request_error",
+    "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+    "Billing to upgrade or purchase credits.",
+}
+BILLING = {
+    "type": "billing_error",
+    "message": "There is an issue with your account's payment method.",
+}
+PERMISSION = {
+    "type": "permission_error",
+    "message": "Your API key does not have permission to use the specified resource.",
+}
 AUTHENTICATION = {"type": "authentication_error", "message": "invalid x-api-key"}
-BAD_REQUEST = {"type": "invalid_request_error", "message": "messages: text content blocks must be non-empty"}
+BAD_REQUEST = {
+    "type": "invalid_request_error",
+    "message": "messages: text content blocks must be non-empty",
+}
 
 
 class FakeAnthropic:
@@ -56,11 +71,13 @@ class FakeAnthropic:
         self.httpd.server_close()
 
     def limit_rate(self, per_s: int) -> None:
-        """Admit at most ``per_s`` requests in any second; answer the others 429 with retry-after."""
+        """Admit at most ``per_s`` requests in any second; answer
+        the others 429 with retry-after."""
         self.rate = RateWindow(per_s)
 
     def push(self, kind: str, value: Any = None, times: int = 1) -> None:
-        """Queue a fault: ("error", (status, error, headers)), ("hang", seconds) or ("reset", None)."""
+        """Queue a fault: ("error", (status, error, headers)),
+        ("hang", seconds) or ("reset", None)."""
         for _ in range(times):
             self.faults.append((kind, value))
 
@@ -91,14 +108,27 @@ class FakeAnthropic:
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}"
+                )
                 with server.lock:
-                    server.requests.append({"body": body, "key": self.headers.get("x-api-key"), "auth": self.headers.get("authorization"),
-                                            "version": self.headers.get("anthropic-version")})
+                    server.requests.append(
+                        {
+                            "body": body,
+                            "key": self.headers.get("x-api-key"),
+                            "auth": self.headers.get("authorization"),
+                            "version": self.headers.get("anthropic-version"),
+                        }
+                    )
                 if self.path != "/v1/messages":
-                    return self._error(404, {"type": "not_found_error", "message": f"no route {self.path}"})
+                    return self._error(
+                        404, {"type": "not_found_error", "message": f"no route {self.path}"}
+                    )
                 if "max_tokens" not in body:
-                    return self._error(400, {"type": "invalid_request_error", "message": "max_tokens: Field required"})
+                    return self._error(
+                        400,
+                        {"type": "invalid_request_error", "message": "max_tokens: Field required"},
+                    )
                 kind, value = server._next()
                 if kind == "hang":
                     time.sleep(value)
@@ -114,15 +144,27 @@ class FakeAnthropic:
                 prompt = body["messages"][-1]["content"]
                 text = server.answer(prompt)
                 return {
-                    "id": "msg_local", "type": "message", "role": "assistant", "model": body.get("model", "local"),
-                    "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": len(prompt.split()), "output_tokens": len(text.split())},
+                    "id": "msg_local",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "local"),
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": len(prompt.split()),
+                        "output_tokens": len(text.split()),
+                    },
                 }
 
-            def _error(self, status: int, error: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _error(
+                self, status: int, error: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 self._send(status, {"type": "error", "error": error}, headers)
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

@@ -21,11 +21,19 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-RATE_LIMIT = {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}
+RATE_LIMIT = {
+    "message": "Rate limit reached for requests",
+    "type": "requests",
+    "code": "rate_limit_exceeded",
+}
 QUOTA = {"message": "You exceeded your current quota, please check your plan and billing details.",
          "type": "insufficient_quota", "code": "insufficient_quota"}
 OVERLOADED = {"message": "Overloaded", "type": "overloaded_error", "code": None}
-BAD_REQUEST = {"message": "This prompt is not allowed", "type": "invalid_request_error", "code": "invalid_prompt"}
+BAD_REQUEST = {
+    "message": "This prompt is not allowed",
+    "type": "invalid_request_error",
+    "code": "invalid_prompt",
+}
 
 
 class Server(ThreadingHTTPServer):
@@ -74,9 +82,14 @@ class RateWindow:
 
     @staticmethod
     def headers(wait: float) -> dict[str, str]:
-        """The headers real APIs send with a 429: whole seconds, milliseconds, and OpenAI's reset."""
-        return {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000)),
-                "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": f"{math.ceil(wait * 1000)}ms"}
+        """The headers real APIs send with a 429: whole seconds,
+        milliseconds, and OpenAI's reset."""
+        return {
+            "retry-after": str(max(1, math.ceil(wait))),
+            "retry-after-ms": str(math.ceil(wait * 1000)),
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": f"{math.ceil(wait * 1000)}ms",
+        }
 
 
 class FakeOpenAI:
@@ -85,7 +98,8 @@ class FakeOpenAI:
         self.faults: deque[tuple[str, Any]] = deque()
         self.quota_after: int | None = None
         self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
-        # Asked (under the lock) for every request no queued fault claims: a fault or None (answer it).
+        # Asked (under the lock) for every request no queued fault
+        # claims: a fault or None (answer it).
         self.fault_for: Callable[[dict[str, Any]], tuple[str, Any] | None] | None = None
         self.exhausted_at: float | None = None
         self.rate: RateWindow | None = None  # set by ``limit_rate``
@@ -111,12 +125,14 @@ class FakeOpenAI:
         self.httpd.server_close()
 
     def limit_rate(self, per_s: int) -> None:
-        """Admit at most ``per_s`` requests in any second; answer the others 429 with retry-after."""
+        """Admit at most ``per_s`` requests in any second; answer
+        the others 429 with retry-after."""
         self.rate = RateWindow(per_s)
 
     def push(self, kind: str, value: Any = None, times: int = 1) -> None:
         """Queue a fault: ("error", (status, body, headers)), ("hang", seconds), ("reset", None) or
-        ("raw", (status, content_type, body bytes, headers)): a reply that is not the API's (a login page)."""
+        ("raw", (status, content_type, body bytes, headers)): a reply that
+        is not the API's (a login page)."""
         for _ in range(times):
             self.faults.append((kind, value))
 
@@ -156,16 +172,22 @@ class FakeOpenAI:
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self) -> None:  # noqa: N802 - where a redirect to a login leads: a web page
-                self._send_raw(200, "text/html", b"<!doctype html><html><body>Sign in</body></html>")
+                self._send_raw(
+                    200, "text/html", b"<!doctype html><html><body>Sign in</body></html>"
+                )
 
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}"
+                )
                 with server.lock:
                     # The client's port: which process sent it (a test finds the socket in /proc).
                     server.requests.append({"body": body, "auth": self.headers.get("authorization"),
                                             "port": self.client_address[1]})
                 if not self.path.endswith("/chat/completions"):
-                    return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                    return self._send(
+                        404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+                    )
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -193,21 +215,39 @@ class FakeOpenAI:
                 prompt = body["messages"][-1]["content"]
                 text = server.answer(prompt)
                 reply = {
-                    "id": "chatcmpl-local", "object": "chat.completion", "created": int(time.time()),
+                    "id": "chatcmpl-local",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
                     "model": body.get("model", "local"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                              "total_tokens": len(prompt.split()) + len(text.split())},
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": text},
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(prompt.split()),
+                        "completion_tokens": len(text.split()),
+                        "total_tokens": len(prompt.split()) + len(text.split()),
+                    },
                 }
                 if not server.with_usage:
                     del reply["usage"]
                 return reply
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 self._send_raw(status, "application/json", json.dumps(payload).encode(), headers)
 
-            def _send_raw(self, status: int, content_type: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+            def _send_raw(
+                self,
+                status: int,
+                content_type: str,
+                data: bytes,
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))

@@ -27,25 +27,50 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 MESSAGE_TOKENS = 8
 REPLY_TOKENS = 8
-ANTHROPIC_DEFAULT_MAX_TOKENS = 1024  # what providers.anthropic_messages sends when the spec says nothing
+# what providers.anthropic_messages sends when the spec says nothing
+ANTHROPIC_DEFAULT_MAX_TOKENS = 1024
 ROUTERS = ("cascade", "oracle")
 COMPOSITE = frozenset({*ROUTERS, "python"})  # arms that answer through other arms' calls
 # The judge's prompt quotes the cheap answers, whose text is only known by then: each is taken at
-# this many tokens per token of its cap (another model's tokenizer may split it finer), plus framing.
+# this many tokens per token of its cap (another model's tokenizer may
+# split it finer), plus framing.
 QUOTED_FACTOR = 2
 JUDGE_TEMPLATE_BYTES = 160  # routing.JUDGE_PROMPT without the question and the answers, rounded up
 CAP_KEYS = ("max_tokens", "max_completion_tokens")  # the request fields that bound a reply's tokens
 # Request fields that hold no text a model reads (numbers, flags, names): every other field a
 # request carries beside its messages counts as prompt at its JSON bytes.
-PARAMETERS = frozenset({*CAP_KEYS, "n", "model", "temperature", "top_p", "seed", "stop", "presence_penalty",
-                        "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "user", "store",
-                        "parallel_tool_calls", "service_tier", "reasoning_effort", "metadata"})
+PARAMETERS = frozenset(
+    {
+        *CAP_KEYS,
+        "n",
+        "model",
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "user",
+        "store",
+        "parallel_tool_calls",
+        "service_tier",
+        "reasoning_effort",
+        "metadata",
+    }
+)
 
 
 def prompt_tokens(*texts: str | None) -> int:
     """An upper bound on the prompt tokens of a chat whose messages are ``texts``."""
     parts = [t for t in texts if t]
-    return sum(len(t.encode("utf-8", "surrogatepass")) for t in parts) + MESSAGE_TOKENS * len(parts) + REPLY_TOKENS
+    return (
+        sum(len(t.encode("utf-8", "surrogatepass")) for t in parts)
+        + MESSAGE_TOKENS * len(parts)
+        + REPLY_TOKENS
+    )
 
 
 def sent(arm: ArmSpec) -> dict[str, Any]:
@@ -59,7 +84,8 @@ def sent(arm: ArmSpec) -> dict[str, Any]:
 
 
 def completion_cap(arm: ArmSpec) -> int | None:
-    """The most completion tokens one call of ``arm`` may be billed, when its request bounds them."""
+    """The most completion tokens one call of ``arm`` may be
+    billed, when its request bounds them."""
     return _bound(arm)[0]
 
 
@@ -72,8 +98,10 @@ def _bound(arm: ArmSpec) -> tuple[int | None, str]:
     where = _from(arm)
     for key, value in caps.items():
         if not _count(value):
-            return None, (f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
-                          "so a reply's length has no bound")
+            return None, (
+                f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
+                "so a reply's length has no bound"
+            )
     n = wire.get("n", 1)
     if not _count(n):
         return None, (f"its request carries n: {_shown(n)}{where('n')}, not a whole number > 0, "
@@ -82,7 +110,8 @@ def _bound(arm: ArmSpec) -> tuple[int | None, str]:
 
 
 def _from(arm: ArmSpec) -> Callable[[str], str]:
-    """Where a request field comes from, as a refusal names it: ``extra_body`` overrides the options."""
+    """Where a request field comes from, as a refusal names it:
+    ``extra_body`` overrides the options."""
     extra = arm.options.get("extra_body")
     return lambda key: " (from extra_body)" if isinstance(extra, dict) and key in extra else ""
 
@@ -98,7 +127,8 @@ def _shown(value: object) -> str:
 
 def input_tokens(arm: ArmSpec, prompt: str | None) -> int:
     """An upper bound on the prompt tokens of one call of leaf ``arm`` with ``prompt``: its messages
-    (``extra_body``'s own, when it replaces them: those are sent) and every other field a model reads."""
+    (``extra_body``'s own, when it replaces them: those are sent) and
+    every other field a model reads."""
     wire = sent(arm)
     if "messages" in wire:
         messages = wire["messages"]
@@ -107,7 +137,9 @@ def input_tokens(arm: ArmSpec, prompt: str | None) -> int:
     else:
         system = arm.options.get("system")
         tokens = prompt_tokens(system if isinstance(system, str) else None, prompt)
-    return tokens + sum(_json_bytes(v) for k, v in wire.items() if k not in PARAMETERS and k != "messages")
+    return tokens + sum(
+        _json_bytes(v) for k, v in wire.items() if k not in PARAMETERS and k != "messages"
+    )
 
 
 def _json_bytes(value: object) -> int:
@@ -148,13 +180,17 @@ def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
     total = 0.0
     for i, sub in enumerate(cheap):
         persona = personas[i] if isinstance(personas, list) and i < len(personas) else None
-        cost = item_worst(spec, sub, f"{persona}\n\n{prompt}" if isinstance(persona, str) else prompt)
+        cost = item_worst(
+            spec, sub, f"{persona}\n\n{prompt}" if isinstance(persona, str) else prompt
+        )
         if cost is None:
             return None
         total += cost
     judge = arm.options.get("judge") if arm.options.get("agreement") == "judge" else None
     if isinstance(judge, str):
-        quoted = sum(QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS for sub in cheap)
+        quoted = sum(
+            QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS for sub in cheap
+        )
         judged = _priced(spec, judge, prompt, JUDGE_TEMPLATE_BYTES + quoted)
         if judged is None:
             return None
@@ -164,14 +200,19 @@ def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
 
 
 def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
-    """The most a call of leaf arm ``name`` costs with ``prompt`` (and ``more`` tokens of it unknown yet)."""
+    """The most a call of leaf arm ``name`` costs with ``prompt`` (and
+    ``more`` tokens of it unknown yet)."""
     if unbounded(spec, name) is not None:
         return None
     arm = spec.arms[name]
-    if arm.provider in COMPOSITE:  # a judge that is itself a routing arm: every call it may make, with a
-        return item_worst(spec, name, prompt + " " * more)  # prompt as long as the judge's may be (a byte a token)
+    # a judge that is itself a routing arm: every call it may make, with a
+    if arm.provider in COMPOSITE:
+        # prompt as long as the judge's may be (a byte a token)
+        return item_worst(spec, name, prompt + " " * more)
     per_input, per_output = spec.pricing[name]
-    return ((input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output) / 1e6
+    return (
+        (input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output
+    ) / 1e6
 
 
 def _cheap_calls(arm: ArmSpec) -> list[str]:

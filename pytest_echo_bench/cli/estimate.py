@@ -1,5 +1,6 @@
 """``echo-bench estimate``: the items a run would select (``-k``, ``--bench-shard``) and their
-calls and cost (``budget.estimate``), with what the cache and earlier results files show, as text or JSON."""
+calls and cost (``budget.estimate``), with what the cache and earlier
+results files show, as text or JSON."""
 
 from __future__ import annotations
 
@@ -15,7 +16,18 @@ from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.budget.estimate import CHARS_PER_TOKEN, ArmEstimate, Call, Plans, Seen, arm_paths, estimate_arm, finite, own_prompts, wall_seconds
+from pytest_echo_bench.budget.estimate import (
+    CHARS_PER_TOKEN,
+    ArmEstimate,
+    Call,
+    Plans,
+    Seen,
+    arm_paths,
+    estimate_arm,
+    finite,
+    own_prompts,
+    wall_seconds,
+)
 from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.shards.env import resolve_shard
@@ -31,8 +43,9 @@ Item = tuple[Example, str, int]  # (example, arm, epoch)
 
 
 def shard_arg(text: str) -> tuple[int, int]:
-    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's environment (a Slurm
-    array task's or an Indexed Job pod's), resolved exactly as the run's ``--bench-shard`` is."""
+    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's
+    environment (a Slurm array task's or an Indexed Job pod's), resolved exactly as
+    the run's ``--bench-shard`` is."""
     try:
         parsed = resolve_shard(text, os.environ)
     except ValueError as exc:
@@ -42,7 +55,8 @@ def shard_arg(text: str) -> tuple[int, int]:
 
 
 def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
-    """The node name ``plugin.collect.item_name`` gives (pytest is not imported here; a test holds them equal)."""
+    """The node name ``plugin.collect.item_name`` gives (pytest is not imported
+    here; a test holds them equal)."""
     return f"{task}[{arm}]" if epochs <= 1 else f"{task}[{arm}-e{epoch}]"
 
 
@@ -70,7 +84,11 @@ def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
             for epoch in range(1, spec.epochs + 1):
                 if shard and shard_of((spec.benchmark, ex.id, arm, epoch), shard[1]) != shard[0]:
                     continue
-                if keyword(item_keywords(item_name(name, arm, epoch, spec.epochs), path.name, folders, marks)):
+                if keyword(
+                    item_keywords(
+                        item_name(name, arm, epoch, spec.epochs), path.name, folders, marks
+                    )
+                ):
                     chosen.append((ex, arm, epoch))
     return chosen
 
@@ -94,11 +112,13 @@ def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[st
 
 def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
     """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
-    StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
+    StoreError naming it) of a benchmark being estimated: one of
+    another teaches nothing, silently."""
     for path in files:
         held: set[str] = set()
         default = ""
-        for record in iter_records(path):  # a line at a time: a million rows are not held to name a few benchmarks
+        # a line at a time: a million rows are not held to name a few benchmarks
+        for record in iter_records(path):
             row = record.data
             if row.get("_meta"):
                 if record.lineno == 1:
@@ -109,8 +129,10 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
             held.add(str(row.get("benchmark") or default))
         held.discard("")
         if held and not held & benchmarks:
-            raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
-                             f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
+            raise StoreError(
+                f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
+                f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate"
+            )
 
 
 def _note_row(seen: Seen, row: dict[str, Any]) -> None:
@@ -122,8 +144,13 @@ def _note_row(seen: Seen, row: dict[str, Any]) -> None:
         seen.add_seconds(arm, float(wall))
 
 
-def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
-                prompters: Mapping[str, Prompter] | None = None) -> Callable[[Call, Example, int], bool] | None:
+def cache_check(
+    spec: Spec,
+    items: list[Item],
+    path: Path | None,
+    seen: Seen,
+    prompters: Mapping[str, Prompter] | None = None,
+) -> Callable[[Call, Example, int], bool] | None:
     """Whether the response cache answers a call: every key of the items' calls looked up once;
     the usage of what it holds joins ``seen``."""
     if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
@@ -142,7 +169,9 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
     wanted: dict[str, str] = {}  # cache key -> the arm it would answer
     plans: Plans = {}
     for example, arm, epoch in items:
-        for call in arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example)).worst:
+        for call in arm_paths(
+            spec, arm, example.input, example.input, plans, own_prompts(prompters, example)
+        ).worst:
             k = key(call, example, epoch)
             if k is not None:
                 wanted[k] = call.arm
@@ -168,8 +197,9 @@ class Options:
 def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     """The estimate as plain JSON data (the ``--format json`` output)."""
     matcher = parse_keyword(opts.keyword)
-    # One spec named twice is collected once by pytest (as one path); and each is checked as collection
-    # checks it (scorer, providers' options), so what the run refuses is refused here too.
+    # One spec named twice is collected once by pytest (as one path); and each is
+    # checked as collection checks it (scorer, providers' options), so what the
+    # run refuses is refused here too.
     unique: dict[Path, Path] = {}
     for path in spec_files:
         unique.setdefault(path.resolve(), path)
@@ -185,17 +215,28 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
     for spec, examples in loaded:
         items = select(spec, examples, opts.rootdir, matcher, opts.shard)
-        base = seen_by[spec.benchmark]  # a copy: the cache's replies below join this spec's, not another's
+        # a copy: the cache's replies below join this spec's, not another's
+        base = seen_by[spec.benchmark]
         seen = Seen(dict(base.completion), dict(base.seconds))
-        prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
+        prompters = {
+            arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None
+        }
         check = cache_check(spec, items, opts.cache, seen, prompters)
-        ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters)
-                for arm in spec.arms]
+        ests = [
+            estimate_arm(
+                spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check, prompters
+            )
+            for arm in spec.arms
+        ]
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
         for est in ests:
             arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
-        benchmarks[spec.benchmark] = {**totals(ests), "seconds": finite(wall), "arms": list(spec.arms)}
+        benchmarks[spec.benchmark] = {
+            **totals(ests),
+            "seconds": finite(wall),
+            "arms": list(spec.arms),
+        }
         every += ests
     return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
             "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
@@ -212,17 +253,33 @@ def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
             low += est.cost_low or 0.0
             high += est.cost_high or 0.0
     known = all(e.calls_known for e in ests if e.items)
-    return {"items": sum(e.items for e in ests), "calls_max": sum(e.calls_max for e in ests) if known else None,
-            "cost_usd": {"low": finite(low) if known_low else None, "high": finite(high) if known_high else None}}
+    return {
+        "items": sum(e.items for e in ests),
+        "calls_max": sum(e.calls_max for e in ests) if known else None,
+        "cost_usd": {
+            "low": finite(low) if known_low else None,
+            "high": finite(high) if known_high else None,
+        },
+    }
 
 
 def arm_json(est: ArmEstimate) -> dict[str, Any]:
     unknown = est.calls_max and not est.priced
-    return {"items": est.items, "calls_min": est.calls_min, "calls_max": est.calls_max if est.calls_known else None, "cached_calls": est.cached,
-            "prompt_tokens": est.prompt_tokens,
-            "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
-            "cost_usd": {"low": None if unknown else finite(est.cost_low), "high": None if unknown else finite(est.cost_high)},
-            "priced": est.priced, "calls_known": est.calls_known, "seconds_per_item": finite(est.seconds_per_item)}
+    return {
+        "items": est.items,
+        "calls_min": est.calls_min,
+        "calls_max": est.calls_max if est.calls_known else None,
+        "cached_calls": est.cached,
+        "prompt_tokens": est.prompt_tokens,
+        "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
+        "cost_usd": {
+            "low": None if unknown else finite(est.cost_low),
+            "high": None if unknown else finite(est.cost_high),
+        },
+        "priced": est.priced,
+        "calls_known": est.calls_known,
+        "seconds_per_item": finite(est.seconds_per_item),
+    }
 
 
 def default_cache(rootdir: Path, text: str | None) -> Path | None:
@@ -234,9 +291,13 @@ def default_cache(rootdir: Path, text: str | None) -> Path | None:
 
 def text_lines(data: dict[str, Any]) -> list[str]:
     """The estimate for a terminal: one line per arm, then the totals."""
-    lines = [f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} {'cost high':>10} {'s/item':>8}"]
+    lines = [
+        f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} "
+        f"{'cost high':>10} {'s/item':>8}"
+    ]
     for label, arm in data["arms"].items():
-        most = "?" if arm["calls_max"] is None else arm["calls_max"]  # a Python arm: its code decides its calls
+        # a Python arm: its code decides its calls
+        most = "?" if arm["calls_max"] is None else arm["calls_max"]
         calls = f"{arm['calls_min']}-{most}" if arm["calls_min"] != most else str(most)
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
@@ -244,11 +305,16 @@ def text_lines(data: dict[str, Any]) -> list[str]:
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
     most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
-    lines.append(f"total{shard}: {data['items']} items, at most {most} calls, "
-                 f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}")
-    lines.append(f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen so far (else 0), "
-                 "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
-                 "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)")
+    lines.append(
+        f"total{shard}: {data['items']} items, at most {most} calls, "
+        f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}"
+    )
+    lines.append(
+        f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen "
+        "so far (else 0), "
+        "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
+        "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)"
+    )
     return lines
 
 

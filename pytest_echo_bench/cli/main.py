@@ -1,4 +1,5 @@
-"""The ``echo-bench`` command: a thin layer over pure functions (report, power, estimate, progress, run, regrade, merge)."""
+"""The ``echo-bench`` command: a thin layer over pure functions (report, power, estimate,
+progress, run, regrade, merge)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.cli.args import (OutputClosed, Parser, arm_name, flush_stdout, input_file, number, output_dir,
-                                             output_file, say, whole)
+from pytest_echo_bench.cli.args import (
+    OutputClosed,
+    Parser,
+    arm_name,
+    flush_stdout,
+    input_file,
+    number,
+    output_dir,
+    output_file,
+    say,
+    whole,
+)
 from pytest_echo_bench.analysis.epochs import REDUCERS
 from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
 from pytest_echo_bench.analysis.names import ArmNames
@@ -22,9 +33,11 @@ from pytest_echo_bench.store.safe_text import shown
 if TYPE_CHECKING:
     from pytest_echo_bench.results.ending import Collection
 
-BAD_INPUT = 2  # a file or value the command cannot use (missing, unreadable, not a results file, refused)
+# a file or value the command cannot use (missing, unreadable, not a results file, refused)
+BAD_INPUT = 2
 BUG = 3  # an exception no bad input explains
-OUTPUT_CLOSED = 128 + 13  # what a shell reports of a command SIGPIPE ended, as ``cat F | head`` does
+# what a shell reports of a command SIGPIPE ended, as ``cat F | head`` does
+OUTPUT_CLOSED = 128 + 13
 DEBUG_ENV = "ECHO_BENCH_DEBUG"  # set, and not to 0: exceptions propagate, traceback and all
 DAY_S = 86400.0
 MAX_BACKOFF_S = 8 * DAY_S  # as far ahead as the supervisor trusts a provider's reset time
@@ -39,26 +52,41 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_echo_bench.budget.spend import run_budget
 
     oracle = None if args.oracle is None else args.oracle.split(",")
-    if oracle is not None and not all(a.strip() for a in oracle):  # "," must not read as "every arm"
-        raise ValueError(f"--oracle {args.oracle!r}: give arm names separated by commas, e.g. demo/cheap_a,demo/cheap_b "
-                         "(leave --oracle out for every arm)")
+    # "," must not read as "every arm"
+    if oracle is not None and not all(a.strip() for a in oracle):
+        raise ValueError(
+            f"--oracle {args.oracle!r}: give arm names separated by commas, e.g. "
+            "demo/cheap_a,demo/cheap_b "
+            "(leave --oracle out for every arm)"
+        )
     results = load_results(args.files)
-    if not results.rows and not results.metas:  # an empty table (and JSON saying complete) would read as a sweep
-        raise ValueError(f"no results in {', '.join(map(str, args.files))}: no meta line and no row (an empty file?)")
+    # an empty table (and JSON saying complete) would read as a sweep
+    if not results.rows and not results.metas:
+        raise ValueError(
+            f"no results in {', '.join(map(str, args.files))}: no meta line and no row (an "
+            "empty file?)"
+        )
     budgets = [b for b in map(run_budget, args.files) if b is not None]
     report = build_report(results, oracle, args.reduce, ended=_ended(args.files), budgets=budgets)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
-    gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: one line, exit 2
+    # a misspelt or ambiguous name: one line, exit 2
+    gates = [gate.bind(names) for gate in args.gate]
     say(render(report, args.format))
-    rates = {label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]}
+    rates = {
+        label: arm["pass_rate"] for label, arm in report_json(report)["arms"].items() if arm["n"]
+    }
     intervals = paired_intervals(report)
     failed = 0
     cover = report.coverage
-    if args.gate and not cover.complete:  # a gate judges the whole sweep: a missing shard is a failure
+    # a gate judges the whole sweep: a missing shard is a failure
+    if args.gate and not cover.complete:
         failed += not args.allow_partial
-        say(f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
-            f"({cover.describe()})" + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
-            err=True)
+        say(
+            f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
+            f"({cover.describe()})"
+            + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
+            err=True,
+        )
     anytime = _anytime(report)
     for gate in gates:
         ok, line = gate.check(rates, intervals, anytime)
@@ -68,21 +96,27 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _anytime(report: Any) -> Anytime | None:
-    """A sweep whose fixed-n figures are not valid (it stopped when decided, or parts merged into it did):
-    interval gates read its anytime-valid intervals (``gates.Anytime``)."""
+    """A sweep whose fixed-n figures are not valid (it stopped when decided, or parts merged into it
+    did): interval gates read its anytime-valid intervals (``gates.Anytime``)."""
     seq = report.sequential
     if seq is None or seq.fixed_n_valid or seq.plan is None:
         return None
     one = len(report.benchmarks) == 1
-    pairs = {(f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (f.ci, f.level)
-             for f in seq.pairs}
+    pairs = {
+        (f.a if one else f"{f.benchmark}/{f.a}", f.b if one else f"{f.benchmark}/{f.b}"): (
+            f.ci,
+            f.level,
+        )
+        for f in seq.pairs
+    }
     from pytest_echo_bench.report.decision import why_not_valid
 
     return Anytime(why_not_valid(seq), pairs)
 
 
 def _ended(files: Sequence[Path]) -> Collection:
-    """How the files' sweep ended (decided, another early stop, or to its end), as the files record it."""
+    """How the files' sweep ended (decided, another early stop, or to
+    its end), as the files record it."""
     from pytest_echo_bench.results.ending import collection
 
     return collection(files)
@@ -102,10 +136,18 @@ def _estimate(args: argparse.Namespace) -> int:
 
     from pytest_echo_bench.cli.estimate import Options, default_cache, estimate, text_lines
 
-    opts = Options(args.keyword, args.bench_shard, tuple(args.results), default_cache(args.rootdir, args.cache),
-                   args.rootdir, args.concurrency, args.workers)
+    opts = Options(
+        args.keyword,
+        args.bench_shard,
+        tuple(args.results),
+        default_cache(args.rootdir, args.cache),
+        args.rootdir,
+        args.concurrency,
+        args.workers,
+    )
     data = estimate(args.specs, opts)
-    if not data["items"] and (args.keyword or args.bench_shard):  # as the run: which arms there are, exit 5
+    # as the run: which arms there are, exit 5
+    if not data["items"] and (args.keyword or args.bench_shard):
         from pytest_echo_bench.cli.empty_selection import NOTHING_SELECTED, estimate_note
 
         say(estimate_note(args.specs, args.keyword, args.bench_shard), err=True)
@@ -132,16 +174,25 @@ def _run(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        say("echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest bench_specs -n 4",
-            err=True)
+        say(
+            "echo-bench run: give the pytest command after --, e.g. echo-bench run -- pytest "
+            "bench_specs -n 4",
+            err=True,
+        )
         return 4
     if args.retry_errors:
         # Every resume the supervisor starts keeps the command's other options, this one included.
         if not any(a == "--bench-resume" or a.startswith("--bench-resume=") for a in command):
-            say("echo-bench run: --retry-errors re-runs the error rows of a results file: give the pytest command "
-                "--bench-resume PATH", err=True)
+            say(
+                "echo-bench run: --retry-errors re-runs the error rows of a results file: "
+                "give the pytest command "
+                "--bench-resume PATH",
+                err=True,
+            )
             return 4
-        command = [*command, "--bench-retry-errors"] if "--bench-retry-errors" not in command else command
+        command = (
+            [*command, "--bench-retry-errors"] if "--bench-retry-errors" not in command else command
+        )
 
     def log(line: str) -> None:
         # A closed terminal or pipe must not end supervision while the run it supervises goes on.
@@ -157,8 +208,10 @@ def _regrade(args: argparse.Namespace) -> int:
     from pytest_echo_bench.store.owner import held
     from pytest_echo_bench.store.writer import write_whole
 
-    with held(args.output, "echo-bench regrade"):  # no run appends to the output while it is read and replaced
-        result = regrade(args.file, args.spec, args.allow_outside_specs)  # refuses before anything is written
+    # no run appends to the output while it is read and replaced
+    with held(args.output, "echo-bench regrade"):
+        # refuses before anything is written
+        result = regrade(args.file, args.spec, args.allow_outside_specs)
         write_whole(args.output, result.meta, result.lines)
     for change in result.changes:
         say(change)
@@ -175,13 +228,17 @@ def _merge(args: argparse.Namespace) -> int:
     from pytest_echo_bench.store.owner import held
     from pytest_echo_bench.store.writer import write_whole
 
-    with held(args.output, "echo-bench merge"):  # no run appends to the output (an input too, maybe) meanwhile
+    # no run appends to the output (an input too, maybe) meanwhile
+    with held(args.output, "echo-bench merge"):
         merged = merge(args.files, dict(args.assume_fingerprint), args.allow_mismatch)
         for conflict in merged.conflicts:
             say(f"conflict: {conflict}", err=True)
         write_whole(args.output, merged.meta, merged.lines)
-    say(f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, {merged.duplicates} duplicates "
-        f"removed, {len(merged.conflicts)} conflicts -> {args.output}")
+    say(
+        f"echo-bench: merged {len(args.files)} files: {len(merged.lines)} rows, "
+        f"{merged.duplicates} duplicates "
+        f"removed, {len(merged.conflicts)} conflicts -> {args.output}"
+    )
     cover = merged.coverage
     for end in cover.ends:  # how each shard file ended (a reason is a file's text: shown escaped)
         say(shown(f"echo-bench: {end.text()}", newlines=False))
@@ -198,11 +255,18 @@ def _import(args: argparse.Namespace) -> int:
     write_new(args.output, imported.meta, imported.lines)
     for note in imported.notes:
         say(note, err=True)
-    # Names from the logs, escaped here with their line ends: say() keeps a CR LF (CSV's), and a task
-    # named "x\r\n===== 2 passed =====" would draw a line of its own.
-    arms = sorted(shown(f"{b}[{a}]", newlines=False) for b, names in imported.meta["arms"].items() for a in names)
-    say(f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of {', '.join(arms)} "
-        f"-> {args.output}")
+    # Names from the logs, escaped here with their line ends: say() keeps a CR LF (CSV's), and a
+    # task named "x\r\n===== 2 passed =====" would draw a line of its own.
+    arms = sorted(
+        shown(f"{b}[{a}]", newlines=False)
+        for b, names in imported.meta["arms"].items()
+        for a in names
+    )
+    say(
+        f"echo-bench: imported {len(args.logs)} Inspect logs: {len(imported.lines)} rows of "
+        f"{', '.join(arms)} "
+        f"-> {args.output}"
+    )
     return 0
 
 
@@ -214,7 +278,10 @@ def _export(args: argparse.Namespace) -> int:
         say(note, err=True)
     for path in done.paths:
         say(f"echo-bench: wrote {path}")
-    say(f"echo-bench: exported {done.samples} samples as {len(done.paths)} Inspect logs -> {args.output}")
+    say(
+        f"echo-bench: exported {done.samples} samples as {len(done.paths)} Inspect logs -> "
+        f"{args.output}"
+    )
     return 0
 
 
@@ -236,29 +303,64 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="echo-bench", description="Reports and operations for pytest-echo-bench sweeps")
     sub = p.add_subparsers(dest="command_name", required=True)
     p.commands = sub.choices
-    r = sub.add_parser("report", help="Pass rates with intervals, paired comparisons, per arm and subtask")
+    r = sub.add_parser(
+        "report", help="Pass rates with intervals, paired comparisons, per arm and subtask"
+    )
     r.add_argument("files", nargs="+", type=input_file)
     r.add_argument("--format", choices=FORMATS, default="table")
-    r.add_argument("--oracle", metavar="ARM,ARM", help="Arms of the oracle row, as ARM or BENCHMARK/ARM (default: all)")
-    r.add_argument("--reduce", choices=REDUCERS, default="mean",
-                   help="How the samples of an item recorded with epochs make its score: mean (default; the share "
-                        "correct), majority (more than half correct) or pass_at_k (any correct)")
-    r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
-                   help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the paired "
-                        "interval 'judge >= strong - 0.02 @95' (repeatable)")
-    r.add_argument("--allow-partial", action="store_true",
-                   help="Let --gate judge files missing some shards of their sweep (by default such a gate fails)")
+    r.add_argument(
+        "--oracle",
+        metavar="ARM,ARM",
+        help="Arms of the oracle row, as ARM or BENCHMARK/ARM (default: all)",
+    )
+    r.add_argument(
+        "--reduce",
+        choices=REDUCERS,
+        default="mean",
+        help="How the samples of an item recorded with epochs make its score: mean (default; the "
+        "share "
+        "correct), majority (more than half correct) or pass_at_k (any correct)",
+    )
+    r.add_argument(
+        "--gate",
+        metavar="RULE",
+        action="append",
+        default=[],
+        type=_gate,
+        help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', or on the "
+        "paired "
+        "interval 'judge >= strong - 0.02 @95' (repeatable)",
+    )
+    r.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="Let --gate judge files missing some shards of their sweep (by default such a gate "
+        "fails)",
+    )
     r.set_defaults(func=_report)
-    w = sub.add_parser("power", help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file")
+    w = sub.add_parser(
+        "power",
+        help="Items needed for 80%% power (paired McNemar), from assumed shares or a pilot file",
+    )
     w.add_argument("files", nargs="*", type=input_file, help="Pilot results file(s); with --pair")
-    w.add_argument("--pair", metavar="A,B", help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)")
-    w.add_argument("--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)")
+    w.add_argument(
+        "--pair", metavar="A,B", help="The two arms of the pilot to plan for (ARM or BENCHMARK/ARM)"
+    )
+    w.add_argument(
+        "--diff", type=number(-1, 1), help="Expected difference of pass rates (e.g. 0.03)"
+    )
     w.add_argument("--discordant", type=number(0, 1, open_low=True),
                    help="Expected share of items the arms disagree on (e.g. 0.12)")
-    w.add_argument("--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)")
+    w.add_argument(
+        "--alpha", type=ALPHA, default=0.05, help="Two-sided significance level (default 0.05)"
+    )
     w.add_argument("--power", type=SHARE, default=0.80, help="Power wanted (default 0.80)")
-    w.add_argument("--repeats", type=whole(1, 1000), metavar="K",
-                   help="With a pilot: the items needed with K samples of each arm per item (epochs: K)")
+    w.add_argument(
+        "--repeats",
+        type=whole(1, 1000),
+        metavar="K",
+        help="With a pilot: the items needed with K samples of each arm per item (epochs: K)",
+    )
     w.set_defaults(func=_power)
     _estimate_parser(sub)
     g = sub.add_parser("progress", help="Write the self-contained progress page of a results file")
@@ -268,50 +370,117 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--interval", type=number(0, DAY_S, open_low=True), default=5.0,
                    help="Seconds between rewrites with --watch")
     g.set_defaults(func=_progress)
-    u = sub.add_parser("run", help="Run a sweep unattended, resuming after exhaustion: echo-bench run -- pytest ...")
-    u.add_argument("--max-retries", type=whole(0, 10_000), default=10, help="Resumes after exhaustion (default 10)")
+    u = sub.add_parser(
+        "run",
+        help="Run a sweep unattended, resuming after exhaustion: echo-bench run -- pytest ...",
+    )
+    u.add_argument(
+        "--max-retries",
+        type=whole(0, 10_000),
+        default=10,
+        help="Resumes after exhaustion (default 10)",
+    )
     u.add_argument("--backoff", type=number(0, MAX_BACKOFF_S), default=3600.0,
                    help="Seconds to wait before resuming (default 3600)")
-    u.add_argument("--grace", type=number(0, DAY_S), default=30.0,
-                   help="Seconds the run has to stop after Ctrl-C or SIGTERM before it gets SIGTERM, "
-                        "then SIGKILL (default 30)")
-    u.add_argument("--retry-errors", action="store_true",
-                   help="Pass --bench-retry-errors to the run and every resume (the command must use --bench-resume)")
+    u.add_argument(
+        "--grace",
+        type=number(0, DAY_S),
+        default=30.0,
+        help="Seconds the run has to stop after Ctrl-C or SIGTERM before it gets SIGTERM, "
+        "then SIGKILL (default 30)",
+    )
+    u.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="Pass --bench-retry-errors to the run and every resume (the command must use "
+        "--bench-resume)",
+    )
     u.add_argument("command", nargs=argparse.REMAINDER)
     u.set_defaults(func=_run)
-    d = sub.add_parser("regrade", help="Re-score stored outputs with the current scorer (no model calls); "
-                       "refuses a spec whose dataset or arms differ from the file's")
+    d = sub.add_parser(
+        "regrade",
+        help="Re-score stored outputs with the current scorer (no model calls); "
+        "refuses a spec whose dataset or arms differ from the file's",
+    )
     d.add_argument("file", type=input_file)
-    d.add_argument("--spec", type=Path, action="append", default=[], help="Spec file(s); default: the meta line's")
+    d.add_argument(
+        "--spec",
+        type=Path,
+        action="append",
+        default=[],
+        help="Spec file(s); default: the meta line's",
+    )
     d.add_argument("-o", "--output", type=output_file, required=True)
-    d.add_argument("--allow-outside-specs", action="store_true",
-                   help="Use spec paths of the meta line outside the current directory (and import their conftest.py)")
+    d.add_argument(
+        "--allow-outside-specs",
+        action="store_true",
+        help="Use spec paths of the meta line outside the current directory (and import their "
+        "conftest.py)",
+    )
     d.set_defaults(func=_regrade)
     m = sub.add_parser("merge", help="Merge results files (e.g. shards) into one")
     m.add_argument("files", nargs="+", type=input_file)
     m.add_argument("-o", "--output", type=output_file, required=True)
-    m.add_argument("--assume-fingerprint", metavar="BENCHMARK=FINGERPRINT", action="append", default=[], type=_pair,
-                   help="Rows of BENCHMARK in a file that records no fingerprint for it (no meta line) were recorded "
-                        "with FINGERPRINT (repeatable); without it such a file is refused")
-    m.add_argument("--allow-mismatch", action="store_true",
-                   help="Merge files whose fingerprints of a benchmark differ; the merged file gets a fingerprint no "
-                        "spec gives, so resuming it needs --bench-allow-mismatch")
+    m.add_argument(
+        "--assume-fingerprint",
+        metavar="BENCHMARK=FINGERPRINT",
+        action="append",
+        default=[],
+        type=_pair,
+        help="Rows of BENCHMARK in a file that records no fingerprint for it (no meta line) were "
+        "recorded "
+        "with FINGERPRINT (repeatable); without it such a file is refused",
+    )
+    m.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="Merge files whose fingerprints of a benchmark differ; the merged file gets a "
+        "fingerprint no "
+        "spec gives, so resuming it needs --bench-allow-mismatch",
+    )
     m.set_defaults(func=_merge)
-    i = sub.add_parser("import", help="Inspect eval logs (.eval, .json) as a new results file: a sample's epochs are "
-                       "rows, its model the arm, its task the benchmark")
+    i = sub.add_parser(
+        "import",
+        help="Inspect eval logs (.eval, .json) as a new results file: a sample's epochs are "
+        "rows, its model the arm, its task the benchmark",
+    )
     i.add_argument("logs", nargs="+", type=Path)
-    i.add_argument("-o", "--output", type=output_file, required=True, help="The new results file (never an existing one)")
-    i.add_argument("--arm", action="append", default=[], type=arm_name, help="The arm instead of the log's model: once for every "
-                   "log, or once per log in their order")
-    i.add_argument("--scorer", help="The scorer whose value is the verdict (default: the log's first)")
+    i.add_argument(
+        "-o",
+        "--output",
+        type=output_file,
+        required=True,
+        help="The new results file (never an existing one)",
+    )
+    i.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        type=arm_name,
+        help="The arm instead of the log's model: once for every "
+        "log, or once per log in their order",
+    )
+    i.add_argument(
+        "--scorer", help="The scorer whose value is the verdict (default: the log's first)"
+    )
     i.set_defaults(func=_import)
-    x = sub.add_parser("export", help="A results file as Inspect eval logs, one per benchmark and arm")
+    x = sub.add_parser(
+        "export", help="A results file as Inspect eval logs, one per benchmark and arm"
+    )
     x.add_argument("file", type=input_file)
     x.add_argument("--format", choices=["inspect"], default="inspect")
-    x.add_argument("-o", "--output", type=output_dir, required=True, help="The directory of the logs")
-    x.add_argument("--spec", type=Path, action="append", default=[],
-                   help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt; default: "
-                        "the specs the meta line names); a dataset other than the file's is refused")
+    x.add_argument(
+        "-o", "--output", type=output_dir, required=True, help="The directory of the logs"
+    )
+    x.add_argument(
+        "--spec",
+        type=Path,
+        action="append",
+        default=[],
+        help="Spec file(s) whose datasets give the samples' inputs (rows do not store the prompt; "
+        "default: "
+        "the specs the meta line names); a dataset other than the file's is refused",
+    )
     x.set_defaults(func=_export)
     return p
 
@@ -319,21 +488,51 @@ def parser() -> argparse.ArgumentParser:
 def _estimate_parser(sub: Any) -> None:
     from pytest_echo_bench.cli.estimate import shard_arg
 
-    e = sub.add_parser("estimate", help="Calls, cost and wall time of a sweep before anything is sent")
+    e = sub.add_parser(
+        "estimate", help="Calls, cost and wall time of a sweep before anything is sent"
+    )
     e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
-    e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
-    e.add_argument("--bench-shard", metavar="K/N|auto", type=shard_arg,
-                   help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's environment (as the "
-                        "run's --bench-shard)")
+    e.add_argument(
+        "-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects"
+    )
+    e.add_argument(
+        "--bench-shard",
+        metavar="K/N|auto",
+        type=shard_arg,
+        help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's environment (as "
+        "the "
+        "run's --bench-shard)",
+    )
     e.add_argument("--format", choices=("text", "json"), default="text")
     e.add_argument("--results", type=input_file, nargs="+", default=[],
                    help="Earlier results file(s): replies' lengths and latencies seen")
-    e.add_argument("--cache", metavar="PATH|off", help="The response cache to read (default: the run's, "
-                   "bench_results/cache/cache.sqlite under --rootdir, or an earlier bench_results/cache.sqlite "
-                   "if there is one); cached replies are not sent")
-    e.add_argument("--rootdir", type=Path, default=Path("."), help="The run's rootdir (default: the current directory)")
-    e.add_argument("--concurrency", type=whole(1, 1024), default=8, help="--bench-concurrency of the run (default 8)")
-    e.add_argument("-n", "--workers", type=whole(1, 1024), default=1, help="xdist processes of the run, as its -n N (default 1)")
+    e.add_argument(
+        "--cache",
+        metavar="PATH|off",
+        help="The response cache to read (default: the run's, "
+        "bench_results/cache/cache.sqlite under --rootdir, or an earlier "
+        "bench_results/cache.sqlite "
+        "if there is one); cached replies are not sent",
+    )
+    e.add_argument(
+        "--rootdir",
+        type=Path,
+        default=Path("."),
+        help="The run's rootdir (default: the current directory)",
+    )
+    e.add_argument(
+        "--concurrency",
+        type=whole(1, 1024),
+        default=8,
+        help="--bench-concurrency of the run (default 8)",
+    )
+    e.add_argument(
+        "-n",
+        "--workers",
+        type=whole(1, 1024),
+        default=1,
+        help="xdist processes of the run, as its -n N (default 1)",
+    )
     e.set_defaults(func=_estimate)
 
 
@@ -363,8 +562,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if _debugging():
             raise
-        say(f"echo-bench {args.command_name}: internal error ({type(exc).__name__}: {_one_line(exc)}); "
-            f"a bug: {DEBUG_ENV}=1 shows the traceback", err=True)
+        say(
+            f"echo-bench {args.command_name}: internal error ({type(exc).__name__}: "
+            f"{_one_line(exc)}); "
+            f"a bug: {DEBUG_ENV}=1 shows the traceback",
+            err=True,
+        )
         return BUG
 
 

@@ -1,15 +1,27 @@
-"""``echo-bench power``: the items a paired comparison needs, from assumed shares or from a pilot run."""
+"""``echo-bench power``: the items a paired comparison needs, from
+assumed shares or from a pilot run."""
 
 from __future__ import annotations
 
 import argparse
 
 from pytest_echo_bench.analysis.power import mde, n_for_power
-from pytest_echo_bench.analysis.design import Design, PairedItem, estimate_design, items_clustered, items_needed, paired_items
+from pytest_echo_bench.analysis.design import (
+    Design,
+    PairedItem,
+    estimate_design,
+    items_clustered,
+    items_needed,
+    paired_items,
+)
 
 METHOD = "paired, exact McNemar planned by Connor's (1987) normal approximation"
-MIN_DIFF = 1e-4  # a smaller difference needs more items than any benchmark has (n grows as 1/diff^2)
-DESIGN = "planned by the normal approximation with clusters and repeats of Miller (2024, arXiv 2411.00640)"
+# a smaller difference needs more items than any benchmark has (n grows as 1/diff^2)
+MIN_DIFF = 1e-4
+DESIGN = (
+    "planned by the normal approximation with clusters and repeats of Miller (2024, arXiv "
+    "2411.00640)"
+)
 
 
 def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -17,24 +29,37 @@ def power_lines(args: argparse.Namespace) -> tuple[list[str], int]:
     if not (0 < args.alpha < 1 and 0 < args.power < 1):
         return ["echo-bench power: --alpha and --power must be between 0 and 1"], 2
     if args.diff is not None and 0 < abs(args.diff) < MIN_DIFF:
-        return [f"echo-bench power: --diff {args.diff:g} is below {MIN_DIFF:g}: no sweep has the items it needs "
-                "(give a difference of 0.0001 or more)"], 2
+        return [
+            f"echo-bench power: --diff {args.diff:g} is below {MIN_DIFF:g}: no sweep has the "
+            "items it needs "
+            "(give a difference of 0.0001 or more)"
+        ], 2
     if args.files and args.discordant is not None:
-        return ["echo-bench power: --discordant plans without a pilot; a pilot file gives its own discordant share: "
-                "give one or the other"], 2
+        return [
+            "echo-bench power: --discordant plans without a pilot; a pilot file gives its "
+            "own discordant share: "
+            "give one or the other"
+        ], 2
     if args.files:
         return _from_pilot(args)
     if args.repeats is not None:  # the within-item variance comes from a pilot's epochs only
-        return ["echo-bench power: --repeats K plans from a pilot file: give one with --pair A,B"], 2
+        return [
+            "echo-bench power: --repeats K plans from a pilot file: give one with --pair A,B"
+        ], 2
     if args.diff is None or args.discordant is None:
-        return ["echo-bench power: give --diff and --discordant, or a pilot file with --pair A,B"], 2
+        return [
+            "echo-bench power: give --diff and --discordant, or a pilot file with --pair A,B"
+        ], 2
     return _planned(args.diff, args.discordant, args.alpha, args.power)
 
 
 def _planned(diff: float, psi: float, alpha: float, power: float) -> tuple[list[str], int]:
     if not 0 < psi <= 1 or abs(diff) > psi:
-        return [f"echo-bench power: need 0 < discordant <= 1 and |diff| <= discordant (got {diff:g}, {psi:g}): "
-                "the difference is the difference of the two discordant shares"], 2
+        return [
+            "echo-bench power: need 0 < discordant <= 1 and |diff| <= discordant (got "
+            f"{diff:g}, {psi:g}): "
+            "the difference is the difference of the two discordant shares"
+        ], 2
     n = n_for_power(diff, psi, alpha, power)
     if n is None:
         return [f"echo-bench power: a difference of {diff:g} cannot be detected at any n"], 2
@@ -51,7 +76,9 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
     if len(names) != 2:
         return ["echo-bench power: a pilot file needs --pair A,B (two arm names)"], 2
     if names[0] == names[1]:
-        return [f"echo-bench power: --pair {names[0]},{names[1]}: an arm cannot be compared with itself"], 2
+        return [
+            f"echo-bench power: --pair {names[0]},{names[1]}: an arm cannot be compared with itself"
+        ], 2
     results: Results = load_results(args.files)
     report = build_report(results)
     known = ArmNames({b.name: b.arms for b in report.benchmarks})
@@ -61,69 +88,111 @@ def _from_pilot(args: argparse.Namespace) -> tuple[list[str], int]:
         return [f"echo-bench power: --pair: {exc}"], 2
     found = [p for p in report.pairs if {(p.benchmark, p.a), (p.benchmark, p.b)} == set(picked)]
     if not found:
-        return [f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"
-                + (" (the two arms are of different benchmarks)" if picked[0][0] != picked[1][0] else "")], 2
+        return [
+            f"echo-bench power: no pair {names[0]},{names[1]} in {', '.join(map(str, args.files))}"
+            + (
+                " (the two arms are of different benchmarks)"
+                if picked[0][0] != picked[1][0]
+                else ""
+            )
+        ], 2
     p = found[0]
     sign = 1 if p.a == picked[0][1] else -1
     psi = (p.a_only + p.b_only) / p.n if p.n else 0.0
     diff = args.diff if args.diff is not None else sign * (p.diff or 0.0)
-    pilot = (f"pilot {p.benchmark or '-'}: {names[0]} - {names[1]} = {sign * (p.diff or 0.0):+.4f} on {p.n} items, "
-             f"{psi:.1%} discordant ({p.a_only + p.b_only} items)")
+    pilot = (
+        f"pilot {p.benchmark or '-'}: {names[0]} - {names[1]} = "
+        f"{sign * (p.diff or 0.0):+.4f} on {p.n} items, "
+        f"{psi:.1%} discordant ({p.a_only + p.b_only} items)"
+    )
     at_n = mde(p.n, psi, args.alpha, args.power)
-    detect = f"mde at n = {p.n}: {at_n:.4f}" if at_n is not None else f"no difference is detectable at n = {p.n}"
+    detect = (
+        f"mde at n = {p.n}: {at_n:.4f}"
+        if at_n is not None
+        else f"no difference is detectable at n = {p.n}"
+    )
     if psi == 0:
         return [pilot, "the arms never disagree in the pilot: give --discordant to plan"], 2
     planned, status = _planned(diff, psi, args.alpha, args.power)
     rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
             for r in results.rows if r.benchmark == p.benchmark and r.status != "error")
-    design = design_lines(paired_items(rows, picked[0][1], picked[1][1]), diff, args.alpha, args.power, args.repeats)
+    design = design_lines(
+        paired_items(rows, picked[0][1], picked[1][1]), diff, args.alpha, args.power, args.repeats
+    )
     return [pilot, detect, *planned, *design], status
 
 
-def design_lines(items: list[PairedItem], diff: float, alpha: float, power: float, repeats: int | None) -> list[str]:
+def design_lines(
+    items: list[PairedItem], diff: float, alpha: float, power: float, repeats: int | None
+) -> list[str]:
     """The design from the pilot's items (Miller 2024): paired variance, clusters, repeats."""
     design = estimate_design(items)
     if design is None or diff == 0:
         return []
     k = f"{design.samples:g} sample{'s' if design.samples != 1 else ''} per item and arm"
-    lines = [f"paired variance per item {design.var_diff:.4f} (sd {design.var_diff ** 0.5:.4f}) on {design.n} items, "
-             f"{k}; {DESIGN}"]
+    lines = [
+        f"paired variance per item {design.var_diff:.4f} (sd {design.var_diff**0.5:.4f}) on "
+        f"{design.n} items, "
+        f"{k}; {DESIGN}"
+    ]
     plain = items_needed(design.variance(), diff, alpha, power)
     lines.append(f"without clustering: n = {_count(plain)} items for diff {diff:+.4f}")
-    lines.append(_clustered(design, design.variance(), design.icc, diff, alpha, power, "") if design.clusters > 1
-                 else "with clustering: one subtask only, no clusters to account for")
+    lines.append(
+        _clustered(design, design.variance(), design.icc, diff, alpha, power, "")
+        if design.clusters > 1
+        else "with clustering: one subtask only, no clusters to account for"
+    )
     if design.samples > 1:  # two plans for one question: say which counts what
-        lines.append(f"two plans: McNemar's n above counts each item as one right/wrong pair; the design's n (Miller) "
-                     f"scores each item by the mean of its {design.samples:g} samples, and is the one for a sweep "
-                     "with repeats")
+        lines.append(
+            "two plans: McNemar's n above counts each item as one right/wrong pair; the "
+            "design's n (Miller) "
+            f"scores each item by the mean of its {design.samples:g} samples, and is the one "
+            "for a sweep "
+            "with repeats"
+        )
     if repeats is not None:
         lines += _repeats(design, repeats, diff, alpha, power)
     return lines
 
 
-def _clustered(design: Design, variance: float, icc: float, diff: float, alpha: float, power: float, tail: str) -> str:
+def _clustered(
+    design: Design, variance: float, icc: float, diff: float, alpha: float, power: float, tail: str
+) -> str:
     n = items_clustered(variance, icc, design.clusters, diff, alpha, power)
     if n is None:
-        return (f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}; no number of items suffices, "
-                "the subtasks' own differences alone are too variable: add subtasks")
+        return (
+            f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}; no number of "
+            "items suffices, "
+            "the subtasks' own differences alone are too variable: add subtasks"
+        )
     deff = 1 + (n / design.clusters - 1) * icc
-    return (f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}, design effect {deff:.2f} at "
-            f"{n / design.clusters:.1f} items per subtask on average: n = {n} items")
+    return (
+        f"with {design.clusters} subtasks as clusters{tail}: ICC {icc:.3f}, design effect "
+        f"{deff:.2f} at "
+        f"{n / design.clusters:.1f} items per subtask on average: n = {n} items"
+    )
 
 
 def _repeats(design: Design, repeats: int, diff: float, alpha: float, power: float) -> list[str]:
     if design.within_a is None or design.within_b is None:
-        return [f"with {repeats} repeat{'s' if repeats != 1 else ''} per item: unknown, the pilot has one sample per item: the within-item "
-                "variance needs a pilot with epochs: 2 or more"]
+        return [
+            f"with {repeats} repeat{'s' if repeats != 1 else ''} per item: unknown, the "
+            "pilot has one sample per item: the within-item "
+            "variance needs a pilot with epochs: 2 or more"
+        ]
     variance = design.variance(repeats)
     n = items_needed(variance, diff, alpha, power)
     said = f"{repeats} repeat{'s' if repeats != 1 else ''}"
     tail = f" and {said}"
-    return [f"with {said} per item: within-item variance ({design.within_a:.4f} + {design.within_b:.4f}) "
-            f"/ {repeats}, paired variance {variance:.4f}: n = {_count(n)} items "
-            f"({_count(n * repeats if n else None)} calls per arm)",
-            _clustered(design, variance, design.icc_at(repeats), diff, alpha, power, tail) if design.clusters > 1
-            else f"with {said}, clustered: one subtask only"]
+    return [
+        f"with {said} per item: within-item variance ({design.within_a:.4f} + "
+        f"{design.within_b:.4f}) "
+        f"/ {repeats}, paired variance {variance:.4f}: n = {_count(n)} items "
+        f"({_count(n * repeats if n else None)} calls per arm)",
+        _clustered(design, variance, design.icc_at(repeats), diff, alpha, power, tail)
+        if design.clusters > 1
+        else f"with {said}, clustered: one subtask only",
+    ]
 
 
 def _count(n: int | None) -> str:

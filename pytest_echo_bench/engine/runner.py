@@ -21,8 +21,22 @@ from pytest_echo_bench.budget.hold import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import cache_descriptor
 from pytest_echo_bench.engine.limiter import Limits
-from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, Job, Outcome, utcnow
-from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, LOCAL_HINT, Classifier, described, local_cause
+from pytest_echo_bench.engine.outcome import (
+    ABORTED,
+    INCOMPLETE,
+    ROW,
+    UNAVAILABLE,
+    Job,
+    Outcome,
+    utcnow,
+)
+from pytest_echo_bench.engine.scope import (
+    CREDENTIALS_HINT,
+    LOCAL_HINT,
+    Classifier,
+    described,
+    local_cause,
+)
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.errors import (
@@ -101,9 +115,12 @@ class ArmRuntime:
                 factory = PROVIDERS[self.spec.arms[self.arm].provider]
                 try:
                     conf = self.spec.arms[self.arm]
-                    # Behind its endpoint's adaptive limit (network providers only): see engine.limiter.
+                    # Behind its endpoint's adaptive limit (network
+                    # providers only): see engine.limiter.
                     made = factory(conf, self.spec, self.runner.caller_for(self.spec))
-                    self._provider = self.runner.limits.wrap(made, conf, self.spec.retries.max_wait_s)
+                    self._provider = self.runner.limits.wrap(
+                        made, conf, self.spec.retries.max_wait_s
+                    )
                 except UnavailableError as exc:
                     raise self.breaker.trip(exc) from None
             return self._provider
@@ -117,19 +134,24 @@ class Runner:
         self.writer, self.stop, self.run_id, self.worker = writer, stop, run_id, worker
         self.on_stop, self.cache, self.recorded, self.budget = on_stop, cache, recorded, budget
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
-        self._spec_slots: dict[str, threading.BoundedSemaphore] = {}  # spec path -> its top-level ``concurrency:``
+        # spec path -> its top-level ``concurrency:``
+        self._spec_slots: dict[str, threading.BoundedSemaphore] = {}
         self._secrets: dict[str, Secrets] = {}  # spec path -> what its error texts must not show
-        self._prompters: dict[str, Mapping[str, Prompter]] = {}  # spec path -> its arms' prompts, from its items
-        # Per endpoint: the adaptive concurrency limit and the arms' rate limits (on its own: the defaults).
+        # spec path -> its arms' prompts, from its items
+        self._prompters: dict[str, Mapping[str, Prompter]] = {}
+        # Per endpoint: the adaptive concurrency limit and the arms' rate
+        # limits (on its own: the defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Once the calls are done: close what the providers and the cache hold open (sockets, SQLite)."""
+        """Once the calls are done: close what the providers and the
+        cache hold open (sockets, SQLite)."""
         with self._lock:
             providers = [arm._provider for arm in self._arms.values() if arm._provider is not None]
         for provider in providers:
-            close = getattr(provider, "close", None)  # network providers; the limiter's wrapper passes it on
+            # network providers; the limiter's wrapper passes it on
+            close = getattr(provider, "close", None)
             if close is not None:
                 close()
         if self.cache is not None:
@@ -144,7 +166,8 @@ class Runner:
 
     @contextlib.contextmanager
     def spec_slot(self, spec: Spec) -> Iterator[None]:
-        """One of the spec's top-level ``concurrency:`` slots, shared by all its arms (no limit when unset).
+        """One of the spec's top-level ``concurrency:`` slots, shared by all
+        its arms (no limit when unset).
 
         Taken only around an item's own call: a composite arm's calls to its siblings run inside
         the composite's slot, since taking a second one could wait on slots the composites hold.
@@ -153,7 +176,9 @@ class Runner:
             yield
             return
         with self._lock:
-            slots = self._spec_slots.setdefault(str(spec.path), threading.BoundedSemaphore(spec.concurrency))
+            slots = self._spec_slots.setdefault(
+                str(spec.path), threading.BoundedSemaphore(spec.concurrency)
+            )
         with slots:
             yield
 
@@ -174,16 +199,31 @@ class Runner:
 
         def call(arm_name: str, request: Request) -> Completion:
             if arm_name not in spec.arms:
-                raise PermanentError(f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}")
-            prompt = render_for(self._prompters.get(str(spec.path)), arm_name, request.example, request.prompt)
+                raise PermanentError(
+                    f"arm {arm_name!r} is not in {spec.path.name}; known: {', '.join(spec.arms)}"
+                )
+            prompt = render_for(
+                self._prompters.get(str(spec.path)), arm_name, request.example, request.prompt
+            )
             try:
                 with self.arm(spec, arm_name).slot():
-                    return self._call(spec, arm_name, dataclasses.replace(request, prompt=prompt, timeout_s=spec.timeout_s))[0]
+                    return self._call(
+                        spec,
+                        arm_name,
+                        dataclasses.replace(request, prompt=prompt, timeout_s=spec.timeout_s),
+                    )[0]
             except ExhaustedError as exc:
                 # Stopped here, not only where the error lands: a Python arm that catches it and
                 # falls back to another arm must not go on calling an exhausted provider.
                 text = self.error_text(spec, exc)
-                self._stop_exhausted(spec, request.example.id, arm_name, f"{request.example.id} (arm {arm_name})", text, exc)
+                self._stop_exhausted(
+                    spec,
+                    request.example.id,
+                    arm_name,
+                    f"{request.example.id} (arm {arm_name})",
+                    text,
+                    exc,
+                )
                 raise
 
         return call
@@ -196,18 +236,26 @@ class Runner:
         if hit is not None:  # checked too: a cache written before these rules may hold any usage
             completion, attempts, retries = checked(Completion(hit[0], hit[1], cache_hits=1)), 0, 0
         else:
-            with self._spend(spec, arm, request) as settle:  # a real call: held against the budget until it answers
+            # a real call: held against the budget until it answers
+            with self._spend(spec, arm, request) as settle:
                 done = self._attempt(spec, arm, runtime, request)
-                # Whatever the provider handed back: text or this item's error, usage counts or unknown.
-                completion, attempts, retries = checked(done.completion), done.attempts, len(done.retries)
+                # Whatever the provider handed back: text or this item's
+                # error, usage counts or unknown.
+                completion, attempts, retries = (
+                    checked(done.completion),
+                    done.attempts,
+                    len(done.retries),
+                )
                 settle(_priced(spec, arm, completion))
             if self.cache is not None and key:
                 self.cache.put(key, completion.text, completion.usage)
-        _priced(spec, arm, completion)  # a cached reply costs nothing against the budget, but has its list price
+        # a cached reply costs nothing against the budget, but has its list price
+        _priced(spec, arm, completion)
         return completion, attempts, retries
 
     def _spend(self, spec: Spec, arm: str, request: Request) -> AbstractContextManager[Settle]:
-        """The budget's hold on one real call; a routing or Python arm's own call is the calls it makes."""
+        """The budget's hold on one real call; a routing or Python arm's
+        own call is the calls it makes."""
         if self.budget is None or spec.arms[arm].provider in COMPOSITE:
             return contextlib.nullcontext(_no_budget)
         return self.budget.call(spec, arm, request.prompt)
@@ -216,80 +264,135 @@ class Runner:
         """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""
         with runtime.breaker.turn(self.stop) as probing:
             try:
-                done = call_with_retries(runtime.provider(), request, spec.retries, runtime.classifier, self.stop,
-                                         probing=probing)
+                done = call_with_retries(
+                    runtime.provider(),
+                    request,
+                    spec.retries,
+                    runtime.classifier,
+                    self.stop,
+                    probing=probing,
+                )
             except ArmError as exc:
-                down = UnavailableError(self._arm_failure(spec, arm, exc), misconfigured=not exc.absent)
+                down = UnavailableError(
+                    self._arm_failure(spec, arm, exc), misconfigured=not exc.absent
+                )
                 raise runtime.breaker.trip(down) from None
             except PermanentError as exc:
                 if probing and runtime.breaker.repeated(self.error_text(spec, exc)):
-                    down = UnavailableError(self._arm_failure(spec, arm, exc, True), misconfigured=True)
+                    down = UnavailableError(
+                        self._arm_failure(spec, arm, exc, True), misconfigured=True
+                    )
                     raise runtime.breaker.trip(down) from None
                 raise
             runtime.breaker.answered()
             return done
 
-    def _arm_failure(self, spec: Spec, arm: str, exc: ArmError | PermanentError, repeated: bool = False) -> str:
+    def _arm_failure(
+        self, spec: Spec, arm: str, exc: ArmError | PermanentError, repeated: bool = False
+    ) -> str:
         """Which arm, where it calls, what went wrong and what a person should do."""
         conf = spec.arms[arm]
         hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
         why = f"the same error on its first {REPEATS} calls: " if repeated else ""
-        # A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or a key
-        # or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
+        # A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or
+        # a key or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
         credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
-        then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
+        then = (
+            "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
+        )
         # Redacted whole: the endpoint is a base_url, which may carry a user and password.
-        return self.error_text(spec, f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{exc}; "
-                                     f"{hint}{then}; its other items are not called")
+        return self.error_text(
+            spec,
+            f"arm {arm!r} cannot work as configured ({endpoint(conf)}): {why}{exc}; "
+            f"{hint}{then}; its other items are not called",
+        )
 
     def run(self, item: Job) -> Outcome:
         """Call, grade and record one item; never raises for provider trouble."""
-        self._prompters.setdefault(str(item.spec.path), item.prompters)  # a spec's items share one mapping
+        # a spec's items share one mapping
+        self._prompters.setdefault(str(item.spec.path), item.prompters)
         if self.budget is None:
             return self._run(item)
         try:  # the item's calls draw on one hold on the budget, settled when it ends
             prompt = render_for(item.prompters, item.arm, item.example)
-            with self.budget.item(item.spec, item.arm, prompt, (item.spec.benchmark, item.example.id, item.epoch)):
+            with self.budget.item(
+                item.spec, item.arm, prompt, (item.spec.benchmark, item.example.id, item.epoch)
+            ):
                 return self._run(item)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self._local(item, exc)
 
     def _run(self, item: Job) -> Outcome:
         if self.stop.is_set():
-            return Outcome(ABORTED, message="the run is stopping (see the stop marker); not attempted")
-        found = self.recorded.find((item.spec.benchmark, item.example.id, item.arm, item.epoch)) if self.recorded else None
-        if found is not None:  # a lost worker recorded it; xdist handed it on: report it, never record it twice
-            return Outcome(ROW, row_from_json(found), message="recorded before its worker was lost; not run again")
-        request = Request(item.example, item.arm, render_for(item.prompters, item.arm, item.example), timeout_s=item.spec.timeout_s, epoch=item.epoch)
+            return Outcome(
+                ABORTED, message="the run is stopping (see the stop marker); not attempted"
+            )
+        found = (
+            self.recorded.find((item.spec.benchmark, item.example.id, item.arm, item.epoch))
+            if self.recorded
+            else None
+        )
+        # a lost worker recorded it; xdist handed it on: report it, never record it twice
+        if found is not None:
+            return Outcome(
+                ROW,
+                row_from_json(found),
+                message="recorded before its worker was lost; not run again",
+            )
+        request = Request(
+            item.example,
+            item.arm,
+            render_for(item.prompters, item.arm, item.example),
+            timeout_s=item.spec.timeout_s,
+            epoch=item.epoch,
+        )
         with self.spec_slot(item.spec), self.arm(item.spec, item.arm).slot():
-            # Timed from the moment the arm's slot is ours: waiting for a slot is not the model's time.
+            # Timed from the moment the arm's slot is ours: waiting for
+            # a slot is not the model's time.
             started, t0 = utcnow(), time.perf_counter()
             try:
                 completion, attempts, retries = self._call(item.spec, item.arm, request)
             except UnavailableError as exc:
-                return Outcome(UNAVAILABLE, message=self.error_text(item.spec, exc), misconfigured=exc.misconfigured)
+                return Outcome(
+                    UNAVAILABLE,
+                    message=self.error_text(item.spec, exc),
+                    misconfigured=exc.misconfigured,
+                )
             except AbortedError as exc:
                 return Outcome(ABORTED, message=self.error_text(item.spec, exc))
             except IncompleteError as exc:
                 text = self.error_text(item.spec, exc)
-                return Outcome(INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {text}")
+                return Outcome(
+                    INCOMPLETE, message=f"not completed after {exc.attempts} attempts: {text}"
+                )
             except ExhaustedError as exc:
                 text = self.error_text(item.spec, exc)
-                return Outcome(ABORTED, message=f"provider exhausted: {text}", stop=self._exhausted(item, text, exc))
+                return Outcome(
+                    ABORTED,
+                    message=f"provider exhausted: {text}",
+                    stop=self._exhausted(item, text, exc),
+                )
             except LocalError as exc:
                 return self._local(item, exc)
             except PermanentError as exc:
                 text = self.error_text(item.spec, exc)
                 # One prefix: a message that already says "error:" is not told so twice.
-                verdict = Verdict("error", None, text if text.lower().startswith("error:") else f"error: {text}")
+                verdict = Verdict(
+                    "error", None, text if text.lower().startswith("error:") else f"error: {text}"
+                )
                 return self._record(item, Completion(""), verdict, started, t0, 1, 0)
         try:
             verdict = self._grade(item, completion.text)
         except LocalError as exc:
             return self._local(item, exc)
-        except UnavailableError as exc:  # the scorer cannot grade this arm here (isolation required): the arm stops
+        # the scorer cannot grade this arm here (isolation required): the arm stops
+        except UnavailableError as exc:
             down = self.arm(item.spec, item.arm).breaker.trip(exc)
-            return Outcome(UNAVAILABLE, message=self.error_text(item.spec, down), misconfigured=down.misconfigured)
+            return Outcome(
+                UNAVAILABLE,
+                message=self.error_text(item.spec, down),
+                misconfigured=down.misconfigured,
+            )
         return self._record(item, completion, verdict, started, t0, attempts, retries)
 
     def _grade(self, item: Job, output: str) -> Verdict:
@@ -302,20 +405,42 @@ class Runner:
         except Exception as exc:  # a scorer crash is this item's failure, not the run's
             local = local_cause(exc)
             if local is not None:  # ... unless it is our machine's (a full disk under the sandbox)
-                raise LocalError(f"scorer {item.spec.scorer}: {described(local)}; {LOCAL_HINT}") from exc
+                raise LocalError(
+                    f"scorer {item.spec.scorer}: {described(local)}; {LOCAL_HINT}"
+                ) from exc
             text = self.error_text(item.spec, exc)
-            return Verdict("error", None, f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}")
+            return Verdict(
+                "error",
+                None,
+                f"error: scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}",
+            )
 
     def _record(self, item: Job, done: Completion, verdict: Verdict, started: str, t0: float,
                 attempts: int, retries: int) -> Outcome:
         row = Row(
-            task_id=item.example.id, arm=item.arm, passed=verdict.passed, detail=verdict.detail,
-            wall_seconds=round(time.perf_counter() - t0, 4), sub_calls=done.sub_calls,
-            benchmark=item.spec.benchmark, status=verdict.status, output=done.text, answer=verdict.answer,
-            target=item.example.target, attempts=attempts, started_at=started, finished_at=utcnow(),
-            worker=self.worker, run_id=self.run_id, subtask=item.example.subtask, usage=done.usage,
-            retries=retries, extra={**done.extra, **verdict.extra, **_over(self.budget)}, cost_usd=done.cost_usd,
-            cost_units=_units(done.cost_usd, item.spec.cost_unit_usd), cache_hits=done.cache_hits,
+            task_id=item.example.id,
+            arm=item.arm,
+            passed=verdict.passed,
+            detail=verdict.detail,
+            wall_seconds=round(time.perf_counter() - t0, 4),
+            sub_calls=done.sub_calls,
+            benchmark=item.spec.benchmark,
+            status=verdict.status,
+            output=done.text,
+            answer=verdict.answer,
+            target=item.example.target,
+            attempts=attempts,
+            started_at=started,
+            finished_at=utcnow(),
+            worker=self.worker,
+            run_id=self.run_id,
+            subtask=item.example.subtask,
+            usage=done.usage,
+            retries=retries,
+            extra={**done.extra, **verdict.extra, **_over(self.budget)},
+            cost_usd=done.cost_usd,
+            cost_units=_units(done.cost_usd, item.spec.cost_unit_usd),
+            cache_hits=done.cache_hits,
             epoch=item.epoch if item.spec.epochs > 1 else None,
             charged_usd=self.budget.charged() if self.budget is not None else None,
         )
@@ -350,8 +475,15 @@ class Runner:
         """Our machine failed the item: stop the run resumably; nothing is recorded."""
         text = self.error_text(item.spec, exc)
         reason = StopReason("local-error", text)
-        self.stop.trigger(reason, benchmark=item.spec.benchmark, task_id=item.example.id, arm=item.arm,
-                          worker=self.worker, at=utcnow(), results=str(self.writer.path))
+        self.stop.trigger(
+            reason,
+            benchmark=item.spec.benchmark,
+            task_id=item.example.id,
+            arm=item.arm,
+            worker=self.worker,
+            at=utcnow(),
+            results=str(self.writer.path),
+        )
         self.on_stop(shown(f"echo-bench: local error on {item.nodeid}: {text}", newlines=False))
         return Outcome(ABORTED, message=f"not recorded: {text}", stop=reason)
 
@@ -362,14 +494,30 @@ ALLOW = "--bench-allow-mismatch (this arm recorded nothing)"
 def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:
     """What to do about an arm-scope failure its provider gave no hint for."""
     if status in (401, 403):
-        names = arm.options.get("api_key_env") or ", ".join(DEFAULT_KEY_ENV.get(arm.provider, ())) or "its key variable"
-        return f"the key was refused: check the key in {names} (and that it may use this model), then resume"
+        names = (
+            arm.options.get("api_key_env")
+            or ", ".join(DEFAULT_KEY_ENV.get(arm.provider, ()))
+            or "its key variable"
+        )
+        return (
+            f"the key was refused: check the key in {names} (and that it may use this model), "
+            "then resume"
+        )
     if status == 404:
-        return "check the model name and base_url (an OpenAI-compatible base_url ends in /v1), then resume"
+        return (
+            "check the model name and base_url (an OpenAI-compatible base_url ends in /v1), then "
+            "resume"
+        )
     if status is not None and 300 <= status < 400:
-        return "base_url must be the API's address, not a web page, a redirect or a login; fix it, then resume"
+        return (
+            "base_url must be the API's address, not a web page, a redirect or a login; fix it, "
+            "then resume"
+        )
     if repeated:
-        return "fix the arm's settings in the spec (or the server), then resume with --bench-retry-errors"
+        return (
+            "fix the arm's settings in the spec (or the server), then resume with "
+            "--bench-retry-errors"
+        )
     return "fix the arm's settings in the spec (or its credentials), then resume"
 
 
@@ -378,7 +526,8 @@ def _after(seconds: float | None) -> float | None:
 
 
 def _priced(spec: Spec, arm: str, completion: Completion) -> float | None:
-    """The call's cost: the provider's own figure, else the list price of its usage (None: unknown)."""
+    """The call's cost: the provider's own figure, else the list
+    price of its usage (None: unknown)."""
     if completion.cost_usd is None:
         # List price, cached or not: an arm's cost must not depend on what ran before it.
         completion.cost_usd = finite_cost(spec.cost(arm, completion.usage))
@@ -386,7 +535,8 @@ def _priced(spec: Spec, arm: str, completion: Completion) -> float | None:
 
 
 def _over(budget: Budget | None) -> dict[str, float]:
-    """The row's note of what its replies reported beyond their worst cases (the budget charged it)."""
+    """The row's note of what its replies reported beyond their worst
+    cases (the budget charged it)."""
     over = budget.over() if budget is not None else 0.0
     return {"budget_over_usd": over} if over > 0 else {}
 
@@ -396,5 +546,6 @@ def _no_budget(cost: float | None) -> None:
 
 
 def _units(cost: float | None, unit: float | None) -> float | None:
-    # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be recorded as a figure no reader reads.
+    # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be
+    # recorded as a figure no reader reads.
     return finite_cost(round(cost / unit, 6)) if cost is not None and unit else None

@@ -37,8 +37,13 @@ from pytest_echo_bench.providers.network import TLS_HINT, cert_failure
 # reply's error code and type, which it knows: a word in its message ("billing" in a 400 about a
 # prompt) does not stop the run. The spec's ``errors.exhaustion`` patterns apply to every error.
 BUILTIN_EXHAUSTION = (
-    r"insufficient_quota", r"exceeded your current quota", r"credit balance is too low", r"usage limit",
-    r"\bbilling_(?:error|hard_limit_reached|not_active)\b", r"credit_balance_exhausted", r"quota exceeded",
+    r"insufficient_quota",
+    r"exceeded your current quota",
+    r"credit balance is too low",
+    r"usage limit",
+    r"\bbilling_(?:error|hard_limit_reached|not_active)\b",
+    r"credit_balance_exhausted",
+    r"quota exceeded",
     r"out of credits",
 )
 # Messages that mean the arm's credentials are wrong, whatever the status: LiteLLM without a
@@ -49,14 +54,25 @@ BUILTIN_ARM = (
 )
 # A proxy that does not serve the model answers 400, not 404 (LiteLLM: "Invalid model name passed
 # in model=..."), the same for every item.
-BUILTIN_MODEL = (r"Invalid model name passed", r"model_not_found", r"The model `[^`]*` does not exist")
+BUILTIN_MODEL = (
+    r"Invalid model name passed",
+    r"model_not_found",
+    r"The model `[^`]*` does not exist",
+)
 # errno values that are our machine's trouble, not the provider's: retrying only repeats them
 # and recording them would grade a full disk as a wrong answer.
 LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
-LOCAL_HINT = ("free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: free space; "
-              "memory: lower --bench-concurrency or the number of workers), then resume")
-CREDENTIALS_HINT = "the arm's credentials were refused: fix its key (or log the CLI in), then resume"
-MODEL_HINT = "the server does not serve this model: check the arm's model (and base_url), then resume"
+LOCAL_HINT = (
+    "free the resource (open files: raise `ulimit -n` or lower --bench-concurrency; disk: "
+    "free space; "
+    "memory: lower --bench-concurrency or the number of workers), then resume"
+)
+CREDENTIALS_HINT = (
+    "the arm's credentials were refused: fix its key (or log the CLI in), then resume"
+)
+MODEL_HINT = (
+    "the server does not serve this model: check the arm's model (and base_url), then resume"
+)
 UNREACHABLE_HINT = "check base_url (scheme, host, port) and that the server is running"
 
 
@@ -86,7 +102,9 @@ class Classifier:
                 self._exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))):  # type: ignore[attr-defined]
             return ExhaustedError(text, status=error.status)
         if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
-            return ArmError(text, hint=CREDENTIALS_HINT, status=error.status, absent=bool(_ABSENT.search(text)))
+            return ArmError(
+                text, hint=CREDENTIALS_HINT, status=error.status, absent=bool(_ABSENT.search(text))
+            )
         if isinstance(error, PermanentError) and _MODEL.search(text):
             return ArmError(text, hint=MODEL_HINT, status=error.status)
         if isinstance(error, TransientError) and unreachable(exc):
@@ -102,7 +120,8 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 _EXHAUSTED = _compile(BUILTIN_EXHAUSTION)
 _ARM = _compile(BUILTIN_ARM)
-_ABSENT = _compile((r"not logged in", r"please run /login"))  # no login at all, as opposed to a refused one
+# no login at all, as opposed to a refused one
+_ABSENT = _compile((r"not logged in", r"please run /login"))
 _MODEL = _compile(BUILTIN_MODEL)
 
 
@@ -124,7 +143,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def local_cause(exc: BaseException) -> OSError | MemoryError | None:
-    """The error in ``exc``'s chain that is our own machine's (EMFILE, ENOSPC, out of memory), if any.
+    """The error in ``exc``'s chain that is our own machine's (EMFILE,
+    ENOSPC, out of memory), if any.
 
     MemoryError is this process out of memory (a Python arm building a huge list, a scorer, a
     reply too large to decode): no verdict on the item and no fault of the provider. Retrying it

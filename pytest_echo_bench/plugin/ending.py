@@ -13,18 +13,23 @@ from pytest_echo_bench.store.files import end_line, read_json, stop_path
 from pytest_echo_bench.store.writer import ResultsWriter
 
 def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
-    """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``), and after a
-    resume that ran items of a file that had stopped (its stop is over); the error's text when the file refuses it."""
+    """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``),
+    and after a resume that ran items of a file that had stopped (its stop is over); the error's
+    text when the file refuses it."""
     path = Path(ctx.results)
     stop = stopped or (f"pytest: {pytest_stop}" if pytest_stop else "")
     if not path.is_file() or path.stat().st_size == 0:
         return None
-    # The whole file before this run, not its last bytes: a killed resume may have appended rows after the stop.
+    # The whole file before this run, not its last bytes: a killed resume may
+    # have appended rows after the stop.
     before = before_resume(path, ctx.resume_upto) if ctx.resume_upto is not None else Collection()
     if not stop and not (ctx.resume_upto is not None and ran > 0 and before.early):
         return None
-    marker = {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
-    if stop and not marker:  # pytest's stop, or a marker the directory refused: the stop as the run says it
+    marker = (
+        {k: v for k, v in read_json(stop_path(path)).items() if k != "results"} if stopped else {}
+    )
+    # pytest's stop, or a marker the directory refused: the stop as the run says it
+    if stop and not marker:
         reason, _, message = stop.partition(":")
         marker = {"reason": reason, "message": message.strip()}
     writer = ResultsWriter(path, identity=ctx.results_id)

@@ -18,10 +18,15 @@ from pytest_echo_bench.plugin.order import RANDOM
 from pytest_echo_bench.spec.load import Spec
 
 
-def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str, Sequence[str]],
-                found: Mapping[str, Any] | None, order: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The stop-when-decided plan as the meta line records it ({} for none), and a note when a resume
-    is asked for pairs; a UsageError when the plan is wrong.
+def decide_plan(
+    opts: BenchOptions,
+    specs: Mapping[str, Spec],
+    arms: Mapping[str, Sequence[str]],
+    found: Mapping[str, Any] | None,
+    order: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[str]]:
+    """The stop-when-decided plan as the meta line records it ({} for none), and a note when a
+    resume is asked for pairs; a UsageError when the plan is wrong.
 
     A resume keeps the plan of its meta line (the printed resume command names no pairs): the
     pairs a sweep looks at are fixed before its first look.
@@ -31,7 +36,10 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
         if not opts.decide:
             return kept, []
         said = ", ".join(" vs ".join(p[1:]) for p in kept.get("pairs", [])) or "none"
-        return kept, [f"echo-bench: --bench-stop-when-decided ignored: a resume keeps the pairs its meta line records ({said})"]
+        return kept, [
+            "echo-bench: --bench-stop-when-decided ignored: a resume keeps the pairs its "
+            f"meta line records ({said})"
+        ]
     pairs: list[tuple[str, str, str]] = []
     levels = {(s.decide.alpha, s.decide.margin) for s in specs.values() if s.decide is not None}
     if len(levels) > 1:  # one Holm family, one alpha: a sweep cannot hold two
@@ -48,6 +56,8 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
     if not pairs:
         return {}, []
     if order.get("order") != RANDOM:
-        raise pytest.UsageError("--bench-stop-when-decided needs the random order (--bench-order random): "
-                                "a sweep stopped early in file order holds only the first subtasks")
+        raise pytest.UsageError(
+            "--bench-stop-when-decided needs the random order (--bench-order random): "
+            "a sweep stopped early in file order holds only the first subtasks"
+        )
     return Plan(tuple(dict.fromkeys(pairs)), alpha, margin).to_json(), []

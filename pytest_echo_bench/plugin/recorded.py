@@ -24,14 +24,20 @@ from pytest_echo_bench.plugin.order import DEFAULT_SEED, FILE, RANDOM, order_met
 OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
            "concurrency": ("bench_concurrency", "--bench-concurrency"),
            "budget_usd": ("bench_budget_usd", "--bench-budget-usd")}
-# What a resume of a file without a record runs with when its command line says nothing (options.resolve).
+# What a resume of a file without a record runs with when its command line
+# says nothing (options.resolve).
 DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None}
 OFF, DEFAULT_CACHE = "off", "default"
 
 
 def record(opts: BenchOptions) -> dict[str, Any]:
-    """The meta line's ``options`` for a new sweep: the cache as "off", "default" or an absolute path."""
-    return {"cache": _cache_text(opts.cache), "concurrency": opts.concurrency, "budget_usd": opts.budget_usd}
+    """The meta line's ``options`` for a new sweep: the cache as "off",
+    "default" or an absolute path."""
+    return {
+        "cache": _cache_text(opts.cache),
+        "concurrency": opts.concurrency,
+        "budget_usd": opts.budget_usd,
+    }
 
 
 def recorded(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
@@ -42,8 +48,10 @@ def recorded(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
         return {}
     problem = _problem(found)
     if problem is not None:
-        raise pytest.UsageError(f"--bench-resume {where}: the meta line's options {problem}; "
-                                "give them on the command line and fix or remove the meta line's \"options\"")
+        raise pytest.UsageError(
+            f"--bench-resume {where}: the meta line's options {problem}; "
+            'give them on the command line and fix or remove the meta line\'s "options"'
+        )
     return {name: found[name] for name in OPTIONS if name in found}
 
 
@@ -63,7 +71,9 @@ def resumed(config: pytest.Config, opts: BenchOptions,
     return replace(opts, **taken), notes
 
 
-def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any]) -> list[str]:
+def resume_flags(
+    config: pytest.Config, opts: BenchOptions, options: Mapping[str, Any]
+) -> list[str]:
     """The flags a printed resume command needs to run as this run did: each option whose value a
     plain resume would not take by itself (from the record, else the default), and
     ``--bench-retry-errors`` when this run was given it. The budget is the controller's to print
@@ -76,18 +86,28 @@ def resume_flags(config: pytest.Config, opts: BenchOptions, options: Mapping[str
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
 
 
-def run_order(opts: BenchOptions, found: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+def run_order(
+    opts: BenchOptions, found: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
     """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
     if found is None:
-        return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
+        return order_meta(
+            opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed
+        ), []
     # Files written before the order existed ran in file order: a resume keeps that too.
     kept = dict(found.get("order") or {"order": FILE})
     asked = order_meta(opts.order or str(kept["order"]), kept.get("seed", DEFAULT_SEED)
                        if opts.seed is None else opts.seed)
     if (opts.order is not None or opts.seed is not None) and asked != kept:
-        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
-        return kept, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
-                          f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"]
+        given = " and ".join(
+            f
+            for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed))
+            if v is not None
+        )
+        return kept, [
+            f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
+            f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"
+        ]
     return kept, []
 
 
@@ -121,11 +141,17 @@ def _problem(found: Any) -> str | None:
     """What is wrong with a meta line's ``options``, or None."""
     if not isinstance(found, dict):
         return "are not an object"
-    cache, concurrency, usd = found.get("cache", OFF), found.get("concurrency", 8), found.get("budget_usd")
+    cache, concurrency, usd = (
+        found.get("cache", OFF),
+        found.get("concurrency", 8),
+        found.get("budget_usd"),
+    )
     if not isinstance(cache, str) or not (cache in (OFF, DEFAULT_CACHE) or os.path.isabs(cache)):
         return f"give cache {cache!r}, not \"off\", \"default\" or an absolute path"
     if type(concurrency) is not int or not 1 <= concurrency <= 1024:
         return f"give concurrency {concurrency!r}, not a whole number from 1 to 1024"
-    if usd is not None and (type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD):
+    if usd is not None and (
+        type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD
+    ):
         return f"give budget_usd {usd!r}, not an amount of US dollars above 0"
     return None

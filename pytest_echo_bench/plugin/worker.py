@@ -39,7 +39,8 @@ from pytest_echo_bench.store.safe_text import shown, shown_json
 from pytest_echo_bench.store.writer import ResultsWriter
 from pytest_echo_bench.suites import isolation
 
-STOP_GRACE_S = 1.5  # how long a stopping run waits for calls in flight before leaving them to resume
+# how long a stopping run waits for calls in flight before leaving them to resume
+STOP_GRACE_S = 1.5
 
 
 class WorkerPlugin:
@@ -49,31 +50,49 @@ class WorkerPlugin:
     sent it drops what nothing reads any more; in a serial run the controller plugin does that.
     """
 
-    def __init__(self, config: pytest.Config, opts: BenchOptions, ctx: RunContext, remote: bool) -> None:
+    def __init__(
+        self, config: pytest.Config, opts: BenchOptions, ctx: RunContext, remote: bool
+    ) -> None:
         self.config, self.opts, self.ctx, self.remote = config, opts, ctx, remote
         isolation.require(opts.require_isolation)
         self.spec_paths = {Path(p) for p in ctx.specs}
-        config.stash.setdefault(SPEC_CACHE, {})  # an xdist worker's collection and ordering parse each spec once
-        self.writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id)
+        # an xdist worker's collection and ordering parse each spec once
+        config.stash.setdefault(SPEC_CACHE, {})
+        self.writer = ResultsWriter(
+            Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id
+        )
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
         recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark)
         self.budget = Budget(Ledger(ctx.results, ctx.budget_limits)) if ctx.budget else None
-        # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the workers.
+        # No endpoint's adaptive limit goes above the pool; an arm's
+        # rate_limit is split among the workers.
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
-        self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main", self._request_stop, cache,
-                             recorded, self.budget, limits)
+        self.runner = Runner(
+            self.writer,
+            self.stop,
+            ctx.run_id,
+            worker_id(config) or "main",
+            self._request_stop,
+            cache,
+            recorded,
+            self.budget,
+            limits,
+        )
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
         self.queue = WorkerQueue(config) if remote else None
         self.shard = parse_shard(ctx.shard or None)  # the controller's resolved K/N, or none
         self.session: pytest.Session | None = None
-        self._quiet: pytest.TestReport | None = None  # a benchmark item's setup/teardown report, until logged
+        # a benchmark item's setup/teardown report, until logged
+        self._quiet: pytest.TestReport | None = None
         self._reporter: Any = None  # the terminal reporter, found on first use (False: none)
-        self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items, in order
+        # serial: session.items' benchmark items, in order
+        self._bench: list[BenchItem] | None = None
         self._pos = 0  # serial: where in them the next item to run should be
         config.stash[RUN] = self.outcome
         self.signals = StopSignals()
-        if remote:  # a SIGTERM to the whole process group stops a worker as Ctrl-C does, not mid-row
+        # a SIGTERM to the whole process group stops a worker as Ctrl-C does, not mid-row
+        if remote:
             self.signals.install()
 
     # -- collection --------------------------------------------------------------------------
@@ -86,7 +105,9 @@ class WorkerPlugin:
         self.session = session
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         if self.ctx.order.get("order") == RANDOM:
             self._order(config, items)
         shard = self.shard
@@ -94,20 +115,29 @@ class WorkerPlugin:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
-            _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
-        if self.budget is not None:  # the arms each item runs: every process collects the same, so all agree
+            _deselect(
+                config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key)
+            )
+        # the arms each item runs: every process collects the same, so all agree
+        if self.budget is not None:
             for item in items:
                 if isinstance(item, BenchItem):
                     pair = (item.spec.benchmark, item.example.id, item.epoch)
                     self.budget.plan[pair] = (*self.budget.plan.get(pair, ()), item.arm)
 
     def _order(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a shard or a
-        resume then leaves out some of one order, and every xdist worker computes it alike (plugin.order)."""
+        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a
+        shard or a resume then leaves out some of one order, and every xdist worker
+        computes it alike (plugin.order)."""
         slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
         bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
-        universe = {spec.benchmark: examples for spec, examples in
-                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
+        universe = {
+            spec.benchmark: examples
+            for spec, examples in (
+                load_benchmark(p, config.stash.get(SPEC_CACHE, None))
+                for p in {i.spec.path for i in bench}
+            )
+        }
         for slot, item in zip(slots, ordered(bench, self.ctx.order, universe), strict=True):
             items[slot] = item
 
@@ -141,13 +171,21 @@ class WorkerPlugin:
         """Serial runs go through the items in order: follow along instead of indexing them all."""
         pos = self._pos  # the item after the last one seen; or the same one again (a rerun)
         if not (pos < len(items) and items[pos] is item):
-            pos = next((n for n in (pos - 1, *range(len(items))) if 0 <= n < len(items) and items[n] is item), len(items))
+            pos = next(
+                (
+                    n
+                    for n in (pos - 1, *range(len(items)))
+                    if 0 <= n < len(items) and items[n] is item
+                ),
+                len(items),
+            )
         self._pos = pos + 1
         return pos
 
     def _request_stop(self, message: str) -> None:
         if self.session is not None and not self.session.shouldstop:
-            self.session.shouldstop = message  # a worker passes this to the controller (xdist >= 3.6.1)
+            # a worker passes this to the controller (xdist >= 3.6.1)
+            self.session.shouldstop = message
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -155,16 +193,19 @@ class WorkerPlugin:
         if isinstance(item, BenchItem) and call.when == "call":
             outcome = item.stash.get(OUTCOME, None)
             if outcome is not None:
-                report.bench = Payload.of_item(item, outcome).to_wire()  # plain JSON: it travels to the controller
+                # plain JSON: it travels to the controller
+                report.bench = Payload.of_item(item, outcome).to_wire()
         elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
-            del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
+            # the row (with the whole output) is on disk: keep no copy per item
+            del item.stash[OUTCOME]
         if isinstance(item, BenchItem) and call.when != "call":
             self._quiet = report
         return report
 
     @pytest.hookimpl(trylast=True)  # xdist has sent the report on by now
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """In an xdist worker, drop what nothing reads any more (in a serial run the controller does)."""
+        """In an xdist worker, drop what nothing reads any more (in a
+        serial run the controller does)."""
         if not self.remote:
             return
         if report is self._quiet and report.passed and not report.sections:
@@ -177,13 +218,19 @@ class WorkerPlugin:
         spend(report)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+    def pytest_json_runtest_metadata(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> dict[str, Any] | None:
         """pytest-json-report: each benchmark test's entry carries its result row.
 
         Shown as the terminal shows it (controls and bidi characters escaped): a report is read
         in terminals and pages too; the results file keeps the exact text.
         """
-        outcome = item.stash.get(OUTCOME, None) if isinstance(item, BenchItem) and call.when == "call" else None
+        outcome = (
+            item.stash.get(OUTCOME, None)
+            if isinstance(item, BenchItem) and call.when == "call"
+            else None
+        )
         if outcome is None:
             return None
         if outcome.row is None:
@@ -203,22 +250,29 @@ class WorkerPlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before anyone (the controller) reads the file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Iterator[None]:
-        stopping = self.stop.is_set() or bool(session.shouldstop) or exitstatus == pytest.ExitCode.INTERRUPTED
-        # A stopping run gives calls in flight a few seconds to land, then leaves: resume redoes them.
+        stopping = (
+            self.stop.is_set()
+            or bool(session.shouldstop)
+            or exitstatus == pytest.ExitCode.INTERRUPTED
+        )
+        # A stopping run gives calls in flight a few seconds to land,
+        # then leaves: resume redoes them.
         self.prefetcher.close(stopping)
         self._close_files()
         self.stop.persist()
         return (yield)
 
     def _close_files(self) -> None:
-        """The results file and its lock, the ledger, the providers' and the cache's connections, once the calls are done."""
+        """The results file and its lock, the ledger, the providers' and the cache's
+        connections, once the calls are done."""
         self.writer.close()
         if self.budget is not None:
             self.budget.ledger.close()
         self.runner.close()
 
     def close(self) -> None:
-        """Unconfigure: idempotent; a session that never ran still releases the file and the lock."""
+        """Unconfigure: idempotent; a session that never ran still
+        releases the file and the lock."""
         self.prefetcher.close(True)
         self._close_files()
         isolation.require(False)
@@ -227,7 +281,9 @@ class WorkerPlugin:
             del self.config.stash[RUN]
 
 
-def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]) -> None:
+def _deselect(
+    config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]
+) -> None:
     """Remove items the way --lf does: edit the list in place and tell the deselected hook."""
     dropped = [i for i in items if drop(i)]
     if dropped:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_echo_bench.providers.base import DEFAULT_BASE_URL, Caller, Completion, Factory, Provider, Request
+from pytest_echo_bench.providers.base import (
+    DEFAULT_BASE_URL,
+    Caller,
+    Completion,
+    Factory,
+    Provider,
+    Request,
+)
 
 if TYPE_CHECKING:
     from pytest_echo_bench.spec.load import ArmSpec
@@ -56,9 +63,17 @@ def _reference(arm, spec, caller):  # type: ignore[no-untyped-def]
     return build(arm, spec, caller)
 
 
-PROVIDERS: dict[str, Factory] = {"sim": _sim, "openai": _openai, "anthropic": _anthropic, "command": _command,
-                                 "python": _python, "cascade": _cascade, "oracle": _oracle,
-                                 "replay": _replay, "reference": _reference}
+PROVIDERS: dict[str, Factory] = {
+    "sim": _sim,
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "command": _command,
+    "python": _python,
+    "cascade": _cascade,
+    "oracle": _oracle,
+    "replay": _replay,
+    "reference": _reference,
+}
 
 def endpoint(arm: ArmSpec) -> str:
     """What an arm calls, for a message that must say where to look: a base URL or an executable."""
@@ -66,7 +81,8 @@ def endpoint(arm: ArmSpec) -> str:
     if arm.provider in DEFAULT_BASE_URL:
         return str(options.get("base_url") or DEFAULT_BASE_URL[arm.provider])
     if arm.provider == "command":
-        from pytest_echo_bench.providers.command import PRESETS  # only for a message: loaded when one is made
+        # only for a message: loaded when one is made
+        from pytest_echo_bench.providers.command import PRESETS
 
         argv, preset = options.get("argv"), PRESETS.get(str(options.get("preset")))
         program = argv[0] if isinstance(argv, list) and argv else preset.argv[0] if preset else "?"

@@ -53,7 +53,9 @@ class Rule:
         return self.port is None or self.port == port
 
 
-def environment_proxy(url_scheme: str, host: str, port: int | None, proxies: Mapping[str, str]) -> str | None:
+def environment_proxy(
+    url_scheme: str, host: str, port: int | None, proxies: Mapping[str, str]
+) -> str | None:
     """The proxy URL a request to ``url_scheme://host:port`` goes through (None: direct), from
     ``proxies`` as ``urllib.request.getproxies_environment()`` reads them."""
     scheme = url_scheme.lower()
@@ -67,7 +69,8 @@ def environment_proxy(url_scheme: str, host: str, port: int | None, proxies: Map
 
 
 def rules(proxies: Mapping[str, str]) -> list[Rule]:
-    """The patterns httpx mounts, most specific first (ties keep their order, as ``sorted`` does)."""
+    """The patterns httpx mounts, most specific first (ties keep
+    their order, as ``sorted`` does)."""
     mounts: dict[str, str | None] = {}
     for scheme in ("http", "https", "all"):
         if proxies.get(scheme):
@@ -101,7 +104,8 @@ def _no_proxy_pattern(entry: str) -> str | None:
 
 
 def _rule(pattern: str, proxy: str | None) -> Rule | None:
-    """A pattern as httpx's ``URLPattern`` reads it; None where httpx refuses it (the entry is ignored)."""
+    """A pattern as httpx's ``URLPattern`` reads it; None where httpx
+    refuses it (the entry is ignored)."""
     scheme, _, rest = pattern.partition("://")
     scheme = scheme.lower()
     authority, slash, path = rest.partition("/")
@@ -118,7 +122,12 @@ def _rule(pattern: str, proxy: str | None) -> Rule | None:
     prefix = path if slash else ""
     if prefix and (_is_ip(host, 4) or _is_ip(host, 6)):
         shown = f"[{host}]" if ":" in host else host
-        if "@" in pattern or "%" in pattern or not prefix.isdigit() or not pattern.endswith(f"{shown}/{prefix}"):
+        if (
+            "@" in pattern
+            or "%" in pattern
+            or not prefix.isdigit()
+            or not pattern.endswith(f"{shown}/{prefix}")
+        ):
             return None
         try:
             network = ipaddress.ip_network(f"{host}/{prefix}", strict=False)
@@ -126,19 +135,27 @@ def _rule(pattern: str, proxy: str | None) -> Rule | None:
             return None
     host = "" if host == "*" else host
     kind = 1 if network is not None else 0 if host else 2
-    priority = (0 if port is not None else 1, kind, network.num_addresses if network is not None else 0,
-                -len(host) if network is None else 0, -len("" if scheme == "all" else scheme))
+    priority = (
+        0 if port is not None else 1,
+        kind,
+        network.num_addresses if network is not None else 0,
+        -len(host) if network is None else 0,
+        -len("" if scheme == "all" else scheme),
+    )
     return Rule("" if scheme == "all" else scheme, _host_pattern(host) if network is None else None,
                 network, port, proxy, priority)
 
 
 def _host_port(authority: str) -> tuple[str, int | None] | None:
-    """``host[:port]`` or ``[v6][:port]``, the host lower-cased; None for a port that is no number."""
+    """``host[:port]`` or ``[v6][:port]``, the host lower-cased;
+    None for a port that is no number."""
     if authority.startswith("["):
         inside, _, after = authority[1:].partition("]")
         host, port = inside, after[1:] if after.startswith(":") else ""
     else:
-        host, _, port = authority.partition(":") if authority.count(":") <= 1 else (authority, "", "")
+        host, _, port = (
+            authority.partition(":") if authority.count(":") <= 1 else (authority, "", "")
+        )
     if port and not (port.isascii() and port.isdigit()):
         return None
     return host.lower(), int(port) if port else None

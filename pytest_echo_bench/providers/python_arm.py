@@ -73,7 +73,9 @@ class ArmContext:
         text = self.prompt if prompt is None else prompt
         sample = self._asked.get((arm_name, text), 0)
         self._asked[(arm_name, text)] = sample + 1
-        done = self.caller(arm_name, Request(self.example, arm_name, text, sample=sample, epoch=self.epoch))
+        done = self.caller(
+            arm_name, Request(self.example, arm_name, text, sample=sample, epoch=self.epoch)
+        )
         self.sub_calls += done.sub_calls
         self.cache_hits += done.cache_hits
         for key, value in (done.usage or {}).items():
@@ -84,7 +86,9 @@ class ArmContext:
 
     def completion(self, text: str) -> Completion:
         """The composite answer: ``text`` with every sub-call's accounting."""
-        return Completion(text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits)
+        return Completion(
+            text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits
+        )
 
     def answer(self, output: str) -> str | None:
         """The answer the spec's scorer would extract from ``output`` (None if unparseable)."""
@@ -99,8 +103,14 @@ class PythonArm:
     scorer_options: dict[str, Any]
 
     def complete(self, request: Request) -> Completion:
-        ctx = ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
-                         epoch=request.epoch)
+        ctx = ArmContext(
+            request.example,
+            request.prompt,
+            self.caller,
+            self.scorer,
+            self.scorer_options,
+            epoch=request.epoch,
+        )
         result = self.fn(ctx)
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)
@@ -135,8 +145,11 @@ def build(arm_spec: ArmSpec, spec: Spec, caller: Caller) -> PythonArm:
 
     name = arm_spec.options.get("function")
     if not isinstance(name, str):
-        raise spec.error("a python arm needs 'function': a name registered with @arm or module:function",
-                         "arms", arm_spec.name)
+        raise spec.error(
+            "a python arm needs 'function': a name registered with @arm or module:function",
+            "arms",
+            arm_spec.name,
+        )
     fn = resolve(name)
     if fn is None:
         known = ", ".join(sorted(_REGISTRY)) or "none registered"

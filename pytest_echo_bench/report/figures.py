@@ -33,11 +33,28 @@ from pytest_echo_bench.shards.coverage import Coverage, coverage
 from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.analysis.stats import cluster_interval, percentile, wilson
 
-__all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
-           "Pair", "Report", "Results", "build_report", "load_results"]
+__all__ = [
+    "ArmStats",
+    "Benchmark",
+    "Complement",
+    "Conflict",
+    "Disagreement",
+    "Frontier",
+    "Item",
+    "Oracle",
+    "P_HINT",
+    "Pair",
+    "Report",
+    "Results",
+    "build_report",
+    "load_results",
+]
 
-P_HINT = ("p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the benchmark's pairs); "
-          "p >= 0.05 means the difference is not significant")
+P_HINT = (
+    "p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the "
+    "benchmark's pairs); "
+    "p >= 0.05 means the difference is not significant"
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +65,10 @@ class ArmStats:
     arm: str
     subtask: str | None
     n: int  # graded items (with repeats: items, each reduced from its samples)
-    correct: int | None  # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
-    pass_rate: float | None  # None: no graded row (an arm the spec names whose items all went unrecorded)
+    # items graded correct; None under ``--reduce mean``, which grades no item right or wrong
+    correct: int | None
+    # None: no graded row (an arm the spec names whose items all went unrecorded)
+    pass_rate: float | None
     ci95: tuple[float, float]
     unparseable: int
     errors: int
@@ -68,16 +87,17 @@ class ArmStats:
     clusters: int | None = None  # subtasks of the overall rate, when it has two or more
     cluster_se: float | None = None  # cluster-robust (CR1) standard error, clusters = subtasks
     cluster_ci95: tuple[float, float] | None = None
-    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction, pass@k,
-    # the sum of the items' scores (at most n; pass_rate = score / n) and the correct sample rows (at most samples).
+    # With repeats (``epochs: K``) only: rows counted, the most samples of an item, the reduction,
+    # pass@k, the sum of the items' scores (at most n; pass_rate = score / n) and the correct
+    # sample rows (at most samples).
     samples: int | None = None
     epochs: int | None = None
     reduce: str | None = None
     pass_at: dict[str, float] | None = None
     score: float | None = None
     correct_samples: int | None = None
-    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows' cost
-    # is unknown; per arm only (None on a subtask's line).
+    # What the arm's rows spent (``budget.spend``: every row, cached ones 0), and how many rows'
+    # cost is unknown; per arm only (None on a subtask's line).
     spend_usd: float | None = None
     spend_unknown: int | None = None
 
@@ -121,16 +141,22 @@ class Report:
     pairs: list[Pair] = field(default_factory=list)
     complementarity: list[Complement] = field(default_factory=list)
     frontiers: list[Frontier] = field(default_factory=list)
-    disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
+    # bench -> (count, shown)
+    disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unlisted_conflicts: int = 0  # counted by a merge beyond the keys its meta line lists
-    unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
-    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
-    random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
+    # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
+    unknown_figures: int = 0
+    # the shards the files hold
+    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
+    # rows graded by a seeded random guess where the scorer extracted nothing
+    random_guesses: int = 0
     sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
-    budgets: list[RunBudget] = field(default_factory=list)  # budgeted runs' budget and spend, as recorded
-    sources: list[tuple[str, str, str]] = field(default_factory=list)  # the files read: (path, run id, created_at)
+    # budgeted runs' budget and spend, as recorded
+    budgets: list[RunBudget] = field(default_factory=list)
+    # the files read: (path, run id, created_at)
+    sources: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -138,34 +164,51 @@ class Report:
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
                  ended: Collection | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
-    ``reduce`` how the samples of an item recorded with epochs become its score (``analysis.epochs``);
-    ``ended``: how the sweep ended, as its files record it (``results.ending.collection``; None: to its
-    end); ``budgets``: the budget figures recorded beside the files (``budget.spend.run_budget``)."""
+    ``reduce`` how the samples of an item recorded with epochs become its score
+    (``analysis.epochs``); ``ended``: how the sweep ended, as its files record it
+    (``results.ending.collection``; None: to its end); ``budgets``: the budget figures recorded
+    beside the files (``budget.spend.run_budget``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
-    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts), sources=list(results.sources),
-                    unlisted_conflicts=results.unlisted_conflicts,
-                    unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=_coverage(results), sequential=replay(results, ended), budgets=list(budgets))
+    report = Report(
+        duplicates=results.duplicates,
+        conflicts=list(results.conflicts),
+        sources=list(results.sources),
+        unlisted_conflicts=results.unlisted_conflicts,
+        unknown_figures=results.unknown_figures,
+        random_guesses=results.random_guesses,
+        coverage=_coverage(results),
+        sequential=replay(results, ended),
+        budgets=list(budgets),
+    )
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))
-    report.arms = [_with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms]
+    report.arms = [
+        _with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms
+    ]
     return report
 
 
 def _coverage(results: Results) -> Coverage:
-    """The shards the files hold, each whole when its rows (each key once, in every file) reach its items."""
+    """The shards the files hold, each whole when its rows (each key once,
+    in every file) reach its items."""
     totals = {part.total for part in results.parts if part.total}
-    return coverage(results.parts, held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals))
+    return coverage(
+        results.parts, held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals)
+    )
 
 
 def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
-    return replace(stats, spend_usd=money.figure(spend.usd) if spend.known else None, spend_unknown=spend.unknown)
+    return replace(
+        stats,
+        spend_usd=money.figure(spend.usd) if spend.known else None,
+        spend_unknown=spend.unknown,
+    )
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
@@ -174,15 +217,23 @@ def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
     found = {name: names.find(name) for name in given}  # an ambiguous name raises, with the choices
     unknown = [name for name, pair in found.items() if pair is None]
     if unknown:
-        raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(names.labels())}")
+        raise ValueError(
+            f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: "
+            f"{', '.join(names.labels())}"
+        )
     pairs = {pair for pair in found.values() if pair is not None}
     benchmarks = sorted({bench for bench, _ in pairs})
     if len(benchmarks) > 1:  # as decide's pairs: an item is one task id of one benchmark
-        raise ValueError(f"--oracle {','.join(given)}: the arms are of benchmarks {', '.join(benchmarks)}; an oracle "
-                         "row takes arms of one benchmark (items pair up by task id)")
+        raise ValueError(
+            f"--oracle {','.join(given)}: the arms are of benchmarks "
+            f"{', '.join(benchmarks)}; an oracle "
+            "row takes arms of one benchmark (items pair up by task id)"
+        )
     if len(pairs) < 2:
-        raise ValueError(f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
-                         "restates that arm)")
+        raise ValueError(
+            f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
+            "restates that arm)"
+        )
     return pairs
 
 
@@ -199,8 +250,13 @@ def _arm_order(results: Results) -> dict[str, list[str]]:
     return order
 
 
-def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle: set[ArmRef] | None,
-                   reduced: tuple[Reduced, str] | None = None) -> None:
+def _add_benchmark(
+    report: Report,
+    bench: str,
+    by_arm: dict[str, list[Item]],
+    oracle: set[ArmRef] | None,
+    reduced: tuple[Reduced, str] | None = None,
+) -> None:
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
     subtask_ids: dict[str, set[str]] = defaultdict(set)
@@ -208,11 +264,14 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         subtask_ids[str(item.subtask)].add(item.task_id)
     for arm, items in by_arm.items():
         by_subtask = _by_subtask(items)
-        report.arms.append(_arm_stats(bench, arm, None, items, universe, by_subtask, _samples(reduced, bench, arm)))
+        report.arms.append(
+            _arm_stats(bench, arm, None, items, universe, by_subtask, _samples(reduced, bench, arm))
+        )
         report.subtasks.extend(_arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
-    # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink to 0 items.
+    # An arm with no graded row has nothing to compare: with it the oracle and
+    # pairs would shrink to 0 items.
     by_arm = {arm: items for arm, items in by_arm.items() if items}
     verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
     chosen_arms = [a for a in by_arm if oracle is None or (bench, a) in oracle]
@@ -224,7 +283,8 @@ def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], or
         report.disagreements[bench] = disagreements(bench, by_arm, verdicts)
     sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
     pairs = [pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]
-    if reduced is not None and reduced[1] == "mean":  # fractional scores: a paired t on the per-item differences
+    # fractional scores: a paired t on the per-item differences
+    if reduced is not None and reduced[1] == "mean":
         scores = {arm: {i.task_id: _score(i) for i in items} for arm, items in by_arm.items()}
         pairs = [scored_pair(p, scores[p.a], scores[p.b]) for p in pairs]
     report.pairs.extend(with_holm(pairs))
@@ -240,10 +300,13 @@ def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
     return groups
 
 
-Samples = tuple[list[Item], list[Sampled], str]  # an arm's (or subtask's) sample rows, per-item samples, reduction
+# an arm's (or subtask's) sample rows, per-item samples, reduction
+Samples = tuple[list[Item], list[Sampled], str]
 
 
-def _samples(reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None) -> Samples | None:
+def _samples(
+    reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None
+) -> Samples | None:
     if reduced is None:
         return None
     data, how = reduced
@@ -260,17 +323,26 @@ def _score(item: Item) -> float:
     return float(item.passed) if item.score is None else item.score
 
 
-def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
-               by_subtask: dict[str | None, list[Item]] | None = None, samples: Samples | None = None) -> ArmStats:
+def _arm_stats(
+    bench: str,
+    arm: str,
+    subtask: str | None,
+    items: list[Item],
+    universe: set[str],
+    by_subtask: dict[str | None, list[Item]] | None = None,
+    samples: Samples | None = None,
+) -> ArmStats:
     """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
     scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
     n = len(items)
     rows = items if samples is None else samples[0]
-    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998), so a
-    # rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
-    total: float = sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
-    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as more
-    # correct items than n. What a correct result costs then divides by the correct samples.
+    # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998),
+    # so a rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
+    total: float = (
+        sum(i.passed for i in items) if samples is None else math.fsum(_score(i) for i in items)
+    )
+    # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as
+    # more correct items than n. What a correct result costs then divides by the correct samples.
     mean = samples is not None and samples[2] == "mean"
     correct = None if mean else sum(i.passed for i in items)
     correct_samples = sum(r.passed for r in rows)
@@ -309,7 +381,9 @@ def _arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], uni
     )
 
 
-def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, float, float] | None:
+def _clustered(
+    by_subtask: dict[str | None, list[Item]] | None,
+) -> tuple[float, float, float] | None:
     """The cluster-robust interval of an overall rate whose items span two or more subtasks.
 
     Items without a subtask form one cluster of their own; with no subtask at all there is nothing
@@ -317,7 +391,9 @@ def _clustered(by_subtask: dict[str | None, list[Item]] | None) -> tuple[float, 
     """
     if not by_subtask or set(by_subtask) == {None}:
         return None
-    return cluster_interval([(math.fsum(_score(i) for i in group), len(group)) for group in by_subtask.values()])
+    return cluster_interval(
+        [(math.fsum(_score(i) for i in group), len(group)) for group in by_subtask.values()]
+    )
 
 
 def _total(values: Iterable[float | None]) -> float | None:
@@ -344,7 +420,14 @@ def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
 def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracle:
     shared = _shared(verdicts[a] for a in arms)
     correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
-    return Oracle(bench, tuple(arms), len(shared), correct, _rate(correct, len(shared)), wilson(correct, len(shared)))
+    return Oracle(
+        bench,
+        tuple(arms),
+        len(shared),
+        correct,
+        _rate(correct, len(shared)),
+        wilson(correct, len(shared)),
+    )
 
 
 def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:

@@ -42,7 +42,8 @@ class Item:
     cost_units: float | None = None
     answer: str | None = None  # the parsed answer, else the start of the output
     epoch: int = 1  # 1..K of a spec with ``epochs: K``
-    score: float | None = None  # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
+    # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
+    score: float | None = None
 
 
 @dataclass
@@ -52,14 +53,19 @@ class Results:
 
     rows: list[Item] = field(default_factory=list)
     metas: list[Meta] = field(default_factory=list)
-    parts: list[Part] = field(default_factory=list)  # which shards of its sweep each file holds (``shards.coverage``)
+    # which shards of its sweep each file holds (``shards.coverage``)
+    parts: list[Part] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unlisted_conflicts: int = 0  # conflicts a merged meta line counted beyond the keys it lists
-    unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
-    random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
-    paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
-    sources: list[tuple[str, str, str]] = field(default_factory=list)  # per file: (path, run id, created_at) of its meta line
+    # rows with a figure (time, tokens, cost) that is not a finite number >= 0
+    unknown_figures: int = 0
+    # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
+    random_guesses: int = 0
+    # the files, in the order read (the decide replay reads them again)
+    paths: list[Path] = field(default_factory=list)
+    # per file: (path, run id, created_at) of its meta line
+    sources: list[tuple[str, str, str]] = field(default_factory=list)
     # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``budget.spend``)
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
@@ -74,20 +80,26 @@ def _call(key: Key, record: dict[str, Any]) -> tuple[Key, str, str, str] | None:
 
 
 def load_results(paths: Sequence[Path]) -> Results:
-    """Combine results files in order; a repeated key counts once (its newest row), and is noted if its verdict changed."""
+    """Combine results files in order; a repeated key counts once (its newest row), and
+    is noted if its verdict changed."""
     results = Results()
-    seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
-    calls: set[tuple[Key, str, str, str] | None] = set()  # each call's spend once: a regrade or merge copies its row
+    # a replaced row keeps its key's place: the order of first appearance
+    seen: dict[Key, Item] = {}
+    # each call's spend once: a regrade or merge copies its row
+    calls: set[tuple[Key, str, str, str] | None] = set()
     for path in paths:
         results.paths.append(path)
         default = ""
-        own: set[Key] | None = None  # a shard file's keys, each once: how it ended depends on how many it holds
+        # a shard file's keys, each once: how it ended depends on how many it holds
+        own: set[Key] | None = None
         for lineno, record in _records(path):
             if record.get("_meta"):
-                if lineno == 1:  # a later one is an end line or a copy of this one (store.metalines)
+                # a later one is an end line or a copy of this one (store.metalines)
+                if lineno == 1:
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
-                    listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
+                    # what a merge found, its rows no longer show
+                    listed, unlisted = recorded(meta, f"{path}:{lineno}")
                     results.conflicts += listed
                     results.unlisted_conflicts += unlisted
                     results.parts.append(part_of(path, meta))
@@ -101,14 +113,16 @@ def load_results(paths: Sequence[Path]) -> Results:
             if own is not None:
                 own.add(key)
             call = _call(key, record)
-            if call not in calls:  # None (a row that does not name its call) is never added: always counted
+            # None (a row that does not name its call) is never added: always counted
+            if call not in calls:
                 results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(record)
                 if call is not None:
                     calls.add(call)
             if unknown:  # counted, and the report says how many rows had a figure it could not use
                 results.unknown_figures += 1
             extra = record.get("extra")
-            if isinstance(extra, dict) and extra.get("random_guess") is True:  # a figure that is partly luck says so
+            # a figure that is partly luck says so
+            if isinstance(extra, dict) and extra.get("random_guess") is True:
                 results.random_guesses += 1
         if own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
@@ -136,7 +150,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     check_later_meta(head, record, path, lineno)
                 if record is not None:
                     yield lineno, record
-    except StoreError:  # a line refused: its own message, naming it (a StoreError is an OSError too)
+    # a line refused: its own message, naming it (a StoreError is an OSError too)
+    except StoreError:
         raise
     except OSError as exc:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
@@ -163,11 +178,22 @@ def _item(record: dict[str, Any], default_benchmark: str, unknown: list[str] | N
     escalated = extra.get("escalated") if isinstance(extra, dict) else None
     subtask = _subtask(record, task_id)
     # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
-    return Item(sys.intern(benchmark), task_id, sys.intern(arm), record.get("passed") is True, sys.intern(row_status(record)),
-                None if subtask is None else sys.intern(subtask),
-                _number(record, "wall_seconds", bad), _number(record, "sub_calls", bad),
-                None if escalated is None else escalated is True, _usage(record.get("usage"), bad),
-                _number(record, "cost_usd", bad), _number(record, "cost_units", bad), _answer(record), epoch)
+    return Item(
+        sys.intern(benchmark),
+        task_id,
+        sys.intern(arm),
+        record.get("passed") is True,
+        sys.intern(row_status(record)),
+        None if subtask is None else sys.intern(subtask),
+        _number(record, "wall_seconds", bad),
+        _number(record, "sub_calls", bad),
+        None if escalated is None else escalated is True,
+        _usage(record.get("usage"), bad),
+        _number(record, "cost_usd", bad),
+        _number(record, "cost_units", bad),
+        _answer(record),
+        epoch,
+    )
 
 
 def _subtask(record: dict[str, Any], task_id: str) -> str | None:

@@ -25,9 +25,11 @@ BUILTIN: dict[str, tuple[str, bool]] = {
     "humaneval": ("pytest_echo_bench.suites.humaneval:score", False),
     "mmlu_pro": ("pytest_echo_bench.suites.mmlu_pro:score", False),
 }
-# Checks only text (microseconds): graded on pytest's own thread. mmlu_pro reads the item's option count too.
+# Checks only text (microseconds): graded on pytest's own thread. mmlu_pro
+# reads the item's option count too.
 IN_PROCESS = frozenset({*(name for name, (_, text) in BUILTIN.items() if text), "mmlu_pro"})
-# A scorer's options checked when the spec is, so a typo fails collection with its line, not every row.
+# A scorer's options checked when the spec is, so a typo fails
+# collection with its line, not every row.
 OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
 
 _registered: dict[str, Scorer] = {}  # built-ins once imported, and the user's own

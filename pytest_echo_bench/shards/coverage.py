@@ -29,57 +29,91 @@ from pytest_echo_bench.shards.parts import (
 from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
-# arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
+# arm[, epoch]), which split an item's arms and epochs across shards; 2:
+# a hash of (benchmark, task_id).
 SCHEME = 2
 OLD_SCHEME = 1
 
 
 @dataclass(frozen=True)
 class Part:
-    """What one results file holds of its sweep: shards ``got`` of ``total`` (0: the whole sweep)."""
+    """What one results file holds of its sweep: shards ``got`` of
+    ``total`` (0: the whole sweep)."""
 
     path: str
     total: int
     got: frozenset[int]
     scheme: int
-    sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
-    whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
-    ends: tuple[PartEnd, ...] = ()  # how each shard file in it ended (a merge's record; a shard file's, once ``ended``)
-    expected: int | None = None  # a shard file's own: the items its shard selects (None: not recorded)
-    merged: bool = False  # a merge's file (``merged_from``): how its parts ended is its record, not its end line
+    # what every shard of one sweep records alike: its selection and benchmarks
+    sweep: tuple[str, ...]
+    # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
+    whole: bool = False
+    # how each shard file in it ended (a merge's record; a shard file's, once ``ended``)
+    ends: tuple[PartEnd, ...] = ()
+    # a shard file's own: the items its shard selects (None: not recorded)
+    expected: int | None = None
+    # a merge's file (``merged_from``): how its parts ended is its record, not its end line
+    merged: bool = False
 
 
 def part_of(path: Path | str, meta: Meta | None) -> Part:
     """The part a file's meta line says it holds (``store.checks`` has checked the types)."""
     selection = meta.selection if meta is not None else {}
     extra = meta.extra if meta is not None else {}
-    sweep = (*selection.get("args", []), f"-k {selection.get('keyword', '')}", f"-m {selection.get('markexpr', '')}",
-             f"benchmarks {'+'.join(sorted(meta.benchmarks if meta is not None else {}))}")
+    sweep = (
+        *selection.get("args", []),
+        f"-k {selection.get('keyword', '')}",
+        f"-m {selection.get('markexpr', '')}",
+        f"benchmarks {'+'.join(sorted(meta.benchmarks if meta is not None else {}))}",
+    )
     ends = recorded_parts(extra, f"{path}:1")
     expected = recorded_items(extra, f"{path}:1")
     labels = extra.get("shards") or ([selection["shard"]] if selection.get("shard") else [])
     parsed = [k_of_n(label) for label in labels]
     shards = [p for p in parsed if p is not None]
     if len(shards) != len(labels) or len({n for _, n in shards}) > 1:
-        raise StoreError(f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N of one N")
+        raise StoreError(
+            f"{path}:1: its meta line records shards {', '.join(labels)}, which are not K/N "
+            "of one N"
+        )
     total, got = (shards[0][1] if shards else 0), frozenset(k for k, _ in shards)
-    if extra.get("complete") is True:  # a merge that had them all (or a whole file among them): it keeps their names
-        return Part(str(path), total, got, int(extra.get("shard_scheme") or SCHEME), sweep, True, ends, merged=True)
+    # a merge that had them all (or a whole file among them): it keeps their names
+    if extra.get("complete") is True:
+        return Part(
+            str(path),
+            total,
+            got,
+            int(extra.get("shard_scheme") or SCHEME),
+            sweep,
+            True,
+            ends,
+            merged=True,
+        )
     scheme = extra.get("shard_scheme") or (OLD_SCHEME if shards else SCHEME)
     # A file without a meta line says nothing of its selection: it covers no shard.
-    return Part(str(path), total, got, int(scheme), sweep, whole=meta is not None and not shards, ends=ends,
-                expected=expected, merged="merged_from" in extra or FIELD in extra)
+    return Part(
+        str(path),
+        total,
+        got,
+        int(scheme),
+        sweep,
+        whole=meta is not None and not shards,
+        ends=ends,
+        expected=expected,
+        merged="merged_from" in extra or FIELD in extra,
+    )
 
 
 def own_shard(part: Part) -> str | None:
-    """"K/N" of a shard file that is a run's own (not a merge of parts): how it ended is read from the file itself."""
+    """"K/N" of a shard file that is a run's own (not a merge of parts): how it
+    ended is read from the file itself."""
     mine = part.total and len(part.got) == 1 and not (part.ends or part.whole or part.merged)
     return f"{min(part.got)}/{part.total}" if mine else None
 
 
 def ended(part: Part, stop: str, held: int) -> Part:
-    """A shard file's part with how it ended: ``stop`` the reason its end line (or marker) records ("" for
-    none), ``held`` its rows (each key once)."""
+    """A shard file's part with how it ended: ``stop`` the reason its end line (or marker) records
+    ("" for none), ``held`` its rows (each key once)."""
     shard = own_shard(part)
     if shard is None:
         return part
@@ -88,19 +122,29 @@ def ended(part: Part, stop: str, held: int) -> Part:
 
 
 def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
-    """Refuse shards of different sweeps: another N, another assignment scheme, another selection."""
-    sharded = [p for p in parts if p.total and not p.whole]  # a whole file covers its sweep however it was split
+    """Refuse shards of different sweeps: another N, another
+    assignment scheme, another selection."""
+    # a whole file covers its sweep however it was split
+    sharded = [p for p in parts if p.total and not p.whole]
     for part in sharded[1:]:
         first = sharded[0]
-        why = (f"is shard(s) of {part.total}, but {first.path} of {first.total}" if part.total != first.total else
-               f"assigns items to shards by scheme {part.scheme}, but {first.path} by {first.scheme}"
-               if part.scheme != first.scheme else
-               f"selected {' '.join(part.sweep)}, but {first.path} selected {' '.join(first.sweep)}"
-               if part.sweep != first.sweep else None)
+        why = (
+            f"is shard(s) of {part.total}, but {first.path} of {first.total}"
+            if part.total != first.total
+            else f"assigns items to shards by scheme {part.scheme}, but {first.path} by "
+            f"{first.scheme}"
+            if part.scheme != first.scheme
+            else f"selected {' '.join(part.sweep)}, but {first.path} selected "
+            f"{' '.join(first.sweep)}"
+            if part.sweep != first.sweep
+            else None
+        )
         if why is not None and not allow_mismatch:
-            raise StoreError(f"{part.path}: {why}: these are not shards of one sweep and cannot be merged "
-                             "(--allow-mismatch merges them; the result is marked complete only if one sweep's "
-                             "shards are all there)")
+            raise StoreError(
+                f"{part.path}: {why}: these are not shards of one sweep and cannot be merged "
+                "(--allow-mismatch merges them; the result is marked complete only if one sweep's "
+                "shards are all there)"
+            )
 
 
 @dataclass(frozen=True)
@@ -108,11 +152,14 @@ class Coverage:
     complete: bool
     shards: list[str]  # the shards held, "K/N", in order
     missing: list[str]  # the shards of the sweep(s) not held
-    unfinished: list[str] = field(default_factory=list)  # shards held, but not all their items (stopped, killed, empty)
-    ends: list[PartEnd] = field(default_factory=list)  # how each shard file ended, with its shard's items
+    # shards held, but not all their items (stopped, killed, empty)
+    unfinished: list[str] = field(default_factory=list)
+    # how each shard file ended, with its shard's items
+    ends: list[PartEnd] = field(default_factory=list)
 
     def describe(self) -> str:
-        """One line: which shards are here, which are missing and which are unfinished (and how they ended)."""
+        """One line: which shards are here, which are missing and which are
+        unfinished (and how they ended)."""
         if not self.shards:
             return "no shards: the whole sweep"
         said = [f"shards {', '.join(self.shards)}"]
@@ -144,7 +191,8 @@ def coverage(parts: Iterable[Part], held: Mapping[ShardKey, int] | None = None) 
     parts = list(parts)
     wholes = {part.sweep for part in parts if part.whole}
     groups: dict[tuple[int, int, tuple[str, ...]], set[int]] = {}
-    covered: set[ShardKey] = set()  # shards a whole file of their sweep covers: whole whatever their files say
+    # shards a whole file of their sweep covers: whole whatever their files say
+    covered: set[ShardKey] = set()
     for part in parts:
         if part.total:
             got = range(1, part.total + 1) if part.sweep in wholes else part.got
@@ -152,22 +200,42 @@ def coverage(parts: Iterable[Part], held: Mapping[ShardKey, int] | None = None) 
             covered.update((k, part.total) for k in got if part.sweep in wholes)
     shards = {(k, n) for (n, _, _), got in groups.items() for k in got}
     missing = {(k, n) for (n, _, _), got in groups.items() for k in range(1, n + 1) if k not in got}
-    ends = list(dict.fromkeys(end for part in parts for end in part.ends))  # a file given twice is listed once
-    unfinished = {kn for kn in shards - covered
-                  if not shard_whole([e for e in ends if e.shard == _label(kn)], None if held is None else held.get(kn, 0))}
-    return Coverage(not missing and not unfinished, _ordered(shards), _ordered(missing), _ordered(unfinished), ends)
+    # a file given twice is listed once
+    ends = list(dict.fromkeys(end for part in parts for end in part.ends))
+    unfinished = {
+        kn
+        for kn in shards - covered
+        if not shard_whole(
+            [e for e in ends if e.shard == _label(kn)], None if held is None else held.get(kn, 0)
+        )
+    }
+    return Coverage(
+        not missing and not unfinished,
+        _ordered(shards),
+        _ordered(missing),
+        _ordered(unfinished),
+        ends,
+    )
 
 
 def merged_fields(cover: Coverage) -> dict[str, Any]:
-    """What a merged meta line records of its shards (``shards`` and its parts only when there were any)."""
-    fields: dict[str, Any] = {"shards": cover.shards, FIELD: [e.to_json() for e in cover.ends]} if cover.shards else {}
-    return {**fields, "complete": cover.complete, "missing_shards": cover.missing, UNFINISHED: cover.unfinished}
+    """What a merged meta line records of its shards (``shards`` and its
+    parts only when there were any)."""
+    fields: dict[str, Any] = (
+        {"shards": cover.shards, FIELD: [e.to_json() for e in cover.ends]} if cover.shards else {}
+    )
+    return {
+        **fields,
+        "complete": cover.complete,
+        "missing_shards": cover.missing,
+        UNFINISHED: cover.unfinished,
+    }
 
 
 def gap(path: Path | str, meta: Meta | None) -> str:
-    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds and
-    which are missing, as the report says it. For the progress page, which must never break a run: a
-    meta line with broken shard fields is "" here, and refused by the report."""
+    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds
+    and which are missing, as the report says it. For the progress page, which must never break a
+    run: a meta line with broken shard fields is "" here, and refused by the report."""
     try:
         cover = coverage([part_of(path, meta)])
     except StoreError:

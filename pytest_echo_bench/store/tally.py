@@ -31,17 +31,22 @@ class ArmTally:
     errors: int = 0
     wall: float = 0.0
     not_completed: int = 0
-    spent: float = 0.0  # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
+    # USD the rows' calls cost (``TallyRow.spend``); every row counts, a replaced one too
+    spent: float = 0.0
     costed: int = 0  # rows whose cost is known (a cached one included)
-    unknown: int = 0  # rows whose cost is not known, by the report's rule (``budget.spend.ArmSpend``): not counted as 0
-    uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
+    # rows whose cost is not known, by the report's rule
+    # (``budget.spend.ArmSpend``): not counted as 0
+    unknown: int = 0
+    # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
+    uncosted: int = 0
 
     @property
     def pass_rate(self) -> float:
         return self.correct / self.items if self.items else 0.0
 
     def count(self, code: int, wall: float, sign: int = 1) -> None:
-        """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a newer one of its key replaced)."""
+        """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a
+        newer one of its key replaced)."""
         verdict = STATUSES[code % 4]
         self.items += sign
         self.correct += sign * (code >= PASSED)  # ``passed`` counts, as in the report
@@ -64,10 +69,10 @@ class TallyRow(StatusRow, gc=False):
     charged_usd: float | None = None
 
     def spend(self) -> float:
-        """What the row's calls cost the budget: its ``charged_usd`` when a budget ran (a reply without
-        usage is charged its worst case, and ``cost_usd`` is then null), else its ``cost_usd``, unless
-        every call was answered from the cache (a cached reply costs nothing; a routing row with some
-        cached calls counts whole: never less)."""
+        """What the row's calls cost the budget: its ``charged_usd`` when a budget ran (a reply
+        without usage is charged its worst case, and ``cost_usd`` is then null), else its
+        ``cost_usd``, unless every call was answered from the cache (a cached reply costs nothing; a
+        routing row with some cached calls counts whole: never less)."""
         charged = self.charged_usd
         if charged is not None and 0.0 <= charged <= FIGURE_MAX:
             return charged
@@ -79,10 +84,12 @@ class TallyRow(StatusRow, gc=False):
     def cached(self) -> bool:
         """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
         hits = self.cache_hits
-        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
+        # no hits, the common row: no call
+        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))
 
     def spend_unknown(self) -> bool:
-        """Whether what the row's calls cost is unknown: no valid charge or cost, and not every call cached."""
+        """Whether what the row's calls cost is unknown: no valid charge or
+        cost, and not every call cached."""
         if self.charged_usd is not None and 0.0 <= self.charged_usd <= FIGURE_MAX:
             return False
         if self.cached():
@@ -91,8 +98,9 @@ class TallyRow(StatusRow, gc=False):
 
 
 def all_cached(hits: int | None, calls: float | None) -> bool:
-    """Whether the response cache answered every call of a row (``cache_hits`` of ``sub_calls``, 1 if
-    unsaid): such a row sent nothing, so it spent nothing, whatever its ``cost_usd`` (the list price)."""
+    """Whether the response cache answered every call of a row (``cache_hits`` of
+    ``sub_calls``, 1 if unsaid): such a row sent nothing, so it spent nothing, whatever its
+    ``cost_usd`` (the list price)."""
     return hits is not None and hits > 0 and hits >= (calls or 1)
 
 
@@ -108,10 +116,12 @@ class FileTally:
 
     def __init__(self) -> None:
         self.arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-        self.codes: dict[ArmEpoch, dict[str, int]] = {}  # (benchmark, arm, epoch) -> task id -> verdict code
+        # (benchmark, arm, epoch) -> task id -> verdict code
+        self.codes: dict[ArmEpoch, dict[str, int]] = {}
         self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
         self.meta: dict[str, Any] | None = None
-        self.head: dict[str, Any] | None = None  # line 1 as read (``RowScan.head``): later meta lines are checked against it
+        # line 1 as read (``RowScan.head``): later meta lines are checked against it
+        self.head: dict[str, Any] | None = None
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
 
     def recorded(self, retry_errors: bool = False) -> KeySet:
@@ -119,12 +129,14 @@ class FileTally:
         newest row is not an error."""
         keys = KeySet()
         for arm, codes in self.codes.items():
-            keys.by_arm[arm] = {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+            keys.by_arm[arm] = (
+                {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+            )
         return keys
 
     def previous(self, key: Key) -> tuple[int, float] | None:
-        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else 0.0),
-        or None if it has no row."""
+        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else
+        0.0), or None if it has no row."""
         code = self.codes.get((key[0], key[2], key[3]), {}).get(key[1])
         if code is None:
             return None
@@ -137,8 +149,13 @@ class FileTally:
         stops at another sweep's meta line (``store.metalines``); ``strict`` (resume reading what it
         deselects), both are refused with their line number, as by ``read_index``.
         """
-        scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
-                       start=self.end, head=self.head)
+        scan = RowScan(
+            path,
+            TallyRow,
+            lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
+            start=self.end,
+            head=self.head,
+        )
         try:
             for fast, slow in scan.batches():
                 self.meta = scan.meta or self.meta
@@ -163,15 +180,19 @@ class FileTally:
             if codes is None:
                 codes = by_arm[arm] = {}
             status = r.status
-            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()] + PASSED * (r.passed is True)
+            code = CODES[
+                status if isinstance(status, str) and status in CODES else r.verdict()
+            ] + PASSED * (r.passed is True)
             wall = r.wall_seconds or 0.0
-            if not 0.0 <= wall <= FIGURE_MAX:  # a negative, infinite or absurd wall is unknown: it adds nothing
+            # a negative, infinite or absurd wall is unknown: it adds nothing
+            if not 0.0 <= wall <= FIGURE_MAX:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = arms[arm[:2]]
             t.spent += r.spend()  # money spent stays spent, whichever row is newest
             cost = r.cost_usd
-            # Known as the report counts it (``budget.spend.ArmSpend.add``): a cost that is a figure, or every call cached.
+            # Known as the report counts it (``budget.spend.ArmSpend.add``): a cost that is
+            # a figure, or every call cached.
             if (cost is not None and 0.0 <= cost <= FIGURE_MAX) or r.cached():
                 t.costed += 1
             else:
@@ -186,17 +207,28 @@ class FileTally:
                 self.error_walls[arm[0], r.task_id, r.arm, epoch] = wall
 
     def _replace(self, t: ArmTally, key: Key, old: int, code: int, wall: float) -> None:
-        """A newer row of a counted key: its verdict replaces the old one (see the class docstring for the wall)."""
+        """A newer row of a counted key: its verdict replaces the old one (see the
+        class docstring for the wall)."""
         old_wall = self.error_walls.pop(key, None)
         t.count(old, old_wall or 0.0, -1)
         t.count(code, wall if old_wall is not None else 0.0)
 
 
 def _from_dict(d: dict[str, Any]) -> TallyRow:
-    """A row the full parser read, with the key rules of ``records.row_key`` and the figure rule of ``store.checks``."""
-    return TallyRow(task_id=str(d["task_id"]), arm=str(d["arm"]),
-                    benchmark=str(d["benchmark"]) if d.get("benchmark") else None, epoch=row_epoch(d),
-                    passed=d.get("passed") is True, status=d.get("status", msgspec.UNSET), detail=d.get("detail"),
-                    wall_seconds=figure(d.get("wall_seconds")),  # a NaN or a string: unknown (store.checks)
-                    cost_usd=figure(d.get("cost_usd")), cache_hits=count(d.get("cache_hits")),
-                    sub_calls=figure(d.get("sub_calls")), charged_usd=figure(d.get("charged_usd")))
+    """A row the full parser read, with the key rules of ``records.row_key`` and the
+    figure rule of ``store.checks``."""
+    return TallyRow(
+        task_id=str(d["task_id"]),
+        arm=str(d["arm"]),
+        benchmark=str(d["benchmark"]) if d.get("benchmark") else None,
+        epoch=row_epoch(d),
+        passed=d.get("passed") is True,
+        status=d.get("status", msgspec.UNSET),
+        detail=d.get("detail"),
+        # a NaN or a string: unknown (store.checks)
+        wall_seconds=figure(d.get("wall_seconds")),
+        cost_usd=figure(d.get("cost_usd")),
+        cache_hits=count(d.get("cache_hits")),
+        sub_calls=figure(d.get("sub_calls")),
+        charged_usd=figure(d.get("charged_usd")),
+    )

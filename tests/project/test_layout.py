@@ -1,6 +1,7 @@
 """The layout holds: no import cycles, rooms import only the rooms below them, the pure rooms never
 reach pytest, and no module outgrows one concern. Read from the source by grimp (the import graph
-that import-linter uses), with imports inside functions counted and ``if TYPE_CHECKING:`` ones not."""
+that import-linter uses), with imports inside functions counted and
+``if TYPE_CHECKING:`` ones not."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ MAX_LINES = 400
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph(PACKAGE, exclude_type_checking_imports=True, include_external_packages=True)
+    return grimp.build_graph(
+        PACKAGE, exclude_type_checking_imports=True, include_external_packages=True
+    )
 
 
 def _room(module: str) -> str:
@@ -48,7 +51,12 @@ def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
                 if child not in index:
                     index[child] = low[child] = len(index)
                     stack.append(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child) & modules))))
+                    work.append(
+                        (
+                            child,
+                            iter(sorted(graph.find_modules_directly_imported_by(child) & modules)),
+                        )
+                    )
                 elif child in stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -101,12 +109,23 @@ def test_rooms_import_only_the_rooms_below_them(graph: grimp.ImportGraph) -> Non
 
 @pytest.mark.parametrize("room", PURE)
 def test_pure_rooms_never_reach_pytest(graph: grimp.ImportGraph, room: str) -> None:
-    reaching = [m for m in sorted(graph.find_descendants(f"{PACKAGE}.{room}") | {f"{PACKAGE}.{room}"})
-                if any(graph.chain_exists(importer=m, imported=p) for p in ("pytest", "_pytest") if p in graph.modules)]
+    reaching = [
+        m
+        for m in sorted(graph.find_descendants(f"{PACKAGE}.{room}") | {f"{PACKAGE}.{room}"})
+        if any(
+            graph.chain_exists(importer=m, imported=p)
+            for p in ("pytest", "_pytest")
+            if p in graph.modules
+        )
+    ]
     assert reaching == []
 
 
 def test_no_module_over_400_lines() -> None:
     root = Path(__file__).resolve().parents[2] / PACKAGE
-    long = {str(p.relative_to(root)): n for p in root.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(root)): n
+        for p in root.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert long == {}

