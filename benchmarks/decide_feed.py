@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
 from pytest_echo_bench.analysis.decide.feed import FileFeed
+from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
 
 PLAN = Plan((("demo", "strong", "weak"),))
 WORDS = "the answer is four because two plus two makes four — “quoted” café".split()

@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pytest_echo_bench.analysis.power import mde, n_for_power
-from pytest_echo_bench.results.read import Item
 from pytest_echo_bench.analysis.stats import holm, mcnemar_exact, newcombe_paired, paired_t
+from pytest_echo_bench.results.read import Item
 
 Verdicts = dict[str, bool]  # task_id -> passed
 # The report lists this many disagreements per benchmark (and counts them all): a page or a JSON

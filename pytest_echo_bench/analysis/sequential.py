@@ -122,7 +122,7 @@ def _beats(course: Course, null: float, alpha: float, side: int) -> bool:
     log_k = 0.0
     log1p = math.log1p
     # the bets of ``Betting.update``, for one side: the bisection runs this often
-    for x, mean, variance in zip(*course):
+    for x, mean, variance in zip(*course, strict=False):
         gap = mean - m
         bet = side * gap / (variance + gap * gap)
         if bet > 0:

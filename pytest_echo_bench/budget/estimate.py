@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_echo_bench.budget.worst import completion_cap
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
-from pytest_echo_bench.budget.worst import completion_cap
 from pytest_echo_bench.providers.routing import JUDGE_PROMPT, ROUTERS, route_plan
 from pytest_echo_bench.spec.load import Spec
 

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError, LocalError, StoreError
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.budget import holders
-from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
 T = TypeVar("T")

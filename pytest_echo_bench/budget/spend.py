@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.budget import money
+from pytest_echo_bench.budget.ledger import LedgerState
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import budget_path, stop_path, summary_path
-from pytest_echo_bench.budget.ledger import LedgerState
 from pytest_echo_bench.store.paths import read_regular
 from pytest_echo_bench.store.tally import all_cached
 

@@ -11,11 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.datasets.example import Example
-from pytest_echo_bench.datasets.prompts import Prompter, prompter
-from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.engine.check import check_spec
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.budget.estimate import (
     CHARS_PER_TOKEN,
     ArmEstimate,
@@ -28,14 +23,19 @@ from pytest_echo_bench.budget.estimate import (
     own_prompts,
     wall_seconds,
 )
-from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.prompts import Prompter, prompter
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.shards.env import resolve_shard
+from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import CACHEABLE, cache_key, peek
 from pytest_echo_bench.store.files import RESULTS_DIR
 from pytest_echo_bench.store.files import default_cache as run_cache
-from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.safe_text import escape_id
 

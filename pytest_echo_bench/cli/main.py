@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_echo_bench.errors import EchoBenchError
+from pytest_echo_bench.analysis.epochs import REDUCERS
+from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
+from pytest_echo_bench.analysis.names import ArmNames
 from pytest_echo_bench.cli.args import (
     OutputClosed,
     Parser,
@@ -24,9 +26,7 @@ from pytest_echo_bench.cli.args import (
     say,
     whole,
 )
-from pytest_echo_bench.analysis.epochs import REDUCERS
-from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
-from pytest_echo_bench.analysis.names import ArmNames
+from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.report.formats.text import FORMATS, paired_intervals
 from pytest_echo_bench.store.safe_text import shown
 
@@ -47,9 +47,9 @@ ALPHA = number(1e-12, 1, open_high=True)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pytest_echo_bench.report.formats.text import render, report_json
-    from pytest_echo_bench.report.figures import build_report, load_results
     from pytest_echo_bench.budget.spend import run_budget
+    from pytest_echo_bench.report.figures import build_report, load_results
+    from pytest_echo_bench.report.formats.text import render, report_json
 
     oracle = None if args.oracle is None else args.oracle.split(",")
     # "," must not read as "every arm"

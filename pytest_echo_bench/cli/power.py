@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from pytest_echo_bench.analysis.power import mde, n_for_power
 from pytest_echo_bench.analysis.design import (
     Design,
     PairedItem,
@@ -14,6 +13,7 @@ from pytest_echo_bench.analysis.design import (
     items_needed,
     paired_items,
 )
+from pytest_echo_bench.analysis.power import mde, n_for_power
 
 METHOD = "paired, exact McNemar planned by Connor's (1987) normal approximation"
 # a smaller difference needs more items than any benchmark has (n grows as 1/diff^2)

@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 
+from pytest_echo_bench.budget.hold import Budget, Settle
+from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
-from pytest_echo_bench.budget.hold import Budget, Settle
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.fingerprint import cache_descriptor
 from pytest_echo_bench.engine.limiter import Limits
@@ -38,7 +39,6 @@ from pytest_echo_bench.engine.scope import (
     local_cause,
 )
 from pytest_echo_bench.engine.stop import StopSignal
-from pytest_echo_bench.budget.worst import COMPOSITE
 from pytest_echo_bench.errors import (
     AbortedError,
     ArmError,

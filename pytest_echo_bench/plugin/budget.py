@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.ledger import Ledger, LedgerState
+from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.budget.worst import item_worst, unbounded
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.budget import holders
 from pytest_echo_bench.store.files import StopReason
-from pytest_echo_bench.budget.ledger import Ledger, LedgerState
 from pytest_echo_bench.store.tally import FileTally
 
 

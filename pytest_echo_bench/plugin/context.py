@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench import __version__
+from pytest_echo_bench.analysis.gates import bind_gates
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
-from pytest_echo_bench.analysis.gates import bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.plan import decide_plan

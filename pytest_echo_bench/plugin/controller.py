@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.analysis.gates import Gate, bind_gates
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, UNAVAILABLE, utcnow
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.analysis.gates import Gate, bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import BenchItem, split_name
 from pytest_echo_bench.plugin.context import COUNTED, SPEC_CACHE, RunContext

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.engine.outcome import ROW, utcnow
-from pytest_echo_bench.report import decision
+from pytest_echo_bench.analysis.decide.feed import FileFeed
 from pytest_echo_bench.analysis.decide.monitor import (
     Monitor,
     PairFigures,
@@ -23,10 +22,11 @@ from pytest_echo_bench.analysis.decide.monitor import (
     Sequential,
     sequential,
 )
-from pytest_echo_bench.results.ending import one
-from pytest_echo_bench.analysis.decide.feed import FileFeed
+from pytest_echo_bench.engine.outcome import ROW, utcnow
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.xdist_state import stop_scheduling
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.store.files import DECIDED, StopReason, write_stop
 from pytest_echo_bench.store.records import Meta
 

@@ -12,6 +12,7 @@ from pytest_echo_bench.results.ending import Collection, before_resume
 from pytest_echo_bench.store.files import end_line, read_json, stop_path
 from pytest_echo_bench.store.writer import ResultsWriter
 
+
 def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
     """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``),
     and after a resume that ran items of a file that had stopped (its stop is over); the error's

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.report import decision
 from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.gates import Gate, arm_key
-from pytest_echo_bench.budget.money import usd
-from pytest_echo_bench.report.page.html import write_progress
-from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.report.page.html import write_progress
+from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.store.files import read_stop, summary_path, write_atomic
 from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally

@@ -13,8 +13,8 @@ import msgspec
 
 from pytest_echo_bench.engine.outcome import INCOMPLETE, UNAVAILABLE, Outcome
 from pytest_echo_bench.store.files import StopReason
-from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 from pytest_echo_bench.store.records import Key
+from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 
 if TYPE_CHECKING:
     import pytest

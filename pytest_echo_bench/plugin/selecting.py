@@ -11,9 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_echo_bench.datasets.example import Loaded
-from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.cli.empty_selection import (
     NOTHING_SELECTED,
     nothing_selected,
@@ -21,8 +18,11 @@ from pytest_echo_bench.cli.empty_selection import (
 )
 from pytest_echo_bench.cli.estimate import select
 from pytest_echo_bench.cli.keyword import parse_keyword
-from pytest_echo_bench.shards.env import k_of_n
+from pytest_echo_bench.datasets.example import Loaded
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
+from pytest_echo_bench.shards.env import k_of_n
 from pytest_echo_bench.spec.load import Spec
 
 

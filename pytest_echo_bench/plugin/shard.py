@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.datasets.example import Loaded
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.estimate import select
 from pytest_echo_bench.cli.keyword import parse_keyword
+from pytest_echo_bench.datasets.example import Loaded
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.shards.coverage import SCHEME, part_of
 from pytest_echo_bench.shards.env import auto_shard as resolve_auto
 from pytest_echo_bench.shards.env import k_of_n, resolve_shard
-from pytest_echo_bench.shards.parts import ITEMS
-from pytest_echo_bench.shards.coverage import SCHEME, part_of
 from pytest_echo_bench.shards.partition import shard_of
+from pytest_echo_bench.shards.parts import ITEMS
 from pytest_echo_bench.store.records import Meta
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.ledger import Ledger
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import ROW, Outcome
@@ -31,7 +32,6 @@ from pytest_echo_bench.plugin.shard import parse_shard
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.xdist_state import WorkerQueue, worker_count, worker_id
 from pytest_echo_bench.store.cache import ResponseCache
-from pytest_echo_bench.budget.ledger import Ledger
 from pytest_echo_bench.store.reader import read_index
 from pytest_echo_bench.store.records import Key, KeySet
 from pytest_echo_bench.store.runrows import RunRows

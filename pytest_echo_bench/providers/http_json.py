@@ -359,7 +359,7 @@ def _date(value: str) -> float | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if moment.tzinfo is None:  # "-0000" or an obsolete form without a zone: HTTP dates are GMT
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
+        moment = moment.replace(tzinfo=datetime.UTC)
     try:
         return moment.timestamp()
     except (OverflowError, OSError, ValueError):

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from pytest_echo_bench.budget import money
 from pytest_echo_bench.analysis.compare import (
     Disagreement,
     Frontier,
@@ -21,17 +20,18 @@ from pytest_echo_bench.analysis.compare import (
     scored_pair,
     with_holm,
 )
-from pytest_echo_bench.results.conflicts import Conflict
-from pytest_echo_bench.analysis.decide.monitor import Sequential
-from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.analysis.decide.feed import replay
+from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.epochs import Reduced, Sampled, has_epochs, pass_at, reduce_items
 from pytest_echo_bench.analysis.names import ArmNames, ArmRef
-from pytest_echo_bench.results.read import Item, Results, load_results
-from pytest_echo_bench.shards.parts import held_by_shard
-from pytest_echo_bench.shards.coverage import Coverage, coverage
-from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.analysis.stats import cluster_interval, percentile, wilson
+from pytest_echo_bench.budget import money
+from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
+from pytest_echo_bench.results.conflicts import Conflict
+from pytest_echo_bench.results.ending import Collection
+from pytest_echo_bench.results.read import Item, Results, load_results
+from pytest_echo_bench.shards.coverage import Coverage, coverage
+from pytest_echo_bench.shards.parts import held_by_shard
 
 __all__ = [
     "ArmStats",

@@ -15,7 +15,6 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results import conflicts
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import MERGED, Collection, one
-from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
 from pytest_echo_bench.shards.coverage import (
     Coverage,
     check_one_sweep,
@@ -24,6 +23,7 @@ from pytest_echo_bench.shards.coverage import (
     merged_fields,
     part_of,
 )
+from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
 from pytest_echo_bench.store.files import end_line, row_status
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key

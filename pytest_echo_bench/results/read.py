@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
-from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta

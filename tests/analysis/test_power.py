@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.power import mde, n_for_power, power_at
 from pytest_echo_bench.analysis.stats import mcnemar_exact
+from pytest_echo_bench.cli.main import main
 
 Z_975, Z_80 = 1.959963984540054, 0.8416212335729143
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.design import (
     PairedItem,
     estimate_design,
@@ -23,6 +22,7 @@ from pytest_echo_bench.analysis.design import (
     items_needed,
     paired_items,
 )
+from pytest_echo_bench.cli.main import main
 
 Z_975, Z_80 = 1.959963984540054, 0.8416212335729143
 

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_echo_bench.budget import holders
 from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.ledger import Account, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.budget import holders
-from pytest_echo_bench.budget.ledger import Account, Ledger, LedgerState
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="names processes by their /proc start time"

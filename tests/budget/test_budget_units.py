@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
 from pytest_echo_bench.budget.worst import (
     MESSAGE_TOKENS,
     REPLY_TOKENS,
@@ -21,7 +22,6 @@ from pytest_echo_bench.budget.worst import (
 )
 from pytest_echo_bench.errors import BudgetError
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
 
 SPEC = """benchmark: units
 dataset: {loader: inline, items: [{id: q, input: x, target: x}]}

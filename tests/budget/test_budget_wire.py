@@ -14,15 +14,15 @@ from billing_server import allowed
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
 from pytest_echo_bench.budget.worst import call_worst, unbounded
+from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.errors import BudgetError
 from pytest_echo_bench.plugin.budget import Spend
 from pytest_echo_bench.providers import openai_chat
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
 
 PRICES = (100.0, 1000.0)  # USD per million input and output tokens
 PROMPTS = ["2+2=?", "héllo wörld " * 20, "x"]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.budget.ledger import Ledger
+from pytest_echo_bench.errors import StoreError
 
 GOOD: dict[str, Any] = {
     "accounts": {

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from openai_server import FakeOpenAI
 
 from conftest import Sweep
-from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.budget.estimate import estimate_arm, prompt_tokens, worst_case_usd
 from pytest_echo_bench.cli.estimate import item_name, mark_names
 from pytest_echo_bench.cli.keyword import parse_keyword
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.plugin import collect
 
 ITEMS = """\

@@ -11,15 +11,15 @@ import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.gates import bind_gates, parse_gate
+from pytest_echo_bench.cli.main import main
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"
 
 
 def report_json(*files: Path) -> dict[str, Any]:
-    from pytest_echo_bench.report.formats.text import report_json
     from pytest_echo_bench.report.figures import build_report, load_results
+    from pytest_echo_bench.report.formats.text import report_json
 
     return report_json(build_report(load_results(list(files))))
 

@@ -12,9 +12,9 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import Sweep, make_spec, sim_spec
 from openai_server import RATE_LIMIT, FakeOpenAI
 
+from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.engine.limiter import Limiter, Limits
 from pytest_echo_bench.engine.policies import (

@@ -69,7 +69,7 @@ def test_rate_limits_spend_no_attempt_and_their_waits_are_the_servers() -> None:
     provider, clock, done = run(
         [limited(), limited(), limited(), limited(), limited()], RetryPolicy(attempts=2)
     )
-    assert getattr(done, "completion").text == "ok" and provider.calls == 6
+    assert done.completion.text == "ok" and provider.calls == 6
     assert clock.waits == [60.0] * 5  # LiteLLM's llm_provider-retry-after, waited exactly
 
 
@@ -95,7 +95,7 @@ def test_a_rate_limit_without_retry_after_backs_off_exponentially_up_to_max_back
     provider, clock, done = run(
         [limited(None)] * 8, RetryPolicy(attempts=1, backoff_s=1, max_backoff_s=8, max_wait_s=600)
     )
-    assert getattr(done, "completion").text == "ok" and provider.calls == 9
+    assert done.completion.text == "ok" and provider.calls == 9
     assert all(0.5 * min(8, 2**i) <= w <= min(8, 2**i) for i, w in enumerate(clock.waits)), (
         clock.waits
     )
@@ -147,7 +147,7 @@ def test_generated_mixes_of_rate_limits_and_failures(
             waited += 20.0
     assert provider.calls == calls
     if expected == "ok":
-        assert getattr(done, "completion").text == "ok"
+        assert done.completion.text == "ok"
     else:
         assert isinstance(done, IncompleteError)
         assert ("retries.max_wait_s" in str(done)) is (expected == "budget")
@@ -249,7 +249,7 @@ def test_generated_wait_headers_read_as_a_bounded_wait_or_nothing(headers: dict[
 def test_a_retry_after_longer_than_max_backoff_is_waited_within_max_wait() -> None:
     """61 s with the defaults (max_backoff_s 60, max_wait_s 600) was left undone: it is waited."""
     provider, clock, done = run([limited(61.0)], RetryPolicy())
-    assert getattr(done, "completion").text == "ok" and provider.calls == 2
+    assert done.completion.text == "ok" and provider.calls == 2
     assert clock.waits == [61.0]
 
 
@@ -266,7 +266,7 @@ def test_a_retry_after_past_max_wait_gives_the_item_up_without_sleeping_on_it() 
 def test_another_transients_retry_after_is_honoured_within_max_wait_too() -> None:
     overloaded = TransientError("HTTP 503", retry_after=120.0, status=503)
     provider, clock, done = run([overloaded], RetryPolicy(attempts=4, max_backoff_s=1))
-    assert getattr(done, "completion").text == "ok" and clock.waits == [120.0]
+    assert done.completion.text == "ok" and clock.waits == [120.0]
     provider, clock, done = run(
         [overloaded] * 3, RetryPolicy(attempts=4, max_backoff_s=1, max_wait_s=300)
     )
@@ -288,7 +288,7 @@ def test_generated_server_waits_stay_within_max_wait(waits: list[float | None], 
     """Whatever the server asks, the item's waits for it end within retries.max_wait_s; the answer
     is the provider's only when a call answered."""
     errors: list[Exception] = [
-        TransientError("HTTP", retry_after=w, status=s) for w, s in zip(waits, statuses)
+        TransientError("HTTP", retry_after=w, status=s) for w, s in zip(waits, statuses, strict=False)
     ]
     provider, clock, done = run(
         errors, RetryPolicy(attempts=9, backoff_s=0.0, max_backoff_s=0.0, max_wait_s=budget)
@@ -297,4 +297,4 @@ def test_generated_server_waits_stay_within_max_wait(waits: list[float | None], 
     if isinstance(done, IncompleteError):
         assert provider.calls <= len(errors)
     else:
-        assert getattr(done, "completion").text == "ok" and provider.calls == len(errors) + 1
+        assert done.completion.text == "ok" and provider.calls == len(errors) + 1

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_spec, sim_spec
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.cli.supervise import RESET_MARGIN_S, supervise
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.calls import call_with_retries
 from pytest_echo_bench.engine.scope import Classifier
@@ -25,8 +27,6 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
-from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.cli.supervise import RESET_MARGIN_S, supervise
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.spec.load import RetryPolicy
 from pytest_echo_bench.store.files import StopReason, stop_path, write_stop

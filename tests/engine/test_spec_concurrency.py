@@ -17,10 +17,10 @@ from conftest import Sweep, make_spec, sim_spec
 
 def two_arm_spec(server: FakeOpenAI, n: int, extra: str) -> str:
     arm = (
-        "    provider: openai\n    model: local-model\n    base_url: {url}\n    api_key_env: "
+        f"    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n    api_key_env: "
         "TEST_OPENAI_KEY\n"
         "    client: http\n"
-    ).format(url=server.base_url)
+    )
     return sim_spec(n, arms=f"  a:\n{arm}  b:\n{arm}", extra="timeout_s: 10\n" + extra)
 
 

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import read_rows
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.interop.inspect import bounds as inspect_zip
 from pytest_echo_bench.interop.inspect import log as inspect_log
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.records import Meta, Row
 from pytest_echo_bench.store.writer import write_whole

@@ -15,9 +15,8 @@ import pytest
 from billing_server import allowed, bill_the_most
 from openai_server import FakeOpenAI
 
-from pytest_echo_bench.cli.main import main
-
 from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.cli.main import main
 
 # USD per million output tokens; input is free: the server's bill is its completion tokens
 OUTPUT_PRICE = 1000.0

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import finish, rows_in, start, wait_for
 
 from conftest import Sweep, make_spec, read_rows
-from processes import finish, rows_in, start, wait_for
 from pytest_echo_bench.cli.main import main
 
 CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accuracy: 0.3}"

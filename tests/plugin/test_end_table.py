@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.report.figures import load_results
 from pytest_echo_bench.plugin.live import end_table
 from pytest_echo_bench.providers.answer import MAX_COUNT, count, finite_cost
+from pytest_echo_bench.report.figures import load_results
 from pytest_echo_bench.store.checks import FIGURE_MAX
 from pytest_echo_bench.store.tally import FileTally
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import finish, rows_in, run, start, wait_for
 
 from conftest import make_spec, read_rows, sim_spec
-from processes import finish, rows_in, run, start, wait_for
 
 SLOW = (
     "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, "

@@ -16,8 +16,8 @@ import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.engine.fingerprint import changed_parts
 from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.engine.fingerprint import changed_parts
 
 
 def openai_spec(

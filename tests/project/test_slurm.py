@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import stop
 
 from conftest import read_rows, sim_spec
-from processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "slurm-array.sh"

@@ -23,8 +23,8 @@ import pytest
 import yaml
 from npm_tools import npm_ci
 
-from pytest_echo_bench.cli.main import parser
 from pytest_echo_bench.analysis.gates import bind_gates, parse_gate
+from pytest_echo_bench.cli.main import parser
 from pytest_echo_bench.store.files import CACHE_DIR, CACHE_FILE, RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.report.page.html import render_progress, watch, write_progress
 from pytest_echo_bench.report.page.state import LiveCounters, PageFeed, progress_state
-from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.store.files import write_atomic
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.report.formats.text import render, report_json
 from pytest_echo_bench.report.figures import ArmStats, Conflict, Report, build_report, load_results
+from pytest_echo_bench.report.formats.text import render, report_json
 
 META = {
     "_meta": True,

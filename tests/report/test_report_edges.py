@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.args import OutputClosed, say
-from pytest_echo_bench.report.formats.text import render, report_json
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.report.figures import build_report, load_results
+from pytest_echo_bench.report.formats.text import render, report_json
 from pytest_echo_bench.store.checks import META_FIELDS
 from pytest_echo_bench.store.records import Meta
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.budget.money import figure, usd
+from pytest_echo_bench.cli.main import main
 
 COST = 0.00055  # three of them sum to 0.0016500000000000002 in floats
 ARMS = ("  right: {provider: sim, accuracy: 1.0, template: 'So the answer is {answer}.'}\n"

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.report.formats.text import render, report_json
-from pytest_echo_bench.report.figures import Report, build_report, load_results
 from pytest_echo_bench.budget.spend import run_budget
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.figures import Report, build_report, load_results
+from pytest_echo_bench.report.formats.text import render, report_json
 
 META_AB = {
     "_meta": True,

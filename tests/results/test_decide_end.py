@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
-from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.analysis.decide.feed import FileFeed
+from pytest_echo_bench.analysis.decide.monitor import Monitor, Plan
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.store.files import encode_line, end_line
 
 META = {

@@ -14,11 +14,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from processes import finish, rows_in, start, wait_for
 
 from conftest import held_sweep, read_rows, sim_spec
-from processes import finish, rows_in, start, wait_for
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.files import encode_line
 from pytest_echo_bench.store.reader import iter_records, read_index
 from pytest_echo_bench.store.tally import FileTally

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.cli.estimate import seen_in_results
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.interop.inspect.exporter import _encode, eval_log, export_inspect, log_pieces
 from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.store.files import encode_line

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import sim_spec
 
+from conftest import sim_spec
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.results.regrade import regrade

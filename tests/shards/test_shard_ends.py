@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import finish, rows_in, start, wait_for
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from processes import finish, rows_in, start, wait_for
 from pytest_echo_bench.cli.main import main
 
 ARMS = "  a: {provider: sim, accuracy: 0.7}\n  b: {provider: sim, accuracy: 0.4}"

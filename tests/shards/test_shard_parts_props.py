@@ -13,11 +13,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.results.ending import before_resume, collection
 from pytest_echo_bench.results.merge import merge
-from pytest_echo_bench.report.figures import build_report, load_results
-from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.shards.partition import shard_of
+from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.store.writer import write_whole
 
 ARMS = ("a", "b")

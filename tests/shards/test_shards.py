@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.report.formats.csv import CSV_FIELDS
-from pytest_echo_bench.shards.env import k_of_n, whole_number
-from pytest_echo_bench.shards.coverage import coverage, part_of
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.shard import Shard, auto_shard, parse_shard
+from pytest_echo_bench.report.formats.csv import CSV_FIELDS
+from pytest_echo_bench.shards.coverage import coverage, part_of
+from pytest_echo_bench.shards.env import k_of_n, whole_number
 from pytest_echo_bench.store.records import Meta
 
 ARMS = (

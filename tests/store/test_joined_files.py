@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.results.merge import merge
-from pytest_echo_bench.report.page.state import PageFeed
-from pytest_echo_bench.report.figures import load_results
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.live import end_table
+from pytest_echo_bench.report.figures import load_results
+from pytest_echo_bench.report.page.state import PageFeed
+from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.store.reader import read_index, read_records
 from pytest_echo_bench.store.records import row_key

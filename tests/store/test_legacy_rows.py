@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_echo_bench.plugin.live import end_table
+from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.results.regrade import regrade
-from pytest_echo_bench.report.figures import build_report, load_results
-from pytest_echo_bench.plugin.live import end_table
 from pytest_echo_bench.store.tally import FileTally
 
 DETAILS = [

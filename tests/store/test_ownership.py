@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
+from processes import finish, rows_in, run, start, wait_for
 
 from conftest import held_sweep, read_rows
-from processes import finish, rows_in, run, start, wait_for
 from pytest_echo_bench.store.owner import OwnedError, Ownership
 from pytest_echo_bench.store.writer import ReplacedError, ResultsWriter
 

@@ -19,8 +19,8 @@ import pytest
 
 from conftest import Sweep, read_rows
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.plugin.live import end_table
+from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.store.tally import FileTally
 
 CORPUS = Path(__file__).parents[1] / "data" / "results"

@@ -22,15 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Sweep, make_spec, read_rows, sim_spec
-from pytest_echo_bench.errors import EchoBenchError, StoreError
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.gates import parse_gate
-from pytest_echo_bench.results.merge import merge
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.errors import EchoBenchError, StoreError
+from pytest_echo_bench.report.figures import build_report, load_results
+from pytest_echo_bench.report.formats.text import FORMATS, paired_intervals, render, report_json
 from pytest_echo_bench.report.page.html import write_progress
 from pytest_echo_bench.report.page.state import progress_state
+from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.results.regrade import regrade
-from pytest_echo_bench.report.formats.text import FORMATS, paired_intervals, render, report_json
-from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.store import keyscan
 from pytest_echo_bench.store.reader import read_index, read_records
 from pytest_echo_bench.store.safe_text import shown

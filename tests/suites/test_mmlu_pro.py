@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SHARED_DATA, Sweep, make_spec
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.providers import replay
 from pytest_echo_bench.suites import mmlu_pro
 

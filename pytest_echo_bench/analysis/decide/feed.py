@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.analysis.decide.monitor import (
     Monitor,
     PairFigures,
@@ -21,6 +20,7 @@ from pytest_echo_bench.analysis.decide.monitor import (
     score_of,
     sequential,
 )
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Results
 from pytest_echo_bench.store.files import STATUSES, legacy_status, row_status

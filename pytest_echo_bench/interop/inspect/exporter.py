@@ -25,8 +25,8 @@ from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.interop.inspect.importer import USAGE_NAMES
 from pytest_echo_bench.interop.inspect.inputs import Prompts, find_inputs, prompt_of
-from pytest_echo_bench.store.files import row_status, write_atomic
 from pytest_echo_bench.store.checks import count, figure
+from pytest_echo_bench.store.files import row_status, write_atomic
 from pytest_echo_bench.store.reader import iter_records, parse_line
 from pytest_echo_bench.store.records import row_epoch, row_key
 

@@ -98,7 +98,7 @@ def _decide_fields(report: Report) -> list[str]:
     """With a decide plan only (the columns are what they were without): its figures' columns."""
     if report.sequential is None:
         return []
-    return [f for f in decided.CSV_FIELDS if f not in CSV_FIELDS]
+    return [f for f in decision.CSV_FIELDS if f not in CSV_FIELDS]
 
 
 def _part_fields(report: Report) -> list[str]:

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from pytest_echo_bench.analysis.compare import Disagreement, Frontier, Pair
+from pytest_echo_bench.budget.spend import spend_text
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.colors import palette
-from pytest_echo_bench.analysis.compare import Disagreement, Frontier, Pair
 from pytest_echo_bench.report.figures import ArmStats, Benchmark, Report
 from pytest_echo_bench.report.formats.svg import cost_plot, e, heat_color, rate_bars
-from pytest_echo_bench.budget.spend import spend_text
 
 ALPHA = 0.05
 _CSS = """
@@ -116,18 +116,18 @@ def _sequential(report: Report) -> str:
     rows = "".join(
         "<tr>"
         + "".join(
-            f'<td class="text">{e(c)}</td>' if i in decided.TEXT_CELLS else f"<td>{e(c)}</td>"
+            f'<td class="text">{e(c)}</td>' if i in decision.TEXT_CELLS else f"<td>{e(c)}</td>"
             for i, c in enumerate(cells)
         )
         + "</tr>"
-        for cells in map(decided.cells, seq.pairs)
+        for cells in map(decision.cells, seq.pairs)
     )
     head = "".join(f"<th>{e(h)}</th>" for h in decision.header(seq))
     table = f"<table><tr>{head}</tr>{rows}</table>" if rows else ""
     return (
         f'<section id="sequential" data-collection="{e(seq.collection)}"><h2>Anytime-valid '
         "comparison</h2>"
-        f'<p>{e(decision.note(seq))}</p><p class="muted">{e(decided.HINT)}</p>{table}</section>'
+        f'<p>{e(decision.note(seq))}</p><p class="muted">{e(decision.HINT)}</p>{table}</section>'
     )
 
 

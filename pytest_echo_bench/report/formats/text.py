@@ -8,15 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_echo_bench.report import decision
 from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.gates import Intervals
-from pytest_echo_bench.budget.money import usd
-from pytest_echo_bench.report.formats.csv import render_csv
-from pytest_echo_bench.report.figures import P_HINT, ArmStats, Disagreement, Pair, Report
-from pytest_echo_bench.shards.coverage import Coverage
-from pytest_echo_bench.budget.spend import spend_text
 from pytest_echo_bench.analysis.stats import newcombe_paired, t_quantile, z_for
+from pytest_echo_bench.budget.money import usd
+from pytest_echo_bench.budget.spend import spend_text
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.report.figures import P_HINT, ArmStats, Disagreement, Pair, Report
+from pytest_echo_bench.report.formats.csv import render_csv
+from pytest_echo_bench.shards.coverage import Coverage
 from pytest_echo_bench.store import safe_text
 
 FORMATS = ("table", "markdown", "json", "csv", "html")
@@ -390,9 +390,9 @@ def _parts_table(cover: Coverage) -> Table:
 
 def _sequential_table(seq: Sequential) -> Table:
     rows = [decision.cells(f) for f in seq.pairs]
-    note = decision.note(seq) + ("" if seq.problem else "\n" + decided.HINT)
+    note = decision.note(seq) + ("" if seq.problem else "\n" + decision.HINT)
     return Table(
-        decision.title(seq), decision.header(seq) if rows else [], rows, decided.LEFT, note
+        decision.title(seq), decision.header(seq) if rows else [], rows, decision.LEFT, note
     )
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.analysis.decide.monitor import Monitor, Sequential, monitor_of, sequential
-from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.analysis.decide.feed import FileFeed
+from pytest_echo_bench.analysis.decide.monitor import Monitor, Sequential, monitor_of, sequential
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.store.records import Meta
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.analysis.decide.monitor import Sequential
-from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
-from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
+from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
