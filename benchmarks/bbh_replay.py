@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_echo_bench.suites.bbh import score as bbh  # noqa: E402  (after the path: runs from a checkout)
+# after the path: runs from a checkout
+from pytest_echo_bench.suites.bbh import score as bbh  # noqa: E402
 
 Row = tuple[str, int, float, int, int]  # task, items, published %, strict correct, robust correct
 

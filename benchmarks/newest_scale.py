@@ -33,7 +33,8 @@ from pathlib import Path
 what, path = sys.argv[1], Path(sys.argv[2])
 if what == "old-tally":  # the first-row-wins FileTally, as the last commit has it
     import types
-    module = sys.modules["old_tally"] = types.ModuleType("old_tally")  # dataclasses look their module up
+    # dataclasses look their module up
+    module = sys.modules["old_tally"] = types.ModuleType("old_tally")
     exec(compile(Path(sys.argv[3]).read_text(), "old_tally.py", "exec"), module.__dict__)
 start = time.perf_counter()
 if what == "keys":

@@ -6,7 +6,8 @@ busy machine weighs on both alike. The server runs in a process of its own; the 
 (its calling thread's) is what bounds calls in flight; the wall time adds the proxy's own hop
 and is shown for information.
 
-Usage: python benchmarks/proxy_cost.py [CALLS_PER_ROUND] [ROUNDS]   (needs proxy.py: pip install proxy.py)
+Usage: python benchmarks/proxy_cost.py [CALLS_PER_ROUND] [ROUNDS]
+(needs proxy.py: pip install proxy.py)
 """
 
 from __future__ import annotations

@@ -63,7 +63,8 @@ with server:
             server.rate = RateWindow(int(arg)) if int(arg) else None
         elif command == "stats":
             with server.lock:
-                stats = {{"served": server.served, "refused": server.rate.refused if server.rate else 0,
+                stats = {{"served": server.served,
+                         "refused": server.rate.refused if server.rate else 0,
                          "max_in_flight": server.max_in_flight}}
                 server.served, server.max_in_flight = 0, 0
                 if server.rate:

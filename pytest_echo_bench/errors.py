@@ -8,8 +8,10 @@
         ├── ArmError                    arm scope: not logged in, key refused, no such model,
         │                               endpoint unreachable or not the API: stop this arm
         ├── TransientError              timeout, connection, rate limit, 5xx, overloaded: retry
-        └── PermanentError              item scope: this item cannot succeed (e.g. 400): record a failed row
-    LocalError (OSError)                local scope: our own machine (EMFILE, ENOSPC): stop, record nothing
+        └── PermanentError              item scope: this item cannot succeed (e.g. 400): record
+                                        a failed row
+    LocalError (OSError)                local scope: our own machine (EMFILE, ENOSPC): stop,
+                                        record nothing
 
 Run control signals, not failures of a call:
     AbortedError                        the run is stopping; this item was not attempted

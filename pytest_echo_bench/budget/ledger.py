@@ -6,7 +6,8 @@ exclusive ``flock`` of the file itself by every change; the progress line reads 
 one, so no reader sees half a state. Amounts are US dollars.
 
     accounts  name -> {limit, spent, held}: "run", "bench:<benchmark>", "arm:<benchmark>/<arm>"
-    pledged   "<benchmark>\\t<task_id>\\t<epoch>" -> {arm: USD}: what a started item's other arms hold
+    pledged   "<benchmark>\\t<task_id>\\t<epoch>" -> {arm: USD}: what a started item's other
+              arms hold
     closed    benchmarks whose new items are refused (one did not fit: the rest finish what started)
     refused   calls not sent for the budget; ``needed`` the worst case they would have cost
     holders   "<host>/<pid>/<start>" -> {account: [held, exposed]}: which process holds what of each

@@ -62,7 +62,9 @@ class Parser(argparse.ArgumentParser):
         # the subcommands' parsers, by name
         self.commands: Mapping[str, argparse.ArgumentParser] = {}
 
-    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> Any:
         """As argparse, but an argument no subcommand knows is refused with that subcommand's usage
         (argparse gives the top level's, which lists only the subcommands' names)."""
         found, extra = self.parse_known_args(args, namespace)

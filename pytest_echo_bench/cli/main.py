@@ -81,9 +81,13 @@ def _report(args: argparse.Namespace) -> int:
     # a gate judges the whole sweep: a missing shard is a failure
     if args.gate and not cover.complete:
         failed += not args.allow_partial
+        partial = (
+            "allowed on a partial sweep"
+            if args.allow_partial
+            else "FAILED: the sweep is incomplete"
+        )
         say(
-            f"gates: {'allowed on a partial sweep' if args.allow_partial else 'FAILED: the sweep is incomplete'} "
-            f"({cover.describe()})"
+            f"gates: {partial} ({cover.describe()})"
             + ("" if args.allow_partial else "; merge every shard, or pass --allow-partial"),
             err=True,
         )

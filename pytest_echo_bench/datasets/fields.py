@@ -2,7 +2,7 @@
 
     fields: {id: record_id, input: "{question}", target: answer, subtask: category, metadata: [src]}
     choices: [Correct Answer, Incorrect Answer 1, Incorrect Answer 2]   # or one list-valued field
-    shuffle_choices: 7                                                  # a seed: options in a stable order per item
+    shuffle_choices: 7          # a seed: options in a stable order per item
 
 ``input`` is a template over the record's fields (``{name}``, ``{{`` for a brace; no attribute,
 index or format spec: a dataset's text never reaches ``str.format``). With ``choices`` the options

@@ -1,6 +1,7 @@
 """The one classifier: which scope a failed call has, so the run does the right thing with it.
 
-    item       PermanentError   this prompt fails (a 400 for its length, a content filter): an error row
+    item       PermanentError   this prompt fails (a 400 for its length, a content filter): an
+                                error row
     arm        ArmError         this arm cannot work as configured (not logged in, key refused, no
                                 such model, endpoint unreachable or not the API, a certificate
                                 that fails verification): the arm stops,
@@ -98,8 +99,10 @@ class Classifier:
             # A certificate that fails verification fails every call the same way: retried as
             # transient it kept a run "incomplete" for days. The arm's settings must change.
             return ArmError(text, hint=TLS_HINT, status=error.status)
+        exhausted, transient = self._exhausted, self._transient  # type: ignore[attr-defined]
         if not isinstance(error, ExhaustedError) and (
-                self._exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))):  # type: ignore[attr-defined]
+            exhausted.search(text) or (error.status is None and _EXHAUSTED.search(text))
+        ):
             return ExhaustedError(text, status=error.status)
         if isinstance(error, (PermanentError, TransientError)) and _ARM.search(text):
             return ArmError(
@@ -109,7 +112,7 @@ class Classifier:
             return ArmError(text, hint=MODEL_HINT, status=error.status)
         if isinstance(error, TransientError) and unreachable(exc):
             return ArmError(text, hint=UNREACHABLE_HINT, status=error.status, fallback=error)
-        if isinstance(error, PermanentError) and self.transient and self._transient.search(text):  # type: ignore[attr-defined]
+        if isinstance(error, PermanentError) and self.transient and transient.search(text):
             return TransientError(text, retry_after=error.retry_after, status=error.status)
         return error
 

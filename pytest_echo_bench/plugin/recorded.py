@@ -130,8 +130,8 @@ def _same(name: str, given: Any, value: Any) -> bool:
 def _said(name: str, value: Any) -> str:
     """A value as the command line gives it (a cache as "off" or its absolute path)."""
     if name == "cache":
-        return value if isinstance(value, str) and (value in (OFF, DEFAULT_CACHE) or os.path.isabs(value)) \
-            else _cache_text(value)
+        said = isinstance(value, str) and (value in (OFF, DEFAULT_CACHE) or os.path.isabs(value))
+        return value if said else _cache_text(value)
     if name == "budget_usd":
         return "no budget" if value is None else f"{value:g}"
     return str(value)

@@ -55,7 +55,8 @@ def repin(config: pytest.Config, args: list[str]) -> None:
         return
     ini_moved = ini != config.inipath
     # Keys of the ini file pytest should have read, or of the one it read instead, already acted on.
-    early = sorted({k for k in READ_EARLY if k in cfg or k in config._inicfg}) if ini_moved else []  # noqa: SLF001
+    inicfg = config._inicfg  # noqa: SLF001
+    early = sorted({k for k in READ_EARLY if k in cfg or k in inicfg}) if ini_moved else []
     if early:
         flag, value = next(iter(spaced.items()))
         raise pytest.UsageError(
@@ -69,7 +70,8 @@ def repin(config: pytest.Config, args: list[str]) -> None:
     # pytest has no setter for these: Config.rootpath / inipath / getini read them (pytest 7 to 9).
     moved = config.rootpath
     config._rootpath, config._inipath = root, ini  # noqa: SLF001
-    config._parser.extra_info.update(rootdir=str(root), inifile=str(ini))  # noqa: SLF001 (usage errors show them)
+    # usage errors show them
+    config._parser.extra_info.update(rootdir=str(root), inifile=str(ini))  # noqa: SLF001
     if ini_moved:  # the settings read so far are none of the keys refused above
         config._inicfg = cfg  # noqa: SLF001
         config._inicache.clear()  # noqa: SLF001

@@ -6,7 +6,8 @@
         provider: openai
         model: gpt-4o-mini
         prompt: "Q: {input}\\nThink step by step, then answer."
-        fewshot: {path: shots.jsonl, n: 3, template: "Q: {input}\\nA: {target}"}   # or {from_dataset: 3, seed: 1}
+        # or fewshot: {from_dataset: 3, seed: 1}
+        fewshot: {path: shots.jsonl, n: 3, template: "Q: {input}\\nA: {target}"}
 
 What the templates name is checked against the items when the dataset is loaded
 (``datasets.prompts``); here only the shape: a text template, known keys, whole numbers.

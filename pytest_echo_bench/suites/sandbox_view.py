@@ -32,9 +32,12 @@ import json, os, site, sys, sysconfig
 paths = sysconfig.get_paths()
 lib = None
 if sysconfig.get_config_var("Py_ENABLE_SHARED") and sysconfig.get_config_var("INSTSONAME"):
-    lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME"))
-print(json.dumps({"executable": os.path.realpath(sys.executable), "stdlib": [paths["stdlib"], paths["platstdlib"]],
-                  "sites": [*site.getsitepackages(), paths["purelib"], paths["platlib"]], "lib": lib}))
+    lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "",
+                       sysconfig.get_config_var("INSTSONAME"))
+print(json.dumps({"executable": os.path.realpath(sys.executable),
+                  "stdlib": [paths["stdlib"], paths["platstdlib"]],
+                  "sites": [*site.getsitepackages(), paths["purelib"], paths["platlib"]],
+                  "lib": lib}))
 """
 # Other Pythons under /usr (the system's, python.org's in /usr/local) keep their packages here.
 _USR_SITES = (

@@ -166,7 +166,9 @@ def test_shards_partition_the_epochs_and_merge_reports_as_one_run(
     out = _out(["merge", *map(str, shards), "-o", str(merged)])
     assert "30 rows, 0 duplicates removed, 0 conflicts" in out
     figures = ("n", "correct", "pass_rate", "ci95", "samples", "epochs", "pass_at")
-    numbers = lambda data: {a: {k: v[k] for k in figures} for a, v in data["arms"].items()}  # noqa: E731
+    def numbers(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {a: {k: v[k] for k in figures} for a, v in data["arms"].items()}
+
     assert numbers(report_of(merged)) == numbers(report_of(whole))
     assert report_of(merged)["pairs"] == report_of(whole)["pairs"]
 

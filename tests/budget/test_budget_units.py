@@ -82,7 +82,8 @@ def test_a_reply_without_usage_keeps_its_whole_hold_as_spent(tmp_path: Path, spe
         raise RuntimeError("no reply")  # an error, or no reply: the hold stands too
     state = budget.ledger.read()
     assert state is not None
-    assert state.accounts["run"].spent == pytest.approx(2 * worst) and state.accounts["run"].held == 0  # type: ignore[operator]
+    run = state.accounts["run"]
+    assert run.spent == pytest.approx(2 * worst) and run.held == 0  # type: ignore[operator]
 
 
 def test_a_call_the_items_hold_does_not_cover_takes_more_only_if_it_fits(
@@ -179,7 +180,8 @@ def test_the_budget_stop_comes_after_a_marked_stop_and_an_interrupt() -> None:
     )
     exhausted = StopReason("exhausted", "quota")
     assert decide(Outcomes(1, left=4, budget=stop), Stops(marked=exhausted)).stop == exhausted
-    assert decide(Outcomes(STOPPED, left=4, budget=stop), Stops()).stop.reason == "interrupted"  # type: ignore[union-attr]
+    interrupted = decide(Outcomes(STOPPED, left=4, budget=stop), Stops()).stop
+    assert interrupted.reason == "interrupted"  # type: ignore[union-attr]
 
 
 def test_a_new_item_waits_for_room_that_calls_in_flight_hold(tmp_path: Path, spec: Spec) -> None:

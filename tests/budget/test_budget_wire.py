@@ -96,7 +96,7 @@ options = st.fixed_dictionaries(
     over=st.lists(st.integers(0, 30), min_size=1, max_size=12),
     limit=st.floats(0.001, 0.2),
 )
-def test_the_hold_covers_what_the_request_sent_allows_and_overshoot_is_what_replies_reported_beyond_it(
+def test_the_hold_covers_what_the_request_allows_and_overshoot_is_what_replies_reported_beyond_it(
         tmp_path: Path, opts: dict[str, Any], over: list[int], limit: float) -> None:
     spec = spec_of(tmp_path, opts)
     if unbounded(spec, "a") is not None:

@@ -222,7 +222,8 @@ def estimate_selects(pytester: pytest.Pytester, spec: Path, *args: str) -> set[s
 
     keyword = args[1] if args[:1] == ("-k",) else None
     shard = tuple(map(int, args[1].split("/"))) if args[:1] == ("--bench-shard",) else None
-    chosen = select(spec_obj, examples, pytester.path, parse_keyword(keyword), shard)  # type: ignore[arg-type]
+    keywords = parse_keyword(keyword)
+    chosen = select(spec_obj, examples, pytester.path, keywords, shard)  # type: ignore[arg-type]
     return {item_name(ex.id, arm, epoch, spec_obj.epochs) for ex, arm, epoch in chosen}
 
 

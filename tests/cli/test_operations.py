@@ -51,7 +51,9 @@ def test_four_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, s
         "not_completed",
         "sub_calls_mean",
     )
-    numbers = lambda report: {arm: {k: v[k] for k in verdicts} for arm, v in report["arms"].items()}  # noqa: E731
+    def numbers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {arm: {k: v[k] for k in verdicts} for arm, v in report["arms"].items()}
+
     # wall times differ between runs
     assert numbers(report_json(merged)) == numbers(report_json(whole))
     assert report_json(merged)["pairs"] == report_json(whole)["pairs"]

@@ -30,17 +30,21 @@ CHILD = textwrap.dedent("""\
     from pathlib import Path
 
     mode, args = sys.argv[1], sys.argv[2:]
-    out = Path(args[args.index("--bench-resume" if "--bench-resume" in args else "--bench-out") + 1])
+    flag = "--bench-resume" if "--bench-resume" in args else "--bench-out"
+    out = Path(args[args.index(flag) + 1])
     here = out.parent
     with open(here / "starts", "a") as f:
         f.write(json.dumps(sys.argv) + "\\n")
 
     def stop(reason):
-        (here / (out.name + ".stop.json")).write_text(json.dumps({"reason": reason, "message": mode}))
-        print("echo-bench: stopped early; resume with:\\n  pytest --bench-resume " + str(out), flush=True)
+        stop_file = here / (out.name + ".stop.json")
+        stop_file.write_text(json.dumps({"reason": reason, "message": mode}))
+        print("echo-bench: stopped early; resume with:\\n  pytest --bench-resume " + str(out),
+              flush=True)
         sys.exit(2)
 
-    if mode == "exhaust" or (mode == "exhaust-once" and len((here / "starts").read_text().splitlines()) == 1):
+    starts = len((here / "starts").read_text().splitlines())
+    if mode == "exhaust" or (mode == "exhaust-once" and starts == 1):
         stop("exhausted")
     if mode == "exhaust-once":
         sys.exit(0)
@@ -55,7 +59,8 @@ CHILD = textwrap.dedent("""\
     deadline = time.monotonic() + 60
     while not got and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(float(os.environ.get("CHILD_WINDOW", "0.5")))  # a second SIGINT, if sent, arrives within this
+    # a second SIGINT, if sent, arrives within this
+    time.sleep(float(os.environ.get("CHILD_WINDOW", "0.5")))
     (here / "sigints").write_text(str(len(got)))
     stop(os.environ.get("CHILD_REASON", "interrupted"))
 """)

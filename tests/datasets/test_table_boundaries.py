@@ -84,12 +84,15 @@ def huge(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 LOAD = """
 import json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # reading the whole file dies here, not the machine
+# reading the whole file dies here, not the machine
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from pathlib import Path
 from pytest_echo_bench.datasets.registry import load_benchmark
 examples = load_benchmark(Path(sys.argv[1]))[1]
-# VmHWM, this process's own peak: ru_maxrss keeps, across exec, the mark of the worker it was forked from
-peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+# VmHWM, this process's own peak: ru_maxrss keeps, across exec, the mark of the worker it was
+# forked from
+peak = next(int(line.split()[1]) for line in open("/proc/self/status")
+            if line.startswith("VmHWM:"))
 print(json.dumps({"ids": [e.id for e in examples], "inputs": [e.input for e in examples],
                   "rss_mb": peak // 1024}))
 """

@@ -173,7 +173,10 @@ def test_token_bucket(
         elif kind == "settle":
             bucket.settle(now, float(amounts[0]), float(amounts[1]))  # type: ignore[arg-type]
     assert bucket.wait_s(now, 100 if burst_s else 1) == pytest.approx(wait)
-    in_debt = any(kind == "settle" and amounts[1] > amounts[0] for kind, _, *amounts in events)  # type: ignore[operator]
+    in_debt = any(
+        kind == "settle" and amounts[1] > amounts[0]  # type: ignore[operator]
+        for kind, _, *amounts in events
+    )
     assert len(bucket.log.entries) == int(in_debt)
 
 

@@ -287,9 +287,8 @@ def test_generated_server_waits_stay_within_max_wait(waits: list[float | None], 
                                                      statuses: list[int]) -> None:
     """Whatever the server asks, the item's waits for it end within retries.max_wait_s; the answer
     is the provider's only when a call answered."""
-    errors: list[Exception] = [
-        TransientError("HTTP", retry_after=w, status=s) for w, s in zip(waits, statuses, strict=False)
-    ]
+    pairs = zip(waits, statuses, strict=False)
+    errors: list[Exception] = [TransientError("HTTP", retry_after=w, status=s) for w, s in pairs]
     provider, clock, done = run(
         errors, RetryPolicy(attempts=9, backoff_s=0.0, max_backoff_s=0.0, max_wait_s=budget)
     )

@@ -188,7 +188,10 @@ def test_the_supervisor_waits_until_the_providers_reset_time(tmp_path: Path) -> 
     run = fake_runs(
         out, [StopReason("exhausted", "usage limit"), None], resume_at=time.time() + 120
     )
-    status = supervise(["pytest", "--bench-out", str(out)], 3, 3600, log.append, run=run, sleep=waits.append)  # type: ignore[arg-type]
+    argv = ["pytest", "--bench-out", str(out)]
+    status = supervise(
+        argv, 3, 3600, log.append, run=run, sleep=waits.append  # type: ignore[arg-type]
+    )
     assert status == 0
     assert len(waits) == 1 and 120 <= waits[0] <= 120 + RESET_MARGIN_S + 1  # not the 3600 s backoff
     assert any("window resets at" in line for line in log)
@@ -200,7 +203,11 @@ def test_the_supervisor_ends_at_once_on_what_needs_fixing(tmp_path: Path) -> Non
         waits: list[float] = []
         log: list[str] = []
         run = fake_runs(out, [StopReason(reason, "arm 'gpt' cannot work as configured")])
-        assert supervise(["pytest", "--bench-out", str(out)], 5, 0, log.append, run=run, sleep=waits.append) == 2  # type: ignore[arg-type]
+        argv = ["pytest", "--bench-out", str(out)]
+        status = supervise(
+            argv, 5, 0, log.append, run=run, sleep=waits.append  # type: ignore[arg-type]
+        )
+        assert status == 2
         assert waits == []
         assert (
             "waiting would not fix this; fix it, then run:" in log[-1]

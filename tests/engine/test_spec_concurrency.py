@@ -17,8 +17,9 @@ from conftest import Sweep, make_spec, sim_spec
 
 def two_arm_spec(server: FakeOpenAI, n: int, extra: str) -> str:
     arm = (
-        f"    provider: openai\n    model: local-model\n    base_url: {server.base_url}\n    api_key_env: "
-        "TEST_OPENAI_KEY\n"
+        "    provider: openai\n    model: local-model\n"
+        f"    base_url: {server.base_url}\n"
+        "    api_key_env: TEST_OPENAI_KEY\n"
         "    client: http\n"
     )
     return sim_spec(n, arms=f"  a:\n{arm}  b:\n{arm}", extra="timeout_s: 10\n" + extra)

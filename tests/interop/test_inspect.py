@@ -66,7 +66,8 @@ READ_LOGS = textwrap.dedent("""
         samples, scored = [], {}
         for s in log.samples:
             value = s.scores[name].value if s.scores and name in s.scores else None
-            samples.append({"id": str(s.id), "epoch": s.epoch, "value": value, "error": s.error is not None,
+            samples.append({"id": str(s.id), "epoch": s.epoch, "value": value,
+                            "error": s.error is not None,
                             "input": s.input, "target": s.target, "output": s.output.completion,
                             "usage": s.output.usage.model_dump() if s.output.usage else None,
                             "cost": [u.total_cost for u in s.model_usage.values()]})
@@ -74,11 +75,13 @@ READ_LOGS = textwrap.dedent("""
                 scored.setdefault(s.id, []).append(s.scores[name])
         reduced = [SampleScore(score=mean_score()(v), sample_id=k) for k, v in scored.items()]
         metrics = log.results.scores[0].metrics
-        out.append({"file": info.name.rsplit("/", 1)[-1], "task": log.eval.task, "model": log.eval.model,
+        out.append({"file": info.name.rsplit("/", 1)[-1], "task": log.eval.task,
+                    "model": log.eval.model,
                     "epochs": log.eval.config.epochs, "samples": samples, "status": log.status,
                     "accuracy": metrics["accuracy"].value, "stderr": metrics["stderr"].value,
                     "scored_samples": log.results.scores[0].scored_samples,
-                    "inspect_accuracy": accuracy()(reduced), "inspect_stderr": float(stderr()(reduced))})
+                    "inspect_accuracy": accuracy()(reduced),
+                    "inspect_stderr": float(stderr()(reduced))})
     print(json.dumps(out))
 """)
 

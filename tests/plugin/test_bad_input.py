@@ -25,7 +25,8 @@ from pytest_echo_bench import arm
 
 @arm("surrogates")
 def surrogates(ctx):
-    return "\\ud800 5 \\udfff"    # lone surrogates (valid JSON escapes, not encodable) in a wrong answer
+    # lone surrogates (valid JSON escapes, not encodable) in a wrong answer
+    return "\\ud800 5 \\udfff"
 
 @arm("huge")
 def huge(ctx):

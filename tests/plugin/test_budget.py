@@ -54,7 +54,8 @@ def exact_answers(server: FakeOpenAI, delay: float = 0.0) -> None:
 
 
 def spent(rows: list[dict[str, object]]) -> float:
-    return sum(float(r["cost_usd"]) for r in rows if r.get("cost_usd") is not None)  # type: ignore[arg-type]
+    costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
+    return sum(float(c) for c in costs)  # type: ignore[arg-type]
 
 
 def pairs_whole(rows: list[dict[str, object]], arms: tuple[str, ...] = ("a", "b")) -> bool:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,9 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) ->
     reference = pytester.path / "reference.jsonl"
     assert run(pytester.path, "demo.yaml", "--bench-out", str(reference)) == 0
     _, expected = read_rows(reference)
-    verdict = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}  # noqa: E731
+    def verdict(rs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, Any]]:
+        return {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}
+
     assert verdict(rows) == verdict(expected)
     assert meta is not None and meta["benchmark"] == "demo"
 

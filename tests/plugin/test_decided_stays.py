@@ -157,7 +157,8 @@ def test_a_merge_keeps_a_decided_shard_whatever_its_place(
     files = [decided, plain] if decided_first else [plain, decided]
     merged = pytester.path / "merged.jsonl"
     assert _cli(capsys, "merge", *map(str, files), "-o", str(merged))[0] == 0
-    assert read_rows(merged)[0]["decide"]["pairs"] == [["demo", "strong", "weak"]]  # type: ignore[index]
+    decide = read_rows(merged)[0]["decide"]
+    assert decide["pairs"] == [["demo", "strong", "weak"]]  # type: ignore[index]
     for given in ([merged], files):
         _not_valid_everywhere(capsys, *given)
         # A fixed-n interval gate at a level no anytime figure has fails; the

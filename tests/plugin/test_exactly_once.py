@@ -59,7 +59,8 @@ def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(
         @arm("held")
         def held(ctx):
             deadline = time.monotonic() + 60
-            while not Path({str(pytester.path / "release")!r}).exists() and time.monotonic() < deadline:
+            release = Path({str(pytester.path / "release")!r})
+            while not release.exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             return "4"
     """)

@@ -25,7 +25,8 @@ FLAKY = """
 
     @arm("flaky")
     def flaky(ctx):
-        # Items named in fail.txt fail with a permanent error (an error row); the others answer right.
+        # Items named in fail.txt fail with a permanent error (an error row); the others answer
+        # right.
         if ctx.example.id in Path("fail.txt").read_text().split():
             raise ValueError("prompt rejected")
         return ctx.example.target

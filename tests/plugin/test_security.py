@@ -28,7 +28,8 @@ SECRET_PARTS = (SECRET, SECRET[8:24], SECRET[-12:])
 CLI = f"""#!{sys.executable}
 import hashlib, os, sys
 prompt = sys.stdin.read()
-if hashlib.sha256(os.environ.get("CMD_SECRET_TEST", "").encode()).hexdigest() != {hashlib.sha256(SECRET.encode()).hexdigest()!r}:
+given = os.environ.get("CMD_SECRET_TEST", "").encode()
+if hashlib.sha256(given).hexdigest() != {hashlib.sha256(SECRET.encode()).hexdigest()!r}:
     print("no key"); sys.exit(3)
 print("4" if "(0)" in prompt else "5")
 """

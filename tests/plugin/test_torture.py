@@ -135,7 +135,9 @@ def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(
     reference = pytester.path / "reference.jsonl"
     assert sweep.run("ref.yaml", "--bench-out", str(reference))[0].ret == 0
     _, expected = read_rows(reference)
-    verdicts = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["status"], r["output"]) for r in rs}  # noqa: E731
+    def verdicts(rs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, Any, Any]]:
+        return {(r["task_id"], r["arm"]): (r["passed"], r["status"], r["output"]) for r in rs}
+
     assert verdicts(rows) == verdicts(expected)
     print(f"{kills} kill points, {torn} torn tails, {len(before)} rows before the last resume, "
           f"{len(rows)} rows at the end, 0 lost or duplicated")

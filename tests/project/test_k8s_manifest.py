@@ -117,7 +117,8 @@ def test_the_indexed_job_tells_its_pods_the_count_it_runs() -> None:
 
 
 FAKE_KUBECTL = """#!/bin/sh
-# The Job's conditions, one answer per call, from the lines of $KUBECTL_ANSWERS; the last one repeats.
+# The Job's conditions, one answer per call, from the lines of $KUBECTL_ANSWERS; the last one
+# repeats.
 echo "$*" >> "$KUBECTL_CALLS"
 n=$(wc -l < "$KUBECTL_CALLS")
 [ "$n" -le "$(wc -l < "$KUBECTL_ANSWERS")" ] || n=$(wc -l < "$KUBECTL_ANSWERS")

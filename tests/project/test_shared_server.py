@@ -45,7 +45,8 @@ TINY = textwrap.dedent('''
     """
 
     def start(work):
-        proc = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
+                                start_new_session=True)
         port = int(proc.stdout.readline())
         with open(work / "starts", "a") as f:
             f.write(f"{proc.pid}\\n")
@@ -56,7 +57,8 @@ TINY = textwrap.dedent('''
             return int(sock.recv(64))
 
     def hold(directory):
-        """A user in a process of its own: joins, says the server's pid, leaves when stdin closes."""
+        """A user in a process of its own: joins, says the server's pid, leaves when stdin
+        closes."""
         with shared(Path(directory), "tiny", start, timeout_s=30) as info:
             print(ask(info["port"]), flush=True)
             sys.stdin.read()
@@ -112,15 +114,18 @@ INNER = textwrap.dedent("""
 
     @pytest.fixture(scope="session")
     def server(pytestconfig, tmp_path_factory):
-        with shared(session_dir(pytestconfig, tmp_path_factory), "tiny", tiny.start, timeout_s=30) as info:
+        directory = session_dir(pytestconfig, tmp_path_factory)
+        with shared(directory, "tiny", tiny.start, timeout_s=30) as info:
             yield info
 
     @pytest.mark.parametrize("n", range(8))
     def test_asks(server, n, pytestconfig, tmp_path_factory):
         # Until every worker has joined: one that ran all its tests first would stop the server
         # before the other asked (and that one would rightly start it again).
-        state, deadline = session_dir(pytestconfig, tmp_path_factory) / "tiny.json", time.monotonic() + 30
-        while len(json.loads(state.read_text())["users"]) < int(os.environ["USERS"]) and time.monotonic() < deadline:
+        state = session_dir(pytestconfig, tmp_path_factory) / "tiny.json"
+        deadline = time.monotonic() + 30
+        while (len(json.loads(state.read_text())["users"]) < int(os.environ["USERS"])
+               and time.monotonic() < deadline):
             time.sleep(0.01)
         pid = tiny.ask(server["port"])
         with open(os.environ["ANSWERS"], "a") as f:

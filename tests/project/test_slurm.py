@@ -39,7 +39,9 @@ ARMS = "  good: {provider: sim, accuracy: 0.9}\n  weak: {provider: sim, accuracy
 def _run(
     *argv: str, timeout: float = 30.0, check: bool = True, **kw: object
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=check, **kw)  # type: ignore[call-overload]
+    return subprocess.run(  # type: ignore[call-overload]
+        list(argv), capture_output=True, text=True, timeout=timeout, check=check, **kw
+    )
 
 
 def _installed() -> bool:

@@ -59,12 +59,14 @@ i = args.index("--setting-sources") if "--setting-sources" in args else -1
 if "--print" not in args or "--model" not in args or i < 0 or args[i + 1:i + 2] != [""]:
     print(f"bad argv: {args!r}", file=sys.stderr)
     sys.exit(64)
-as_json = args[args.index("--output-format") + 1:][:1] == ["json"] if "--output-format" in args else False
+as_json = ("--output-format" in args
+           and args[args.index("--output-format") + 1:][:1] == ["json"])
 
 def say(text, rc=0, is_error=False, status=None):
     if as_json:
-        print(json.dumps({"type": "result", "subtype": "success", "is_error": is_error, "api_error_status": status,
-                          "result": text, "total_cost_usd": 0.0001, "usage": {"input_tokens": 11, "output_tokens": 1}}))
+        print(json.dumps({"type": "result", "subtype": "success", "is_error": is_error,
+                          "api_error_status": status, "result": text, "total_cost_usd": 0.0001,
+                          "usage": {"input_tokens": 11, "output_tokens": 1}}))
     else:
         print(text, file=sys.stderr if rc else sys.stdout)
     sys.exit(rc)
@@ -81,9 +83,11 @@ if "FLAKY" in prompt:
     seen = prompt.split()[-1]
     if not os.path.exists(seen):
         open(seen, "w").close()
-        say("API Error: 529 Overloaded. This is a server-side issue, usually temporary", 1, True, 529)
+        say("API Error: 529 Overloaded. This is a server-side issue, usually temporary",
+            1, True, 529)
 if "SLEEP" in prompt:
-    helper = subprocess.Popen(["sh", "-c", "sleep 60", sys.argv[0]])  # $0: found by its command line
+    # $0: found by its command line
+    helper = subprocess.Popen(["sh", "-c", "sleep 60", sys.argv[0]])
     with open(prompt.split()[-1], "a") as f:
         f.write(f"{os.getpid()} {helper.pid}\\n")
     time.sleep(60)

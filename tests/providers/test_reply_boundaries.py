@@ -642,7 +642,7 @@ def test_anthropic_quota_is_told_by_the_error_type_not_a_word(
     assert type(got) is scope, got
 
 
-def test_a_bare_text_without_a_status_still_stops_on_quota_words_and_the_specs_patterns_apply_to_all() -> None:
+def test_a_bare_text_without_a_status_stops_on_quota_words_and_the_specs_patterns_apply() -> None:
     assert (
         type(
             Classifier().classify(

@@ -134,11 +134,10 @@ class WireServer:
             for name, value in (self.headers.popleft() if self.headers else [])
         )
         self.served += 1
+        length = len(payload) if sent_length is None else sent_length
         conn.sendall(
             f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close\r\n{extra}"
-            f"content-length: {len(payload) if sent_length is None else sent_length}\r\n\r\n".encode(
-                "latin-1"
-            )
+            f"content-length: {length}\r\n\r\n".encode("latin-1")
             + payload
         )
         conn.shutdown(socket.SHUT_WR)

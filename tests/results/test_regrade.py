@@ -250,7 +250,8 @@ def answer(ctx):
 @scorer("regrade_conftest_scorer")
 def has_four(output, example, options):
     ok = example.target in output
-    return Verdict("correct" if ok else "wrong", example.target if ok else None, "passed" if ok else "no")
+    return Verdict("correct" if ok else "wrong", example.target if ok else None,
+                   "passed" if ok else "no")
 """)
     spec = sim_spec(3, arms="  py: {provider: python, function: regrade_conftest_arm}")
     make_spec(pytester, spec.replace("scorer: exact", "scorer: regrade_conftest_scorer"))

@@ -118,7 +118,10 @@ def test_a_shard_killed_before_its_first_row_or_part_way_leaves_the_merge_incomp
         second = pytester.path / f"killed{rows}.jsonl"
         # selected as shard 1 was
         proc = start(pytester.path, ".", "--bench-out", str(second), "--bench-shard", "2/2")
-        wait_for(lambda: second.exists() and second.stat().st_size > 0 and rows_in(second) >= rows)  # noqa: B023
+        wait_for(
+            lambda: second.exists() and second.stat().st_size > 0  # noqa: B023
+            and rows_in(second) >= rows  # noqa: B023
+        )
         os.killpg(proc.pid, signal.SIGKILL)
         finish(proc)
         held = len(read_rows(second)[1])

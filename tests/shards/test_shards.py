@@ -439,7 +439,8 @@ def test_a_merge_of_three_of_four_shards_says_so_and_fails_gates(
     whole = pytester.path / "whole.jsonl"
     status, out, _ = cli(capsys, "merge", str(partial), str(files[2]), "-o", str(whole))
     assert status == 0 and "shards 1/4, 2/4, 3/4, 4/4: all of them" in out
-    assert read_rows(whole)[0]["complete"] is True and report_json(whole, capsys)["complete"] is True  # type: ignore[index]
+    assert read_rows(whole)[0]["complete"] is True  # type: ignore[index]
+    assert report_json(whole, capsys)["complete"] is True
     assert cli(capsys, "report", str(whole), "--gate", "a>=0")[0] == 0
 
 
@@ -514,7 +515,12 @@ def test_all_four_shards_merge_to_the_unsharded_verdicts_with_duplicates_once(
         and "all of them" in out
     )
     assert keys(merged) == keys(unsharded)
-    strip = lambda d: {arm: {k: v for k, v in s.items() if not k.startswith("wall")} for arm, s in d["arms"].items()}  # noqa: E731
+    def strip(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {
+            arm: {k: v for k, v in s.items() if not k.startswith("wall")}
+            for arm, s in d["arms"].items()
+        }
+
     ours, theirs = report_json(merged, capsys), report_json(unsharded, capsys)
     assert (
         strip(ours) == strip(theirs)
@@ -571,7 +577,8 @@ def test_merge_refuses_shards_of_different_sweeps(pytester: pytest.Pytester, swe
         status, _, err = cli(capsys, "merge", str(of2), str(other), "-o", str(out))
         assert status == 2 and why in err and "not shards of one sweep" in err and not out.exists()
     status, stdout, _ = cli(capsys, "merge", str(of2), str(of3), "--allow-mismatch", "-o", str(out))
-    assert status == 0 and "missing 2/2, 1/3, 3/3" in stdout and read_rows(out)[0]["complete"] is False  # type: ignore[index]
+    assert status == 0 and "missing 2/2, 1/3, 3/3" in stdout
+    assert read_rows(out)[0]["complete"] is False  # type: ignore[index]
 
 
 def test_coverage_of_parts() -> None:

@@ -526,9 +526,13 @@ def test_bbh_paths_are_checked_before_they_are_opened(tmp_path: Path) -> None:
     cases = {
         f"{{loader: bbh, path: {tasks / 'odd.json'}/..}}": None,
         f"{{loader: bbh, path: {tmp_path / 'secret.json'}}}": "is a regular file, not a directory",
-        "{loader: bbh, path: bbh, subtasks: [../secret]}": "subtasks must be a list of BBH task names",
+        "{loader: bbh, path: bbh, subtasks: [../secret]}": (
+            "subtasks must be a list of BBH task names"
+        ),
         "{loader: bbh, path: bbh, subtasks: [odd]}": "odd.json is a directory, not a regular file",
-        "{loader: bbh, path: bbh, subtasks: [ok], cot_prompts: secret.json}": "cot_prompts .*secret.json is a regular file, not a directory",
+        "{loader: bbh, path: bbh, subtasks: [ok], cot_prompts: secret.json}": (
+            "cot_prompts .*secret.json is a regular file, not a directory"
+        ),
     }
     (tasks / "ok.json").write_text('{"examples": [{"input": "x", "target": "y"}]}')
     for dataset, expected in cases.items():

@@ -29,8 +29,9 @@ SPEC = """\
 benchmark: old
 dataset:
   loader: inline
-  items: [{id: q1, input: a, target: '1'}, {id: q2, input: b, target: '4'}, {id: q3, input: c, target: '3'},
-          {id: q4, input: d, target: '4'}, {id: q5, input: e, target: '5'}, {id: q6, input: f, target: '1'}]
+  items: [{id: q1, input: a, target: '1'}, {id: q2, input: b, target: '4'},
+          {id: q3, input: c, target: '3'}, {id: q4, input: d, target: '4'},
+          {id: q5, input: e, target: '5'}, {id: q6, input: f, target: '1'}]
 scorer: exact
 arms:
   x: {provider: sim}

@@ -246,8 +246,8 @@ FLAKY = """
 
     @arm("flaky")
     def flaky(ctx):
-        # An error row while fail.txt says so, then the right answer ("plain", the first item, always:
-        # an arm whose first calls all fail is taken for misconfigured).
+        # An error row while fail.txt says so, then the right answer ("plain", the first item,
+        # always: an arm whose first calls all fail is taken for misconfigured).
         if Path("fail.txt").read_text() == "fail" and ctx.example.id != "plain":
             raise ValueError("prompt rejected")
         return ctx.example.target

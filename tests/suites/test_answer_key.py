@@ -292,7 +292,8 @@ import os
 from pytest_echo_bench import ArmContext, arm
 
 KEY_READER = {KEY_READER!r}
-NAMED = [p for p in os.environ.get("ECHO_BENCH_TEST_KEY_PATHS", "").split(":") if p]  # what the attacker read in the spec
+# what the attacker read in the spec
+NAMED = [p for p in os.environ.get("ECHO_BENCH_TEST_KEY_PATHS", "").split(":") if p]
 
 
 @arm("he_canonical")

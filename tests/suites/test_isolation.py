@@ -123,7 +123,8 @@ def test_an_unknown_isolation_level_is_refused() -> None:
 
 
 NO_BWRAP_EVERYWHERE = """
-# Loaded in the controller and in every xdist worker: each process is as on a machine without bubblewrap.
+# Loaded in the controller and in every xdist worker: each process is as on a machine without
+# bubblewrap.
 from pytest_echo_bench.suites import sandbox_launch
 
 sandbox_launch.bwrap_path = lambda: None

@@ -95,8 +95,10 @@ FORGERIES = {
     "os._exit(0) in the body": "    import os\n    os._exit(0)\n",
     "KeyboardInterrupt": "    raise KeyboardInterrupt\n",
     "SIGKILL to itself": "    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n",
-    "os._exit(0) from a thread": "    import os, threading, time\n    threading.Thread(target=os._exit, "
-    "args=(0,)).start()\n    time.sleep(2)\n",
+    "os._exit(0) from a thread": (
+        "    import os, threading, time\n"
+        "    threading.Thread(target=os._exit, args=(0,)).start()\n    time.sleep(2)\n"
+    ),
     "atexit after an error": _fenced(
         "import atexit, os\natexit.register(os._exit, 0)\n\ndef f():\n    raise ValueError\n"
     ),

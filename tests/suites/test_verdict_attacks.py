@@ -75,7 +75,8 @@ def test_the_secret_task_is_passed_by_its_answer_and_by_nothing_else() -> None:
 
 HARNESS = FIND + """\
 import builtins, gc, sys
-NAMES = ('run_check', 'check', 'serve', 'reply_to', 'send', 'verdict', 'Candidate', 'main', 'encode')
+NAMES = ('run_check', 'check', 'serve', 'reply_to', 'send', 'verdict', 'Candidate', 'main',
+         'encode')
 patched = []
 for obj in gc.get_objects():
     space = getattr(obj, '__globals__', None) if callable(obj) else None
@@ -107,7 +108,8 @@ WORKDIR = FIND + """\
 import os
 found = []
 seen = 0
-for top in ('.', os.environ.get('HOME', '.'), os.environ.get('TMPDIR', '.'), '/tmp', '/dev/shm', '/var/tmp'):
+for top in ('.', os.environ.get('HOME', '.'), os.environ.get('TMPDIR', '.'), '/tmp', '/dev/shm',
+            '/var/tmp'):
     for root, dirs, files in os.walk(top):
         if root.count('/') > 3:
             dirs[:] = []
@@ -187,13 +189,15 @@ except ImportError:
 if np is not None:
     class View:
         def __init__(self, address, size):
-            self.__array_interface__ = {'data': (address, True), 'shape': (size,), 'typestr': '|u1', 'version': 3}
+            self.__array_interface__ = {'data': (address, True), 'shape': (size,),
+                                        'typestr': '|u1', 'version': 3}
     r, w = os.pipe()
     os.set_blocking(r, False)
     base = id(os) & ~0xFFF
     for address in range(base - (16 << 20), base + (16 << 20), 1 << 16):
         try:
-            # A write to a pipe copies the pages without touching them from Python: EFAULT, no crash.
+            # A write to a pipe copies the pages without touching them from Python: EFAULT, no
+            # crash.
             n = os.write(w, np.asarray(View(address, 1 << 16)))
             m = PATTERN.search(os.read(r, n))
         except (OSError, ValueError):
@@ -256,7 +260,8 @@ def he_canonical(ctx: ArmContext) -> str:
 @arm("he_attack")
 def he_attack(ctx: ArmContext) -> str:
     entry = ctx.example.metadata["entry_point"]
-    return "```python\\n" + ATTACK + f"\\ndef {{entry}}(*args, **kwargs):\\n    return None\\n```\\n"
+    stub = f"\\ndef {{entry}}(*args, **kwargs):\\n    return None\\n```\\n"
+    return "```python\\n" + ATTACK + stub
 '''
 
 

@@ -96,7 +96,8 @@ def inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, left: i
     # zlib.error is an Exception: below
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise StoreError(f"{path}: cannot read entry {info.filename}: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - zlib.error, zstandard.ZstdError: a damaged entry, said as such
+    # zlib.error, zstandard.ZstdError: a damaged entry, said as such
+    except Exception as exc:  # noqa: BLE001
         raise StoreError(
             f"{path}: cannot read entry {info.filename}: {type(exc).__name__}: {exc}"
         ) from exc

@@ -111,7 +111,8 @@ def _read_with_inspect(path: Path, version: str) -> InspectLog:
         )
     try:
         log = read_eval_log(str(path))
-    except Exception as exc:  # noqa: BLE001 - pydantic, zip and JSON errors alike: the file is not a log it reads
+    # pydantic, zip and JSON errors alike: the file is not a log it reads
+    except Exception as exc:  # noqa: BLE001
         # the plain reader names the entry, sample and field where it can
         _resolved(_read_plain(path))
         raise StoreError(f"{path}: Inspect cannot read it: {_why(exc)}") from exc

@@ -12,17 +12,24 @@ from pytest_echo_bench.report.formats.svg import cost_plot, e, heat_color, rate_
 
 ALPHA = 0.05
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;max-width:1250px}
-h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.2em;margin:1.6em 0 .3em;border-bottom:2px solid #ccc}
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;
+max-width:1250px}
+h1{font-size:1.4em;margin:0 0 .2em}
+h2{font-size:1.2em;margin:1.6em 0 .3em;border-bottom:2px solid #ccc}
 h3{font-size:1.02em;margin:1.2em 0 .3em}.muted{color:#666}
-table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25em .45em;text-align:right;vertical-align:top}
-th:first-child,td:first-child,.text{text-align:left}td.heat,td.pair{text-align:center;font-size:12px;min-width:6.5em}
-td.sig-pos{background:#c7e9c0}td.invalid{background:#fff4ce;font-size:11px}td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
+table{border-collapse:collapse}
+th,td{border:1px solid #ddd;padding:.25em .45em;text-align:right;vertical-align:top}
+th:first-child,td:first-child,.text{text-align:left}
+td.heat,td.pair{text-align:center;font-size:12px;min-width:6.5em}
+td.sig-pos{background:#c7e9c0}td.invalid{background:#fff4ce;font-size:11px}
+td.sig-neg{background:#fcbba1}td.ns{background:#f2f2f2}td.self{background:#fff}
 .legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ddd}
-.answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-width:22em}
+.answer{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;
+overflow-wrap:anywhere;max-width:22em}
 table.disagreements td{max-width:24em;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}th{max-width:14em;overflow-wrap:anywhere}
-.incomplete{background:#fdecea;border:1px solid #b3261e;padding:.4em .6em}.right{color:#176d1c}.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
+.incomplete{background:#fdecea;border:1px solid #b3261e;padding:.4em .6em}.right{color:#176d1c}
+.wrong{color:#b3261e}svg text{font-size:11px;fill:#333}
 """
 # Like the progress page: no script runs and nothing loads, so a payload that slipped past
 # escaping could not act, and the page works offline.

@@ -24,15 +24,19 @@ from pytest_echo_bench.store.files import write_atomic
 
 MAX_POINTS = 150  # per arm in the chart: a long run must not make a heavy page
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;max-width:1150px}
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;
+max-width:1150px}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .3em}
-.muted{color:#666}.stopped{background:#fdecea;border:1px solid #d62728;padding:.5em .8em;border-radius:4px}
+.muted{color:#666}
+.stopped{background:#fdecea;border:1px solid #d62728;padding:.5em .8em;border-radius:4px}
 progress{width:100%;height:1.1em}#overall-progress{height:1.7em}
-table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:right;vertical-align:top}
+table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:right;vertical-align:top}
 th:first-child,td:first-child,#recent td,#recent th{text-align:left}td.bar{width:22%}
 .facts{display:flex;flex-wrap:wrap;gap:.3em 1.8em;padding:0;list-style:none}
 .swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em}
-pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px}svg text{font-size:11px;fill:#555}
+pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px}
+svg text{font-size:11px;fill:#555}
 """
 # The page runs no script and loads nothing: even a payload that
 # slipped past escaping could not act.
