@@ -5,7 +5,7 @@ does nothing else: no parsing beyond the status line and content-length, no grad
 Whatever it takes is what this machine and the server allow; ``throughput.py`` divides by it.
 
 Usage: python benchmarks/baseline_client.py BASE_URL REQUESTS
-CONNECTIONS (prints JSON: wall_s, cpu_s)
+       CONNECTIONS (prints JSON: wall_s, cpu_s)
 """
 
 from __future__ import annotations

@@ -87,7 +87,9 @@ def ast_complexity(func: ast.AST) -> int:
     return cc
 
 
-def functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
+def functions(
+    tree: ast.AST, prefix: str = ""
+) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Module-level functions and methods (nested classes' too); closures belong to their holder."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, FUNCTIONS):
@@ -102,7 +104,7 @@ def complexities(source: str, tree: ast.AST) -> list[tuple[str, int, int]]:
         from radon.complexity import cc_visit
     except ImportError:
         return [
-            (name, ast_complexity(node), node.end_lineno - node.lineno + 1)  # type: ignore[attr-defined]
+            (name, ast_complexity(node), (node.end_lineno or node.lineno) - node.lineno + 1)
             for name, node in functions(tree)
         ]
     return [

@@ -8,7 +8,7 @@ machine), the ratio of each to the baseline of the same mode measured in this ru
 per item above it. Each figure is the best of ``--repeat`` runs.
 
 Usage: python benchmarks/overhead.py [--items 10000] [--workers 0,2]
-[--concurrency 1,8] [--repeat 3]
+       [--concurrency 1,8] [--repeat 3]
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ one more process each, the peak of Python allocations by ``tracemalloc`` (slower
 Each time is the best of ``--repeat`` processes; memory is from the first.
 
 Usage: python benchmarks/page_refresh.py [--rows 232000] [--arms 15]
-[--append 100] [--repeat 3] [--trace]
+       [--append 100] [--repeat 3] [--trace]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ busy machine weighs on both alike. The server runs in a process of its own; the 
 and is shown for information.
 
 Usage: python benchmarks/proxy_cost.py [CALLS_PER_ROUND] [ROUNDS]
-(needs proxy.py: pip install proxy.py)
+       (needs proxy.py: pip install proxy.py)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ memory, from ``VmHWM``), beside ``echo-bench report --format json`` of the
 same rows: the reference ratio.
 
 Usage: python benchmarks/readers_scale.py [--rows 1000000] [--arms 15]
-[--pairs 4] [--samples 200000]
+       [--pairs 4] [--samples 200000]
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ retry-after beyond). Printed per run: wall and CPU seconds (user + system of the
 not the server's), the ratio to the ideal and to the baseline of the same repeat, the server's most
 requests in flight at once, and how many requests it answered 429.
 
-Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate] [--clients
-default,sdk,sim,pytest,baseline] [--repeat 2]
+Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate]
+       [--clients default,sdk,sim,pytest,baseline] [--repeat 2]
 """
 
 from __future__ import annotations
