@@ -1,4 +1,5 @@
-"""BBH replay: the paper's recorded Codex outputs scored strictly and robustly, beside the published accuracy.
+"""BBH replay: the paper's recorded Codex outputs scored strictly and robustly,
+beside the published accuracy.
 
 For every task of bbh-codex-cot/: items, the published accuracy, the strict scorer's accuracy
 (the paper's rule), their difference, and the robust parser's accuracy. No model calls.
@@ -17,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_echo_bench.suites.bbh import score as bbh  # noqa: E402  (after the path: runs from a checkout)
+# after the path: runs from a checkout
+from pytest_echo_bench.suites.bbh import score as bbh  # noqa: E402
 
 Row = tuple[str, int, float, int, int]  # task, items, published %, strict correct, robust correct
 
@@ -25,7 +27,11 @@ Row = tuple[str, int, float, int, int]  # task, items, published %, strict corre
 def score_task(recordings: Path, task: str) -> Row:
     with gzip.open(recordings / f"{task}.json.gz", "rt", encoding="utf-8") as f:
         outputs = json.load(f)["outputs"]
-    published = float(json.loads((recordings / f"{task}_eval_metrics.jsonl").read_text().splitlines()[0])["accuracy"])
+    published = float(
+        json.loads((recordings / f"{task}_eval_metrics.jsonl").read_text().splitlines()[0])[
+            "accuracy"
+        ]
+    )
     strict = sum(bbh(o["prediction"], o["target"], {"strict": True}).passed for o in outputs)
     robust = sum(bbh(o["prediction"], o["target"], {}).passed for o in outputs)
     return task, len(outputs), published, strict, robust
@@ -38,7 +44,15 @@ def table(rows: list[Row]) -> list[str]:
     n = sum(row[1] for row in rows)
     # Overall is per item (micro), so the published figure is weighted by each task's items too.
     published = sum(row[1] * row[2] for row in rows) / n
-    lines.append(_line("overall", n, published, 100 * sum(row[3] for row in rows) / n, 100 * sum(row[4] for row in rows) / n))
+    lines.append(
+        _line(
+            "overall",
+            n,
+            published,
+            100 * sum(row[3] for row in rows) / n,
+            100 * sum(row[4] for row in rows) / n,
+        )
+    )
     return lines
 
 

@@ -42,7 +42,10 @@ with server:
 
 def spec(items: int, arm: str) -> str:
     rows = "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4"}}' for i in range(items))
-    return f"benchmark: perf\ndataset:\n  loader: inline\n  items:\n{rows}\nscorer: exact\narms:\n{arm}\n"
+    return (
+        f"benchmark: perf\ndataset:\n  loader: inline\n  items:\n{rows}\nscorer: "
+        f"exact\narms:\n{arm}\n"
+    )
 
 
 def call_span(results: Path) -> float:
@@ -56,8 +59,19 @@ def run_sweep(workdir: Path, concurrency: int, workers: int) -> tuple[float, flo
     """(wall s, calls s, CPU s, peak MB) of one sweep."""
     out = workdir / f"r{time.monotonic_ns()}.jsonl"
     # The cache off: every run makes its calls, none is answered from the previous level's cache.
-    wall, cpu = run(workdir, ["perf.yaml", "--bench-out", str(out), "--bench-concurrency", str(concurrency),
-                              "--bench-cache", "off"], workers)
+    wall, cpu = run(
+        workdir,
+        [
+            "perf.yaml",
+            "--bench-out",
+            str(out),
+            "--bench-concurrency",
+            str(concurrency),
+            "--bench-cache",
+            "off",
+        ],
+        workers,
+    )
     return wall, call_span(out), cpu, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
@@ -67,27 +81,40 @@ def main() -> None:
     parser.add_argument("--levels", default="8,32,64")
     parser.add_argument("--workers", type=int, default=0, help="xdist workers (0: none)")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     base_url = server.stdout.readline().strip()  # type: ignore[union-attr]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
             arms = {
-                "openai": f"  gpt:\n    provider: openai\n    model: m\n    base_url: {base_url}\n    api_key_env: null",
-                "http": f"  gpt:\n    provider: openai\n    client: http\n    model: m\n    base_url: {base_url}\n"
-                        "    api_key_env: null",
+                "openai": "  gpt:\n    provider: openai\n    model: m\n    base_url: "
+                f"{base_url}\n    api_key_env: null",
+                "http": "  gpt:\n    provider: openai\n    client: http\n    model: m\n    "
+                f"base_url: {base_url}\n"
+                "    api_key_env: null",
                 "sim": f"  sim: {{provider: sim, accuracy: 1.0, latency_s: {LATENCY}}}",
             }
-            print(f"{'provider':8} {'in flight':>9} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'calls s':>8} {'ratio':>6} "
-                  f"{'cpu s':>7} {'peak MB':>8}")
+            print(
+                f"{'provider':8} {'in flight':>9} {'wall s':>8} {'ideal s':>8} {'ratio':>6} "
+                f"{'calls s':>8} {'ratio':>6} "
+                f"{'cpu s':>7} {'peak MB':>8}"
+            )
             for name, arm in arms.items():
                 (workdir / "perf.yaml").write_text(spec(args.items, arm))
                 for level in map(int, args.levels.split(",")):
                     wall, span, cpu, peak = run_sweep(workdir, level, args.workers)
                     ideal = args.items * LATENCY / level
-                    print(f"{name:8} {level:9d} {wall:8.2f} {ideal:8.2f} {wall / ideal:6.2f} {span:8.2f} {span / ideal:6.2f} "
-                          f"{cpu:7.2f} {peak:8.1f}")
+                    print(
+                        f"{name:8} {level:9d} {wall:8.2f} {ideal:8.2f} {wall / ideal:6.2f} "
+                        f"{span:8.2f} {span / ideal:6.2f} "
+                        f"{cpu:7.2f} {peak:8.1f}"
+                    )
     finally:
         server.kill()
 

@@ -60,7 +60,10 @@ def main() -> None:
         keys = len(read_index(path).keys)
     where = "last line" if args.last else "line"
     ending = f", read_end {end:.2f} s" if end is not None else ""
-    print(f"{args.mb} MB {where}: read_index {index:.2f} s, FileTally.update {tally:.2f} s{ending} ({keys} keys)")
+    print(
+        f"{args.mb} MB {where}: read_index {index:.2f} s, FileTally.update {tally:.2f} "
+        f"s{ending} ({keys} keys)"
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ busy machine weighs on both alike. The server runs in a process of its own; the 
 (its calling thread's) is what bounds calls in flight; the wall time adds the proxy's own hop
 and is shown for information.
 
-Usage: python benchmarks/proxy_cost.py [CALLS_PER_ROUND] [ROUNDS]   (needs proxy.py: pip install proxy.py)
+Usage: python benchmarks/proxy_cost.py [CALLS_PER_ROUND] [ROUNDS]
+       (needs proxy.py: pip install proxy.py)
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def per_call(client: JSONClient, calls: int) -> tuple[float, float]:
 
 
 def _thread_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_THREAD)  # user and system time, as the kernel counts them
+    # user and system time, as the kernel counts them
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -56,7 +58,9 @@ SERVE = ("import sys, time; sys.path.insert(0, sys.argv[1]); from openai_server 
 @contextlib.contextmanager
 def server_process(delay_s: float = 0.0) -> Iterator[str]:
     """The loopback server in a process of its own: its threads must not share this one's GIL."""
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(TESTS), str(delay_s)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(TESTS), str(delay_s)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()
@@ -66,12 +70,21 @@ def server_process(delay_s: float = 0.0) -> Iterator[str]:
 
 
 def main(calls: int, rounds: int) -> None:
-    with server_process() as base_url, server_process(SLOW_S) as slow_url, tempfile.TemporaryDirectory() as work, \
-            forward_proxy(Path(work)) as proxy:
-        clients = {"direct": JSONClient(base_url + "/chat/completions", {}, 10.0, Network(proxy="none")),
-                   "proxy": JSONClient(base_url + "/chat/completions", {}, 10.0, Network(proxy=proxy.url)),
-                   # The control: direct, but waiting about as long per call as the proxied calls do.
-                   "direct, slow server": JSONClient(slow_url + "/chat/completions", {}, 10.0, Network(proxy="none"))}
+    with (
+        server_process() as base_url,
+        server_process(SLOW_S) as slow_url,
+        tempfile.TemporaryDirectory() as work,
+        forward_proxy(Path(work)) as proxy,
+    ):
+        clients = {
+            "direct": JSONClient(base_url + "/chat/completions", {}, 10.0, Network(proxy="none")),
+            "proxy": JSONClient(base_url + "/chat/completions", {}, 10.0, Network(proxy=proxy.url)),
+            # The control: direct, but waiting about as long
+            # per call as the proxied calls do.
+            "direct, slow server": JSONClient(
+                slow_url + "/chat/completions", {}, 10.0, Network(proxy="none")
+            ),
+        }
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
         for _ in range(rounds):
             for name, client in clients.items():
@@ -79,10 +92,19 @@ def main(calls: int, rounds: int) -> None:
     cpu = {name: statistics.median(c for c, _ in runs) for name, runs in results.items()}
     wall = {name: statistics.median(w for _, w in runs) for name, runs in results.items()}
     for name in clients:
-        print(f"{name:>20}: {cpu[name] * 1e6:7.1f} us CPU per call, {wall[name] * 1e3:6.2f} ms wall per call")
-    print(f"proxy / direct, client CPU per call: {cpu['proxy'] / cpu['direct']:.2f}; proxy / direct with a server as slow: "
-          f"{cpu['proxy'] / cpu['direct, slow server']:.2f} ({rounds} rounds of {calls} calls, medians)")
+        print(
+            f"{name:>20}: {cpu[name] * 1e6:7.1f} us CPU per call, {wall[name] * 1e3:6.2f} ms "
+            "wall per call"
+        )
+    print(
+        f"proxy / direct, client CPU per call: {cpu['proxy'] / cpu['direct']:.2f}; proxy / "
+        "direct with a server as slow: "
+        f"{cpu['proxy'] / cpu['direct, slow server']:.2f} ({rounds} rounds of {calls} calls, "
+        "medians)"
+    )
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 500, int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    )

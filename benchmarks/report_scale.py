@@ -1,4 +1,5 @@
-"""Reports at scale: ``echo-bench report`` of a 1,000,000-row results file in every format, and a gate.
+"""Reports at scale: ``echo-bench report`` of a 1,000,000-row results
+file in every format, and a gate.
 
 Writes a results file of realistic rows (as ``records.Row`` writes them: outputs of 10-40 words,
 usage, cost, a subtask, ``extra`` on every tenth) for ARMS arms whose verdicts are correlated
@@ -24,7 +25,21 @@ from overhead import machine
 
 from pytest_echo_bench.store.records import Row
 
-WORDS = ["the", "answer", "is", "so", "therefore", "let's", "think", "step", "by", "\"quoted\"", "caf\u00e9", "\u2192", "x"]
+WORDS = [
+    "the",
+    "answer",
+    "is",
+    "so",
+    "therefore",
+    "let's",
+    "think",
+    "step",
+    "by",
+    '"quoted"',
+    "caf\u00e9",
+    "\u2192",
+    "x",
+]
 SUBTASKS = [f"sub{i:02d}" for i in range(27)]  # as many as BBH has
 RUN = """
 import io, resource, sys, time
@@ -48,8 +63,13 @@ print(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, status, fil
 def write_results(path: Path, rows: int, arms: int) -> None:
     rng = random.Random(0)
     skills = [0.55 + 0.3 * k / max(arms - 1, 1) for k in range(arms)]
-    meta = {"_meta": True, "benchmark": "scale", "benchmarks": {}, "arms": {"scale": [f"a{k}" for k in range(arms)]},
-            "schema": 1}
+    meta = {
+        "_meta": True,
+        "benchmark": "scale",
+        "benchmarks": {},
+        "arms": {"scale": [f"a{k}" for k in range(arms)]},
+        "schema": 1,
+    }
     with open(path, "wb") as f:
         f.write(json.dumps(meta).encode() + b"\n")
         difficulty = 0.0
@@ -59,20 +79,38 @@ def write_results(path: Path, rows: int, arms: int) -> None:
                 difficulty = rng.random()
             passed = rng.random() < min(1.0, max(0.0, skills[k] + (0.5 - difficulty) * 0.6))
             output = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 40)))
-            f.write(Row(
-                task_id=f"t{task}", arm=f"a{k}", passed=passed, detail="passed" if passed else "expected 4 got 5",
-                wall_seconds=round(rng.random(), 4), sub_calls=1, benchmark="scale",
-                status="correct" if passed else "wrong", output=output, answer="4" if passed else "5", target="4",
-                attempts=1, started_at="2026-11-30T00:00:00.000Z", finished_at="2026-11-30T00:00:01.000Z",
-                worker=f"gw{n % 2}", run_id="0123456789ab", subtask=SUBTASKS[task % len(SUBTASKS)],
-                usage={"prompt_tokens": 40, "completion_tokens": 12}, cost_usd=0.0001 * (k + 1), cost_units=float(k + 1),
-                extra={"escalated": True} if n % 10 == 0 else {},
-            ).to_line())
+            f.write(
+                Row(
+                    task_id=f"t{task}",
+                    arm=f"a{k}",
+                    passed=passed,
+                    detail="passed" if passed else "expected 4 got 5",
+                    wall_seconds=round(rng.random(), 4),
+                    sub_calls=1,
+                    benchmark="scale",
+                    status="correct" if passed else "wrong",
+                    output=output,
+                    answer="4" if passed else "5",
+                    target="4",
+                    attempts=1,
+                    started_at="2026-11-30T00:00:00.000Z",
+                    finished_at="2026-11-30T00:00:01.000Z",
+                    worker=f"gw{n % 2}",
+                    run_id="0123456789ab",
+                    subtask=SUBTASKS[task % len(SUBTASKS)],
+                    usage={"prompt_tokens": 40, "completion_tokens": 12},
+                    cost_usd=0.0001 * (k + 1),
+                    cost_units=float(k + 1),
+                    extra={"escalated": True} if n % 10 == 0 else {},
+                ).to_line()
+            )
 
 
 def run(args: list[str]) -> tuple[float, float, float, int]:
     """(wall seconds, CPU seconds, peak MB, exit status) of one report in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, check=True
+    )
     wall, cpu, peak, status = done.stderr.strip().splitlines()[-1].split()
     return float(wall), float(cpu), float(peak), int(status)
 
@@ -92,14 +130,21 @@ def main() -> None:
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
                   for fmt in ("table", "markdown", "json", "csv", "html")]
         interval = f"a{args.arms - 1} >= a{args.arms - 2} - 0.02 @95"
-        cases.append((f"report --format json --gate '{interval}' --gate a1>=a0",
-                      ["report", str(path), "--format", "json", "--gate", interval, "--gate", "a1>=a0"]))
+        cases.append(
+            (
+                f"report --format json --gate '{interval}' --gate a1>=a0",
+                ["report", str(path), "--format", "json", "--gate", interval, "--gate", "a1>=a0"],
+            )
+        )
         print(f"| {'run':58} | wall s | CPU s | peak MB | status |\n|---|---|---|---|---|")
         for name, argv in cases:
             results = [run(argv) for _ in range(args.repeat)]
             wall, cpu = min(r[0] for r in results), min(r[1] for r in results)
             peak = max(r[2] for r in results)
-            print(f"| {name:58} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {results[0][3]} |", flush=True)
+            print(
+                f"| {name:58} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {results[0][3]} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -44,4 +44,13 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
 
 
-__all__ = ["ArmContext", "Completion", "Example", "Verdict", "__version__", "arm", "judge", "scorer"]
+__all__ = [
+    "ArmContext",
+    "Completion",
+    "Example",
+    "Verdict",
+    "__version__",
+    "arm",
+    "judge",
+    "scorer",
+]

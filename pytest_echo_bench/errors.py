@@ -8,8 +8,10 @@
         ├── ArmError                    arm scope: not logged in, key refused, no such model,
         │                               endpoint unreachable or not the API: stop this arm
         ├── TransientError              timeout, connection, rate limit, 5xx, overloaded: retry
-        └── PermanentError              item scope: this item cannot succeed (e.g. 400): record a failed row
-    LocalError (OSError)                local scope: our own machine (EMFILE, ENOSPC): stop, record nothing
+        └── PermanentError              item scope: this item cannot succeed (e.g. 400): record
+                                        a failed row
+    LocalError (OSError)                local scope: our own machine (EMFILE, ENOSPC): stop,
+                                        record nothing
 
 Run control signals, not failures of a call:
     AbortedError                        the run is stopping; this item was not attempted
@@ -31,7 +33,9 @@ class EchoBenchError(Exception):
 class SpecError(EchoBenchError, ValueError):
     """A benchmark spec is invalid; the message names file, line and key."""
 
-    def __init__(self, message: str, path: str = "", line: int | None = None, key: str = "") -> None:
+    def __init__(
+        self, message: str, path: str = "", line: int | None = None, key: str = ""
+    ) -> None:
         self.path = path
         self.line = line
         self.key = key
@@ -49,7 +53,9 @@ class ProviderError(EchoBenchError):
 
     kind = "error"
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
@@ -71,8 +77,8 @@ class ExhaustedError(ProviderError):
 
 class ArmError(ProviderError):
     """This arm cannot work as configured (not logged in, key refused, unknown model, endpoint
-    unreachable or not speaking the API): the arm stops, nothing of it is recorded, other arms go on.
-    ``hint`` says what a person must do about it.
+    unreachable or not speaking the API): the arm stops, nothing of it is recorded, other arms go
+    on. ``hint`` says what a person must do about it.
 
     ``fallback`` is what the same failure means once the arm has answered in this run (None: it
     always means the arm is unusable). A refused connection on an arm's first call says the
@@ -104,7 +110,8 @@ class PermanentError(ProviderError):
 
 
 class LocalError(EchoBenchError, OSError):
-    """Our own machine failed the call (too many open files, disk full): stop resumably, record nothing."""
+    """Our own machine failed the call (too many open files, disk full):
+    stop resumably, record nothing."""
 
 
 class AbortedError(EchoBenchError):

@@ -14,15 +14,30 @@ from typing import Any
 
 from fake_server import FakeServer, Fault
 
-RATE_LIMIT = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
+RATE_LIMIT = {
+    "type": "rate_limit_error",
+    "message": "Number of request tokens has exceeded your per-minute rate limit",
+}
 OVERLOADED = {"type": "overloaded_error", "message": "Overloaded"}
 API_ERROR = {"type": "api_error", "message": "Internal server error"}
-CREDIT = {"type": "invalid_request_error",
-          "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
-BILLING = {"type": "billing_error", "message": "There is an issue with your account's payment method."}
-PERMISSION = {"type": "permission_error", "message": "Your API key does not have permission to use the specified resource."}
+CREDIT = {
+    "type": "invalid_request_error",
+    "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+    "Billing to upgrade or purchase credits.",
+}
+BILLING = {
+    "type": "billing_error",
+    "message": "There is an issue with your account's payment method.",
+}
+PERMISSION = {
+    "type": "permission_error",
+    "message": "Your API key does not have permission to use the specified resource.",
+}
 AUTHENTICATION = {"type": "authentication_error", "message": "invalid x-api-key"}
-BAD_REQUEST = {"type": "invalid_request_error", "message": "messages: text content blocks must be non-empty"}
+BAD_REQUEST = {
+    "type": "invalid_request_error",
+    "message": "messages: text content blocks must be non-empty",
+}
 
 
 class FakeAnthropic(FakeServer):

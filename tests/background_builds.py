@@ -1,4 +1,5 @@
-"""The one-time virtual environments, built beside the tests from the start of the session that needs them.
+"""The one-time virtual environments, built beside the tests from the start
+of the session that needs them.
 
 Built when a test first needed it, ``.venv-inspect`` (1-3 minutes) or ``.venv-litellm`` (about
 100 s) held an xdist worker, mid-run, until it was done. Here the controller (or a serial run)
@@ -52,21 +53,29 @@ class Build:
 
 
 BUILDS = {
-    "litellm": Build("litellm", ".venv-litellm", "ECHO_BENCH_LITELLM", ("tests/providers/test_litellm_proxy.py",)),
-    "inspect": Build("inspect", ".venv-inspect", "ECHO_BENCH_INSPECT_PYTHON", ("tests/interop/test_inspect.py",)),
+    "litellm": Build(
+        "litellm", ".venv-litellm", "ECHO_BENCH_LITELLM", ("tests/providers/test_litellm_proxy.py",)
+    ),
+    "inspect": Build(
+        "inspect", ".venv-inspect", "ECHO_BENCH_INSPECT_PYTHON", ("tests/interop/test_inspect.py",)
+    ),
 }
 
 
 def locked(build: Build) -> subprocess.CompletedProcess[str] | None:
-    """Run the build's script under its lock unless its stamp is there (then None): every builder goes through here."""
+    """Run the build's script under its lock unless its stamp is there (then None):
+    every builder goes through here."""
     with FileLock(str(build.lock), timeout=TIMEOUT_S):
         if build.stamp.is_file():
             return None
-        return subprocess.run(["bash", str(build.script)], capture_output=True, text=True, timeout=TIMEOUT_S)
+        return subprocess.run(
+            ["bash", str(build.script)], capture_output=True, text=True, timeout=TIMEOUT_S
+        )
 
 
 def covers(args: list[str], base: Path, test: Path) -> bool:
-    """Whether pytest's ``args`` (paths or node ids, relative to ``base``) reach the file ``test``."""
+    """Whether pytest's ``args`` (paths or node ids, relative to
+    ``base``) reach the file ``test``."""
     for arg in args:
         path = (base / arg.split("::", 1)[0]).resolve()
         if path == test or path in test.parents:
@@ -90,7 +99,8 @@ class Running:
 
 
 class Background:
-    """The builds one session started (controller only): started in ``start``, reported or stopped in ``finish``."""
+    """The builds one session started (controller only): started in ``start``,
+    reported or stopped in ``finish``."""
 
     def __init__(self) -> None:
         self.running: list[Running] = []
@@ -102,42 +112,60 @@ class Background:
             code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import background_builds; "
                     f"background_builds.main({build.name!r}, {build.venv!r}, {str(build.root)!r})")
             # A session of its own: stopping it stops the script and its pip with it.
-            proc = subprocess.Popen([sys.executable, "-c", code], stdout=output, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             self.running.append(Running(build, proc, output, time.monotonic()))
-            lines.append(f"building in the background, beside the tests: `bash .ci/{build.name}` ({build.venv}/)")
+            lines.append(
+                f"building in the background, beside the tests: `bash .ci/{build.name}` "
+                f"({build.venv}/)"
+            )
         return lines
 
     def finish(self) -> list[str]:
-        """What became of each build; one still running is stopped (its stamp unwritten, it is redone next time)."""
+        """What became of each build; one still running is stopped (its stamp
+        unwritten, it is redone next time)."""
         lines = []
         for run in self.running:
-            if run.build.stamp.is_file():  # built: what is left of it (its last line) takes a moment
+            # built: what is left of it (its last line) takes a moment
+            if run.build.stamp.is_file():
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     run.proc.wait(timeout=10)
             if run.proc.poll() is None:
                 os.killpg(run.proc.pid, signal.SIGKILL)
                 run.proc.wait(timeout=30)
-                lines.append(f"stopped the background build of {run.build.venv}/: the session ended first; "
-                             "the next run builds it again")
+                lines.append(
+                    f"stopped the background build of {run.build.venv}/: the session ended first; "
+                    "the next run builds it again"
+                )
             else:
                 run.output.seek(0)
                 said = run.output.read().decode(errors="replace").strip().splitlines()
-                lines.append(f"background build of {run.build.venv}/: {said[-1] if said else 'no output'}")
+                lines.append(
+                    f"background build of {run.build.venv}/: {said[-1] if said else 'no output'}"
+                )
             run.output.close()
         self.running.clear()
         return lines
 
 
 def main(name: str, venv: str, root: str) -> None:
-    """In the background process: build ``name`` under its lock, and say how it went on the last line."""
+    """In the background process: build ``name`` under its lock, and
+    say how it went on the last line."""
     start = time.monotonic()
     done = locked(Build(name, venv, "", (), Path(root)))
     if done is None:
         print("already built (by a test, or another session)")
     elif done.returncode != 0:
         print(done.stderr[-3000:])
-        print(f"bash .ci/{name} failed with status {done.returncode} after {time.monotonic() - start:.0f} s")
+        print(
+            f"bash .ci/{name} failed with status {done.returncode} after "
+            f"{time.monotonic() - start:.0f} s"
+        )
         sys.exit(1)
     else:
         print(f"built in {time.monotonic() - start:.0f} s")

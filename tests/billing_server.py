@@ -19,7 +19,11 @@ ANSWER = "4"
 
 def allowed(body: dict[str, Any]) -> int:
     """The most completion tokens ``body`` lets a server bill."""
-    caps = [v for k in ("max_tokens", "max_completion_tokens") if isinstance(v := body.get(k), int) and v > 0]
+    caps = [
+        v
+        for k in ("max_tokens", "max_completion_tokens")
+        if isinstance(v := body.get(k), int) and v > 0
+    ]
     n = body.get("n", 1)
     return (max(caps) if caps else UNBOUNDED) * (n if isinstance(n, int) and n > 0 else 1)
 
@@ -39,10 +43,22 @@ def bill_the_most(server: FakeOpenAI, over: int = 0) -> list[int]:
         billed.append(tokens)
         usage = {"prompt_tokens": prompt_bytes(body), "completion_tokens": tokens,
                  "total_tokens": prompt_bytes(body) + tokens}
-        choices = [{"index": i, "finish_reason": "length", "message": {"role": "assistant", "content": ANSWER}}
-                   for i in range(max(1, allowed(body) // max(1, allowed({**body, "n": 1}))))]
-        data = {"id": "chatcmpl-most", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-                "choices": choices, "usage": usage}
+        choices = [
+            {
+                "index": i,
+                "finish_reason": "length",
+                "message": {"role": "assistant", "content": ANSWER},
+            }
+            for i in range(max(1, allowed(body) // max(1, allowed({**body, "n": 1}))))
+        ]
+        data = {
+            "id": "chatcmpl-most",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "m"),
+            "choices": choices,
+            "usage": usage,
+        }
         return ("raw", (200, "application/json", json.dumps(data).encode(), {}))
 
     server.fault_for = reply

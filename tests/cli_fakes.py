@@ -1,4 +1,5 @@
-"""Helpers for the command provider's tests: executables that stand in for a CLI or wrap the real one."""
+"""Helpers for the command provider's tests: executables that stand in
+for a CLI or wrap the real one."""
 
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ sys.exit(said.get("rc", 0))
 
 
 # Says, in hex, the bytes it was given: its argument (prompt: arg) or its stdin.
-ECHOES_HEX = "import os, sys\nsys.stdout.write((os.fsencode(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin.buffer.read()).hex())\n"
+ECHOES_HEX = (
+    "import os, sys\nsys.stdout.write((os.fsencode(sys.argv[1]) if len(sys.argv) > 1 else "
+    "sys.stdin.buffer.read()).hex())\n"
+)
 
 
 def write_executable(path: Path, text: str) -> Path:
@@ -46,8 +50,11 @@ def python_cli(path: Path, body: str) -> Path:
     return write_executable(path, f"#!{sys.executable}\n{body}")
 
 
-def plain_provider(binary: Path, *, prompt: str = "stdin", max_output_bytes: int = MAX_OUTPUT_BYTES) -> CommandProvider:
-    """A plain ``argv: [binary]`` arm's provider, as ``build`` makes it (``prompt: arg`` passes the prompt as argv[1])."""
+def plain_provider(
+    binary: Path, *, prompt: str = "stdin", max_output_bytes: int = MAX_OUTPUT_BYTES
+) -> CommandProvider:
+    """A plain ``argv: [binary]`` arm's provider, as ``build`` makes it (``prompt: arg``
+    passes the prompt as argv[1])."""
     argv = (str(binary), "{prompt}") if prompt == "arg" else (str(binary),)
     return CommandProvider(binary.name, argv, prompt, (), False, max_output_bytes=max_output_bytes)
 
@@ -67,7 +74,9 @@ def running(marker: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                if marker.encode() in (entry / "cmdline").read_bytes() and not dead(int(entry.name)):
+                if marker.encode() in (entry / "cmdline").read_bytes() and not dead(
+                    int(entry.name)
+                ):
                     found.append(int(entry.name))
             except OSError:
                 continue  # gone meanwhile
@@ -83,7 +92,8 @@ def all_dead(pids: list[int], within_s: float = 5.0) -> bool:
 
 
 def wrapper(bin_dir: Path, log_dir: Path, real: Path = REAL_CLAUDE) -> Path:
-    """A ``claude`` that notes each launch (its argv, cwd and environment) in ``log_dir``, then execs ``real``."""
+    """A ``claude`` that notes each launch (its argv, cwd and environment) in
+    ``log_dir``, then execs ``real``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     return write_executable(bin_dir / "claude", f'''#!/bin/sh
 echo "$$" >> "{log_dir}/launches"
@@ -111,8 +121,15 @@ def claude_provider(binary: Path, *, keep_home: bool = False, env: tuple[str, ..
     """The claude preset's provider, as ``build`` makes it, running ``binary``."""
     preset = PRESETS["claude"]
     argv = (str(binary), *(a.replace("{model}", model) for a in preset.argv[1:]))
-    return CommandProvider(binary.name, argv, "stdin", preset.env if env is None else env, keep_home,
-                           preset.fixed_env, preset.reader)
+    return CommandProvider(
+        binary.name,
+        argv,
+        "stdin",
+        preset.env if env is None else env,
+        keep_home,
+        preset.fixed_env,
+        preset.reader,
+    )
 
 
 def request(prompt: str) -> Request:
@@ -124,12 +141,27 @@ def scripted(stdout: str = "", rc: int = 0, stderr: str = "") -> str:
     return json.dumps({"stdout": stdout, "stderr": stderr, "rc": rc})
 
 
-def result(text: str | None, *, is_error: bool = False, subtype: str = "success", status: int | None = None,
-           usage: dict[str, Any] | None = None) -> str:
-    """The CLI's ``--output-format json`` result object (2.1.332's fields that we read, and some we do not)."""
-    data: dict[str, Any] = {"type": "result", "subtype": subtype, "is_error": is_error, "api_error_status": status,
-                            "duration_ms": 411, "num_turns": 1, "session_id": "e5560a60", "total_cost_usd": 0.000048,
-                            "usage": usage or {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}}
+def result(
+    text: str | None,
+    *,
+    is_error: bool = False,
+    subtype: str = "success",
+    status: int | None = None,
+    usage: dict[str, Any] | None = None,
+) -> str:
+    """The CLI's ``--output-format json`` result object (2.1.332's fields
+    that we read, and some we do not)."""
+    data: dict[str, Any] = {
+        "type": "result",
+        "subtype": subtype,
+        "is_error": is_error,
+        "api_error_status": status,
+        "duration_ms": 411,
+        "num_turns": 1,
+        "session_id": "e5560a60",
+        "total_cost_usd": 0.000048,
+        "usage": usage or {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0},
+    }
     if text is not None:
         data["result"] = text
     return json.dumps(data) + "\n"
@@ -184,6 +216,13 @@ def api_error(kind: str, message: str) -> dict[str, Any]:
 
 
 def api_message(text: str) -> dict[str, Any]:
-    return {"id": "msg_local", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 11, "output_tokens": 1}}
+    return {
+        "id": "msg_local",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 11, "output_tokens": 1},
+    }

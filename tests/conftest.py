@@ -44,8 +44,12 @@ _started: list[str] = []  # what the header says of the builds started in the ba
 def pytest_configure(config: pytest.Config) -> None:
     first_time.remember(config)  # the builds some tests make once say so past the output capture
     # The controller, or a serial run: an xdist worker would start the same builds again.
-    if not hasattr(config, "workerinput") and not (config.option.collectonly or config.option.help or config.option.version):
-        _started[:] = _background.start(background_builds.wanted(list(config.args), config.invocation_params.dir))
+    if not hasattr(config, "workerinput") and not (
+        config.option.collectonly or config.option.help or config.option.version
+    ):
+        _started[:] = _background.start(
+            background_builds.wanted(list(config.args), config.invocation_params.dir)
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -70,7 +74,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     fresh clone's builds run in the background from the start (``background_builds``): last, their
     tests find them built instead of holding a worker while they finish.
     """
-    builds = {background_builds.ROOT / test for build in background_builds.BUILDS.values() for test in build.tests}
+    builds = {
+        background_builds.ROOT / test
+        for build in background_builds.BUILDS.values()
+        for test in build.tests
+    }
     items.sort(key=lambda item: _rank(item, builds))  # stable: the rest keep their order
 
 
@@ -93,26 +101,37 @@ def bbh_data() -> Path:
 
 def bbh_examples(task: str, data: Path | None = None) -> list[dict[str, Any]]:
     """The items of one BBH task file, in file order (the order their ids count)."""
-    examples: list[dict[str, Any]] = json.loads(((data or bbh_data()) / f"{task}.json").read_text(encoding="utf-8"))["examples"]
+    examples: list[dict[str, Any]] = json.loads(
+        ((data or bbh_data()) / f"{task}.json").read_text(encoding="utf-8")
+    )["examples"]
     return examples
 
 
 def paper_recordings() -> Path | None:
-    """The paper's recorded outputs, when they are beside the project with the task files they line up with."""
+    """The paper's recorded outputs, when they are beside the project with
+    the task files they line up with."""
     codex = SHARED_DATA / "bbh-codex-cot"
     return codex if codex.is_dir() and bbh_data() == SHARED_DATA / "bbh" else None
 
 
 def write_stand_in_recording(root: Path, tasks: Iterable[str], data: Path | None = None) -> Path:
-    """Outputs for every item of ``tasks`` in the paper's recording layout: the target on even items, no answer on odd ones.
+    """Outputs for every item of ``tasks`` in the paper's recording layout: the target on
+    even items, no answer on odd ones.
 
     The paper's outputs are not copied into the project; these drive the replay arm on the fixture.
     """
     root.mkdir(parents=True, exist_ok=True)
     for task in tasks:
-        outputs = [{"input": rec["input"], "target": rec["target"],
-                    "prediction": f"So the answer is {rec['target']}." if i % 2 == 0 else "I cannot tell."}
-                   for i, rec in enumerate(bbh_examples(task, data))]
+        outputs = [
+            {
+                "input": rec["input"],
+                "target": rec["target"],
+                "prediction": f"So the answer is {rec['target']}."
+                if i % 2 == 0
+                else "I cannot tell.",
+            }
+            for i, rec in enumerate(bbh_examples(task, data))
+        ]
         with gzip.open(root / f"{task}.json.gz", "wt", encoding="utf-8") as f:
             json.dump({"outputs": outputs}, f)
     return root
@@ -132,18 +151,24 @@ def make_spec(pytester: pytest.Pytester, body: str, name: str = "demo") -> Path:
 
 
 def inline_items(n: int, target: str = "4") -> str:
-    return "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "{target}"}}' for i in range(n))
+    return "\n".join(
+        f'    - {{id: q{i}, input: "2+2=? ({i})", target: "{target}"}}' for i in range(n)
+    )
 
 
-def sim_spec(n: int = 6, arms: str = "  good: {provider: sim, accuracy: 1.0}\n  bad: {provider: sim, accuracy: 0.0}",
-             extra: str = "", benchmark: str = "demo") -> str:
+def sim_spec(
+    n: int = 6,
+    arms: str = "  good: {provider: sim, accuracy: 1.0}\n  bad: {provider: sim, accuracy: 0.0}",
+    extra: str = "",
+    benchmark: str = "demo",
+) -> str:
     return (f"benchmark: {benchmark}\ndataset:\n  loader: inline\n  items:\n{inline_items(n)}\n"
             f"scorer: exact\narms:\n{arms}\n{extra}")
 
 
 def held_sweep(pytester: pytest.Pytester, items: int) -> Path:
-    """A spec whose first four items answer at once and whose others wait (up to 60 s) until the file
-    ``release`` exists: a live run that owns its results file while a test acts on it."""
+    """A spec whose first four items answer at once and whose others wait (up to 60 s) until the
+    file ``release`` exists: a live run that owns its results file while a test acts on it."""
     pytester.makeconftest(f"""
         import time
         from pathlib import Path
@@ -164,8 +189,15 @@ def held_sweep(pytester: pytest.Pytester, items: int) -> Path:
 
 
 # The variables a Slurm array task or an Indexed Job sets: `--bench-shard auto` reads them.
-SCHEDULER_VARIABLES = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MAX",
-                       "JOB_COMPLETION_INDEX", "ECHO_BENCH_SHARD_COUNT", "ECHO_BENCH_SHARD")
+SCHEDULER_VARIABLES = (
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MAX",
+    "JOB_COMPLETION_INDEX",
+    "ECHO_BENCH_SHARD_COUNT",
+    "ECHO_BENCH_SHARD",
+)
 
 
 @pytest.fixture
@@ -193,7 +225,9 @@ class Sweep:
         self.pytester = pytester
         self.out = pytester.path / "results.jsonl"
 
-    def run(self, *args: str, subprocess: bool = False) -> tuple[pytest.RunResult, dict[str, Any] | None, list[dict[str, Any]]]:
+    def run(
+        self, *args: str, subprocess: bool = False
+    ) -> tuple[pytest.RunResult, dict[str, Any] | None, list[dict[str, Any]]]:
         argv = ["-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning", *args]
         if not any(a.startswith("--bench-out") or a.startswith("--bench-resume") for a in args):
             argv += ["--bench-out", str(self.out)]
@@ -219,8 +253,18 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # What would send a test's calls elsewhere or make it trust other certificates than its own.
-NETWORK_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                     "all_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+NETWORK_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
 
 
 @pytest.fixture
@@ -243,11 +287,16 @@ def openai_server() -> Iterator[FakeOpenAI]:
 
 @contextlib.contextmanager
 def tmpfs(disk: Path, options: str) -> Iterator[Path]:
-    """A tmpfs mounted at ``disk`` (root only; the test skips elsewhere), unmounted whatever happens."""
+    """A tmpfs mounted at ``disk`` (root only; the test skips
+    elsewhere), unmounted whatever happens."""
     disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+        pytest.skip(
+            f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}"
+        )
     try:
         yield disk
     finally:

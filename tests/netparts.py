@@ -27,15 +27,37 @@ class Cert:
     key: Path
 
 
-def make_cert(where: Path, name: str, san: str = "IP:127.0.0.1,DNS:localhost", days: int = 2) -> Cert:
+def make_cert(
+    where: Path, name: str, san: str = "IP:127.0.0.1,DNS:localhost", days: int = 2
+) -> Cert:
     """A self-signed certificate (its own CA) for ``san``, as PROVIDER-FACTS records making one."""
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is not installed: it makes the test certificates")
     where.mkdir(parents=True, exist_ok=True)
     cert, key = where / f"{name}.pem", where / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", str(days), "-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            str(days),
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName={san}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return Cert(cert, key)
 
 
@@ -46,8 +68,11 @@ def tls_server(cert: Cert, make: Callable[[], Any] = FakeOpenAI) -> Iterator[Any
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert.cert, cert.key)
     server = make()
-    server.httpd.handle_error = lambda request, address: None  # a refused handshake is what these tests make
-    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True, do_handshake_on_connect=False)
+    # a refused handshake is what these tests make
+    server.httpd.handle_error = lambda request, address: None
+    server.httpd.socket = context.wrap_socket(
+        server.httpd.socket, server_side=True, do_handshake_on_connect=False
+    )
     with server:
         yield server
 
@@ -85,16 +110,33 @@ class ForwardProxy:
 def proxy_executable() -> Path:
     exe = Path(sys.executable).with_name("proxy")
     if not exe.is_file():
-        pytest.fail("proxy.py is not installed: pip install -e '.[test]' (it is in the test extra)", pytrace=False)
+        pytest.fail(
+            "proxy.py is not installed: pip install -e '.[test]' (it is in the test extra)",
+            pytrace=False,
+        )
     return exe
 
 
 @contextlib.contextmanager
 def forward_proxy(where: Path, basic_auth: str | None = None) -> Iterator[ForwardProxy]:
-    """proxy.py on 127.0.0.1 with one worker; ``basic_auth`` ("user:pass") makes it demand credentials."""
+    """proxy.py on 127.0.0.1 with one worker; ``basic_auth``
+    ("user:pass") makes it demand credentials."""
     port, log = free_port(), where / "proxy.log"
-    argv = [str(proxy_executable()), "--hostname", "127.0.0.1", "--port", str(port), "--num-workers", "1",
-            "--num-acceptors", "1", "--log-file", str(log), "--log-level", "DEBUG"]
+    argv = [
+        str(proxy_executable()),
+        "--hostname",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num-workers",
+        "1",
+        "--num-acceptors",
+        "1",
+        "--log-file",
+        str(log),
+        "--log-level",
+        "DEBUG",
+    ]
     if basic_auth:
         argv += ["--basic-auth", basic_auth]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,7 +147,10 @@ def forward_proxy(where: Path, basic_auth: str | None = None) -> Iterator[Forwar
                 break
             time.sleep(0.1)
         else:
-            pytest.fail(f"proxy.py did not listen on 127.0.0.1:{port} within {PROXY_READY_S:g} s", pytrace=False)
+            pytest.fail(
+                f"proxy.py did not listen on 127.0.0.1:{port} within {PROXY_READY_S:g} s",
+                pytrace=False,
+            )
         yield ForwardProxy(f"http://127.0.0.1:{port}", log)
     finally:
         proc.terminate()
@@ -131,16 +176,51 @@ commonName = supplied
 
 
 def make_expired_cert(where: Path) -> tuple[Path, Cert]:
-    """(a CA, a certificate it signed for 127.0.0.1 that expired in 2020): ``openssl ca`` sets past dates."""
+    """(a CA, a certificate it signed for 127.0.0.1 that expired in 2020):
+    ``openssl ca`` sets past dates."""
     ca = make_cert(where, "expired-test-ca", san="DNS:expired-test-ca")
     (where / "index.txt").write_text("")
     (where / "serial").write_text("01\n")
     (where / "ca.cnf").write_text(CA_CONFIG.format(dir=where))
     key, csr, cert = where / "old.key", where / "old.csr", where / "old.pem"
-    run = [["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-           ["openssl", "ca", "-batch", "-config", str(where / "ca.cnf"), "-cert", str(ca.cert), "-keyfile", str(ca.key),
-            "-in", str(csr), "-out", str(cert), "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-notext"]]
+    run = [
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        [
+            "openssl",
+            "ca",
+            "-batch",
+            "-config",
+            str(where / "ca.cnf"),
+            "-cert",
+            str(ca.cert),
+            "-keyfile",
+            str(ca.key),
+            "-in",
+            str(csr),
+            "-out",
+            str(cert),
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200102000000Z",
+            "-notext",
+        ],
+    ]
     for argv in run:
         subprocess.run(argv, check=True, capture_output=True, timeout=60)
     return ca.cert, Cert(cert, key)

@@ -18,11 +18,19 @@ from typing import Any
 
 from fake_server import FakeHandler, FakeServer, Fault
 
-RATE_LIMIT = {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}
+RATE_LIMIT = {
+    "message": "Rate limit reached for requests",
+    "type": "requests",
+    "code": "rate_limit_exceeded",
+}
 QUOTA = {"message": "You exceeded your current quota, please check your plan and billing details.",
          "type": "insufficient_quota", "code": "insufficient_quota"}
 OVERLOADED = {"message": "Overloaded", "type": "overloaded_error", "code": None}
-BAD_REQUEST = {"message": "This prompt is not allowed", "type": "invalid_request_error", "code": "invalid_prompt"}
+BAD_REQUEST = {
+    "message": "This prompt is not allowed",
+    "type": "invalid_request_error",
+    "code": "invalid_prompt",
+}
 
 
 class OpenAIHandler(FakeHandler):

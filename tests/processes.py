@@ -9,15 +9,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([*PYTEST, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [*PYTEST, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
@@ -47,7 +53,8 @@ def rows_in(path: Path) -> int:
 
 
 def stop(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """End a server or daemon started by a test: SIGTERM, then SIGKILL if it has not exited in ``grace`` s."""
+    """End a server or daemon started by a test: SIGTERM, then SIGKILL if it
+    has not exited in ``grace`` s."""
     proc.terminate()
     try:
         proc.wait(timeout=grace)
@@ -57,7 +64,8 @@ def stop(proc: subprocess.Popen[Any], grace: float = 10) -> None:
 
 
 def open_descriptors() -> list[str]:
-    """What this process's open descriptors point at (paths, ``socket:[inode]``, ...); Linux's ``/proc``."""
+    """What this process's open descriptors point at (paths,
+    ``socket:[inode]``, ...); Linux's ``/proc``."""
     targets = []
     for fd in os.listdir("/proc/self/fd"):
         try:

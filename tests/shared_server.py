@@ -37,17 +37,20 @@ STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL: as processes.stop does for a child
 
 @dataclass(frozen=True)
 class Started:
-    """What a ``start`` function returns: the running, ready server and what its users need to reach it."""
+    """What a ``start`` function returns: the running, ready server and
+    what its users need to reach it."""
 
     proc: subprocess.Popen[bytes]
     info: dict[str, Any]
 
 
-_children: dict[int, subprocess.Popen[bytes]] = {}  # servers this process started: it must reap them itself
+# servers this process started: it must reap them itself
+_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def session_dir(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
-    """The directory every process of this session shares: a worker's basetemp is ``<controller's>/popen-gwN``.
+    """The directory every process of this session shares: a worker's basetemp
+    is ``<controller's>/popen-gwN``.
 
     A worker is told by its ``workerinput``, not by ``PYTEST_XDIST_WORKER``: a pytest a test of a
     worker starts inherits that variable, and would take its own parent for the session's."""
@@ -56,7 +59,8 @@ def session_dir(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
 
 
 def identity(pid: int) -> list[int] | None:
-    """``[pid, start time]`` of a live process; None once it is gone (a zombie is gone: it serves nothing)."""
+    """``[pid, start time]`` of a live process; None once it is gone (a
+    zombie is gone: it serves nothing)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
     except (FileNotFoundError, ProcessLookupError):
@@ -70,9 +74,13 @@ def alive(ident: list[int]) -> bool:
 
 
 @contextlib.contextmanager
-def shared(directory: Path, name: str, start: Callable[[Path], Started], timeout_s: float) -> Iterator[dict[str, Any]]:
-    """The info of the session's server ``name``, started by ``start(workdir)`` if no live one is recorded."""
-    lock = FileLock(str(directory / f"{name}.lock"), timeout=timeout_s)  # waits out another user's start
+def shared(
+    directory: Path, name: str, start: Callable[[Path], Started], timeout_s: float
+) -> Iterator[dict[str, Any]]:
+    """The info of the session's server ``name``, started by
+    ``start(workdir)`` if no live one is recorded."""
+    # waits out another user's start
+    lock = FileLock(str(directory / f"{name}.lock"), timeout=timeout_s)
     with lock:
         state = _join(directory, name, start)
     try:
@@ -83,7 +91,8 @@ def shared(directory: Path, name: str, start: Callable[[Path], Started], timeout
 
 
 def made_once(directory: Path, name: str, make: Callable[[Path], None], timeout_s: float) -> Path:
-    """``directory/name``, made by ``make(path)`` in the first process of the session that asks, under the lock."""
+    """``directory/name``, made by ``make(path)`` in the first process of the
+    session that asks, under the lock."""
     path, done = directory / name, directory / f"{name}.done"
     with FileLock(str(directory / f"{name}.lock"), timeout=timeout_s):
         if not done.exists():  # else another process made it whole: ``done`` is written last
@@ -128,7 +137,8 @@ def _leave(path: Path) -> None:
 
 
 def _stop(server: list[int]) -> None:
-    """Stop the server: through its ``Popen`` if this process started it, else by pid (it was re-parented)."""
+    """Stop the server: through its ``Popen`` if this process started it,
+    else by pid (it was re-parented)."""
     child = _children.pop(server[0], None)
     if child is not None:
         stop(child, grace=STOP_GRACE_S)

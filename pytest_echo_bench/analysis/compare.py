@@ -1,4 +1,5 @@
-"""Comparing arms: paired differences with intervals, tests and power; cost frontier; disagreements."""
+"""Comparing arms: paired differences with intervals, tests and
+power; cost frontier; disagreements."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pytest_echo_bench.analysis.power import mde, n_for_power
-from pytest_echo_bench.results.read import Item
 from pytest_echo_bench.analysis.stats import holm, mcnemar_exact, newcombe_paired, paired_t
+from pytest_echo_bench.results.read import Item
 
 Verdicts = dict[str, bool]  # task_id -> passed
 # The report lists this many disagreements per benchmark (and counts them all): a page or a JSON
@@ -32,19 +33,23 @@ class Pair:
     a_rate: float | None
     b_rate: float | None
     diff: float | None = None  # a_rate - b_rate on the shared items
-    diff_ci95: tuple[float, float] | None = None  # Newcombe's hybrid score interval (1998, method 10)
+    # Newcombe's hybrid score interval (1998, method 10)
+    diff_ci95: tuple[float, float] | None = None
     p_holm: float | None = None  # Holm step-down over the pairs of this benchmark
-    n_for_80: int | None = None  # items for 80% power at this difference and discordance (Connor 1987)
+    # items for 80% power at this difference and discordance (Connor 1987)
+    n_for_80: int | None = None
     mde80: float | None = None  # smallest |diff| this n detects with 80% power
-    # "mcnemar": binary items, diff_ci95 Newcombe's, p exact McNemar; "paired-t": per-item mean scores of
-    # repeats, diff_ci95 and p from Student's t on the per-item differences (then diff_se is its standard error).
+    # "mcnemar": binary items, diff_ci95 Newcombe's, p exact McNemar; "paired-t": per-item mean
+    # scores of repeats, diff_ci95 and p from Student's t on the per-item differences (then
+    # diff_se is its standard error).
     diff_method: str = "mcnemar"
     diff_se: float | None = None
 
 
 @dataclass(frozen=True)
 class Frontier:
-    """Accuracy against cost per item: ``points`` (arm, cost per item, pass rate) and the arms no other beats on both."""
+    """Accuracy against cost per item: ``points`` (arm, cost per item, pass rate) and
+    the arms no other beats on both."""
 
     benchmark: str
     basis: str  # cost_usd or cost_units
@@ -79,14 +84,18 @@ class Priced(Protocol):
 
 
 def answered_and_right(verdicts: Verdicts) -> tuple[set[str], set[str]]:
-    """An arm's task ids and those it got right: computed once per arm, then intersected per pair."""
+    """An arm's task ids and those it got right: computed once per
+    arm, then intersected per pair."""
     return set(verdicts), {t for t, passed in verdicts.items() if passed}
 
 
-def pair(bench: str, a: str, b: str, sets_a: tuple[set[str], set[str]], sets_b: tuple[set[str], set[str]]) -> Pair:
+def pair(
+    bench: str, a: str, b: str, sets_a: tuple[set[str], set[str]], sets_b: tuple[set[str], set[str]]
+) -> Pair:
     """The paired comparison of ``a`` and ``b`` from each arm's ``answered_and_right`` sets.
 
-    Set algebra runs in C; a dict lookup per item and pair was the largest part of building a large report.
+    Set algebra runs in C; a dict lookup per item and pair was the largest
+    part of building a large report.
     """
     shared = sets_a[0] & sets_b[0]
     right_a = sets_a[1] & shared
@@ -96,22 +105,47 @@ def pair(bench: str, a: str, b: str, sets_a: tuple[set[str], set[str]], sets_b: 
     neither = n - a_only - b_only - both
     diff = (a_only - b_only) / n if n else None
     psi = (a_only + b_only) / n if n else 0.0
-    return Pair(bench, a, b, n, a_only, b_only, both, neither, mcnemar_exact(a_only, b_only),
-                _rate(a_only + both, n), _rate(b_only + both, n), diff, newcombe_paired(both, a_only, b_only, neither),
-                None, n_for_power(diff or 0.0, psi), mde(n, psi))
+    return Pair(
+        bench,
+        a,
+        b,
+        n,
+        a_only,
+        b_only,
+        both,
+        neither,
+        mcnemar_exact(a_only, b_only),
+        _rate(a_only + both, n),
+        _rate(b_only + both, n),
+        diff,
+        newcombe_paired(both, a_only, b_only, neither),
+        None,
+        n_for_power(diff or 0.0, psi),
+        mde(n, psi),
+    )
 
 
 def scored_pair(base: Pair, a: dict[str, float], b: dict[str, float]) -> Pair:
-    """``base`` (its 2x2 table of majority verdicts kept) with the difference of per-item scores in [0, 1]:
-    a paired t interval and test on the differences, when any score is fractional; else ``base`` itself."""
+    """``base`` (its 2x2 table of majority verdicts kept) with the difference of per-item
+    scores in [0, 1]: a paired t interval and test on the differences, when any score is
+    fractional; else ``base`` itself."""
     shared = [t for t in a if t in b]
     if all(a[t] in (0.0, 1.0) and b[t] in (0.0, 1.0) for t in shared):
         return base  # binary scores: McNemar and Newcombe are exact for them
     mean, se, ci, p = paired_t([a[t] - b[t] for t in shared])
     n = len(shared)
-    return replace(base, diff=mean, diff_ci95=ci, p_value=p, a_rate=_mean([a[t] for t in shared]),
-                   b_rate=_mean([b[t] for t in shared]), n_for_80=None, mde80=None, diff_method="paired-t",
-                   diff_se=se if n >= 2 else None)
+    return replace(
+        base,
+        diff=mean,
+        diff_ci95=ci,
+        p_value=p,
+        a_rate=_mean([a[t] for t in shared]),
+        b_rate=_mean([b[t] for t in shared]),
+        n_for_80=None,
+        mde80=None,
+        diff_method="paired-t",
+        diff_se=se if n >= 2 else None,
+    )
 
 
 def _mean(values: list[float]) -> float | None:
@@ -129,10 +163,14 @@ def _rate(correct: int, n: int) -> float | None:
 
 
 def frontier(bench: str, arms: Sequence[Priced]) -> Frontier | None:
-    """The Pareto frontier of pass rate against cost per item, in USD when any arm is priced so, else units."""
+    """The Pareto frontier of pass rate against cost per item, in USD when
+    any arm is priced so, else units."""
     for basis in ("cost_usd", "cost_units"):
-        points = tuple((s.arm, cost / s.n, s.pass_rate) for s in arms
-                       if s.n and s.pass_rate is not None and (cost := getattr(s, basis)) is not None)
+        points = tuple(
+            (s.arm, cost / s.n, s.pass_rate)
+            for s in arms
+            if s.n and s.pass_rate is not None and (cost := getattr(s, basis)) is not None
+        )
         if points:
             return Frontier(bench, basis, points, _pareto(points))
     return None
@@ -142,15 +180,19 @@ def _pareto(points: Sequence[tuple[str, float, float]]) -> tuple[str, ...]:
     """Arms for which no other is at most as costly and at least as accurate, and better in one."""
     best: list[str] = []
     top = -1.0
-    for arm, _, rate in sorted(points, key=lambda p: (p[1], -p[2])):  # cheapest first, the better of a tie first
+    # cheapest first, the better of a tie first
+    for arm, _, rate in sorted(points, key=lambda p: (p[1], -p[2])):
         if rate > top:
             best.append(arm)
             top = rate
     return tuple(best)
 
 
-def disagreements(bench: str, by_arm: dict[str, list[Item]], verdicts: dict[str, Verdicts]) -> tuple[int, list[Disagreement]]:
-    """How many items the arms disagree on (among those every arm answered), and the first few of them."""
+def disagreements(
+    bench: str, by_arm: dict[str, list[Item]], verdicts: dict[str, Verdicts]
+) -> tuple[int, list[Disagreement]]:
+    """How many items the arms disagree on (among those every arm
+    answered), and the first few of them."""
     shared = set.intersection(*(set(v) for v in verdicts.values()))
     split = sorted(t for t in shared if len({v[t] for v in verdicts.values()}) == 2)
     shown = set(split[:DISAGREEMENTS_SHOWN])
@@ -161,6 +203,10 @@ def disagreements(bench: str, by_arm: dict[str, list[Item]], verdicts: dict[str,
             if item.task_id in shown:
                 answers[item.task_id][arm] = item.answer
                 subtasks[item.task_id] = item.subtask
-    listed = [Disagreement(bench, t, subtasks.get(t), {arm: v[t] for arm, v in verdicts.items()}, answers[t])
-              for t in split[:DISAGREEMENTS_SHOWN]]
+    listed = [
+        Disagreement(
+            bench, t, subtasks.get(t), {arm: v[t] for arm, v in verdicts.items()}, answers[t]
+        )
+        for t in split[:DISAGREEMENTS_SHOWN]
+    ]
     return len(split), listed

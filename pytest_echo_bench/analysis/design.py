@@ -1,4 +1,5 @@
-"""The design of a paired comparison from a pilot run: paired variance, subtask clusters and repeats.
+"""The design of a paired comparison from a pilot run: paired
+variance, subtask clusters and repeats.
 
 Following Miller, "Adding Error Bars to Evals" (arXiv 2411.00640): an item's score under an arm
 is its conditional mean plus sampling noise, so the paired difference of item i averaged over K
@@ -38,10 +39,12 @@ class Design:
     n: int
     mean_diff: float
     var_diff: float  # sample variance of the items' differences at the pilot's samples per item
-    between_cluster: float  # sigma2_c: the subtasks' own shift of the difference (ANOVA, clamped at 0)
+    # sigma2_c: the subtasks' own shift of the difference (ANOVA, clamped at 0)
+    between_cluster: float
     clusters: int
     noise: float | None  # E[sigma2_A / k_A + sigma2_B / k_B] at the pilot's k; None without epochs
-    within_a: float | None  # E[sigma2_A]: one sample's variance about its item's mean; None without epochs
+    # E[sigma2_A]: one sample's variance about its item's mean; None without epochs
+    within_a: float | None
     within_b: float | None
     samples: float  # mean samples per item and arm in the pilot
 
@@ -51,8 +54,8 @@ class Design:
         return self.between_cluster / self.var_diff if self.var_diff > 0 else 0.0
 
     def variance(self, repeats: int | None = None) -> float:
-        """omega^2: the variance of one item's paired difference with ``repeats`` samples of each arm
-        (None: as many as the pilot had)."""
+        """omega^2: the variance of one item's paired difference with ``repeats`` samples of each
+        arm (None: as many as the pilot had)."""
         if repeats is None or self.noise is None or self.within_a is None or self.within_b is None:
             return self.var_diff
         signal = max(self.var_diff - self.noise, 0.0)  # Var(x_A - x_B): what repeats cannot remove
@@ -83,11 +86,14 @@ def estimate_design(items: Sequence[PairedItem]) -> Design | None:
     within_a = sum(_sample_var(it.a) for it in noisy) / n
     within_b = sum(_sample_var(it.b) for it in noisy) / n
     noise = sum(_sample_var(it.a) / len(it.a) + _sample_var(it.b) / len(it.b) for it in noisy) / n
-    return Design(n, sum(diffs) / n, var_diff, between, clusters, noise, within_a, within_b, samples)
+    return Design(
+        n, sum(diffs) / n, var_diff, between, clusters, noise, within_a, within_b, samples
+    )
 
 
 def _between_cluster(items: Sequence[PairedItem]) -> tuple[float, int]:
-    """(sigma2_c, G) by one-way ANOVA on the differences: (MSB - MSW) / m0, clamped at 0; 0 for one cluster."""
+    """(sigma2_c, G) by one-way ANOVA on the differences: (MSB - MSW) / m0,
+    clamped at 0; 0 for one cluster."""
     groups: dict[str | None, list[float]] = {}
     for it in items:
         groups.setdefault(it.subtask, []).append(it.diff)
@@ -124,8 +130,9 @@ def _n0(variance: float, delta: float, alpha: float, power: float) -> float:
 def items_clustered(variance: float, icc: float, clusters: int, delta: float, alpha: float,
                     power: float) -> int | None:
     """Items needed when they fall into ``clusters`` subtasks of m = n / G items each: the n that
-    solves ``n = n0 (1 + (n / G - 1) ICC)``, i.e. ``n0 (1 - ICC) / (1 - n0 ICC / G)``. None when no n
-    suffices (the subtasks' own variance alone exceeds what ``delta`` allows: more subtasks needed)."""
+    solves ``n = n0 (1 + (n / G - 1) ICC)``, i.e. ``n0 (1 - ICC) / (1 - n0 ICC / G)``.
+    None when no n suffices (the subtasks' own variance alone exceeds what ``delta``
+    allows: more subtasks needed)."""
     base = items_needed(variance, delta, alpha, power)
     if base is None:
         return None
@@ -138,8 +145,11 @@ def items_clustered(variance: float, icc: float, clusters: int, delta: float, al
     return max(1, math.ceil(n0 * (1 - icc) / room))
 
 
-def paired_items(rows: Iterable[tuple[str, str, str | None, int, float]], a: str, b: str) -> list[PairedItem]:
-    """Items both arms answered, from (task_id, arm, subtask, epoch, score) rows; epochs stay apart."""
+def paired_items(
+    rows: Iterable[tuple[str, str, str | None, int, float]], a: str, b: str
+) -> list[PairedItem]:
+    """Items both arms answered, from (task_id, arm, subtask, epoch,
+    score) rows; epochs stay apart."""
     by_item: dict[str, dict[str, dict[int, float]]] = {}
     subtask: dict[str, str | None] = {}
     for task, arm, sub, epoch, score in rows:

@@ -51,8 +51,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def pass_at(samples: Iterable[Sampled]) -> dict[str, float]:
-    """k -> pass@k over the items, for each k of ``PASS_AT_KS`` up to K (the most samples any item has)
-    and K itself; an item counts for the k its own n reaches."""
+    """k -> pass@k over the items, for each k of ``PASS_AT_KS`` up to K (the most samples any item
+    has) and K itself; an item counts for the k its own n reaches."""
     items = list(samples)
     top = max((s.n for s in items), default=0)
     ks = sorted({k for k in PASS_AT_KS if k <= top} | ({top} if top else set()))
@@ -66,11 +66,13 @@ def pass_at(samples: Iterable[Sampled]) -> dict[str, float]:
 
 @dataclass
 class Reduced:
-    """The items of a report after reduction: one per (benchmark, arm, task_id), its score in ``score``."""
+    """The items of a report after reduction: one per (benchmark, arm,
+    task_id), its score in ``score``."""
 
     items: list[Item]
     samples: dict[tuple[str, str], dict[str, Sampled]]  # (benchmark, arm) -> task_id -> its samples
-    raw: dict[tuple[str, str], list[Item]]  # (benchmark, arm) -> every sample row: time, tokens, cost
+    # (benchmark, arm) -> every sample row: time, tokens, cost
+    raw: dict[tuple[str, str], list[Item]]
 
 
 def has_epochs(rows: Sequence[Item]) -> bool:
@@ -79,7 +81,8 @@ def has_epochs(rows: Sequence[Item]) -> bool:
 
 def reduce_items(rows: Sequence[Item], how: str) -> Reduced:
     """Group the samples of each item and reduce them; the reduced item is its first sample's row
-    with ``passed`` set to the reduced verdict (for ``mean``: more than half correct) and ``score`` set."""
+    with ``passed`` set to the reduced verdict (for ``mean``: more than
+    half correct) and ``score`` set."""
     reduce_score(1, 1, how)  # refuse an unknown reduction before any work
     groups: dict[tuple[str, str, str], list[Item]] = {}
     raw: dict[tuple[str, str], list[Item]] = {}
@@ -98,6 +101,7 @@ def reduce_items(rows: Sequence[Item], how: str) -> Reduced:
 
 
 def _status(group: list[Item]) -> str:
-    """A reduced item that is not correct: wrong, unless every sample was unparseable or an error."""
+    """A reduced item that is not correct: wrong, unless every
+    sample was unparseable or an error."""
     statuses = {g.status for g in group if g.status != "correct"}
     return statuses.pop() if len(statuses) == 1 else "wrong"

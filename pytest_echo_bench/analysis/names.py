@@ -1,4 +1,5 @@
-"""Arm names as users write them in gates, ``--oracle`` and ``--pair``: ``arm`` or ``benchmark/arm``.
+"""Arm names as users write them in gates, ``--oracle`` and
+``--pair``: ``arm`` or ``benchmark/arm``.
 
 A bare ``arm`` is enough while one benchmark has an arm of that name; when two benchmarks share it
 (a merged file of ``bbh`` and ``demo``, both with ``strong``), the name alone would pick one of them
@@ -31,15 +32,21 @@ class ArmNames:
         """The arm ``name`` picks; None when none has it; ValueError when it could be several."""
         exact = [p for p in self.pairs if f"{p[0]}/{p[1]}" == name]
         bare = [p for p in self.pairs if p[1] == name]
-        found = list(dict.fromkeys(exact + bare))  # an arm called 'x/y' may also read as benchmark x, arm y
+        # an arm called 'x/y' may also read as benchmark x, arm y
+        found = list(dict.fromkeys(exact + bare))
         if len(found) > 1:
             choices = ", ".join(sorted(f"{b}/{a}" for b, a in found))
-            raise ValueError(f"arm name {name!r} is ambiguous: {len(found)} benchmarks have it; write one of {choices}")
+            raise ValueError(
+                f"arm name {name!r} is ambiguous: {len(found)} benchmarks have it; write one "
+                f"of {choices}"
+            )
         return found[0] if found else None
 
     def resolve(self, name: str, what: str = "arm") -> ArmRef:
         """The arm ``name`` picks, or ValueError naming the arms there are."""
         pair = self.find(name)
         if pair is None:
-            raise ValueError(f"no {what} {name!r}; known arms: {', '.join(self.labels()) or '(none)'}")
+            raise ValueError(
+                f"no {what} {name!r}; known arms: {', '.join(self.labels()) or '(none)'}"
+            )
         return pair

@@ -49,7 +49,8 @@ def power_at(n: int, delta: float, psi: float, alpha: float = ALPHA) -> float:
 
 
 def mde(n: int, psi: float, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest |difference| that ``n`` items with discordant share ``psi`` detect with that power.
+    """The smallest |difference| that ``n`` items with discordant share
+    ``psi`` detect with that power.
 
     Solved by bisection on delta in (0, psi]: power grows with delta there. None when even
     delta = psi (every disagreement one way) is not detected with that power.

@@ -25,9 +25,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-BET_CAP = 0.9  # a bet of at most 0.9 of the wealth: each factor stays >= 0.1, so no look can ruin it
-_PRIOR_MEAN, _PRIOR_VAR = 0.5, 0.25  # the paper's regularised start: mu_0 = 1/2, var_0 = 1/4 (on [0, 1])
-BISECTIONS = 26  # 2^-26 of the range (3e-8): far below the printed digits; each one replays the items
+# a bet of at most 0.9 of the wealth: each factor stays >= 0.1, so no look can ruin it
+BET_CAP = 0.9
+# the paper's regularised start: mu_0 = 1/2, var_0 = 1/4 (on [0, 1])
+_PRIOR_MEAN, _PRIOR_VAR = 0.5, 0.25
+# 2^-26 of the range (3e-8): far below the printed digits; each one replays the items
+BISECTIONS = 26
 
 
 @dataclass
@@ -65,7 +68,8 @@ class Betting:
         return len(self.zs)
 
     def decided(self, alpha: float) -> bool:
-        """``p_value() <= alpha``, without the exponential (the simulations ask after every item)."""
+        """``p_value() <= alpha``, without the exponential (the
+        simulations ask after every item)."""
         return max(self.best_up, self.best_down) >= math.log(2.0 / alpha) - 1e-12
 
     def p_value(self) -> float:
@@ -85,7 +89,8 @@ class Betting:
         return interval(self.zs, alpha)
 
 
-Course = tuple[list[float], list[float], list[float]]  # per item: x, the running mean before it, its variance term
+# per item: x, the running mean before it, its variance term
+Course = tuple[list[float], list[float], list[float]]
 
 
 def _course(zs: Sequence[float]) -> Course:
@@ -112,7 +117,8 @@ def _beats(course: Course, null: float, alpha: float, side: int) -> bool:
     m = (null + 1.0) / 2.0
     log_k = 0.0
     log1p = math.log1p
-    for x, mean, variance in zip(*course):  # the bets of ``Betting.update``, for one side: the bisection runs this often
+    # the bets of ``Betting.update``, for one side: the bisection runs this often
+    for x, mean, variance in zip(*course, strict=False):
         gap = mean - m
         bet = side * gap / (variance + gap * gap)
         if bet > 0:

@@ -55,7 +55,8 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
 
 
 def _comb_sum(n: int, k: int) -> int:
-    """C(n, 0) + ... + C(n, k), each term from the one before (math.comb for each costs k times more)."""
+    """C(n, 0) + ... + C(n, k), each term from the one before
+    (math.comb for each costs k times more)."""
     term = total = 1
     for i in range(k):
         term = term * (n - i) // (i + 1)
@@ -67,7 +68,8 @@ def log_binomial_tail(n: int, k: int) -> float:
     """log P(X <= k) for X ~ Binomial(n, 1/2), with k < n / 2, summed from the largest term down."""
     log_top = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) - n * math.log(2)
     total, ratio = 1.0, 1.0
-    for i in range(k, 0, -1):  # C(n, i-1) / C(n, i) = i / (n - i + 1): each term from the one above it
+    # C(n, i-1) / C(n, i) = i / (n - i + 1): each term from the one above it
+    for i in range(k, 0, -1):
         ratio *= i / (n - i + 1)
         total += ratio
         if ratio < NEGLIGIBLE * total:
@@ -102,7 +104,9 @@ def paired_phi(both: int, a_only: int, b_only: int, neither: int) -> float:
     return cross / math.sqrt(margins)
 
 
-def newcombe_paired(both: int, a_only: int, b_only: int, neither: int, z: float = Z95) -> tuple[float, float] | None:
+def newcombe_paired(
+    both: int, a_only: int, b_only: int, neither: int, z: float = Z95
+) -> tuple[float, float] | None:
     """Newcombe's hybrid score interval (1998, method 10) for rate(a) - rate(b) on paired items.
 
     Built from the Wilson interval of each arm's rate and the corrected phi of the pairs; None
@@ -121,8 +125,11 @@ def newcombe_paired(both: int, a_only: int, b_only: int, neither: int, z: float 
     return (max(-1.0, diff - delta), min(1.0, diff + eps))
 
 
-def cluster_interval(clusters: Sequence[tuple[float, int]], z: float = Z95) -> tuple[float, float, float] | None:
-    """(standard error, lo, hi) of the overall rate over ``clusters`` of (correct, n), cluster-robust.
+def cluster_interval(
+    clusters: Sequence[tuple[float, int]], z: float = Z95
+) -> tuple[float, float, float] | None:
+    """(standard error, lo, hi) of the overall rate over ``clusters``
+    of (correct, n), cluster-robust.
 
     The sandwich (CR1) variance of a mean, sum over clusters of (correct_g - p n_g)^2, scaled by
     G / (G - 1) and divided by n^2: items of one subtask are not independent draws. None with
@@ -159,7 +166,8 @@ def t_two_sided_p(t: float, df: int) -> float:
 
 
 def t_quantile(level: float, df: int) -> float:
-    """The two-sided critical value t such that P(|T| >= t) = 1 - ``level`` (bisection on ``t_two_sided_p``)."""
+    """The two-sided critical value t such that P(|T| >= t) = 1 - ``level``
+    (bisection on ``t_two_sided_p``)."""
     alpha, lo, hi = 1 - level, 0.0, 1.0
     while t_two_sided_p(hi, df) > alpha:
         hi *= 2
@@ -169,8 +177,11 @@ def t_quantile(level: float, df: int) -> float:
     return (lo + hi) / 2
 
 
-def paired_t(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, tuple[float, float] | None, float]:
-    """(mean, standard error, interval, two-sided p) of paired differences, by Student's t on n - 1 df.
+def paired_t(
+    diffs: Sequence[float], level: float = 0.95
+) -> tuple[float, float, tuple[float, float] | None, float]:
+    """(mean, standard error, interval, two-sided p) of paired
+    differences, by Student's t on n - 1 df.
 
     With fewer than two differences there is no interval and p is 1; with no spread the interval
     is the mean itself and p is 0 (or 1 when the mean is 0).
@@ -183,7 +194,12 @@ def paired_t(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float,
     if se == 0:
         return mean, 0.0, (mean, mean), 1.0 if mean == 0 else 0.0
     half = t_quantile(level, n - 1) * se
-    return mean, se, (max(-1.0, mean - half), min(1.0, mean + half)), t_two_sided_p(mean / se, n - 1)
+    return (
+        mean,
+        se,
+        (max(-1.0, mean - half), min(1.0, mean + half)),
+        t_two_sided_p(mean / se, n - 1),
+    )
 
 
 def _beta_regularized(x: float, a: float, b: float) -> float:
@@ -192,8 +208,11 @@ def _beta_regularized(x: float, a: float, b: float) -> float:
         return 0.0
     if x >= 1:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1) / (a + b + 2):  # the fraction converges fast only below this point: use the symmetry
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    # the fraction converges fast only below this point: use the symmetry
+    if x > (a + 1) / (a + b + 2):
         return 1.0 - front * _beta_fraction(1 - x, b, a) / b
     return front * _beta_fraction(x, a, b) / a
 

@@ -4,13 +4,13 @@ Every item of an arm makes the calls of one *path*: a plain arm one call; a rout
 calls (and a judge's) when it does not escalate, those and the strong arm's when it does, each
 call expanded again when it names a routing arm. ``low`` is the cheapest path with the
 completion tokens the arm was seen to give (the response cache and earlier results files; none
-seen: 0), ``high`` the dearest path with every reply as long as its request allows (``budget.worst``). Prompt tokens are
-estimated from the text as ``ceil(characters / 4)`` (the arm's ``system`` prompt counted too):
-about right for English with the OpenAI and Anthropic tokenizers, low for text of other scripts.
-A call whose reply the response cache holds is not sent and costs nothing. An arm the spec does
-not price, or one with no ``max_tokens`` for ``high``, has an unknown cost: ``None``, never 0; so
-has a Python arm (and a routing arm that calls one): the calls it makes are its code's, counted
-here as its one call.
+seen: 0), ``high`` the dearest path with every reply as long as its request allows
+(``budget.worst``). Prompt tokens are estimated from the text as ``ceil(characters / 4)`` (the arm's
+``system`` prompt counted too): about right for English with the OpenAI and Anthropic tokenizers,
+low for text of other scripts. A call whose reply the response cache holds is not sent and costs
+nothing. An arm the spec does not price, or one with no ``max_tokens`` for ``high``, has an unknown
+cost: ``None``, never 0; so has a Python arm (and a routing arm that calls one): the calls it makes
+are its code's, counted here as its one call.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class Call:
     sample: int = 0  # the n-th ask of this arm and prompt within the item (its own cache entry)
 
 
-CacheCheck = Callable[[Call, Example, int], bool]  # whether the response cache answers a call of an item's epoch
+# whether the response cache answers a call of an item's epoch
+CacheCheck = Callable[[Call, Example, int], bool]
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ class Paths:
 
 
 def max_completion(spec: Spec, arm: str) -> int | None:
-    """The most completion tokens one call of ``arm`` may be billed, else unknown: the bound its request
-    carries, as the budget holds it (``budget.worst``: ``extra_body`` merged, times ``n``)."""
+    """The most completion tokens one call of ``arm`` may be billed, else unknown: the
+    bound its request carries, as the budget holds it (``budget.worst``:
+    ``extra_body`` merged, times ``n``)."""
     return completion_cap(spec.arms[arm])
 
 
@@ -72,7 +74,14 @@ def own_prompts(prompters: Mapping[str, Prompter] | None, example: Example) -> O
     return (lambda arm: render_for(prompters, arm, example)) if prompters else None
 
 
-def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | None = None, own: Own | None = None) -> Paths:
+def arm_paths(
+    spec: Spec,
+    arm: str,
+    prompt: str,
+    question: str,
+    plans: Plans | None = None,
+    own: Own | None = None,
+) -> Paths:
     """The calls an item of ``arm`` with ``prompt`` makes, cheapest and dearest (``plans`` keeps
     each routing arm's plan, so that a sweep's items read it once; ``own`` gives an arm asked with
     the item's input its own prompt, as the run does)."""
@@ -107,7 +116,9 @@ def arm_paths(spec: Spec, arm: str, prompt: str, question: str, plans: Plans | N
         else:  # a routing judge: its calls, each fed the answers
             best += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.best]
             worst += [Call(c.arm, None, c.tokens + call.tokens, fed) for c in judged.worst]
-    strong_paths = _asked(arm_paths(spec, strong, prompt, question, plans, own), asked, (strong, prompt))
+    strong_paths = _asked(
+        arm_paths(spec, strong, prompt, question, plans, own), asked, (strong, prompt)
+    )
     return Paths(tuple(best), tuple(worst) + strong_paths.worst)
 
 
@@ -130,8 +141,9 @@ def _answering(spec: Spec, arm: str) -> str:
 
 @dataclass
 class Seen:
-    """Per arm of a benchmark, what earlier calls showed: completion tokens a call and seconds an item,
-    each as a running (sum, count): a million rows seen cost two numbers an arm, not a list."""
+    """Per arm of a benchmark, what earlier calls showed: completion tokens a call
+    and seconds an item, each as a running (sum, count): a million rows seen cost
+    two numbers an arm, not a list."""
 
     completion: dict[str, tuple[float, int]] = field(default_factory=dict)
     seconds: dict[str, tuple[float, int]] = field(default_factory=dict)
@@ -169,7 +181,8 @@ class ArmEstimate:
     cost_high: float | None = 0.0
     seconds_per_item: float | None = None
     priced: bool = True
-    calls_known: bool = True  # False when a Python arm is among its calls: the calls it makes are its code's
+    # False when a Python arm is among its calls: the calls it makes are its code's
+    calls_known: bool = True
 
 
 def call_cost(spec: Spec, call: Call, completion: float | None, fed: float | None) -> float | None:
@@ -180,17 +193,27 @@ def call_cost(spec: Spec, call: Call, completion: float | None, fed: float | Non
     return ((call.tokens + fed * len(call.fed)) * per_input + completion * per_output) / 1e6
 
 
-def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], seen: Seen | None = None,
-                 cache_of: CacheCheck | None = None, prompters: Mapping[str, Prompter] | None = None) -> ArmEstimate:
+def estimate_arm(
+    spec: Spec,
+    arm: str,
+    items: Iterable[tuple[Example, int]],
+    seen: Seen | None = None,
+    cache_of: CacheCheck | None = None,
+    prompters: Mapping[str, Prompter] | None = None,
+) -> ArmEstimate:
     """The calls and cost range of ``arm`` over ``items`` ((example, epoch) pairs); ``cache_of(call,
     example, epoch)`` says whether the response cache answers a call (None: no cache)."""
     seen = seen or Seen()
     leaves = _leaves(spec, arm)
     opaque = any(_opaque(spec, leaf) for leaf in leaves)
-    out = ArmEstimate(arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque)
+    out = ArmEstimate(
+        arm, priced=not opaque and all(c in spec.pricing for c in leaves), calls_known=not opaque
+    )
     plans: Plans = {}
     for example, epoch in items:
-        paths = arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example))
+        paths = arm_paths(
+            spec, arm, example.input, example.input, plans, own_prompts(prompters, example)
+        )
         out.items += 1
         low = _path(spec, paths.best, seen, example, epoch, cache_of, high=False, into=None)
         sent = out.calls_max
@@ -200,7 +223,11 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
         out.cost_low = _add(out.cost_low, low[0])
         out.completion_low += low[1]
         out.cost_high = _add(out.cost_high, high[0])
-        out.completion_high = None if out.completion_high is None or high[1] is None else out.completion_high + int(high[1])
+        out.completion_high = (
+            None
+            if out.completion_high is None or high[1] is None
+            else out.completion_high + int(high[1])
+        )
     out.seconds_per_item = seen.mean_seconds(arm)
     if out.seconds_per_item is None and provider_info(spec.arms[arm].provider).routes is not None:
         leaves = [seen.mean_seconds(c) for c in _leaves(spec, arm)]
@@ -208,9 +235,18 @@ def estimate_arm(spec: Spec, arm: str, items: Iterable[tuple[Example, int]], see
     return out
 
 
-def _path(spec: Spec, calls: tuple[Call, ...], seen: Seen, example: Example, epoch: int, cache_of: CacheCheck | None,
-          high: bool, into: ArmEstimate | None) -> tuple[float | None, float | None, int]:
-    """(USD, completion tokens, calls sent) of one item's path; ``into`` counts its calls and prompt tokens."""
+def _path(
+    spec: Spec,
+    calls: tuple[Call, ...],
+    seen: Seen,
+    example: Example,
+    epoch: int,
+    cache_of: CacheCheck | None,
+    high: bool,
+    into: ArmEstimate | None,
+) -> tuple[float | None, float | None, int]:
+    """(USD, completion tokens, calls sent) of one item's path; ``into``
+    counts its calls and prompt tokens."""
     cost: float | None = 0.0
     completion: float | None = 0.0
     sent = 0
@@ -235,7 +271,9 @@ def _fed(spec: Spec, call: Call, seen: Seen, high: bool) -> float | None:
     """Completion tokens of each answer fed into ``call``'s prompt (the largest of them)."""
     if not call.fed:
         return 0.0
-    values = [max_completion(spec, a) if high else (seen.mean_completion(a) or 0.0) for a in call.fed]
+    values = [
+        max_completion(spec, a) if high else (seen.mean_completion(a) or 0.0) for a in call.fed
+    ]
     return None if None in values else max(float(v) for v in values if v is not None)
 
 
@@ -257,7 +295,9 @@ def _opaque(spec: Spec, arm: str) -> bool:
     return provider_info(spec.arms[arm].provider).opaque
 
 
-def worst_case_usd(spec: Spec, items: Iterable[tuple[Example, str, int]], seen: Seen | None = None) -> float | None:
+def worst_case_usd(
+    spec: Spec, items: Iterable[tuple[Example, str, int]], seen: Seen | None = None
+) -> float | None:
     """The most the items ``(example, arm, epoch)`` can cost if every call is sent and every reply
     is ``max_tokens`` long: what a budget must still hold for them. None when any is unknown."""
     by_arm: dict[str, list[tuple[Example, int]]] = {}
@@ -269,7 +309,9 @@ def worst_case_usd(spec: Spec, items: Iterable[tuple[Example, str, int]], seen: 
     return total
 
 
-def wall_seconds(arms: Iterable[ArmEstimate], spec: Spec, concurrency: int, workers: int) -> float | None:
+def wall_seconds(
+    arms: Iterable[ArmEstimate], spec: Spec, concurrency: int, workers: int
+) -> float | None:
     """Expected wall time: each arm's items x its seconds an item, spread over ``concurrency`` calls
     in flight in each of ``workers`` processes, no arm faster than its own ``concurrency:`` allows.
     None unless every arm with calls to send has a latency seen."""
@@ -280,7 +322,11 @@ def wall_seconds(arms: Iterable[ArmEstimate], spec: Spec, concurrency: int, work
         if est.seconds_per_item is None:
             return None
         work = est.items * est.seconds_per_item
-        limit = min(spec.arms[est.arm].concurrency or concurrency, spec.concurrency or concurrency, concurrency)
+        limit = min(
+            spec.arms[est.arm].concurrency or concurrency,
+            spec.concurrency or concurrency,
+            concurrency,
+        )
         total += work
         slowest = max(slowest, work / (limit * workers))
     return max(total / (min(spec.concurrency or concurrency, concurrency) * workers), slowest)

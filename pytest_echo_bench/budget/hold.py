@@ -32,11 +32,16 @@ from pytest_echo_bench.spec.load import Spec
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
 T = TypeVar("T")
-WAIT = "wait"  # (compared by identity) ``_cover``'s answer when the room is held by calls in flight: ask again shortly
+# (compared by identity) ``_cover``'s answer when the room is held by
+# calls in flight: ask again shortly
+WAIT = "wait"
 POLL_S = 0.01
-MAX_WAIT_S = 600.0  # a call waits this long at most for room the calls in flight hold, then is refused
-LOOK_EVERY_S = 0.1  # a waiting call looks for holders that are gone at most this often (each a read of /proc)
-STILL_S = 3.0  # a call waiting on started items' pledges decides once nothing in the run settled for this long
+# a call waits this long at most for room the calls in flight hold, then is refused
+MAX_WAIT_S = 600.0
+# a waiting call looks for holders that are gone at most this often (each a read of /proc)
+LOOK_EVERY_S = 0.1
+# a call waiting on started items' pledges decides once nothing in the run settled for this long
+STILL_S = 3.0
 Settle = Callable[["float | None"], None]
 
 
@@ -50,7 +55,8 @@ def pair_name(pair: Pair) -> str:
 
 @dataclass
 class Ticket:
-    """One item's hold on the budget: what it holds, what it spent, and the calls it has in flight."""
+    """One item's hold on the budget: what it holds, what it spent,
+    and the calls it has in flight."""
 
     budget: Budget
     spec: Spec
@@ -60,11 +66,14 @@ class Ticket:
     held: float = 0.0
     spent: float = 0.0
     in_flight: float = 0.0  # worst cases of calls sent and not yet answered
-    exposed: float = 0.0  # worst cases of every call sent: what the ledger charges if this process is lost
-    over: float = 0.0  # what replies reported beyond their calls' worst cases (charged all the same)
+    # worst cases of every call sent: what the ledger charges if this process is lost
+    exposed: float = 0.0
+    # what replies reported beyond their calls' worst cases (charged all the same)
+    over: float = 0.0
     started: bool = False
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
-    _seen: tuple[float, float, int] | None = None  # the run's spent, held and pledges when they last changed
+    # the run's spent, held and pledges when they last changed
+    _seen: tuple[float, float, int] | None = None
     _still_since: float = 0.0  # since when they have not changed
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,7 +89,11 @@ class Ticket:
         deadline = time.monotonic() + self.budget.max_wait_s
         with self._lock:
             self._seen = None
-            while (refused := self.budget.ledger_change(lambda state: self._cover(state, worst or 0.0, deadline))) is WAIT:
+            while (
+                refused := self.budget.ledger_change(
+                    lambda state: self._cover(state, worst or 0.0, deadline)
+                )
+            ) is WAIT:
                 time.sleep(POLL_S)  # bounded: calls in flight settle, or the deadline refuses
             if refused:
                 raise BudgetError(refused)
@@ -89,13 +102,18 @@ class Ticket:
 
         def settle(cost: float | None) -> None:
             nonlocal settled
-            excess = cost - worst if cost is not None and worst is not None and cost > worst + EPSILON_USD else 0.0
+            excess = (
+                cost - worst
+                if cost is not None and worst is not None and cost > worst + EPSILON_USD
+                else 0.0
+            )
             with self._lock:
                 self.in_flight -= worst or 0.0
                 self.spent += cost if cost is not None else (worst or 0.0)
                 self.over += excess
             settled = True
-            if cost is not None and worst is not None and excess:  # what the reply says was spent: charged whole, said at once
+            # what the reply says was spent: charged whole, said at once
+            if cost is not None and worst is not None and excess:
                 text = self._over_text(arm, cost, worst)
                 self.budget.ledger_change(lambda state: state.note_over(text, excess))
 
@@ -109,14 +127,22 @@ class Ticket:
 
     def _over_text(self, arm: str, cost: float, worst: float) -> str:
         """The warning for a reply that reported more than its request allows."""
-        item = f", item {self.pair[1]}" + (f" epoch {self.pair[2]}" if self.pair[2] > 1 else "") if self.pair else ""
-        return (f"budget: arm {self.spec.benchmark}/{arm}{item}: the reply reported usage worth ${cost:.6f}, more than "
-                f"its request allows (${worst:.6f} at most): charged as reported, ${cost - worst:.6f} beyond what "
-                "the budget held for it")
+        item = (
+            f", item {self.pair[1]}" + (f" epoch {self.pair[2]}" if self.pair[2] > 1 else "")
+            if self.pair
+            else ""
+        )
+        return (
+            f"budget: arm {self.spec.benchmark}/{arm}{item}: the reply reported usage worth "
+            f"${cost:.6f}, more than "
+            f"its request allows (${worst:.6f} at most): charged as reported, "
+            f"${cost - worst:.6f} beyond what "
+            "the budget held for it"
+        )
 
     def _cover(self, state: LedgerState, worst: float, deadline: float) -> str | None:
-        """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state keeps
-        the count of refusals, so a refusal is written too), or ``WAIT``."""
+        """Hold ``worst`` for the next call; the refusal's text when it does not fit (the state
+        keeps the count of refusals, so a refusal is written too), or ``WAIT``."""
         self._deadline = deadline
         if not self.started:
             refused = self._start(state)
@@ -124,12 +150,22 @@ class Ticket:
                 return refused
             self.started = True
         short = worst - (self.held - self.in_flight - self.spent)
-        if short > EPSILON_USD:  # the estimate fell short (a judge quoting long answers): more, if it fits
+        # the estimate fell short (a judge quoting long answers): more, if it fits
+        if short > EPSILON_USD:
             if not state.fits(self.names, short):
-                # A resume runs the whole item again: it needs the item's worst case, not this call's alone.
-                again = item_worst(self.spec, self.arm, self.prompt) or self.spent + self.in_flight + short
-                return self._wait_or_refuse(state, {n: short for n in self.names}, again, "its next call's worst case",
-                                            short)
+                # A resume runs the whole item again: it needs the item's
+                # worst case, not this call's alone.
+                again = (
+                    item_worst(self.spec, self.arm, self.prompt)
+                    or self.spent + self.in_flight + short
+                )
+                return self._wait_or_refuse(
+                    state,
+                    {n: short for n in self.names},
+                    again,
+                    "its next call's worst case",
+                    short,
+                )
             state.hold(self.names, short, self.budget.holder)
             self.held += short
         state.own(self.names, self.budget.holder, 0.0, worst)
@@ -174,8 +210,14 @@ class Ticket:
         need = _by_account(self.spec, shares)
         benchmark = self.spec.benchmark
         if benchmark in state.closed or not all(state.fits([n], v) for n, v in need.items()):
-            refused = self._wait_or_refuse(state, need, shares[self.arm],
-                                           "the worst case of all its arms", sum(shares.values()), new=True)
+            refused = self._wait_or_refuse(
+                state,
+                need,
+                shares[self.arm],
+                "the worst case of all its arms",
+                sum(shares.values()),
+                new=True,
+            )
             if refused is not WAIT and benchmark not in state.closed:
                 _close(state, benchmark)
             return refused
@@ -193,18 +235,25 @@ class Ticket:
         """``WAIT`` while the room is held by calls in flight or pledged to started items (it comes
         back as they settle); else refused.
 
-        Only what is spent never comes back. A pledge comes back once its arm's call settles, but that
-        call may wait behind this one in the same process: a wait on pledges ends once nothing in the
-        run settled for ``STILL_S``. A benchmark closed to new items refuses them at once. Without the
-        wait, 16 calls in flight whose worst cases are 12 times what they cost held the whole budget
-        at the start, and the first new item closed it; counting pledges as spent, one started pair's
-        worst case closed a budget 1.5 times as large after 7% of it was spent (``-n 2``).
+        Only what is spent never comes back. A pledge comes back once its arm's call settles, but
+        that call may wait behind this one in the same process: a wait on pledges ends once
+        nothing in the run settled for ``STILL_S``. A benchmark closed to new items refuses them
+        at once. Without the wait, 16 calls in flight whose worst cases are 12 times what they
+        cost held the whole budget at the start, and the first new item closed it; counting
+        pledges as spent, one started pair's worst case closed a budget 1.5 times as large after
+        7% of it was spent (``-n 2``).
         """
         if not (new and self.spec.benchmark in state.closed):
             pledged = _pledged(state)
             # This item's own hold does not come back while it waits.
-            settling = all(_room_later(state, n, pledged) - self.held + EPSILON_USD >= amount for n, amount in need.items())
-            started = all(_room_later(state, n, {}) - self.held + EPSILON_USD >= amount for n, amount in need.items())
+            settling = all(
+                _room_later(state, n, pledged) - self.held + EPSILON_USD >= amount
+                for n, amount in need.items()
+            )
+            started = all(
+                _room_later(state, n, {}) - self.held + EPSILON_USD >= amount
+                for n, amount in need.items()
+            )
             moving = not settling and started and self._watch_changes(state)  # asked only then
             waiting = (settling or moving) and time.monotonic() < self._deadline
             if self.budget.release_gone(state, now=not waiting):
@@ -248,12 +297,16 @@ class Ticket:
         """The item is done: what it spent is charged, the rest of its hold goes back."""
         if not self.started and self.pair is not None:
             pledged = state.pledged.get(pair_name(self.pair), {})
-            self.held = pledged.pop(self.arm, 0.0)  # answered from the cache, or never called: its share is free
+            # answered from the cache, or never called: its share is free
+            self.held = pledged.pop(self.arm, 0.0)
             if not pledged:
                 state.pledged.pop(pair_name(self.pair), None)
-            state.settle(self.names, self.held, self.spent + self.in_flight)  # a pledge: no process held it
+            # a pledge: no process held it
+            state.settle(self.names, self.held, self.spent + self.in_flight)
             return
-        state.settle(self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed)
+        state.settle(
+            self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed
+        )
 
 
 def _close(state: LedgerState, benchmark: str) -> None:
@@ -273,16 +326,25 @@ def _refusal(state: LedgerState, short: list[str], what: str, amount: float) -> 
 
 
 def _named(account: str, where: str) -> str:
-    """An account as a person reads it: the run's budget, or a spec's, with the line that sets it."""
+    """An account as a person reads it: the run's budget, or a
+    spec's, with the line that sets it."""
     kind, _, name = account.partition(":")
     at = f" ({where})" if where else ""
-    return "the run's budget" if kind == "run" else f"the budget of {'arm' if kind == 'arm' else 'benchmark'} {name}{at}"
+    return (
+        "the run's budget"
+        if kind == "run"
+        else f"the budget of {'arm' if kind == 'arm' else 'benchmark'} {name}{at}"
+    )
 
 
 def _advice(short: list[str], where: Mapping[str, str]) -> str:
     if "run" in short:
         return "resume with a larger budget to run it"
-    return "raise budget: usd in the spec (" + ", ".join(where.get(n, n) for n in short) + ") to run it"
+    return (
+        "raise budget: usd in the spec ("
+        + ", ".join(where.get(n, n) for n in short)
+        + ") to run it"
+    )
 
 
 def _by_account(spec: Spec, shares: Mapping[str, float]) -> dict[str, float]:
@@ -306,7 +368,8 @@ def _pledged(state: LedgerState) -> dict[str, float]:
 
 
 def _room_later(state: LedgerState, name: str, pledged: Mapping[str, float]) -> float:
-    """An account's room once every call in flight has settled, at no cost (``pledged``: what still counts)."""
+    """An account's room once every call in flight has settled, at no cost
+    (``pledged``: what still counts)."""
     account = state.accounts.get(name)
     if account is None or account.limit is None:
         return float("inf")
@@ -357,7 +420,8 @@ class Budget:
             yield
         finally:
             self._local.ticket = None
-            if ticket.started or len(self.plan.get(pair, ())) > 1:  # else it never touched the ledger
+            # else it never touched the ledger
+            if ticket.started or len(self.plan.get(pair, ())) > 1:
                 self.ledger_change(ticket.close)
 
     def over(self) -> float:
@@ -366,7 +430,8 @@ class Budget:
         return round(ticket.over, 9) if ticket is not None else 0.0
 
     def charged(self) -> float:
-        """What the current item's calls have been charged so far (a reply without usage: its worst case)."""
+        """What the current item's calls have been charged so far (a reply
+        without usage: its worst case)."""
         ticket: Ticket | None = getattr(self._local, "ticket", None)
         if ticket is None:
             return 0.0

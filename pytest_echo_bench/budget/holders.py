@@ -1,4 +1,5 @@
-"""Who holds a share of the budget: a process named by host, pid and start time, and whether it is gone.
+"""Who holds a share of the budget: a process named by host, pid and
+start time, and whether it is gone.
 
 The ledger tags each process's holds with this name so that any other process of the run can
 release the holds of one that was killed (an xdist worker lost to SIGKILL or the OOM killer never
@@ -14,7 +15,8 @@ import socket
 from pathlib import Path
 
 PROC = Path("/proc")
-UNKNOWN_START = "?"  # no /proc (not Linux): only the pid can be checked, so a reused pid reads as alive
+# no /proc (not Linux): only the pid can be checked, so a reused pid reads as alive
+UNKNOWN_START = "?"
 
 
 def _boot() -> str:
@@ -45,7 +47,8 @@ def start_time(pid: int) -> str | None:
         return None
     except (OSError, ValueError):
         return UNKNOWN_START
-    fields = stat.rsplit(")", 1)[-1].split()  # the command name, in parentheses, may hold spaces and ")"
+    # the command name, in parentheses, may hold spaces and ")"
+    fields = stat.rsplit(")", 1)[-1].split()
     if fields and fields[0] in ("Z", "X"):
         return None
     return fields[19] if len(fields) >= 20 else UNKNOWN_START
@@ -55,19 +58,21 @@ _me: tuple[int, str] | None = None
 
 
 def me() -> str:
-    """This process's name: ``host/pid/start`` (cached per pid: a forked child names itself anew)."""
+    """This process's name: ``host/pid/start`` (cached per pid: a
+    forked child names itself anew)."""
     global _me
     pid = os.getpid()
     if _me is None or _me[0] != pid:
         start = start_time(pid) if PROC.joinpath("self/stat").exists() else None
-        _me = (pid, f"{_host()}/{pid}/{start or UNKNOWN_START}")  # without /proc: judged by the pid alone
+        # without /proc: judged by the pid alone
+        _me = (pid, f"{_host()}/{pid}/{start or UNKNOWN_START}")
     return _me[1]
 
 
 def gone(name: str) -> bool:
-    """Whether the process ``name`` (from ``me``) has exited: on this host, its pid is not running, or
-    runs a process that started at another time. Anything unreadable is taken as alive: a hold kept
-    too long waits (bounded), a hold released under a live owner could overspend."""
+    """Whether the process ``name`` (from ``me``) has exited: on this host, its pid is not running,
+    or runs a process that started at another time. Anything unreadable is taken as alive: a hold
+    kept too long waits (bounded), a hold released under a live owner could overspend."""
     host, _, rest = name.partition("/")
     pid_text, _, start = rest.partition("/")
     if host != _host() or not pid_text.isdigit():

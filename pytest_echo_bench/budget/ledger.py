@@ -6,7 +6,8 @@ exclusive ``flock`` of the file itself by every change; the progress line reads 
 one, so no reader sees half a state. Amounts are US dollars.
 
     accounts  name -> {limit, spent, held}: "run", "bench:<benchmark>", "arm:<benchmark>/<arm>"
-    pledged   "<benchmark>\\t<task_id>\\t<epoch>" -> {arm: USD}: what a started item's other arms hold
+    pledged   "<benchmark>\\t<task_id>\\t<epoch>" -> {arm: USD}: what a started item's other
+              arms hold
     closed    benchmarks whose new items are refused (one did not fit: the rest finish what started)
     refused   calls not sent for the budget; ``needed`` the worst case they would have cost
     holders   "<host>/<pid>/<start>" -> {account: [held, exposed]}: which process holds what of each
@@ -32,7 +33,8 @@ from pytest_echo_bench.store.safe_text import shown
 
 try:
     import fcntl
-except ImportError:  # not POSIX: one process's threads still exclude each other; xdist workers would not
+# not POSIX: one process's threads still exclude each other; xdist workers would not
+except ImportError:
     fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
@@ -61,24 +63,34 @@ class LedgerState:
     needed: float = 0.0
     holders: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     released: list[str] = field(default_factory=list)
-    short: list[str] = field(default_factory=list)  # accounts a refused call did not fit: the binding limits
-    where: dict[str, str] = field(default_factory=dict)  # account -> the spec's FILE:LINE that sets its limit
+    # accounts a refused call did not fit: the binding limits
+    short: list[str] = field(default_factory=list)
+    # account -> the spec's FILE:LINE that sets its limit
+    where: dict[str, str] = field(default_factory=dict)
     over: int = 0  # replies that reported more than their request allows (charged as reported)
-    over_usd: float = 0.0  # what they reported beyond their calls' worst cases: the budget's overshoot at most
-    notes: list[str] = field(default_factory=list)  # the first OVER_NOTES of them, said as they came
-    lost: dict[str, float] = field(default_factory=dict)  # account -> calls of lost processes charged: no row has them
-    sweep: str = ""  # the sweep whose spend this is (its meta line's run id): another's lost calls are not carried
-    closed_at: list[float] = field(default_factory=list)  # [spent, held] of the binding account as a benchmark closed
+    # what they reported beyond their calls' worst cases: the budget's overshoot at most
+    over_usd: float = 0.0
+    # the first OVER_NOTES of them, said as they came
+    notes: list[str] = field(default_factory=list)
+    # account -> calls of lost processes charged: no row has them
+    lost: dict[str, float] = field(default_factory=dict)
+    # the sweep whose spend this is (its meta line's run id): another's lost calls are not carried
+    sweep: str = ""
+    # [spent, held] of the binding account as a benchmark closed
+    closed_at: list[float] = field(default_factory=list)
 
     def note_over(self, text: str, excess: float) -> None:
-        """A reply reported ``excess`` more than its call's worst case: counted, and named (the first ones)."""
+        """A reply reported ``excess`` more than its call's worst case:
+        counted, and named (the first ones)."""
         self.over += 1
         self.over_usd += excess
         if len(self.notes) < OVER_NOTES:
             self.notes.append(text)
 
     def fits(self, names: list[str], amount: float) -> bool:
-        return all(self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts)
+        return all(
+            self.accounts[n].room() + EPSILON_USD >= amount for n in names if n in self.accounts
+        )
 
     def hold(self, names: list[str], amount: float, holder: str | None = None) -> None:
         for name in names:
@@ -88,8 +100,8 @@ class LedgerState:
             self.own(names, holder, amount)
 
     def own(self, names: list[str], holder: str, held: float, exposed: float = 0.0) -> None:
-        """Mark ``held`` (already in the accounts' ``held``) as ``holder``'s, and ``exposed`` as what
-        the calls it sent may cost."""
+        """Mark ``held`` (already in the accounts' ``held``) as ``holder``'s, and ``exposed`` as
+        what the calls it sent may cost."""
         mine = self.holders.setdefault(holder, {})
         for name in names:
             if name in self.accounts:
@@ -112,7 +124,9 @@ class LedgerState:
 
     def _tidy(self, holder: str) -> None:
         mine = self.holders.get(holder, {})
-        for name in [n for n, (h, x) in mine.items() if abs(h) < EPSILON_USD and abs(x) < EPSILON_USD]:
+        for name in [
+            n for n, (h, x) in mine.items() if abs(h) < EPSILON_USD and abs(x) < EPSILON_USD
+        ]:
             del mine[name]
         if not mine:
             self.holders.pop(holder, None)
@@ -131,7 +145,8 @@ class LedgerState:
                     account.held = max(0.0, account.held - held)
                     charged = min(max(exposed, 0.0), max(held, 0.0))
                     account.spent += charged
-                    self.lost[name] = self.lost.get(name, 0.0) + charged  # a resume carries it: no row says it
+                    # a resume carries it: no row says it
+                    self.lost[name] = self.lost.get(name, 0.0) + charged
             self.released.append(holder)
         return len(lost)
 
@@ -140,29 +155,50 @@ class LedgerState:
 
     @classmethod
     def from_json(cls, data: Any) -> LedgerState:
-        """The state a ledger file holds; ``ValueError`` naming the field when a value is not what a run
-        writes (an amount that is not a finite number >= 0, a count that is not a whole one, a wrong type)."""
+        """The state a ledger file holds; ``ValueError`` naming the field when a value is
+        not what a run writes (an amount that is not a finite number >= 0, a count that is
+        not a whole one, a wrong type)."""
         top = _object(data, "the file")
-        accounts = {name: Account(None if (v := _object(raw, f"accounts.{name}")).get("limit") is None
-                                  else _amount(v["limit"], f"accounts.{name}.limit"),
-                                  _amount(v.get("spent"), f"accounts.{name}.spent"),
-                                  _amount(v.get("held"), f"accounts.{name}.held"))
-                    for name, raw in _object(top.get("accounts"), "accounts").items()}
+        accounts = {
+            name: Account(
+                None
+                if (v := _object(raw, f"accounts.{name}")).get("limit") is None
+                else _amount(v["limit"], f"accounts.{name}.limit"),
+                _amount(v.get("spent"), f"accounts.{name}.spent"),
+                _amount(v.get("held"), f"accounts.{name}.held"),
+            )
+            for name, raw in _object(top.get("accounts"), "accounts").items()
+        }
         if "run" not in accounts:
             raise ValueError("it has no account named run")
-        pledged = {key: {arm: _amount(u, f"pledged.{key}.{arm}") for arm, u in _object(v, f"pledged.{key}").items()}
-                   for key, v in _object(top.get("pledged", {}), "pledged").items()}
-        holders = {h: {n: _entry(v, f"holders.{h}.{n}") for n, v in _object(mine, f"holders.{h}").items()}
-                   for h, mine in _object(top.get("holders", {}), "holders").items()}
-        return cls(accounts, pledged, _texts(top.get("closed", []), "closed"), _count(top.get("refused", 0), "refused"),
-                   _amount(top.get("needed", 0.0), "needed"), holders, _texts(top.get("released", []), "released"),
-                   _texts(top.get("short", []), "short"),
-                   {k: _text(v, f"where.{k}") for k, v in _object(top.get("where", {}), "where").items()},
-                   _count(top.get("over", 0), "over"), _amount(top.get("over_usd", 0.0), "over_usd"),
-                   _texts(top.get("notes", []), "notes"),
-                   {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()},
-                   _text(top.get("sweep", ""), "sweep"),
-                   _entry(closed, "closed_at") if (closed := top.get("closed_at")) else [])
+        pledged = {
+            key: {
+                arm: _amount(u, f"pledged.{key}.{arm}")
+                for arm, u in _object(v, f"pledged.{key}").items()
+            }
+            for key, v in _object(top.get("pledged", {}), "pledged").items()
+        }
+        holders = {
+            h: {n: _entry(v, f"holders.{h}.{n}") for n, v in _object(mine, f"holders.{h}").items()}
+            for h, mine in _object(top.get("holders", {}), "holders").items()
+        }
+        return cls(
+            accounts,
+            pledged,
+            _texts(top.get("closed", []), "closed"),
+            _count(top.get("refused", 0), "refused"),
+            _amount(top.get("needed", 0.0), "needed"),
+            holders,
+            _texts(top.get("released", []), "released"),
+            _texts(top.get("short", []), "short"),
+            {k: _text(v, f"where.{k}") for k, v in _object(top.get("where", {}), "where").items()},
+            _count(top.get("over", 0), "over"),
+            _amount(top.get("over_usd", 0.0), "over_usd"),
+            _texts(top.get("notes", []), "notes"),
+            {k: _amount(v, f"lost.{k}") for k, v in _object(top.get("lost", {}), "lost").items()},
+            _text(top.get("sweep", ""), "sweep"),
+            _entry(closed, "closed_at") if (closed := top.get("closed_at")) else [],
+        )
 
 
 def _shown(value: object) -> str:
@@ -177,10 +213,13 @@ def _object(value: object, where: str) -> dict[str, Any]:
 
 
 def _amount(value: object, where: str) -> float:
-    """An amount of US dollars: a finite number >= 0 (NaN, infinities, negatives, text and booleans refused)."""
+    """An amount of US dollars: a finite number >= 0 (NaN, infinities,
+    negatives, text and booleans refused)."""
     number = figure(value)
     if number is None:
-        raise ValueError(f"{where} is {_shown(value)}, not an amount of US dollars (a finite number >= 0)")
+        raise ValueError(
+            f"{where} is {_shown(value)}, not an amount of US dollars (a finite number >= 0)"
+        )
     return number
 
 
@@ -188,7 +227,9 @@ def _entry(value: object, where: str) -> list[float]:
     """A holder's [held, exposed]: amounts, each allowed a float sum's last bits below 0."""
     if not isinstance(value, list) or len(value) != 2:
         raise ValueError(f"{where} is {_shown(value)}, not a pair [held, exposed]")
-    return [_amount(0.0 if isinstance(v, float) and -EPSILON_USD <= v < 0 else v, where) for v in value]
+    return [
+        _amount(0.0 if isinstance(v, float) and -EPSILON_USD <= v < 0 else v, where) for v in value
+    ]
 
 
 def _count(value: object, where: str) -> int:
@@ -218,27 +259,39 @@ class Ledger:
     run at about 200 reservations a second, under 8 calls in flight at 20 ms a call.
     """
 
-    def __init__(self, results: str | Path, limits: Mapping[str, float | None] | None = None) -> None:
+    def __init__(
+        self, results: str | Path, limits: Mapping[str, float | None] | None = None
+    ) -> None:
         self.path = budget_path(results)
         # The limits are the command line's and the specs': the file only caches them, so an edit
         # of the file cannot raise them (read back, they are replaced by these, and written so).
         self.limits = dict(limits) if limits is not None else None
-        self._spent: dict[str, float] = {}  # the most each account was seen to have spent: it never goes down
+        # the most each account was seen to have spent: it never goes down
+        self._spent: dict[str, float] = {}
         self._threads = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._fd: int | None = None
-        self._size = 0  # the longest text written through this descriptor: shorter ones are padded to it
+        # the longest text written through this descriptor: shorter ones are padded to it
+        self._size = 0
 
     def create(self, limits: Mapping[str, float | None], spent: Mapping[str, float],
                where: Mapping[str, str] | None = None, lost: Mapping[str, float] | None = None,
                sweep: str = "") -> LedgerState:
-        """A fresh ledger for this run: the limits, with what the results file already spent (``lost``:
-        what of it calls lost in an earlier run's crash were charged, carried on to every later run)."""
-        state = LedgerState({name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
-                            where=dict(where or {}), lost=dict(lost or {}), sweep=sweep)
+        """A fresh ledger for this run: the limits, with what the results file already
+        spent (``lost``: what of it calls lost in an earlier run's crash were charged,
+        carried on to every later run)."""
+        state = LedgerState(
+            {name: Account(limit, spent.get(name, 0.0)) for name, limit in limits.items()},
+            where=dict(where or {}),
+            lost=dict(lost or {}),
+            sweep=sweep,
+        )
         try:
-            write_atomic(self.path, _encode(state))  # a new file: no process of an older run holds this one
+            # a new file: no process of an older run holds this one
+            write_atomic(self.path, _encode(state))
         except OSError as exc:
-            raise StoreError(f"cannot write the budget ledger {self.path}: {exc.strerror or exc}") from exc
+            raise StoreError(
+                f"cannot write the budget ledger {self.path}: {exc.strerror or exc}"
+            ) from exc
         return state
 
     def change(self, fn: Callable[[LedgerState], T]) -> T:
@@ -278,29 +331,38 @@ class Ledger:
             try:
                 self._fd = os.open(self.path, os.O_RDWR)
             except OSError as exc:
-                raise StoreError(f"the budget ledger {self.path} cannot be opened ({exc.strerror or exc}): "
-                                 "the run cannot tell what it may spend") from exc
+                raise StoreError(
+                    f"the budget ledger {self.path} cannot be opened ({exc.strerror or exc}): "
+                    "the run cannot tell what it may spend"
+                ) from exc
         return self._fd
 
     def _read(self, fd: int) -> LedgerState:
         try:
             data = os.pread(fd, max(os.fstat(fd).st_size, 1), 0)
         except OSError as exc:
-            raise StoreError(f"the budget ledger {self.path} is unreadable ({exc.strerror or exc}): the run cannot "
-                             "tell what it may spend") from exc
+            raise StoreError(
+                f"the budget ledger {self.path} is unreadable ({exc.strerror or exc}): the "
+                "run cannot "
+                "tell what it may spend"
+            ) from exc
         self._size = max(self._size, len(data))
         try:
             state = LedgerState.from_json(json.loads(data))
             if self.limits is not None:
                 self._cached(state)
         except (ValueError, RecursionError) as exc:
-            raise StoreError(f"the budget ledger {self.path} is damaged: {shown(str(exc))}. It records what this run spent: "
-                             "restore it, or remove it (a resume then counts only what the results file's rows "
-                             "spent)") from exc
+            raise StoreError(
+                f"the budget ledger {self.path} is damaged: {shown(str(exc))}. It records "
+                "what this run spent: "
+                "restore it, or remove it (a resume then counts only what the results file's rows "
+                "spent)"
+            ) from exc
         return state
 
     def _cached(self, state: LedgerState) -> None:
-        """The limits as this run set them, whatever the file says (every account it needs present)."""
+        """The limits as this run set them, whatever the file says
+        (every account it needs present)."""
         assert self.limits is not None
         missing = [name for name in self.limits if name not in state.accounts]
         if missing:
@@ -308,18 +370,25 @@ class Ledger:
         for name, account in state.accounts.items():
             account.limit = self.limits.get(name)
             seen = self._spent.get(name, 0.0)
-            if account.spent < seen - EPSILON_USD:  # every change adds to it: lowered, it would raise the room
-                raise ValueError(f"accounts.{name}.spent went down from {seen!r} to {account.spent!r}, which no run does")
+            # every change adds to it: lowered, it would raise the room
+            if account.spent < seen - EPSILON_USD:
+                raise ValueError(
+                    f"accounts.{name}.spent went down from {seen!r} to {account.spent!r}, "
+                    "which no run does"
+                )
             self._spent[name] = max(seen, account.spent)
 
     def _write(self, fd: int, data: bytes) -> None:
-        # Padded, never truncated: a reader (or a crash) between a write and a truncate would see a tail.
+        # Padded, never truncated: a reader (or a crash) between a write
+        # and a truncate would see a tail.
         data = data.ljust(self._size)
         self._size = len(data)
         try:
             os.pwrite(fd, data, 0)
         except OSError as exc:
-            raise StoreError(f"cannot write the budget ledger {self.path}: {exc.strerror or exc}") from exc
+            raise StoreError(
+                f"cannot write the budget ledger {self.path}: {exc.strerror or exc}"
+            ) from exc
 
 
 def _encode(state: LedgerState) -> bytes:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-SIGNIFICANT = 12  # a sum of float costs is exact to about 15 digits: 12 drop its noise, never a cent
+# a sum of float costs is exact to about 15 digits: 12 drop its noise, never a cent
+SIGNIFICANT = 12
 
 
 def usd(amount: float) -> str:

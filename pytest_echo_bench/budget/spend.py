@@ -1,6 +1,6 @@
-"""What a sweep spent, for the report: per arm the sum of its rows' costs (unknown ones counted apart),
-and a budgeted run's budget and spend as its stop marker or summary recorded them (with the replies
-over their bound its ledger counted).
+"""What a sweep spent, for the report: per arm the sum of its rows' costs (unknown ones counted
+apart), and a budgeted run's budget and spend as its stop marker or summary recorded them (with the
+replies over their bound its ledger counted).
 
 Spend is money, so it follows the budget's rule (``store.tally.ArmTally.add_spend``), not the
 report's one-row-per-key rule: every row counts, a replaced one too (a retried error's call was
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.budget import money
+from pytest_echo_bench.budget.ledger import LedgerState
 from pytest_echo_bench.store.checks import figure
 from pytest_echo_bench.store.files import budget_path, stop_path, summary_path
-from pytest_echo_bench.budget.ledger import LedgerState
 from pytest_echo_bench.store.paths import read_regular
 from pytest_echo_bench.store.rows import ReadRow
 
@@ -48,7 +48,8 @@ class ArmSpend:
 
 
 def spend_text(usd: float | None, unknown: int | None) -> str:
-    """``0.0123``, ``0.0123 + 2 unknown``, ``2 unknown``, or ``-`` (no row; ``usd`` None: no known cost)."""
+    """``0.0123``, ``0.0123 + 2 unknown``, ``2 unknown``, or ``-`` (no
+    row; ``usd`` None: no known cost)."""
     if usd is None:
         return f"{unknown} unknown" if unknown else "-"
     return money.usd(usd) + (f" + {unknown} unknown" if unknown else "")
@@ -56,36 +57,51 @@ def spend_text(usd: float | None, unknown: int | None) -> str:
 
 @dataclass(frozen=True)
 class RunBudget:
-    """A budgeted run's figures as recorded beside its results: ``source`` says which file said so."""
+    """A budgeted run's figures as recorded beside its results:
+    ``source`` says which file said so."""
 
     results: str
     source: str  # "stop marker" (the budget stopped the run) or "summary" (the last run's end)
     budget_usd: float | None  # None: only benchmarks or arms had a budget
     spent_usd: float
-    needed_usd: float | None = None  # what the calls not sent need at their worst (budget stop only)
+    # what the calls not sent need at their worst (budget stop only)
+    needed_usd: float | None = None
     suggested_usd: float | None = None
-    over_bound_replies: int = 0  # replies that reported more than their request allows (the ledger counts them)
-    over_bound_usd: float = 0.0  # what they were charged beyond their holds: how far the spend may pass the budget
+    # replies that reported more than their request allows (the ledger counts them)
+    over_bound_replies: int = 0
+    # what they were charged beyond their holds: how far the spend may pass the budget
+    over_bound_usd: float = 0.0
 
     def text(self) -> str:
         line = f"{self.results}: spent ${money.usd(self.spent_usd)}"
-        line += f" of a ${money.usd(self.budget_usd)} budget" if self.budget_usd is not None else " (budgets per benchmark or arm)"
+        line += (
+            f" of a ${money.usd(self.budget_usd)} budget"
+            if self.budget_usd is not None
+            else " (budgets per benchmark or arm)"
+        )
         if self.needed_usd:
             line += f"; the calls not sent need up to ${money.usd(self.needed_usd)} more"
         if self.suggested_usd is not None:
             line += f"; resume with --bench-budget-usd {self.suggested_usd:g}"
         if self.over_bound_replies:
-            line += (f"; {self.over_bound_replies} replies reported more than their request allows, charged "
-                     f"${money.usd(self.over_bound_usd)} beyond their holds")
+            line += (
+                f"; {self.over_bound_replies} replies reported more than their request "
+                "allows, charged "
+                f"${money.usd(self.over_bound_usd)} beyond their holds"
+            )
         return line + f" (from its {self.source})"
 
 
 def run_budget(results: Path) -> RunBudget | None:
-    """The budget figures recorded for ``results``: the stop marker's when the budget stopped the run,
-    else the summary's (the last run's end); None when neither records a budget, or what they hold is
-    not a budget's figures (numbers that are not finite and >= 0 are refused, as a row's are)."""
+    """The budget figures recorded for ``results``: the stop marker's when the budget
+    stopped the run, else the summary's (the last run's end); None when neither records a
+    budget, or what they hold is not a budget's figures (numbers that are not finite and >=
+    0 are refused, as a row's are)."""
     marker = _json(stop_path(results))
-    if marker.get("reason") == "budget" and (found := _figures(str(results), "stop marker", marker)) is not None:
+    if (
+        marker.get("reason") == "budget"
+        and (found := _figures(str(results), "stop marker", marker)) is not None
+    ):
         return _over(found, results)
     summary = _json(summary_path(results)).get("budget")
     found = _figures(str(results), "summary", summary) if isinstance(summary, dict) else None
@@ -93,9 +109,14 @@ def run_budget(results: Path) -> RunBudget | None:
 
 
 def _over(found: RunBudget, results: Path) -> RunBudget:
-    """The replies over their bound, as the run's ledger counted them (none when it cannot be read)."""
-    try:  # a small regular file, read once without a lock: the run that wrote it has ended, or it is shown as it stands
-        state = LedgerState.from_json(json.loads(read_regular(budget_path(results), SIDE_FILE_MAX, ValueError)))
+    """The replies over their bound, as the run's ledger counted them
+    (none when it cannot be read)."""
+    # a small regular file, read once without a lock: the run that wrote it has
+    # ended, or it is shown as it stands
+    try:
+        state = LedgerState.from_json(
+            json.loads(read_regular(budget_path(results), SIDE_FILE_MAX, ValueError))
+        )
     except (OSError, ValueError, RecursionError):
         return found
     if not state.over:
@@ -115,6 +136,7 @@ def _figures(results: str, source: str, data: dict[str, Any]) -> RunBudget | Non
 def _json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(read_regular(path, SIDE_FILE_MAX, ValueError))
-    except (OSError, ValueError, RecursionError):  # missing, not a file, too large, damaged: not recorded
+    # missing, not a file, too large, damaged: not recorded
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -30,21 +30,45 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 MESSAGE_TOKENS = 8
 REPLY_TOKENS = 8
 # The judge's prompt quotes the cheap answers, whose text is only known by then: each is taken at
-# this many tokens per token of its cap (another model's tokenizer may split it finer), plus framing.
+# this many tokens per token of its cap (another model's tokenizer may
+# split it finer), plus framing.
 QUOTED_FACTOR = 2
 JUDGE_TEMPLATE_BYTES = 160  # routing.JUDGE_PROMPT without the question and the answers, rounded up
 CAP_KEYS = ("max_tokens", "max_completion_tokens")  # the request fields that bound a reply's tokens
 # Request fields that hold no text a model reads (numbers, flags, names): every other field a
 # request carries beside its messages counts as prompt at its JSON bytes.
-PARAMETERS = frozenset({*CAP_KEYS, "n", "model", "temperature", "top_p", "seed", "stop", "presence_penalty",
-                        "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "user", "store",
-                        "parallel_tool_calls", "service_tier", "reasoning_effort", "metadata"})
+PARAMETERS = frozenset(
+    {
+        *CAP_KEYS,
+        "n",
+        "model",
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+        "user",
+        "store",
+        "parallel_tool_calls",
+        "service_tier",
+        "reasoning_effort",
+        "metadata",
+    }
+)
 
 
 def prompt_tokens(*texts: str | None) -> int:
     """An upper bound on the prompt tokens of a chat whose messages are ``texts``."""
     parts = [t for t in texts if t]
-    return sum(len(t.encode("utf-8", "surrogatepass")) for t in parts) + MESSAGE_TOKENS * len(parts) + REPLY_TOKENS
+    return (
+        sum(len(t.encode("utf-8", "surrogatepass")) for t in parts)
+        + MESSAGE_TOKENS * len(parts)
+        + REPLY_TOKENS
+    )
 
 
 def sent(arm: ArmSpec) -> dict[str, Any]:
@@ -54,7 +78,8 @@ def sent(arm: ArmSpec) -> dict[str, Any]:
 
 
 def completion_cap(arm: ArmSpec) -> int | None:
-    """The most completion tokens one call of ``arm`` may be billed, when its request bounds them."""
+    """The most completion tokens one call of ``arm`` may be
+    billed, when its request bounds them."""
     return _bound(arm)[0]
 
 
@@ -67,8 +92,10 @@ def _bound(arm: ArmSpec) -> tuple[int | None, str]:
     where = _from(arm)
     for key, value in caps.items():
         if not _count(value):
-            return None, (f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
-                          "so a reply's length has no bound")
+            return None, (
+                f"its request carries {key}: {_shown(value)}{where(key)}, not a whole number > 0, "
+                "so a reply's length has no bound"
+            )
     n = wire.get("n", 1)
     if not _count(n):
         return None, (f"its request carries n: {_shown(n)}{where('n')}, not a whole number > 0, "
@@ -77,7 +104,8 @@ def _bound(arm: ArmSpec) -> tuple[int | None, str]:
 
 
 def _from(arm: ArmSpec) -> Callable[[str], str]:
-    """Where a request field comes from, as a refusal names it: ``extra_body`` overrides the options."""
+    """Where a request field comes from, as a refusal names it:
+    ``extra_body`` overrides the options."""
     extra = arm.options.get("extra_body")
     return lambda key: " (from extra_body)" if isinstance(extra, dict) and key in extra else ""
 
@@ -93,7 +121,8 @@ def _shown(value: object) -> str:
 
 def input_tokens(arm: ArmSpec, prompt: str | None) -> int:
     """An upper bound on the prompt tokens of one call of leaf ``arm`` with ``prompt``: its messages
-    (``extra_body``'s own, when it replaces them: those are sent) and every other field a model reads."""
+    (``extra_body``'s own, when it replaces them: those are sent) and
+    every other field a model reads."""
     wire = sent(arm)
     if "messages" in wire:
         messages = wire["messages"]
@@ -102,7 +131,9 @@ def input_tokens(arm: ArmSpec, prompt: str | None) -> int:
     else:
         system = arm.options.get("system")
         tokens = prompt_tokens(system if isinstance(system, str) else None, prompt)
-    return tokens + sum(_json_bytes(v) for k, v in wire.items() if k not in PARAMETERS and k != "messages")
+    return tokens + sum(
+        _json_bytes(v) for k, v in wire.items() if k not in PARAMETERS and k != "messages"
+    )
 
 
 def _json_bytes(value: object) -> int:
@@ -164,7 +195,8 @@ def _cheap_worst(spec: Spec, route: Route, prompt: str) -> float | None:
 
 
 def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
-    """The most a call of leaf arm ``name`` costs with ``prompt`` (and ``more`` tokens of it unknown yet)."""
+    """The most a call of leaf arm ``name`` costs with ``prompt`` (and
+    ``more`` tokens of it unknown yet)."""
     if unbounded(spec, name) is not None:
         return None
     arm = spec.arms[name]
@@ -173,7 +205,9 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
         # judge's may be (a byte a token).
         return item_worst(spec, name, prompt + " " * more)
     per_input, per_output = spec.pricing[name]
-    return ((input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output) / 1e6
+    return (
+        (input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output
+    ) / 1e6
 
 
 def _answer_cap(spec: Spec, name: str) -> int | None:

@@ -38,8 +38,8 @@ class Command:
 
 
 class OutputClosed(BrokenPipeError):
-    """The reader of our standard output went away (``echo-bench report F | head``): told apart from a
-    broken pipe to a provider, which is an error of the command."""
+    """The reader of our standard output went away (``echo-bench report F | head``): told apart from
+    a broken pipe to a provider, which is an error of the command."""
 
 
 def say(text: str, err: bool = False) -> None:
@@ -48,7 +48,9 @@ def say(text: str, err: bool = False) -> None:
     safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
     try:
         # A text that ends its own lines (CSV) gets no LF after: its last line ends in CR LF too.
-        print(safe, end="" if safe.endswith("\r\n") else "\n", file=sys.stderr if err else sys.stdout)
+        print(
+            safe, end="" if safe.endswith("\r\n") else "\n", file=sys.stderr if err else sys.stdout
+        )
     except BrokenPipeError as exc:
         raise OutputClosed(*exc.args) from exc
 
@@ -71,9 +73,12 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.commands: Mapping[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+        # the subcommands' parsers, by name
+        self.commands: Mapping[str, argparse.ArgumentParser] = {}
 
-    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> Any:
         """As argparse, but an argument no subcommand knows is refused with that subcommand's usage
         (argparse gives the top level's, which lists only the subcommands' names)."""
         found, extra = self.parse_known_args(args, namespace)
@@ -83,8 +88,11 @@ class Parser(argparse.ArgumentParser):
         return found
 
 
-def number(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite float in the range (``open_low``/``open_high`` exclude the ends)."""
+def number(
+    low: float, high: float, *, open_low: bool = False, open_high: bool = False
+) -> Callable[[str], float]:
+    """An argparse type: a finite float in the range
+    (``open_low``/``open_high`` exclude the ends)."""
     left, right = "(" if open_low else "[", ")" if open_high else "]"
     want = f"a number in {left}{low:g}, {high:g}{right}"
 
@@ -93,7 +101,9 @@ def number(low: float, high: float, *, open_low: bool = False, open_high: bool =
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number; want {want}") from None
-        inside = (low < value if open_low else low <= value) and (value < high if open_high else value <= high)
+        inside = (low < value if open_low else low <= value) and (
+            value < high if open_high else value <= high
+        )
         if not math.isfinite(value) or not inside:  # nan compares false both ways: refused here too
             raise argparse.ArgumentTypeError(f"{text!r} is not {want}")
         return value
@@ -136,7 +146,9 @@ def output_file(text: str) -> Path:
         raise argparse.ArgumentTypeError("an empty path")
     path = Path(text)
     if path.exists() and not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a regular file; the output would replace it")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} exists and is not a regular file; the output would replace it"
+        )
     return path
 
 
@@ -151,9 +163,9 @@ def output_dir(text: str) -> Path:
 
 
 def input_file(text: str) -> Path:
-    """An argparse type: a file a command reads (a results file). A FIFO, device, socket or directory
-    is refused at once: opening a FIFO for reading waits for a writer, so ``report FIFO`` hung.
-    A missing file is the reader's to name (it says which of several is missing)."""
+    """An argparse type: a file a command reads (a results file). A FIFO, device, socket or
+    directory is refused at once: opening a FIFO for reading waits for a writer, so ``report FIFO``
+    hung. A missing file is the reader's to name (it says which of several is missing)."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     why = refusal(text)

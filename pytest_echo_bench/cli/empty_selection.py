@@ -23,14 +23,25 @@ def nothing_selected(what: str, loaded: Sequence[tuple[Spec, int]]) -> str:
     """``what`` (``selection_words``) selected none of the items of ``loaded`` (each spec with its
     item count): the message names every benchmark, its spec file and its arms."""
     total = sum(count for _, count in loaded)
-    shown = "; ".join(f"{spec.benchmark} ({Path(spec.path).name}): {', '.join(spec.arms)}" for spec, _ in loaded)
-    return (f"echo-bench: {what} selects none of the {total} item(s). Benchmarks and their arms: {shown}. "
-            "An item is named TASK[ARM]: -k ARM (or -m arm_ARM) selects an arm's items, -k BENCHMARK a benchmark's")
+    shown = "; ".join(
+        f"{spec.benchmark} ({Path(spec.path).name}): {', '.join(spec.arms)}" for spec, _ in loaded
+    )
+    return (
+        f"echo-bench: {what} selects none of the {total} item(s). Benchmarks and their arms: "
+        f"{shown}. "
+        "An item is named TASK[ARM]: -k ARM (or -m arm_ARM) selects an arm's items, -k "
+        "BENCHMARK a benchmark's"
+    )
 
 
-def estimate_note(spec_files: Sequence[Path], keyword: str | None, shard: tuple[int, int] | None) -> str:
+def estimate_note(
+    spec_files: Sequence[Path], keyword: str | None, shard: tuple[int, int] | None
+) -> str:
     """``echo-bench estimate``'s message for a ``-k`` or shard that selects no item (the run's)."""
-    unique = {path.resolve(): path for path in spec_files}  # as the estimate counts them: one spec once
+    # as the estimate counts them: one spec once
+    unique = {path.resolve(): path for path in spec_files}
     loaded = [load_benchmark(path) for path in unique.values()]
     counts = [(spec, len(examples) * len(spec.arms) * spec.epochs) for spec, examples in loaded]
-    return nothing_selected(selection_words(keyword, None, f"{shard[0]}/{shard[1]}" if shard else None), counts)
+    return nothing_selected(
+        selection_words(keyword, None, f"{shard[0]}/{shard[1]}" if shard else None), counts
+    )

@@ -1,5 +1,6 @@
 """``echo-bench estimate``: the items a run would select (``-k``, ``--bench-shard``) and their
-calls and cost (``budget.estimate``), with what the cache and earlier results files show, as text or JSON."""
+calls and cost (``budget.estimate``), with what the cache and earlier
+results files show, as text or JSON."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ Item = tuple[Example, str, int]  # (example, arm, epoch)
 
 
 def shard_arg(text: str) -> tuple[int, int]:
-    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's environment (a Slurm
-    array task's or an Indexed Job pod's), resolved exactly as the run's ``--bench-shard`` is."""
+    """An argparse type: ``K/N`` with 1 <= K <= N, or ``auto`` from this process's
+    environment (a Slurm array task's or an Indexed Job pod's), resolved exactly as
+    the run's ``--bench-shard`` is."""
     try:
         parsed = resolve_shard(text, os.environ)
     except ValueError as exc:
@@ -57,7 +59,8 @@ def shard_arg(text: str) -> tuple[int, int]:
 
 
 def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
-    """The node name ``plugin.collect.item_name`` gives (pytest is not imported here; a test holds them equal)."""
+    """The node name ``plugin.collect.item_name`` gives (pytest is not imported
+    here; a test holds them equal)."""
     return f"{task}[{arm}]" if epochs <= 1 else f"{task}[{arm}-e{epoch}]"
 
 
@@ -85,7 +88,11 @@ def select(spec: Spec, examples: list[Example], rootdir: Path, keyword: Matcher,
             for epoch in range(1, spec.epochs + 1):
                 if shard and shard_of((spec.benchmark, ex.id, arm, epoch), shard[1]) != shard[0]:
                     continue
-                if keyword(item_keywords(item_name(name, arm, epoch, spec.epochs), path.name, folders, marks)):
+                if keyword(
+                    item_keywords(
+                        item_name(name, arm, epoch, spec.epochs), path.name, folders, marks
+                    )
+                ):
                     chosen.append((ex, arm, epoch))
     return chosen
 
@@ -109,7 +116,8 @@ def seen_in_results(files: Iterable[Path], benchmarks: Iterable[str]) -> dict[st
 
 def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
     """Each ``--results`` file must be a results file (read strictly: a line that is not a row is a
-    StoreError naming it) of a benchmark being estimated: one of another teaches nothing, silently."""
+    StoreError naming it) of a benchmark being estimated: one of
+    another teaches nothing, silently."""
     for path in files:
         held: set[str] = set()
         default = ""
@@ -125,8 +133,10 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
             held.add(row_key(data, default)[0])
         held.discard("")
         if held and not held & benchmarks:
-            raise StoreError(f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
-                             f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate")
+            raise StoreError(
+                f"{path}: a results file of benchmark {', '.join(sorted(held))}, not of "
+                f"{', '.join(sorted(benchmarks))}: nothing in it applies to this estimate"
+            )
 
 
 class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
@@ -144,8 +154,13 @@ def _note_row(seen: Seen, row: SeenRow) -> None:
         seen.add_seconds(row.arm, float(wall))
 
 
-def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
-                prompters: Mapping[str, Prompter] | None = None) -> Callable[[Call, Example, int], bool] | None:
+def cache_check(
+    spec: Spec,
+    items: list[Item],
+    path: Path | None,
+    seen: Seen,
+    prompters: Mapping[str, Prompter] | None = None,
+) -> Callable[[Call, Example, int], bool] | None:
     """Whether the response cache answers a call: every key of the items' calls looked up once;
     the usage of what it holds joins ``seen``."""
     if path is None or not path.is_file():  # no cache: nothing to look up (and nothing is created)
@@ -164,7 +179,9 @@ def cache_check(spec: Spec, items: list[Item], path: Path | None, seen: Seen,
     wanted: dict[str, str] = {}  # cache key -> the arm it would answer
     plans: Plans = {}
     for example, arm, epoch in items:
-        for call in arm_paths(spec, arm, example.input, example.input, plans, own_prompts(prompters, example)).worst:
+        for call in arm_paths(
+            spec, arm, example.input, example.input, plans, own_prompts(prompters, example)
+        ).worst:
             k = key(call, example, epoch)
             if k is not None:
                 wanted[k] = call.arm
@@ -190,8 +207,9 @@ class Options:
 def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     """The estimate as plain JSON data (the ``--format json`` output)."""
     matcher = parse_keyword(opts.keyword)
-    # One spec named twice is collected once by pytest (as one path); and each is checked as collection
-    # checks it (scorer, providers' options), so what the run refuses is refused here too.
+    # One spec named twice is collected once by pytest (as one path); and each is
+    # checked as collection checks it (scorer, providers' options), so what the
+    # run refuses is refused here too.
     unique: dict[Path, Path] = {}
     for path in spec_files:
         unique.setdefault(path.resolve(), path)
@@ -211,7 +229,11 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
         seconds = None if seconds is None or wall is None else seconds + wall
         for est in ests:
             arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
-        benchmarks[spec.benchmark] = {**totals(ests), "seconds": finite(wall), "arms": list(spec.arms)}
+        benchmarks[spec.benchmark] = {
+            **totals(ests),
+            "seconds": finite(wall),
+            "arms": list(spec.arms),
+        }
         every += ests
     return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
             "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
@@ -241,17 +263,33 @@ def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
             low += est.cost_low or 0.0
             high += est.cost_high or 0.0
     known = all(e.calls_known for e in ests if e.items)
-    return {"items": sum(e.items for e in ests), "calls_max": sum(e.calls_max for e in ests) if known else None,
-            "cost_usd": {"low": finite(low) if known_low else None, "high": finite(high) if known_high else None}}
+    return {
+        "items": sum(e.items for e in ests),
+        "calls_max": sum(e.calls_max for e in ests) if known else None,
+        "cost_usd": {
+            "low": finite(low) if known_low else None,
+            "high": finite(high) if known_high else None,
+        },
+    }
 
 
 def arm_json(est: ArmEstimate) -> dict[str, Any]:
     unknown = est.calls_max and not est.priced
-    return {"items": est.items, "calls_min": est.calls_min, "calls_max": est.calls_max if est.calls_known else None, "cached_calls": est.cached,
-            "prompt_tokens": est.prompt_tokens,
-            "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
-            "cost_usd": {"low": None if unknown else finite(est.cost_low), "high": None if unknown else finite(est.cost_high)},
-            "priced": est.priced, "calls_known": est.calls_known, "seconds_per_item": finite(est.seconds_per_item)}
+    return {
+        "items": est.items,
+        "calls_min": est.calls_min,
+        "calls_max": est.calls_max if est.calls_known else None,
+        "cached_calls": est.cached,
+        "prompt_tokens": est.prompt_tokens,
+        "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
+        "cost_usd": {
+            "low": None if unknown else finite(est.cost_low),
+            "high": None if unknown else finite(est.cost_high),
+        },
+        "priced": est.priced,
+        "calls_known": est.calls_known,
+        "seconds_per_item": finite(est.seconds_per_item),
+    }
 
 
 def default_cache(rootdir: Path, text: str | None) -> Path | None:
@@ -263,9 +301,13 @@ def default_cache(rootdir: Path, text: str | None) -> Path | None:
 
 def text_lines(data: dict[str, Any]) -> list[str]:
     """The estimate for a terminal: one line per arm, then the totals."""
-    lines = [f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} {'cost high':>10} {'s/item':>8}"]
+    lines = [
+        f"{'arm':<24} {'items':>7} {'calls':>13} {'cached':>7} {'cost low':>10} "
+        f"{'cost high':>10} {'s/item':>8}"
+    ]
     for label, arm in data["arms"].items():
-        most = "?" if arm["calls_max"] is None else arm["calls_max"]  # a Python arm: its code decides its calls
+        # a Python arm: its code decides its calls
+        most = "?" if arm["calls_max"] is None else arm["calls_max"]
         calls = f"{arm['calls_min']}-{most}" if arm["calls_min"] != most else str(most)
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
@@ -273,11 +315,16 @@ def text_lines(data: dict[str, Any]) -> list[str]:
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
     most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
-    lines.append(f"total{shard}: {data['items']} items, at most {most} calls, "
-                 f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}")
-    lines.append(f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen so far (else 0), "
-                 "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
-                 "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)")
+    lines.append(
+        f"total{shard}: {data['items']} items, at most {most} calls, "
+        f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}"
+    )
+    lines.append(
+        f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen "
+        "so far (else 0), "
+        "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
+        "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)"
+    )
     return lines
 
 
@@ -304,9 +351,12 @@ def _duration(seconds: float | None) -> str:
 
 
 def arguments(e: argparse.ArgumentParser) -> None:
-    """``echo-bench estimate``'s arguments: the specs, and the run's options that change its items."""
+    """``echo-bench estimate``'s arguments: the specs, and the run's
+    options that change its items."""
     e.add_argument("specs", nargs="+", type=Path, help="Spec file(s)")
-    e.add_argument("-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects")
+    e.add_argument(
+        "-k", dest="keyword", metavar="EXPR", help="Only the items pytest's -k EXPR selects"
+    )
     e.add_argument("--bench-shard", metavar="K/N|auto", type=shard_arg,
                    help="Only shard K of N, or auto from a Slurm array's or an Indexed Job's "
                         "environment (as the run's --bench-shard)")
@@ -329,8 +379,15 @@ def handle(args: argparse.Namespace) -> int:
     """Print the estimate; a ``-k`` or shard selecting nothing is status 5, as the run's."""
     import json
 
-    opts = Options(args.keyword, args.bench_shard, tuple(args.results),
-                   default_cache(args.rootdir, args.cache), args.rootdir, args.concurrency, args.workers)
+    opts = Options(
+        args.keyword,
+        args.bench_shard,
+        tuple(args.results),
+        default_cache(args.rootdir, args.cache),
+        args.rootdir,
+        args.concurrency,
+        args.workers,
+    )
     data = estimate(args.specs, opts)
     if not data["items"] and (args.keyword or args.bench_shard):  # which arms there are, exit 5
         from pytest_echo_bench.cli.empty_selection import NOTHING_SELECTED, estimate_note

@@ -97,7 +97,8 @@ class _Parser:
 
 
 def parse_keyword(text: str | None) -> Matcher:
-    """The matcher of ``-k text``; ValueError naming the column for an expression pytest refuses too."""
+    """The matcher of ``-k text``; ValueError naming the column for an
+    expression pytest refuses too."""
     text = (text or "").lstrip()  # pytest strips the left only: "a " parses, as there
     if not text:
         return lambda names: True
@@ -108,7 +109,9 @@ def parse_keyword(text: str | None) -> Matcher:
     return matcher
 
 
-def item_keywords(name: str, spec_file: str, folders: Collection[str], marks: Collection[str]) -> frozenset[str]:
+def item_keywords(
+    name: str, spec_file: str, folders: Collection[str], marks: Collection[str]
+) -> frozenset[str]:
     """The names pytest's ``KeywordMatcher.from_item`` gives a benchmark item, lower-cased: its own
     name, its spec file's, the folders between the rootdir and the spec, and its marks' names."""
     return frozenset(n.lower() for n in (name, spec_file, *folders, *marks))

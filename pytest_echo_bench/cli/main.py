@@ -10,8 +10,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pytest_echo_bench.cli import estimate, export_logs, import_logs, merge, power, progress
-from pytest_echo_bench.cli import regrade, report, run
+from pytest_echo_bench.cli import (
+    estimate,
+    export_logs,
+    import_logs,
+    merge,
+    power,
+    progress,
+    regrade,
+    report,
+    run,
+)
 from pytest_echo_bench.cli.args import Command, OutputClosed, Parser, flush_stdout, say
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.store.safe_text import shown

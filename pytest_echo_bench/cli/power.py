@@ -8,8 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_echo_bench.analysis.design import (Design, PairedItem, estimate_design, items_clustered,
-                                               items_needed, paired_items)
+from pytest_echo_bench.analysis.design import (
+    Design,
+    PairedItem,
+    estimate_design,
+    items_clustered,
+    items_needed,
+    paired_items,
+)
 from pytest_echo_bench.analysis.power import mde, n_for_power
 from pytest_echo_bench.cli.args import Command, input_file, number, say, whole
 

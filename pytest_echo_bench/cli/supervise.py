@@ -31,7 +31,14 @@ from types import FrameType
 
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.spec.parse import parse_yaml, read_spec
-from pytest_echo_bench.store.files import DECIDED, NEEDS_FIXING, read_json, results_dir, stop_path, summary_path
+from pytest_echo_bench.store.files import (
+    DECIDED,
+    NEEDS_FIXING,
+    read_json,
+    results_dir,
+    stop_path,
+    summary_path,
+)
 from pytest_echo_bench.store.safe_text import shown
 
 RESUMABLE = {"exhausted", "incomplete", "worker-lost"}
@@ -65,13 +72,16 @@ def results_path(command: Sequence[str]) -> tuple[list[str], Path]:
             if arg.startswith(flag + "="):
                 return argv, Path(arg.split("=", 1)[1])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results_dir(Path(), create=False) / f"{stamp}_{'+'.join(benchmarks(argv))[:80] or 'supervised'}.jsonl"
+    path = (
+        results_dir(Path(), create=False)
+        / f"{stamp}_{'+'.join(benchmarks(argv))[:80] or 'supervised'}.jsonl"
+    )
     return argv + ["--bench-out", str(path)], path
 
 
 def benchmarks(command: Sequence[str]) -> list[str]:
-    """The benchmarks of the spec files (or the directories of them) a command names, sorted, as a plain
-    run names its file after them: each spec's ``benchmark:``, else its file's stem."""
+    """The benchmarks of the spec files (or the directories of them) a command names, sorted, as a
+    plain run names its file after them: each spec's ``benchmark:``, else its file's stem."""
     found: set[str] = set()
     for arg in command:
         where = Path(arg.split("::", 1)[0])
@@ -81,12 +91,18 @@ def benchmarks(command: Sequence[str]) -> list[str]:
 
 
 def _benchmark(spec: Path) -> str:
-    try:  # read as the run reads it (its size, nesting and aliases bounded); its errors are the run's to say
+    # read as the run reads it (its size, nesting and aliases bounded);
+    # its errors are the run's to say
+    try:
         data = parse_yaml(read_spec(spec), str(spec))[0]
     except (EchoBenchError, OSError, ValueError, RecursionError):
         data = None
     name = data.get("benchmark") if isinstance(data, dict) else None
-    return name if isinstance(name, str) and name and "/" not in name and name.isprintable() else spec.stem
+    return (
+        name
+        if isinstance(name, str) and name and "/" not in name and name.isprintable()
+        else spec.stem
+    )
 
 
 def resume_command(command: Sequence[str], path: Path) -> list[str]:
@@ -116,9 +132,11 @@ class Interrupts:
     def __init__(self, log: Log, grace_s: float = GRACE_S) -> None:
         self.log = log
         self.grace_s = max(grace_s, 0.0)
-        self.kill_after_s = min(KILL_AFTER_S, self.grace_s)  # a short grace asks for a quick stop throughout
+        # a short grace asks for a quick stop throughout
+        self.kill_after_s = min(KILL_AFTER_S, self.grace_s)
         self.received: list[int] = []
-        self.forced = False  # the run was killed, or not started: it printed no resume line of its own
+        # the run was killed, or not started: it printed no resume line of its own
+        self.forced = False
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Interrupts]:
@@ -144,7 +162,8 @@ class Interrupts:
         return signal.Signals(self.received[0]).name if self.received else ""
 
     def run(self, argv: list[str]) -> int:
-        """Run ``argv`` to its end, passing on each stop signal; its exit status (128 + N when killed by signal N)."""
+        """Run ``argv`` to its end, passing on each stop signal; its exit status
+        (128 + N when killed by signal N)."""
         if self.received:
             self.forced = True  # a signal came between two runs: start no other
             return 2
@@ -156,7 +175,8 @@ class Interrupts:
         return _exit_status(self._wait(proc))
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int:
-        """The run's exit status; each stop signal is passed on, and a run that outlasts the grace is killed."""
+        """The run's exit status; each stop signal is passed on, and a run
+        that outlasts the grace is killed."""
         forwarded = 0
         deadline: float | None = None
         escalation = [signal.SIGTERM, signal.SIGKILL]
@@ -171,25 +191,34 @@ class Interrupts:
             elif deadline is not None and time.monotonic() >= deadline:
                 self.forced = True
                 if not escalation:
-                    self.log(f"echo-bench run: the run (pid {proc.pid}) survived SIGKILL for {self.kill_after_s:g}s; "
-                             "leaving it")
+                    self.log(
+                        f"echo-bench run: the run (pid {proc.pid}) survived SIGKILL for "
+                        f"{self.kill_after_s:g}s; "
+                        "leaving it"
+                    )
                     return 2
                 sent = escalation.pop(0)
                 waited = self.grace_s if sent == signal.SIGTERM else self.kill_after_s
-                self.log(f"echo-bench run: the run did not stop within {waited:g}s; sending {sent.name}")
+                self.log(
+                    f"echo-bench run: the run did not stop within {waited:g}s; sending {sent.name}"
+                )
                 _signal_group(proc, sent)
                 deadline = time.monotonic() + self.kill_after_s
 
     def _pass_on(self, proc: subprocess.Popen[bytes], forwarded: int) -> int:
-        """Send the run one SIGINT for each stop signal not yet passed on; how many have been, now."""
+        """Send the run one SIGINT for each stop signal not yet
+        passed on; how many have been, now."""
         for signum in self.received[forwarded:]:
             _signal_group(proc, signal.SIGINT)
             got = signal.Signals(signum).name
             if forwarded:  # a second Ctrl-C means to the run what it means without a supervisor
                 self.log(f"echo-bench run: got {got} again; sent the run SIGINT once more")
             else:
-                self.log(f"echo-bench run: got {got}; sent the run (pid {proc.pid}) SIGINT; waiting up to "
-                         f"{self.grace_s:g}s for it to stop; not resuming")
+                self.log(
+                    f"echo-bench run: got {got}; sent the run (pid {proc.pid}) SIGINT; "
+                    "waiting up to "
+                    f"{self.grace_s:g}s for it to stop; not resuming"
+                )
             forwarded += 1
         return forwarded
 
@@ -211,18 +240,33 @@ def supervise(
 ) -> int:
     """Run ``command`` until the sweep completes; return the sweep's final exit status.
 
-    ``run`` and ``sleep`` default to the signal-aware ones; a stop signal ends supervision either way.
-    Every line reaches ``log`` escaped (``shown``, line feeds too): it may quote a provider's stop
-    message, which may hold ESC, OSC or bidi characters, or a line feed drawing a line of its own.
+    ``run`` and ``sleep`` default to the signal-aware ones; a stop signal ends supervision
+    either way. Every line reaches ``log`` escaped (``shown``, line feeds too): it may
+    quote a provider's stop message, which may hold ESC, OSC or bidi characters, or a line
+    feed drawing a line of its own.
     """
     log = _escaped(log)
     with Interrupts(log, grace_s).installed() as interrupts:
-        return _supervise(command, max_retries, backoff_s, log, run or interrupts.run, sleep or interrupts.sleep,
-                          interrupts)
+        return _supervise(
+            command,
+            max_retries,
+            backoff_s,
+            log,
+            run or interrupts.run,
+            sleep or interrupts.sleep,
+            interrupts,
+        )
 
 
-def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: Log,
-               run: Callable[[list[str]], int], sleep: Callable[[float], None], interrupts: Interrupts) -> int:
+def _supervise(
+    command: Sequence[str],
+    max_retries: int,
+    backoff_s: float,
+    log: Log,
+    run: Callable[[list[str]], int],
+    sleep: Callable[[float], None],
+    interrupts: Interrupts,
+) -> int:
     argv, path = results_path(command)
     # Printed to be pasted anywhere: the command's relative paths start in this directory.
     resume = f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(resume_command(command, path))}"
@@ -230,62 +274,103 @@ def _supervise(command: Sequence[str], max_retries: int, backoff_s: float, log: 
     while True:  # every pass returns, or resumes once more: at most max_retries resumes
         attempt += 1
         remaining = read_json(summary_path(path)).get("remaining")
-        left = f"{remaining} items remaining" if attempt > 1 and remaining is not None else "starting"
+        left = (
+            f"{remaining} items remaining" if attempt > 1 and remaining is not None else "starting"
+        )
         log(f"echo-bench run: attempt {attempt} at {_now()} ({left}): {shlex.join(argv)}")
         status = run(argv)
         if interrupts.received:
             return _interrupted(interrupts, status, path, resume)
         marker = read_json(stop_path(path)) if status in (0, 2) else {}
         reason = str(marker.get("reason", ""))
-        if status == 0 and reason == DECIDED:  # exit 0, but not complete: stopped on purpose, the rest not run
-            log(f"echo-bench run: stopped: decided ({marker.get('message', '')}) after {attempt} attempt(s); "
-                f"the rest of the sweep is not run (to run it: {resume}): {path}")
+        # exit 0, but not complete: stopped on purpose, the rest not run
+        if status == 0 and reason == DECIDED:
+            log(
+                f"echo-bench run: stopped: decided ({marker.get('message', '')}) after "
+                f"{attempt} attempt(s); "
+                f"the rest of the sweep is not run (to run it: {resume}): {path}"
+            )
             return 0
         if status == 0:
             log(f"echo-bench run: sweep complete after {attempt} attempt(s): {path}")
             return 0
         if reason in NEEDS_FIXING:
-            log(f"echo-bench run: the run stopped ({reason}: {marker.get('message', '')}); not resuming: waiting "
-                f"would not fix this; fix it, then run: {resume}")
+            log(
+                f"echo-bench run: the run stopped ({reason}: {marker.get('message', '')}); "
+                "not resuming: waiting "
+                f"would not fix this; fix it, then run: {resume}"
+            )
             return status
         if reason not in RESUMABLE:
-            why = f"stopped ({reason}: {marker.get('message', '')})" if reason else f"exited with status {status}"
-            log(f"echo-bench run: the run {why}; not resuming (only exhaustion, incomplete items and a lost worker are)")
+            why = (
+                f"stopped ({reason}: {marker.get('message', '')})"
+                if reason
+                else f"exited with status {status}"
+            )
+            log(
+                f"echo-bench run: the run {why}; not resuming (only exhaustion, incomplete "
+                "items and a lost worker are)"
+            )
             return status
         if attempt > max_retries:
-            log(f"echo-bench run: {reason} again and all {max_retries} retries used; resume later with: {resume}")
+            log(
+                f"echo-bench run: {reason} again and all {max_retries} retries used; resume "
+                f"later with: {resume}"
+            )
             return status
         wait, until = (0.0, "") if reason in NO_WAIT else _wait(marker, backoff_s, time.time())
-        log(f"echo-bench run: {reason}: {marker.get('message', '')}; waiting {wait:g}s{until} before resuming")
+        log(
+            f"echo-bench run: {reason}: {marker.get('message', '')}; waiting "
+            f"{wait:g}s{until} before resuming"
+        )
         sleep(wait)
         if interrupts.received:
-            log(f"echo-bench run: got {interrupts.name()} during the backoff; not resuming; resume later with: {resume}")
+            log(
+                f"echo-bench run: got {interrupts.name()} during the backoff; not resuming; "
+                f"resume later with: {resume}"
+            )
             return 2
         argv = resume_command(argv, path)
 
 
 def _wait(marker: dict[str, object], backoff_s: float, now: float) -> tuple[float, str]:
-    """How long to wait before resuming, and how the log says why: until the provider's reset, or the backoff."""
+    """How long to wait before resuming, and how the log says why: until the
+    provider's reset, or the backoff."""
     resume_at = marker.get("resume_at")
-    if marker.get("reason") != "exhausted" or not isinstance(resume_at, (int, float)) or isinstance(resume_at, bool):
+    if (
+        marker.get("reason") != "exhausted"
+        or not isinstance(resume_at, (int, float))
+        or isinstance(resume_at, bool)
+    ):
         return backoff_s, ""
     left = float(resume_at) - now
-    # A hand-edited or misread time (NaN, far future, long past) is not trusted: the backoff applies.
+    # A hand-edited or misread time (NaN, far future, long past) is
+    # not trusted: the backoff applies.
     if not math.isfinite(left) or not -MAX_RESET_WAIT_S <= left <= MAX_RESET_WAIT_S:
         return backoff_s, ""
-    stamp = datetime.fromtimestamp(float(resume_at), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    stamp = (
+        datetime.fromtimestamp(float(resume_at), UTC)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z")
+    )
     return round(max(left, 0.0) + RESET_MARGIN_S, 1), f" (the provider's window resets at {stamp})"
 
 
 def _interrupted(interrupts: Interrupts, status: int, path: Path, resume: str) -> int:
-    """The end of supervision after a stop signal: the run's own status, or 2 when it had to be killed."""
+    """The end of supervision after a stop signal: the run's own status,
+    or 2 when it had to be killed."""
     if status == 0:
         interrupts.log(f"echo-bench run: sweep complete as {interrupts.name()} came: {path}")
         return 0
-    if interrupts.forced:  # pytest had no chance to print its resume line; the file resumes all the same
-        interrupts.log(f"echo-bench run: stopped by {interrupts.name()}; resume later with: {resume}")
+    # pytest had no chance to print its resume line; the file resumes all the same
+    if interrupts.forced:
+        interrupts.log(
+            f"echo-bench run: stopped by {interrupts.name()}; resume later with: {resume}"
+        )
         return 2
-    interrupts.log(f"echo-bench run: stopped by {interrupts.name()}; the run exited with status {status}")
+    interrupts.log(
+        f"echo-bench run: stopped by {interrupts.name()}; the run exited with status {status}"
+    )
     return status
 
 
@@ -294,7 +379,8 @@ def _escaped(log: Log) -> Log:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Signal the run's process group (the run is its leader), as a terminal would, so xdist workers get it too."""
+    """Signal the run's process group (the run is its leader), as a terminal
+    would, so xdist workers get it too."""
     with contextlib.suppress(ProcessLookupError):  # the group has already gone
         os.killpg(proc.pid, signum)
 

@@ -25,7 +25,8 @@ from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.paths import open_regular, refusal
 
-MAX_LINE_BYTES = 16 << 20  # one JSONL item, newline included: far above any real one, far below memory
+# one JSONL item, newline included: far above any real one, far below memory
+MAX_LINE_BYTES = 16 << 20
 
 
 def _text(value: Any, key: str, fail: Callable[[str], Exception]) -> str:
@@ -35,8 +36,11 @@ def _text(value: Any, key: str, fail: Callable[[str], Exception]) -> str:
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise fail(f"{key} holds bytes that are not UTF-8 text (byte 0x{value[exc.start]:02x} at offset "
-                       f"{exc.start})") from None
+            raise fail(
+                f"{key} holds bytes that are not UTF-8 text (byte 0x{value[exc.start]:02x} "
+                "at offset "
+                f"{exc.start})"
+            ) from None
     if not isinstance(value, (dict, list)):
         return str(value)
     try:
@@ -51,13 +55,19 @@ def _from_record(record: Any, fail: Callable[[str], Exception]) -> Example:
     for key in ("id", "input", "target"):
         if key not in record or record[key] is None:
             raise fail(f"item is missing {key!r}{_fields_hint(record)}")
-    metadata = record.get("metadata") or {k: v for k, v in record.items() if k not in ("id", "input", "target", "subtask")}
+    metadata = record.get("metadata") or {
+        k: v for k, v in record.items() if k not in ("id", "input", "target", "subtask")
+    }
     if not isinstance(metadata, dict):
         raise fail(f"metadata must be a mapping, got {type(metadata).__name__}")
     subtask = record.get("subtask")
-    return Example(_text(record["id"], "id", fail), _text(record["input"], "input", fail),
-                   _text(record["target"], "target", fail),
-                   str(subtask) if subtask is not None else None, dict(metadata) if metadata else NO_METADATA)
+    return Example(
+        _text(record["id"], "id", fail),
+        _text(record["input"], "input", fail),
+        _text(record["target"], "target", fail),
+        str(subtask) if subtask is not None else None,
+        dict(metadata) if metadata else NO_METADATA,
+    )
 
 
 def _fields_hint(record: dict[str, Any]) -> str:
@@ -81,7 +91,9 @@ def inline(spec: Spec) -> list[Example]:
         raise spec.error("inline loader needs a non-empty 'items' list", "dataset", "items")
     for i, rec in enumerate(items):
         if not isinstance(rec, dict):
-            raise spec.error("an item must be a mapping with id, input and target", "dataset", "items", i)
+            raise spec.error(
+                "an item must be a mapping with id, input and target", "dataset", "items", i
+            )
     if mapped(spec):
         start, end = window(spec)
         return to_examples(spec, items[start:end], start, "items")
@@ -94,7 +106,8 @@ def inline(spec: Spec) -> list[Example]:
 
 
 def dataset_path(spec: Spec, want: str = "file") -> Path:
-    """The dataset's ``path`` (relative to the spec): an existing regular file, or directory when ``want`` says so."""
+    """The dataset's ``path`` (relative to the spec): an existing regular file, or
+    directory when ``want`` says so."""
     raw = spec.dataset.get("path")
     if not isinstance(raw, str) or not raw:
         raise spec.error("this loader needs a 'path'", "dataset", "path")
@@ -104,8 +117,10 @@ def dataset_path(spec: Spec, want: str = "file") -> Path:
     if not path.exists():
         if spec.dataset.get("optional") is True:
             # An example spec shipped for data the user may not have: skip it, do not fail the run.
-            raise UnavailableError(f"dataset not found: {path} ({spec.path.name} marks it optional; "
-                                   "set the path to run this benchmark)")
+            raise UnavailableError(
+                f"dataset not found: {path} ({spec.path.name} marks it optional; "
+                "set the path to run this benchmark)"
+            )
         raise spec.error(f"dataset not found: {path}", "dataset", "path")
     why = refusal(path, want)
     if why is not None:
@@ -114,16 +129,25 @@ def dataset_path(spec: Spec, want: str = "file") -> Path:
 
 
 def _lines(spec: Spec, path: Path) -> Iterator[tuple[int, bytes]]:
-    """The lines of regular file ``path``, numbered from 1, each read with at most MAX_LINE_BYTES in memory."""
+    """The lines of regular file ``path``, numbered from 1, each read with at
+    most MAX_LINE_BYTES in memory."""
     try:
-        fd = open_regular(path, lambda why: spec.error(f"dataset path {path} {why}", "dataset", "path"))
+        fd = open_regular(
+            path, lambda why: spec.error(f"dataset path {path} {why}", "dataset", "path")
+        )
     except OSError as exc:
-        raise spec.error(f"cannot read dataset {path}: {exc.strerror or exc}", "dataset", "path") from exc
+        raise spec.error(
+            f"cannot read dataset {path}: {exc.strerror or exc}", "dataset", "path"
+        ) from exc
     with os.fdopen(fd, "rb") as f:
         for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
-                raise spec.error(f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes; one item per "
-                                 "line, each a JSON object", "dataset", "path")
+                raise spec.error(
+                    f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes; one item per "
+                    "line, each a JSON object",
+                    "dataset",
+                    "path",
+                )
             yield lineno, raw
 
 
@@ -131,10 +155,12 @@ def jsonl(spec: Spec) -> list[Example]:
     path = dataset_path(spec)
     examples: list[Example] = []
     records: list[dict[str, Any]] = []
-    for lineno, raw in _lines(spec, path):  # decoded per line, so a stray byte is reported with its line
+    # decoded per line, so a stray byte is reported with its line
+    for lineno, raw in _lines(spec, path):
         def fail(m: str, lineno: int = lineno) -> Exception:
             return spec.error(f"{path}:{lineno}: {m}", "dataset", "path")
-        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # a byte order mark is no part of the item
+        # a byte order mark is no part of the item
+        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
             raw = raw[len(codecs.BOM_UTF8):]
         try:
             line = raw.decode("utf-8")
@@ -144,7 +170,8 @@ def jsonl(spec: Spec) -> list[Example]:
             continue
         try:
             record = json.loads(line)
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; [[[[... nested 100,000 deep
+        # a 5,000-digit number; [[[[... nested 100,000 deep
+        except (ValueError, RecursionError) as exc:
             raise fail(f"not valid JSON ({getattr(exc, 'msg', None) or exc})") from exc
         if not mapped(spec):
             examples.append(_from_record(record, fail))
@@ -170,6 +197,8 @@ def window(spec: Spec) -> tuple[int, int | None]:
     start = spec.dataset.get("start", 0)
     limit = spec.dataset.get("limit", spec.dataset.get("n_per_subtask"))
     for key, value in (("start", start), ("limit", limit)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
             raise spec.error(f"must be a whole number >= 0, got {value!r}", "dataset", key)
     return start, None if limit is None else start + limit

@@ -32,21 +32,33 @@ _FIELDS = ("fields", "choices", "shuffle_choices", "target_kind")  # ``datasets.
 LOADER_KEYS: dict[str, tuple[str, ...]] = {
     "inline": ("items", *_WINDOW, *_FIELDS),
     "jsonl": ("path", "optional", *_WINDOW, *_FIELDS),
-    "parquet": ("path", "optional", "split", "config", *_WINDOW, *_FIELDS),  # split, config: refused, saying why
+    # split, config: refused, saying why
+    "parquet": ("path", "optional", "split", "config", *_WINDOW, *_FIELDS),
     "hf": ("path", "name", "split", "config", "optional", *_WINDOW, *_FIELDS),
     "bbh": ("path", "subtasks", "cot_prompts", "optional", "n_per_subtask", *_WINDOW),
     "humaneval": ("optional", *_WINDOW),
-    "mmlu_pro": ("path", "categories", "dev_path", "shots", "allow_fewer_shots", "optional", "n_per_subtask", *_WINDOW),
+    "mmlu_pro": (
+        "path",
+        "categories",
+        "dev_path",
+        "shots",
+        "allow_fewer_shots",
+        "optional",
+        "n_per_subtask",
+        *_WINDOW,
+    ),
 }
 
 
-# What loading each spec warned (``DatasetWarning``): with a cache, the run loads a spec once, before
-# collection, where pytest does not capture warnings; collection shows them on the spec's node.
+# What loading each spec warned (``DatasetWarning``): with a cache, the run loads a
+# spec once, before collection, where pytest does not capture warnings; collection
+# shows them on the spec's node.
 LOAD_WARNINGS: dict[Path, list[str]] = {}
 
 
 def load_benchmark(path: Path, cache: dict[Path, Loaded] | None = None) -> Loaded:
-    """Spec and examples of ``path``, parsed once per run (the controller and collection share it)."""
+    """Spec and examples of ``path``, parsed once per run (the
+    controller and collection share it)."""
     if cache is not None and path in cache:
         return cache[path]
     spec = load_spec(path)
@@ -54,7 +66,8 @@ def load_benchmark(path: Path, cache: dict[Path, Loaded] | None = None) -> Loade
         warnings.simplefilter("always")
         examples = load_examples(spec)
     LOAD_WARNINGS[path] = [str(w.message) for w in caught if issubclass(w.category, DatasetWarning)]
-    for w in caught:  # as they were; a DatasetWarning only where no collection will show it (the commands)
+    # as they were; a DatasetWarning only where no collection will show it (the commands)
+    for w in caught:
         if cache is None or not issubclass(w.category, DatasetWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     loaded = (spec, examples)
@@ -67,7 +80,11 @@ def load_examples(spec: Spec) -> list[Example]:
     """Load and check the dataset of ``spec``: ids unique, inputs and targets present."""
     name = spec.dataset.get("loader")
     if not isinstance(name, str) or name not in LOADERS:
-        raise spec.error(f"unknown loader {name!r}; known loaders: {', '.join(sorted(LOADERS))}", "dataset", "loader")
+        raise spec.error(
+            f"unknown loader {name!r}; known loaders: {', '.join(sorted(LOADERS))}",
+            "dataset",
+            "loader",
+        )
     check_keys(spec, name)
     examples = LOADERS[name](spec)
     _check_unique(spec, examples)
@@ -79,14 +96,20 @@ def check_keys(spec: Spec, loader: str) -> None:
     known = {"loader", *LOADER_KEYS.get(loader, ())}
     unknown = sorted(set(map(str, spec.dataset)) - known)
     if unknown:
-        raise spec.error(f"unknown key {unknown[0]!r} for loader {loader}; known keys: {', '.join(sorted(known))}",
-                         "dataset", unknown[0])
+        raise spec.error(
+            f"unknown key {unknown[0]!r} for loader {loader}; known keys: "
+            f"{', '.join(sorted(known))}",
+            "dataset",
+            unknown[0],
+        )
 
 
 def _check_unique(spec: Spec, examples: list[Example]) -> None:
     seen: set[str] = set()
     for i, ex in enumerate(examples):
         if ex.id in seen:
-            raise spec.error(f"duplicate task id {ex.id!r} (item {i}); every id must be unique", "dataset")
+            raise spec.error(
+                f"duplicate task id {ex.id!r} (item {i}); every id must be unique", "dataset"
+            )
         seen.add(ex.id)
 

@@ -1,7 +1,7 @@
-"""Records from a plain data file: JSON (a list, or a mapping holding one), gzipped JSON, JSON Lines,
-CSV, Parquet and Arrow. Every format is read from a regular file of at most ``MAX_FILE_BYTES``
-(``store.paths``: a FIFO or a device is refused unopened); Parquet and Arrow need ``pyarrow``, an
-optional extra, named in the message when it is missing.
+"""Records from a plain data file: JSON (a list, or a mapping holding one), gzipped JSON, JSON
+Lines, CSV, Parquet and Arrow. Every format is read from a regular file of at most
+``MAX_FILE_BYTES`` (``store.paths``: a FIFO or a device is refused unopened); Parquet and Arrow need
+``pyarrow``, an optional extra, named in the message when it is missing.
 
 Only the records of the window a spec asks for (``start``, ``limit``) become Python values: Parquet
 and Arrow are read a batch at a time and the reading stops at the window's end, CSV and JSON Lines a
@@ -26,12 +26,20 @@ from typing import Any
 from pytest_echo_bench.store.paths import read_regular
 
 Fail = Callable[[str], Exception]
-MAX_FILE_BYTES = 512 << 20  # MMLU-Pro's test set with outputs is 4 MB gzipped; this only stops a wrong path
+# MMLU-Pro's test set with outputs is 4 MB gzipped; this only stops a wrong path
+MAX_FILE_BYTES = 512 << 20
 MAX_INFLATED_BYTES = 2 << 30  # a gzipped file inflates within this; a gzip bomb stops here
-_LIST_KEYS = ("outputs", "data", "examples", "records", "rows")  # where a JSON mapping keeps its records
+# where a JSON mapping keeps its records
+_LIST_KEYS = ("outputs", "data", "examples", "records", "rows")
 
-FORMATS = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet", ".arrow": "arrow",
-           ".feather": "arrow"}
+FORMATS = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+}
 
 
 def file_format(path: Path) -> str | None:
@@ -42,11 +50,17 @@ def file_format(path: Path) -> str | None:
     return next((kind for ext, kind in FORMATS.items() if name.endswith(ext)), None)
 
 
-def read_table(path: Path, fail: Fail, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-    """The records ``start`` to ``end`` (None: the last) of ``path``, each a mapping of column to value."""
+def read_table(
+    path: Path, fail: Fail, start: int = 0, end: int | None = None
+) -> list[dict[str, Any]]:
+    """The records ``start`` to ``end`` (None: the last) of ``path``,
+    each a mapping of column to value."""
     kind = file_format(path)
     if kind is None:
-        raise fail(f"cannot tell the format of {path.name}: name it .json, .json.gz, .jsonl, .csv, .parquet or .arrow")
+        raise fail(
+            f"cannot tell the format of {path.name}: name it .json, .json.gz, .jsonl, .csv, "
+            ".parquet or .arrow"
+        )
     data = _bytes(path, fail)
     if kind in ("parquet", "arrow"):
         return _columnar(kind, data, fail, start, end)
@@ -98,7 +112,10 @@ def _json(text: str, fail: Fail) -> list[Any]:
     if isinstance(data, dict):
         data = next((data[k] for k in _LIST_KEYS if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
-        raise fail(f"holds no list of records (a JSON list, or a mapping with one of {', '.join(_LIST_KEYS)})")
+        raise fail(
+            "holds no list of records (a JSON list, or a mapping with one of "
+            f"{', '.join(_LIST_KEYS)})"
+        )
     return data
 
 
@@ -110,7 +127,9 @@ def _json_lines(text: str, fail: Fail) -> Iterator[Any]:
         try:
             yield json.loads(line)
         except (ValueError, RecursionError) as exc:
-            raise fail(f"line {lineno} is not valid JSON ({getattr(exc, 'msg', None) or exc})") from None
+            raise fail(
+                f"line {lineno} is not valid JSON ({getattr(exc, 'msg', None) or exc})"
+            ) from None
 
 
 def _csv(text: str) -> Iterator[Any]:
@@ -128,11 +147,17 @@ def pyarrow(fail: Fail, what: str) -> ModuleType:
 BATCH_ROWS = 4096  # rows of a Parquet or Arrow file made Python values at a time
 
 
-def _columnar(kind: str, data: bytes, fail: Fail, start: int, end: int | None) -> list[dict[str, Any]]:
+def _columnar(
+    kind: str, data: bytes, fail: Fail, start: int, end: int | None
+) -> list[dict[str, Any]]:
     pa = pyarrow(fail, f"reading a .{kind} file")
     records: list[dict[str, Any]] = []
     try:
-        unread, batches = _parquet_batches(pa, data, start) if kind == "parquet" else (0, _arrow_batches(pa, data))
+        unread, batches = (
+            _parquet_batches(pa, data, start)
+            if kind == "parquet"
+            else (0, _arrow_batches(pa, data))
+        )
         skipped = start - unread  # rows still to skip once the batches start
         for batch in batches:
             if end is not None and len(records) >= end - start:
@@ -140,7 +165,11 @@ def _columnar(kind: str, data: bytes, fail: Fail, start: int, end: int | None) -
             if skipped >= batch.num_rows:
                 skipped -= batch.num_rows
                 continue
-            want = batch.num_rows - skipped if end is None else min(batch.num_rows - skipped, end - start - len(records))
+            want = (
+                batch.num_rows - skipped
+                if end is None
+                else min(batch.num_rows - skipped, end - start - len(records))
+            )
             records.extend(batch.slice(skipped, want).to_pylist())
             skipped = 0
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -149,8 +178,8 @@ def _columnar(kind: str, data: bytes, fail: Fail, start: int, end: int | None) -
 
 
 def _parquet_batches(pa: ModuleType, data: bytes, start: int) -> tuple[int, Iterable[Any]]:
-    """The rows of the row groups wholly before ``start`` (skipped unread), and the record batches of
-    the rest, read as they are asked for."""
+    """The rows of the row groups wholly before ``start`` (skipped unread), and the record batches
+    of the rest, read as they are asked for."""
     parquet = importlib.import_module("pyarrow.parquet").ParquetFile(pa.BufferReader(data))
     groups, skipped = [], 0
     for i in range(parquet.metadata.num_row_groups):
@@ -159,13 +188,17 @@ def _parquet_batches(pa: ModuleType, data: bytes, start: int) -> tuple[int, Iter
             skipped += rows
         else:
             groups.append(i)
-    batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, use_threads=False) if groups else ()
+    batches = (
+        parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, use_threads=False)
+        if groups
+        else ()
+    )
     return skipped, batches
 
 
 def _arrow_batches(pa: ModuleType, data: bytes) -> Iterable[Any]:
-    """The record batches of an Arrow IPC file, or of the stream form the ``datasets`` library writes
-    (zero-copy over ``data``: a batch costs memory only once it is made Python values)."""
+    """The record batches of an Arrow IPC file, or of the stream form the ``datasets`` library
+    writes (zero-copy over ``data``: a batch costs memory only once it is made Python values)."""
     try:
         reader = pa.ipc.open_file(pa.BufferReader(data))
     except pa.ArrowInvalid:

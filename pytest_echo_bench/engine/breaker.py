@@ -1,4 +1,5 @@
-"""Per arm and process: the first call runs alone, and a failure that shows the arm cannot work stops it.
+"""Per arm and process: the first call runs alone, and a failure that
+shows the arm cannot work stops it.
 
 A misconfigured arm (no login, a wrong key, a wrong base_url) must cost one call, not one per
 concurrency slot and not one per item: until the arm has answered once in this process, its
@@ -30,17 +31,20 @@ class ArmBreaker:
         self._probe = threading.RLock()  # re-entered by a Python arm that asks its own arm again
         self._lock = threading.Lock()
         self.broken: UnavailableError | None = None
-        self._streak: tuple[str, int] = ("", 0)  # the last permanent error text before any answer, and its run
+        # the last permanent error text before any answer, and its run
+        self._streak: tuple[str, int] = ("", 0)
 
     @contextlib.contextmanager
     def turn(self, stop: Stop) -> Iterator[bool]:
-        """Wait for this call's turn; yields True when it is a probe (the arm has not answered yet)."""
+        """Wait for this call's turn; yields True when it is a probe
+        (the arm has not answered yet)."""
         if self._answered.is_set():
             yield False
             return
         while not self._probe.acquire(timeout=WAIT_TICK_S):
             self._check(stop)
-        if self._answered.is_set():  # answered while this call waited: it runs side by side, not alone
+        # answered while this call waited: it runs side by side, not alone
+        if self._answered.is_set():
             self._probe.release()
             self._check(stop)
             yield False
@@ -62,7 +66,8 @@ class ArmBreaker:
         self._answered.set()
 
     def repeated(self, text: str) -> bool:
-        """One more permanent error before any answer: True when it makes ``REPEATS`` equal ones in a row.
+        """One more permanent error before any answer: True when it makes
+        ``REPEATS`` equal ones in a row.
 
         Two different errors mean the items differ, not the arm: the arm is then taken as working.
         """

@@ -1,4 +1,5 @@
-"""Making one call safely: classify every error, retry transient ones with backoff, stop on abort."""
+"""Making one call safely: classify every error, retry transient
+ones with backoff, stop on abort."""
 
 from __future__ import annotations
 
@@ -30,14 +31,17 @@ class Attempted:
     retries: list[str]
 
 
-# However short its waits, an item is refused this many rate-limit 429s at most (a bound on the loop).
+# However short its waits, an item is refused this many rate-limit 429s
+# at most (a bound on the loop).
 MAX_RATE_LIMITED = 1000
 # A refused connection on an arm's first call is tried this often before the arm is given up:
 # a server that is still starting deserves a second look; a wrong port does not deserve ten.
 PROBE_TRIES = 3
 
 
-def _settle(error: ProviderError | LocalError, probing: bool, attempt: int, policy: RetryPolicy) -> ProviderError | LocalError:
+def _settle(
+    error: ProviderError | LocalError, probing: bool, attempt: int, policy: RetryPolicy
+) -> ProviderError | LocalError:
     """An arm-scope error with a fallback is the arm's end only while probing, after a few tries."""
     if not isinstance(error, ArmError) or error.fallback is None:
         return error
@@ -48,7 +52,9 @@ def _settle(error: ProviderError | LocalError, probing: bool, attempt: int, poli
     return error
 
 
-def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+def backoff_delay(
+    policy: RetryPolicy, attempt: int, retry_after: float | None, rng: random.Random
+) -> float:
     """The server's Retry-After when it gives one (above 0), else exponential backoff with jitter.
 
     The server knows when it admits the next call: a 429 saying "20 ms" waited out for our second
@@ -58,7 +64,8 @@ def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None, 
     if retry_after is not None and retry_after > 0:
         return retry_after
     base = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
-    delay: float = base * (0.5 + rng.random() / 2)  # jitter keeps many workers from retrying in lockstep
+    # jitter keeps many workers from retrying in lockstep
+    delay: float = base * (0.5 + rng.random() / 2)
     return delay
 
 
@@ -88,7 +95,8 @@ def call_with_retries(
     probing: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> Attempted:
-    """Call until success, a permanent error, exhaustion, abort, the last attempt or the wait budget.
+    """Call until success, a permanent error, exhaustion, abort, the
+    last attempt or the wait budget.
 
     ``probing``: the arm has not answered yet in this process, so an error that would mean the
     arm is unusable (``ArmError`` with a fallback) is taken as that, after ``PROBE_TRIES``
@@ -100,7 +108,8 @@ def call_with_retries(
     """
     retries: list[str] = []
     failures, waiting_since = 0, None
-    for call in range(1, policy.attempts + MAX_RATE_LIMITED + 1):  # bounded: rate-limit waits are counted too
+    # bounded: rate-limit waits are counted too
+    for call in range(1, policy.attempts + MAX_RATE_LIMITED + 1):
         if stop.is_set():
             raise AbortedError("the run is stopping; no call was made")
         req = dataclasses.replace(request, attempt=call)
@@ -113,8 +122,11 @@ def call_with_retries(
         if not isinstance(error, TransientError):
             raise error
         retries.append(str(error))
-        rng = rng or random.Random()  # made when first needed: seeding one costs as much as a call's bookkeeping
-        server_wait = rate_limited(error) or (error.retry_after is not None and error.retry_after > 0)
+        # made when first needed: seeding one costs as much as a call's bookkeeping
+        rng = rng or random.Random()
+        server_wait = rate_limited(error) or (
+            error.retry_after is not None and error.retry_after > 0
+        )
         if rate_limited(error):
             delay = backoff_delay(policy, min(len(retries) - failures, 30), error.retry_after, rng)
         else:
@@ -122,27 +134,37 @@ def call_with_retries(
             if failures == policy.attempts:
                 raise IncompleteError(f"{failures} transient errors; last: {error}", attempts=call)
             delay = backoff_delay(policy, failures, error.retry_after, rng)
-        if server_wait:  # a wait the server asked for (or a 429's): it spends the item's wait budget
+        # a wait the server asked for (or a 429's): it spends the item's wait budget
+        if server_wait:
             now = clock()
             waiting_since = now if waiting_since is None else waiting_since
             _within_wait_budget(error, policy, now - waiting_since, delay, call)
         if stop.wait(delay):  # an abort elsewhere cuts the wait short
             raise AbortedError("the run is stopping; retry abandoned")
-    raise IncompleteError(f"rate-limited {MAX_RATE_LIMITED} times; last: {retries[-1]}", attempts=len(retries))
+    raise IncompleteError(
+        f"rate-limited {MAX_RATE_LIMITED} times; last: {retries[-1]}", attempts=len(retries)
+    )
 
 
-def _within_wait_budget(error: TransientError, policy: RetryPolicy, waited: float, delay: float, call: int) -> None:
+def _within_wait_budget(
+    error: TransientError, policy: RetryPolicy, waited: float, delay: float, call: int
+) -> None:
     """Refuse a wait that would end past the item's ``retries.max_wait_s``: a server asking for ten
     minutes under a three-minute budget is not slept on only to give up after it."""
     if waited + delay <= policy.max_wait_s:
         return
     if waited <= 0:
-        raise IncompleteError(f"the server asks to wait {_seconds(delay)} s, more than the item's "
-                              f"{policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; last: {error}",
-                              attempts=call)
-    raise IncompleteError(f"waited {waited:.0f} s for the server, and the next wait ({_seconds(delay)} s) would "
-                          f"pass the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
-                          f"last: {error}", attempts=call)
+        raise IncompleteError(
+            f"the server asks to wait {_seconds(delay)} s, more than the item's "
+            f"{policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; last: {error}",
+            attempts=call,
+        )
+    raise IncompleteError(
+        f"waited {waited:.0f} s for the server, and the next wait ({_seconds(delay)} s) would "
+        f"pass the item's {policy.max_wait_s:g} s (retries.max_wait_s): left for a resume; "
+        f"last: {error}",
+        attempts=call,
+    )
 
 
 def _seconds(value: float) -> str:

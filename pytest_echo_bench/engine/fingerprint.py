@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 _OPERATIONAL = frozenset({"latency_s", "faults", "api_key_env", "concurrency"})
 # ENDPOINT: where the calls go and how, not what they ask: moving a server from 127.0.0.1 to
 # localhost, or behind a proxy, must not block a resume (nor a regrade, which calls nothing).
-ARM = "arm/"  # a part's name prefix: ``arm/NAME`` and ``arm/NAME/KEY`` ('/' is never in an arm's name)
+# a part's name prefix: ``arm/NAME`` and ``arm/NAME/KEY`` ('/' is never in an arm's name)
+ARM = "arm/"
 
 
 def spec_fingerprint(spec: Spec, examples: list[Example]) -> str:
@@ -51,11 +52,16 @@ def fingerprint_parts(spec: Spec, examples: list[Example]) -> dict[str, str]:
     can name what changed (``changed_parts``).
     """
     descriptors = {name: arm_descriptor(spec, name) for name in sorted(spec.arms)}
-    parts = {"dataset": dataset_digest(examples), "scorer": _digest([spec.scorer, spec.scorer_options]),
-             "arms": _digest(descriptors)}
+    parts = {
+        "dataset": dataset_digest(examples),
+        "scorer": _digest([spec.scorer, spec.scorer_options]),
+        "arms": _digest(descriptors),
+    }
     for name, descriptor in descriptors.items():
         parts[f"{ARM}{name}"] = _digest(descriptor)
-        parts.update({f"{ARM}{name}/{key}": _digest(value) for key, value in sorted(descriptor.items())})
+        parts.update(
+            {f"{ARM}{name}/{key}": _digest(value) for key, value in sorted(descriptor.items())}
+        )
     return parts
 
 
@@ -68,7 +74,11 @@ def changed_parts(old: Mapping[str, Any], new: Mapping[str, str]) -> list[str]:
     """What differs between two recorded ``parts``, in words: "the dataset", "the scorer",
     "arm 'a' (key 'model')", "arm 'c' (new)", "arm 'b' (gone)"; the arms as a whole when the
     file records no digest per arm (it was written before they were recorded)."""
-    said = [f"the {part}" for part in ("dataset", "scorer") if part in old and old[part] != new.get(part)]
+    said = [
+        f"the {part}"
+        for part in ("dataset", "scorer")
+        if part in old and old[part] != new.get(part)
+    ]
     arms_old, arms_new = _arms_of(old), _arms_of(new)
     if not arms_old:  # an older file: one digest of all arms
         return said + (["the arms"] if "arms" in old and old["arms"] != new.get("arms") else [])
@@ -79,14 +89,24 @@ def changed_parts(old: Mapping[str, Any], new: Mapping[str, str]) -> list[str]:
             said.append(f"arm {name!r} (new)")
         elif arms_old[name] != arms_new[name]:
             keys = _keys_of(old, name), _keys_of(new, name)
-            which = sorted(k for k in keys[0].keys() | keys[1].keys() if keys[0].get(k) != keys[1].get(k))
-            said.append(f"arm {name!r} ({'key' if len(which) == 1 else 'keys'} {', '.join(map(repr, which))})"
-                        if which else f"arm {name!r}")
+            which = sorted(
+                k for k in keys[0].keys() | keys[1].keys() if keys[0].get(k) != keys[1].get(k)
+            )
+            said.append(
+                f"arm {name!r} ({'key' if len(which) == 1 else 'keys'} "
+                f"{', '.join(map(repr, which))})"
+                if which
+                else f"arm {name!r}"
+            )
     return said
 
 
 def _arms_of(parts: Mapping[str, Any]) -> dict[str, Any]:
-    return {key[len(ARM):]: value for key, value in parts.items() if key.startswith(ARM) and "/" not in key[len(ARM):]}
+    return {
+        key[len(ARM) :]: value
+        for key, value in parts.items()
+        if key.startswith(ARM) and "/" not in key[len(ARM) :]
+    }
 
 
 def _keys_of(parts: Mapping[str, Any], arm: str) -> dict[str, Any]:
@@ -95,11 +115,14 @@ def _keys_of(parts: Mapping[str, Any], arm: str) -> dict[str, Any]:
 
 
 def dataset_digest(examples: list[Example]) -> str:
-    """The dataset's part: every item's id, prompt and target (an export checks its prompts by it)."""
+    """The dataset's part: every item's id, prompt and target (an
+    export checks its prompts by it)."""
     return _digest([[e.id, e.input, e.target] for e in examples])
 
 
-def arm_descriptor(spec: Spec, name: str, left_out: frozenset[str] = _OPERATIONAL | ENDPOINT) -> dict[str, Any]:
+def arm_descriptor(
+    spec: Spec, name: str, left_out: frozenset[str] = _OPERATIONAL | ENDPOINT
+) -> dict[str, Any]:
     """What an arm's answers depend on: its provider and options, not its name nor its endpoint."""
     return _descriptor(spec, spec.arms[name], left_out)
 
@@ -111,7 +134,8 @@ def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str,
 
         fn = resolve(options["function"])
         options["source"] = source_digest(fn) if fn else None
-    if arm.prompt is not None:  # absent without one: the fingerprints of specs without prompts stay as they were
+    # absent without one: the fingerprints of specs without prompts stay as they were
+    if arm.prompt is not None:
         from pytest_echo_bench.datasets.prompts import prompt_settings
 
         options["prompt"] = prompt_settings(spec, arm.name)
@@ -120,7 +144,8 @@ def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str,
 
 def cache_descriptor(spec: Spec, name: str) -> dict[str, Any]:
     """What the response cache keys an arm's calls on: its descriptor with the endpoint kept in, as
-    before (a cache filled then still answers; two servers behind one model name never share answers)."""
+    before (a cache filled then still answers; two servers behind one
+    model name never share answers)."""
     return call_descriptor(spec, spec.arms[name])
 
 
@@ -130,7 +155,8 @@ def call_descriptor(spec: Spec, arm: ArmSpec) -> dict[str, Any]:
 
 
 def _whole(dataset: str, spec: Spec, left_out: frozenset[str]) -> str:
-    """The fingerprint (the formula every file has used, with ``left_out`` the arm keys it leaves out)."""
+    """The fingerprint (the formula every file has used, with
+    ``left_out`` the arm keys it leaves out)."""
     return _digest({
         "dataset": dataset,
         "scorer": [spec.scorer, spec.scorer_options],

@@ -20,7 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pytest_echo_bench.engine.policies import HEADROOM, Aimd, DecisionLog, Observed, Pacer, Pause, TokenBucket
+from pytest_echo_bench.engine.policies import (
+    HEADROOM,
+    Aimd,
+    DecisionLog,
+    Observed,
+    Pacer,
+    Pause,
+    TokenBucket,
+)
 from pytest_echo_bench.errors import AbortedError, ProviderError, TransientError
 from pytest_echo_bench.providers.base import Completion, Provider, Request
 from pytest_echo_bench.spec.load import ArmSpec
@@ -44,7 +52,12 @@ class Limiter:
 
     def __init__(self, ceiling: int, clock: Clock = time.monotonic) -> None:
         self.clock = clock
-        self.pause, self.aimd, self.pacer, self.observed = Pause(), Aimd(ceiling), Pacer(), Observed()
+        self.pause, self.aimd, self.pacer, self.observed = (
+            Pause(),
+            Aimd(ceiling),
+            Pacer(),
+            Observed(),
+        )
         self.in_flight = 0
         self.throttled_count = 0  # 429 answers seen
 
@@ -110,12 +123,17 @@ class Limiter:
         accepted = self.observed.accepted(now)
         self.pacer.on_rate_limited(now, accepted, self.observed.whole_window(now))
         latency = self.observed.latency
-        floor = self.pacer.concurrency_floor(latency) if self.pacer.pace else accepted * latency * HEADROOM
+        floor = (
+            self.pacer.concurrency_floor(latency)
+            if self.pacer.pace
+            else accepted * latency * HEADROOM
+        )
         self.aimd.on_rate_limited(now, floor, retry_after)
 
 
 class Gate:
-    """One endpoint's limiter with what blocks on it: its own condition, and the calls waiting to start, in turn."""
+    """One endpoint's limiter with what blocks on it: its own condition, and the
+    calls waiting to start, in turn."""
 
     def __init__(self, name: str, limiter: Limiter) -> None:
         self.name, self.limiter = name, limiter
@@ -128,10 +146,16 @@ class Gate:
         """The decisions made since the last time as (clock time, text), oldest first, each named by
         endpoint and policy."""
         with self.condition:
-            logs = [*self.limiter.logs.items(), *((bucket.unit, bucket.log) for bucket in self.buckets)]
+            logs = [
+                *self.limiter.logs.items(),
+                *((bucket.unit, bucket.log) for bucket in self.buckets),
+            ]
             fresh = []
             for policy, log in logs:
-                fresh += [(d.at, f"{self.name} {policy}: {d.text}") for d in log.since(self._seen.get(id(log), 0))]
+                fresh += [
+                    (d.at, f"{self.name} {policy}: {d.text}")
+                    for d in log.since(self._seen.get(id(log), 0))
+                ]
                 self._seen[id(log)] = log.total
         return sorted(fresh, key=lambda pair: pair[0])
 
@@ -139,7 +163,10 @@ class Gate:
 def decision_stamp(wall: float) -> str:
     """A decision's UTC time, to the millisecond: as text, its order is the time order."""
     whole = int(wall)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((wall - whole) * 1000):03d}Z"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        + f".{int((wall - whole) * 1000):03d}Z"
+    )
 
 
 def endpoint_of(provider: Provider) -> str | None:
@@ -147,7 +174,8 @@ def endpoint_of(provider: Provider) -> str | None:
     url, key = provider.endpoint_url, provider.endpoint_key
     if not isinstance(url, str):
         return None
-    return f"{url}#{hashlib.sha256(str(key).encode()).hexdigest()[:12]}"  # the key itself is kept nowhere
+    # the key itself is kept nowhere
+    return f"{url}#{hashlib.sha256(str(key).encode()).hexdigest()[:12]}"
 
 
 class Limits:
@@ -163,11 +191,13 @@ class Limits:
         self.endpoints: dict[str, Gate] = {}
         self._by_arm: dict[int, Gate] = {}  # id(ArmSpec) -> its endpoint's gate
         self._lock = threading.Lock()  # the two maps only: each gate has its own condition
-        self._local = threading.local()  # the 429s of the item this thread runs (``take_throttled``)
+        # the 429s of the item this thread runs (``take_throttled``)
+        self._local = threading.local()
 
     def wrap(self, provider: Provider, arm: ArmSpec, max_wait_s: float = LONG_PAUSE_S) -> Provider:
         """``provider`` behind its endpoint's gate (a provider without an endpoint, as it is);
-        ``max_wait_s``: the items' wait budget (``retries.max_wait_s``), the longest a call waits at the gate."""
+        ``max_wait_s``: the items' wait budget (``retries.max_wait_s``), the
+        longest a call waits at the gate."""
         endpoint = endpoint_of(provider)
         if endpoint is None:
             return provider
@@ -176,12 +206,16 @@ class Limits:
         with self._lock:
             gate = self.endpoints.get(endpoint)
             if gate is None:
-                gate = self.endpoints[endpoint] = Gate(endpoint.partition("#")[0], Limiter(ceiling, self.clock))
+                gate = self.endpoints[endpoint] = Gate(
+                    endpoint.partition("#")[0], Limiter(ceiling, self.clock)
+                )
             self._by_arm[id(arm)] = gate
         with gate.condition:
             gate.limiter.aimd.raise_ceiling(ceiling)
             gate.buckets += [b for b in (buckets.requests, buckets.tokens) if b is not None]
-        return Limited(provider, self, gate, buckets, _max_tokens(arm), min(LONG_PAUSE_S, max_wait_s))
+        return Limited(
+            provider, self, gate, buckets, _max_tokens(arm), min(LONG_PAUSE_S, max_wait_s)
+        )
 
     def take_throttled(self) -> int:
         """429s this thread met since it last asked: the item just run."""
@@ -193,12 +227,16 @@ class Limits:
         self._local.throttled = getattr(self._local, "throttled", 0) + 1
 
     def take_decisions(self) -> list[str]:
-        """Every gate's decisions since they were last taken, oldest first across the endpoints, each
-        stamped with its UTC time (for ``-v``: the controller puts every process's in time order by it)."""
+        """Every gate's decisions since they were last taken, oldest first across the
+        endpoints, each stamped with its UTC time (for ``-v``: the controller puts every
+        process's in time order by it)."""
         with self._lock:
             gates = list(self.endpoints.values())
-        fresh = sorted((pair for gate in gates for pair in gate.take_decisions()), key=lambda pair: pair[0])
-        offset = time.time() - self.clock()  # the clock is monotonic: processes agree only on the wall clock
+        fresh = sorted(
+            (pair for gate in gates for pair in gate.take_decisions()), key=lambda pair: pair[0]
+        )
+        # the clock is monotonic: processes agree only on the wall clock
+        offset = time.time() - self.clock()
         return [f"{decision_stamp(at + offset)} {text}" for at, text in fresh]
 
     def current(self, arm: ArmSpec) -> int | None:
@@ -224,8 +262,10 @@ def _buckets(arm: ArmSpec, now: float, processes: int) -> Buckets:
     if rate is None:
         return Buckets(None, None)
     rpm, tpm = rate.requests_per_minute, rate.tokens_per_minute
-    return Buckets(TokenBucket(rpm / processes, now, unit=f"{arm.name} requests") if rpm else None,
-                   TokenBucket(tpm / processes, now, burst_s=1.0, unit=f"{arm.name} tokens") if tpm else None)
+    return Buckets(
+        TokenBucket(rpm / processes, now, unit=f"{arm.name} requests") if rpm else None,
+        TokenBucket(tpm / processes, now, burst_s=1.0, unit=f"{arm.name} tokens") if tpm else None,
+    )
 
 
 def _max_tokens(arm: ArmSpec) -> int:
@@ -243,9 +283,22 @@ def estimate_tokens(prompt: str, max_tokens: int) -> int:
 class Limited:
     """A network provider whose calls wait for their endpoint's gate and the arm's buckets."""
 
-    def __init__(self, inner: Provider, limits: Limits, gate: Gate, buckets: Buckets, max_tokens: int,
-                 long_pause_s: float = LONG_PAUSE_S) -> None:
-        self.inner, self.limits, self.gate, self.buckets, self.max_tokens = inner, limits, gate, buckets, max_tokens
+    def __init__(
+        self,
+        inner: Provider,
+        limits: Limits,
+        gate: Gate,
+        buckets: Buckets,
+        max_tokens: int,
+        long_pause_s: float = LONG_PAUSE_S,
+    ) -> None:
+        self.inner, self.limits, self.gate, self.buckets, self.max_tokens = (
+            inner,
+            limits,
+            gate,
+            buckets,
+            max_tokens,
+        )
         self.long_pause_s = long_pause_s
         self.limiter, self.clock = gate.limiter, limits.clock
 
@@ -305,7 +358,8 @@ class Limited:
             self.gate.condition.wait(min(wait, WAIT_TICK_S))
 
     def _take_turn(self, estimate: int) -> float | None:
-        """Start in turn once the endpoint allows; None if this arm's other calls spent its buckets meanwhile."""
+        """Start in turn once the endpoint allows; None if this arm's other
+        calls spent its buckets meanwhile."""
         condition, queue = self.gate.condition, self.gate.queue
         ticket = object()
         queue.append(ticket)
@@ -313,15 +367,22 @@ class Limited:
             while True:
                 self._check_stop()
                 pause = self.limiter.wait_s()
-                if pause > self.long_pause_s:  # a long wait: the item's budget decides (engine.calls)
-                    raise TransientError(f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
-                                         retry_after=pause, status=429)
+                # a long wait: the item's budget decides (engine.calls)
+                if pause > self.long_pause_s:
+                    raise TransientError(
+                        f"the endpoint asked to wait {pause:.0f} s more (retry-after); not called",
+                        retry_after=pause,
+                        status=429,
+                    )
                 first = queue[0] is ticket
                 if first and pause <= 0:
                     if self._bucket_wait(estimate) > 0:
                         return None  # waits for the buckets again, out of the endpoint's queue
                     now = self.clock()
-                    for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate)):
+                    for bucket, amount in (
+                        (self.buckets.requests, 1),
+                        (self.buckets.tokens, estimate),
+                    ):
                         if bucket is not None:
                             bucket.take(now, amount)
                     return self.limiter.started()
@@ -329,7 +390,8 @@ class Limited:
         finally:
             head = queue[0] is ticket
             queue.remove(ticket)
-            if head:  # only the head's leaving changes whose turn it is: wake the waiters once, not per call
+            # only the head's leaving changes whose turn it is: wake the waiters once, not per call
+            if head:
                 condition.notify_all()
 
     def _check_stop(self) -> None:
@@ -338,13 +400,17 @@ class Limited:
 
     def _bucket_wait(self, estimate: int) -> float:
         now = self.clock()
-        waits = [bucket.wait_s(now, amount) for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
-                 if bucket is not None]
+        waits = [
+            bucket.wait_s(now, amount)
+            for bucket, amount in ((self.buckets.requests, 1), (self.buckets.tokens, estimate))
+            if bucket is not None
+        ]
         return max(waits, default=0.0)
 
     def _release(self, started: float, error: ProviderError | None) -> None:
         with self.gate.condition:
-            if isinstance(error, TransientError) and error.status == 429:  # not quota exhaustion's 429
+            # not quota exhaustion's 429
+            if isinstance(error, TransientError) and error.status == 429:
                 self.limiter.throttled(started, error.retry_after)
                 self.limits.note_throttled()
             else:

@@ -30,7 +30,8 @@ class Job(Protocol):
     example: Example
     arm: str
     epoch: int  # 1..K of the spec's ``epochs: K`` (1 when it has none)
-    prompters: Mapping[str, Prompter]  # per arm of the spec with a ``prompt:``: its prompts (datasets.prompts)
+    # per arm of the spec with a ``prompt:``: its prompts (datasets.prompts)
+    prompters: Mapping[str, Prompter]
 
     @property
     def nodeid(self) -> str: ...
@@ -43,11 +44,15 @@ class Outcome:
     message: str = ""
     retries: int = 0
     stop: StopReason | None = None  # set on the item whose failure stopped the run
-    misconfigured: bool = False  # UNAVAILABLE: the arm is set up wrong, not merely unable to run here
-    limit: int | None = None  # the arm's endpoint's concurrency limit after this item (engine.limiter)
-    pace: float | None = None  # requests a second the endpoint is paced at after this item (None: not paced)
+    # UNAVAILABLE: the arm is set up wrong, not merely unable to run here
+    misconfigured: bool = False
+    # the arm's endpoint's concurrency limit after this item (engine.limiter)
+    limit: int | None = None
+    # requests a second the endpoint is paced at after this item (None: not paced)
+    pace: float | None = None
     throttled: int = 0  # 429 answers this item met
-    decisions: tuple[str, ...] = ()  # what the process's limiters decided since its last item (shown with -v)
+    # what the process's limiters decided since its last item (shown with -v)
+    decisions: tuple[str, ...] = ()
 
 
 def utcnow() -> str:

@@ -25,7 +25,8 @@ PACE_GROWTH = 0.01
 PACE_RECOVERY = 0.1
 PACE_NEAR = 0.98
 PACE_CUT = 0.9
-SLACK = 1.2  # a paced endpoint's concurrency: this share of what carries the pace, and one slot more
+# a paced endpoint's concurrency: this share of what carries the pace, and one slot more
+SLACK = 1.2
 PACE_FLOOR = 0.1  # requests a second: 429s without a success in between cut the pace no lower
 DEFAULT_PAUSE_S = 1.0  # a 429 without retry-after still pauses the endpoint this long
 LOG_SIZE = 32  # decisions kept per policy: enough to read an episode, never a run's worth of memory
@@ -107,7 +108,8 @@ class Pause:
 
 
 class Aimd:
-    """The concurrency limit: about one slot more per round of successes, cut once per episode of 429s."""
+    """The concurrency limit: about one slot more per round of
+    successes, cut once per episode of 429s."""
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
@@ -150,7 +152,8 @@ class Aimd:
 
 
 class Pacer:
-    """Evenly spaced starts at the rate the server accepted, once it refused a call (0: not paced)."""
+    """Evenly spaced starts at the rate the server accepted, once it
+    refused a call (0: not paced)."""
 
     def __init__(self) -> None:
         self.pace = 0.0  # requests a second
@@ -173,7 +176,9 @@ class Pacer:
             return
         self.pace += PACE_RECOVERY if self.pace < PACE_NEAR * self.refused else PACE_GROWTH
         if self.pace * latency > ceiling:
-            self.log.record(now, f"unpaced at {self.pace:.1f}/s: {ceiling} slots hold the rate below it")
+            self.log.record(
+                now, f"unpaced at {self.pace:.1f}/s: {ceiling} slots hold the rate below it"
+            )
             self.pace = 0.0
 
     def on_rate_limited(self, now: float, accepted: float, known: bool) -> None:
@@ -181,11 +186,16 @@ class Pacer:
         started before the pace may count). Not paced: pace at the accepted rate once ``known``."""
         if self.pace:
             before = self.pace
-            self.refused, self.pace = self.pace, min(self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT))
+            self.refused, self.pace = (
+                self.pace,
+                min(self.pace, max(PACE_FLOOR, accepted, self.pace * PACE_CUT)),
+            )
             self.log.record(now, f"pace {before:.1f} -> {self.pace:.1f}/s (429)")
         elif accepted and known:
             self.refused = self.pace = accepted
-            self.log.record(now, f"paced at {self.pace:.1f}/s (accepted over the last {WINDOW_S:g} s)")
+            self.log.record(
+                now, f"paced at {self.pace:.1f}/s (accepted over the last {WINDOW_S:g} s)"
+            )
 
     def concurrency_floor(self, latency: float) -> float:
         """The concurrency that carries the pace, latency jitter too."""
@@ -202,7 +212,9 @@ class TokenBucket:
     difference when its usage is known; the debt that leaves is paid off before the next call.
     """
 
-    def __init__(self, per_minute: float, now: float, burst_s: float = 0.0, unit: str = "requests") -> None:
+    def __init__(
+        self, per_minute: float, now: float, burst_s: float = 0.0, unit: str = "requests"
+    ) -> None:
         self.per_minute, self.burst_s, self.unit = per_minute, burst_s, unit
         self.level = self.capacity
         self.at = now
@@ -219,7 +231,8 @@ class TokenBucket:
     def wait_s(self, now: float, amount: float) -> float:
         """Seconds until ``amount`` may be taken (0: now)."""
         self._refill(now)
-        need = min(amount, self.capacity) - self.level  # a call larger than the bucket waits for a full one
+        # a call larger than the bucket waits for a full one
+        need = min(amount, self.capacity) - self.level
         return max(0.0, need * 60.0 / self.per_minute)
 
     def take(self, now: float, amount: float) -> None:

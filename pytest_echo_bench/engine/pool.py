@@ -27,14 +27,18 @@ class DaemonPool:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._queue: queue.SimpleQueue[tuple[Future[Outcome], Callable[[], Outcome]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Future[Outcome], Callable[[], Outcome]] | None] = (
+            queue.SimpleQueue()
+        )
         self._threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable[[], Outcome]) -> Future[Outcome]:
         future: Future[Outcome] = Future()
         self._queue.put((future, fn))
         if len(self._threads) < self.size:
-            thread = threading.Thread(target=self._work, name=f"echo-bench-{len(self._threads)}", daemon=True)
+            thread = threading.Thread(
+                target=self._work, name=f"echo-bench-{len(self._threads)}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         return future
@@ -127,7 +131,9 @@ class Prefetcher:
             if stopped_at is None and self.runner.stop.is_set():
                 stopped_at = self._stopped_at = time.monotonic()
             if stopped_at is not None and time.monotonic() - stopped_at > self.grace:
-                return Outcome(ABORTED, message="the run stopped while this call was in flight; not recorded")
+                return Outcome(
+                    ABORTED, message="the run stopped while this call was in flight; not recorded"
+                )
 
     @property
     def lookahead(self) -> int:
@@ -140,7 +146,8 @@ class Prefetcher:
             self._futures[item.nodeid] = self._pool.submit(lambda: self._run(item))
 
     def _run(self, item: Job) -> Outcome:
-        """The item's outcome, with its endpoint's limit and the 429s it met (on the thread that ran it)."""
+        """The item's outcome, with its endpoint's limit and the 429s it
+        met (on the thread that ran it)."""
         outcome = self.runner.run(item)
         outcome.throttled = self.runner.limits.take_throttled()
         outcome.limit = self.runner.limits.current(item.spec.arms[item.arm])
@@ -156,7 +163,8 @@ class Prefetcher:
         if not stopping:
             self._pool.shutdown(None)
             return
-        if self._stopped_at is None:  # a signal reached pytest's thread before any item saw the stop
+        # a signal reached pytest's thread before any item saw the stop
+        if self._stopped_at is None:
             self._stopped_at = time.monotonic()
         # Called again at unconfigure: the grace has been given, once (a second full grace here
         # made Ctrl-C take 11 s with 64 calls held open, past a container's 10 s).

@@ -1,2 +1,2 @@
-"""Other tools' files in and out. ``inspect``: Inspect eval logs imported as results files and results
-files exported as Inspect logs."""
+"""Other tools' files in and out. ``inspect``: Inspect eval logs imported as results files and
+results files exported as Inspect logs."""

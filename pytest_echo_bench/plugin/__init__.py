@@ -32,9 +32,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Before any conftest or plugin configures: a path option's value must not have moved the rootdir."""
+    """Before any conftest or plugin configures: a path option's value
+    must not have moved the rootdir."""
     namespace = early_config.known_args_namespace
-    if any(getattr(namespace, dest, None) for dest in options.PATH_OPTIONS):  # else nothing of ours loads
+    # else nothing of ours loads
+    if any(getattr(namespace, dest, None) for dest in options.PATH_OPTIONS):
         from pytest_echo_bench.plugin.rootdir import repin
 
         repin(early_config, args)
@@ -54,7 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
             worker(config, options.resolve(config), workerinput[_WORKER_KEY])
         return
     resume = config.getoption("bench_resume")
-    specs = [] if resume else find_specs(config.args, config.invocation_params.dir, config.getini("norecursedirs"))
+    specs = (
+        []
+        if resume
+        else find_specs(config.args, config.invocation_params.dir, config.getini("norecursedirs"))
+    )
     if not resume and not specs:
         return  # an ordinary test suite: nothing of ours runs, no setting of ours is read
     # Imported by their full names, never as attributes of this package: a process that drops
@@ -65,23 +71,35 @@ def pytest_configure(config: pytest.Config) -> None:
 
     opts = options.resolve(config)
     opened = open_resume(config, opts) if resume else None
-    if opened is not None:  # a resume runs with the options its meta line records, unless told otherwise
+    # a resume runs with the options its meta line records, unless told otherwise
+    if opened is not None:
         from pytest_echo_bench.plugin.recorded import recorded, resumed
 
         opts, overridden = resumed(config, opts, recorded(opened.meta, resume))
         opened.notes.extend(overridden)
     selection = selection_of(config, opts, opened)
     if opened is not None:
-        specs = find_specs(selection.args, config.invocation_params.dir, config.getini("norecursedirs"))
+        specs = find_specs(
+            selection.args, config.invocation_params.dir, config.getini("norecursedirs")
+        )
         if not specs:
-            raise pytest.UsageError(f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
-                                    "name the spec files on the command line")
-    config.stash[HANDOFF] = controller(config, opts, build_context(config, opts, specs, selection, opened))
+            raise pytest.UsageError(
+                f"--bench-resume {resume}: no benchmark spec found in {' '.join(selection.args)}; "
+                "name the spec files on the command line"
+            )
+    config.stash[HANDOFF] = controller(
+        config, opts, build_context(config, opts, specs, selection, opened)
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Close and unregister what ``pytest_configure`` registered (pytester runs many sessions)."""
-    for name in ("echo-bench-worker", "echo-bench-controller", "echo-bench-owner", "echo-bench-selection"):
+    for name in (
+        "echo-bench-worker",
+        "echo-bench-controller",
+        "echo-bench-owner",
+        "echo-bench-selection",
+    ):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             close = getattr(plugin, "close", None)
@@ -125,7 +143,8 @@ def _restore_addopts(before: str | None) -> None:
 # the directories pytest would not enter.
 
 # "bench_results" is store.files.RESULTS_DIR, spelled out: the entry point imports nothing of
-# ours for a suite without specs (tests/plugin/test_inert.py); tests/plugin/test_results_dir.py checks they agree.
+# ours for a suite without specs (tests/plugin/test_inert.py);
+# tests/plugin/test_results_dir.py checks they agree.
 _ALWAYS_SKIP = {"bench_results", "node_modules", "__pycache__"}
 _SNIFFED = ((b"benchmark", re.compile(rb"benchmark\s*:")), (b"arms", re.compile(rb"arms\s*:")))
 _SNIFF_CHUNK = 1 << 20
@@ -154,7 +173,8 @@ def looks_like_spec(path: Path) -> bool:
     importing the whole plugin.
     """
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        return False  # a FIFO named x.yaml would block the open below: every pytest run under it hung
+        # a FIFO named x.yaml would block the open below: every pytest run under it hung
+        return False
     found: set[bytes] = set()
     try:
         with open(path, "rb") as f:
@@ -164,7 +184,11 @@ def looks_like_spec(path: Path) -> bool:
                 block = rest + chunk
                 cut = len(block) if not chunk else block.rfind(b"\n") + 1  # whole lines only
                 block, rest = block[:cut], block[cut:]
-                found.update(name for name, key in _SNIFFED if name not in found and _top_level(block, name, key))
+                found.update(
+                    name
+                    for name, key in _SNIFFED
+                    if name not in found and _top_level(block, name, key)
+                )
                 if len(found) == len(_SNIFFED):
                     return True
                 if not chunk:
@@ -174,7 +198,8 @@ def looks_like_spec(path: Path) -> bool:
 
 
 def _top_level(block: bytes, name: bytes, key: re.Pattern[bytes]) -> bool:
-    """Whether a line of ``block`` starts with the key ``name`` (found by bytes.find, fast as memchr)."""
+    """Whether a line of ``block`` starts with the key ``name`` (found
+    by bytes.find, fast as memchr)."""
     if block.startswith(name) and key.match(block):
         return True
     at = block.find(b"\n" + name)

@@ -21,10 +21,13 @@ from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.tally import FileTally
 
 
-def limits(run_usd: float | None, specs: Mapping[str, Spec], shards: int = 1) -> dict[str, float | None]:
-    """The ledger's accounts and their limits: "run", every benchmark and every arm (None: no limit of
-    its own; each still counts what is spent, so a crash's charges carry into any later limit). Under
-    ``shards`` shards a spec's limit is the whole sweep's, split evenly: each shard may spend 1/N of it."""
+def limits(
+    run_usd: float | None, specs: Mapping[str, Spec], shards: int = 1
+) -> dict[str, float | None]:
+    """The ledger's accounts and their limits: "run", every benchmark and every arm (None: no
+    limit of its own; each still counts what is spent, so a crash's charges carry into any
+    later limit). Under ``shards`` shards a spec's limit is the whole sweep's, split evenly:
+    each shard may spend 1/N of it."""
     found: dict[str, float | None] = {"run": run_usd}
     for name, spec in specs.items():
         found[f"bench:{name}"] = _split(spec.budget_usd, shards)
@@ -44,7 +47,8 @@ def shard_count(shard: str | None) -> int:
 
 
 def split_note(specs: Mapping[str, Spec], shard: str | None) -> list[str]:
-    """The line that says a spec's budget is split between the shards, and what this one may spend."""
+    """The line that says a spec's budget is split between the
+    shards, and what this one may spend."""
     shards = shard_count(shard)
     where = sources(specs)
     found = limits(None, specs, shards)
@@ -52,28 +56,37 @@ def split_note(specs: Mapping[str, Spec], shard: str | None) -> list[str]:
              for n, amount in found.items() if n != "run" and amount is not None]
     if shards == 1 or not parts:
         return []
-    return [f"echo-bench: budget: shard {shard}: a spec's budget is the whole sweep's, split evenly between the {shards} shards "
-            f"(--bench-budget-usd is each shard's own): {'; '.join(parts)}"]
+    return [
+        f"echo-bench: budget: shard {shard}: a spec's budget is the whole sweep's, split "
+        f"evenly between the {shards} shards "
+        f"(--bench-budget-usd is each shard's own): {'; '.join(parts)}"
+    ]
 
 
 def sources(specs: Mapping[str, Spec]) -> dict[str, str]:
-    """Each spec limit's account -> the FILE:LINE of its ``budget:`` key, for the messages that say to raise it."""
+    """Each spec limit's account -> the FILE:LINE of its ``budget:`` key, for the
+    messages that say to raise it."""
     found: dict[str, str] = {}
     for name, spec in specs.items():
         if spec.budget_usd is not None:
             found[f"bench:{name}"] = f"{spec.path}:{spec.lines.get(('budget',), 0)}"
         for arm, conf in spec.arms.items():
             if conf.budget_usd is not None:
-                found[f"arm:{name}/{arm}"] = f"{spec.path}:{spec.lines.get(('arms', arm, 'budget'), conf.line)}"
+                found[f"arm:{name}/{arm}"] = (
+                    f"{spec.path}:{spec.lines.get(('arms', arm, 'budget'), conf.line)}"
+                )
     return found
 
 
 def applies(run_usd: float | None, spec: Spec, arm: str) -> bool:
-    return run_usd is not None or spec.budget_usd is not None or spec.arms[arm].budget_usd is not None
+    return (
+        run_usd is not None or spec.budget_usd is not None or spec.arms[arm].budget_usd is not None
+    )
 
 
 def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
-    """Under a budget every arm needs a worst case, before anything is sent: a usage error naming the arm."""
+    """Under a budget every arm needs a worst case, before anything is
+    sent: a usage error naming the arm."""
     for spec in specs.values():
         if spec.budget_unpriced:
             continue
@@ -81,17 +94,22 @@ def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
             why = unbounded(spec, arm) if applies(run_usd, spec, arm) else None
             if why:
                 raise pytest.UsageError(
-                    f"{spec.path}: arm {arm!r} has no worst case, so a budget cannot hold its calls before they are "
-                    f"sent: {why}. Give it prices and max_tokens, or set budget_unpriced: allow in the spec "
-                    "(its calls are then sent without a reservation, and only what they report is counted)")
+                    f"{spec.path}: arm {arm!r} has no worst case, so a budget cannot hold "
+                    "its calls before they are "
+                    f"sent: {why}. Give it prices and max_tokens, or set budget_unpriced: "
+                    "allow in the spec "
+                    "(its calls are then sent without a reservation, and only what they "
+                    "report is counted)"
+                )
 
 
 def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counted: FileTally | None,
           shard: str | None = None, longest: Callable[[str], str] | None = None,
           sweep: str = "") -> dict[str, float | None]:
-    """Make this run's ledger when any limit is set; its limits ({} when none is). What the file already
-    spent counts against them: its rows' charges (``resumed_spend``), and on a resume the charges of
-    calls an earlier run of the same ``sweep`` lost in a crash, which no row holds (``lost_before``)."""
+    """Make this run's ledger when any limit is set; its limits ({} when none is). What the
+    file already spent counts against them: its rows' charges (``resumed_spend``), and on a
+    resume the charges of calls an earlier run of the same ``sweep`` lost in a crash, which
+    no row holds (``lost_before``)."""
     found = limits(run_usd, specs, shard_count(shard))
     if all(v is None for v in found.values()):
         return {}
@@ -100,7 +118,9 @@ def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counte
     for name, amount in lost.items():
         spent[name] = spent.get(name, 0.0) + amount
     try:
-        Ledger(results).create(found, spent, sources(specs), {n: a for n, a in lost.items() if n in found}, sweep)
+        Ledger(results).create(
+            found, spent, sources(specs), {n: a for n, a in lost.items() if n in found}, sweep
+        )
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-budget-usd: {exc}") from exc
     return found
@@ -108,9 +128,10 @@ def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counte
 
 def resumed_spend(counted: FileTally, specs: Mapping[str, Spec],
                   longest: Callable[[str], str] | None) -> dict[str, float]:
-    """Per account, what the file's rows spent: each row's charge (else its cost), and a row whose cost
-    is unknown (no usage, and no budget ran to charge it) at its arm's worst case for the benchmark's
-    longest prompt: it may have cost that much, never more (an arm without a worst case: nothing)."""
+    """Per account, what the file's rows spent: each row's charge (else its cost), and a row
+    whose cost is unknown (no usage, and no budget ran to charge it) at its arm's worst case
+    for the benchmark's longest prompt: it may have cost that much, never more (an arm
+    without a worst case: nothing)."""
     spent: dict[str, float] = {}
     for (bench, arm), tally in counted.arms.items():
         amount = tally.spent
@@ -123,10 +144,10 @@ def resumed_spend(counted: FileTally, specs: Mapping[str, Spec],
 
 
 def lost_before(results: str | Path, sweep: str = "") -> dict[str, float]:
-    """Per account, the charges of calls an earlier run of this sweep lost (a process killed mid-call):
-    those it settled, and the holds it left (the whole run killed) at their sent calls' worst cases.
-    Every holder left is gone: this run owns the file now. A ledger another sweep left (its results
-    file removed, the ledger not) carries nothing."""
+    """Per account, the charges of calls an earlier run of this sweep lost (a process killed
+    mid-call): those it settled, and the holds it left (the whole run killed) at their sent calls'
+    worst cases. Every holder left is gone: this run owns the file now. A ledger another sweep left
+    (its results file removed, the ledger not) carries nothing."""
     ledger = Ledger(results)
     try:
         if not ledger.path.exists():
@@ -144,49 +165,84 @@ def lost_before(results: str | Path, sweep: str = "") -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Spend:
-    """What the ledger says at a moment: spent, the run's limit, calls refused and what they need."""
+    """What the ledger says at a moment: spent, the run's limit,
+    calls refused and what they need."""
 
     spent: float
     limit: float | None
     refused: int
     needed: float
-    binding: tuple[tuple[str, float, float, str], ...] = ()  # spec limits a call did not fit: (account, spent, limit, where)
-    run_binds: bool = True  # the run's own limit refused a call (or none did): a larger --bench-budget-usd helps
+    # spec limits a call did not fit: (account, spent, limit, where)
+    binding: tuple[tuple[str, float, float, str], ...] = ()
+    # the run's own limit refused a call (or none did): a larger --bench-budget-usd helps
+    run_binds: bool = True
     over: int = 0  # replies that reported more than their request allows: charged as reported
-    over_usd: float = 0.0  # what they reported beyond their holds: how far the spend may pass the limit
-    closed_at: tuple[float, ...] = ()  # (spent, held) of the binding limit when new items were refused
+    # what they reported beyond their holds: how far the spend may pass the limit
+    over_usd: float = 0.0
+    # (spent, held) of the binding limit when new items were refused
+    closed_at: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, state: LedgerState) -> Spend:
         run = state.accounts["run"]
-        binding = tuple((n, a.spent, a.limit, state.where.get(n, "")) for n in state.short if n != "run"
-                        and (a := state.accounts.get(n)) is not None and a.limit is not None)
-        return cls(run.spent, run.limit, state.refused, state.needed, binding, "run" in state.short or not binding,
-                   state.over, state.over_usd, tuple(state.closed_at))
+        binding = tuple(
+            (n, a.spent, a.limit, state.where.get(n, ""))
+            for n in state.short
+            if n != "run" and (a := state.accounts.get(n)) is not None and a.limit is not None
+        )
+        return cls(
+            run.spent,
+            run.limit,
+            state.refused,
+            state.needed,
+            binding,
+            "run" in state.short or not binding,
+            state.over,
+            state.over_usd,
+            tuple(state.closed_at),
+        )
 
     def text(self) -> str:
         run = f" of ${usd(self.limit)}" if self.limit is not None else " (no run budget)"
-        spec = "".join(f"; {_account(n)} spent ${usd(s)} of ${usd(lim)}" for n, s, lim, _ in self.binding)
-        over = (f"; {self.over} {'reply' if self.over == 1 else 'replies'} over their bound, charged "
-                f"${usd(self.over_usd)} beyond their holds" if self.over else "")
-        closed = (f"; new items stopped with ${usd(self.closed_at[0])} spent and ${usd(self.closed_at[1])} held for "
-                  "calls in flight and started items" if self.closed_at else "")
+        spec = "".join(
+            f"; {_account(n)} spent ${usd(s)} of ${usd(lim)}" for n, s, lim, _ in self.binding
+        )
+        over = (
+            f"; {self.over} {'reply' if self.over == 1 else 'replies'} over their bound, charged "
+            f"${usd(self.over_usd)} beyond their holds"
+            if self.over
+            else ""
+        )
+        closed = (
+            f"; new items stopped with ${usd(self.closed_at[0])} spent and "
+            f"${usd(self.closed_at[1])} held for "
+            "calls in flight and started items"
+            if self.closed_at
+            else ""
+        )
         return f"spent ${usd(self.spent)}{run}{spec}{over}{closed}"
 
     def advice(self) -> str:
-        """What lets the rest run: a larger run budget (the resume command carries it), or the spec's own."""
+        """What lets the rest run: a larger run budget (the resume command
+        carries it), or the spec's own."""
         if self.run_binds:
             return ""
         where = ", ".join(w or _account(n) for n, _, _, w in self.binding)
-        return f"; raise budget: usd in the spec ({where}): a larger --bench-budget-usd does not help"
+        return (
+            f"; raise budget: usd in the spec ({where}): a larger --bench-budget-usd does not help"
+        )
 
     def suggested(self) -> float:
-        """A budget to resume with: what is spent and what the refused calls may need, up to the cent."""
-        # Less a hair: 0.032 + 0.048 is 8.000000000000002 cents; the ledger allows far more (EPSILON_USD).
+        """A budget to resume with: what is spent and what the refused
+        calls may need, up to the cent."""
+        # Less a hair: 0.032 + 0.048 is 8.000000000000002 cents; the ledger
+        # allows far more (EPSILON_USD).
         return math.ceil((self.spent + self.needed) * 100 - 1e-7) / 100
 
 
-def settle_lost(results: str | Path, limits: Mapping[str, float | None] | None = None) -> tuple[int, str]:
+def settle_lost(
+    results: str | Path, limits: Mapping[str, float | None] | None = None
+) -> tuple[int, str]:
     """At the end: settle the holds of processes that are gone (a worker killed mid-call that no
     call waited on since), so the spend the end reports counts them. How many there were, and what
     is wrong with the ledger when it cannot be read ("": nothing), for the end to say."""
@@ -205,7 +261,8 @@ def _account(name: str) -> str:
 
 
 def over_notes(results: str | Path, seen: int) -> list[str]:
-    """The replies over their bound the ledger names after the first ``seen`` (said on the terminal at once)."""
+    """The replies over their bound the ledger names after the first ``seen``
+    (said on the terminal at once)."""
     ledger = Ledger(results)
     try:
         state = ledger.read()
@@ -215,8 +272,8 @@ def over_notes(results: str | Path, seen: int) -> list[str]:
 
 
 def read(results: str | Path, limits: Mapping[str, float | None] | None = None) -> Spend | None:
-    """The spend as the ledger says now (None: no ledger, or one that cannot be read); ``limits``: the
-    run's own, in place of the file's (which only caches them)."""
+    """The spend as the ledger says now (None: no ledger, or one that cannot be read); ``limits``:
+    the run's own, in place of the file's (which only caches them)."""
     ledger = Ledger(results, limits)
     try:
         state = ledger.read()
@@ -227,8 +284,8 @@ def read(results: str | Path, limits: Mapping[str, float | None] | None = None) 
 
 def complete_items(counted: FileTally, arms: Mapping[str, list[str]],
                    selected: Iterable[tuple[str, str, int]] = ()) -> tuple[int, int, int]:
-    """(items every arm of their benchmark answered, items any arm answered, items of the sweep: those
-    answered and those ``selected`` to run), per (task, epoch)."""
+    """(items every arm of their benchmark answered, items any arm answered, items of the sweep:
+    those answered and those ``selected`` to run), per (task, epoch)."""
     whole = seen = 0
     every = set(selected)
     for bench, names in arms.items():
@@ -284,15 +341,41 @@ def settle_end(results: str, limits: Mapping[str, float | None], arms: Mapping[s
 
 
 def stop_of(spend: Spend, complete: tuple[int, int, int]) -> tuple[StopReason, dict[str, Any]]:
-    """The budget's stop: why, and the marker's figures (``suggested_usd``: the resume command's budget)."""
+    """The budget's stop: why, and the marker's figures
+    (``suggested_usd``: the resume command's budget)."""
     message = (f"{spend.text()}; {spend.refused} calls not sent, which need up to "
                f"${usd(spend.needed)} more; {items_text(complete)}{spend.advice()}")
-    details = {"spent_usd": round(spend.spent, 6), "budget_usd": spend.limit, "needed_usd": round(spend.needed, 6),
-               "suggested_usd": spend.suggested() if spend.run_binds else None, "refused_calls": spend.refused,
-               "items_complete": complete[0], "items_started": complete[1], "items": complete[2],
-               **({"closed_spent_usd": round(spend.closed_at[0], 6), "closed_held_usd": round(spend.closed_at[1], 6)}
-                  if spend.closed_at else {}),
-               **({"over_bound_replies": spend.over, "over_bound_usd": round(spend.over_usd, 6)} if spend.over else {}),
-               **({"binding": [{"account": n, "spent_usd": round(s, 6), "budget_usd": lim, "where": w}
-                               for n, s, lim, w in spend.binding]} if spend.binding else {})}
+    details = {
+        "spent_usd": round(spend.spent, 6),
+        "budget_usd": spend.limit,
+        "needed_usd": round(spend.needed, 6),
+        "suggested_usd": spend.suggested() if spend.run_binds else None,
+        "refused_calls": spend.refused,
+        "items_complete": complete[0],
+        "items_started": complete[1],
+        "items": complete[2],
+        **(
+            {
+                "closed_spent_usd": round(spend.closed_at[0], 6),
+                "closed_held_usd": round(spend.closed_at[1], 6),
+            }
+            if spend.closed_at
+            else {}
+        ),
+        **(
+            {"over_bound_replies": spend.over, "over_bound_usd": round(spend.over_usd, 6)}
+            if spend.over
+            else {}
+        ),
+        **(
+            {
+                "binding": [
+                    {"account": n, "spent_usd": round(s, 6), "budget_usd": lim, "where": w}
+                    for n, s, lim, w in spend.binding
+                ]
+            }
+            if spend.binding
+            else {}
+        ),
+    }
     return StopReason("budget", message), details

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
 OUTCOME = pytest.StashKey[Outcome]()
-RUN = pytest.StashKey[Callable[["BenchItem"], Outcome]]()  # how this process runs an item (the worker plugin)
+# how this process runs an item (the worker plugin)
+RUN = pytest.StashKey[Callable[["BenchItem"], Outcome]]()
 _MARK_SAFE = re.compile(r"[^A-Za-z0-9_]")
 NO_PROMPTERS: Mapping[str, Prompter] = MappingProxyType({})
 
@@ -34,11 +35,12 @@ class WrongAnswer(Exception):
 
 
 def not_recorded(message: str) -> BaseException:
-    """The skip of an item that did not complete (incomplete, aborted, unavailable): reported, never recorded.
+    """The skip of an item that did not complete (incomplete, aborted,
+    unavailable): reported, never recorded.
 
     pytest's own skip exception, not a subclass: pytest strips only its name from the reason
-    ("unavailable: ..." rather than "pytest_echo_bench.plugin.collect.NotRecorded: unavailable: ...");
-    placed at the item (the spec's arm line), not at this module.
+    ("unavailable: ..." rather than "pytest_echo_bench.plugin.collect.NotRecorded: unavailable:
+    ..."); placed at the item (the spec's arm line), not at this module.
     """
     return pytest.skip.Exception(message, _use_item_location=True)
 
@@ -50,14 +52,19 @@ def mark_name(prefix: str, value: str) -> str:
 class SpecFile(pytest.File):
     """A benchmark spec YAML file."""
 
-    relpath: str | None = None  # its path as pytest shows it (``Item.location``), once its first item asked
+    # its path as pytest shows it (``Item.location``), once its first item asked
+    relpath: str | None = None
 
     def collect(self) -> Iterator[BenchItem]:
         try:
             spec, examples = load_benchmark(self.path, self.config.stash.get(SPEC_CACHE, None))
             check_spec(spec)
             # Every arm's templates checked against every item here, naming the item and the field.
-            prompters = {arm: made for arm in spec.arms if (made := prompter(spec, arm, examples)) is not None}
+            prompters = {
+                arm: made
+                for arm in spec.arms
+                if (made := prompter(spec, arm, examples)) is not None
+            }
         except SpecError as exc:
             # pytest prints a CollectError's message alone: file, line, key and what to do.
             raise self.CollectError(shown(f"echo-bench: invalid benchmark spec: {exc}")) from exc
@@ -69,7 +76,9 @@ class SpecFile(pytest.File):
         for arm in spec.arms:
             self.config.addinivalue_line("markers", f"{mark_name('arm', arm)}: items of arm {arm}")
         for subtask in dict.fromkeys(ex.subtask for ex in examples if ex.subtask):
-            self.config.addinivalue_line("markers", f"{mark_name('subtask', subtask)}: items of subtask {shown(subtask)}")
+            self.config.addinivalue_line(
+                "markers", f"{mark_name('subtask', subtask)}: items of subtask {shown(subtask)}"
+            )
         for ex in examples:
             # pytest prints node names as they are (-v, the short summary, JUnit XML): a task id
             # holding ESC or bidi characters would drive the terminal. Escaped reversibly, so two
@@ -77,8 +86,15 @@ class SpecFile(pytest.File):
             name = escape_id(ex.id)
             for arm in spec.arms:
                 for epoch in range(1, spec.epochs + 1):
-                    yield BenchItem.from_parent(self, name=item_name(name, arm, epoch, spec.epochs), spec=spec,
-                                                example=ex, arm=arm, epoch=epoch, prompters=prompters)
+                    yield BenchItem.from_parent(
+                        self,
+                        name=item_name(name, arm, epoch, spec.epochs),
+                        spec=spec,
+                        example=ex,
+                        arm=arm,
+                        epoch=epoch,
+                        prompters=prompters,
+                    )
 
 
 def item_name(task: str, arm: str, epoch: int, epochs: int) -> str:
@@ -102,7 +118,10 @@ def item_marks(arm: str, subtask: str | None) -> tuple[pytest.MarkDecorator, ...
     """The marks of an item, built once per (arm, subtask) and shared: a sweep has many items."""
     marks = [getattr(pytest.mark, mark_name("arm", arm)), pytest.mark.bench_arm(arm)]
     if subtask:
-        marks += [getattr(pytest.mark, mark_name("subtask", subtask)), pytest.mark.bench_subtask(subtask)]
+        marks += [
+            getattr(pytest.mark, mark_name("subtask", subtask)),
+            pytest.mark.bench_subtask(subtask),
+        ]
     return tuple(marks)
 
 
@@ -147,7 +166,9 @@ class BenchItem(pytest.Item):
             return
         raise not_recorded(shown(f"{outcome.kind}: {outcome.message}"))
 
-    def repr_failure(self, excinfo: ExceptionInfo[BaseException], style: Any = None) -> str | TerminalRepr:
+    def repr_failure(
+        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
         outcome = self.stash.get(OUTCOME, None)
         if isinstance(excinfo.value, WrongAnswer) and outcome and outcome.row:
             return failure_text(outcome)
@@ -183,7 +204,11 @@ def failure_text(outcome: Outcome) -> str:
     tail = shown(row.output.strip()[-300:])
     # The detail of an error or unparseable row already opens with its status: say it once.
     verdict = row.detail if row.detail.startswith(row.status) else f"{row.status}: {row.detail}"
-    lines = [shown(verdict), f"  target: {shown(row.target)}", f"  answer: {shown(str(row.answer))}"]
+    lines = [
+        shown(verdict),
+        f"  target: {shown(row.target)}",
+        f"  answer: {shown(str(row.answer))}",
+    ]
     if tail:
         lines.append("  output tail: " + tail.replace("\n", "\n    "))
     return "\n".join(lines)

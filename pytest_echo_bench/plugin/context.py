@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench import __version__
+from pytest_echo_bench.analysis.decide.monitor import Plan
+from pytest_echo_bench.analysis.gates import bind_gates
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.fingerprint import combine, fingerprint_parts, spec_fingerprint
 from pytest_echo_bench.errors import EchoBenchError, StoreError
-from pytest_echo_bench.analysis.decide.monitor import Plan
-from pytest_echo_bench.analysis.gates import bind_gates
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.opening import COUNTED, Opened, Selection, own, writes
 from pytest_echo_bench.plugin.options import BenchOptions
@@ -29,8 +29,6 @@ from pytest_echo_bench.plugin.resume_check import check_resume
 from pytest_echo_bench.plugin.shard import refuse_empty_shards, shard_fields
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import default_cache, lost_path, results_dir, stop_path
-from pytest_echo_bench.store.owner import Ownership
-from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.meta import (
     DecideRecord,
     OrderRecord,
@@ -38,6 +36,8 @@ from pytest_echo_bench.store.meta import (
     SelectionRecord,
     benchmark_entry,
 )
+from pytest_echo_bench.store.owner import Ownership
+from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import OPTIONS, KeySet, Meta
 from pytest_echo_bench.store.writer import ResultsWriter
 
@@ -57,9 +57,11 @@ class RunContext:
     cache: str | None = None
     run_start: int = 0  # the file's size when this run began: the rows after it are this run's
     retry_errors: bool = False  # resume deselects only keys whose newest row is not an error
-    results_id: list[int] | None = None  # (device, inode) of the file the owner locked: the only one appended to
+    # (device, inode) of the file the owner locked: the only one appended to
+    results_id: list[int] | None = None
     budget: bool = False  # a spend ledger beside the results holds every call (plugin.budget)
-    budget_limits: dict[str, float | None] = field(default_factory=dict)  # its limits, from the options and specs
+    # its limits, from the options and specs
+    budget_limits: dict[str, float | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # The stop-when-decided plan the controller watches (plugin.deciding); None: none, and on every
     # worker, which never watches it (the meta line carries it as recorded).
@@ -81,12 +83,15 @@ class RunContext:
 
     @classmethod
     def from_json(cls, handed: dict[str, Any]) -> RunContext:
-        return cls(**{**handed, "meta": Meta.from_json(handed["meta"], "the controller's meta line")})
+        return cls(
+            **{**handed, "meta": Meta.from_json(handed["meta"], "the controller's meta line")}
+        )
 
 
 _HANDED = tuple(f.name for f in fields(RunContext) if f.name not in ("meta", "decide"))
 RECORDED = pytest.StashKey[KeySet]()  # the controller's (or serial run's) resume keys
-SPEC_CACHE = pytest.StashKey[dict[Path, Loaded]]()  # specs parsed once per process (context, collection)
+# specs parsed once per process (context, collection)
+SPEC_CACHE = pytest.StashKey[dict[Path, Loaded]]()
 
 
 @dataclass
@@ -254,12 +259,20 @@ def _refuse_existing(path: Path) -> list[str]:
     if meta is None:
         raise pytest.UsageError(f"--bench-out {path}: the file exists and is not a results file; "
                                 "name a new file with --bench-out")
-    if _no_rows(meta, rest, path) and not any(budget.lost_before(path, str(meta.get("run_id") or "")).values()):
-        os.truncate(path, 0)  # in place: the file this run owns (its inode) is the one it appends to
-        return [f"echo-bench: {path} held the meta line of run {meta.get('run_id')} and no row: replaced by this run's"]
+    if _no_rows(meta, rest, path) and not any(
+        budget.lost_before(path, str(meta.get("run_id") or "")).values()
+    ):
+        # in place: the file this run owns (its inode) is the one it appends to
+        os.truncate(path, 0)
+        return [
+            f"echo-bench: {path} held the meta line of run {meta.get('run_id')} and no row: "
+            "replaced by this run's"
+        ]
     raise pytest.UsageError(
         f"--bench-out {path}: the file already holds a sweep. Resume it with: "
-        f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with --bench-out")
+        f"{shlex.join(['pytest', '--bench-resume', str(path)])}, or name a new file with "
+        "--bench-out"
+    )
 
 
 def _no_rows(meta: dict[str, Any], rest: bytes, path: Path) -> bool:
@@ -272,8 +285,11 @@ def _no_rows(meta: dict[str, Any], rest: bytes, path: Path) -> bool:
 
 def _start_file(ctx: RunContext, opts: BenchOptions) -> int:
     """Write the meta line now (if the file is new), so every printed resume command works from the
-    first moment, even if the run stops before its first row; the file's size: where this run begins."""
-    writer = ResultsWriter(Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id)
+    first moment, even if the run stops before its first row; the
+    file's size: where this run begins."""
+    writer = ResultsWriter(
+        Path(ctx.results), opts.fsync, meta=ctx.meta.to_json(), identity=ctx.results_id
+    )
     try:
         writer.start()
     except StoreError:
@@ -302,9 +318,14 @@ def _fingerprints(specs: list[Path], cache: dict[Path, Loaded]) -> Specs:
 
 
 def _longest(spec: Spec, cache: dict[Path, Loaded]) -> str:
-    """The benchmark's longest prompt (in UTF-8 bytes): the one its arms' worst cases are largest for."""
+    """The benchmark's longest prompt (in UTF-8 bytes): the one its
+    arms' worst cases are largest for."""
     _, examples = load_benchmark(spec.path, cache)
-    return max((e.input for e in examples), key=lambda text: len(text.encode("utf-8", "surrogatepass")), default="")
+    return max(
+        (e.input for e in examples),
+        key=lambda text: len(text.encode("utf-8", "surrogatepass")),
+        default="",
+    )
 
 
 def _broken_first(specs: list[Path], cache: dict[Path, Loaded]) -> None:

@@ -15,13 +15,15 @@ from pytest_echo_bench.store.writer import ResultsWriter
 
 
 def record_end(ctx: RunContext, stopped: str, pytest_stop: str | bool, ran: int) -> str | None:
-    """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``), and after a
-    resume that ran items of a file that had stopped (its stop is over); the error's text when the file refuses it."""
+    """Append the end line after a stop (ours, ``stopped``; or pytest's, ``--maxfail``, ``-x``),
+    and after a resume that ran items of a file that had stopped (its stop is over); the error's
+    text when the file refuses it."""
     path = Path(ctx.results)
     stop = stopped or (f"pytest: {pytest_stop}" if pytest_stop else "")
     if not path.is_file() or path.stat().st_size == 0:
         return None
-    # The whole file before this run, not its last bytes: a killed resume may have appended rows after the stop.
+    # The whole file before this run, not its last bytes: a killed resume may
+    # have appended rows after the stop.
     before = before_resume(path, ctx.resume_upto) if ctx.resume_upto is not None else Collection()
     if not stop and not (ctx.resume_upto is not None and ran > 0 and before.early):
         return None

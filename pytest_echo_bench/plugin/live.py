@@ -12,16 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.report import decision
 from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.gates import Gate, arm_key
-from pytest_echo_bench.budget.money import usd
-from pytest_echo_bench.report.page.html import write_progress
-from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.plugin import budget
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
+from pytest_echo_bench.report import decision
+from pytest_echo_bench.report.page.html import write_progress
+from pytest_echo_bench.report.page.state import LiveCounters, PageFeed
 from pytest_echo_bench.store.files import read_stop, summary_path, write_atomic
 from pytest_echo_bench.store.safe_text import unescape_id
 from pytest_echo_bench.store.tally import CODES, PASSED, ArmTally, FileTally
@@ -42,26 +42,37 @@ class LiveRun:
     expected: dict[str, int] = field(default_factory=dict)  # arm key -> items to run this session
     done: dict[str, int] = field(default_factory=dict)  # arm key -> rows recorded this session
     tallies: dict[tuple[str, str], ArmTally] = field(default_factory=dict)
-    counted: FileTally = field(default_factory=FileTally)  # the file as read at start; updated by the table
-    epochs: dict[str, int] = field(default_factory=dict)  # benchmark -> its spec's epochs, when more than 1
+    # the file as read at start; updated by the table
+    counted: FileTally = field(default_factory=FileTally)
+    # benchmark -> its spec's epochs, when more than 1
+    epochs: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     throttled: int = 0  # calls the provider answered 429 (rate limited)
-    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's current concurrency limit
-    paces: dict[str, float] = field(default_factory=dict)  # arm key -> requests/s its endpoint is paced at
-    # The limiters' last decisions, from every process (shown with -v: why a run went at the pace it did).
-    decisions: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=DECISIONS_SHOWN))
+    # arm key -> its endpoint's current concurrency limit
+    limits: dict[str, int] = field(default_factory=dict)
+    # arm key -> requests/s its endpoint is paced at
+    paces: dict[str, float] = field(default_factory=dict)
+    # The limiters' last decisions, from every process (shown with -v: why
+    # a run went at the pace it did).
+    decisions: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=DECISIONS_SHOWN)
+    )
     incomplete: int = 0
     aborted: int = 0
     started: float = field(default_factory=time.time)
     _last_line: float = field(default_factory=time.monotonic)
     _last_file: float = 0.0
-    rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file has a row for
-    items: set[tuple[str, str, int]] = field(default_factory=set)  # (benchmark, task id, epoch) of the tests to run
-    _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)  # keys whose old row was taken back
+    # arm key -> of expected, items the file has a row for
+    rerun: dict[str, int] = field(default_factory=dict)
+    # (benchmark, task id, epoch) of the tests to run
+    items: set[tuple[str, str, int]] = field(default_factory=set)
+    # keys whose old row was taken back
+    _replaced: set[tuple[str, str, str, int]] = field(default_factory=set)
     _page: PageFeed | None = None  # the page's tallies, fed with what each refresh finds appended
-    budget: bool = False  # the run has a spend ledger: the line, summary and page show spend against it
-    # With a decide plan: the controller's figures (``Deciding.sequential``), given the stop reason and
-    # whether the sweep is still running. The summary and the page both show what it returns.
+    # the run has a spend ledger: the line, summary and page show spend against it
+    budget: bool = False
+    # With a decide plan: the controller's figures (``Deciding.sequential``), given the stop reason
+    # and whether the sweep is still running. The summary and the page both show what it returns.
     decide: Callable[[str | None, bool], Sequential] | None = None
 
     def start(self) -> None:
@@ -79,8 +90,11 @@ class LiveRun:
                 key = self.key(benchmark, arm)
                 self.expected[key] = self.expected.get(key, 0) + 1
                 self.items.add((benchmark, unescape_id(rest[:cut]), epoch))
-                if self.counted.codes and self.counted.previous((benchmark, unescape_id(rest[:cut]), arm, epoch)):
-                    self.rerun[key] = self.rerun.get(key, 0) + 1  # an error row run again: not one item more
+                if self.counted.codes and self.counted.previous(
+                    (benchmark, unescape_id(rest[:cut]), arm, epoch)
+                ):
+                    # an error row run again: not one item more
+                    self.rerun[key] = self.rerun.get(key, 0) + 1
         self.flush(force=True)
 
     def key(self, benchmark: str, arm: str) -> str:
@@ -102,7 +116,10 @@ class LiveRun:
         if kind == "row":
             t = self.tallies.setdefault((bench.benchmark, bench.arm), ArmTally())
             self._replace(t, bench)
-            t.count(CODES[bench.status] + PASSED * (bench.status == "correct"), bench.wall_seconds or 0.0)
+            t.count(
+                CODES[bench.status] + PASSED * (bench.status == "correct"),
+                bench.wall_seconds or 0.0,
+            )
             key = self.key(bench.benchmark, bench.arm)
             self.done[key] = self.done.get(key, 0) + 1
         elif kind == "incomplete":
@@ -112,7 +129,8 @@ class LiveRun:
         self.flush()
 
     def _replace(self, t: ArmTally, bench: Payload) -> None:
-        """An item the file already had a row for (``--bench-retry-errors``): its new row replaces that one."""
+        """An item the file already had a row for (``--bench-retry-errors``):
+        its new row replaces that one."""
         key = bench.key
         previous = self.counted.previous(key) if key not in self._replaced else None
         if previous is not None:
@@ -136,7 +154,10 @@ class LiveRun:
             if key in self.expected:
                 limit = f" limit {self.limits[key]}" if key in self.limits else ""
                 limit += f" pace {self.paces[key]:g}/s" if key in self.paces else ""
-                parts.append(f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass {t.pass_rate:.3f}{limit}")
+                parts.append(
+                    f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass "
+                    f"{t.pass_rate:.3f}{limit}"
+                )
         if self.retries:
             parts.append(f"{self.retries} retries")
         if self.throttled:
@@ -154,13 +175,23 @@ class LiveRun:
         if not done or done >= total or elapsed <= 0:
             return ""
         seconds = int((total - done) * elapsed / done)
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+        return (
+            f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+            if seconds >= 3600
+            else f"{seconds // 60}m{seconds % 60:02d}s"
+        )
 
     def rates(self) -> dict[str, float]:
         return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
 
-    def summary(self, partial: bool, status: int | None = None, stopped: str = "",
-                gates: list[str] | None = None, decided: Sequential | None = None) -> dict[str, Any]:
+    def summary(
+        self,
+        partial: bool,
+        status: int | None = None,
+        stopped: str = "",
+        gates: list[str] | None = None,
+        decided: Sequential | None = None,
+    ) -> dict[str, Any]:
         arms = {}
         for (benchmark, arm), t in sorted(self.tallies.items()):
             lo, hi = wilson(t.correct, t.items)
@@ -174,16 +205,32 @@ class LiveRun:
             }
         total, done = sum(self.expected.values()), sum(self.done.values())
         return {
-            "results": str(self.results), "run_id": self.run_id, "partial": partial,
+            "results": str(self.results),
+            "run_id": self.run_id,
+            "partial": partial,
             "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "status": status, "stopped": stopped, "to_run": total, "done": done,
-            "remaining": max(0, total - done), "retries": self.retries, "rate_limited": self.throttled, "incomplete": self.incomplete,
-            "aborted": self.aborted, "arms": arms, "gates": gates or [], **self._spend(),
-            **({"decide": decision.to_json(seq)} if (seq := decided or self._decided(status)) is not None else {}),
+            "status": status,
+            "stopped": stopped,
+            "to_run": total,
+            "done": done,
+            "remaining": max(0, total - done),
+            "retries": self.retries,
+            "rate_limited": self.throttled,
+            "incomplete": self.incomplete,
+            "aborted": self.aborted,
+            "arms": arms,
+            "gates": gates or [],
+            **self._spend(),
+            **(
+                {"decide": decision.to_json(seq)}
+                if (seq := decided or self._decided(status)) is not None
+                else {}
+            ),
         }
 
     def _decided(self, status: int | None) -> Sequential | None:
-        """The decide figures now: running until the end gives a status (or a stop marker is written)."""
+        """The decide figures now: running until the end gives a status
+        (or a stop marker is written)."""
         if self.decide is None:
             return None
         stop = read_stop(self.results)
@@ -201,13 +248,25 @@ class LiveRun:
         # Best effort: a full disk must not turn a progress page into a failed sweep.
         try:
             decided = self._decided(status)  # once: the summary and the page show the same figures
-            text = json.dumps(self.summary(partial, status, stopped, gates, decided), indent=1) + "\n"
+            text = (
+                json.dumps(self.summary(partial, status, stopped, gates, decided), indent=1) + "\n"
+            )
             write_atomic(summary_path(self.results), text.encode("utf-8"))
             if self.html is not None:
                 spend = budget.read(self.results) if self.budget else None
-                live = LiveCounters(dict(self.expected), self.retries, self.incomplete, self.aborted,
-                                    self.started, stopped, dict(self.rerun), dict(self.limits), self.throttled,
-                                    spend.text() if spend else "", decided)
+                live = LiveCounters(
+                    dict(self.expected),
+                    self.retries,
+                    self.incomplete,
+                    self.aborted,
+                    self.started,
+                    stopped,
+                    dict(self.rerun),
+                    dict(self.limits),
+                    self.throttled,
+                    spend.text() if spend else "",
+                    decided,
+                )
                 self._page = self._page or PageFeed(self.results, self.started)
                 write_progress(self.results, self.html, live, feed=self._page)
         except OSError:
@@ -223,7 +282,8 @@ class LiveRun:
         """
         tallies = {k: replace(t) for k, t in self.counted.update(self.results).items() if t.items}
         mine = FileTally()
-        mine.end = (run_start, 1 if run_start == 0 else 2)  # the meta line, if any, is before ``run_start``
+        # the meta line, if any, is before ``run_start``
+        mine.end = (run_start, 1 if run_start == 0 else 2)
         mine.update(self.results)
         done: dict[str, int] = {}
         for (benchmark, arm, _), codes in mine.codes.items():
@@ -239,27 +299,57 @@ class LiveRun:
 
 
 def _spend(t: ArmTally) -> str:
-    """The spend column as the report shows it (``budget.spend.spend_text``): what was spent (cached rows: 0),
-    and the rows whose cost is not known, counted apart: ``0.0123 + 2 unknown``, ``3 unknown``."""
+    """The spend column as the report shows it (``budget.spend.spend_text``): what was
+    spent (cached rows: 0), and the rows whose cost is not known, counted apart:
+    ``0.0123 + 2 unknown``, ``3 unknown``."""
     unknown = f"{t.unknown} unknown" if t.unknown else ""
     if not t.spent and not t.costed:
         return unknown or ("0" if t.items else "-")
     return usd(t.spent) + (f" + {unknown}" if unknown else "")
 
 
-def end_table(path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None) -> list[str]:
-    """The table's lines; ``counted`` is what was already counted of the file (at the run's start)."""
+def end_table(
+    path: Path, not_completed: dict[tuple[str, str], int], counted: FileTally | None = None
+) -> list[str]:
+    """The table's lines; ``counted`` is what was already counted of
+    the file (at the run's start)."""
     arms = {k: replace(t) for k, t in (counted or FileTally()).update(path).items()}
     for key, count in not_completed.items():
         arms.setdefault(key, ArmTally()).not_completed += count
     if not arms:
         return []
-    header = ("benchmark", "arm", "items", "correct", "pass rate", "unparseable", "errors", "not completed", "mean wall s",
-              "spend $")
+    header = (
+        "benchmark",
+        "arm",
+        "items",
+        "correct",
+        "pass rate",
+        "unparseable",
+        "errors",
+        "not completed",
+        "mean wall s",
+        "spend $",
+    )
     rows = [header] + [
-        (b, a, str(t.items), str(t.correct), f"{t.pass_rate:.3f}" if t.items else "n/a", str(t.unparseable), str(t.errors),
-         str(t.not_completed), f"{t.wall / t.items:.3f}" if t.items else "-", _spend(t))
+        (
+            b,
+            a,
+            str(t.items),
+            str(t.correct),
+            f"{t.pass_rate:.3f}" if t.items else "n/a",
+            str(t.unparseable),
+            str(t.errors),
+            str(t.not_completed),
+            f"{t.wall / t.items:.3f}" if t.items else "-",
+            _spend(t),
+        )
         for (b, a), t in sorted(arms.items())
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    return [
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from pytest_echo_bench.plugin.shard import Shard
 
 FSYNC_POLICIES = ("always", "end", "never")
-# The options whose values are paths, by dest: pytest may take any of them for a test path (plugin.rootdir).
+# The options whose values are paths, by dest: pytest may take any of them
+# for a test path (plugin.rootdir).
 PATH_OPTIONS = {"bench_out": "--bench-out", "bench_resume": "--bench-resume",
                 "bench_cache": "--bench-cache", "bench_html": "--bench-html"}
-ORDERS = ("random", "file")  # random: stratified over subtasks, seeded (plugin.order); file: as collected
+# random: stratified over subtasks, seeded (plugin.order); file: as collected
+ORDERS = ("random", "file")
 MAX_SEED = 2**63 - 1
 
 
@@ -40,10 +42,13 @@ class BenchOptions:
     progress_every: float = 30.0
     cache: str | None = ""  # "" = the default file under bench_results/; None = off
     retry_errors: bool = False  # resume also runs again the keys whose newest row is an error
-    require_isolation: bool = False  # a scorer that runs code stops an arm whose sandbox lacks a layer
+    # a scorer that runs code stops an arm whose sandbox lacks a layer
+    require_isolation: bool = False
     allow_partial: bool = False  # a gate may judge one shard alone
-    budget_usd: float | None = None  # the run (its shard) never spends more than this, in US dollars
-    order: str | None = None  # None: not given (random for a new sweep; a resume keeps its meta line's)
+    # the run (its shard) never spends more than this, in US dollars
+    budget_usd: float | None = None
+    # None: not given (random for a new sweep; a resume keeps its meta line's)
+    order: str | None = None
     seed: int | None = None
     decide: tuple[str, ...] = ()  # --bench-stop-when-decided pairs, as given ("A,B")
 
@@ -54,43 +59,95 @@ def addoption(parser: pytest.Parser) -> None:
                     "bench_results/<UTC timestamp>_<benchmark>.jsonl under the rootdir)")
     group.addoption("--bench-resume", metavar="PATH", help="Continue the sweep recorded in PATH: "
                     "skip every recorded (task_id, arm, epoch) and append to the same file")
-    group.addoption("--bench-retry-errors", action="store_true", default=None,
-                    help="With --bench-resume: also run again every item whose newest row is an error "
-                    "(the old rows stay; the newest row of each item counts)")
-    group.addoption("--bench-allow-mismatch", action="store_true", default=None,
-                    help="Resume even if the spec's fingerprint differs from the one in the results file")
-    group.addoption("--bench-concurrency", metavar="N", help="Provider calls in flight per process (default 8)")
+    group.addoption(
+        "--bench-retry-errors",
+        action="store_true",
+        default=None,
+        help="With --bench-resume: also run again every item whose newest row is an error "
+        "(the old rows stay; the newest row of each item counts)",
+    )
+    group.addoption(
+        "--bench-allow-mismatch",
+        action="store_true",
+        default=None,
+        help="Resume even if the spec's fingerprint differs from the one in the results file",
+    )
+    group.addoption(
+        "--bench-concurrency", metavar="N", help="Provider calls in flight per process (default 8)"
+    )
     group.addoption("--bench-fsync", choices=FSYNC_POLICIES, help="When to fsync the results file: "
                     "always (every row), end (default: when each process finishes) or never")
     group.addoption("--bench-strict", action="store_true", default=None,
                     help="Exit 1 on any wrong answer (default: 0 when the sweep completed)")
-    group.addoption("--bench-shard", metavar="K/N", help="Run only shard K of N (a stable partition by "
-                    "hash of benchmark and task_id: a shard has all arms and epochs of its items), e.g. 2/4; "
-                    "auto: K/N from a Slurm job array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX "
-                    "and ECHO_BENCH_SHARD_COUNT)")
-    group.addoption("--bench-gate", metavar="RULE", action="append", default=[],
-                    help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or 'judge>=strong-0.02'; "
-                    "arms as ARM or BENCHMARK/ARM, which two benchmarks sharing an arm name need (repeatable)")
-    group.addoption("--bench-allow-partial", action="store_true", default=None,
-                    help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
-                    "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)")
-    group.addoption("--bench-cache", metavar="PATH", help="Response cache shared by all workers "
-                    "(default: bench_results/cache/cache.sqlite under the rootdir; 'off' disables it)")
-    group.addoption("--bench-html", metavar="PATH", help="Keep a self-contained progress page at PATH during the run")
+    group.addoption(
+        "--bench-shard",
+        metavar="K/N",
+        help="Run only shard K of N (a stable partition by "
+        "hash of benchmark and task_id: a shard has all arms and epochs of its items), e.g. 2/4; "
+        "auto: K/N from a Slurm job array or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX "
+        "and ECHO_BENCH_SHARD_COUNT)",
+    )
+    group.addoption(
+        "--bench-gate",
+        metavar="RULE",
+        action="append",
+        default=[],
+        help="Exit 1 unless the rule holds at the end, e.g. 'strong>=0.85' or "
+        "'judge>=strong-0.02'; "
+        "arms as ARM or BENCHMARK/ARM, which two benchmarks sharing an arm name need (repeatable)",
+    )
+    group.addoption(
+        "--bench-allow-partial",
+        action="store_true",
+        default=None,
+        help="With --bench-shard: let --bench-gate judge this shard alone (by default refused: "
+        "a shard holds part of the sweep; gate the merged file with echo-bench report --gate)",
+    )
+    group.addoption(
+        "--bench-cache",
+        metavar="PATH",
+        help="Response cache shared by all workers "
+        "(default: bench_results/cache/cache.sqlite under the rootdir; 'off' disables it)",
+    )
+    group.addoption(
+        "--bench-html",
+        metavar="PATH",
+        help="Keep a self-contained progress page at PATH during the run",
+    )
     group.addoption("--bench-progress-every", metavar="SECONDS",
                     help="Print a per-arm progress line this often (default 30; 0 turns it off)")
-    group.addoption("--bench-require-isolation", action="store_true", default=None,
-                    help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
-                    "(bubblewrap, cgroups, uid drop), naming it, instead of running with less")
-    group.addoption("--bench-budget-usd", metavar="USD",
-                    help="Never spend more than USD on provider calls in this run (its shard), counting what "
-                         "a resumed file already spent; a call whose worst case does not fit is not sent")
-    group.addoption("--bench-order", choices=ORDERS, help="Order of the items: random (default for a new sweep: "
-                    "a seeded permutation, stratified over subtasks, all arms of an item together) or file")
-    group.addoption("--bench-seed", metavar="N", help="Seed of the random order (default 0); a resume keeps its file's")
-    group.addoption("--bench-stop-when-decided", metavar="A,B", action="append", default=[],
-                    help="Stop the sweep (exit 0) once an anytime-valid test decides A against B (arm or "
-                    "benchmark/arm; repeatable, Holm across the pairs)")
+    group.addoption(
+        "--bench-require-isolation",
+        action="store_true",
+        default=None,
+        help="Stop an arm whose code-running scorer (humaneval) lacks a sandbox layer here "
+        "(bubblewrap, cgroups, uid drop), naming it, instead of running with less",
+    )
+    group.addoption(
+        "--bench-budget-usd",
+        metavar="USD",
+        help="Never spend more than USD on provider calls in this run (its shard), counting what "
+        "a resumed file already spent; a call whose worst case does not fit is not sent",
+    )
+    group.addoption(
+        "--bench-order",
+        choices=ORDERS,
+        help="Order of the items: random (default for a new sweep: "
+        "a seeded permutation, stratified over subtasks, all arms of an item together) or file",
+    )
+    group.addoption(
+        "--bench-seed",
+        metavar="N",
+        help="Seed of the random order (default 0); a resume keeps its file's",
+    )
+    group.addoption(
+        "--bench-stop-when-decided",
+        metavar="A,B",
+        action="append",
+        default=[],
+        help="Stop the sweep (exit 0) once an anytime-valid test decides A against B (arm or "
+        "benchmark/arm; repeatable, Holm across the pairs)",
+    )
     parser.addini("bench_order", "Order of benchmark items: random or file (default random)")
     parser.addini("bench_seed", "Seed of the random item order (default 0)")
     parser.addini("bench_out", "Default results path for benchmark sweeps")
@@ -100,12 +157,24 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_strict", "Exit 1 on any wrong answer", type="bool", default=False)
     parser.addini("bench_html", "Progress page to keep during benchmark sweeps")
     parser.addini("bench_cache", "Response cache file, or 'off'")
-    parser.addini("bench_retry_errors", "Resumes also run error rows again (only with --bench-resume)",
-                  type="bool", default=False)
-    parser.addini("bench_require_isolation", "Stop arms whose sandbox lacks a layer (like --bench-require-isolation)",
-                  type="bool", default=False)
-    parser.addini("bench_budget_usd", "Spend ceiling in US dollars for each run (like --bench-budget-usd)")
-    parser.addini("bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)")
+    parser.addini(
+        "bench_retry_errors",
+        "Resumes also run error rows again (only with --bench-resume)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "bench_require_isolation",
+        "Stop arms whose sandbox lacks a layer (like --bench-require-isolation)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "bench_budget_usd", "Spend ceiling in US dollars for each run (like --bench-budget-usd)"
+    )
+    parser.addini(
+        "bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)"
+    )
 
 
 def _pick(config: pytest.Config, option: str, env: str, ini: str) -> str | None:
@@ -127,23 +196,37 @@ def resolve(config: pytest.Config) -> BenchOptions:
     except ValueError:
         concurrency = 0
     if not 1 <= concurrency <= 1024:
-        raise pytest.UsageError(f"--bench-concurrency must be a whole number from 1 to 1024, got {raw!r}")
+        raise pytest.UsageError(
+            f"--bench-concurrency must be a whole number from 1 to 1024, got {raw!r}"
+        )
     fsync = _pick(config, "bench_fsync", "ECHO_BENCH_FSYNC", "bench_fsync") or "end"
     if fsync not in FSYNC_POLICIES:
-        raise pytest.UsageError(f"--bench-fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
+        raise pytest.UsageError(
+            f"--bench-fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}"
+        )
     strict = bool(config.getoption("bench_strict") or config.getini("bench_strict"))
-    every_raw = _pick(config, "bench_progress_every", "ECHO_BENCH_PROGRESS_EVERY", "bench_progress_every") or "30"
+    every_raw = (
+        _pick(config, "bench_progress_every", "ECHO_BENCH_PROGRESS_EVERY", "bench_progress_every")
+        or "30"
+    )
     try:
         every = float(every_raw)
     except ValueError:
         every = -1.0
     if every < 0:
-        raise pytest.UsageError(f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}")
+        raise pytest.UsageError(
+            f"--bench-progress-every must be a number of seconds >= 0, got {every_raw!r}"
+        )
     resume = config.getoption("bench_resume")
     out = _pick(config, "bench_out", "ECHO_BENCH_OUT", "bench_out")
     html = _pick(config, "bench_html", "ECHO_BENCH_HTML", "bench_html")
     cache = _cache(_pick(config, "bench_cache", "ECHO_BENCH_CACHE", "bench_cache"))
-    for option, path in (("--bench-out", out), ("--bench-resume", resume), ("--bench-html", html), ("--bench-cache", cache)):
+    for option, path in (
+        ("--bench-out", out),
+        ("--bench-resume", resume),
+        ("--bench-html", html),
+        ("--bench-cache", cache),
+    ):
         _check_file(option, path)
     return BenchOptions(
         out=out,
@@ -160,8 +243,10 @@ def resolve(config: pytest.Config) -> BenchOptions:
         cache=cache,
         retry_errors=_retry_errors(config, resume),
         require_isolation=_require_isolation(config),
-        budget_usd=_budget(_pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd"),
-                           _source(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd")),
+        budget_usd=_budget(
+            _pick(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd"),
+            _source(config, "bench_budget_usd", "ECHO_BENCH_BUDGET_USD", "bench_budget_usd"),
+        ),
         order=_order(config),
         seed=_seed(config),
         decide=tuple(config.getoption("bench_stop_when_decided") or ()),
@@ -169,7 +254,8 @@ def resolve(config: pytest.Config) -> BenchOptions:
 
 
 def _source(config: pytest.Config, option: str, env: str, ini: str) -> str:
-    """Where ``_pick`` found its value, as a message names it: the flag, the variable or the ini key."""
+    """Where ``_pick`` found its value, as a message names it: the
+    flag, the variable or the ini key."""
     if config.getoption(option) is not None:
         return "--" + option.replace("_", "-")
     return env if os.environ.get(env) else ini
@@ -178,19 +264,23 @@ def _source(config: pytest.Config, option: str, env: str, ini: str) -> str:
 # As store.checks.FIGURE_MAX (not imported: this module loads into every pytest run): a row's cost
 # above it is unknown, so a budget above it could never be reached.
 MAX_USD = 1e12
-# ASCII digits only: float() also reads other scripts' digits ("٥" is 5), which no one types as dollars.
+# ASCII digits only: float() also reads other scripts' digits ("٥" is 5),
+# which no one types as dollars.
 _AMOUNT = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
 
 
 def _budget(raw: str | None, source: str = "--bench-budget-usd") -> float | None:
-    """A positive, finite number of US dollars below 10^12 (``$`` allowed in front: it is how people write it)."""
+    """A positive, finite number of US dollars below 10^12 (``$`` allowed in
+    front: it is how people write it)."""
     if raw is None:
         return None
     text = raw.strip().removeprefix("$")
     usd = float(text) if _AMOUNT.fullmatch(text) else -1.0
     if not 0 < usd < MAX_USD:
-        raise pytest.UsageError(f"{source} must be an amount of US dollars > 0 and below 10^12 "
-                                f"(ASCII digits, a $ in front allowed), e.g. 5, 0.25 or $5, got {raw!r}")
+        raise pytest.UsageError(
+            f"{source} must be an amount of US dollars > 0 and below 10^12 "
+            f"(ASCII digits, a $ in front allowed), e.g. 5, 0.25 or $5, got {raw!r}"
+        )
     return usd
 
 
@@ -206,7 +296,9 @@ def _seed(config: pytest.Config) -> int | None:
     if raw is None:
         return None
     if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_SEED:
-        raise pytest.UsageError(f"--bench-seed must be a whole number from 0 to {MAX_SEED}, got {raw!r}")
+        raise pytest.UsageError(
+            f"--bench-seed must be a whole number from 0 to {MAX_SEED}, got {raw!r}"
+        )
     return int(raw)
 
 
@@ -244,8 +336,10 @@ def _retry_errors(config: pytest.Config, resume: str | None) -> bool:
     project's default for its resumes, so a fresh run ignores it."""
     if config.getoption("bench_retry_errors"):
         if not resume:
-            raise pytest.UsageError("--bench-retry-errors re-runs the error rows of a results file: "
-                                    "use it with --bench-resume PATH")
+            raise pytest.UsageError(
+                "--bench-retry-errors re-runs the error rows of a results file: "
+                "use it with --bench-resume PATH"
+            )
         return True
     return bool(resume) and bool(config.getini("bench_retry_errors"))
 

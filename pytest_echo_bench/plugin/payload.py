@@ -13,8 +13,8 @@ import msgspec
 
 from pytest_echo_bench.engine.outcome import INCOMPLETE, UNAVAILABLE, Outcome
 from pytest_echo_bench.store.files import StopReason
-from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 from pytest_echo_bench.store.records import Key
+from pytest_echo_bench.store.safe_text import escape_id, shown, unescape_id
 
 if TYPE_CHECKING:
     import pytest
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 class StopSent(msgspec.Struct, frozen=True):
-    """The stop an item's failure caused: the controller needs why, if its marker could not be written."""
+    """The stop an item's failure caused: the controller needs why, if
+    its marker could not be written."""
 
     reason: str
     message: str  # shown escaped
@@ -32,39 +33,68 @@ class StopSent(msgspec.Struct, frozen=True):
 class Payload(msgspec.Struct, frozen=True, omit_defaults=True):
     kind: str  # engine.outcome: row, incomplete, aborted, unavailable
     benchmark: str
-    task_id: str  # as the node id spells it (``escape_id``, reversible): a lone surrogate cannot travel
+    # as the node id spells it (``escape_id``, reversible): a lone surrogate cannot travel
+    task_id: str
     arm: str
     epoch: int
     status: str  # the row's verdict, else the kind
     wall_seconds: float | None
     retries: int
     message: str  # shown escaped: the controller prints it
-    limit: int | None = None  # the endpoint's adaptive limit after this item, for the progress line and page
+    # the endpoint's adaptive limit after this item, for the progress line and page
+    limit: int | None = None
     throttled: int = 0  # 429 answers this item met
     pace: float | None = None  # requests a second the endpoint is paced at (None: not paced)
-    decisions: tuple[str, ...] = ()  # the limiters' decisions since this process's last item, shown escaped
+    # the limiters' decisions since this process's last item, shown escaped
+    decisions: tuple[str, ...] = ()
     optional: bool = False  # unavailable, and the spec says the sweep is complete without this arm
     stop: StopSent | None = None  # this item's failure stopped the run
 
     @classmethod
     def of_item(cls, item: BenchItem, outcome: Outcome) -> Payload:
         row = outcome.row
-        stop = StopSent(outcome.stop.reason, shown(outcome.stop.message)) if outcome.stop is not None else None
+        stop = (
+            StopSent(outcome.stop.reason, shown(outcome.stop.message))
+            if outcome.stop is not None
+            else None
+        )
         return cls(
-            kind=outcome.kind, benchmark=item.spec.benchmark, task_id=escape_id(item.example.id), arm=item.arm,
-            epoch=item.epoch, status=row.status if row else outcome.kind, wall_seconds=row.wall_seconds if row else None,
-            retries=outcome.retries, message=shown(outcome.message), limit=outcome.limit,
+            kind=outcome.kind,
+            benchmark=item.spec.benchmark,
+            task_id=escape_id(item.example.id),
+            arm=item.arm,
+            epoch=item.epoch,
+            status=row.status if row else outcome.kind,
+            wall_seconds=row.wall_seconds if row else None,
+            retries=outcome.retries,
+            message=shown(outcome.message),
+            limit=outcome.limit,
             throttled=outcome.throttled if outcome.limit is not None else 0,
             pace=outcome.pace if outcome.limit is not None else None,
             decisions=tuple(shown(line) for line in outcome.decisions),
-            optional=(outcome.kind == UNAVAILABLE and item.spec.arms[item.arm].optional and not outcome.misconfigured),
-            stop=stop)
+            optional=(
+                outcome.kind == UNAVAILABLE
+                and item.spec.arms[item.arm].optional
+                and not outcome.misconfigured
+            ),
+            stop=stop,
+        )
 
     @classmethod
     def lost(cls, key: Key, message: str) -> Payload:
-        """The item a lost xdist worker was running: not recorded, so resume runs it (unless it was)."""
-        return cls(kind=INCOMPLETE, benchmark=key[0], task_id=escape_id(key[1]), arm=key[2], epoch=key[3],
-                   status=INCOMPLETE, wall_seconds=None, retries=0, message=shown(message))
+        """The item a lost xdist worker was running: not recorded, so
+        resume runs it (unless it was)."""
+        return cls(
+            kind=INCOMPLETE,
+            benchmark=key[0],
+            task_id=escape_id(key[1]),
+            arm=key[2],
+            epoch=key[3],
+            status=INCOMPLETE,
+            wall_seconds=None,
+            retries=0,
+            message=shown(message),
+        )
 
     @classmethod
     def of(cls, report: pytest.TestReport) -> Payload | None:

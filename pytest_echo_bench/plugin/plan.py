@@ -37,8 +37,10 @@ def decide_plan(opts: BenchOptions, specs: Mapping[str, Spec], arms: Mapping[str
     if not pairs:
         return None, []
     if not order.random:
-        raise pytest.UsageError("--bench-stop-when-decided needs the random order (--bench-order random): "
-                                "a sweep stopped early in file order holds only the first subtasks")
+        raise pytest.UsageError(
+            "--bench-stop-when-decided needs the random order (--bench-order random): "
+            "a sweep stopped early in file order holds only the first subtasks"
+        )
     return Plan(tuple(dict.fromkeys(pairs)), alpha, margin), []
 
 

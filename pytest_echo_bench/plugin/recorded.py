@@ -25,13 +25,15 @@ from pytest_echo_bench.store.records import Meta
 OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
            "concurrency": ("bench_concurrency", "--bench-concurrency"),
            "budget_usd": ("bench_budget_usd", "--bench-budget-usd")}
-# What a resume of a file without a record runs with when its command line says nothing (options.resolve).
+# What a resume of a file without a record runs with when its command line
+# says nothing (options.resolve).
 DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None}
 OFF, DEFAULT_CACHE = "off", "default"
 
 
 def record(opts: BenchOptions) -> RunOptions:
-    """The meta line's ``options`` for a new sweep: the cache as "off", "default" or an absolute path."""
+    """The meta line's ``options`` for a new sweep: the cache as "off",
+    "default" or an absolute path."""
     return RunOptions(_cache_text(opts.cache), opts.concurrency, opts.budget_usd)
 
 
@@ -44,8 +46,10 @@ def recorded(meta: Meta | None, where: str) -> RunOptions | None:
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:
-        raise pytest.UsageError(f"--bench-resume {where}: the meta line's options {problem}; "
-                                "give them on the command line and fix or remove the meta line's \"options\"")
+        raise pytest.UsageError(
+            f"--bench-resume {where}: the meta line's options {problem}; "
+            'give them on the command line and fix or remove the meta line\'s "options"'
+        )
     return found
 
 
@@ -84,15 +88,23 @@ def resume_flags(config: pytest.Config, opts: BenchOptions,
 def run_order(opts: BenchOptions, found: Meta | None) -> tuple[OrderRecord, list[str]]:
     """The meta line's ``order`` for this run, and a note when a resume overrides what was asked."""
     if found is None:
-        return order_meta(opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed), []
+        return order_meta(
+            opts.order or RANDOM, DEFAULT_SEED if opts.seed is None else opts.seed
+        ), []
     # Files written before the order existed ran in file order: a resume keeps that too.
     kept = found.order or OrderRecord(FILE)
     seed = (DEFAULT_SEED if kept.seed is None else kept.seed) if opts.seed is None else opts.seed
     asked = order_meta(opts.order or kept.order or FILE, seed)
     if (opts.order is not None or opts.seed is not None) and asked != kept:
-        given = " and ".join(f for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed)) if v is not None)
-        return kept, [f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
-                          f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"]
+        given = " and ".join(
+            f
+            for f, v in (("--bench-order", opts.order), ("--bench-seed", opts.seed))
+            if v is not None
+        )
+        return kept, [
+            f"echo-bench: {given} ignored: the sweep keeps the order its meta line records "
+            f"({_order_said(kept)}), not {_order_said(asked)}: a resume never reorders what is left"
+        ]
     return kept, []
 
 
@@ -115,8 +127,8 @@ def _same(name: str, given: Any, value: Any) -> bool:
 def _said(name: str, value: Any) -> str:
     """A value as the command line gives it (a cache as "off" or its absolute path)."""
     if name == "cache":
-        return value if isinstance(value, str) and (value in (OFF, DEFAULT_CACHE) or os.path.isabs(value)) \
-            else _cache_text(value)
+        said = isinstance(value, str) and (value in (OFF, DEFAULT_CACHE) or os.path.isabs(value))
+        return value if said else _cache_text(value)
     if name == "budget_usd":
         return "no budget" if value is None else f"{value:g}"
     return str(value)
@@ -131,6 +143,8 @@ def _problem(found: RunOptions) -> str | None:
         return f"give cache {cache!r}, not \"off\", \"default\" or an absolute path"
     if type(concurrency) is not int or not 1 <= concurrency <= 1024:
         return f"give concurrency {concurrency!r}, not a whole number from 1 to 1024"
-    if usd is not None and (type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD):
+    if usd is not None and (
+        type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD
+    ):
         return f"give budget_usd {usd!r}, not an amount of US dollars above 0"
     return None

@@ -25,12 +25,16 @@ def controller(config: pytest.Config, opts: BenchOptions, ctx: RunContext) -> di
     _apply_selection(config, ctx)
     if will_distribute(config) and not config.option.continue_on_collection_errors and (
             _spec_error(config, ctx) or selects_nothing(config, ctx)):
-        collect_here(config)  # what a serial run says (a spec's error, exit 2; nothing selected, exit 5), at once
-    if ctx.resume_upto is None:  # a resume with nothing left is a complete sweep (exit 0), not an empty selection
+        # what a serial run says (a spec's error, exit 2; nothing selected, exit 5), at once
+        collect_here(config)
+    # a resume with nothing left is a complete sweep (exit 0), not an empty selection
+    if ctx.resume_upto is None:
         config.pluginmanager.register(SelectionNote(config, ctx), "echo-bench-selection")
     config.pluginmanager.register(ControllerPlugin(config, opts, ctx), "echo-bench-controller")
     if not distributed(config):
-        config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=False), "echo-bench-worker")
+        config.pluginmanager.register(
+            WorkerPlugin(config, opts, ctx, remote=False), "echo-bench-worker"
+        )
     return ctx.to_json()
 
 
@@ -40,7 +44,8 @@ def _spec_error(config: pytest.Config, ctx: RunContext) -> bool:
     cache = config.stash.setdefault(SPEC_CACHE, {})
     for path in map(Path, ctx.specs):
         try:
-            check_spec(load_benchmark(path, cache)[0])  # as collection checks it (scorer, arms' options)
+            # as collection checks it (scorer, arms' options)
+            check_spec(load_benchmark(path, cache)[0])
         except SpecError:
             return True
         except EchoBenchError:
@@ -51,7 +56,8 @@ def _spec_error(config: pytest.Config, ctx: RunContext) -> bool:
 def worker(config: pytest.Config, opts: BenchOptions, handed: dict[str, Any]) -> None:
     """An xdist worker: the context the controller decided, and the worker plugin."""
     ctx = RunContext.from_json(handed)
-    opts = resumed(config, opts, ctx.options)[0]  # as the controller decided: the recorded ones, unless given
+    # as the controller decided: the recorded ones, unless given
+    opts = resumed(config, opts, ctx.options)[0]
     _apply_selection(config, ctx)
     config.pluginmanager.register(WorkerPlugin(config, opts, ctx, remote=True), "echo-bench-worker")
 

@@ -1,4 +1,5 @@
-"""What a resume must find in its results file before anything runs: a fingerprint, and the specs' own."""
+"""What a resume must find in its results file before anything runs: a
+fingerprint, and the specs' own."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 def refuse_unfingerprinted(file: Path, path: str) -> None:
     """A resume checks that the file's rows answer the specs it runs (``check_resume``): a file that
     records no fingerprint (the parent harness's: no meta line, or one without fingerprints) cannot
-    be checked, so it is refused before anything is changed, unless ``--bench-allow-mismatch`` says the
-    rows answer these specs (as for a fingerprint that differs). Every other reader reads it as it is."""
+    be checked, so it is refused before anything is changed, unless
+    ``--bench-allow-mismatch`` says the rows answer these specs (as for a fingerprint that
+    differs). Every other reader reads it as it is."""
     try:
         with open(file, "rb") as f:
             first = f.readline().rstrip(b"\n")
@@ -32,26 +34,39 @@ def refuse_unfingerprinted(file: Path, path: str) -> None:
         return  # garbage on line 1: the full read refuses it naming the line
     if record.get("_meta") is not True:
         what = "has no meta line"
-    elif record.get("fingerprint") or any(info.get("fingerprint") for info in (record.get("benchmarks") or {}).values()):
+    elif record.get("fingerprint") or any(
+        info.get("fingerprint") for info in (record.get("benchmarks") or {}).values()
+    ):
         return
     else:
         what = "has a meta line that records no fingerprint"
     raise pytest.UsageError(
-        f"--bench-resume {path}: the file {what}, as files of the harness this project grew from do, so nothing "
-        "says which spec its rows answer and a resume could not check them against yours. Run the sweep into a new file "
-        "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer these specs; "
-        "echo-bench report, merge, export, power and progress read this file as it is")
+        f"--bench-resume {path}: the file {what}, as files of the harness this project grew "
+        "from do, so nothing "
+        "says which spec its rows answer and a resume could not check them against yours. "
+        "Run the sweep into a new file "
+        "(--bench-out NEW.jsonl), or pass --bench-allow-mismatch if you know they answer "
+        "these specs; "
+        "echo-bench report, merge, export, power and progress read this file as it is"
+    )
 
 
-def check_resume(opts: BenchOptions, found: Meta | None, fingerprints: dict[str, str],
-                 parts: dict[str, dict[str, str]] | None = None, specs: dict[str, Spec] | None = None) -> None:
+def check_resume(
+    opts: BenchOptions,
+    found: Meta | None,
+    fingerprints: dict[str, str],
+    parts: dict[str, dict[str, str]] | None = None,
+    specs: dict[str, Spec] | None = None,
+) -> None:
     """Refuse a resume whose specs hold a benchmark the file lacks, or one whose fingerprint changed
-    (naming the parts that changed). A fingerprint recorded before the endpoint left it is accepted."""
+    (naming the parts that changed). A fingerprint recorded before
+    the endpoint left it is accepted."""
     recorded = found.benchmarks if found is not None else {}
     for name, fp in fingerprints.items():
         if recorded and name not in recorded and not opts.allow_mismatch:
             raise pytest.UsageError(
-                f"--bench-resume {opts.resume}: benchmark {name!r} is not in this file, which holds "
+                f"--bench-resume {opts.resume}: benchmark {name!r} is not in this file, "
+                "which holds "
                 f"{', '.join(sorted(recorded))}; run it into a results file of its own, "
                 "or pass --bench-allow-mismatch to append it anyway."
             )

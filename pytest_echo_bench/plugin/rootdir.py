@@ -44,7 +44,8 @@ READ_EARLY = ("addopts", "pythonpath", "required_plugins", "minversion")
 
 
 def repin(config: pytest.Config, args: list[str]) -> None:
-    """Put the rootdir (and the ini file) back where pytest puts them without our options' values."""
+    """Put the rootdir (and the ini file) back where pytest puts
+    them without our options' values."""
     ns = config.known_args_namespace
     spaced = spaced_values(ns, args)
     if not spaced:
@@ -54,17 +55,23 @@ def repin(config: pytest.Config, args: list[str]) -> None:
         return
     ini_moved = ini != config.inipath
     # Keys of the ini file pytest should have read, or of the one it read instead, already acted on.
-    early = sorted({k for k in READ_EARLY if k in cfg or k in config._inicfg}) if ini_moved else []  # noqa: SLF001
+    inicfg = config._inicfg  # noqa: SLF001
+    early = sorted({k for k in READ_EARLY if k in cfg or k in inicfg}) if ini_moved else []
     if early:
         flag, value = next(iter(spaced.items()))
         raise pytest.UsageError(
-            f"pytest took the value of {flag} {value} for a test path, so it read its configuration from "
-            f"{config.inipath or 'no ini file'} instead of {ini or 'none'}, and acted on their {', '.join(early)} "
-            f"before echo-bench could say otherwise: write {flag}={value} (pytest never reads that form as a path)")
+            f"pytest took the value of {flag} {value} for a test path, so it read its "
+            "configuration from "
+            f"{config.inipath or 'no ini file'} instead of {ini or 'none'}, and acted on "
+            f"their {', '.join(early)} "
+            f"before echo-bench could say otherwise: write {flag}={value} (pytest never "
+            "reads that form as a path)"
+        )
     # pytest has no setter for these: Config.rootpath / inipath / getini read them (pytest 7 to 9).
     moved = config.rootpath
     config._rootpath, config._inipath = root, ini  # noqa: SLF001
-    config._parser.extra_info.update(rootdir=str(root), inifile=str(ini))  # noqa: SLF001 (usage errors show them)
+    # usage errors show them
+    config._parser.extra_info.update(rootdir=str(root), inifile=str(ini))  # noqa: SLF001
     if ini_moved:  # the settings read so far are none of the keys refused above
         config._inicfg = cfg  # noqa: SLF001
         config._inicache.clear()  # noqa: SLF001
@@ -76,22 +83,35 @@ def _setup(ns: Any, invocation_dir: Path) -> tuple[Path, Path | None, dict[str, 
     """The rootdir, ini file and its settings pytest derives from the positional args alone."""
     from _pytest.config.findpaths import determine_setup
 
-    given = {"inifile": ns.inifilename, "override_ini": getattr(ns, "override_ini", None), "args": ns.file_or_dir,
-             "rootdir_cmd_arg": ns.rootdir or None, "invocation_dir": invocation_dir}
+    given = {
+        "inifile": ns.inifilename,
+        "override_ini": getattr(ns, "override_ini", None),
+        "args": ns.file_or_dir,
+        "rootdir_cmd_arg": ns.rootdir or None,
+        "invocation_dir": invocation_dir,
+    }
     accepted = inspect.signature(determine_setup).parameters  # override_ini is new in pytest 8.x
     root, ini, cfg, *_ = determine_setup(**{k: v for k, v in given.items() if k in accepted})
     return Path(root), Path(ini) if ini else None, cfg
 
 
 def worker_pins(config: pytest.Config, before: str | None) -> str:
-    """``PYTEST_ADDOPTS`` for local xdist workers: the caller's own, then the controller's rootdir, ini
-    file and conftest boundary.
+    """``PYTEST_ADDOPTS`` for local xdist workers: the caller's own, then the controller's rootdir,
+    ini file and conftest boundary.
 
     The user's own ``--rootdir``/``-c`` on the command line come after it and win, as they did here.
     """
     # With no ini file, /dev/null says "none"; pytest would then derive the conftest boundary from
     # /dev, so it is pinned too: a worker never imports a conftest.py the controller would not.
     confcutdir = config.known_args_namespace.confcutdir or str(config.rootpath)
-    pins = shlex.join(["--rootdir", str(config.rootpath), "--config-file", str(config.inipath or os.devnull),
-                       "--confcutdir", confcutdir])
+    pins = shlex.join(
+        [
+            "--rootdir",
+            str(config.rootpath),
+            "--config-file",
+            str(config.inipath or os.devnull),
+            "--confcutdir",
+            confcutdir,
+        ]
+    )
     return f"{before} {pins}" if before else pins

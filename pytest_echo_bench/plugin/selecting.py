@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from pytest_echo_bench.cli.empty_selection import (
+    NOTHING_SELECTED,
+    nothing_selected,
+    selection_words,
+)
+from pytest_echo_bench.cli.estimate import select
+from pytest_echo_bench.cli.keyword import parse_keyword
 from pytest_echo_bench.datasets.example import Loaded
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.errors import EchoBenchError
-from pytest_echo_bench.cli.empty_selection import NOTHING_SELECTED, nothing_selected, selection_words
-from pytest_echo_bench.cli.estimate import select
-from pytest_echo_bench.cli.keyword import parse_keyword
-from pytest_echo_bench.shards.env import k_of_n
 from pytest_echo_bench.plugin.context import SPEC_CACHE, RunContext
+from pytest_echo_bench.shards.env import k_of_n
 from pytest_echo_bench.spec.load import Spec
 
 
@@ -48,7 +52,9 @@ def selects_nothing(config: pytest.Config, ctx: RunContext) -> bool:
     except ValueError:
         return False  # pytest refuses the expression itself, in its own words
     shard = k_of_n(ctx.shard) if ctx.shard else None
-    return bool(loaded) and not any(select(spec, examples, config.rootpath, matcher, shard) for spec, examples in loaded)
+    return bool(loaded) and not any(
+        select(spec, examples, config.rootpath, matcher, shard) for spec, examples in loaded
+    )
 
 
 class SelectionNote:
@@ -58,10 +64,13 @@ class SelectionNote:
         self.config, self.ctx = config, ctx
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: int
+    ) -> None:
         if exitstatus != NOTHING_SELECTED:
             return
         counts = _counts(_loaded(self.config, self.ctx.specs))
-        if sum(count for _, count in counts):  # not only datasets optional and absent: the selection chose none
+        # not only datasets optional and absent: the selection chose none
+        if sum(count for _, count in counts):
             what = selection_words(self.ctx.keyword, self.ctx.markexpr, self.ctx.shard)
             terminalreporter.write_line(nothing_selected(what, counts))

@@ -69,7 +69,9 @@ class WorkerPlugin:
         self.session = session
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection, so "to run" counts what will run
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         if self.ctx.meta.order is not None and self.ctx.meta.order.random:
             self._order(config, items)
         shard = self.shard
@@ -77,7 +79,9 @@ class WorkerPlugin:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
-            _deselect(config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key))
+            _deselect(
+                config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key)
+            )
         budget = self.calling.budget
         # The arms each item runs: every process collects the same, so all agree.
         if budget is not None:
@@ -87,12 +91,18 @@ class WorkerPlugin:
                     budget.plan[pair] = (*budget.plan.get(pair, ()), item.arm)
 
     def _order(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a shard or a
-        resume then leaves out some of one order, and every xdist worker computes it alike (plugin.order)."""
+        """The benchmark items in the sweep's order, placed by each spec's whole dataset: a
+        shard or a resume then leaves out some of one order, and every xdist worker
+        computes it alike (plugin.order)."""
         slots = [i for i, item in enumerate(items) if isinstance(item, BenchItem)]
         bench: list[BenchItem] = [items[i] for i in slots]  # type: ignore[misc]
-        universe = {spec.benchmark: examples for spec, examples in
-                    (load_benchmark(p, config.stash.get(SPEC_CACHE, None)) for p in {i.spec.path for i in bench})}
+        universe = {
+            spec.benchmark: examples
+            for spec, examples in (
+                load_benchmark(p, config.stash.get(SPEC_CACHE, None))
+                for p in {i.spec.path for i in bench}
+            )
+        }
         for slot, item in zip(slots, ordered(bench, self.ctx.meta.order, universe), strict=True):
             items[slot] = item
 
@@ -116,7 +126,8 @@ class WorkerPlugin:
 
     def _request_stop(self, message: str) -> None:
         if self.session is not None and not self.session.shouldstop:
-            self.session.shouldstop = message  # a worker passes this to the controller (xdist >= 3.6.1)
+            # a worker passes this to the controller (xdist >= 3.6.1)
+            self.session.shouldstop = message
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -124,16 +135,19 @@ class WorkerPlugin:
         if isinstance(item, BenchItem) and call.when == "call":
             outcome = item.stash.get(OUTCOME, None)
             if outcome is not None:
-                report.bench = Payload.of_item(item, outcome).to_wire()  # plain JSON: it travels to the controller
+                # plain JSON: it travels to the controller
+                report.bench = Payload.of_item(item, outcome).to_wire()
         elif isinstance(item, BenchItem) and call.when == "teardown" and OUTCOME in item.stash:
-            del item.stash[OUTCOME]  # the row (with the whole output) is on disk: keep no copy per item
+            # the row (with the whole output) is on disk: keep no copy per item
+            del item.stash[OUTCOME]
         if isinstance(item, BenchItem) and call.when != "call":
             self._quiet = report
         return report
 
     @pytest.hookimpl(trylast=True)  # xdist has sent the report on by now
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """In an xdist worker, drop what nothing reads any more (in a serial run the controller does)."""
+        """In an xdist worker, drop what nothing reads any more (in a
+        serial run the controller does)."""
         if not self.remote:
             return
         if report is self._quiet and report.passed and not report.sections:
@@ -144,13 +158,19 @@ class WorkerPlugin:
         spend(report)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+    def pytest_json_runtest_metadata(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> dict[str, Any] | None:
         """pytest-json-report: each benchmark test's entry carries its result row.
 
         Shown as the terminal shows it (controls and bidi characters escaped): a report is read
         in terminals and pages too; the results file keeps the exact text.
         """
-        outcome = item.stash.get(OUTCOME, None) if isinstance(item, BenchItem) and call.when == "call" else None
+        outcome = (
+            item.stash.get(OUTCOME, None)
+            if isinstance(item, BenchItem) and call.when == "call"
+            else None
+        )
         if outcome is None:
             return None
         if outcome.row is None:
@@ -189,7 +209,9 @@ class WorkerPlugin:
             del self.config.stash[RUN]
 
 
-def _deselect(config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]) -> None:
+def _deselect(
+    config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]
+) -> None:
     """Remove items the way --lf does: edit the list in place and tell the deselected hook."""
     dropped = [i for i in items if drop(i)]
     if dropped:

@@ -23,10 +23,15 @@ def distributed(config: pytest.Config) -> bool:
 def will_distribute(config: pytest.Config) -> bool:
     """True in a controller that xdist's ``pytest_configure`` makes (or made) distributed: both run
     last in configure, in no order we choose, so its options are read as it reads them."""
-    if getattr(config, "workerinput", None) is not None or not config.pluginmanager.has_plugin("xdist"):
+    if getattr(config, "workerinput", None) is not None or not config.pluginmanager.has_plugin(
+        "xdist"
+    ):
         return False
-    return distributed(config) or (config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
-                                   and not config.getoption("collectonly"))
+    return distributed(config) or (
+        config.getoption("dist", "no") != "no"
+        and bool(config.getoption("tx", None))
+        and not config.getoption("collectonly")
+    )
 
 
 def collect_here(config: pytest.Config) -> None:
@@ -54,8 +59,8 @@ def worker_count(config: pytest.Config) -> int:
 
 
 def worker_pids(config: pytest.Config) -> list[int]:
-    """The process ids of a distributed run's local workers (execnet's popen gateways, private), [] when
-    unknown or serial: a SIGTERM sent to the controller alone is passed on to them."""
+    """The process ids of a distributed run's local workers (execnet's popen gateways, private), []
+    when unknown or serial: a SIGTERM sent to the controller alone is passed on to them."""
     dsession = config.pluginmanager.get_plugin("dsession")
     group = getattr(getattr(dsession, "nodemanager", None), "group", None)
     pids = []

@@ -27,7 +27,8 @@ from pytest_echo_bench.providers.base import Completion
 from pytest_echo_bench.store.checks import FIGURE_MAX, figure
 
 NOTE = "usage_note"  # the key of the note in a row's ``extra`` when usage was recorded as unknown
-MAX_COUNT = int(FIGURE_MAX)  # the readers' limit; below 2**53, so every JSON reader (a browser too) holds it exactly
+# the readers' limit; below 2**53, so every JSON reader (a browser too) holds it exactly
+MAX_COUNT = int(FIGURE_MAX)
 OPENAI_USAGE = {"prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
 ANTHROPIC_USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
 
@@ -40,7 +41,9 @@ def text_of(content: Any, where: str) -> str:
         return ""
     if isinstance(content, list):
         return "".join(_part_text(part, f"{where}[{i}]") for i, part in enumerate(content))
-    raise PermanentError(f"the reply's {where} is {kind(content)}, not text or a list of content parts")
+    raise PermanentError(
+        f"the reply's {where} is {kind(content)}, not text or a list of content parts"
+    )
 
 
 def _part_text(part: Any, where: str) -> str:
@@ -50,7 +53,9 @@ def _part_text(part: Any, where: str) -> str:
         return ""  # an image, a tool call, a thinking block: not the answer's text
     text = part.get("text")
     if not isinstance(text, str):
-        raise PermanentError(f"the reply's {where} is a text part whose text is {kind(text)}, not a string")
+        raise PermanentError(
+            f"the reply's {where} is a text part whose text is {kind(text)}, not a string"
+        )
     return text
 
 
@@ -78,7 +83,11 @@ def read_usage(raw: Any, names: Mapping[str, str]) -> tuple[dict[str, int] | Non
             continue
         tokens = count(raw[theirs])
         if tokens is None:
-            return None, f"usage.{theirs} was {shown(raw[theirs])}, not a token count: usage recorded as unknown"
+            return (
+                None,
+                f"usage.{theirs} was {shown(raw[theirs])}, not a token count: usage recorded "
+                "as unknown",
+            )
         usage[ours] = tokens
     return usage or None, None
 
@@ -103,7 +112,8 @@ def checked(done: Completion) -> Completion:
 
 
 def finite_cost(cost: Any) -> float | None:
-    """``cost`` when it is a usable amount of money (``store.checks.figure``: what every reader accepts), else unknown."""
+    """``cost`` when it is a usable amount of money (``store.checks.figure``: what every
+    reader accepts), else unknown."""
     return figure(cost)
 
 

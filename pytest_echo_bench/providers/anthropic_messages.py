@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import (
+    ArmError,
+    ExhaustedError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+    UnavailableError,
+)
 from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
 from pytest_echo_bench.providers.base import (
     BaseProvider,
@@ -40,7 +47,16 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets, redact
 
 _SAMPLING = ("temperature", "top_p", "stop_sequences")
-_KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "max_tokens", "client", *_SAMPLING}
+_KNOWN = {
+    *NETWORK_OPTIONS,
+    "model",
+    "base_url",
+    "api_key_env",
+    "system",
+    "max_tokens",
+    "client",
+    *_SAMPLING,
+}
 # An account without credit: no retry can help, so the run stops. A refused key (401
 # authentication_error, 403 permission_error) is the arm's: it stops, other arms go on.
 _EXHAUSTED_TYPES = {"billing_error"}
@@ -57,20 +73,27 @@ class AnthropicProvider(BaseProvider):
     model: str
     system: str | None
     params: dict[str, Any]
-    endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
+    # with the key, what engine.limiter keeps one adaptive limit for
+    endpoint_url: str | None = None
     endpoint_key: str | None = None
 
     def close(self) -> None:
         self.transport.close()
 
     def complete(self, request: Request) -> Completion:
-        payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}], **self.params}
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": request.prompt}],
+            **self.params,
+        }
         if self.system:
             payload["system"] = self.system
         return self.transport.post(payload)
 
 
-def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
+def classify_status(
+    status: int, error: Mapping[str, Any], headers: Mapping[str, str]
+) -> ProviderError:
     """Exhausted / transient / permanent from the status *and* the error type and message."""
     kind = str(error.get("type") or "")
     text = str(error.get("message") or "")
@@ -78,9 +101,11 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # The credit message arrives as an ordinary 400 invalid_request_error: only the text tells.
     if kind in _EXHAUSTED_TYPES or status == 402 or "credit balance is too low" in text.lower():
         return ExhaustedError(f"{message}; top up the account, then resume", status=status)
-    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
+    # the key, the model, the base_url or the proxy: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:
         return ArmError(message, status=status)
-    if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:  # 529 is "overloaded"
+    # 529 is "overloaded"
+    if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
 
@@ -90,14 +115,16 @@ def _error_of(body: Any, secrets: Secrets | None = None) -> Mapping[str, Any]:
     if isinstance(body, dict):
         inner = body.get("error")
         return inner if isinstance(inner, dict) else body
-    return {"message": redact(str(body), secrets or Secrets(), limit=200) if body is not None else ""}
+    return {
+        "message": redact(str(body), secrets or Secrets(), limit=200) if body is not None else ""
+    }
 
 
 def _reply(data: Any) -> Completion:
     content = data.get("content") if isinstance(data, dict) else None
     if content is None:
-        # Not the Messages API's answer (a web page, a proxy's own reply): on an arm's first call the
-        # base_url is wrong; once the arm has answered, it is this item's failure.
+        # Not the Messages API's answer (a web page, a proxy's own reply): on an arm's first call
+        # the base_url is wrong; once the arm has answered, it is this item's failure.
         text = "the server answered without content: not the Anthropic Messages API's reply"
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     # Text blocks joined in order; thinking and tool-use blocks are not the answer's text.
@@ -123,8 +150,12 @@ class SDKTransport:
         self.client.close()  # the SDK's connection pool
 
     def post(self, payload: dict[str, Any]) -> Completion:
-        with sdk_errors(self.sdk, self.sdk.AnthropicError, lambda status, body, headers: classify_status(
-                status, _error_of(body), headers), self.url):
+        with sdk_errors(
+            self.sdk,
+            self.sdk.AnthropicError,
+            lambda status, body, headers: classify_status(status, _error_of(body), headers),
+            self.url,
+        ):
             resp = self.client.messages.create(**_sdk_arguments(payload))
         if not hasattr(resp, "content"):  # the SDK hands back a page that is not JSON as a str
             return _reply(None)
@@ -141,9 +172,14 @@ class HTTPTransport:
     secrets: Secrets = field(default_factory=Secrets)
 
     def __post_init__(self) -> None:
-        headers = {"anthropic-version": API_VERSION, **({"x-api-key": self.key} if self.key else {})}
+        headers = {
+            "anthropic-version": API_VERSION,
+            **({"x-api-key": self.key} if self.key else {}),
+        }
         secrets = self.secrets | Secrets([self.key] if self.key else [])
-        self.client = JSONClient(self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network, secrets)
+        self.client = JSONClient(
+            self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network, secrets
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -158,9 +194,15 @@ class HTTPTransport:
 def _params(arm: ArmSpec, spec: Spec) -> dict[str, Any]:
     max_tokens = option(arm, "max_tokens", int, DEFAULT_MAX_TOKENS, spec)
     if max_tokens < 1:
-        raise spec.error(f"max_tokens must be positive, got {max_tokens}", "arms", arm.name, "max_tokens")
+        raise spec.error(
+            f"max_tokens must be positive, got {max_tokens}", "arms", arm.name, "max_tokens"
+        )
     params: dict[str, Any] = {"max_tokens": max_tokens}
-    for key, kind in (("temperature", (int, float)), ("top_p", (int, float)), ("stop_sequences", list)):
+    for key, kind in (
+        ("temperature", (int, float)),
+        ("top_p", (int, float)),
+        ("stop_sequences", list),
+    ):
         value = option(arm, key, kind, None, spec)
         if value is not None:
             params[key] = value
@@ -182,19 +224,29 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     key = read_key(arm.name, key_env) if key_env else None
     network = network_of(arm, spec)
     if client == "http":
-        return AnthropicProvider(HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
-                                 model, system, params, base_url, key)
+        return AnthropicProvider(
+            HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
+            model,
+            system,
+            params,
+            base_url,
+            key,
+        )
     try:
         import anthropic
     except ImportError as exc:
-        raise UnavailableError("the anthropic SDK is not installed: pip install 'pytest-echo-bench[anthropic]' "
-                               "(or set client: http)") from exc
-    # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and backoff.
-    # The SDK insists on some credential, so a keyless arm sends a placeholder.
+        raise UnavailableError(
+            "the anthropic SDK is not installed: pip install 'pytest-echo-bench[anthropic]' "
+            "(or set client: http)"
+        ) from exc
+    # max_retries=0: the SDK would retry 429s and 5xx itself, out of sight of our classifier and
+    # backoff. The SDK insists on some credential, so a keyless arm sends a placeholder.
     made = sdk_client(arm.name, network, lambda: anthropic.Anthropic(
         api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s)))
-    return AnthropicProvider(SDKTransport(made, anthropic, base_url), model, system, params, base_url, key)
+    return AnthropicProvider(
+        SDKTransport(made, anthropic, base_url), model, system, params, base_url, key
+    )
 
 
 PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)

@@ -23,8 +23,10 @@ class Request:
     prompt: str
     attempt: int = 1
     timeout_s: float = 180.0
-    sample: int = 0  # the n-th ask of the same arm and prompt within one item (distinct cache entries)
-    epoch: int = 1  # the item's epoch (spec ``epochs: K``): each epoch its own cache entries and sim draws
+    # the n-th ask of the same arm and prompt within one item (distinct cache entries)
+    sample: int = 0
+    # the item's epoch (spec ``epochs: K``): each epoch its own cache entries and sim draws
+    epoch: int = 1
 
 
 @dataclass
@@ -132,16 +134,24 @@ def check_options(arm: ArmSpec, spec: Spec, provider: str, known: set[str]) -> N
     """Refuse an option the provider does not know (a typo would otherwise be silently ignored)."""
     unknown = sorted(set(arm.options) - known)
     if unknown:
-        raise spec.error(f"unknown {provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
-                         "arms", arm.name, unknown[0])
+        raise spec.error(
+            f"unknown {provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
+            "arms",
+            arm.name,
+            unknown[0],
+        )
 
 
-def chat_options(arm: ArmSpec, spec: Spec, provider: str, key_env: str, base_url: str) -> tuple[str, str, str | None, str]:
-    """What the chat providers share: model (required), client (sdk or http), api_key_env, base_url."""
+def chat_options(
+    arm: ArmSpec, spec: Spec, provider: str, key_env: str, base_url: str
+) -> tuple[str, str, str | None, str]:
+    """What the chat providers share: model (required), client (sdk
+    or http), api_key_env, base_url."""
     model = option(arm, "model", str, None, spec)
     if not model:
         raise spec.error(f"an {provider} arm needs a 'model'", "arms", arm.name)
-    # The lean client by default: the SDKs cost several times its CPU per call (docs/performance.md).
+    # The lean client by default: the SDKs cost several times its CPU
+    # per call (docs/performance.md).
     client = option(arm, "client", str, "http", spec)
     if client not in ("sdk", "http"):
         raise spec.error(f"client must be sdk or http, got {client!r}", "arms", arm.name, "client")
@@ -172,7 +182,9 @@ def read_key(arm: str, env: str) -> str:
     if not key:
         raise UnavailableError(f"arm {arm!r} needs an API key: set the environment variable {env}")
     if not (key.isascii() and key.isprintable()) or " " in key:
-        raise UnavailableError(f"arm {arm!r}: the API key in {env} has a space or a control or non-ASCII "
-                               f"character inside it; set {env} to the key alone (its value is not shown)")
+        raise UnavailableError(
+            f"arm {arm!r}: the API key in {env} has a space or a control or non-ASCII "
+            f"character inside it; set {env} to the key alone (its value is not shown)"
+        )
     return key
 

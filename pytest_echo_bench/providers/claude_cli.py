@@ -20,34 +20,67 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError
+from pytest_echo_bench.errors import (
+    ArmError,
+    ExhaustedError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+)
 from pytest_echo_bench.providers.base import Completion
 from pytest_echo_bench.store.redaction import Secrets, redact
 
 CHECKED_VERSION = "2.1.332"
-LOGIN_HINT = ("run `claude` and log in, or set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) and list it under env: "
-              "(a login made with `claude` is kept in your home directory: the arm reads it only with keep_home: true)")
-MODEL_HINT = "check the arm's model: (an alias such as sonnet or opus, or a full model id the account can use)"
-NETWORK_HINT = "the CLI cannot reach the API: check the network and any proxy (or ANTHROPIC_BASE_URL, if the arm passes it)"
+LOGIN_HINT = (
+    "run `claude` and log in, or set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) and list "
+    "it under env: "
+    "(a login made with `claude` is kept in your home directory: the arm reads it only with "
+    "keep_home: true)"
+)
+MODEL_HINT = (
+    "check the arm's model: (an alias such as sonnet or opus, or a full model id the account can "
+    "use)"
+)
+NETWORK_HINT = (
+    "the CLI cannot reach the API: check the network and any proxy (or ANTHROPIC_BASE_URL, if "
+    "the arm passes it)"
+)
 
 _APOS = "['\u2019]"  # the CLI has printed both apostrophes
 # The usage window of a subscription (or a spend limit): the whole run stops until it resets.
 _USAGE_LIMIT = re.compile(
-    r"Claude(?: AI)? usage limit reached|usage limit reached|\b5-hour limit reached|spend limit reached"
-    rf"|You{_APOS}ve hit your (?:[\w-]+ )*limit|limit will reset at|out of usage credits", re.IGNORECASE)
+    r"Claude(?: AI)? usage limit reached|usage limit reached|\b5-hour limit reached|spend "
+    r"limit reached"
+    rf"|You{_APOS}ve hit your (?:[\w-]+ )*limit|limit will reset at|out of usage credits",
+    re.IGNORECASE,
+)
 # Money, not a window: also a stop of the run, with no time to resume at.
-_CREDIT = re.compile(r"credit balance (?:is )?too low|issue with your account's payment method|billing_error", re.IGNORECASE)
-_LOGIN = re.compile(r"Not logged in|Please run /login|Invalid API key|Fix external API key|OAuth token (?:has expired|revoked)"
-                    r"|Failed to authenticate|authentication_error|authentication_failed", re.IGNORECASE)
+_CREDIT = re.compile(
+    r"credit balance (?:is )?too low|issue with your account's payment method|billing_error",
+    re.IGNORECASE,
+)
+_LOGIN = re.compile(
+    r"Not logged in|Please run /login|Invalid API key|Fix external API key|OAuth token "
+    r"(?:has expired|revoked)"
+    r"|Failed to authenticate|authentication_error|authentication_failed",
+    re.IGNORECASE,
+)
 _MODEL = re.compile(r"issue with the selected model|not_found_error", re.IGNORECASE)
 _UNREACHABLE = re.compile(r"ECONNREFUSED|Connection refused|ENOTFOUND|getaddrinfo", re.IGNORECASE)
 _PROMPT = re.compile(r"Prompt is too long|context length", re.IGNORECASE)
-_TRANSIENT = re.compile(r"overloaded|API Error: (?:5\d\d|529)|Request rejected \(429\)|rate limit|Rate limited"
-                        r"|Connection error|ETIMEDOUT|ECONNRESET|timed out|socket hang up", re.IGNORECASE)
+_TRANSIENT = re.compile(
+    r"overloaded|API Error: (?:5\d\d|529)|Request rejected \(429\)|rate limit|Rate limited"
+    r"|Connection error|ETIMEDOUT|ECONNRESET|timed out|socket hang up",
+    re.IGNORECASE,
+)
 # What the CLI prints instead of an answer: an exit status of 0 does not make these answers.
-_OWN_MESSAGE = re.compile(r"\s*(?:Claude(?: AI)? usage limit reached|You['\u2019]ve hit your|5-hour limit reached"
-                          r"|Not logged in|Invalid API key|Please run /login|Credit balance|API Error:|Failed to authenticate"
-                          r"|OAuth token|Your limit will reset)", re.IGNORECASE)
+_OWN_MESSAGE = re.compile(
+    r"\s*(?:Claude(?: AI)? usage limit reached|You['\u2019]ve hit your|5-hour limit reached"
+    r"|Not logged in|Invalid API key|Please run /login|Credit balance|API Error:|Failed to "
+    r"authenticate"
+    r"|OAuth token|Your limit will reset)",
+    re.IGNORECASE,
+)
 _OWN_MESSAGE_MAX = 600  # the CLI's messages are one short line; an answer that long is the model's
 
 _EPOCH = re.compile(r"usage limit reached\|(\d{9,11})\b", re.IGNORECASE)
@@ -75,7 +108,9 @@ def read(name: str, rc: int, out: str, err: str, secrets: Secrets | None = None)
         detail = text or f"{result.get('subtype')} (no result text)"
         raise classify(f"{name} {_how(rc)}: {detail}", detail, status)
     if _is_own_message(text):
-        raise classify(f"{name} answered with its own message (exit status 0): {text.strip()}", text, status)
+        raise classify(
+            f"{name} answered with its own message (exit status 0): {text.strip()}", text, status
+        )
     return Completion(text.strip(), _usage(result.get("usage")))
 
 
@@ -83,9 +118,15 @@ def _read_text(name: str, rc: int, out: str, err: str, secrets: Secrets) -> Comp
     """Output that is not the JSON result (another binary, an older CLI): the text is the answer."""
     text = "\n".join(s for s in (err.strip(), out.strip()) if s)
     if rc != 0:
-        raise classify(f"{name} {_how(rc)}: {redact(text, secrets, limit=2000, tail=True) or '(no output)'}", text, None)
+        raise classify(
+            f"{name} {_how(rc)}: {redact(text, secrets, limit=2000, tail=True) or '(no output)'}",
+            text,
+            None,
+        )
     if _is_own_message(out):
-        raise classify(f"{name} answered with its own message (exit status 0): {out.strip()}", out, None)
+        raise classify(
+            f"{name} answered with its own message (exit status 0): {out.strip()}", out, None
+        )
     return Completion(out.strip())
 
 
@@ -101,7 +142,8 @@ def classify(message: str, text: str, status: int | None) -> ProviderError:
     if _MODEL.search(text) or status == 404:
         return ArmError(message, hint=MODEL_HINT, status=status)
     if _UNREACHABLE.search(text):
-        # Refused before the arm has answered: nothing can get through. Once it has answered, a blip.
+        # Refused before the arm has answered: nothing can get
+        # through. Once it has answered, a blip.
         return ArmError(message, hint=NETWORK_HINT, fallback=TransientError(message))
     if _PROMPT.search(text) or status == 400:
         return PermanentError(message, status=status)  # this prompt, not the arm: an error row
@@ -145,7 +187,9 @@ def _next_date(month_name: str, day: int, at: time, current: datetime) -> float 
         return None
     for year in (current.year, current.year + 1):
         try:
-            moment = datetime.combine(date(year, _MONTHS.index(month) + 1, day), at, tzinfo=current.tzinfo)
+            moment = datetime.combine(
+                date(year, _MONTHS.index(month) + 1, day), at, tzinfo=current.tzinfo
+            )
         except ValueError:
             return None  # Feb 30
         if moment >= current - _GRACE:
@@ -177,7 +221,8 @@ def _usage(raw: Any) -> dict[str, int] | None:
              if isinstance(raw.get(theirs), int) and not isinstance(raw.get(theirs), bool)}
     for cache in ("cache_read_input_tokens", "cache_creation_input_tokens"):
         if not usage.get(cache):
-            usage.pop(cache, None)  # rows stay as small as the other providers' when no cache was used
+            # rows stay as small as the other providers' when no cache was used
+            usage.pop(cache, None)
     return usage or None
 
 

@@ -1,4 +1,5 @@
-"""A model CLI in its own PID namespace, with a /proc of its own: it cannot read what it was not given.
+"""A model CLI in its own PID namespace, with a /proc of its own: it
+cannot read what it was not given.
 
 A CLI's environment is cut down to an allow-list (``command``), but the host's ``/proc`` still
 shows every process: ``/proc/<its parent>/environ`` held every key of the run, and a CLI read
@@ -29,13 +30,17 @@ SEARCH_PATH = "/usr/bin:/bin:/usr/local/bin"
 # Counts the processes its /proc shows, with shell builtins only: in a fresh PID namespace that is
 # the shell and (under bubblewrap) its init; on the host's /proc, every process of the machine.
 _PROBE = 'n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ "$n" -le 3 ]'
-HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
-        "or pass a model CLI no variable it must not read")
+HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces "
+    "are allowed, "
+    "or pass a model CLI no variable it must not read"
+)
 
 
 @functools.cache
 def prefix() -> tuple[str, ...]:
-    """What a CLI's argv is run under for a PID namespace of its own here; () when none can be made."""
+    """What a CLI's argv is run under for a PID namespace of its own
+    here; () when none can be made."""
     if not sys.platform.startswith("linux"):
         return ()
     for candidate in candidates():
@@ -45,7 +50,8 @@ def prefix() -> tuple[str, ...]:
 
 
 def candidates() -> list[list[str]]:
-    """The launchers to try, best first: bubblewrap, then unshare (as root, then in a user namespace)."""
+    """The launchers to try, best first: bubblewrap, then unshare (as
+    root, then in a user namespace)."""
     found: list[list[str]] = []
     bwrap = shutil.which("bwrap") or shutil.which("bwrap", path=SEARCH_PATH)
     if bwrap is not None:
@@ -59,7 +65,10 @@ def candidates() -> list[list[str]]:
         base = [unshare, "--pid", "--fork", "--mount-proc", "--kill-child"]
         if os.geteuid() == 0:
             found.append([*base, "--"])
-        found += [[*base, "--user", "--map-current-user", "--"], [*base, "--user", "--map-root-user", "--"]]
+        found += [
+            [*base, "--user", "--map-current-user", "--"],
+            [*base, "--user", "--map-root-user", "--"],
+        ]
     return found
 
 
@@ -73,16 +82,24 @@ def works(candidate: list[str]) -> bool:
 
 
 def start_line(specs: Iterable[Spec]) -> str | None:
-    """``summary_line`` for a run whose specs have a model-CLI arm (``provider: command``); else None."""
+    """``summary_line`` for a run whose specs have a model-CLI arm
+    (``provider: command``); else None."""
     runs_clis = any(arm.provider == "command" for spec in specs for arm in spec.arms.values())
     return summary_line() if runs_clis else None
 
 
 def summary_line(found: tuple[str, ...] | None = None) -> str:
-    """One line for the start of a run with model CLIs: whether they get a PID namespace of their own."""
+    """One line for the start of a run with model CLIs: whether they
+    get a PID namespace of their own."""
     found = prefix() if found is None else found
     if found:
         how = "bubblewrap" if os.path.basename(found[0]) == "bwrap" else "unshare"
-        return f"echo-bench: model CLIs run in their own PID namespace ({how}): they see no other process's environment"
-    return ("echo-bench: WARNING: model CLIs run without a PID namespace of their own here: a CLI can read the "
-            f"environment of other processes in /proc, this run's keys included; {HINT}")
+        return (
+            f"echo-bench: model CLIs run in their own PID namespace ({how}): they see no other "
+            "process's environment"
+        )
+    return (
+        "echo-bench: WARNING: model CLIs run without a PID namespace of their own here: a "
+        "CLI can read the "
+        f"environment of other processes in /proc, this run's keys included; {HINT}"
+    )

@@ -1,4 +1,5 @@
-"""A lean JSON-over-HTTP client: one keep-alive connection per thread (``wire``), standard library only.
+"""A lean JSON-over-HTTP client: one keep-alive connection per thread
+(``wire``), standard library only.
 
 The official SDKs cost several times its CPU per call, which limits how many calls one process
 keeps in flight on a small machine, so it is the default (see docs/performance.md).
@@ -19,17 +20,39 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from pytest_echo_bench.errors import ArmError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import (
+    ArmError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+    UnavailableError,
+)
 from pytest_echo_bench.providers.base import Completion
 from pytest_echo_bench.providers.network import Network, Proxy, cert_failure, tls_refused
 from pytest_echo_bench.providers.reply import UnknownEncoding
-from pytest_echo_bench.providers.wire import BadHeader, BadURL, Connection, ProxyRefused, Reply, Target, WireError, request_head
+from pytest_echo_bench.providers.wire import (
+    BadHeader,
+    BadURL,
+    Connection,
+    ProxyRefused,
+    Reply,
+    Target,
+    WireError,
+    request_head,
+)
 from pytest_echo_bench.store.redaction import Secrets, redact
 
-PROXY_HINT = "check the proxy's address and credentials (the arm's proxy:, or HTTP(S)_PROXY), or set proxy: none"
-BODY_SHOWN = 1 << 16  # of a body that is no JSON, the bytes redacted before its first 200 characters are kept
+PROXY_HINT = (
+    "check the proxy's address and credentials (the arm's proxy:, or HTTP(S)_PROXY), or set "
+    "proxy: none"
+)
+# of a body that is no JSON, the bytes redacted before its first 200 characters are kept
+BODY_SHOWN = 1 << 16
 # What to do when a server answers, but not in the API's wire format.
-WIRE_HINT = "base_url must be the API's address (for example https://host/v1), not a web page, a redirect or a login"
+WIRE_HINT = (
+    "base_url must be the API's address (for example https://host/v1), not a web page, a "
+    "redirect or a login"
+)
 
 
 class Transport(Protocol):
@@ -65,8 +88,12 @@ def plain(resp: Any) -> Any:
 
 
 @contextlib.contextmanager
-def sdk_errors(sdk: Any, base_error: type[Exception],
-               classify: Callable[[int, Any, Mapping[str, str]], ProviderError], url: str = "") -> Iterator[None]:
+def sdk_errors(
+    sdk: Any,
+    base_error: type[Exception],
+    classify: Callable[[int, Any, Mapping[str, str]], ProviderError],
+    url: str = "",
+) -> Iterator[None]:
     """An official SDK's exceptions in our terms, as the lean client reports the same failures:
     no connection or a timeout is transient, a certificate that failed verification is the arm's
     (named as the lean client names it: the SDK says only "Connection error."), an HTTP status is
@@ -84,8 +111,10 @@ def sdk_errors(sdk: Any, base_error: type[Exception],
         raise classify(exc.status_code, body, exc.response.headers) from exc
     except json.JSONDecodeError as exc:  # the SDK parses a 2xx body itself, and lets this through
         if ends_early(exc.doc):
-            raise TransientError(f"the reply's body ended before its JSON did ({len(exc.doc)} characters): "
-                                 "cut short by its content-length or the connection") from None
+            raise TransientError(
+                f"the reply's body ended before its JSON did ({len(exc.doc)} characters): "
+                "cut short by its content-length or the connection"
+            ) from None
         raise PermanentError(f"the reply's body is no JSON: {exc.msg}") from None
     except base_error as exc:
         raise PermanentError(f"{type(exc).__name__}: {exc}") from exc
@@ -97,7 +126,8 @@ class JSONClient:
     headers: dict[str, str]
     timeout: float
     network: Network = field(default_factory=Network)
-    secrets: Secrets = field(default_factory=Secrets)  # redacted from a body before it is cut for a message
+    # redacted from a body before it is cut for a message
+    secrets: Secrets = field(default_factory=Secrets)
     _local: threading.local = field(default_factory=threading.local)
     # Every thread's connection, for ``close``: a thread's end does not close its socket (nor the
     # server's side of it), which stayed open until the cycle collector ran.
@@ -105,8 +135,13 @@ class JSONClient:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        # identity: a compressed reply would cost CPU to inflate (``reply`` still inflates one, if sent).
-        self.headers = {"content-type": "application/json", "accept-encoding": "identity", **self.headers}
+        # identity: a compressed reply would cost CPU to inflate
+        # (``reply`` still inflates one, if sent).
+        self.headers = {
+            "content-type": "application/json",
+            "accept-encoding": "identity",
+            **self.headers,
+        }
         self._head: bytes | None = None
         self._refused: str | None = None  # why the URL or the proxy cannot be used, found once
         self._proxy: Proxy | None = None
@@ -117,8 +152,13 @@ class JSONClient:
         try:
             self._proxy = self.network.proxy_for(self.url) if self._target is not None else None
         except ValueError as exc:  # HTTPS_PROXY=socks5://...: the SDK may reach it, we cannot
-            self._target, self._refused = None, f"the proxy cannot be used by client: http: {exc}; {PROXY_HINT}"
-        self._tls = self.network.tls_context() if self._target is not None and self._target.tls else None
+            self._target, self._refused = (
+                None,
+                f"the proxy cannot be used by client: http: {exc}; {PROXY_HINT}",
+            )
+        self._tls = (
+            self.network.tls_context() if self._target is not None and self._target.tls else None
+        )
 
     def _connection(self, target: Target) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)
@@ -148,25 +188,34 @@ class JSONClient:
         try:
             head = self._request_head(target)
         except BadHeader:
-            # Nothing about this prompt is wrong, so the arm cannot run; the message names the header,
-            # never its value (the whole key). ``from None``: a printed chain would show it again.
-            raise UnavailableError("a request header was refused before sending (a control character such as a "
-                                   "newline, or one no HTTP header can carry); check the API key variable") from None
+            # Nothing about this prompt is wrong, so the arm cannot run; the message
+            # names the header, never its value (the whole key). ``from None``: a
+            # printed chain would show it again.
+            raise UnavailableError(
+                "a request header was refused before sending (a control character such as a "
+                "newline, or one no HTTP header can carry); check the API key variable"
+            ) from None
         try:
             reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
         except UnknownEncoding as exc:  # the server compresses every reply so: retrying cannot help
             raise PermanentError(str(exc)) from None
-        except ssl.SSLCertVerificationError as exc:  # untrusted, expired, another host's: the same on every try
+        # untrusted, expired, another host's: the same on every try
+        except ssl.SSLCertVerificationError as exc:
             raise tls_refused(target.host, target.port, exc) from None
         except ProxyRefused as exc:
             if exc.status in (403, 407):  # the proxy's policy or credentials: this arm's settings
                 raise ArmError(str(exc), hint=PROXY_HINT, status=exc.status) from None
-            raise TransientError(str(exc), status=exc.status) from None  # 502/503: it cannot reach the origin now
+            # 502/503: it cannot reach the origin now
+            raise TransientError(str(exc), status=exc.status) from None
         except (OSError, WireError) as exc:  # timeouts, resets, refused, torn replies
             via = f" (through the proxy {self._proxy.shown})" if self._proxy is not None else ""
             raise TransientError(f"{type(exc).__name__}: {exc}{via}") from exc
         if reply.status == 407 and self._proxy is not None:
-            raise ArmError(f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)", hint=PROXY_HINT, status=407)
+            raise ArmError(
+                f"the proxy {self._proxy.shown} asks for credentials (HTTP 407)",
+                hint=PROXY_HINT,
+                status=407,
+            )
         return Exchange(reply.status, reply.headers, _data(reply, self.secrets))
 
 
@@ -175,27 +224,46 @@ def _data(reply: Reply, secrets: Secrets) -> Any:
     if not reply.body and (not success(reply.status) or reply.status in NO_CONTENT):
         return {}
     try:
-        return _loads(reply.body)  # an empty 200 read to the close fails here: cut before its first byte
+        # an empty 200 read to the close fails here: cut before its first byte
+        return _loads(reply.body)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-        if success(reply.status) and reply.delimited and ends_early(reply.body.decode("utf-8", "replace")):
+        if (
+            success(reply.status)
+            and reply.delimited
+            and ends_early(reply.body.decode("utf-8", "replace"))
+        ):
             # A content-length (or chunks) shorter than the JSON, or 0: what came is the start of
             # an answer, not the server's answer. Retried, as any reply cut short is.
-            raise TransientError("the reply's body ended before its JSON did: its framing (content-length or "
-                                 f"chunks) cut it short at {len(reply.body)} bytes") from None
-        if success(reply.status) and not reply.delimited and reply.body.lstrip()[:1] in (b"", b"{", b"["):
+            raise TransientError(
+                "the reply's body ended before its JSON did: its framing (content-length or "
+                f"chunks) cut it short at {len(reply.body)} bytes"
+            ) from None
+        if (
+            success(reply.status)
+            and not reply.delimited
+            and reply.body.lstrip()[:1] in (b"", b"{", b"[")
+        ):
             # Read to the close, nothing says where the body ends: a JSON text the close cut
             # short is a torn transfer, not the server's answer. A framed one is a WireError.
-            raise TransientError("the reply's body ended before its JSON did: the connection closed in the middle "
-                                 f"of it ({len(reply.body)} bytes, no content-length)") from None
-        # Redacted before it is cut to its start: cut first, a key across the cut kept its near piece.
-        return {"message": redact(reply.body[:BODY_SHOWN].decode("utf-8", "replace"), secrets, limit=200)}
+            raise TransientError(
+                "the reply's body ended before its JSON did: the connection closed in the middle "
+                f"of it ({len(reply.body)} bytes, no content-length)"
+            ) from None
+        # Redacted before it is cut to its start: cut first, a key
+        # across the cut kept its near piece.
+        return {
+            "message": redact(
+                reply.body[:BODY_SHOWN].decode("utf-8", "replace"), secrets, limit=200
+            )
+        }
 
 
 NO_CONTENT = (204, 205)  # statuses that carry no body by definition: an empty one is what they say
 
 
 def success(status: int) -> bool:
-    """Any 2xx carries the answer: the SDKs accept them all (a gateway may say 203 for a cached one)."""
+    """Any 2xx carries the answer: the SDKs accept them all (a gateway
+    may say 203 for a cached one)."""
     return 200 <= status < 300
 
 
@@ -203,7 +271,8 @@ def success(status: int) -> bool:
 # number: "tr" of true, "-" of a negative number, ".", "e+" of a fraction or an exponent.
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 _NUMBER_TAIL = re.compile(r"\.?\d*(?:[eE][+-]?\d*)?")
-_ESCAPE_TAIL = re.compile(r"u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,4})?)?")  # "\ud83d\ude" of a surrogate pair
+# "\ud83d\ude" of a surrogate pair
+_ESCAPE_TAIL = re.compile(r"u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,4})?)?")
 
 
 def ends_early(text: str) -> bool:
@@ -215,7 +284,8 @@ def ends_early(text: str) -> bool:
     """
     text = text.rstrip(" \t\r\n")
     if not text:
-        return True  # a 2xx with nothing in it: no API answers so, a transfer cut before the first byte
+        # a 2xx with nothing in it: no API answers so, a transfer cut before the first byte
+        return True
     if text[:1] not in ("{", "["):
         return False
     try:
@@ -244,7 +314,9 @@ def _loads(body: bytes) -> Any:
             raise
     # An integer of more than 4300 digits (a usage count gone wrong) is refused by int(): read as
     # infinity, which no count is, so the answer is kept and its usage is unknown.
-    return json.loads(body, parse_int=lambda digits: int(digits) if len(digits) <= 4000 else math.inf)
+    return json.loads(
+        body, parse_int=lambda digits: int(digits) if len(digits) <= 4000 else math.inf
+    )
 
 
 # The wait headers, first found wins: the standard one, its millisecond form (OpenAI, Anthropic),
@@ -270,7 +342,9 @@ def retry_after(headers: Mapping[str, str], now: Callable[[], float] = time.time
     return min(reset, LONGEST_RETRY_AFTER_S) if reset is not None else None
 
 
-def _wait(value: str, scale: float, headers: Mapping[str, str], now: Callable[[], float]) -> float | None:
+def _wait(
+    value: str, scale: float, headers: Mapping[str, str], now: Callable[[], float]
+) -> float | None:
     try:
         seconds = float(value) * scale
     except ValueError:
@@ -297,7 +371,7 @@ def _date(value: str) -> float | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if moment.tzinfo is None:  # "-0000" or an obsolete form without a zone: HTTP dates are GMT
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
+        moment = moment.replace(tzinfo=datetime.UTC)
     try:
         return moment.timestamp()
     except (OverflowError, OSError, ValueError):
@@ -318,7 +392,11 @@ def _reset(headers: Mapping[str, str]) -> float | None:
         parts = _DURATION.findall(value)
         if parts and "".join(n + u for n, u in parts) == value:
             waits[kind] = sum(float(n) * _UNIT_S[u] for n, u in parts)
-    spent = [w for kind, w in waits.items() if headers.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0"]
+    spent = [
+        w
+        for kind, w in waits.items()
+        if headers.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0"
+    ]
     return max(spent, default=None)
 
 

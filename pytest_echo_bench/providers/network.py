@@ -1,4 +1,5 @@
-"""How a chat arm reaches its API over a real network: the proxy it goes through and the CAs it trusts.
+"""How a chat arm reaches its API over a real network: the proxy it goes
+through and the CAs it trusts.
 
 Users of the official SDKs expect what httpx does with ``trust_env``: ``HTTP_PROXY``,
 ``HTTPS_PROXY``, ``ALL_PROXY`` (either case) and ``NO_PROXY`` decide the route, and
@@ -32,13 +33,16 @@ if TYPE_CHECKING:
 
 NETWORK_OPTIONS = {"proxy", "ca_file", "ca_dir"}
 T = TypeVar("T")
-TLS_HINT = ("trust the server's CA: set the arm's ca_file: (a PEM bundle) or ca_dir:, or SSL_CERT_FILE; "
-            "for a wrong host, fix base_url")
+TLS_HINT = (
+    "trust the server's CA: set the arm's ca_file: (a PEM bundle) or ca_dir:, or SSL_CERT_FILE; "
+    "for a wrong host, fix base_url"
+)
 
 
 @dataclass(frozen=True)
 class Proxy:
-    """A forward proxy: where to connect, and the ``proxy-authorization`` value (None: no credentials)."""
+    """A forward proxy: where to connect, and the
+    ``proxy-authorization`` value (None: no credentials)."""
 
     host: str
     port: int
@@ -85,23 +89,29 @@ class Network:
         return self.proxy == "env" and not (self.ca_file or self.ca_dir)
 
     def sdk_http_client(self, factory: Callable[..., Any], timeout: float) -> Any | None:
-        """The SDK's HTTP client (``factory``: its ``DefaultHttpxClient``) when the arm sets something the
-        SDK's default would not do (None: its own default, which already honours the environment)."""
+        """The SDK's HTTP client (``factory``: its ``DefaultHttpxClient``) when the arm
+        sets something the SDK's default would not do (None: its own default, which
+        already honours the environment)."""
         if self.sdk_reads_environment:
             return None
         kwargs: dict[str, Any] = {"timeout": timeout, "verify": self.tls_context()}
         if self.proxy == "none":
-            kwargs["trust_env"] = False  # no proxy from the environment (the CA file is our context's)
+            # no proxy from the environment (the CA file is our context's)
+            kwargs["trust_env"] = False
         elif self.proxy != "env":
             kwargs["proxy"] = self.proxy
         return factory(**kwargs)
 
 
 def parse_proxy(url: str) -> Proxy:
-    """A proxy URL as the lean client can use it; ValueError names what is wrong, never the credentials."""
-    parts = urlsplit(url if "://" in url else "http://" + url)  # "host:3128" as curl and httpx take it
+    """A proxy URL as the lean client can use it; ValueError names what
+    is wrong, never the credentials."""
+    # "host:3128" as curl and httpx take it
+    parts = urlsplit(url if "://" in url else "http://" + url)
     if parts.scheme != "http":
-        raise ValueError(f"a proxy must be an http:// URL (a plain forward proxy), not {parts.scheme}://")
+        raise ValueError(
+            f"a proxy must be an http:// URL (a plain forward proxy), not {parts.scheme}://"
+        )
     try:
         port = parts.port or 80
     except ValueError:
@@ -124,25 +134,36 @@ def sdk_client(arm: str, network: Network, make: Callable[[], T]) -> T:
     ``__del__`` trips over later, so they are loaded here first, as httpx loads them.
     """
     if network.sdk_reads_environment:
-        variable = next((name for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)), None)
+        variable = next(
+            (name for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)), None
+        )
         if variable is not None:
             where = os.environ[variable]
             try:
-                ssl.create_default_context(**{"cafile" if variable == "SSL_CERT_FILE" else "capath": where})
+                ssl.create_default_context(
+                    **{"cafile" if variable == "SSL_CERT_FILE" else "capath": where}
+                )
             except (ssl.SSLError, OSError) as exc:
                 reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
                 raise UnavailableError(
-                    f"arm {arm!r}: the SDK cannot load the CAs {variable} names ({where!r}): {reason}; point "
-                    f"{variable} at a PEM bundle of CA certificates (or unset it), or trust a CA with the arm's "
-                    "ca_file:", misconfigured=True) from None
+                    f"arm {arm!r}: the SDK cannot load the CAs {variable} names ({where!r}): "
+                    f"{reason}; point "
+                    f"{variable} at a PEM bundle of CA certificates (or unset it), or trust "
+                    "a CA with the arm's "
+                    "ca_file:",
+                    misconfigured=True,
+                ) from None
     return make()
 
 
 def network_of(arm: ArmSpec, spec: Spec) -> Network:
-    """The arm's ``proxy:``, ``ca_file:`` and ``ca_dir:``, refused with file and line when unusable."""
+    """The arm's ``proxy:``, ``ca_file:`` and ``ca_dir:``, refused
+    with file and line when unusable."""
     proxy = arm.options.get("proxy", "env")
     if not isinstance(proxy, str) or not proxy:
-        raise spec.error("proxy must be none or a proxy URL (http://host:port)", "arms", arm.name, "proxy")
+        raise spec.error(
+            "proxy must be none or a proxy URL (http://host:port)", "arms", arm.name, "proxy"
+        )
     if proxy not in ("none", "env"):
         try:
             parse_proxy(proxy)
@@ -168,15 +189,22 @@ def _path(arm: ArmSpec, spec: Spec, key: str) -> str | None:
     if not path.is_absolute():
         path = spec.path.parent / path  # relative to the spec, as a dataset path is
     if not (path.is_file() if key == "ca_file" else path.is_dir()):
-        raise spec.error(f"{key} {str(path)!r} is not a {'file' if key == 'ca_file' else 'directory'}",
-                         "arms", arm.name, key)
+        raise spec.error(
+            f"{key} {str(path)!r} is not a {'file' if key == 'ca_file' else 'directory'}",
+            "arms",
+            arm.name,
+            key,
+        )
     return str(path)
 
 
 def tls_refused(host: str, port: int, exc: ssl.SSLCertVerificationError) -> ArmError:
-    """A certificate that failed verification: the arm's settings, not chance (retrying repeats it)."""
+    """A certificate that failed verification: the arm's settings,
+    not chance (retrying repeats it)."""
     reason = exc.verify_message or exc.reason or str(exc)
-    return ArmError(f"TLS: the certificate of {host}:{port} failed verification: {reason}", hint=TLS_HINT)
+    return ArmError(
+        f"TLS: the certificate of {host}:{port} failed verification: {reason}", hint=TLS_HINT
+    )
 
 
 def cert_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:

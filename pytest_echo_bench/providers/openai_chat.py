@@ -1,9 +1,9 @@
 """OpenAI-compatible chat completions: the official ``openai`` SDK, or a lean HTTP client.
 
 ``client: http`` (default) speaks the wire format over the lean client of ``http_json``: about a
-fortieth of the SDK's CPU per call (one call after another), which is what lets one process keep hundreds of calls in flight
-on a small machine (docs/performance.md). ``client: sdk`` uses the official SDK, imported lazily,
-with its own retries off. Both map errors the same way.
+fortieth of the SDK's CPU per call (one call after another), which is what lets one process keep
+hundreds of calls in flight on a small machine (docs/performance.md). ``client: sdk`` uses the
+official SDK, imported lazily, with its own retries off. Both map errors the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, ProviderError, TransientError, UnavailableError
+from pytest_echo_bench.errors import (
+    ArmError,
+    ExhaustedError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+    UnavailableError,
+)
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import (
     BaseProvider,
@@ -41,9 +48,31 @@ from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets, redact
 
-_SAMPLING = ("temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty")
-_KNOWN = {*NETWORK_OPTIONS, "model", "base_url", "api_key_env", "system", "extra_body", "client", *_SAMPLING}
-_EXHAUSTED_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "credit_balance_exhausted"}
+_SAMPLING = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+)
+_KNOWN = {
+    *NETWORK_OPTIONS,
+    "model",
+    "base_url",
+    "api_key_env",
+    "system",
+    "extra_body",
+    "client",
+    *_SAMPLING,
+}
+_EXHAUSTED_CODES = {
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "billing_not_active",
+    "credit_balance_exhausted",
+}
 _QUOTA_TEXT = "you exceeded your current quota"
 BASE_URL = "https://api.openai.com/v1"  # where its calls go when the spec names no base_url
 KEY_ENV = "OPENAI_API_KEY"  # where its key is read when the spec names no variable
@@ -54,7 +83,8 @@ class OpenAIProvider(BaseProvider):
     model: str
     system: str | None
     params: dict[str, Any]
-    endpoint_url: str | None = None  # with the key, what engine.limiter keeps one adaptive limit for
+    # with the key, what engine.limiter keeps one adaptive limit for
+    endpoint_url: str | None = None
     endpoint_key: str | None = None
 
     def close(self) -> None:
@@ -66,7 +96,9 @@ class OpenAIProvider(BaseProvider):
         return self.transport.post({"model": self.model, "messages": messages, **self.params})
 
 
-def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str, str]) -> ProviderError:
+def classify_status(
+    status: int, error: Mapping[str, Any], headers: Mapping[str, str]
+) -> ProviderError:
     """Exhausted / transient / permanent from the status *and* the error code in the body."""
     code = str(error.get("code") or error.get("type") or "")
     message = status_message(status, code, str(error.get("message") or ""))
@@ -74,7 +106,8 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
     # keeps when it rewrites the code to "429" (docs: PROVIDER-FACTS); never by a bare word.
     if code in _EXHAUSTED_CODES or status == 402 or _QUOTA_TEXT in message.lower():
         return ExhaustedError(message, status=status)
-    if status in (401, 403, 404, 407) or 300 <= status < 400:  # the key, the model, the base_url or the proxy: this arm's settings
+    # the key, the model, the base_url or the proxy: this arm's settings
+    if status in (401, 403, 404, 407) or 300 <= status < 400:
         return ArmError(message, status=status)
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
@@ -82,20 +115,27 @@ def classify_status(status: int, error: Mapping[str, Any], headers: Mapping[str,
 
 
 def _error_of(body: Any, secrets: Secrets) -> Mapping[str, Any]:
-    """The ``error`` object of ``{"error": {...}}``, the body itself, or its text (``null``, a number)."""
+    """The ``error`` object of ``{"error": {...}}``, the body itself, or
+    its text (``null``, a number)."""
     inner = body.get("error") if isinstance(body, dict) else None
     if isinstance(inner, dict):
         return inner
-    return body if isinstance(body, dict) else {"message": redact(json.dumps(body), secrets, limit=200)}
+    return (
+        body
+        if isinstance(body, dict)
+        else {"message": redact(json.dumps(body), secrets, limit=200)}
+    )
 
 
 def _reply(data: Any) -> Completion:
     choices = data.get("choices") if isinstance(data, dict) else None
     first = choices[0] if isinstance(choices, list) and choices else None
     if not isinstance(first, dict):
-        # Not the chat completions API's answer (a login page, a proxy's own reply): on an arm's first
-        # call the base_url is wrong; once the arm has answered, it is this item's failure.
-        text = "the server answered without choices: not an OpenAI-compatible chat completions reply"
+        # Not the chat completions API's answer (a login page, a proxy's own reply): on an arm's
+        # first call the base_url is wrong; once the arm has answered, it is this item's failure.
+        text = (
+            "the server answered without choices: not an OpenAI-compatible chat completions reply"
+        )
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     message = first.get("message")
     if message is not None and not isinstance(message, dict):
@@ -134,7 +174,9 @@ class HTTPTransport:
     def __post_init__(self) -> None:
         url = self.base_url.rstrip("/") + "/chat/completions"
         secrets = self.secrets | Secrets([self.key])
-        self.client = JSONClient(url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network, secrets)
+        self.client = JSONClient(
+            url, {"authorization": f"Bearer {self.key}"}, self.timeout, self.network, secrets
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -167,18 +209,28 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     key = read_key(arm.name, key_env) if key_env else "unused"
     network = network_of(arm, spec)
     if client == "http":
-        return OpenAIProvider(HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
-                              model, system, params, base_url, key)
+        return OpenAIProvider(
+            HTTPTransport(base_url, key, spec.timeout_s, network, spec_secrets(spec)),
+            model,
+            system,
+            params,
+            base_url,
+            key,
+        )
     try:
         import openai
     except ImportError as exc:
-        raise UnavailableError("the openai SDK is not installed: pip install 'pytest-echo-bench[openai]' "
-                               "(or set client: http)") from exc
+        raise UnavailableError(
+            "the openai SDK is not installed: pip install 'pytest-echo-bench[openai]' "
+            "(or set client: http)"
+        ) from exc
     # max_retries=0: the SDK would retry every 429, quota exhaustion included; we classify first.
     made = sdk_client(arm.name, network, lambda: openai.OpenAI(
         api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s)))
-    return OpenAIProvider(SDKTransport(made, openai, base_url), model, system, params, base_url, key)
+    return OpenAIProvider(
+        SDKTransport(made, openai, base_url), model, system, params, base_url, key
+    )
 
 
 PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)

@@ -53,7 +53,9 @@ class Rule:
         return self.port is None or self.port == port
 
 
-def environment_proxy(url_scheme: str, host: str, port: int | None, proxies: Mapping[str, str]) -> str | None:
+def environment_proxy(
+    url_scheme: str, host: str, port: int | None, proxies: Mapping[str, str]
+) -> str | None:
     """The proxy URL a request to ``url_scheme://host:port`` goes through (None: direct), from
     ``proxies`` as ``urllib.request.getproxies_environment()`` reads them."""
     scheme = url_scheme.lower()
@@ -67,7 +69,8 @@ def environment_proxy(url_scheme: str, host: str, port: int | None, proxies: Map
 
 
 def rules(proxies: Mapping[str, str]) -> list[Rule]:
-    """The patterns httpx mounts, most specific first (ties keep their order, as ``sorted`` does)."""
+    """The patterns httpx mounts, most specific first (ties keep
+    their order, as ``sorted`` does)."""
     mounts: dict[str, str | None] = {}
     for scheme in ("http", "https", "all"):
         if proxies.get(scheme):
@@ -101,7 +104,8 @@ def _no_proxy_pattern(entry: str) -> str | None:
 
 
 def _rule(pattern: str, proxy: str | None) -> Rule | None:
-    """A pattern as httpx's ``URLPattern`` reads it; None where httpx refuses it (the entry is ignored)."""
+    """A pattern as httpx's ``URLPattern`` reads it; None where httpx
+    refuses it (the entry is ignored)."""
     scheme, _, rest = pattern.partition("://")
     scheme = scheme.lower()
     authority, slash, path = rest.partition("/")
@@ -153,12 +157,15 @@ def _priority(port: int | None, kind: int, addresses: int, host_length: int,
 
 
 def _host_port(authority: str) -> tuple[str, int | None] | None:
-    """``host[:port]`` or ``[v6][:port]``, the host lower-cased; None for a port that is no number."""
+    """``host[:port]`` or ``[v6][:port]``, the host lower-cased;
+    None for a port that is no number."""
     if authority.startswith("["):
         inside, _, after = authority[1:].partition("]")
         host, port = inside, after[1:] if after.startswith(":") else ""
     else:
-        host, _, port = authority.partition(":") if authority.count(":") <= 1 else (authority, "", "")
+        host, _, port = (
+            authority.partition(":") if authority.count(":") <= 1 else (authority, "", "")
+        )
     if port and not (port.isascii() and port.isdigit()):
         return None
     return host.lower(), int(port) if port else None

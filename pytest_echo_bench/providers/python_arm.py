@@ -75,7 +75,9 @@ class ArmContext:
         text = self.prompt if prompt is None else prompt
         sample = self._asked.get((arm_name, text), 0)
         self._asked[(arm_name, text)] = sample + 1
-        done = self.caller(arm_name, Request(self.example, arm_name, text, sample=sample, epoch=self.epoch))
+        done = self.caller(
+            arm_name, Request(self.example, arm_name, text, sample=sample, epoch=self.epoch)
+        )
         self.sub_calls += done.sub_calls
         self.cache_hits += done.cache_hits
         for key, value in (done.usage or {}).items():
@@ -86,7 +88,9 @@ class ArmContext:
 
     def completion(self, text: str) -> Completion:
         """The composite answer: ``text`` with every sub-call's accounting."""
-        return Completion(text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits)
+        return Completion(
+            text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits
+        )
 
     def answer(self, output: str) -> str | None:
         """The answer the spec's scorer would extract from ``output`` (None if unparseable)."""
@@ -104,8 +108,15 @@ class PythonArm(BaseProvider):
     judged: bool = False
 
     def complete(self, request: Request) -> Completion:
-        ctx = ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
-                         epoch=request.epoch, judged=self.judged)
+        ctx = ArmContext(
+            request.example,
+            request.prompt,
+            self.caller,
+            self.scorer,
+            self.scorer_options,
+            epoch=request.epoch,
+            judged=self.judged,
+        )
         result = self.fn(ctx)
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)
@@ -138,8 +149,11 @@ def build(arm_spec: ArmSpec, spec: Spec, caller: Caller) -> PythonArm:
 
     name = arm_spec.options.get("function")
     if not isinstance(name, str):
-        raise spec.error("a python arm needs 'function': a name registered with @arm or module:function",
-                         "arms", arm_spec.name)
+        raise spec.error(
+            "a python arm needs 'function': a name registered with @arm or module:function",
+            "arms",
+            arm_spec.name,
+        )
     fn = resolve(name)
     if fn is None:
         known = ", ".join(ARMS.names()) or "none registered"

@@ -28,7 +28,9 @@ class ReferenceProvider(BaseProvider):
         ex = request.example
         # Code benchmarks carry a canonical solution; the target there is a test, not an answer.
         solution = ex.metadata.get("canonical_solution")
-        text = solution if isinstance(solution, str) else self.template.replace("{target}", ex.target)
+        text = (
+            solution if isinstance(solution, str) else self.template.replace("{target}", ex.target)
+        )
         return Completion(text, usage=None, sub_calls=0, extra={"reference": True})
 
 

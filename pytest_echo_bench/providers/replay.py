@@ -51,16 +51,24 @@ class BbhRecording(BaseProvider):
         ex = request.example
         m = _BBH_ID.fullmatch(ex.id)
         if m is None:
-            raise PermanentError(f"replay from a directory answers BBH task ids bbh/<subtask>/<index>, not {ex.id!r}")
+            raise PermanentError(
+                f"replay from a directory answers BBH task ids bbh/<subtask>/<index>, not {ex.id!r}"
+            )
         file, outputs = _once("bbh", self._file(m.group("subtask")), _read_outputs)
         index = int(m.group("index"))
         if index >= len(outputs):
-            raise PermanentError(f"no recorded output for {ex.id}: {file} holds {len(outputs)} outputs")
+            raise PermanentError(
+                f"no recorded output for {ex.id}: {file} holds {len(outputs)} outputs"
+            )
         record = outputs[index]
         if str(record.get("target")) != ex.target:
-            # A file of another task or another ordering would otherwise score as plausible nonsense.
-            raise PermanentError(f"the recording does not line up with the dataset: {file} output {index} has target "
-                                 f"{record.get('target')!r} but {ex.id} has target {ex.target!r}")
+            # A file of another task or another ordering would
+            # otherwise score as plausible nonsense.
+            raise PermanentError(
+                f"the recording does not line up with the dataset: {file} output {index} has "
+                "target "
+                f"{record.get('target')!r} but {ex.id} has target {ex.target!r}"
+            )
         return _replayed(str(record.get("prediction", "")))
 
     def _file(self, subtask: str) -> Path:
@@ -68,7 +76,9 @@ class BbhRecording(BaseProvider):
         for name in names:
             if (self.root / name).is_file():
                 return self.root / name
-        raise PermanentError(f"no recording for BBH task {subtask!r}: none of {', '.join(names)} in {self.root}")
+        raise PermanentError(
+            f"no recording for BBH task {subtask!r}: none of {', '.join(names)} in {self.root}"
+        )
 
 
 def recording_names(subtask: str) -> tuple[str, ...]:
@@ -99,15 +109,18 @@ class ResultsRecording(BaseProvider):
             output = outputs.get((request.example.id, arm, 1))
         if output is None:
             known = ", ".join(sorted(arms)) or "none"
-            raise PermanentError(f"no recorded output for {request.example.id} of arm {arm!r} in {self.path} (arms: {known})")
+            raise PermanentError(
+                f"no recorded output for {request.example.id} of arm {arm!r} in {self.path} "
+                f"(arms: {known})"
+            )
         return _replayed(output)
 
 
 @dataclass(frozen=True)
 class OutputsRecording(BaseProvider):
     """A JSON list (or JSON Lines) of records keyed by ``question_id``, each with the model's
-    ``generated_text`` (or ``model_outputs``): the outputs files the MMLU-Pro authors publish, read as
-    they are. A question_id twice is refused: which output the model gave cannot be told."""
+    ``generated_text`` (or ``model_outputs``): the outputs files the MMLU-Pro authors publish, read
+    as they are. A question_id twice is refused: which output the model gave cannot be told."""
 
     instant = True  # recorded outputs, read once: nothing to wait for
 
@@ -115,21 +128,30 @@ class OutputsRecording(BaseProvider):
 
     def complete(self, request: Request) -> Completion:
         ex = request.example
-        key = str(ex.metadata.get("question_id", ex.id))  # the item's own id where its loader kept none
+        # the item's own id where its loader kept none
+        key = str(ex.metadata.get("question_id", ex.id))
         keyed = _once("outputs", self.path, _read_keyed)
-        if isinstance(keyed, PermanentError):  # read once: a bad file fails every item at once, not by re-reading
+        # read once: a bad file fails every item at once, not by re-reading
+        if isinstance(keyed, PermanentError):
             raise PermanentError(str(keyed))
         record = keyed.get(key)
         if record is None:
-            raise PermanentError(f"no recorded output for {ex.id}: no question_id {key} in {self.path}")
+            raise PermanentError(
+                f"no recorded output for {ex.id}: no question_id {key} in {self.path}"
+            )
         answer = record.get("answer")
         if answer is not None and str(answer) != ex.target.strip().strip("()"):
             # Another split or a renumbered file would otherwise score as plausible nonsense.
-            raise PermanentError(f"the recording does not line up with the dataset: question_id {key} in {self.path} "
-                                 f"has answer {answer!r} but {ex.id} has target {ex.target!r}")
+            raise PermanentError(
+                f"the recording does not line up with the dataset: question_id {key} in "
+                f"{self.path} "
+                f"has answer {answer!r} but {ex.id} has target {ex.target!r}"
+            )
         text = record.get("generated_text", record.get("model_outputs"))
         if not isinstance(text, str):
-            raise PermanentError(f"question_id {key} in {self.path} has no generated_text or model_outputs text")
+            raise PermanentError(
+                f"question_id {key} in {self.path} has no generated_text or model_outputs text"
+            )
         return _replayed(text)
 
 
@@ -141,13 +163,23 @@ def _outputs_lines(path: Path, arm: ArmSpec, spec: Spec) -> bool:
             line = f.readline(1 << 20)
         first = json.loads(line) if line.strip() else {}
     except (OSError, ValueError) as exc:
-        raise spec.error(f"cannot read replay file {path}: {exc}", "arms", arm.name, "path") from None
-    if isinstance(first, dict) and (first.get("_meta") is True or {"task_id", "arm"} <= first.keys()):
+        raise spec.error(
+            f"cannot read replay file {path}: {exc}", "arms", arm.name, "path"
+        ) from None
+    if isinstance(first, dict) and (
+        first.get("_meta") is True or {"task_id", "arm"} <= first.keys()
+    ):
         return False
     if isinstance(first, dict) and "question_id" in first:
         return True
-    raise spec.error(f"{path} is neither a results file of ours (a meta line, or rows with task_id and arm) nor an "
-                     "outputs file (records with question_id): its first line has neither", "arms", arm.name, "path")
+    raise spec.error(
+        f"{path} is neither a results file of ours (a meta line, or rows with task_id and "
+        "arm) nor an "
+        "outputs file (records with question_id): its first line has neither",
+        "arms",
+        arm.name,
+        "path",
+    )
 
 
 def _read_keyed(path: Path) -> dict[str, dict[str, Any]] | PermanentError:
@@ -211,37 +243,63 @@ def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str, int], str]
         if isinstance(row.get("task_id"), str) and isinstance(row.get("arm"), str):
             arms.add(row["arm"])
             if isinstance(row.get("output"), str):
-                outputs[(row["task_id"], row["arm"], row_epoch(row))] = row["output"]  # a later row (a re-run) wins
+                # a later row (a re-run) wins
+                outputs[(row["task_id"], row["arm"], row_epoch(row))] = row["output"]
     return arms, outputs
 
 
-def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BbhRecording | ResultsRecording | OutputsRecording:
+def build(
+    arm: ArmSpec, spec: Spec, caller: Caller
+) -> BbhRecording | ResultsRecording | OutputsRecording:
     check_options(arm, spec, "replay", _KNOWN)
     raw = option(arm, "path", str, None, spec)
     if not raw:
-        raise spec.error("replay needs a 'path': a directory of BBH recordings, a .json[.gz] outputs file or a .jsonl "
-                         "results file", "arms", arm.name)
+        raise spec.error(
+            "replay needs a 'path': a directory of BBH recordings, a .json[.gz] outputs file "
+            "or a .jsonl "
+            "results file",
+            "arms",
+            arm.name,
+        )
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = spec.path.parent / path  # relative to the spec, like a dataset path
     if not path.exists():
-        if arm.optional:  # a shipped spec's replay of a published run the user may not have: its items skip
+        # a shipped spec's replay of a published run the user may not have: its items skip
+        if arm.optional:
             raise UnavailableError(f"replay path not found: {path} (the arm is optional)")
         raise spec.error(f"replay path not found: {path}", "arms", arm.name, "path")
     source = option(arm, "arm", str, None, spec)
     if path.is_dir():
         if source is not None:
-            raise spec.error("'arm' selects a row of a .jsonl results file; a directory of BBH recordings has none",
-                             "arms", arm.name, "arm")
+            raise spec.error(
+                "'arm' selects a row of a .jsonl results file; a directory of BBH recordings "
+                "has none",
+                "arms",
+                arm.name,
+                "arm",
+            )
         return BbhRecording(path.resolve())
-    if file_format(path) == "json" or (file_format(path) == "jsonl" and _outputs_lines(path, arm, spec)):
+    if file_format(path) == "json" or (
+        file_format(path) == "jsonl" and _outputs_lines(path, arm, spec)
+    ):
         if source is not None:
-            raise spec.error("'arm' selects a row of a .jsonl results file; an outputs file has none",
-                             "arms", arm.name, "arm")
+            raise spec.error(
+                "'arm' selects a row of a .jsonl results file; an outputs file has none",
+                "arms",
+                arm.name,
+                "arm",
+            )
         return OutputsRecording(path.resolve())
     if path.suffix != ".jsonl":
-        raise spec.error(f"replay path must be a directory of BBH recordings, a .json[.gz] outputs file or a .jsonl "
-                         f"results file: {path}", "arms", arm.name, "path")
+        raise spec.error(
+            "replay path must be a directory of BBH recordings, a .json[.gz] outputs file "
+            "or a .jsonl "
+            f"results file: {path}",
+            "arms",
+            arm.name,
+            "path",
+        )
     return ResultsRecording(path.resolve(), source)
 
 

@@ -20,9 +20,11 @@ MAX_HEADERS = 200
 MAX_HEAD = 256 * 1024  # bytes of a reply's status line and headers together
 MAX_INTERIM = 10  # 1xx replies skipped before the final one
 MAX_BODY = 256 * 1024 * 1024  # a reply larger than this is no chat completion, inflated or not
-MAX_CODINGS = 4  # content-encodings applied one over the other ("gzip, gzip" is legal, more is abuse)
+# content-encodings applied one over the other ("gzip, gzip" is legal, more is abuse)
+MAX_CODINGS = 4
 MAX_MEMBERS = 64  # gzip members one after the other in one body
-# zlib's window bits per content-encoding: gzip framing, zlib framing (what "deflate" means in HTTP).
+# zlib's window bits per content-encoding: gzip framing, zlib framing
+# (what "deflate" means in HTTP).
 _INFLATE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a header name
 _DIGITS = re.compile(r"[0-9]+")
@@ -30,7 +32,8 @@ _HEX = re.compile(r"[0-9A-Fa-f]+")
 
 
 class WireError(Exception):
-    """The reply was not HTTP: a torn or malformed status line, header, chunk or body; or too slow."""
+    """The reply was not HTTP: a torn or malformed status line,
+    header, chunk or body; or too slow."""
 
 
 class UnknownEncoding(WireError):
@@ -43,7 +46,8 @@ class Reply:
     headers: dict[str, str]  # names lower-cased; a repeated header's values joined with ", "
     body: bytes  # with its content-encoding undone
     reusable: bool = True  # the connection may carry another request
-    delimited: bool = True  # the body's end was announced (content-length, chunked), not only the close
+    # the body's end was announced (content-length, chunked), not only the close
+    delimited: bool = True
 
 
 class Reader:
@@ -79,7 +83,11 @@ class Reader:
         start = 0
         while True:
             # The first blank line ends the head, CRLF or bare LF: a later one may be in the body.
-            ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (at := self.buf.find(mark, start)) >= 0]
+            ends = [
+                at + len(mark)
+                for mark in (b"\r\n\r\n", b"\n\n")
+                if (at := self.buf.find(mark, start)) >= 0
+            ]
             if ends:
                 end = min(ends)
                 break
@@ -149,7 +157,9 @@ def read_reply(reader: Reader) -> Reply:
         body, framed = _body(reader, status, headers)
         tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
         keep = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens
-        delimited = status in (204, 304) or "transfer-encoding" in headers or "content-length" in headers
+        delimited = (
+            status in (204, 304) or "transfer-encoding" in headers or "content-length" in headers
+        )
         return Reply(status, headers, decoded(body, headers.get("content-encoding")),
                      reusable=framed and keep, delimited=delimited)
     raise WireError(f"the server sent more than {MAX_INTERIM} interim (1xx) replies")
@@ -188,7 +198,11 @@ def _head(reader: Reader, first: bool) -> tuple[int, str, dict[str, str]]:
 def _status(line: str) -> tuple[int, str]:
     version, _, rest = line.partition(" ")
     code = rest[:3]
-    if version not in ("HTTP/1.0", "HTTP/1.1") or not _DIGITS.fullmatch(code) or rest[3:4] not in ("", " "):
+    if (
+        version not in ("HTTP/1.0", "HTTP/1.1")
+        or not _DIGITS.fullmatch(code)
+        or rest[3:4] not in ("", " ")
+    ):
         raise WireError(f"not an HTTP reply: {line[:60]!r}")
     return int(code), version
 
@@ -215,7 +229,8 @@ def _headers(lines: list[str]) -> dict[str, str]:
 
 
 def _body(reader: Reader, status: int, headers: dict[str, str]) -> tuple[bytes, bool]:
-    """(body, framed): framed is False when the connection cannot be trusted with another request."""
+    """(body, framed): framed is False when the connection cannot
+    be trusted with another request."""
     coding = headers.get("transfer-encoding")
     length = headers.get("content-length")
     if status in (204, 304):
@@ -223,8 +238,12 @@ def _body(reader: Reader, status: int, headers: dict[str, str]) -> tuple[bytes, 
         return b"", coding is None and length in (None, "0")
     if coding is not None:
         if coding.strip().lower() != "chunked":
-            raise WireError(f"the reply's transfer-encoding {coding[:40]!r} is not one this client reads (chunked)")
-        return _chunked(reader), length is None  # both framings at once: read as chunked, then close
+            raise WireError(
+                f"the reply's transfer-encoding {coding[:40]!r} is not one this client reads "
+                "(chunked)"
+            )
+        # both framings at once: read as chunked, then close
+        return _chunked(reader), length is None
     if length is not None:
         values = {v.strip() for v in length.split(",")}
         if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
@@ -266,7 +285,9 @@ def _chunked(reader: Reader) -> bytes:
         if line in (b"\r\n", b"\n"):
             return b"".join(parts)
         if not line.endswith(b"\n"):
-            raise WireError("the server closed the connection in the middle of the reply's trailers")
+            raise WireError(
+                "the server closed the connection in the middle of the reply's trailers"
+            )
     raise WireError(f"the reply has more than {MAX_HEADERS} trailers")
 
 
@@ -281,8 +302,10 @@ def decoded(body: bytes, coding: str | None) -> bytes:
         raise WireError(f"the reply's content-encoding has more than {MAX_CODINGS} codings")
     for name in reversed(names):  # the last coding listed was applied last
         if name not in _INFLATE:
-            raise UnknownEncoding(f"the reply's content-encoding {name[:40]!r} is not one this client reads "
-                                  "(gzip, deflate; it asks for identity)")
+            raise UnknownEncoding(
+                f"the reply's content-encoding {name[:40]!r} is not one this client reads "
+                "(gzip, deflate; it asks for identity)"
+            )
         body = _inflate(body, name)
     return body
 

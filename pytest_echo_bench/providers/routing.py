@@ -52,8 +52,14 @@ class Router(BaseProvider):
     scorer_options: dict[str, Any]
 
     def context(self, request: Request) -> ArmContext:
-        return ArmContext(request.example, request.prompt, self.caller, self.scorer, self.scorer_options,
-                          epoch=request.epoch)
+        return ArmContext(
+            request.example,
+            request.prompt,
+            self.caller,
+            self.scorer,
+            self.scorer_options,
+            epoch=request.epoch,
+        )
 
     def ask_cheap(self, ctx: ArmContext) -> list[str]:
         return [ctx.call(arm, f"{persona}\n\n{ctx.prompt}" if persona else None)
@@ -81,7 +87,9 @@ class Cascade(Router):
     def _judged(self, ctx: ArmContext, outputs: list[str]) -> bool:
         assert self.judge is not None  # build() requires it for agreement: judge
         answers = "\n\n".join(f"Answer {i}:\n{o}" for i, o in enumerate(outputs, 1))
-        verdict = ctx.call(self.judge, JUDGE_PROMPT.format(question=ctx.example.input, answers=answers))
+        verdict = ctx.call(
+            self.judge, JUDGE_PROMPT.format(question=ctx.example.input, answers=answers)
+        )
         words = verdict.strip().split()
         return bool(words) and words[0].strip(".,!:;*\"'").lower() == "yes"
 
@@ -104,14 +112,27 @@ class Oracle(Router):
 def _arm_names(arm: ArmSpec, spec: Spec, key: str, value: Any) -> list[str]:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise spec.error(f"{key} must name an arm of this spec (or a list of arms)", "arms", arm.name, key)
+        raise spec.error(
+            f"{key} must name an arm of this spec (or a list of arms)", "arms", arm.name, key
+        )
     for name in names:
         if name not in spec.arms or name == arm.name:
-            raise spec.error(f"{key} names {name!r}, which is not another arm of this spec", "arms", arm.name, key)
+            raise spec.error(
+                f"{key} names {name!r}, which is not another arm of this spec",
+                "arms",
+                arm.name,
+                key,
+            )
         if _reaches(spec, name, arm.name, set()):
-            # A cycle of routing arms would call itself until the stack ran out, holding its arms' turns.
-            raise spec.error(f"{key} names {name!r}, which routes back to {arm.name!r}: routing arms cannot form a cycle",
-                             "arms", arm.name, key)
+            # A cycle of routing arms would call itself until the stack
+            # ran out, holding its arms' turns.
+            raise spec.error(
+                f"{key} names {name!r}, which routes back to {arm.name!r}: routing arms "
+                "cannot form a cycle",
+                "arms",
+                arm.name,
+                key,
+            )
     return names
 
 
@@ -136,16 +157,28 @@ def _router_parts(arm: ArmSpec, spec: Spec,
                   known: frozenset[str]) -> tuple[list[str], list[str | None], str]:
     unknown = sorted(set(arm.options) - known)
     if unknown:
-        raise spec.error(f"unknown {arm.provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
-                         "arms", arm.name, unknown[0])
+        raise spec.error(
+            f"unknown {arm.provider} option {unknown[0]!r}; known: {', '.join(sorted(known))}",
+            "arms",
+            arm.name,
+            unknown[0],
+        )
     cheap = _arm_names(arm, spec, "cheap", arm.options.get("cheap"))
     n = arm.options.get("n", 1 if len(cheap) > 1 else 2)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (len(cheap) > 1 and n != 1):
-        raise spec.error("n must be a whole number >= 1, and only with a single cheap arm", "arms", arm.name, "n")
+        raise spec.error(
+            "n must be a whole number >= 1, and only with a single cheap arm", "arms", arm.name, "n"
+        )
     cheap = cheap * n
     personas = arm.options.get("personas") or []
-    if not isinstance(personas, list) or len(personas) > len(cheap) or not all(isinstance(p, str) for p in personas):
-        raise spec.error(f"personas must be a list of at most {len(cheap)} strings", "arms", arm.name, "personas")
+    if (
+        not isinstance(personas, list)
+        or len(personas) > len(cheap)
+        or not all(isinstance(p, str) for p in personas)
+    ):
+        raise spec.error(
+            f"personas must be a list of at most {len(cheap)} strings", "arms", arm.name, "personas"
+        )
     padded: list[str | None] = [*personas, *[None] * (len(cheap) - len(personas))]
     strong = _arm_names(arm, spec, "strong", arm.options.get("strong"))
     return cheap, padded, strong[0]

@@ -1,4 +1,5 @@
-"""What a spec's texts must never show: its arms' keys, its proxies' credentials, the variables it names.
+"""What a spec's texts must never show: its arms' keys, its proxies'
+credentials, the variables it names.
 
 Read from the environment when asked (a worker reads the same), and handed to ``store.redaction``:
 every error text of the spec's calls, and every body or tail a provider cuts, is redacted with
@@ -21,13 +22,14 @@ from pytest_echo_bench.store.redaction import MIN_RUN, Secrets
 if TYPE_CHECKING:
     from pytest_echo_bench.spec.load import Spec
 
-# A query parameter holding a credential (``?key=``, ``?sig=``); others (``api-version``) are settings.
+# A query parameter holding a credential (``?key=``, ``?sig=``); others
+# (``api-version``) are settings.
 _CREDENTIAL = re.compile(r"key|token|secret|sig|pass|auth|code|cred", re.IGNORECASE)
 
 
 def key_names(spec: Spec) -> set[str]:
-    """The variables holding keys for ``spec``'s arms: those they name, else their provider's default,
-    and a command arm's pass-through variables (``env:``)."""
+    """The variables holding keys for ``spec``'s arms: those they name, else their provider's
+    default, and a command arm's pass-through variables (``env:``)."""
     names: set[str] = set()
     for arm in spec.arms.values():
         named = arm.options.get("api_key_env", ...)
@@ -60,7 +62,9 @@ def _values(spec: Spec) -> Iterator[str]:
             yield from _variants(value)
     urls = list(urllib.request.getproxies_environment().values())
     for arm in spec.arms.values():
-        urls += [v for k, v in arm.options.items() if k in ("proxy", "base_url") and isinstance(v, str)]
+        urls += [
+            v for k, v in arm.options.items() if k in ("proxy", "base_url") and isinstance(v, str)
+        ]
     for url in urls:
         yield from url_secrets(url)
 
@@ -82,8 +86,9 @@ def _variants(value: str) -> Iterator[str]:
 
 
 def url_secrets(url: str) -> Iterator[str]:
-    """A URL's credentials as a server may echo them: the user and password (as written and decoded),
-    the pair, its ``Basic`` (``Proxy-Authorization``) form, and the query's credential values."""
+    """A URL's credentials as a server may echo them: the user and password (as
+    written and decoded), the pair, its ``Basic`` (``Proxy-Authorization``) form, and
+    the query's credential values."""
     try:
         parts = urlsplit(url if "://" in url else "http://" + url)
         user, password = parts.username, parts.password

@@ -1,4 +1,5 @@
-"""The built-in offline simulator: deterministic per (task_id, arm), with optional injected faults."""
+"""The built-in offline simulator: deterministic per (task_id, arm),
+with optional injected faults."""
 
 from __future__ import annotations
 
@@ -46,28 +47,45 @@ class SimProvider(BaseProvider):
         if self.latency_s:
             time.sleep(self.latency_s)
         ex = request.example
-        if self.transient_rate and _rng(self.seed, ex.id, self.arm, f"fault{request.attempt}").random() < self.transient_rate:
+        if (
+            self.transient_rate
+            and _rng(self.seed, ex.id, self.arm, f"fault{request.attempt}").random()
+            < self.transient_rate
+        ):
             raise TransientError("simulated 529 overloaded", status=529)
         # A repeated ask (sample > 0, or epoch > 1) is an independent draw, as a model sampled again
         # would be; epoch 1's first ask draws as a spec without epochs does.
-        again = ([f"sample{request.sample}"] if request.sample else []) + ([f"epoch{request.epoch}"] if request.epoch > 1 else [])
+        again = ([f"sample{request.sample}"] if request.sample else []) + (
+            [f"epoch{request.epoch}"] if request.epoch > 1 else []
+        )
         rng = _rng(self.seed, ex.id, self.arm, *again)
         roll = rng.random()
         if roll < self.accuracy:
             answer = ex.target
         elif roll < self.accuracy + self.unparseable_rate * (1 - self.accuracy):
-            return Completion("I am not sure.", {"prompt_tokens": len(request.prompt) // 4, "completion_tokens": 4})
+            return Completion(
+                "I am not sure.",
+                {"prompt_tokens": len(request.prompt) // 4, "completion_tokens": 4},
+            )
         else:
             answer = wrong_answer(ex.target, rng)
         text = self.template.replace("{answer}", answer)
-        return Completion(text, {"prompt_tokens": len(request.prompt) // 4, "completion_tokens": max(1, len(text) // 4)})
+        return Completion(
+            text,
+            {
+                "prompt_tokens": len(request.prompt) // 4,
+                "completion_tokens": max(1, len(text) // 4),
+            },
+        )
 
     def _count_call(self) -> None:
         with self._lock:
             self.calls += 1
             over = self.exhaustion_after is not None and self.calls > self.exhaustion_after
         if over:
-            raise ExhaustedError(f"simulated usage limit reached after {self.exhaustion_after} calls", status=429)
+            raise ExhaustedError(
+                f"simulated usage limit reached after {self.exhaustion_after} calls", status=429
+            )
 
 
 def _rng(*parts: str) -> random.Random:
@@ -81,7 +99,14 @@ def _rng(*parts: str) -> random.Random:
 def wrong_answer(target: str, rng: random.Random) -> str:
     """A plausible wrong answer of the same shape as ``target``."""
     t = target.strip()
-    flips = {"Yes": "No", "No": "Yes", "True": "False", "False": "True", "valid": "invalid", "invalid": "valid"}
+    flips = {
+        "Yes": "No",
+        "No": "Yes",
+        "True": "False",
+        "False": "True",
+        "valid": "invalid",
+        "invalid": "valid",
+    }
     if t in flips:
         return flips[t]
     m = re.fullmatch(r"\(([A-R])\)", t)
@@ -107,7 +132,12 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> SimProvider:
     faults = option(arm, "faults", dict, {}, spec)
     bad = sorted(set(faults) - {"transient_rate", "exhaustion_after"})
     if bad:
-        raise spec.error(f"unknown fault {bad[0]!r}; known: transient_rate, exhaustion_after", "arms", arm.name, "faults")
+        raise spec.error(
+            f"unknown fault {bad[0]!r}; known: transient_rate, exhaustion_after",
+            "arms",
+            arm.name,
+            "faults",
+        )
     after = faults.get("exhaustion_after")
     if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
         raise spec.error("exhaustion_after must be a whole number >= 0", "arms", arm.name, "faults")

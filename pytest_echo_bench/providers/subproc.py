@@ -1,4 +1,5 @@
-"""One model-CLI process, run to its end and no further: output capped, time bounded, its group killed.
+"""One model-CLI process, run to its end and no further: output capped,
+time bounded, its group killed.
 
 A call ends when the process exits, not when its pipes close: a CLI that leaves a helper holding
 stdout (``sh -c 'sleep 300 & echo answer'``) made every call wait for the timeout. After the exit
@@ -28,7 +29,8 @@ from pathlib import Path
 _CHUNK = 1 << 16
 _TICK_S = 0.05  # how often the exit is checked where no pidfd tells us (kernels before 5.3)
 _REAP_S = 5.0  # a SIGKILLed process is gone at once; bounded anyway
-# One wait at most: a spec's timeout_s may be 1e300 or .inf, which epoll cannot take (OverflowError).
+# One wait at most: a spec's timeout_s may be 1e300 or .inf, which
+# epoll cannot take (OverflowError).
 _MAX_WAIT_S = 60.0
 
 
@@ -87,7 +89,15 @@ def _utf8_end(data: bytes) -> int:
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
         if byte & 0xC0 != 0x80:  # the lead byte (or ASCII) of the last character
-            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+            need = (
+                2
+                if byte & 0xE0 == 0xC0
+                else 3
+                if byte & 0xF0 == 0xE0
+                else 4
+                if byte & 0xF8 == 0xF0
+                else 1
+            )
             return len(data) - back if need > back else len(data)
     return len(data)
 
@@ -100,8 +110,11 @@ def _utf8_start(data: bytes) -> int:
     return skip
 
 
-def run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None, limits: Limits) -> Finished:
-    """Run ``argv`` to its exit (or ``limits.timeout_s``); raises OSError only if it cannot start."""
+def run(
+    argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | None, limits: Limits
+) -> Finished:
+    """Run ``argv`` to its exit (or ``limits.timeout_s``); raises
+    OSError only if it cannot start."""
     # A new session makes the CLI the leader of its own process group: everything it starts
     # (unless that escapes with setsid) is killed with it.
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True,
@@ -111,7 +124,8 @@ def run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | N
     try:
         timed_out = _pump(proc, stdin, out, err, limits)
     finally:
-        _kill_group(proc.pid)  # helpers left behind, a timeout or an interrupt: nothing outlives the call
+        # helpers left behind, a timeout or an interrupt: nothing outlives the call
+        _kill_group(proc.pid)
         _close(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(_REAP_S)
@@ -119,12 +133,16 @@ def run(argv: Sequence[str], *, cwd: Path, env: dict[str, str], stdin: bytes | N
                     out.captured(), err.captured(), timed_out)
 
 
-def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _Keep, limits: Limits) -> bool:
-    """Move bytes until the process has exited and its pipes are drained (or the grace ends); True on timeout."""
+def _pump(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, out: _Keep, err: _Keep, limits: Limits
+) -> bool:
+    """Move bytes until the process has exited and its pipes are drained (or
+    the grace ends); True on timeout."""
     with selectors.DefaultSelector() as sel, _exit_fd(proc.pid) as exit_fd:
         _register(sel, proc, out, err, exit_fd)
         pending = _start_writing(sel, proc, memoryview(stdin or b""))
-        ends, exited = time.monotonic() + limits.timeout_s, False  # the timeout; after the exit, the grace
+        # the timeout; after the exit, the grace
+        ends, exited = time.monotonic() + limits.timeout_s, False
         while True:
             now = time.monotonic()
             if not exited and _exited(proc.pid):
@@ -164,7 +182,8 @@ def _serve(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: 
 
 @contextlib.contextmanager
 def _exit_fd(pid: int) -> Iterator[int | None]:
-    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), else None: then we poll."""
+    """A descriptor that becomes readable when ``pid`` exits (Linux
+    5.3+), else None: then we poll."""
     try:
         fd: int | None = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -176,7 +195,9 @@ def _exit_fd(pid: int) -> Iterator[int | None]:
             os.close(fd)
 
 
-def _start_writing(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview) -> memoryview:
+def _start_writing(
+    sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview
+) -> memoryview:
     if proc.stdin is None:  # /dev/null
         return pending
     os.set_blocking(proc.stdin.fileno(), False)  # a write takes what the pipe holds, never waits
@@ -187,7 +208,9 @@ def _start_writing(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], p
     return pending
 
 
-def _write(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview) -> memoryview:
+def _write(
+    sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview
+) -> memoryview:
     assert proc.stdin is not None
     try:
         pending = pending[os.write(proc.stdin.fileno(), pending[:_CHUNK]):]
@@ -220,7 +243,8 @@ def _reading(sel: selectors.BaseSelector, proc: subprocess.Popen[bytes]) -> bool
 
 
 def _exited(pid: int) -> bool:
-    """Whether the process has exited, leaving it unreaped (its pid, and so its group id, stays ours)."""
+    """Whether the process has exited, leaving it unreaped (its pid,
+    and so its group id, stays ours)."""
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:

@@ -25,11 +25,29 @@ from dataclasses import dataclass, field
 from urllib.parse import SplitResult, urlsplit
 
 from pytest_echo_bench.providers.network import Proxy
-from pytest_echo_bench.providers.reply import TOKEN, ClosedBeforeReply, Reader, Reply, WireError, read_head_status, read_reply
+from pytest_echo_bench.providers.reply import (
+    TOKEN,
+    ClosedBeforeReply,
+    Reader,
+    Reply,
+    WireError,
+    read_head_status,
+    read_reply,
+)
 
-__all__ = ["BadHeader", "BadURL", "Connection", "ProxyRefused", "Reply", "Target", "WireError", "request_head"]
+__all__ = [
+    "BadHeader",
+    "BadURL",
+    "Connection",
+    "ProxyRefused",
+    "Reply",
+    "Target",
+    "WireError",
+    "request_head",
+]
 
-RESEND_WITHIN_S = 0.5  # a reused connection closed this soon after the send, with no reply: sent again
+# a reused connection closed this soon after the send, with no reply: sent again
+RESEND_WITHIN_S = 0.5
 # What may not appear in a header value or the request target: it would end the line early
 # (a key read with its trailing newline would otherwise smuggle a header of its own).
 _ILLEGAL_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -37,11 +55,13 @@ _TARGET = re.compile(r"[\x21-\x7e]+")
 
 
 class BadURL(ValueError):
-    """The URL cannot be used for a request: no host, a port that is no number, controls in the path."""
+    """The URL cannot be used for a request: no host, a port that is
+    no number, controls in the path."""
 
 
 class ProxyRefused(WireError):
-    """The proxy answered ``CONNECT`` with something other than 200 (``status``); its text is not kept."""
+    """The proxy answered ``CONNECT`` with something other than 200
+    (``status``); its text is not kept."""
 
     def __init__(self, proxy: Proxy, status: int) -> None:
         super().__init__(f"the proxy {proxy.shown} refused the tunnel: HTTP {status}")
@@ -104,7 +124,8 @@ def _ascii_host(host: str) -> str:
 
 
 def request_head(target: Target, headers: dict[str, str], proxy: Proxy | None = None) -> bytes:
-    """The request's line and headers up to ``content-length``'s value; checked once, reused per call.
+    """The request's line and headers up to ``content-length``'s value;
+    checked once, reused per call.
 
     Through a proxy, an http request names its origin in full (RFC 9112's absolute form) and
     carries the proxy's credentials; an https one goes in a tunnel, as if direct.
@@ -118,11 +139,15 @@ def request_head(target: Target, headers: dict[str, str], proxy: Proxy | None = 
         if not TOKEN.fullmatch(name):
             raise BadHeader(f"the header name {name!r} is not a token")
         if _ILLEGAL_VALUE.search(value) or value != value.strip(" \t"):
-            raise BadHeader(f"the value of the {name} header holds control characters or surrounding blanks")
+            raise BadHeader(
+                f"the value of the {name} header holds control characters or surrounding blanks"
+            )
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:
-            raise BadHeader(f"the value of the {name} header holds characters HTTP headers cannot carry") from None
+            raise BadHeader(
+                f"the value of the {name} header holds characters HTTP headers cannot carry"
+            ) from None
         lines.append(f"{name}: {value}")
     lines.append("content-length: ")
     return "\r\n".join(lines).encode("latin-1")
@@ -151,7 +176,8 @@ class Connection:
         data = head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
         try:
             if self._reader is not None and not self._reader.idle():
-                self.close()  # closed while idle, or bytes nobody asked for: never read them as this reply
+                # closed while idle, or bytes nobody asked for: never read them as this reply
+                self.close()
         except (OSError, ValueError):
             self.close()
         reused = self._sock is not None
@@ -184,12 +210,17 @@ class Connection:
         sock.sendall(data)
         reply = read_reply(reader)
         if not reply.reusable or reader.buf:
-            self.close()  # bytes beyond the reply's framing: the next reply could not be told from them
+            # bytes beyond the reply's framing: the next reply could not be told from them
+            self.close()
         return reply
 
     def _open(self) -> tuple[socket.socket, Reader]:
         if self._sock is None or self._reader is None:
-            peer = (self.proxy.host, self.proxy.port) if self.proxy else (self.target.host, self.target.port)
+            peer = (
+                (self.proxy.host, self.proxy.port)
+                if self.proxy
+                else (self.target.host, self.target.port)
+            )
             sock = socket.create_connection(peer, self.timeout)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -218,7 +249,8 @@ class Connection:
         status = read_head_status(reader)
         if status != 200:
             raise ProxyRefused(proxy, status)
-        if reader.buf:  # the origin's TLS has not started: anything here is the proxy's, not ours to read
+        # the origin's TLS has not started: anything here is the proxy's, not ours to read
+        if reader.buf:
             raise WireError(f"the proxy {proxy.shown} sent bytes after its CONNECT reply")
 
     def close(self) -> None:

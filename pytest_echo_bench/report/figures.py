@@ -7,7 +7,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from pytest_echo_bench.budget import money
 from pytest_echo_bench.analysis.compare import (
     Disagreement,
     Frontier,
@@ -20,24 +19,42 @@ from pytest_echo_bench.analysis.compare import (
     scored_pair,
     with_holm,
 )
-from pytest_echo_bench.results.conflicts import Conflict
-from pytest_echo_bench.analysis.decide.monitor import Sequential
-from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.analysis.decide.feed import replay
+from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.epochs import Reduced, has_epochs, reduce_items
 from pytest_echo_bench.analysis.names import ArmNames, ArmRef
-from pytest_echo_bench.results.read import Item, Results, load_results
-from pytest_echo_bench.shards.parts import held_by_shard
-from pytest_echo_bench.shards.coverage import Coverage, coverage
-from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.budget import money
+from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, rate, score
+from pytest_echo_bench.results.conflicts import Conflict
+from pytest_echo_bench.results.ending import Collection
+from pytest_echo_bench.results.read import Item, Results, load_results
+from pytest_echo_bench.shards.coverage import Coverage, coverage
+from pytest_echo_bench.shards.parts import held_by_shard
 
-__all__ = ["ArmStats", "Benchmark", "Complement", "Conflict", "Disagreement", "Frontier", "Item", "Oracle", "P_HINT",
-           "Pair", "Report", "Results", "build_report", "load_results"]
+__all__ = [
+    "ArmStats",
+    "Benchmark",
+    "Complement",
+    "Conflict",
+    "Disagreement",
+    "Frontier",
+    "Item",
+    "Oracle",
+    "P_HINT",
+    "Pair",
+    "Report",
+    "Results",
+    "build_report",
+    "load_results",
+]
 
-P_HINT = ("p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the benchmark's pairs); "
-          "p >= 0.05 means the difference is not significant")
+P_HINT = (
+    "p: exact McNemar test on the items both arms answered (p_holm: Holm-adjusted over the "
+    "benchmark's pairs); "
+    "p >= 0.05 means the difference is not significant"
+)
 
 
 @dataclass(frozen=True)
@@ -79,16 +96,22 @@ class Report:
     pairs: list[Pair] = field(default_factory=list)
     complementarity: list[Complement] = field(default_factory=list)
     frontiers: list[Frontier] = field(default_factory=list)
-    disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)  # bench -> (count, shown)
+    # bench -> (count, shown)
+    disagreements: dict[str, tuple[int, list[Disagreement]]] = field(default_factory=dict)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unlisted_conflicts: int = 0  # counted by a merge beyond the keys its meta line lists
-    unknown_figures: int = 0  # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
-    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))  # the shards the files hold
-    random_guesses: int = 0  # rows graded by a seeded random guess where the scorer extracted nothing
+    # rows with a time, token or cost figure that is not a finite number >= 0 (left out)
+    unknown_figures: int = 0
+    # the shards the files hold
+    coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
+    # rows graded by a seeded random guess where the scorer extracted nothing
+    random_guesses: int = 0
     sequential: Sequential | None = None  # a sweep with a decide plan: its anytime-valid figures
-    budgets: list[RunBudget] = field(default_factory=list)  # budgeted runs' budget and spend, as recorded
-    sources: list[tuple[str, str, str]] = field(default_factory=list)  # the files read: (path, run id, created_at)
+    # budgeted runs' budget and spend, as recorded
+    budgets: list[RunBudget] = field(default_factory=list)
+    # the files read: (path, run id, created_at)
+    sources: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -96,34 +119,51 @@ class Report:
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
                  ended: Collection | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
-    ``reduce`` how the samples of an item recorded with epochs become its score (``analysis.epochs``);
-    ``ended``: how the sweep ended, as its files record it (``results.ending.collection``; None: to its
-    end); ``budgets``: the budget figures recorded beside the files (``budget.spend.run_budget``)."""
+    ``reduce`` how the samples of an item recorded with epochs become its score
+    (``analysis.epochs``); ``ended``: how the sweep ended, as its files record it
+    (``results.ending.collection``; None: to its end); ``budgets``: the budget figures recorded
+    beside the files (``budget.spend.run_budget``)."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
     grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
     for item in results.rows if reduced is None else reduced.items:
         grouped[(item.benchmark, item.arm)].append(item)
-    report = Report(duplicates=results.duplicates, conflicts=list(results.conflicts), sources=list(results.sources),
-                    unlisted_conflicts=results.unlisted_conflicts,
-                    unknown_figures=results.unknown_figures, random_guesses=results.random_guesses,
-                    coverage=_coverage(results), sequential=replay(results, ended), budgets=list(budgets))
+    report = Report(
+        duplicates=results.duplicates,
+        conflicts=list(results.conflicts),
+        sources=list(results.sources),
+        unlisted_conflicts=results.unlisted_conflicts,
+        unknown_figures=results.unknown_figures,
+        random_guesses=results.random_guesses,
+        coverage=_coverage(results),
+        sequential=replay(results, ended),
+        budgets=list(budgets),
+    )
     for bench, arms in order.items():
         _add_benchmark(report, bench, {arm: grouped[(bench, arm)] for arm in arms}, oracle,
                        None if reduced is None else (reduced, reduce))
-    report.arms = [_with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms]
+    report.arms = [
+        _with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms
+    ]
     return report
 
 
 def _coverage(results: Results) -> Coverage:
-    """The shards the files hold, each whole when its rows (each key once, in every file) reach its items."""
+    """The shards the files hold, each whole when its rows (each key once,
+    in every file) reach its items."""
     totals = {part.total for part in results.parts if part.total}
-    return coverage(results.parts, held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals))
+    return coverage(
+        results.parts, held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals)
+    )
 
 
 def _with_spend(stats: ArmStats, spend: ArmSpend) -> ArmStats:
-    return replace(stats, spend_usd=money.figure(spend.usd) if spend.known else None, spend_unknown=spend.unknown)
+    return replace(
+        stats,
+        spend_usd=money.figure(spend.usd) if spend.known else None,
+        spend_unknown=spend.unknown,
+    )
 
 
 def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
@@ -132,15 +172,23 @@ def _oracle_pairs(names: ArmNames, given: Sequence[str]) -> set[ArmRef]:
     found = {name: names.find(name) for name in given}  # an ambiguous name raises, with the choices
     unknown = [name for name, pair in found.items() if pair is None]
     if unknown:
-        raise ValueError(f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: {', '.join(names.labels())}")
+        raise ValueError(
+            f"unknown oracle arm(s): {', '.join(unknown)}; the results hold: "
+            f"{', '.join(names.labels())}"
+        )
     pairs = {pair for pair in found.values() if pair is not None}
     benchmarks = sorted({bench for bench, _ in pairs})
     if len(benchmarks) > 1:  # as decide's pairs: an item is one task id of one benchmark
-        raise ValueError(f"--oracle {','.join(given)}: the arms are of benchmarks {', '.join(benchmarks)}; an oracle "
-                         "row takes arms of one benchmark (items pair up by task id)")
+        raise ValueError(
+            f"--oracle {','.join(given)}: the arms are of benchmarks "
+            f"{', '.join(benchmarks)}; an oracle "
+            "row takes arms of one benchmark (items pair up by task id)"
+        )
     if len(pairs) < 2:
-        raise ValueError(f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
-                         "restates that arm)")
+        raise ValueError(
+            f"--oracle {','.join(given)}: an oracle row needs two arms or more (of one arm it only "
+            "restates that arm)"
+        )
     return pairs
 
 
@@ -157,8 +205,13 @@ def _arm_order(results: Results) -> dict[str, list[str]]:
     return order
 
 
-def _add_benchmark(report: Report, bench: str, by_arm: dict[str, list[Item]], oracle: set[ArmRef] | None,
-                   reduced: tuple[Reduced, str] | None = None) -> None:
+def _add_benchmark(
+    report: Report,
+    bench: str,
+    by_arm: dict[str, list[Item]],
+    oracle: set[ArmRef] | None,
+    reduced: tuple[Reduced, str] | None = None,
+) -> None:
     universe = {i.task_id for items in by_arm.values() for i in items}
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
     _add_arms(report, bench, by_arm, universe, reduced)
@@ -200,7 +253,8 @@ def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],
         report.disagreements[bench] = disagreements(bench, by_arm, verdicts)
     sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
     pairs = [pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]
-    if reduced is not None and reduced[1] == "mean":  # fractional scores: a paired t on the per-item differences
+    # fractional scores: a paired t on the per-item differences
+    if reduced is not None and reduced[1] == "mean":
         scores = {arm: {i.task_id: score(i) for i in items} for arm, items in by_arm.items()}
         pairs = [scored_pair(p, scores[p.a], scores[p.b]) for p in pairs]
     report.pairs.extend(with_holm(pairs))
@@ -213,7 +267,9 @@ def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
     return groups
 
 
-def _samples(reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None) -> Samples | None:
+def _samples(
+    reduced: tuple[Reduced, str] | None, bench: str, arm: str, subtask: str | None = None
+) -> Samples | None:
     if reduced is None:
         return None
     data, how = reduced

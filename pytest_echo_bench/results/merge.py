@@ -15,7 +15,6 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results import conflicts
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import MERGED, Collection, one
-from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
 from pytest_echo_bench.shards.coverage import (
     Coverage,
     Part,
@@ -25,9 +24,10 @@ from pytest_echo_bench.shards.coverage import (
     merged_fields,
     part_of,
 )
+from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
 from pytest_echo_bench.store.files import end_line, row_status
-from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.meta import BenchmarkEntry, benchmark_entry
+from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
 
 
@@ -41,32 +41,41 @@ class Merged:
     coverage: Coverage = field(default_factory=lambda: Coverage(True, [], []))
 
 
-# What one file's meta line says of its own shard or parts: the merged line says it anew of all of them.
+# What one file's meta line says of its own shard or parts: the merged
+# line says it anew of all of them.
 SHARD_FIELDS = (ITEMS, FIELD, UNFINISHED)
-Assumed = dict[str, str]  # benchmark -> the fingerprint its rows in files without one were recorded with
+# benchmark -> the fingerprint its rows in files without one were recorded with
+Assumed = dict[str, str]
 
 
-def check_fingerprints(metas: Sequence[tuple[Path, Meta | None]], allow_mismatch: bool = False) -> None:
-    """Refuse files whose benchmarks were recorded from different specs (unless ``allow_mismatch``)."""
+def check_fingerprints(
+    metas: Sequence[tuple[Path, Meta | None]], allow_mismatch: bool = False
+) -> None:
+    """Refuse files whose benchmarks were recorded from different
+    specs (unless ``allow_mismatch``)."""
     seen: dict[str, tuple[str, Path, dict[str, str] | None]] = {}
     for path, meta in metas:
         for name, fp in _fingerprints(meta).items():
             parts = meta.benchmarks[name].parts if meta is not None else None
             if name in seen and seen[name][0] != fp and not allow_mismatch:
                 first, where, before = seen[name]
-                # Each file's parts say what differs (an older file records none: "different specs" only).
+                # Each file's parts say what differs (an older file records
+                # none: "different specs" only).
                 both = before is not None and parts is not None
                 said = changed_parts(before, parts) if both else []
                 what = f" (changed: {', '.join(said)})" if said else ""
-                raise StoreError(f"{path}: benchmark {name!r} has fingerprint {fp}, but {where} "
-                                 f"has {first}: these files come from different specs{what} and cannot "
-                                 "be merged (--allow-mismatch merges them under a fingerprint no "
-                                 "spec gives)")
+                raise StoreError(
+                    f"{path}: benchmark {name!r} has fingerprint {fp}, but {where} "
+                    f"has {first}: these files come from different specs{what} and cannot "
+                    "be merged (--allow-mismatch merges them under a fingerprint no "
+                    "spec gives)"
+                )
             seen.setdefault(name, (fp, path, parts))
 
 
 def _fingerprints(meta: Meta | None) -> dict[str, str]:
-    """Benchmark -> fingerprint, as a meta line records them (``store.checks`` has checked their types)."""
+    """Benchmark -> fingerprint, as a meta line records them
+    (``store.checks`` has checked their types)."""
     benchmarks = meta.benchmarks if meta is not None else {}
     return {name: entry.fingerprint for name, entry in benchmarks.items() if entry.fingerprint}
 
@@ -75,7 +84,9 @@ def _typed(path: Path, meta: dict[str, Any] | None) -> Meta | None:
     return Meta.from_json(meta, f"{path}:1") if meta is not None else None
 
 
-def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False) -> Merged:
+def merge(
+    paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False
+) -> Merged:
     """Each key once: its newest row (the files in the order given, each from first line to last),
     in the place where the key first appeared.
 
@@ -84,27 +95,41 @@ def merge(paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch:
     accept rows from a changed spec. ``assumed`` names the fingerprint of such rows (the user
     says so); it must agree with the other files' like any fingerprint.
     """
-    kept: dict[Key, Place] = {}  # key -> where its newest row is, in the order the keys first appeared
+    # key -> where its newest row is, in the order the keys first appeared
+    kept: dict[Key, Place] = {}
     scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
-    if not any(meta is not None or names for meta, names, *_ in scans):  # an empty merged file would pass for a sweep
-        raise StoreError(f"{paths[0]}:1: nothing to merge: no meta line and no row in {', '.join(map(str, paths))}")
+    # an empty merged file would pass for a sweep
+    if not any(meta is not None or names for meta, names, *_ in scans):
+        raise StoreError(
+            f"{paths[0]}:1: nothing to merge: no meta line and no row in "
+            f"{', '.join(map(str, paths))}"
+        )
     metas = _checked_metas(paths, scans, assumed, allow_mismatch)
     parts = [part_of(p, meta) for p, meta in metas]
     check_one_sweep(parts, allow_mismatch)
-    ends = [one(p) for p in paths]  # how each file ended: its parts' record, and whether one ever stopped when decided
-    parts = [ended(part, end.stop_text, scan[4]) for part, end, scan in zip(parts, ends, scans, strict=True)]
-    # Whether each shard is whole: its rows in every file, each key once, against the items it selects.
+    # how each file ended: its parts' record, and whether one ever stopped when decided
+    ends = [one(p) for p in paths]
+    parts = [
+        ended(part, end.stop_text, scan[4])
+        for part, end, scan in zip(parts, ends, scans, strict=True)
+    ]
+    # Whether each shard is whole: its rows in every file, each key
+    # once, against the items it selects.
     held = held_by_shard(kept, {part.total for part in parts if part.total})
-    merged = Merged(_merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held))
+    merged = Merged(
+        _merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held)
+    )
     _count_conflicts(merged, scans, paths)
-    # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and that
-    # one of them ever stopped when decided: a later merge of it, in any order, still knows.
+    # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and
+    # that one of them ever stopped when decided: a later merge of it, in any order, still knows.
     merged.lines = KeptLines(list(paths), list(kept.values()), _end_lines(paths, ends))
     merged.meta = describe_epochs(_mismatched(merged.meta, [m for _, m in metas]), kept)
-    if merged.meta is not None:  # whether the shards are all here travels with the file, to every gate
+    # whether the shards are all here travels with the file, to every gate
+    if merged.meta is not None:
         merged.meta = _with_shards(merged.meta, parts, merged.coverage)
-        merged.meta = _record_conflicts(merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)],
-                                        merged.found)
+        merged.meta = _record_conflicts(
+            merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)], merged.found
+        )
     return merged
 
 
@@ -143,9 +168,11 @@ def _with_shards(meta: Meta, parts: Sequence[Part], cover: Coverage) -> Meta:
     return replace(meta, extra={**meta.extra, **fields})
 
 
-def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], found: list[Conflict]) -> Meta:
-    """The merged meta line with the conflicts found now and those earlier merges recorded (bounded):
-    its rows hold each key once, so a report of it could not see them any more."""
+def _record_conflicts(
+    meta: Meta, metas: Sequence[tuple[Path, Meta | None]], found: list[Conflict]
+) -> Meta:
+    """The merged meta line with the conflicts found now and those earlier merges recorded
+    (bounded): its rows hold each key once, so a report of it could not see them any more."""
     listed: list[Conflict] = []
     unlisted = 0
     for path, m in metas:
@@ -158,8 +185,10 @@ def _record_conflicts(meta: Meta, metas: Sequence[tuple[Path, Meta | None]], fou
     return replace(meta, extra=extra)
 
 
-Place = tuple[int, int, bool, str]  # where a key's newest row is: (file index, offset), and its passed and status
-# The file's meta line, its benchmarks' first lines, duplicates, changed verdicts, and its keys (each once).
+# where a key's newest row is: (file index, offset), and its passed and status
+Place = tuple[int, int, bool, str]
+# The file's meta line, its benchmarks' first lines, duplicates, changed
+# verdicts, and its keys (each once).
 Scan = tuple["Meta | None", dict[str, int], int, list[tuple[Key, Place, Place]], int]
 
 
@@ -186,7 +215,8 @@ def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place
         if older is not None:
             duplicates += 1
             again += older[0] == index
-            if older[2] != place[2] and older[3] != "error":  # a retried error row is expected to change
+            # a retried error row is expected to change
+            if older[2] != place[2] and older[3] != "error":
                 changed.append((key, older, place))
     return _typed(path, meta), names, duplicates, changed, rows - again
 
@@ -198,7 +228,8 @@ def _conflict(key: Key, older: Place, newer: Place, paths: Sequence[Path]) -> st
 
 class KeptLines:
     """The merged rows, in order: each read from its file when iterated (written), a line at a time;
-    then ``tail``, the lines that are not rows (the merged file's end line), not counted in its length."""
+    then ``tail``, the lines that are not rows (the merged file's end
+    line), not counted in its length."""
 
     def __init__(self, paths: list[Path], places: list[Place], tail: Sequence[bytes] = ()) -> None:
         self.paths, self.places, self.tail = paths, places, list(tail)
@@ -214,20 +245,35 @@ class KeptLines:
                 f.seek(offset)  # in order within a file: inside the buffer, no system call
                 line = f.readline()
                 if not line.strip():
-                    raise StoreError(f"{self.paths[index]}: changed while it was merged (no row at byte {offset})")
-                yield line if line.endswith(b"\n") else line + b"\n"  # a whole last row without its newline
+                    raise StoreError(
+                        f"{self.paths[index]}: changed while it was merged (no row at byte "
+                        f"{offset})"
+                    )
+                # a whole last row without its newline
+                yield line if line.endswith(b"\n") else line + b"\n"
         yield from self.tail
 
 
-def _stopped_parts(paths: Sequence[Path], ends: Sequence[Collection]) -> tuple[dict[str, Any] | None, str]:
-    """The merged file's stop record when any part stopped early (reason ``merged``, each part's own), and
-    which parts ever stopped when decided ("" for none: the end line's ``decided``)."""
+def _stopped_parts(
+    paths: Sequence[Path], ends: Sequence[Collection]
+) -> tuple[dict[str, Any] | None, str]:
+    """The merged file's stop record when any part stopped early (reason ``merged``, each part's
+    own), and which parts ever stopped when decided ("" for none: the end line's ``decided``)."""
     stopped = [(p, c) for p, c in zip(paths, ends, strict=True) if c.early]
-    decided = "; ".join(f"{p.name}: {c.decided_text}" for p, c in zip(paths, ends, strict=True) if c.ever_decided)[:2000]
+    decided = "; ".join(
+        f"{p.name}: {c.decided_text}" for p, c in zip(paths, ends, strict=True) if c.ever_decided
+    )[:2000]
     if not stopped:
         return None, decided
-    parts = [{"file": str(p), "reason": c.reason, "message": c.message,
-              **({"parts_decided": True} if c.parts_decided or c.decided_before else {})} for p, c in stopped]
+    parts = [
+        {
+            "file": str(p),
+            "reason": c.reason,
+            "message": c.message,
+            **({"parts_decided": True} if c.parts_decided or c.decided_before else {}),
+        }
+        for p, c in stopped
+    ]
     why = "; ".join(f"{p.name}: {c.reason}" for p, c in stopped)
     return {"reason": MERGED, "message": why, "parts": parts}, decided
 
@@ -237,7 +283,9 @@ def _only(assumed: Assumed | None) -> str:
     return next(iter(assumed)) if assumed and len(assumed) == 1 else ""
 
 
-def _with_assumed(path: Path, meta: Meta | None, names: dict[str, int], assumed: Assumed) -> Meta | None:
+def _with_assumed(
+    path: Path, meta: Meta | None, names: dict[str, int], assumed: Assumed
+) -> Meta | None:
     """``meta`` with an entry for each benchmark its rows have and it records no fingerprint of,
     from ``assumed``; refused, naming the first such row, when the user did not say (``names``:
     each benchmark of the file's rows and its first line, in file order)."""
@@ -248,15 +296,26 @@ def _with_assumed(path: Path, meta: Meta | None, names: dict[str, int], assumed:
         if name in known or name in added:
             continue
         if name not in assumed:
-            what = "has no meta line" if meta is None else f"records no fingerprint for benchmark {name!r}"
-            raise StoreError(f"{path}:{lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
-                             "which spec its rows answer. Pass --assume-fingerprint BENCHMARK=FINGERPRINT if you know")
+            what = (
+                "has no meta line"
+                if meta is None
+                else f"records no fingerprint for benchmark {name!r}"
+            )
+            raise StoreError(
+                f"{path}:{lineno}: a row of benchmark {name!r}, but the file {what}: nothing says "
+                "which spec its rows answer. Pass --assume-fingerprint BENCHMARK=FINGERPRINT "
+                "if you know"
+            )
         added[name] = benchmark_entry(assumed[name])
     if not added:
         return meta
     base = meta if meta is not None else Meta.from_json({"_meta": True, "benchmark": default})
     noted = {**(base.extra.get("assumed_fingerprints") or {}), **{n: assumed[n] for n in added}}
-    return replace(base, benchmarks={**base.benchmarks, **added}, extra={**base.extra, "assumed_fingerprints": noted})
+    return replace(
+        base,
+        benchmarks={**base.benchmarks, **added},
+        extra={**base.extra, "assumed_fingerprints": noted},
+    )
 
 
 def _mismatched(meta: Meta | None, metas: list[Meta | None]) -> Meta | None:
@@ -305,22 +364,33 @@ def _with_epochs(entry: BenchmarkEntry, top: int) -> BenchmarkEntry:
 
 
 def _shown_key(key: Key) -> str:
-    return f"{key[0]}/{key[1]}[{key[2]}]" if key[3] == 1 else f"{key[0]}/{key[1]}[{key[2]}-e{key[3]}]"
+    return (
+        f"{key[0]}/{key[1]}[{key[2]}]" if key[3] == 1 else f"{key[0]}/{key[1]}[{key[2]}-e{key[3]}]"
+    )
 
 
 def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
     present = [m for m in metas if m is not None]
     if not present:
         return None
-    # A file's own meta line heads the merged file; one made of assumed fingerprints only if none has one.
+    # A file's own meta line heads the merged file; one made of assumed
+    # fingerprints only if none has one.
     meta = next((m for m in present if m.run_id), present[0])
     benchmarks: dict[str, BenchmarkEntry] = {}
     for m in present:
         benchmarks.update(m.benchmarks)
-    # A part's decide plan heads the merged file whichever part it is: the report replays it, and its
-    # gates read the anytime-valid figures where a part stopped when decided.
+    # A part's decide plan heads the merged file whichever part it is: the report replays it, and
+    # its gates read the anytime-valid figures where a part stopped when decided.
     decide = meta.decide or next((m.decide for m in present if m.decide), None)
     # The merged file stands for the whole sweep: no shard of it.
-    return replace(meta, benchmarks=benchmarks, benchmark="+".join(sorted(benchmarks)) or meta.benchmark, decide=decide,
-                   selection=replace(meta.selection, shard=""),
-                   extra={**{k: v for k, v in meta.extra.items() if k not in SHARD_FIELDS}, "merged_from": [str(p) for p in paths]})
+    return replace(
+        meta,
+        benchmarks=benchmarks,
+        benchmark="+".join(sorted(benchmarks)) or meta.benchmark,
+        decide=decide,
+        selection=replace(meta.selection, shard=""),
+        extra={
+            **{k: v for k, v in meta.extra.items() if k not in SHARD_FIELDS},
+            "merged_from": [str(p) for p in paths],
+        },
+    )

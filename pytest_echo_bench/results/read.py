@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
-from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
@@ -43,7 +43,8 @@ class Item:
     cost_units: float | None = None
     answer: str | None = None  # the parsed answer, else the start of the output
     epoch: int = 1  # 1..K of a spec with ``epochs: K``
-    score: float | None = None  # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
+    # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
+    score: float | None = None
 
 
 @dataclass
@@ -53,14 +54,19 @@ class Results:
 
     rows: list[Item] = field(default_factory=list)
     metas: list[Meta] = field(default_factory=list)
-    parts: list[Part] = field(default_factory=list)  # which shards of its sweep each file holds (``shards.coverage``)
+    # which shards of its sweep each file holds (``shards.coverage``)
+    parts: list[Part] = field(default_factory=list)
     duplicates: int = 0
     conflicts: list[Conflict] = field(default_factory=list)
     unlisted_conflicts: int = 0  # conflicts a merged meta line counted beyond the keys it lists
-    unknown_figures: int = 0  # rows with a figure (time, tokens, cost) that is not a finite number >= 0
-    random_guesses: int = 0  # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
-    paths: list[Path] = field(default_factory=list)  # the files, in the order read (the decide replay reads them again)
-    sources: list[tuple[str, str, str]] = field(default_factory=list)  # per file: (path, run id, created_at) of its meta line
+    # rows with a figure (time, tokens, cost) that is not a finite number >= 0
+    unknown_figures: int = 0
+    # rows a scorer graded by a seeded random guess (mmlu_pro's random_guess_seed)
+    random_guesses: int = 0
+    # the files, in the order read (the decide replay reads them again)
+    paths: list[Path] = field(default_factory=list)
+    # per file: (path, run id, created_at) of its meta line
+    sources: list[tuple[str, str, str]] = field(default_factory=list)
     # (benchmark, arm) -> what its rows spent: every row, a replaced one too (``budget.spend``)
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
@@ -76,20 +82,26 @@ def _call(key: Key, row: ReadRow) -> tuple[Key, str, str, str] | None:
 
 
 def load_results(paths: Sequence[Path]) -> Results:
-    """Combine results files in order; a repeated key counts once (its newest row), and is noted if its verdict changed."""
+    """Combine results files in order; a repeated key counts once (its newest row), and
+    is noted if its verdict changed."""
     results = Results()
-    seen: dict[Key, Item] = {}  # a replaced row keeps its key's place: the order of first appearance
-    calls: set[tuple[Key, str, str, str] | None] = set()  # each call's spend once: a regrade or merge copies its row
+    # a replaced row keeps its key's place: the order of first appearance
+    seen: dict[Key, Item] = {}
+    # each call's spend once: a regrade or merge copies its row
+    calls: set[tuple[Key, str, str, str] | None] = set()
     for path in paths:
         results.paths.append(path)
         default = ""
-        own: set[Key] | None = None  # a shard file's keys, each once: how it ended depends on how many it holds
+        # a shard file's keys, each once: how it ended depends on how many it holds
+        own: set[Key] | None = None
         for lineno, record in _records(path):
             if record.get("_meta"):
-                if lineno == 1:  # a later one is an end line or a copy of this one (store.metalines)
+                # a later one is an end line or a copy of this one (store.metalines)
+                if lineno == 1:
                     meta = Meta.from_json(record, f"{path}:{lineno}")
                     results.metas.append(meta)
-                    listed, unlisted = recorded(meta, f"{path}:{lineno}")  # what a merge found, its rows no longer show
+                    # what a merge found, its rows no longer show
+                    listed, unlisted = recorded(meta, f"{path}:{lineno}")
                     results.conflicts += listed
                     results.unlisted_conflicts += unlisted
                     results.parts.append(part_of(path, meta))
@@ -144,7 +156,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     check_later_meta(head, record, path, lineno)
                 if record is not None:
                     yield lineno, record
-    except StoreError:  # a line refused: its own message, naming it (a StoreError is an OSError too)
+    # a line refused: its own message, naming it (a StoreError is an OSError too)
+    except StoreError:
         raise
     except OSError as exc:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc

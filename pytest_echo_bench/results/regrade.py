@@ -19,7 +19,14 @@ from typing import Any
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.registry import load_examples
 from pytest_echo_bench.engine.check import check_spec
-from pytest_echo_bench.engine.fingerprint import accepted, changed_parts, combine, fingerprint_parts, legacy_arms_digest, spec_fingerprint
+from pytest_echo_bench.engine.fingerprint import (
+    accepted,
+    changed_parts,
+    combine,
+    fingerprint_parts,
+    legacy_arms_digest,
+    spec_fingerprint,
+)
 from pytest_echo_bench.engine.outcome import utcnow
 from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.results.ending import collection
@@ -40,7 +47,8 @@ _WHY = {"dataset": "its stored outputs answer other items or targets",
 
 
 class RegradeError(EchoBenchError):
-    """The current spec cannot regrade this file: its dataset or arms are not the ones the rows came from."""
+    """The current spec cannot regrade this file: its dataset or arms are
+    not the ones the rows came from."""
 
 
 @dataclass
@@ -60,7 +68,8 @@ class Bench:
     examples: dict[str, Example]
     parts: dict[str, str]
     fingerprint: str
-    verified: bool  # the file's recorded parts (or fingerprint) prove the dataset and arms unchanged
+    # the file's recorded parts (or fingerprint) prove the dataset and arms unchanged
+    verified: bool
     rows: int = 0
     untargeted: int = 0  # rows recording no target, when there was nothing else to check them by
 
@@ -74,11 +83,15 @@ def find_specs(results: Path, meta: Meta | None, given: Sequence[Path],
     current directory, and one outside it is refused unless ``allow_outside``.
     """
     root = Path.cwd().resolve()
-    paths = list(given) or [_locate(s, results, root, allow_outside) for s in (meta.spec_files if meta is not None else [])]
+    paths = list(given) or [
+        _locate(s, results, root, allow_outside)
+        for s in (meta.spec_files if meta is not None else [])
+    ]
     specs: dict[str, Loaded] = {}
     for path in paths:
         import_conftests(path, root)
-        spec = load_spec(path, calls=False)  # it calls nothing: an unset ${VAR} of an endpoint is no error
+        # it calls nothing: an unset ${VAR} of an endpoint is no error
+        spec = load_spec(path, calls=False)
         examples = load_examples(spec)
         check_spec(spec)
         if takes_judges(spec.scorer):  # regrading calls no model: a judge's grade would be forged
@@ -106,7 +119,8 @@ def import_conftests(spec: Path, rootdir: Path) -> None:
         name = f"_echo_bench_conftest_{abs(hash(str(conftest)))}"
         if conftest.is_file() and name not in sys.modules:
             if str(where) not in sys.path:
-                sys.path.insert(0, str(where))  # as pytest's default import mode does, for its own imports
+                # as pytest's default import mode does, for its own imports
+                sys.path.insert(0, str(where))
             loader = importlib.util.spec_from_file_location(name, conftest)
             if loader is None or loader.loader is None:
                 continue
@@ -115,21 +129,30 @@ def import_conftests(spec: Path, rootdir: Path) -> None:
             try:
                 loader.loader.exec_module(module)
             except Exception as exc:  # a user's file: say which one, as pytest would
-                raise SpecError(f"{conftest}: cannot be imported: {type(exc).__name__}: {exc}") from exc
+                raise SpecError(
+                    f"{conftest}: cannot be imported: {type(exc).__name__}: {exc}"
+                ) from exc
 
 
 def _locate(name: str, results: Path, root: Path, allow_outside: bool) -> Path:
-    """A spec the meta line of ``results`` names, under ``root`` (or, when allowed, anywhere it says)."""
+    """A spec the meta line of ``results`` names, under ``root`` (or,
+    when allowed, anywhere it says)."""
     path = (root / name).resolve()
     if not path.is_relative_to(root) and not allow_outside:
-        raise RegradeError(f"spec {name} (from the meta line of {results}) is outside the current directory {root}: "
-                           "regrade imports the conftest.py files beside a spec, and never from a path a results file "
-                           "names; pass --spec SPEC, or --allow-outside-specs if you trust that path")
+        raise RegradeError(
+            f"spec {name} (from the meta line of {results}) is outside the current directory "
+            f"{root}: "
+            "regrade imports the conftest.py files beside a spec, and never from a path a "
+            "results file "
+            "names; pass --spec SPEC, or --allow-outside-specs if you trust that path"
+        )
     bases = [root, *results.resolve().parents] if allow_outside else [root]
     for base in bases:
         if (base / name).is_file():
             return base / name
-    raise SpecError(f"spec {name} (from the meta line of {results}) not found under {root}; pass --spec SPEC")
+    raise SpecError(
+        f"spec {name} (from the meta line of {results}) not found under {root}; pass --spec SPEC"
+    )
 
 
 def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = False) -> Regraded:
@@ -137,13 +160,17 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
     meta = Meta.from_json(line, f"{results}:1") if line is not None else None
     specs = find_specs(results, meta, given, allow_outside)
     recorded = meta.benchmarks if meta is not None else {}
-    benches = {name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()}
+    benches = {
+        name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()
+    }
     out = Regraded(None)
     default = meta.benchmark if meta is not None else ""
     newest = _newest(rows, default)
     if len(newest) < len(rows):
-        out.notes.append(f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
-                         "the newest row of each item counts (and is regraded)")
+        out.notes.append(
+            f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
+            "the newest row of each item counts (and is regraded)"
+        )
     for record in newest:
         # The benchmark the row names, if any: ``_bench_of`` tells that from the meta line's.
         row = read_row(record.data, "")
@@ -157,12 +184,23 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
             continue
         out.lines.append(_regrade_row(record.data, row, bench.spec, example, out.changes))
     ended = collection([results])
-    if ended.early or ended.ever_decided:  # the rows were collected as the original's were: it stopped early
-        # too (its decision's figures are not carried: the new grades decide anew), or once stopped when decided
-        stopped = {"reason": ended.reason, "message": ended.message, **({"parts_decided": True} if ended.parts_decided else {})}
-        out.lines.append(end_line("regraded", utcnow(), stopped if ended.early else None, ended.decided_text))
-    # The meta is written only once every row has passed its checks: a refusal leaves nothing behind.
-    out.meta = describe_epochs(_new_meta(meta, benches, results), (row_key(r.data, default) for r in newest))
+    # the rows were collected as the original's were: it stopped early
+    if ended.early or ended.ever_decided:
+        # too (its decision's figures are not carried: the new grades decide
+        # anew), or once stopped when decided
+        stopped = {
+            "reason": ended.reason,
+            "message": ended.message,
+            **({"parts_decided": True} if ended.parts_decided else {}),
+        }
+        out.lines.append(
+            end_line("regraded", utcnow(), stopped if ended.early else None, ended.decided_text)
+        )
+    # The meta is written only once every row has passed its checks: a
+    # refusal leaves nothing behind.
+    out.meta = describe_epochs(
+        _new_meta(meta, benches, results), (row_key(r.data, default) for r in newest)
+    )
     out.notes.extend(_unverified_note(results, meta, benches))
     return out
 
@@ -186,12 +224,15 @@ def _bench(results: Path, name: str, loaded: Loaded, recorded: BenchmarkEntry | 
         _refuse_changed_parts(results, name, spec, old_parts, parts)
         verified = True
     else:
-        # Without parts only an unchanged whole fingerprint proves the arms; a changed scorer hides them.
+        # Without parts only an unchanged whole fingerprint proves the
+        # arms; a changed scorer hides them.
         verified = recorded.fingerprint in accepted(spec, parts["dataset"])
     return Bench(spec, {ex.id: ex for ex in examples}, parts, fingerprint, verified)
 
 
-def _refuse_changed_parts(results: Path, name: str, spec: Spec, old: dict[str, Any], new: dict[str, str]) -> None:
+def _refuse_changed_parts(
+    results: Path, name: str, spec: Spec, old: dict[str, Any], new: dict[str, str]
+) -> None:
     # A file recorded when the endpoint was part of the arms' digest: that digest proves them too.
     changed = [part for part in KEPT_PARTS if old.get(part) != new[part]
                and not (part == "arms" and old.get(part) == legacy_arms_digest(spec))]
@@ -202,10 +243,13 @@ def _refuse_changed_parts(results: Path, name: str, spec: Spec, old: dict[str, A
     named = [said for said in changed_parts(old, new) if said != "the scorer"]
     digests = "; ".join(f"{part} {old.get(part)} in the file, {new[part]} now" for part in changed)
     raise RegradeError(
-        f"{results}: benchmark {name!r}: the {what} of {spec.path} {verb} from the file's ({digests}; changed: "
+        f"{results}: benchmark {name!r}: the {what} of {spec.path} {verb} from the file's "
+        f"({digests}; changed: "
         f"{', '.join(named)}): "
-        f"{' and '.join(_WHY[part] for part in changed)}. Regrade replaces only the scorer: pass --spec with the spec "
-        "the file was recorded with (its scorer changed as you want), or run a new sweep into a new results file."
+        f"{' and '.join(_WHY[part] for part in changed)}. Regrade replaces only the scorer: "
+        "pass --spec with the spec "
+        "the file was recorded with (its scorer changed as you want), or run a new sweep "
+        "into a new results file."
     )
 
 
@@ -221,7 +265,8 @@ def _bench_of(where: str, named: str, benches: dict[str, Bench], default: str) -
 
 
 def _checked_example(where: str, row: ReadRow, bench: Bench) -> Example:
-    """The dataset's item the row answers, refusing a row the current dataset does not contain as recorded."""
+    """The dataset's item the row answers, refusing a row the current
+    dataset does not contain as recorded."""
     example = bench.examples.get(row.task_id)
     if example is None:
         raise RegradeError(f"{where}: task {row.task_id!r} is not in the dataset of "
@@ -270,8 +315,9 @@ def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Met
             benchmarks[name] = replace(entry, parts=dict(bench.parts),
                                        fingerprint=bench.fingerprint)
         elif bench is not None:
-            # The arms are unproven: a fingerprint no spec gives, so resume refuses it until the user
-            # says (--bench-allow-mismatch) that the current arms are the ones the rows came from.
+            # The arms are unproven: a fingerprint no spec gives, so resume refuses
+            # it until the user says (--bench-allow-mismatch) that the current arms
+            # are the ones the rows came from.
             unproven = combine({"recorded": str(entry.fingerprint),
                                 "regraded_scorer": bench.parts["scorer"]})
             benchmarks[name] = replace(entry, fingerprint=unproven)
@@ -290,5 +336,8 @@ def _unverified_note(results: Path, meta: Meta | None, benches: dict[str, Bench]
     unchecked = f"; {untargeted} rows record no target to check" if untargeted else ""
     source = "has no meta line" if meta is None else "records no fingerprint parts"
     after = "" if meta is None else "; resuming the new file needs --bench-allow-mismatch"
-    return [f"echo-bench: note: {results} {source} for {', '.join(map(repr, names))}: the arms could not be verified "
-            f"(targets checked row by row{unchecked}){after}"]
+    return [
+        f"echo-bench: note: {results} {source} for {', '.join(map(repr, names))}: the arms "
+        "could not be verified "
+        f"(targets checked row by row{unchecked}){after}"
+    ]

@@ -26,9 +26,11 @@ _BUILTIN = {
 }
 # The built-ins that compare with the target alone (TextScorers): made scorers of an item on import.
 _ON_TARGET = frozenset({"exact", "numeric", "regex", "choice", "bbh"})
-# Checks only text (microseconds): graded on pytest's own thread. mmlu_pro reads the item's option count too.
+# Checks only text (microseconds): graded on pytest's own thread. mmlu_pro
+# reads the item's option count too.
 IN_PROCESS = frozenset({*_ON_TARGET, "mmlu_pro"})
-# A scorer's options checked when the spec is, so a typo fails collection with its line, not every row.
+# A scorer's options checked when the spec is, so a typo fails
+# collection with its line, not every row.
 OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
 
 

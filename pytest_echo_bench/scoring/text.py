@@ -51,7 +51,9 @@ def declaration_pattern(cue: str, separator: str) -> re.Pattern[str]:
     return re.compile(cue + separator + r"(?P<ans>(?:(?!" + cue + r")[^\n])*)", re.IGNORECASE)
 
 
-_DECLARED = declaration_pattern(r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)", r"\s*:?\s*")
+_DECLARED = declaration_pattern(
+    r"(?:the\s+(?:final\s+|correct\s+)?answer\s+is|answer\s*:)", r"\s*:?\s*"
+)
 _LETTER = re.compile(r"^\(?([A-R])\)?(?=$|[\s.,:;)])")
 
 

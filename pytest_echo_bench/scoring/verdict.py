@@ -10,8 +10,9 @@ from typing import Any
 from pytest_echo_bench.datasets.example import Example
 
 CORRECT, WRONG, UNPARSEABLE, ERROR = "correct", "wrong", "unparseable", "error"
-# The keys the shipped scorers put in a row's "extra" (mmlu_pro's seeded guess, HumanEval's sandbox):
-# a regrade drops them before the new verdict's, so a flag the new scorer no longer sets does not linger.
+# The keys the shipped scorers put in a row's "extra" (mmlu_pro's seeded guess,
+# HumanEval's sandbox): a regrade drops them before the new verdict's, so a flag the new
+# scorer no longer sets does not linger.
 SCORER_EXTRA = ("random_guess", "sandbox")
 
 
@@ -28,7 +29,8 @@ class Verdict:
 
 
 TextScorer = Callable[[str, str, dict[str, Any]], Verdict]  # (output, target, options)
-Scorer = Callable[[str, Example, dict[str, Any]], Verdict]  # (output, item, options): may use more than the target
+# (output, item, options): may use more than the target
+Scorer = Callable[[str, Example, dict[str, Any]], Verdict]
 
 
 def judge(answer: str | None, target: str, same: bool) -> Verdict:

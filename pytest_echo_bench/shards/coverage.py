@@ -29,24 +29,31 @@ from pytest_echo_bench.store.meta import SelectionRecord
 from pytest_echo_bench.store.records import Meta
 
 # How items are assigned to shards. 1 (before this field existed): a hash of (benchmark, task_id,
-# arm[, epoch]), which split an item's arms and epochs across shards; 2: a hash of (benchmark, task_id).
+# arm[, epoch]), which split an item's arms and epochs across shards; 2:
+# a hash of (benchmark, task_id).
 SCHEME = 2
 OLD_SCHEME = 1
 
 
 @dataclass(frozen=True)
 class Part:
-    """What one results file holds of its sweep: shards ``got`` of ``total`` (0: the whole sweep)."""
+    """What one results file holds of its sweep: shards ``got`` of
+    ``total`` (0: the whole sweep)."""
 
     path: str
     total: int
     got: frozenset[int]
     scheme: int
-    sweep: tuple[str, ...]  # what every shard of one sweep records alike: its selection and benchmarks
-    whole: bool = False  # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
-    ends: tuple[PartEnd, ...] = ()  # how each shard file in it ended (a merge's record; a shard file's, once ``ended``)
-    expected: int | None = None  # a shard file's own: the items its shard selects (None: not recorded)
-    merged: bool = False  # a merge's file (``merged_from``): how its parts ended is its record, not its end line
+    # what every shard of one sweep records alike: its selection and benchmarks
+    sweep: tuple[str, ...]
+    # a whole sweep (unsharded, or a complete merge): it covers every shard of its sweep
+    whole: bool = False
+    # how each shard file in it ended (a merge's record; a shard file's, once ``ended``)
+    ends: tuple[PartEnd, ...] = ()
+    # a shard file's own: the items its shard selects (None: not recorded)
+    expected: int | None = None
+    # a merge's file (``merged_from``): how its parts ended is its record, not its end line
+    merged: bool = False
 
 
 def part_of(path: Path | str, meta: Meta | None) -> Part:
@@ -85,14 +92,15 @@ def _shards(labels: Sequence[str], where: str) -> list[ShardKey]:
 
 
 def own_shard(part: Part) -> str | None:
-    """"K/N" of a shard file that is a run's own (not a merge of parts): how it ended is read from the file itself."""
+    """"K/N" of a shard file that is a run's own (not a merge of parts): how it
+    ended is read from the file itself."""
     mine = part.total and len(part.got) == 1 and not (part.ends or part.whole or part.merged)
     return f"{min(part.got)}/{part.total}" if mine else None
 
 
 def ended(part: Part, stop: str, held: int) -> Part:
-    """A shard file's part with how it ended: ``stop`` the reason its end line (or marker) records ("" for
-    none), ``held`` its rows (each key once)."""
+    """A shard file's part with how it ended: ``stop`` the reason its end line (or marker) records
+    ("" for none), ``held`` its rows (each key once)."""
     shard = own_shard(part)
     if shard is None:
         return part
@@ -101,19 +109,29 @@ def ended(part: Part, stop: str, held: int) -> Part:
 
 
 def check_one_sweep(parts: Sequence[Part], allow_mismatch: bool = False) -> None:
-    """Refuse shards of different sweeps: another N, another assignment scheme, another selection."""
-    sharded = [p for p in parts if p.total and not p.whole]  # a whole file covers its sweep however it was split
+    """Refuse shards of different sweeps: another N, another
+    assignment scheme, another selection."""
+    # a whole file covers its sweep however it was split
+    sharded = [p for p in parts if p.total and not p.whole]
     for part in sharded[1:]:
         first = sharded[0]
-        why = (f"is shard(s) of {part.total}, but {first.path} of {first.total}" if part.total != first.total else
-               f"assigns items to shards by scheme {part.scheme}, but {first.path} by {first.scheme}"
-               if part.scheme != first.scheme else
-               f"selected {' '.join(part.sweep)}, but {first.path} selected {' '.join(first.sweep)}"
-               if part.sweep != first.sweep else None)
+        why = (
+            f"is shard(s) of {part.total}, but {first.path} of {first.total}"
+            if part.total != first.total
+            else f"assigns items to shards by scheme {part.scheme}, but {first.path} by "
+            f"{first.scheme}"
+            if part.scheme != first.scheme
+            else f"selected {' '.join(part.sweep)}, but {first.path} selected "
+            f"{' '.join(first.sweep)}"
+            if part.sweep != first.sweep
+            else None
+        )
         if why is not None and not allow_mismatch:
-            raise StoreError(f"{part.path}: {why}: these are not shards of one sweep and cannot be merged "
-                             "(--allow-mismatch merges them; the result is marked complete only if one sweep's "
-                             "shards are all there)")
+            raise StoreError(
+                f"{part.path}: {why}: these are not shards of one sweep and cannot be merged "
+                "(--allow-mismatch merges them; the result is marked complete only if one sweep's "
+                "shards are all there)"
+            )
 
 
 @dataclass(frozen=True)
@@ -121,11 +139,14 @@ class Coverage:
     complete: bool
     shards: list[str]  # the shards held, "K/N", in order
     missing: list[str]  # the shards of the sweep(s) not held
-    unfinished: list[str] = field(default_factory=list)  # shards held, but not all their items (stopped, killed, empty)
-    ends: list[PartEnd] = field(default_factory=list)  # how each shard file ended, with its shard's items
+    # shards held, but not all their items (stopped, killed, empty)
+    unfinished: list[str] = field(default_factory=list)
+    # how each shard file ended, with its shard's items
+    ends: list[PartEnd] = field(default_factory=list)
 
     def describe(self) -> str:
-        """One line: which shards are here, which are missing and which are unfinished (and how they ended)."""
+        """One line: which shards are here, which are missing and which are
+        unfinished (and how they ended)."""
         if not self.shards:
             return "no shards: the whole sweep"
         said = [f"shards {', '.join(self.shards)}"]
@@ -189,15 +210,23 @@ def _whole(kn: ShardKey, ends: Sequence[PartEnd], held: Mapping[ShardKey, int] |
 
 
 def merged_fields(cover: Coverage) -> dict[str, Any]:
-    """What a merged meta line records of its shards (``shards`` and its parts only when there were any)."""
-    fields: dict[str, Any] = {"shards": cover.shards, FIELD: [e.to_json() for e in cover.ends]} if cover.shards else {}
-    return {**fields, "complete": cover.complete, "missing_shards": cover.missing, UNFINISHED: cover.unfinished}
+    """What a merged meta line records of its shards (``shards`` and its
+    parts only when there were any)."""
+    fields: dict[str, Any] = (
+        {"shards": cover.shards, FIELD: [e.to_json() for e in cover.ends]} if cover.shards else {}
+    )
+    return {
+        **fields,
+        "complete": cover.complete,
+        "missing_shards": cover.missing,
+        UNFINISHED: cover.unfinished,
+    }
 
 
 def gap(path: Path | str, meta: Meta | None) -> str:
-    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds and
-    which are missing, as the report says it. For the progress page, which must never break a run: a
-    meta line with broken shard fields is "" here, and refused by the report."""
+    """"" when a file holds its whole sweep (or says nothing of shards); else which shards it holds
+    and which are missing, as the report says it. For the progress page, which must never break a
+    run: a meta line with broken shard fields is "" here, and refused by the report."""
     try:
         cover = coverage([part_of(path, meta)])
     except StoreError:

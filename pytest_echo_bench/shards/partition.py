@@ -15,5 +15,6 @@ def shard_of(key: Key, total: int) -> int:
     """The 1-based shard of ``total`` that owns ``key`` (benchmark, task_id, arm, epoch)."""
     # sha256, not hash(): every machine and process must agree on the partition. The arm and
     # the epoch are left out, so a shard's report has whole pairs and a lost shard whole items.
-    digest = hashlib.sha256(f"{key[0]}\x1f{key[1]}".encode("utf-8", "surrogatepass")).digest()  # ids may hold lone surrogates
+    # ids may hold lone surrogates
+    digest = hashlib.sha256(f"{key[0]}\x1f{key[1]}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % total + 1

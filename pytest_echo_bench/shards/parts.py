@@ -34,7 +34,8 @@ ShardKey = tuple[int, int]  # (K, N)
 
 @dataclass(frozen=True)
 class PartEnd:
-    """One shard file: which shard, how it ended, the items it holds and the items its shard selects."""
+    """One shard file: which shard, how it ended, the items it holds
+    and the items its shard selects."""
 
     shard: str  # "K/N"
     file: str
@@ -45,34 +46,64 @@ class PartEnd:
 
     def ended(self) -> str:
         """How it ended, in words."""
-        return {RAN: "ran to the end", STOPPED: f"stopped: {self.reason or 'stopped'}",
-                KILLED: "killed (or still running): no end line, and fewer rows than its shard selects",
-                EMPTY: "empty: no row (killed before its first)"}[self.how]
+        return {
+            RAN: "ran to the end",
+            STOPPED: f"stopped: {self.reason or 'stopped'}",
+            KILLED: "killed (or still running): no end line, and fewer rows than its shard selects",
+            EMPTY: "empty: no row (killed before its first)",
+        }[self.how]
 
     def text(self) -> str:
         """One line, as every format shows it: the shard, the file, how it ended and its items."""
         how = self.ended()
-        items = (f"{self.held} of {self.expected} items" if self.expected is not None else
-                 f"{self.held} items (how many its shard selects is not recorded: written by an earlier version)")
+        items = (
+            f"{self.held} of {self.expected} items"
+            if self.expected is not None
+            else f"{self.held} items (how many its shard selects is not recorded: written by an "
+            "earlier version)"
+        )
         return f"shard {self.shard} ({self.file}): {how}; {items}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"shard": self.shard, "file": self.file, "ended": self.how, "reason": self.reason, "held": self.held,
-                "expected": self.expected}
+        return {
+            "shard": self.shard,
+            "file": self.file,
+            "ended": self.how,
+            "reason": self.reason,
+            "held": self.held,
+            "expected": self.expected,
+        }
 
     @classmethod
     def from_json(cls, data: object, where: str) -> PartEnd:
-        """A part as a merged meta line records it; StoreError naming ``where`` for anything else."""
-        ok = (isinstance(data, dict) and isinstance(data.get("shard"), str) and isinstance(data.get("file"), str)
-              and data.get("ended") in HOWS and isinstance(data.get("reason", ""), str) and _count(data.get("held"))
-              and (data.get("expected") is None or _count(data.get("expected"))))
+        """A part as a merged meta line records it; StoreError
+        naming ``where`` for anything else."""
+        ok = (
+            isinstance(data, dict)
+            and isinstance(data.get("shard"), str)
+            and isinstance(data.get("file"), str)
+            and data.get("ended") in HOWS
+            and isinstance(data.get("reason", ""), str)
+            and _count(data.get("held"))
+            and (data.get("expected") is None or _count(data.get("expected")))
+        )
         shard = k_of_n(data["shard"]) if ok and isinstance(data, dict) else None
         if shard is None:
-            raise StoreError(f"{where}: its meta line field {FIELD!r} must be a list of parts, each with shard, file, "
-                             f"ended ({', '.join(HOWS)}), reason, held and expected (whole numbers), got {data!r:.200}")
+            raise StoreError(
+                f"{where}: its meta line field {FIELD!r} must be a list of parts, each with "
+                "shard, file, "
+                f"ended ({', '.join(HOWS)}), reason, held and expected (whole numbers), got "
+                f"{data!r:.200}"
+            )
         assert isinstance(data, dict)
-        return cls(f"{shard[0]}/{shard[1]}", data["file"], data["ended"], data.get("reason", ""), data["held"],
-                   data.get("expected"))
+        return cls(
+            f"{shard[0]}/{shard[1]}",
+            data["file"],
+            data["ended"],
+            data.get("reason", ""),
+            data["held"],
+            data.get("expected"),
+        )
 
 
 def _count(value: object) -> bool:
@@ -94,12 +125,14 @@ def how_ended(stop: str, held: int, expected: int | None) -> str:
 
 
 def held_by_shard(keys: Iterable[Sequence[Any]], totals: Iterable[int]) -> Counter[ShardKey]:
-    """Per (K, N), for each N of ``totals``, how many of ``keys`` (benchmark, task_id, ...) shard K owns."""
+    """Per (K, N), for each N of ``totals``, how many of ``keys``
+    (benchmark, task_id, ...) shard K owns."""
     totals = sorted(set(totals))
     held: Counter[ShardKey] = Counter()
     if not totals:
         return held
-    owners: dict[tuple[str, str], tuple[int, ...]] = {}  # an item's arms and epochs share its shard: hashed once
+    # an item's arms and epochs share its shard: hashed once
+    owners: dict[tuple[str, str], tuple[int, ...]] = {}
     for key in keys:
         item = (key[0], key[1])
         found = owners.get(item)
@@ -111,10 +144,10 @@ def held_by_shard(keys: Iterable[Sequence[Any]], totals: Iterable[int]) -> Count
 
 
 def shard_whole(ends: Sequence[PartEnd], held: int | None) -> bool:
-    """Whether one shard is all here: its rows (``held``: of every file given, each key once; None: not
-    counted) against the items it selects. Without that count recorded (an earlier version's files) it
-    is whole when a file of it ran to the end; a merge by an earlier version, which recorded no part, is
-    taken as it said."""
+    """Whether one shard is all here: its rows (``held``: of every file given, each key once; None:
+    not counted) against the items it selects. Without that count recorded (an earlier version's
+    files) it is whole when a file of it ran to the end; a merge by an earlier version, which
+    recorded no part, is taken as it said."""
     expected = max((e.expected for e in ends if e.expected is not None), default=None)
     if expected is not None:
         return (held if held is not None else max(e.held for e in ends)) >= expected

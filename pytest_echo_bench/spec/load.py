@@ -13,8 +13,22 @@ from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 from pytest_echo_bench.spec.prompting import Prompting, prompt_keys, prompting
 
-TOP_KEYS = {"benchmark", "description", "dataset", "scorer", "arms", "retries", "timeout_s", "errors", "concurrency", "pricing", "epochs",
-            "budget", "budget_unpriced", "decide"}
+TOP_KEYS = {
+    "benchmark",
+    "description",
+    "dataset",
+    "scorer",
+    "arms",
+    "retries",
+    "timeout_s",
+    "errors",
+    "concurrency",
+    "pricing",
+    "epochs",
+    "budget",
+    "budget_unpriced",
+    "decide",
+}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 # An arm's endpoint: where its calls go and how, not what they ask (left out of the fingerprint).
@@ -29,7 +43,8 @@ class RetryPolicy:
     attempts: int = 4
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
-    max_wait_s: float = 600.0  # an item's rate-limit waits (429) end after this long: left for a resume
+    # an item's rate-limit waits (429) end after this long: left for a resume
+    max_wait_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -47,10 +62,13 @@ class ArmSpec:
     options: dict[str, Any]
     line: int
     concurrency: int | None = None
-    optional: bool = False  # when it cannot run here (no key, not logged in), the sweep still counts as complete
+    # when it cannot run here (no key, not logged in), the sweep still counts as complete
+    optional: bool = False
     rate_limit: RateLimit | None = None
-    budget_usd: float | None = None  # ``budget: {usd: X}``: this arm's calls never spend more than X
-    prompt: Prompting | None = None  # ``prompt:`` and ``fewshot:`` (spec.prompting); None: the item's input as it is
+    # ``budget: {usd: X}``: this arm's calls never spend more than X
+    budget_usd: float | None = None
+    # ``prompt:`` and ``fewshot:`` (spec.prompting); None: the item's input as it is
+    prompt: Prompting | None = None
 
 
 @dataclass(frozen=True)
@@ -75,14 +93,18 @@ class Spec:
     exhaustion_patterns: tuple[str, ...] = ()
     transient_patterns: tuple[str, ...] = ()
     concurrency: int | None = None
-    pricing: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> USD per M (input, output)
+    # arm -> USD per M (input, output)
+    pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
     cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
     epochs: int = 1  # samples of every (task_id, arm); epochs are numbered 1..epochs
-    budget_usd: float | None = None  # ``budget: {usd: X}``: the benchmark's calls never spend more than X
-    budget_unpriced: bool = False  # ``budget_unpriced: allow``: arms without a worst case run unreserved
+    # ``budget: {usd: X}``: the benchmark's calls never spend more than X
+    budget_usd: float | None = None
+    # ``budget_unpriced: allow``: arms without a worst case run unreserved
+    budget_unpriced: bool = False
     decide: DecideSpec | None = None
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
-    # The environment variables whose values ``${VAR}`` put into the spec: error texts never show them.
+    # The environment variables whose values ``${VAR}`` put into the
+    # spec: error texts never show them.
     env_names: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
@@ -90,7 +112,10 @@ class Spec:
         if arm not in self.pricing or not usage:
             return None
         per_input, per_output = self.pricing[arm]
-        return (usage.get("prompt_tokens", 0) * per_input + usage.get("completion_tokens", 0) * per_output) / 1e6
+        return (
+            usage.get("prompt_tokens", 0) * per_input
+            + usage.get("completion_tokens", 0) * per_output
+        ) / 1e6
 
     def line_of(self, *keys: Any) -> int | None:
         return nearest_line(self.lines, keys)
@@ -100,9 +125,12 @@ class Spec:
         return SpecError(message, str(self.path), self.line_of(*keys), ".".join(map(str, keys)))
 
 
-def load_spec(path: Path, environ: os._Environ[str] | dict[str, str] | None = None, calls: bool = True) -> Spec:
+def load_spec(
+    path: Path, environ: os._Environ[str] | dict[str, str] | None = None, calls: bool = True
+) -> Spec:
     """Parse and validate one spec file; raise SpecError naming file, line and key. ``calls=False``
-    (regrade, which calls nothing) leaves out an endpoint key whose ``${VAR}`` is unset, not refused."""
+    (regrade, which calls nothing) leaves out an endpoint key whose
+    ``${VAR}`` is unset, not refused."""
     env = os.environ if environ is None else environ
     data, lines = parse_yaml(read_spec(path), str(path))
     if not calls:
@@ -115,13 +143,22 @@ def _without_unset_endpoints(data: Any, env: Any) -> Any:
     if not isinstance(arms, dict):
         return data
     def unset(value: Any) -> bool:
-        return isinstance(value, str) and any(m.group(1) not in env and m.group(2) is None for m in _ENV.finditer(value))
-    kept = {name: {k: v for k, v in conf.items() if not (k in ENDPOINT_KEYS and unset(v))} if isinstance(conf, dict) else conf
-            for name, conf in arms.items()}
+        return isinstance(value, str) and any(
+            m.group(1) not in env and m.group(2) is None for m in _ENV.finditer(value)
+        )
+
+    kept = {
+        name: {k: v for k, v in conf.items() if not (k in ENDPOINT_KEYS and unset(v))}
+        if isinstance(conf, dict)
+        else conf
+        for name, conf in arms.items()
+    }
     return {**data, "arms": kept}
 
 
-def expand_env(value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] | None = None) -> Any:
+def expand_env(
+    value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] | None = None
+) -> Any:
     """Expand ``${VAR}`` / ``${VAR:-default}`` in every string of ``value``; ``used`` collects the
     names whose values came from ``env``."""
     if isinstance(value, str):
@@ -133,7 +170,10 @@ def expand_env(value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] |
                 return str(env[name])
             if default is not None:
                 return default
-            raise fail(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)", *where)
+            raise fail(
+                f"environment variable {name} is not set (use ${{{name}:-default}} for a default)",
+                *where,
+            )
         return _ENV.sub(sub, value)
     if isinstance(value, dict):
         return {k: expand_env(v, env, where + (k,), fail, used) for k, v in value.items()}
@@ -145,7 +185,9 @@ def expand_env(value: Any, env: Any, where: KeyPath, fail: Any, used: set[str] |
 def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
     def fail(message: str, *keys: Any) -> SpecError:
         # Every node has a line; only an empty document has none, and its line 1 is what is wrong.
-        return SpecError(message, str(path), nearest_line(lines, keys) or 1, ".".join(map(str, keys)))
+        return SpecError(
+            message, str(path), nearest_line(lines, keys) or 1, ".".join(map(str, keys))
+        )
 
     if not isinstance(data, dict):
         raise fail("a spec must be a mapping with benchmark, dataset, scorer and arms")
@@ -153,7 +195,9 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
     data = expand_env(data, env, (), fail, used)
     unknown = sorted(set(map(str, data)) - TOP_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r}; known keys: {', '.join(sorted(TOP_KEYS))}", unknown[0])
+        raise fail(
+            f"unknown key {unknown[0]!r}; known keys: {', '.join(sorted(TOP_KEYS))}", unknown[0]
+        )
     for key in ("benchmark", "dataset", "scorer", "arms"):
         if key not in data:
             raise fail(f"missing required key {key!r}")
@@ -162,7 +206,11 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         raise fail("benchmark must be a name of letters, digits, '_', '-' or '.'", "benchmark")
     dataset = data["dataset"]
     if not isinstance(dataset, dict) or "loader" not in dataset:
-        raise fail("dataset must be a mapping with a 'loader' key (inline, jsonl, parquet, hf, bbh, mmlu_pro, ...)", "dataset")
+        raise fail(
+            "dataset must be a mapping with a 'loader' key (inline, jsonl, parquet, hf, bbh, "
+            "mmlu_pro, ...)",
+            "dataset",
+        )
     scorer, scorer_options = _scorer(data["scorer"], fail)
     errors = _mapping(data.get("errors", {}), "errors", fail)
     arms = _arms(data["arms"], lines, fail)
@@ -200,7 +248,8 @@ def _scorer(value: Any, fail: Any) -> tuple[str, dict[str, Any]]:
 
 def arm_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name an arm (of a spec, or ``echo-bench import --arm``), or None."""
-    if isinstance(name, str) and _NAME.fullmatch(name):  # fullmatch: "$" would let a final newline in
+    # fullmatch: "$" would let a final newline in
+    if isinstance(name, str) and _NAME.fullmatch(name):
         return None
     return f"arm name {name!r} must be letters, digits, '_', '-' or '.'"
 
@@ -219,20 +268,36 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         # The prompt is the arm's too, but read by the runner, not the provider (spec.prompting).
         taken = ("provider", "concurrency", "optional", "rate_limit", "budget", *prompt_keys(conf))
         options = {k: v for k, v in conf.items() if k not in taken}
-        concurrency = _optional_int(conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY)
+        concurrency = _optional_int(
+            conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY
+        )
         optional = conf.get("optional", False)
         if not isinstance(optional, bool):
-            raise fail(f"optional must be true or false, got {optional!r}", "arms", name, "optional")
+            raise fail(
+                f"optional must be true or false, got {optional!r}", "arms", name, "optional"
+            )
         line = nearest_line(lines, ("arms", name)) or 0
         rate_limit = _rate_limit(conf.get("rate_limit"), name, fail)
         budget = _budget(conf.get("budget"), ("arms", name, "budget"), fail)
-        arms[name] = ArmSpec(name, conf["provider"], options, line, concurrency, optional, rate_limit, budget,
-                             prompting(conf, name, fail))
+        arms[name] = ArmSpec(
+            name,
+            conf["provider"],
+            options,
+            line,
+            concurrency,
+            optional,
+            rate_limit,
+            budget,
+            prompting(conf, name, fail),
+        )
     return arms
 
 
-def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str, tuple[float, float]], float | None]:
-    """``{arm: {input, output}}`` in USD per million tokens, and an optional ``unit`` reference call."""
+def _pricing(
+    value: Any, arms: dict[str, ArmSpec], fail: Any
+) -> tuple[dict[str, tuple[float, float]], float | None]:
+    """``{arm: {input, output}}`` in USD per million tokens, and an
+    optional ``unit`` reference call."""
     conf = _mapping(value, "pricing", fail)
     prices: dict[str, tuple[float, float]] = {}
     for arm, entry in conf.items():
@@ -250,15 +315,21 @@ def _pricing(value: Any, arms: dict[str, ArmSpec], fail: Any) -> tuple[dict[str,
     ref = unit.get("arm")
     if not isinstance(ref, str) or ref not in prices:
         raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
-    tokens = {k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail)) for k in ("prompt_tokens", "completion_tokens")}
-    usd = (tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]) / 1e6
+    tokens = {
+        k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail))
+        for k in ("prompt_tokens", "completion_tokens")
+    }
+    usd = (
+        tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]
+    ) / 1e6
     if usd <= 0:
         raise fail("the reference call must cost more than 0", "pricing", "unit")
     return prices, usd
 
 
 def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> DecideSpec | None:
-    """Pairs of this spec's arms (``arm`` or ``benchmark/arm``), alpha in (0, 1), margin in [0, 1)."""
+    """Pairs of this spec's arms (``arm`` or ``benchmark/arm``),
+    alpha in (0, 1), margin in [0, 1)."""
     if value is None:
         return None
     conf = _mapping(value, "decide", fail)
@@ -291,10 +362,18 @@ def _retries(value: Any, fail: Any) -> RetryPolicy:
     conf = _mapping(value, "retries", fail)
     unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s", "max_wait_s"}
     if unknown:
-        raise fail(f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s, max_wait_s", "retries")
-    attempts = _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
+        raise fail(
+            f"unknown key {sorted(unknown)[0]!r}; use attempts, backoff_s, max_backoff_s, "
+            "max_wait_s",
+            "retries",
+        )
+    attempts = (
+        _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
+    )
     backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail, MAX_SECONDS)
-    max_backoff = _non_negative(conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail, MAX_SECONDS)
+    max_backoff = _non_negative(
+        conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail, MAX_SECONDS
+    )
     max_wait = _non_negative(conf.get("max_wait_s", 600.0), "retries.max_wait_s", fail, MAX_SECONDS)
     return RetryPolicy(attempts, backoff, max_backoff, max_wait)
 
@@ -312,25 +391,37 @@ def _strings(value: Any, where: KeyPath, fail: Any) -> tuple[str, ...]:
 
 
 def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
-    """``rate_limit: {requests_per_minute, tokens_per_minute}``, each a positive number or absent."""
+    """``rate_limit: {requests_per_minute, tokens_per_minute}``,
+    each a positive number or absent."""
     if value is None:
         return None
     where = ("arms", arm, "rate_limit")
     known = {"requests_per_minute", "tokens_per_minute"}
     if not isinstance(value, dict) or not value or set(value) - known:
-        raise fail("rate_limit must be a mapping with requests_per_minute and/or tokens_per_minute", *where)
+        raise fail(
+            "rate_limit must be a mapping with requests_per_minute and/or tokens_per_minute", *where
+        )
     for key, limit in value.items():
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= MAX_NUMBER:
-            raise fail(f"must be a positive number up to {MAX_NUMBER:g}, got {_shown(limit)}", *where, key)
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, (int, float))
+            or not 0 < limit <= MAX_NUMBER
+        ):
+            raise fail(
+                f"must be a positive number up to {MAX_NUMBER:g}, got {_shown(limit)}", *where, key
+            )
     return RateLimit(value.get("requests_per_minute"), value.get("tokens_per_minute"))
 
 
 def _budget(value: Any, where: KeyPath, fail: Any) -> float | None:
-    """``budget: {usd: X}``: a ceiling in US dollars, a number > 0 (a run setting, not in the fingerprint)."""
+    """``budget: {usd: X}``: a ceiling in US dollars, a number > 0 (a run
+    setting, not in the fingerprint)."""
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) != {"usd"}:
-        raise fail("budget must be a mapping with one key, usd (US dollars), e.g. budget: {usd: 5}", *where)
+        raise fail(
+            "budget must be a mapping with one key, usd (US dollars), e.g. budget: {usd: 5}", *where
+        )
     return _positive(value["usd"], ".".join(map(str, (*where, "usd"))), fail)
 
 
@@ -338,7 +429,9 @@ def _unpriced(value: Any, fail: Any) -> bool:
     if value is None:
         return False
     if value != "allow":
-        raise fail(f"budget_unpriced must be 'allow' (or absent), got {_shown(value)}", "budget_unpriced")
+        raise fail(
+            f"budget_unpriced must be 'allow' (or absent), got {_shown(value)}", "budget_unpriced"
+        )
     return True
 
 
@@ -358,14 +451,19 @@ MAX_SECONDS = 86_400.0  # a day: any timeout or backoff
 MAX_NUMBER = 1e12
 
 
-def _number(value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER) -> float:
+def _number(
+    value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER
+) -> float:
     """A number from ``least`` to ``most``; compared before any float() (10**400 overflows one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise fail(f"must be a number, got {_shown(value)}{_yaml_hint(value)}", *key.split("."))
     if value != value or value in (math.inf, -math.inf):
         raise fail(f"must be a finite number, got {_shown(value)}", *key.split("."))
     if value < least:
-        raise fail(f"must be {'> 0' if least > 0 else f'>= {least:,g}'}, got {_shown(value)}", *key.split("."))
+        raise fail(
+            f"must be {'> 0' if least > 0 else f'>= {least:,g}'}, got {_shown(value)}",
+            *key.split("."),
+        )
     if value > most:
         raise fail(f"must be at most {most:,g}, got {_shown(value)}", *key.split("."))
     return float(value)

@@ -48,8 +48,11 @@ def read_spec(path: Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        raise SpecError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}",
-                        str(path), raw.count(b"\n", 0, exc.start) + 1) from exc
+        raise SpecError(
+            f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start - line_start + 1}",
+            str(path),
+            raw.count(b"\n", 0, exc.start) + 1,
+        ) from exc
 
 
 # libyaml's safe loader when present: a 1,000-item inline spec parses ~10x faster.
@@ -57,14 +60,16 @@ _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_Base):  # type: ignore[misc]
-    """The safe loader (specs never construct Python objects); a value it cannot build is a YAML error at its node."""
+    """The safe loader (specs never construct Python objects); a value it cannot
+    build is a YAML error at its node."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
         except yaml.YAMLError:
             raise
-        except Exception as exc:  # ValueError (2001-02-30), KeyError (!!bool x), ...: all a bad value
+        # ValueError (2001-02-30), KeyError (!!bool x), ...: all a bad value
+        except Exception as exc:
             raise yaml.constructor.ConstructorError(None, None, f"cannot read this value: {exc}",
                                                     node.start_mark) from None
 
@@ -104,7 +109,9 @@ def _check_depth(text: str, path: str) -> None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, event.start_mark.line + 1)
+                    raise SpecError(
+                        f"nested more than {MAX_DEPTH} levels deep", path, event.start_mark.line + 1
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError as exc:
@@ -112,18 +119,29 @@ def _check_depth(text: str, path: str) -> None:
 
 
 def _malformed(exc: yaml.YAMLError, text: str, path: str) -> SpecError:
-    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses: it carries an offset, no mark
+    # a character YAML refuses: it carries an offset, no mark
+    if isinstance(exc, yaml.reader.ReaderError):
         start = text.rfind("\n", 0, exc.position) + 1
-        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
-        return SpecError(f"malformed YAML: {exc.reason} (character #x{code:04x} at column {exc.position - start + 1})",
-                         path, text.count("\n", 0, exc.position) + 1)
+        code = (
+            exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        )
+        return SpecError(
+            f"malformed YAML: {exc.reason} (character #x{code:04x} at column "
+            f"{exc.position - start + 1})",
+            path,
+            text.count("\n", 0, exc.position) + 1,
+        )
     # The context mark is where the broken construct starts (an unclosed bracket, say);
     # the problem mark is where the parser noticed, often the end of the file.
     start = getattr(exc, "context_mark", None)
     found = getattr(exc, "problem_mark", None)
     mark = start or found
     line = mark.line + 1 if mark is not None else None
-    where = f" (detected at line {found.line + 1})" if start and found and found.line != start.line else ""
+    where = (
+        f" (detected at line {found.line + 1})"
+        if start and found and found.line != start.line
+        else ""
+    )
     problem = getattr(exc, "problem", None) or str(exc)
     return SpecError(f"malformed YAML: {problem}{where}", path, line)
 
@@ -138,7 +156,8 @@ def check_nodes(root: yaml.Node, path: str) -> None:
     of one adds a single node, as its ``*name`` in the file does.
     """
     done: dict[int, tuple[int, int]] = {}  # id(collection) -> (nodes once expanded, height)
-    walking: set[int] = set()  # collections whose subtree is being walked: meeting one again is a cycle
+    # collections whose subtree is being walked: meeting one again is a cycle
+    walking: set[int] = set()
     added = 0
 
     def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> tuple[int, int]:
@@ -150,17 +169,25 @@ def check_nodes(root: yaml.Node, path: str) -> None:
         if known is not None:  # an alias: all of it again
             added += known[0]
             if added > MAX_ALIAS_NODES:
-                raise SpecError(f"aliases expand the document by more than {MAX_ALIAS_NODES:,} nodes (a YAML "
-                                "alias bomb?); write the repeated values out, or put the data in a JSONL dataset",
-                                path, parent.start_mark.line + 1)
+                raise SpecError(
+                    f"aliases expand the document by more than {MAX_ALIAS_NODES:,} nodes (a YAML "
+                    "alias bomb?); write the repeated values out, or put the data in a JSONL "
+                    "dataset",
+                    path,
+                    parent.start_mark.line + 1,
+                )
             if depth + known[1] - 1 > MAX_DEPTH:
-                raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, parent.start_mark.line + 1)
+                raise SpecError(
+                    f"nested more than {MAX_DEPTH} levels deep", path, parent.start_mark.line + 1
+                )
             return known
         if key in walking:
             raise SpecError("an alias refers to a node that contains it (a recursive structure)",
                             path, parent.start_mark.line + 1)
         if depth > MAX_DEPTH:
-            raise SpecError(f"nested more than {MAX_DEPTH} levels deep", path, node.start_mark.line + 1)
+            raise SpecError(
+                f"nested more than {MAX_DEPTH} levels deep", path, node.start_mark.line + 1
+            )
         walking.add(key)
         if isinstance(node, yaml.MappingNode):
             _check_keys(node, path)
@@ -186,9 +213,17 @@ def _check_keys(node: yaml.Node, path: str) -> None:
     for key, _ in node.value:
         if isinstance(key, yaml.ScalarNode) and key.tag in (_STR, _MERGE):
             continue
-        shown = key.value if isinstance(key, yaml.ScalarNode) else "a " + type(key).__name__.replace("Node", "").lower()
-        raise SpecError(f"mapping key {shown!r} is not text (YAML reads it as {key.tag.rsplit(':', 1)[-1]}); "
-                        "quote it", path, key.start_mark.line + 1)
+        shown = (
+            key.value
+            if isinstance(key, yaml.ScalarNode)
+            else "a " + type(key).__name__.replace("Node", "").lower()
+        )
+        raise SpecError(
+            f"mapping key {shown!r} is not text (YAML reads it as {key.tag.rsplit(':', 1)[-1]}); "
+            "quote it",
+            path,
+            key.start_mark.line + 1,
+        )
 
 
 def _record_lines(node: yaml.Node, at: KeyPath, lines: dict[KeyPath, int]) -> None:

@@ -15,13 +15,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
+)
 
 
 def cache_key(call: dict[str, Any], prompt: str, sample: int, epoch: int = 1) -> str:
     """Epoch 1 keys as a spec without epochs does (its answers are shared); every other epoch is a
     sample of its own, and within it a composite arm's repeated asks still count ``sample``."""
-    parts: list[Any] = [call, prompt, sample] if epoch == 1 else [call, prompt, sample, {"epoch": epoch}]
+    parts: list[Any] = (
+        [call, prompt, sample] if epoch == 1 else [call, prompt, sample, {"epoch": epoch}]
+    )
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -45,11 +49,15 @@ class ResponseCache:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             with self._lock:
-                if self._closed:  # a call still in flight after the run's end: a miss, not a new connection
+                # a call still in flight after the run's end: a miss, not a new connection
+                if self._closed:
                     raise sqlite3.ProgrammingError("the response cache is closed")
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                # Used by its own thread only; ``close`` may close it from another once the calls are done.
-                db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+                # Used by its own thread only; ``close`` may close it from
+                # another once the calls are done.
+                db = sqlite3.connect(
+                    self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                )
                 self._opened.append(db)
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
             db.execute("PRAGMA synchronous=NORMAL")
@@ -58,7 +66,8 @@ class ResponseCache:
         return db
 
     def close(self) -> None:
-        """Close every thread's connection (idempotent). A call still in flight then misses the cache."""
+        """Close every thread's connection (idempotent). A call still
+        in flight then misses the cache."""
         with self._lock:
             self._closed = True
             opened, self._opened = self._opened, []
@@ -66,9 +75,14 @@ class ResponseCache:
             db.close()
 
     def get(self, key: str) -> tuple[str, dict[str, int] | None] | None:
-        """(text, usage) of the stored answer, or None: a broken cache costs a call, never a result."""
+        """(text, usage) of the stored answer, or None: a broken
+        cache costs a call, never a result."""
         try:
-            row = self._db().execute("SELECT text, usage FROM responses WHERE key = ?", (key,)).fetchone()
+            row = (
+                self._db()
+                .execute("SELECT text, usage FROM responses WHERE key = ?", (key,))
+                .fetchone()
+            )
         except sqlite3.Error:
             return None  # a broken cache costs a call, never a result
         if row is None:
@@ -77,10 +91,14 @@ class ResponseCache:
 
     def put(self, key: str, text: str, usage: dict[str, int] | None) -> None:
         try:
-            self._db().execute("INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
-                               (key, text, json.dumps(usage) if usage else None))
+            self._db().execute(
+                "INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
+                (key, text, json.dumps(usage) if usage else None),
+            )
         except (sqlite3.Error, UnicodeEncodeError):
-            pass  # best effort: the row is what matters (SQLite stores no lone surrogate: such a text is not cached)
+            # best effort: the row is what matters (SQLite stores no lone
+            # surrogate: such a text is not cached)
+            pass
 
 
 def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
@@ -91,16 +109,23 @@ def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
         return {}
     found: dict[str, dict[str, int] | None] = {}
     try:
-        # A WAL database opened even read-only makes its -shm and -wal files: without a -wal beside it,
-        # immutable=1 reads it as a plain file and creates nothing. With one (a run writing now, or
-        # not closed), replies may be only in it: read-only mode reads them, and the files exist already.
+        # A WAL database opened even read-only makes its -shm and -wal files: without a -wal
+        # beside it, immutable=1 reads it as a plain file and creates nothing. With one (a
+        # run writing now, or not closed), replies may be only in it: read-only mode reads
+        # them, and the files exist already.
         wal = path.with_name(path.name + "-wal").exists()
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?{'mode=ro' if wal else 'immutable=1'}", uri=True, timeout=5.0)
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?{'mode=ro' if wal else 'immutable=1'}",
+            uri=True,
+            timeout=5.0,
+        )
         try:
             for start in range(0, len(keys), 500):  # SQLite allows 999 parameters a statement
                 chunk = keys[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for key, usage in db.execute(f"SELECT key, usage FROM responses WHERE key IN ({marks})", chunk):
+                for key, usage in db.execute(
+                    f"SELECT key, usage FROM responses WHERE key IN ({marks})", chunk
+                ):
                     found[key] = _usage(usage)
         finally:
             db.close()

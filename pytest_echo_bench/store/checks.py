@@ -36,7 +36,8 @@ FIGURE_MAX = 1e12
 
 
 def figure(value: object) -> float | None:
-    """A figure of a row as a float, or None (unknown) unless it is a finite number in [0, FIGURE_MAX]."""
+    """A figure of a row as a float, or None (unknown) unless it is a
+    finite number in [0, FIGURE_MAX]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if isinstance(value, int) and not 0 <= value <= FIGURE_MAX:  # float(10**400) would overflow
@@ -72,13 +73,19 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
     """What is wrong with a meta line, or None: each field it has must have its type."""
     for name, check in META_FIELDS.items():
         if name in meta and not check(meta[name]):
-            return f"meta line field {name!r} must be {META_TYPES[name]}, got {_shown_value(meta[name])}"
+            return (
+                f"meta line field {name!r} must be {META_TYPES[name]}, got "
+                f"{_shown_value(meta[name])}"
+            )
     benchmarks = meta.get("benchmarks") or {}
     for name, info in benchmarks.items():
         for key, check in BENCHMARK_FIELDS.items():
             if key in info and not check(info[key]):
-                return (f"meta line benchmarks[{shown(repr(name))}] field {key!r} must be {BENCHMARK_TYPES[key]}, "
-                        f"got {_shown_value(info[key])}")
+                return (
+                    f"meta line benchmarks[{shown(repr(name))}] field {key!r} must be "
+                    f"{BENCHMARK_TYPES[key]}, "
+                    f"got {_shown_value(info[key])}"
+                )
     return None
 
 
@@ -146,20 +153,27 @@ def _arms(value: object) -> bool:
 
 
 def _benchmarks(value: object) -> bool:
-    return isinstance(value, dict) and all(_text(k) and isinstance(v, dict) for k, v in value.items())
+    return isinstance(value, dict) and all(
+        _text(k) and isinstance(v, dict) for k, v in value.items()
+    )
 
 
 def _selection(value: object) -> bool:
     if not isinstance(value, dict):
         return False
-    return (_texts(value.get("args", [])) and all(_text(value.get(k, "")) for k in ("keyword", "markexpr", "shard")))
+    return _texts(value.get("args", [])) and all(
+        _text(value.get(k, "")) for k in ("keyword", "markexpr", "shard")
+    )
 
 
 def _order(value: object) -> bool:
     if not isinstance(value, dict) or value.get("order", "file") not in ("random", "file"):
         return False
-    # The one scheme plugin.order knows: an order read back under another would not be the one recorded.
-    return ("seed" not in value or _count(value["seed"])) and value.get("scheme", "stratified-subtask") == "stratified-subtask"
+    # The one scheme plugin.order knows: an order read back under another
+    # would not be the one recorded.
+    return ("seed" not in value or _count(value["seed"])) and value.get(
+        "scheme", "stratified-subtask"
+    ) == "stratified-subtask"
 
 
 def _decide(value: object) -> bool:
@@ -168,35 +182,58 @@ def _decide(value: object) -> bool:
     pairs = value.get("pairs", [])
     numbers = all(isinstance(value.get(k, 0), int | float) and not isinstance(value.get(k, 0), bool)
                   for k in ("alpha", "margin"))
-    # Types only: a plan of the right types that cannot be used (alpha, margin out of range, a pair of
-    # one arm, an arm the meta line does not hold) is left out of the report saying why
+    # Types only: a plan of the right types that cannot be used (alpha, margin out of range, a pair
+    # of one arm, an arm the meta line does not hold) is left out of the report saying why
     # (``analysis.decide.monitor.monitor_of``), not refused.
     return numbers and isinstance(pairs, list) and all(_texts(p) and len(p) == 3 for p in pairs)
 
 
-# Field -> (its check, what it must be). The fields of ``records.Meta``, those merge and regrade add,
-# and those of the parent harness's lines (read as today's by ``current_meta``).
+# Field -> (its check, what it must be). The fields of ``records.Meta``, those merge and regrade
+# add, and those of the parent harness's lines (read as today's by ``current_meta``).
 _META: dict[str, tuple[Callable[[object], bool], str]] = {
-    "benchmark": (_text, "a string"), "benchmarks": (_benchmarks, "an object of objects"),
-    "spec_files": (_texts, "a list of strings"), "fingerprint": (_text, "a string"),
-    "arms": (_arms, "an object of lists of strings (or, as the parent harness wrote it, a list of strings)"),
-    "selection": (_selection, "an object (args: list of strings; keyword, markexpr, shard: strings)"),
-    "run_id": (_text, "a string"), "plugin_version": (_text, "a string"), "created_at": (_text, "a string"),
-    "fsync": (_text, "a string"), "rootdir": (_text, "a string"), "schema": (_positive_int, "an integer of 1 or more"),
-    "merged_from": (_texts, "a list of strings"), "regraded_from": (_text, "a string"),
-    "shard_scheme": (_positive_int, "an integer of 1 or more"), "shards": (_texts, "a list of strings"),
-    "complete": (_bool, "true or false"), "missing_shards": (_texts, "a list of strings"),
-    "order": (_order, "an object (order: random or file; seed: an integer of 0 or more; scheme: stratified-subtask)"),
+    "benchmark": (_text, "a string"),
+    "benchmarks": (_benchmarks, "an object of objects"),
+    "spec_files": (_texts, "a list of strings"),
+    "fingerprint": (_text, "a string"),
+    "arms": (
+        _arms,
+        "an object of lists of strings (or, as the parent harness wrote it, a list of strings)",
+    ),
+    "selection": (
+        _selection,
+        "an object (args: list of strings; keyword, markexpr, shard: strings)",
+    ),
+    "run_id": (_text, "a string"),
+    "plugin_version": (_text, "a string"),
+    "created_at": (_text, "a string"),
+    "fsync": (_text, "a string"),
+    "rootdir": (_text, "a string"),
+    "schema": (_positive_int, "an integer of 1 or more"),
+    "merged_from": (_texts, "a list of strings"),
+    "regraded_from": (_text, "a string"),
+    "shard_scheme": (_positive_int, "an integer of 1 or more"),
+    "shards": (_texts, "a list of strings"),
+    "complete": (_bool, "true or false"),
+    "missing_shards": (_texts, "a list of strings"),
+    "order": (
+        _order,
+        "an object (order: random or file; seed: an integer of 0 or more; scheme: "
+        "stratified-subtask)",
+    ),
     "decide": (_decide, "an object (pairs: lists of benchmark, a, b; alpha, margin: numbers)"),
     # The parent harness's BBH sweeps: which subtasks, how many items of each, when it started.
-    "subtasks": (_texts, "a list of strings"), "n_per_subtask": (_count, "an integer of 0 or more"),
+    "subtasks": (_texts, "a list of strings"),
+    "n_per_subtask": (_count, "an integer of 0 or more"),
     "start": (_text, "a string"),
 }
 META_FIELDS = {name: check for name, (check, _) in _META.items()}
 META_TYPES = {name: what for name, (_, what) in _META.items()}
 _BENCHMARK: dict[str, tuple[Callable[[object], bool], str]] = {
-    "spec": (_text, "a string"), "fingerprint": (_text, "a string"), "parts": (_text_map, "an object of strings"),
-    "items": (_count, "an integer of 0 or more"), "epochs": (_positive_int, "an integer of 1 or more"),
+    "spec": (_text, "a string"),
+    "fingerprint": (_text, "a string"),
+    "parts": (_text_map, "an object of strings"),
+    "items": (_count, "an integer of 0 or more"),
+    "epochs": (_positive_int, "an integer of 1 or more"),
 }
 BENCHMARK_FIELDS = {name: check for name, (check, _) in _BENCHMARK.items()}
 BENCHMARK_TYPES = {name: what for name, (_, what) in _BENCHMARK.items()}

@@ -27,17 +27,21 @@ STATUSES = ("correct", "wrong", "unparseable", "error")
 RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
 CACHE_FILE = "cache.sqlite"
 CACHE_DIR = "cache"  # bench_results/cache/: the response cache, the one part a backup may skip
-# The Cache Directory Tagging Specification's signature (https://bford.info/cachedir/), as pytest writes it.
-CACHEDIR_TAG = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
-                b"# This file is a cache directory tag created by pytest-echo-bench.\n"
-                b"# For information about cache directory tags, see:\n#\thttps://bford.info/cachedir/spec.html\n")
+# The Cache Directory Tagging Specification's signature
+# (https://bford.info/cachedir/), as pytest writes it.
+CACHEDIR_TAG = (
+    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+    b"# This file is a cache directory tag created by pytest-echo-bench.\n"
+    b"# For information about cache directory tags, "
+    b"see:\n#\thttps://bford.info/cachedir/spec.html\n"
+)
 GITIGNORE = b"# Created by pytest-echo-bench automatically.\n*\n"
 
 
 def results_dir(rootdir: Path, create: bool) -> Path:
-    """``rootdir/bench_results``; with ``create``, made now if missing, with a ``.gitignore`` of ``*``
-    as pytest makes its cache directory, but with no ``CACHEDIR.TAG``: it holds results, which backup
-    tools that skip tagged directories (tar, borg, restic ``--exclude-caches``) must keep.
+    """``rootdir/bench_results``; with ``create``, made now if missing, with a ``.gitignore`` of
+    ``*`` as pytest makes its cache directory, but with no ``CACHEDIR.TAG``: it holds results, which
+    backup tools that skip tagged directories (tar, borg, restic ``--exclude-caches``) must keep.
 
     Only a directory made here gets it: one that exists may be a user's, committed on purpose.
     Best effort: a directory that refuses it is reported, if at all, by the first append.
@@ -52,8 +56,9 @@ def results_dir(rootdir: Path, create: bool) -> Path:
 
 
 def default_cache(base: Path, create: bool) -> Path:
-    """The default response cache under ``base`` (the results directory): ``cache/cache.sqlite``, in a
-    directory of its own tagged ``CACHEDIR.TAG`` (it can be rebuilt, at a price; the results cannot).
+    """The default response cache under ``base`` (the results directory):
+    ``cache/cache.sqlite``, in a directory of its own tagged ``CACHEDIR.TAG`` (it can be
+    rebuilt, at a price; the results cannot).
 
     A ``cache.sqlite`` right in ``base`` (where earlier versions kept it) stays in use: its answers
     were paid for.
@@ -122,7 +127,9 @@ def legacy_status(passed: object, detail: object) -> str:
     return "error" if text.startswith("error") else "wrong"
 
 
-def write_atomic(path: Path, data: bytes | Iterable[bytes], *, durable: bool = False, exclusive: bool = False) -> None:
+def write_atomic(
+    path: Path, data: bytes | Iterable[bytes], *, durable: bool = False, exclusive: bool = False
+) -> None:
     """Write ``data`` (bytes, or pieces of bytes written as they come) to a temporary file beside
     ``path``, then move it into place: readers see the whole file or none of it. ``durable``
     fsyncs first (a results file); ``exclusive`` leaves an existing ``path`` alone and raises
@@ -155,8 +162,9 @@ NEEDS_FIXING = frozenset({"arm-unavailable", "local-error", "store-error"})
 
 @dataclass(frozen=True)
 class StopReason:
-    """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted, worker-lost (time or
-    a resume fixes these), decided (done early, on purpose), or arm-unavailable, local-error, store-error (a person must fix these first)."""
+    """Why a run stopped early: ``reason`` is exhausted, incomplete, interrupted, worker-lost (time
+    or a resume fixes these), decided (done early, on purpose), or arm-unavailable, local-error,
+    store-error (a person must fix these first)."""
 
     reason: str
     message: str = ""
@@ -166,11 +174,13 @@ class StopReason:
 
 
 def write_stop(file: str | Path, stop: StopReason, **details: Any) -> None:
-    """Write the stop marker of results ``file`` atomically; the first reason wins. A directory that refuses it is
-    not an error here: the exit status and the message still say why."""
+    """Write the stop marker of results ``file`` atomically; the first reason wins. A directory that
+    refuses it is not an error here: the exit status and the message still say why."""
     record = {"reason": stop.reason, "message": stop.message, **details}
     with contextlib.suppress(OSError):  # FileExistsError included: another process was first
-        write_atomic(stop_path(file), (json.dumps(record, indent=1) + "\n").encode("utf-8"), exclusive=True)
+        write_atomic(
+            stop_path(file), (json.dumps(record, indent=1) + "\n").encode("utf-8"), exclusive=True
+        )
 
 
 def read_stop(results: str | Path) -> StopReason | None:
@@ -204,18 +214,22 @@ RUN_END = "run_end"
 
 
 def end_line(run_id: str, at: str, stopped: Mapping[str, Any] | None, decided: str = "") -> bytes:
-    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None when it ran to the end;
-    ``decided``, where an earlier run of the file (or a part merged into it) stopped when decided: carried
-    from end line to end line, so the file never forgets it (``results.ending``)."""
+    """The line a run appends as it ends: ``stopped`` is its stop marker's record, None
+    when it ran to the end; ``decided``, where an earlier run of the file (or a part merged
+    into it) stopped when decided: carried from end line to end line, so the file never
+    forgets it (``results.ending``)."""
     record = meta.RunEnd(run_id, at, stopped, decided).to_json()
     return encode_line({"_meta": True, RUN_END: record})
 
 
-END_CHUNK = 1 << 18  # read_end reads the file backwards this much at a time: a million rows are not held
+# read_end reads the file backwards this much at a time: a million rows are not held
+END_CHUNK = 1 << 18
 END_CANDIDATES = 1000  # bounded: rows whose extra has the same key are rare
 
 
-def read_end(path: Path, upto: int | None = None, window: int | None = None) -> tuple[bool, dict[str, Any] | None]:
+def read_end(
+    path: Path, upto: int | None = None, window: int | None = None
+) -> tuple[bool, dict[str, Any] | None]:
     """(whether the file records how its last run ended, that run's stop record or None).
 
     The last such line wins: a resume that ran to the end follows the stop it resumed from. Found
@@ -229,8 +243,11 @@ def read_end(path: Path, upto: int | None = None, window: int | None = None) -> 
     return record is not None, stopped if isinstance(stopped, dict) else None
 
 
-def read_end_record(path: Path, upto: int | None = None, window: int | None = None) -> dict[str, Any] | None:
-    """The last end line's record (``run_id``, ``at``, ``stopped``, ``decided``), as ``read_end`` finds it; None: none."""
+def read_end_record(
+    path: Path, upto: int | None = None, window: int | None = None
+) -> dict[str, Any] | None:
+    """The last end line's record (``run_id``, ``at``, ``stopped``, ``decided``), as
+    ``read_end`` finds it; None: none."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size if upto is None else upto
@@ -241,8 +258,8 @@ def read_end_record(path: Path, upto: int | None = None, window: int | None = No
 
 
 def _find_end(f: Any, first: int, size: int) -> dict[str, Any] | None:
-    """The last end line of bytes [first, size) of ``f``: each chunk searched in its whole lines only,
-    the part of a line it cuts carried to the next chunk back.
+    """The last end line of bytes [first, size) of ``f``: each chunk searched in its whole lines
+    only, the part of a line it cuts carried to the next chunk back.
 
     Linear in the bytes read: a line longer than a chunk is kept as its pieces and joined once, when
     its start is found. Joining it to each new chunk and searching the whole for a newline made a
@@ -250,21 +267,25 @@ def _find_end(f: Any, first: int, size: int) -> dict[str, Any] | None:
     """
     key = b'"' + RUN_END.encode() + b'"'
     end, tried = size, 0
-    carried: list[bytes] = []  # the pieces of the line cut at the last chunk's start, last piece first
+    # the pieces of the line cut at the last chunk's start, last piece first
+    carried: list[bytes] = []
     while end > first and tried < END_CANDIDATES:
         start = max(first, end - END_CHUNK)
         f.seek(start)
         chunk = f.read(end - start)
         end = start
-        newline = chunk.find(b"\n")  # in the new bytes only: the carried ones end the line cut before
+        # in the new bytes only: the carried ones end the line cut before
+        newline = chunk.find(b"\n")
         if start > first and newline < 0:  # one line longer than the chunk: read on back
             carried.append(chunk)
             continue
-        data = b"".join([chunk, *reversed(carried)]) if carried else chunk  # no copy of the chunk when no line was cut
+        # no copy of the chunk when no line was cut
+        data = b"".join([chunk, *reversed(carried)]) if carried else chunk
         cut = 0 if start == first else newline + 1
         carried = [chunk[:cut]] if cut else []
         at_end = len(data)
-        while tried < END_CANDIDATES:  # bounds, not slices: a chunk is searched without a copy of it
+        # bounds, not slices: a chunk is searched without a copy of it
+        while tried < END_CANDIDATES:
             at = data.rfind(key, cut, at_end)
             if at < 0:
                 break
@@ -275,7 +296,11 @@ def _find_end(f: Any, first: int, size: int) -> dict[str, Any] | None:
                 record = json.loads(data[begin:stop if stop >= 0 else len(data)])
             except (ValueError, RecursionError):
                 record = None
-            if isinstance(record, dict) and record.get("_meta") is True and isinstance(record.get(RUN_END), dict):
+            if (
+                isinstance(record, dict)
+                and record.get("_meta") is True
+                and isinstance(record.get(RUN_END), dict)
+            ):
                 found: dict[str, Any] = record[RUN_END]
                 return found
             at_end = begin

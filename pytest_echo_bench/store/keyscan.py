@@ -28,7 +28,8 @@ from pytest_echo_bench.store.paths import open_results
 
 CHUNK = 1 << 20  # bytes read at a time: amortises the per-chunk work, small enough to stay in cache
 
-Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]  # (line, line number, strict) -> record
+# (line, line number, strict) -> record
+Parse = Callable[[bytes, int, bool], "dict[str, Any] | None"]
 
 
 class ScanRow(msgspec.Struct, gc=False):
@@ -62,9 +63,9 @@ class RowScan(Generic[RowT]):
     A meta line of another sweep after line 1 raises a StoreError naming it, whatever ``parse``
     skips (``store.metalines``): the rows after it are not the sweep's. The rows before it are
     yielded first, and ``end`` is left at its start, so a best-effort reader (the end-of-run
-    table, a live page) that goes on counts exactly the rows before it, once. A scan that starts after
-    line 1 checks it against ``head`` (line 1's meta line as read before, ``metalines.NO_HEAD`` if
-    line 1 is a row), and not at all without one.
+    table, a live page) that goes on counts exactly the rows before it, once. A scan that starts
+    after line 1 checks it against ``head`` (line 1's meta line as read before,
+    ``metalines.NO_HEAD`` if line 1 is a row), and not at all without one.
     """
 
     def __init__(self, path: Path, row_type: type[RowT], parse: Parse, upto: int | None = None,
@@ -73,7 +74,8 @@ class RowScan(Generic[RowT]):
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
         self.head = NO_HEAD if start[1] == 1 else head
-        self.refused: tuple[int, StoreError] | None = None  # another sweep's meta line: its number, the refusal
+        # another sweep's meta line: its number, the refusal
+        self.refused: tuple[int, StoreError] | None = None
 
     def batches(self) -> Iterator[Batch[RowT]]:
         self.refused = None  # a scan kept between reads finds that line again, where it stopped
@@ -97,8 +99,12 @@ class RowScan(Generic[RowT]):
                 pending = [buf[cut + 1:]] if cut + 1 < len(buf) else []
                 lines = data.split(b"\n")  # whole lines, each newline-terminated in the file
                 yield self._lines(lines, lineno, data.isascii())
-                if self.refused is not None:  # the rows before it were yielded: stop at that line, for good
-                    self.end = (base + sum(len(line) + 1 for line in lines[:self.refused[0] - lineno]), self.refused[0])
+                # the rows before it were yielded: stop at that line, for good
+                if self.refused is not None:
+                    self.end = (
+                        base + sum(len(line) + 1 for line in lines[: self.refused[0] - lineno]),
+                        self.refused[0],
+                    )
                     raise self.refused[1]
                 lineno += len(lines)
                 base += len(data) + 1
@@ -120,7 +126,8 @@ class RowScan(Generic[RowT]):
             rows = list(map(self.decode, lines))
         except (msgspec.DecodeError, RecursionError):
             return self._slow(lines, first)
-        if any([r.meta for r in rows]):  # a meta line after the first is not a row: the full parser checks it
+        # a meta line after the first is not a row: the full parser checks it
+        if any([r.meta for r in rows]):
             return self._slow(lines, first)
         return rows, []
 
@@ -134,13 +141,15 @@ class RowScan(Generic[RowT]):
                 continue
             if n == 1:
                 self.head = record if record.get("_meta") else NO_HEAD
-            if record.get("_meta"):  # only line 1 is the meta line; a later one is an end line or a copy
+            # only line 1 is the meta line; a later one is an end line or a copy
+            if record.get("_meta"):
                 self.meta = record if n == 1 else self.meta
                 try:
                     if self.head is not None:
                         check_later_meta(self.head, record, self.path, n)
                 except StoreError as exc:
-                    self.refused = (n, exc)  # raised once the rows before it are yielded (``batches``)
+                    # raised once the rows before it are yielded (``batches``)
+                    self.refused = (n, exc)
                     break
             else:
                 rows.append(record)

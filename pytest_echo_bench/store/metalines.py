@@ -22,7 +22,8 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.files import RUN_END
 from pytest_echo_bench.store.safe_text import shown
 
-NO_HEAD: Mapping[str, Any] = {}  # the head of a file whose line 1 is a row (no meta line): no sweep it names
+# the head of a file whose line 1 is a row (no meta line): no sweep it names
+NO_HEAD: Mapping[str, Any] = {}
 
 
 def is_end_line(record: Mapping[str, Any]) -> bool:
@@ -38,15 +39,18 @@ def sweep_of(meta: Mapping[str, Any]) -> tuple[object, object, object]:
     """
     benchmarks = meta.get("benchmarks")
     if isinstance(benchmarks, dict):
-        benchmarks = {name: info.get("fingerprint") if isinstance(info, dict) else info for name, info in benchmarks.items()}
+        benchmarks = {
+            name: info.get("fingerprint") if isinstance(info, dict) else info
+            for name, info in benchmarks.items()
+        }
     selection = meta.get("selection")
     shard = selection.get("shard", "") if isinstance(selection, dict) else selection
     return meta.get("fingerprint"), benchmarks, shard or ""
 
 
 def later_meta_problem(head: Mapping[str, Any], record: Mapping[str, Any]) -> str | None:
-    """Why the meta line ``record``, after line 1, makes its file two files in one; None when it is a
-    run's end line or repeats ``head`` (line 1's meta line; ``NO_HEAD`` when line 1 is a row)."""
+    """Why the meta line ``record``, after line 1, makes its file two files in one; None when it is
+    a run's end line or repeats ``head`` (line 1's meta line; ``NO_HEAD`` when line 1 is a row)."""
     if is_end_line(record):
         return None
     advice = ("two results files joined into one (cat a b > c)? Split the file before this line, "
@@ -55,7 +59,8 @@ def later_meta_problem(head: Mapping[str, Any], record: Mapping[str, Any]) -> st
         return f"a meta line after rows of a file whose line 1 is no meta line: {advice}"
     first, later = sweep_of(head), sweep_of(record)
     if first[:2] != later[:2]:
-        which = 0 if first[0] != later[0] else 1  # the benchmarks' fingerprints differ under one fingerprint
+        # the benchmarks' fingerprints differ under one fingerprint
+        which = 0 if first[0] != later[0] else 1
         name = "fingerprint" if which == 0 else "benchmarks' fingerprints"
         return (f"a second meta line, of another sweep ({name} {_value(later[which])}, "
                 f"line 1 has {_value(first[which])}): {advice}")
@@ -65,7 +70,9 @@ def later_meta_problem(head: Mapping[str, Any], record: Mapping[str, Any]) -> st
     return None
 
 
-def check_later_meta(head: Mapping[str, Any], record: Mapping[str, Any], path: Path, lineno: int) -> None:
+def check_later_meta(
+    head: Mapping[str, Any], record: Mapping[str, Any], path: Path, lineno: int
+) -> None:
     """Refuse the meta line ``record`` at ``lineno`` when it heads another sweep's rows; ``head`` is
     line 1's meta line (``record`` itself at line 1, never refused here), or ``NO_HEAD``."""
     problem = later_meta_problem(head, record) if lineno != 1 else None

@@ -20,8 +20,8 @@ import os
 import socket
 import stat
 import sys
-from datetime import UTC, datetime
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,13 @@ class Ownership:
 
     def __init__(self, results: str | Path, rewrite: str = "") -> None:
         self.results = Path(results)
-        self.rewrite = rewrite  # a command that writes the file whole (``held``): named in the refusal
+        # a command that writes the file whole (``held``): named in the refusal
+        self.rewrite = rewrite
         self.path = owner_path(results)
         self._fd: int | None = None  # the lock on the owner file
         self._file: int | None = None  # the lock on the results file
-        self._created = False  # this run created the results file (removed at the end if still empty)
+        # this run created the results file (removed at the end if still empty)
+        self._created = False
 
     @property
     def identity(self) -> list[int] | None:
@@ -69,12 +71,14 @@ class Ownership:
         try:
             self._lock_results()
         except BaseException:
-            self.release()  # the side file this attempt created is removed: the live owner is unaffected
+            # the side file this attempt created is removed: the live owner is unaffected
+            self.release()
             raise
         self._describe()
 
     def _lock_owner_file(self) -> bool:
-        """Lock ``RUN.jsonl.owner``; False when the directory cannot hold it (nothing can append there)."""
+        """Lock ``RUN.jsonl.owner``; False when the directory cannot hold
+        it (nothing can append there)."""
         for _ in range(10):  # the owner may remove the file between our open and our lock: retry
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,19 +134,30 @@ class Ownership:
         if owner:
             who = f"pid {owner.get('pid')} on {owner.get('host')} since {owner.get('since')}"
         elif holder is not None:
-            who = f"pid {holder}, which holds the lock on the results file itself; {self.path.name} was removed"
+            who = (
+                f"pid {holder}, which holds the lock on the results file itself; "
+                f"{self.path.name} was removed"
+            )
         else:
             who = "another process"
         results = str(self.results)
         if self.rewrite:
-            return (f"{results} is in use by a run ({who}): written whole now, it would lose the rows that run "
-                    f"appends meanwhile. Wait for it to finish or stop it, then {self.rewrite} again, or write to "
-                    "another file")
-        return (f"{results} is in use by another run ({who}); two runs on one file would record items twice. "
-                "Wait for it to finish or stop it, then resume with: pytest --bench-resume " + results)
+            return (
+                f"{results} is in use by a run ({who}): written whole now, it would lose the "
+                "rows that run "
+                f"appends meanwhile. Wait for it to finish or stop it, then {self.rewrite} "
+                "again, or write to "
+                "another file"
+            )
+        return (
+            f"{results} is in use by another run ({who}); two runs on one file would record "
+            "items twice. "
+            "Wait for it to finish or stop it, then resume with: pytest --bench-resume " + results
+        )
 
     def release(self) -> None:
-        """Remove the owner file (and a results file this run created and left empty), then unlock; idempotent."""
+        """Remove the owner file (and a results file this run created and left
+        empty), then unlock; idempotent."""
         fd, self._fd = self._fd, None
         file, self._file = self._file, None
         if file is not None:
@@ -153,7 +168,8 @@ class Ownership:
         if fd is None:
             return
         with contextlib.suppress(OSError):
-            if _same_file(fd, self.path):  # never another run's owner file, put there after ours was removed
+            # never another run's owner file, put there after ours was removed
+            if _same_file(fd, self.path):
                 self.path.unlink()  # before unlocking: a waiter then sees a removed file
         os.close(fd)
 
@@ -164,8 +180,8 @@ class Ownership:
 
 @contextlib.contextmanager
 def held(results: Path, command: str) -> Iterator[None]:
-    """Own ``results`` while ``command`` (``echo-bench merge``, ``regrade``) writes it whole: refused
-    with OwnedError while a run owns it, and no run can start on it meanwhile.
+    """Own ``results`` while ``command`` (``echo-bench merge``, ``regrade``) writes it whole:
+    refused with OwnedError while a run owns it, and no run can start on it meanwhile.
 
     ``merge RUN -o RUN`` beside the live run of RUN read its rows, then moved the merged file into
     place over the rows the run had appended since (3 rows lost). Held, an output that is one of
@@ -182,7 +198,9 @@ def held(results: Path, command: str) -> Iterator[None]:
 def _open_results(path: Path) -> tuple[int | None, bool]:
     """A descriptor on the results file to lock, and whether this call created it."""
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644), True
+        return os.open(
+            path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644
+        ), True
     except FileExistsError:
         pass
     except OSError:
@@ -214,7 +232,12 @@ def _holder(fd: int) -> int | None:
         with open("/proc/locks", encoding="ascii", errors="replace") as locks:
             for line in locks:
                 fields = line.split()
-                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == want and fields[4].isdigit():
+                if (
+                    len(fields) > 5
+                    and fields[1] == "FLOCK"
+                    and fields[5] == want
+                    and fields[4].isdigit()
+                ):
                     return int(fields[4])
     except OSError:
         pass

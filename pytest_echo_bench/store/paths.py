@@ -1,4 +1,5 @@
-"""Paths that must be regular files (or directories), checked by ``stat`` before anything opens them.
+"""Paths that must be regular files (or directories), checked by
+``stat`` before anything opens them.
 
 A spec, a dataset or a results path can name anything the file system holds. Before these checks
 a FIFO given as a dataset hung collection, ``/dev/zero`` ran it into MemoryError and ``--bench-out
@@ -19,8 +20,13 @@ from pytest_echo_bench.errors import StoreError
 
 Fail = Callable[[str], Exception]
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 # Never blocks on a FIFO swapped in after the check, never makes a terminal ours.
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -33,8 +39,8 @@ def kind(mode: int) -> str:
 
 
 def refusal(path: str | Path, want: str = "file") -> str | None:
-    """Why ``path`` is no regular file (``want="file"``) or directory (``"directory"``); None when it
-    is one, or does not exist (the caller says what a missing path means)."""
+    """Why ``path`` is no regular file (``want="file"``) or directory (``"directory"``); None when
+    it is one, or does not exist (the caller says what a missing path means)."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -42,7 +48,11 @@ def refusal(path: str | Path, want: str = "file") -> str | None:
     except OSError as exc:  # a symlink loop, a path through a regular file, no permission
         return f"cannot be examined ({exc.strerror or exc})"
     ok = stat.S_ISDIR(mode) if want == "directory" else stat.S_ISREG(mode)
-    return None if ok else f"is {kind(mode)}, not a {'directory' if want == 'directory' else 'regular file'}"
+    return (
+        None
+        if ok
+        else f"is {kind(mode)}, not a {'directory' if want == 'directory' else 'regular file'}"
+    )
 
 
 def open_regular(path: str | Path, fail: Fail) -> int:
@@ -63,8 +73,9 @@ def open_regular(path: str | Path, fail: Fail) -> int:
 
 
 def open_results(path: str | Path) -> BinaryIO:
-    """A results file opened for reading, a line at a time: refused with a StoreError naming it when it is
-    no regular file (``report FIFO`` hung in ``open`` before), never blocking on a FIFO swapped in."""
+    """A results file opened for reading, a line at a time: refused with a StoreError
+    naming it when it is no regular file (``report FIFO`` hung in ``open`` before), never
+    blocking on a FIFO swapped in."""
     return os.fdopen(open_regular(path, lambda why: StoreError(f"results file {path} {why}")), "rb")
 
 

@@ -27,7 +27,9 @@ class Record:
     offset: int = 0  # where the line starts in the file: a reader may keep this instead of ``raw``
 
 
-def read_records(path: Path, strict: bool = True, upto: int | None = None) -> tuple[dict[str, Any] | None, list[Record]]:
+def read_records(
+    path: Path, strict: bool = True, upto: int | None = None
+) -> tuple[dict[str, Any] | None, list[Record]]:
     """The meta line and the rows of a results file (its first ``upto`` bytes).
 
     A last line without a newline counts if it is a whole row (a writer killed just before the
@@ -65,7 +67,8 @@ def iter_records(path: Path, strict: bool = True, upto: int | None = None) -> It
 def _records(f: BinaryIO, path: Path, strict: bool, upto: int | None) -> Iterator[Record]:
     offset, head = 0, NO_HEAD
     for lineno, raw in enumerate(f, 1):
-        if upto is not None and offset + len(raw) > upto:  # the line ``upto`` cuts is the last, torn or not
+        # the line ``upto`` cuts is the last, torn or not
+        if upto is not None and offset + len(raw) > upto:
             raw = raw[:max(upto - offset, 0)]
         last = not raw.endswith(b"\n")
         line = raw if last else raw[:-1]
@@ -98,13 +101,16 @@ def parse_line(raw: bytes, path: Path, lineno: int, strict: bool) -> dict[str, A
     if problem is None:
         return record
     if strict:
-        raise StoreError(f"{path}:{lineno}: {problem} ({raw[:60]!r}); remove or fix that line, then try again")
+        raise StoreError(
+            f"{path}:{lineno}: {problem} ({raw[:60]!r}); remove or fix that line, then try again"
+        )
     return None
 
 
 def _problem(record: dict[str, Any], lineno: int) -> str | None:
     marker = record.get("_meta", False)
-    if marker is True:  # only line 1 is checked as a header; a later one is one of ``store.metalines``'s
+    # only line 1 is checked as a header; a later one is one of ``store.metalines``'s
+    if marker is True:
         return meta_problem(record) if lineno == 1 else None
     if marker is not False or "task_id" not in record or "arm" not in record:
         return "not a results row"
@@ -151,7 +157,9 @@ def read_index(path: Path, upto: int | None = None, retry_errors: bool = False) 
     return ResultsIndex(scan.meta, keys, size)
 
 
-def _add_newest(keys: KeySet, fast: list[StatusRow], slow: list[dict[str, Any]], default: str) -> None:
+def _add_newest(
+    keys: KeySet, fast: list[StatusRow], slow: list[dict[str, Any]], default: str
+) -> None:
     """Keys whose newest row so far is not an error. A batch with rows of both kinds is the first
     one, whose slow rows are only line 1: slow rows come first in the file (``keyscan._lines``)."""
     for record in slow:

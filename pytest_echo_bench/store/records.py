@@ -20,8 +20,10 @@ from pytest_echo_bench.store.meta import (
 
 SCHEMA = 1
 
-Key = tuple[str, str, str, int]  # (benchmark, task_id, arm, epoch); epoch 1 unless the spec has epochs: K
-ArmEpoch = tuple[str, str, int]  # (benchmark, arm, epoch): what a KeySet holds a set of task ids for
+# (benchmark, task_id, arm, epoch); epoch 1 unless the spec has epochs: K
+Key = tuple[str, str, str, int]
+# (benchmark, arm, epoch): what a KeySet holds a set of task ids for
+ArmEpoch = tuple[str, str, int]
 
 
 @dataclass
@@ -38,7 +40,8 @@ class Meta:
     plugin_version: str
     created_at: str
     fsync: str = "end"
-    rootdir: str = ""  # where the run started; a resume resolves spec_files and selection.args against its own
+    # where the run started; a resume resolves spec_files and selection.args against its own
+    rootdir: str = ""
     order: OrderRecord | None = None  # how items were ordered (plugin.order); None: file order
     decide: DecideRecord | None = None  # the stop-when-decided plan (``Plan``); None: none
     schema: int = SCHEMA
@@ -73,10 +76,10 @@ class Meta:
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any], where: str = "meta line") -> Meta:
-        """The meta line ``record`` (a decoded line 1), typed. Its fields must meet ``store.checks``'s
-        rules, else a StoreError naming ``where`` (the reader passes ``file:1``); a field an older
-        writer left out takes its empty value, as the readers took it before, and one it wrote in
-        another shape is read as today's (``store.checks.current_meta``)."""
+        """The meta line ``record`` (a decoded line 1), typed. Its fields must meet
+        ``store.checks``'s rules, else a StoreError naming ``where`` (the reader passes ``file:1``);
+        a field an older writer left out takes its empty value, as the readers took it before, and
+        one it wrote in another shape is read as today's (``store.checks.current_meta``)."""
         is_meta = record.get("_meta") is True
         record = current_meta(record) if is_meta else record
         problem = meta_problem(record) if is_meta else "not a meta line (no \"_meta\": true)"
@@ -125,9 +128,10 @@ class Row:
     cost_units: float | None = None  # cost relative to the spec's pricing.unit reference call
     cache_hits: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
-    epoch: int | None = None  # 1..K for a spec with ``epochs: K`` > 1; left out of the line otherwise
-    # What the run's budget charged for the item's calls: their cost, or a call's worst case when its
-    # reply gave no usage. A resume counts it against the budget; left out when no budget ran.
+    # 1..K for a spec with ``epochs: K`` > 1; left out of the line otherwise
+    epoch: int | None = None
+    # What the run's budget charged for the item's calls: their cost, or a call's worst case when
+    # its reply gave no usage. A resume counts it against the budget; left out when no budget ran.
     charged_usd: float | None = None
     schema: int = SCHEMA
 
@@ -145,7 +149,8 @@ class Row:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
-_META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}  # a line's own "extra" field is one of its extras
+# a line's own "extra" field is one of its extras
+_META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}
 
 
 def row_from_json(record: dict[str, Any]) -> Row:
@@ -160,7 +165,12 @@ def row_epoch(row: dict[str, Any]) -> int:
 
 
 def row_key(row: dict[str, Any], default_benchmark: str) -> Key:
-    return (str(row.get("benchmark") or default_benchmark), str(row["task_id"]), str(row["arm"]), row_epoch(row))
+    return (
+        str(row.get("benchmark") or default_benchmark),
+        str(row["task_id"]),
+        str(row["arm"]),
+        row_epoch(row),
+    )
 
 
 def scan_epoch(epoch: int | None) -> int:
@@ -169,7 +179,8 @@ def scan_epoch(epoch: int | None) -> int:
 
 
 class KeySet:
-    """Recorded (benchmark, task_id, arm, epoch) keys, held as a set of task ids per (benchmark, arm, epoch).
+    """Recorded (benchmark, task_id, arm, epoch) keys, held as a set of task
+    ids per (benchmark, arm, epoch).
 
     A resumed file has a million keys but only a few arms and benchmarks: a tuple and three
     strings per key cost about 260 bytes, a task id in its arm's set about 90.
@@ -193,13 +204,15 @@ class KeySet:
         self.ids(key[0], key[2], key[3]).add(key[1])
 
     def discard(self, key: Key) -> None:
-        """Forget ``key``: its newest row is one that resume runs again (``--bench-retry-errors``)."""
+        """Forget ``key``: its newest row is one that resume runs
+        again (``--bench-retry-errors``)."""
         ids = self.by_arm.get((key[0], key[2], key[3]))
         if ids is not None:
             ids.discard(key[1])
 
     def add_rows(self, rows: Iterable[Any], default: str) -> None:
-        """Add decoded rows (``benchmark``, ``task_id``, ``arm``, ``epoch`` attributes): resume's hot loop."""
+        """Add decoded rows (``benchmark``, ``task_id``, ``arm``, ``epoch``
+        attributes): resume's hot loop."""
         by_arm = self.by_arm
         for r in rows:
             arm = (r.benchmark or default, r.arm, scan_epoch(r.epoch))
@@ -217,9 +230,12 @@ class KeySet:
     def __len__(self) -> int:
         return sum(map(len, self.by_arm.values()))
 
-    def __eq__(self, other: object) -> bool:  # as a set of keys; (benchmark, task_id, arm) is epoch 1's
+    # as a set of keys; (benchmark, task_id, arm) is epoch 1's
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, KeySet | set | frozenset):
-            return set(self) == {k + (1,) if isinstance(k, tuple) and len(k) == 3 else k for k in other}
+            return set(self) == {
+                k + (1,) if isinstance(k, tuple) and len(k) == 3 else k for k in other
+            }
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a set

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 REDACTED = "[redacted]"
 MIN_SECRET = 4  # shorter values are no key; redacting them would shred every message
 MIN_RUN = 8  # any run this long of a secret is redacted, wherever it starts in the secret
-WHOLE_SHOWN = 12  # a whole secret at least this long shows its first three characters (``sk-…[redacted]``)
+# a whole secret at least this long shows its first three characters (``sk-…[redacted]``)
+WHOLE_SHOWN = 12
 # Keys are tens of characters; a variable may hold kilobytes (a JSON config), whose windows would
 # cost a find each per message. Beyond this length a value's windows are taken from its first part.
 MAX_WINDOWED = 4096
@@ -37,8 +38,11 @@ class Secrets:
                                   for i in range(min(len(v), MAX_WINDOWED) - MIN_RUN + 1))
         self._whole = frozenset(v for v in kept if len(v) >= WHOLE_SHOWN)
         short = sorted((v for v in kept if len(v) < MIN_RUN), key=len, reverse=True)
-        self._short = (re.compile(f"(?<![{_WORD}])(?:{'|'.join(map(re.escape, short))})(?![{_WORD}])")
-                       if short else None)
+        self._short = (
+            re.compile(f"(?<![{_WORD}])(?:{'|'.join(map(re.escape, short))})(?![{_WORD}])")
+            if short
+            else None
+        )
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -93,7 +97,9 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def redact(text: str, secrets: Secrets | Iterable[str], limit: int | None = None, tail: bool = False) -> str:
+def redact(
+    text: str, secrets: Secrets | Iterable[str], limit: int | None = None, tail: bool = False
+) -> str:
     """``text`` with every run of ``MIN_RUN`` or more characters of a secret replaced by
     ``[redacted]`` (a whole secret of ``WHOLE_SHOWN`` or more by ``sk-…[redacted]``), then cut to
     its first ``limit`` characters (its last, with ``tail``).
@@ -103,5 +109,6 @@ def redact(text: str, secrets: Secrets | Iterable[str], limit: int | None = None
     known = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
     text = known.apply(text)
     if limit is not None and len(text) > limit:
-        text = text[len(text) - limit:] if tail else text[:limit]  # not text[-limit:]: -0 would keep it all
+        # not text[-limit:]: -0 would keep it all
+        text = text[len(text) - limit:] if tail else text[:limit]
     return text

@@ -40,8 +40,12 @@ class RunRows:
             return self._row(key) if key in self.keys else None
 
     def _update(self) -> None:
-        scan = RowScan(self.results, ScanRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
-                       start=self._end)
+        scan = RowScan(
+            self.results,
+            ScanRow,
+            lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
+            start=self._end,
+        )
         for fast, slow in scan.batches():
             self.keys.add_rows(fast, self.default)
             for record in slow:
@@ -58,6 +62,10 @@ class RunRows:
             for raw in f:
                 if needle in raw:
                     record = parse_line(raw.rstrip(b"\n"), self.results, 0, False)
-                    if record is not None and not record.get("_meta") and row_key(record, self.default) == key:
+                    if (
+                        record is not None
+                        and not record.get("_meta")
+                        and row_key(record, self.default) == key
+                    ):
                         found = record
         return found

@@ -32,15 +32,19 @@ class ArmTally:
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``add_spend``): every row, a replaced one too
     costed: int = 0  # rows whose cost is known (a cached one included)
-    unknown: int = 0  # rows whose cost is not known, by the report's rule (``budget.spend.ArmSpend``): not counted as 0
-    uncosted: int = 0  # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
+    # rows whose cost is not known, by the report's rule
+    # (``budget.spend.ArmSpend``): not counted as 0
+    unknown: int = 0
+    # rows that sent calls whose cost is unknown: a budgeted resume counts their worst case
+    uncosted: int = 0
 
     @property
     def pass_rate(self) -> float:
         return self.correct / self.items if self.items else 0.0
 
     def count(self, code: int, wall: float, sign: int = 1) -> None:
-        """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a newer one of its key replaced)."""
+        """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a
+        newer one of its key replaced)."""
         verdict = STATUSES[code % 4]
         self.items += sign
         self.correct += sign * (code >= PASSED)  # ``passed`` counts, as in the report
@@ -82,7 +86,8 @@ class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_cal
     def cached(self) -> bool:
         """``all_cached`` of the row's figures read as the report reads them (``store.checks``)."""
         hits = self.cache_hits
-        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))  # no hits, the common row: no call
+        # no hits, the common row: no call
+        return bool(hits) and all_cached(count(hits), figure(self.sub_calls))
 
 
 class FileTally:
@@ -97,10 +102,12 @@ class FileTally:
 
     def __init__(self) -> None:
         self.arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
-        self.codes: dict[ArmEpoch, dict[str, int]] = {}  # (benchmark, arm, epoch) -> task id -> verdict code
+        # (benchmark, arm, epoch) -> task id -> verdict code
+        self.codes: dict[ArmEpoch, dict[str, int]] = {}
         self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
         self.meta: dict[str, Any] | None = None
-        self.head: dict[str, Any] | None = None  # line 1 as read (``RowScan.head``): later meta lines are checked against it
+        # line 1 as read (``RowScan.head``): later meta lines are checked against it
+        self.head: dict[str, Any] | None = None
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
 
     def recorded(self, retry_errors: bool = False) -> KeySet:
@@ -108,12 +115,14 @@ class FileTally:
         newest row is not an error."""
         keys = KeySet()
         for arm, codes in self.codes.items():
-            keys.by_arm[arm] = {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+            keys.by_arm[arm] = (
+                {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+            )
         return keys
 
     def previous(self, key: Key) -> tuple[int, float] | None:
-        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else 0.0),
-        or None if it has no row."""
+        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else
+        0.0), or None if it has no row."""
         code = self.codes.get((key[0], key[2], key[3]), {}).get(key[1])
         if code is None:
             return None
@@ -126,8 +135,13 @@ class FileTally:
         stops at another sweep's meta line (``store.metalines``); ``strict`` (resume reading what it
         deselects), both are refused with their line number, as by ``read_index``.
         """
-        scan = RowScan(path, TallyRow, lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
-                       start=self.end, head=self.head)
+        scan = RowScan(
+            path,
+            TallyRow,
+            lambda raw, lineno, last_ok: parse_line(raw, path, lineno, strict and last_ok),
+            start=self.end,
+            head=self.head,
+        )
         try:
             for fast, slow in scan.batches():
                 self.meta = scan.meta or self.meta
@@ -152,9 +166,12 @@ class FileTally:
             if codes is None:
                 codes = by_arm[arm] = {}
             status = r.status
-            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()] + PASSED * (r.passed is True)
+            code = CODES[
+                status if isinstance(status, str) and status in CODES else r.verdict()
+            ] + PASSED * (r.passed is True)
             wall = r.wall_seconds or 0.0
-            if not 0.0 <= wall <= FIGURE_MAX:  # a negative, infinite or absurd wall is unknown: it adds nothing
+            # a negative, infinite or absurd wall is unknown: it adds nothing
+            if not 0.0 <= wall <= FIGURE_MAX:
                 wall = 0.0
             old = codes.get(r.task_id)
             t = self.arms[arm[:2]]
@@ -168,7 +185,8 @@ class FileTally:
                 self.error_walls[arm[0], r.task_id, r.arm, epoch] = wall
 
     def _replace(self, t: ArmTally, key: Key, old: int, code: int, wall: float) -> None:
-        """A newer row of a counted key: its verdict replaces the old one (see the class docstring for the wall)."""
+        """A newer row of a counted key: its verdict replaces the old one (see the
+        class docstring for the wall)."""
         old_wall = self.error_walls.pop(key, None)
         t.count(old, old_wall or 0.0, -1)
         t.count(code, wall if old_wall is not None else 0.0)

@@ -41,7 +41,8 @@ def lock_for(path: Path) -> FileLock:
 
 
 class AppendLock:
-    """The writer's hold on ``PATH.lock``: the ``flock`` that filelock takes, on a descriptor kept open.
+    """The writer's hold on ``PATH.lock``: the ``flock`` that filelock
+    takes, on a descriptor kept open.
 
     ``FileLock`` opens, locks, unlocks and closes the file on every acquire (about 0.2 ms, as much
     as pytest spends on a whole trivial test); a sweep appends once per item. Both lock the same
@@ -105,7 +106,9 @@ class ResultsWriter:
         self._identity = tuple(identity) if identity else None
         self.fsync = fsync
         self._meta = encode_line(meta) if meta else b""
-        self._lock: AbstractContextManager[Any] = AppendLock(str(lock_path(path))) if fcntl else lock_for(path)
+        self._lock: AbstractContextManager[Any] = (
+            AppendLock(str(lock_path(path))) if fcntl else lock_for(path)
+        )
         self._closed = False
         self._state = threading.Lock()  # append vs close, between this process's threads
         self._fd: int | None = None
@@ -117,7 +120,9 @@ class ResultsWriter:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
+                raise StoreError(
+                    f"cannot open results file {self.path}: {exc.strerror or exc}"
+                ) from exc
             st = os.fstat(fd)
             if self._identity is not None and (st.st_dev, st.st_ino) != self._identity:
                 os.close(fd)  # another file at the path: the owner's was removed or replaced
@@ -133,17 +138,22 @@ class ResultsWriter:
         except FileNotFoundError:
             raise self._replaced("removed") from None
         except OSError as exc:
-            raise StoreError(f"cannot check results file {self.path}: {exc.strerror or exc}") from exc
+            raise StoreError(
+                f"cannot check results file {self.path}: {exc.strerror or exc}"
+            ) from exc
         if (there.st_dev, there.st_ino) != (here.st_dev, here.st_ino):
             raise self._replaced("replaced")
 
     def _replaced(self, how: str) -> ReplacedError:
         return ReplacedError(
-            f"{self.path} was {how} while this run was appending to it; this run stops rather than lose "
-            "its rows in a removed file or append them beside another run's")
+            f"{self.path} was {how} while this run was appending to it; this run stops "
+            "rather than lose "
+            "its rows in a removed file or append them beside another run's"
+        )
 
     def start(self) -> None:
-        """Write the meta line now if the file is new or empty: the file exists from the run's start."""
+        """Write the meta line now if the file is new or empty: the
+        file exists from the run's start."""
         with self._state, self._locked():
             if self._closed:
                 raise AbortedError("the run ended before it started")
@@ -167,12 +177,15 @@ class ResultsWriter:
             if self._end is not None and size < self._end:
                 # Appends only grow the file and a repair only cuts a torn line after our newline:
                 # a file shorter than our last row was truncated or replaced under the run.
-                raise StoreError(f"{self.path} shrank from {self._end} to {size} bytes while this run was "
-                                 "appending to it (truncated or replaced?); stopping so no row is lost")
+                raise StoreError(
+                    f"{self.path} shrank from {self._end} to {size} bytes while this run was "
+                    "appending to it (truncated or replaced?); stopping so no row is lost"
+                )
             if size != self._end:
-                # Someone else appended (or cut a torn tail) since our last row, or this is our first:
-                # their last line may be torn. When the size is still ours, the file ends with our own
-                # newline: appends only grow it, and a repair only cuts what follows a newline.
+                # Someone else appended (or cut a torn tail) since our last row, or this
+                # is our first: their last line may be torn. When the size is still ours,
+                # the file ends with our own newline: appends only grow it, and a repair
+                # only cuts what follows a newline.
                 repair_torn_tail(fd, self.path)
                 size = os.fstat(fd).st_size
             self._end = None  # unknown until this append has succeeded
@@ -184,7 +197,8 @@ class ResultsWriter:
             self._end = size
 
     def _write(self, fd: int, line: bytes, size: int) -> int:
-        """Write ``line`` at the end (``size`` bytes), in one call unless the disk is filling; the new size."""
+        """Write ``line`` at the end (``size`` bytes), in one call unless the
+        disk is filling; the new size."""
         error: OSError | None = None
         written = 0
         try:
@@ -197,7 +211,9 @@ class ResultsWriter:
         if written != len(line):
             os.ftruncate(fd, size)  # never leave half a row behind (e.g. disk full)
             reason = error.strerror if error else f"short write ({written} of {len(line)} bytes)"
-            raise StoreError(f"cannot append to {self.path}: {reason}; rows written so far are intact")
+            raise StoreError(
+                f"cannot append to {self.path}: {reason}; rows written so far are intact"
+            )
         return size + written
 
     @contextlib.contextmanager
@@ -208,14 +224,17 @@ class ResultsWriter:
         except AbortedError:
             raise
         except OSError as exc:
-            raise StoreError(f"cannot open results file {self.path}: {exc.strerror or exc}") from exc
+            raise StoreError(
+                f"cannot open results file {self.path}: {exc.strerror or exc}"
+            ) from exc
         try:
             yield
         finally:
             self._lock.__exit__(None, None, None)
 
     def close(self) -> None:
-        """Close for good; an append in flight in another thread finishes first, a later one is refused."""
+        """Close for good; an append in flight in another thread finishes
+        first, a later one is refused."""
         with self._state:
             self._shut()
         if isinstance(self._lock, AppendLock):
@@ -273,16 +292,22 @@ def repair(path: Path) -> int:
     except OSError as exc:  # e.g. a read-only directory: the lock file cannot be created
         if isinstance(exc, StoreError):
             raise
-        raise StoreError(f"cannot open {exc.filename or path} for appending: {exc.strerror or exc}") from exc
+        raise StoreError(
+            f"cannot open {exc.filename or path} for appending: {exc.strerror or exc}"
+        ) from exc
 
 
 def write_whole(out: Path, meta: Meta | None, lines: Iterable[bytes]) -> None:
     """Write a complete results file atomically (merge, regrade): it appears whole or not at all.
     The lines are written as they come: a merge of a million rows reads each from its file then."""
     try:
-        write_atomic(out, itertools.chain([encode_line(meta.to_json()) if meta is not None else b""], lines),
-                     durable=True)
-    except StoreError:  # a line could not be read again (its file changed): that message, nothing written
+        write_atomic(
+            out,
+            itertools.chain([encode_line(meta.to_json()) if meta is not None else b""], lines),
+            durable=True,
+        )
+    # a line could not be read again (its file changed): that message, nothing written
+    except StoreError:
         raise
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc.strerror}") from exc

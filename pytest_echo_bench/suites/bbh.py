@@ -17,13 +17,18 @@ from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.paths import read_regular, refusal
 
 PAPER_CUE = "the answer is "
-_TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a file name under the task directory, never a path
-MAX_FILE_BYTES = 64 << 20  # a task file is under 1 MB; the limit only keeps a wrong path from filling memory
+# a file name under the task directory, never a path
+_TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# a task file is under 1 MB; the limit only keeps a wrong path from filling memory
+MAX_FILE_BYTES = 64 << 20
 
 # A declaration: "the answer is X", "The final answer is: X", "**Answer:** X". The answer runs to
 # the end of its line or to the next cue, so "... is (A). No: the answer is (C)" yields both and
 # the later one wins; a cue ending its line ("Answer:\n\n(B)") takes the next non-empty line.
-_CUE = r"(?:\bthe\s+(?:final\s+|correct\s+|best\s+|right\s+)?answer\s+(?:is|would\s+be)\b|\banswer\**\s*:)"
+_CUE = (
+    r"(?:\bthe\s+(?:final\s+|correct\s+|best\s+|right\s+)?answer\s+(?:is|would\s+be)\b|\banswer\*"
+    r"*\s*:)"
+)
 _DECLARED = declaration_pattern(_CUE, r"[\s:*]*")
 
 _OPTION = re.compile(r"\(([A-R])\)")
@@ -34,11 +39,23 @@ _HEDGE = re.compile(r"\(?[A-R]\)?\s*(?:,|or|and|/|&)\s*\(?[A-R]\)?(?=$|[\s.,:;)]
 _NON_OPTION = {"none", "neither", "both", "all"}  # a committed answer that names no single option
 _ONLY_LETTER = re.compile(r"\(?([A-R])\)?\.?")
 
-_BINARY = {"yes": "Yes", "no": "No", "true": "True", "false": "False", "valid": "valid", "invalid": "invalid"}
+_BINARY = {
+    "yes": "Yes",
+    "no": "No",
+    "true": "True",
+    "false": "False",
+    "valid": "valid",
+    "invalid": "invalid",
+}
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen "
+        "eighteen nineteen twenty".split()
+    )
+}
 _BRACKETS = set("()[]{}<> ")
 _NOTHING = {"empty", "nothing", "none"}
 
@@ -47,9 +64,15 @@ def load(spec: Spec) -> list[Example]:
     """The items of the task files under `path` (all, or `subtasks`), ids `bbh/<task>/<index>`."""
     root = dataset_path(spec, "directory")
     subtasks = spec.dataset.get("subtasks") or sorted(p.stem for p in root.glob("*.json"))
-    if not isinstance(subtasks, list) or not all(isinstance(s, str) and _TASK_NAME.fullmatch(s) for s in subtasks):
-        raise spec.error("subtasks must be a list of BBH task names (file names in the task directory, not paths)",
-                         "dataset", "subtasks")
+    if not isinstance(subtasks, list) or not all(
+        isinstance(s, str) and _TASK_NAME.fullmatch(s) for s in subtasks
+    ):
+        raise spec.error(
+            "subtasks must be a list of BBH task names (file names in the task directory, "
+            "not paths)",
+            "dataset",
+            "subtasks",
+        )
     prompts = spec.dataset.get("cot_prompts")
     examples: list[Example] = []
     for sub in subtasks:
@@ -58,14 +81,22 @@ def load(spec: Spec) -> list[Example]:
             raise spec.error(f"BBH task file not found: {file}", "dataset", "subtasks")
         records = json.loads(_read(spec, file, "subtasks")).get("examples", [])
         prefix = _cot_prefix(spec, prompts, sub)
-        rows = [Example(f"bbh/{sub}/{i}", prefix + rec["input"] + ("\nA: Let's think step by step." if prefix else ""),
-                        str(rec["target"]), sub) for i, rec in enumerate(records)]
+        rows = [
+            Example(
+                f"bbh/{sub}/{i}",
+                prefix + rec["input"] + ("\nA: Let's think step by step." if prefix else ""),
+                str(rec["target"]),
+                sub,
+            )
+            for i, rec in enumerate(records)
+        ]
         examples.extend(slice_examples(spec, rows))
     return examples
 
 
 def _read(spec: Spec, file: Path, key: str) -> str:
-    """A task or prompt file: a regular file of at most MAX_FILE_BYTES (a FIFO, a device: refused unopened)."""
+    """A task or prompt file: a regular file of at most MAX_FILE_BYTES (a
+    FIFO, a device: refused unopened)."""
     def fail(why: str) -> Exception:
         return spec.error(f"{file} {why}", "dataset", key)
 
@@ -80,7 +111,11 @@ def _cot_prefix(spec: Spec, prompts: Any, subtask: str) -> str:
     if not prompts:
         return ""
     if not isinstance(prompts, str):
-        raise spec.error("cot_prompts must be the path of a directory of <task>.txt files", "dataset", "cot_prompts")
+        raise spec.error(
+            "cot_prompts must be the path of a directory of <task>.txt files",
+            "dataset",
+            "cot_prompts",
+        )
     directory = Path(prompts).expanduser()
     if not directory.is_absolute():
         directory = spec.path.parent / directory
@@ -100,7 +135,8 @@ Same = Callable[[str, str], bool]
 
 
 def score(output: str, target: str, options: dict[str, Any]) -> Verdict:
-    """Score one BBH output; ``strict`` follows the paper exactly, the default reads real outputs."""
+    """Score one BBH output; ``strict`` follows the paper exactly,
+    the default reads real outputs."""
     if options.get("strict"):
         return strict(output, target)
     parse, same = _shape(target.strip())
@@ -109,7 +145,8 @@ def score(output: str, target: str, options: dict[str, Any]) -> Verdict:
 
 
 def strict(output: str, target: str) -> Verdict:
-    """The paper's evaluation: the text after the last "the answer is ", without a final period, equals the target."""
+    """The paper's evaluation: the text after the last "the answer is ", without a
+    final period, equals the target."""
     # str.split keeps the whole output when the cue is missing, so the paper counts a bare exact
     # answer as correct; anything else without the cue is no answer at all.
     answer = output.split(PAPER_CUE)[-1].strip()
@@ -150,7 +187,8 @@ def _undeclared(output: str, parse: Parse) -> str | None:
 
 
 def _shape(target: str) -> tuple[Parse, Same]:
-    """How to read and compare an answer, decided by the target's shape (BBH targets are uniform per task)."""
+    """How to read and compare an answer, decided by the target's shape (BBH
+    targets are uniform per task)."""
     if _TARGET_OPTION.fullmatch(target):
         return _parse_choice, _same_choice
     if target.casefold() in _BINARY:
@@ -173,7 +211,8 @@ def _parse_choice(text: str) -> str | None:
     if text.startswith("(") or (words and words[0].strip(".,:;").casefold() in _NON_OPTION):
         return text  # "(None of the above)": a declared answer that is no option
     letters = set(_OPTION.findall(text))
-    # "Answer: I think (B)": one option in a short declaration; prose mentioning options is not an answer.
+    # "Answer: I think (B)": one option in a short declaration; prose
+    # mentioning options is not an answer.
     return f"({letters.pop()})" if len(letters) == 1 and len(words) <= 6 else None
 
 

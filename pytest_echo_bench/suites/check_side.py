@@ -1,8 +1,8 @@
 """The trusted side of a HumanEval verdict: the task's ``check`` run on a proxy of the completion.
 
 This runs in a child process of ours, outside the sandbox (``suites/verdict.py`` starts it as
-``python -I -S -c BOOT <root> <in_fd> <request_fd> <reply_fd> <result_fd>``). The dataset's prompt is
-executed here, so the helpers a prompt defines beside the entry point (``encode_cyclic``,
+``python -I -S -c BOOT <root> <in_fd> <request_fd> <reply_fd> <result_fd>``). The dataset's prompt
+is executed here, so the helpers a prompt defines beside the entry point (``encode_cyclic``,
 ``poly``) are the dataset's, then the task's tests, whose ``check`` is given a ``Candidate``:
 calling it sends the arguments to the sandbox and receives the return value as plain data.
 
@@ -32,7 +32,8 @@ BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]\n"
 
 
 class Fatal(BaseException):  # noqa: N818 - not an error of the check's: the call could not happen
-    """The candidate could not answer (timeout, the sandbox ended, not plain data): the item is wrong."""
+    """The candidate could not answer (timeout, the sandbox ended, not
+    plain data): the item is wrong."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
@@ -46,13 +47,16 @@ class CandidateError(Exception):
 class Channel:
     """The two pipes to the sandbox, every read and write bounded by the deadlines."""
 
-    def __init__(self, request_fd: int, reply_fd: int, deadline: float, call_timeout: float, timeout: float) -> None:
+    def __init__(
+        self, request_fd: int, reply_fd: int, deadline: float, call_timeout: float, timeout: float
+    ) -> None:
         self.request_fd, self.reply_fd = request_fd, reply_fd
         self.deadline, self.call_timeout, self.timeout = deadline, call_timeout, timeout
         os.set_blocking(request_fd, False)  # a sandbox that stops reading must not hang us
 
     def receive(self, what: str) -> Any:
-        """The next message, or Fatal: a timeout, the sandbox ending, bytes that are not a message."""
+        """The next message, or Fatal: a timeout, the sandbox
+        ending, bytes that are not a message."""
         until = min(self.deadline, time.monotonic() + self.call_timeout)
         head = self._read(4, until, what)
         try:
@@ -99,7 +103,8 @@ class Candidate:
         self.channel, self.name = channel, name
         self.fatal: Fatal | None = None
         self.calls = 0
-        self.raised: str | None = None  # the completion's own exception, "Type: text", if it raised one
+        # the completion's own exception, "Type: text", if it raised one
+        self.raised: str | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fatal is not None:
@@ -116,7 +121,9 @@ class Candidate:
         try:
             self.channel.send(("call", args, kwargs), what)
         except CodecError as exc:
-            raise Fatal("arguments", f"the task's tests passed a value that cannot cross: {exc}") from None
+            raise Fatal(
+                "arguments", f"the task's tests passed a value that cannot cross: {exc}"
+            ) from None
         reply = self.channel.receive(what)
         kind = reply[0] if type(reply) is tuple and reply else None
         if kind == "return" and len(reply) == 2:
@@ -137,7 +144,8 @@ def _ended(name: str, kind: str | None, reply: Any) -> Fatal:
 
 
 def _rebuilt(name: str, text: str) -> Exception:
-    """The completion's exception as the check would have seen it: a builtin of that name, with its text."""
+    """The completion's exception as the check would have seen it: a
+    builtin of that name, with its text."""
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
@@ -148,7 +156,9 @@ def _rebuilt(name: str, text: str) -> Exception:
 
 
 def _kind(value: Any) -> str:
-    return type(value).__name__ + (f" {value[0]!r}" if type(value) is tuple and value and type(value[0]) is str else "")
+    return type(value).__name__ + (
+        f" {value[0]!r}" if type(value) is tuple and value and type(value[0]) is str else ""
+    )
 
 
 def verdict(cfg: dict[str, Any], channel: Channel) -> dict[str, Any]:
@@ -156,12 +166,30 @@ def verdict(cfg: dict[str, Any], channel: Channel) -> dict[str, Any]:
     try:
         ready = channel.receive("before it was ready")
     except Fatal as exc:
-        return {"status": "error", "reason": exc.reason, "detail": f"sandbox did not start: {exc.detail}"}
-    started = ready[1] if type(ready) is tuple and len(ready) == 2 and ready[0] == "ready" and type(ready[1]) is dict else None
+        return {
+            "status": "error",
+            "reason": exc.reason,
+            "detail": f"sandbox did not start: {exc.detail}",
+        }
+    started = (
+        ready[1]
+        if type(ready) is tuple
+        and len(ready) == 2
+        and ready[0] == "ready"
+        and type(ready[1]) is dict
+        else None
+    )
     if started is None:
-        return {"status": "error", "reason": "protocol", "detail": "sandbox did not start: no ready message"}
+        return {
+            "status": "error",
+            "reason": "protocol",
+            "detail": "sandbox did not start: no ready message",
+        }
     result = _load_and_check(cfg, channel)
-    return {**result, "started": {k: v for k, v in started.items() if type(k) is str and type(v) in (int, str)}}
+    return {
+        **result,
+        "started": {k: v for k, v in started.items() if type(k) is str and type(v) in (int, str)},
+    }
 
 
 def _load_and_check(cfg: dict[str, Any], channel: Channel) -> dict[str, Any]:
@@ -169,11 +197,25 @@ def _load_and_check(cfg: dict[str, Any], channel: Channel) -> dict[str, Any]:
         loaded = channel.receive("while the completion was loading")
     except Fatal as exc:
         return {"status": "wrong", "reason": exc.reason, "detail": exc.detail}
-    if type(loaded) is tuple and len(loaded) == 3 and loaded[0] == "load-error" and all(type(x) is str for x in loaded[1:]):
+    if (
+        type(loaded) is tuple
+        and len(loaded) == 3
+        and loaded[0] == "load-error"
+        and all(type(x) is str for x in loaded[1:])
+    ):
         text = f"{loaded[1]}: {loaded[2]}" if loaded[2] else loaded[1]
-        return {"status": "wrong", "reason": "load-error", "detail": f"{text} (loading the completion)", "raised": text}
+        return {
+            "status": "wrong",
+            "reason": "load-error",
+            "detail": f"{text} (loading the completion)",
+            "raised": text,
+        }
     if loaded != ("loaded",):
-        return {"status": "wrong", "reason": "protocol", "detail": f"the sandbox sent {_kind(loaded)} instead of loading"}
+        return {
+            "status": "wrong",
+            "reason": "protocol",
+            "detail": f"the sandbox sent {_kind(loaded)} instead of loading",
+        }
     candidate = Candidate(channel, cfg["entry_point"])
     return _check(cfg, candidate)
 
@@ -182,7 +224,8 @@ def _check(cfg: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__check__"}
     test_source = cfg["test"]
     try:
-        exec(compile(cfg["prompt"], "<the task's prompt>", "exec"), namespace)  # the dataset's helpers, not the completion's
+        # the dataset's helpers, not the completion's
+        exec(compile(cfg["prompt"], "<the task's prompt>", "exec"), namespace)
         namespace[cfg["entry_point"]] = candidate
         exec(compile(test_source, TESTS_FILE, "exec"), namespace)
         namespace["check"](candidate)
@@ -190,8 +233,13 @@ def _check(cfg: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         if candidate.fatal is not None:
             return _fatal(candidate.fatal)
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return {"status": "wrong", "reason": "check", "detail": error[:500], "where": _where(exc, test_source),
-                "raised": candidate.raised}
+        return {
+            "status": "wrong",
+            "reason": "check",
+            "detail": error[:500],
+            "where": _where(exc, test_source),
+            "raised": candidate.raised,
+        }
     if candidate.fatal is not None:  # the check caught it; the item is still wrong
         return _fatal(candidate.fatal)
     return {"status": "passed", "calls": candidate.calls}
@@ -199,7 +247,11 @@ def _check(cfg: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
 
 def _fatal(fatal: Fatal) -> dict[str, Any]:
     # Arguments that cannot cross are the dataset's doing, not the completion's: no verdict on it.
-    return {"status": "error" if fatal.reason == "arguments" else "wrong", "reason": fatal.reason, "detail": fatal.detail}
+    return {
+        "status": "error" if fatal.reason == "arguments" else "wrong",
+        "reason": fatal.reason,
+        "detail": fatal.detail,
+    }
 
 
 def _where(exc: BaseException, source: str) -> str | None:
@@ -216,7 +268,8 @@ def main(argv: list[str]) -> None:
     in_fd, request_fd, reply_fd, result_fd = map(int, argv)
     with os.fdopen(in_fd, "rb") as f:
         cfg = json.loads(f.read())
-    for name, value in cfg["limits"].items():  # the tests on hostile values must not take the machine
+    # the tests on hostile values must not take the machine
+    for name, value in cfg["limits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
     sys.setrecursionlimit(2000)
     channel = Channel(request_fd, reply_fd, cfg["deadline"], cfg["call_timeout"], cfg["timeout"])

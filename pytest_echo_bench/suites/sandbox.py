@@ -64,15 +64,22 @@ class Limits:
 
     def rlimits(self) -> dict[str, int]:
         cpu = int(self.timeout_s) + 1  # wall clock decides first; CPU time backs it up
-        return {"RLIMIT_CPU": cpu, "RLIMIT_AS": self.memory_mb << 20, "RLIMIT_FSIZE": self.file_size_mb << 20,
-                "RLIMIT_NPROC": self.processes, "RLIMIT_NOFILE": self.open_files, "RLIMIT_CORE": 0}
+        return {
+            "RLIMIT_CPU": cpu,
+            "RLIMIT_AS": self.memory_mb << 20,
+            "RLIMIT_FSIZE": self.file_size_mb << 20,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_CORE": 0,
+        }
 
 
 @dataclass(frozen=True)
 class SandboxResult:
     """How the child ended, the tail of what it printed, and how it was isolated."""
 
-    status: str  # ok (ran to its end, exit 0) | failed | timeout | error (the sandbox itself could not start)
+    # ok (ran to its end, exit 0) | failed | timeout | error (the sandbox itself could not start)
+    status: str
     returncode: int | None
     output: str
     seconds: float
@@ -85,7 +92,13 @@ class SandboxResult:
     def signal(self) -> str | None:
         """The signal that ended the child (``unshare`` and bubblewrap report it as 128 + n)."""
         code = self.returncode
-        number = -code if code is not None and code < 0 else code - 128 if code is not None and 128 < code < 160 else None
+        number = (
+            -code
+            if code is not None and code < 0
+            else code - 128
+            if code is not None and 128 < code < 160
+            else None
+        )
         if number is None:
             return None
         with contextlib.suppress(ValueError):
@@ -113,15 +126,19 @@ def prepared(limits: Limits) -> Iterator[SandboxRun]:
     run = _plan(limits)
     host_dir = None
     try:
-        if not run.bwrap:  # the private root's mount point, or on the host's filesystem a directory of its own
+        # the private root's mount point, or on the host's filesystem a directory of its own
+        if not run.bwrap:
             host_dir = Path(tempfile.mkdtemp(prefix="echo-bench-sandbox-"))
             if run.private_root:
-                root = sandbox_launch.chroot_args(run.limits.file_size_mb << 20, str(host_dir), run.prefix[0])
+                root = sandbox_launch.chroot_args(
+                    run.limits.file_size_mb << 20, str(host_dir), run.prefix[0]
+                )
                 run.prefix = [*run.prefix, *root]
             else:
                 run.workdir = str(host_dir)
                 if run.uid is not None:
-                    os.chown(host_dir, run.uid, run.uid)  # its own directory; 0700 from mkdtemp keeps others out
+                    # its own directory; 0700 from mkdtemp keeps others out
+                    os.chown(host_dir, run.uid, run.uid)
         yield run
     finally:
         sandbox_cgroup.destroy(run.groups)
@@ -135,7 +152,8 @@ def run_python(source: str, limits: Limits | None = None) -> SandboxResult:
     """Run ``source`` as ``__main__`` in the sandbox; never raises for anything the code does.
 
     "ok" means that the program's last statement returned and the process exited 0. That is no
-    verdict (the program may fake it): verdicts are earned outside the sandbox, in ``suites/verdict.py``.
+    verdict (the program may fake it): verdicts are earned outside the
+    sandbox, in ``suites/verdict.py``.
     """
     with prepared(limits or Limits()) as run:
         return _run_program(run, source)
@@ -158,12 +176,16 @@ def _run_program(run: SandboxRun, source: str) -> SandboxResult:
     finally:
         for fd in (request_w, reply_r):
             os.close(fd)
-    started = next((m[1] for m in messages if type(m) is tuple and m[:1] == ("ready",) and len(m) == 2), None)
+    started = next(
+        (m[1] for m in messages if type(m) is tuple and m[:1] == ("ready",) and len(m) == 2), None
+    )
     loaded = ("loaded",) in messages
     status = ("timeout" if returncode is None else "ok" if loaded and returncode == 0
               else "failed" if started is not None else "error")
     isolation = describe(run, started if type(started) is dict else None)
-    return SandboxResult(status, returncode, text, seconds, isolation, size, full, run.groups.memory_killed())
+    return SandboxResult(
+        status, returncode, text, seconds, isolation, size, full, run.groups.memory_killed()
+    )
 
 
 def _remove_leftovers(uid: int) -> None:
@@ -185,37 +207,67 @@ def _plan(limits: Limits) -> SandboxRun:
     if bwrap is not None:
         prefix = [bwrap, *sandbox_launch.bwrap_args(limits.file_size_mb << 20), "--"]
     else:
-        prefix = [] if limits.network else sandbox_launch.unshare_root_prefix() or sandbox_launch.unshare_prefix()
+        prefix = (
+            []
+            if limits.network
+            else sandbox_launch.unshare_root_prefix() or sandbox_launch.unshare_prefix()
+        )
     private = bwrap is not None or sandbox_launch.private_root(prefix)
     python, droppable = sandbox_launch.python(private), sandbox_launch.interpreter(private)[1]
     as_root = droppable and "--user" not in prefix and "--unshare-user" not in prefix
     uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if as_root else None
-    extra = _BWRAP_PROCESSES if bwrap else 1 if prefix else 0  # unshare itself, before it forks the child
-    groups = sandbox_cgroup.create(limits.memory_mb, limits.processes, extra) if limits.cgroups else sandbox_cgroup.RunGroups()
-    workdir = f"/tmp/echo-bench-{secrets.token_hex(6)}"  # inside the private /tmp; replaced on the host's filesystem
+    # unshare itself, before it forks the child
+    extra = _BWRAP_PROCESSES if bwrap else 1 if prefix else 0
+    groups = (
+        sandbox_cgroup.create(limits.memory_mb, limits.processes, extra)
+        if limits.cgroups
+        else sandbox_cgroup.RunGroups()
+    )
+    # inside the private /tmp; replaced on the host's filesystem
+    workdir = f"/tmp/echo-bench-{secrets.token_hex(6)}"
     return SandboxRun(limits, prefix, bwrap is not None, uid, workdir, groups, python, private)
 
 
 def environment(workdir: str) -> dict[str, str]:
     """The child's whole environment: an allow-list, never a copy of ours minus secrets."""
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+    }
 
 
 def settings(run: SandboxRun, source: str, entry_point: str | None) -> bytes:
     """What the harness inside reads first: the completion, the codec, how to set itself up."""
-    return json.dumps({"solution": source, "entry_point": entry_point, "codec": codec_source(), "uid": run.uid,
-                       "workdir": run.workdir, "make_workdir": run.private_root, "limits": run.limits.rlimits()}).encode()
+    return json.dumps(
+        {
+            "solution": source,
+            "entry_point": entry_point,
+            "codec": codec_source(),
+            "uid": run.uid,
+            "workdir": run.workdir,
+            "make_workdir": run.private_root,
+            "limits": run.limits.rlimits(),
+        }
+    ).encode()
 
 
 @functools.cache
 def codec_source() -> str:
-    """``suites/codec.py`` as text: the harness inside executes it (our package is not in the sandbox)."""
+    """``suites/codec.py`` as text: the harness inside executes it (our
+    package is not in the sandbox)."""
     return Path(codec.__file__).read_text(encoding="utf-8")
 
 
 def input_fd(data: bytes) -> int:
     """A file holding ``data``, in memory where the OS allows, readable only through this fd."""
-    fd = os.memfd_create("echo-bench-input", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else _unlinked_file()
+    fd = (
+        os.memfd_create("echo-bench-input", os.MFD_CLOEXEC)
+        if hasattr(os, "memfd_create")
+        else _unlinked_file()
+    )
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
@@ -227,13 +279,33 @@ def _unlinked_file() -> int:
     return fd
 
 
-def spawn(run: SandboxRun, source: str, entry_point: str | None, fds: tuple[int, int], out: Any) -> subprocess.Popen[bytes] | None:
-    """Start the sandboxed harness on ``source`` with the (request, reply) pipe ends; None if it cannot start."""
+def spawn(
+    run: SandboxRun, source: str, entry_point: str | None, fds: tuple[int, int], out: Any
+) -> subprocess.Popen[bytes] | None:
+    """Start the sandboxed harness on ``source`` with the (request, reply) pipe
+    ends; None if it cannot start."""
     in_fd = input_fd(settings(run, source, entry_point))
-    argv = [*run.groups.join_prefix(), *run.prefix, run.python, "-I", "-c", WRAPPER, str(in_fd), *map(str, fds)]
+    argv = [
+        *run.groups.join_prefix(),
+        *run.prefix,
+        run.python,
+        "-I",
+        "-c",
+        WRAPPER,
+        str(in_fd),
+        *map(str, fds),
+    ]
     try:
-        return subprocess.Popen(argv, cwd="/", env=environment(run.workdir), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(in_fd, *fds))
+        return subprocess.Popen(
+            argv,
+            cwd="/",
+            env=environment(run.workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(in_fd, *fds),
+        )
     except OSError as exc:
         out.write(f"sandbox: {exc}\n".encode())
         return None
@@ -242,7 +314,8 @@ def spawn(run: SandboxRun, source: str, entry_point: str | None, fds: tuple[int,
 
 
 def wait(proc: subprocess.Popen[bytes], run: SandboxRun, deadline: float) -> int | None:
-    """The sandbox's exit status by ``deadline`` (None: it was still running); then every process of the run is killed."""
+    """The sandbox's exit status by ``deadline`` (None: it was still running); then
+    every process of the run is killed."""
     try:
         return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -263,18 +336,29 @@ def kill(proc: subprocess.Popen[bytes], run: SandboxRun) -> None:
 
 
 def _kill_uid(uid: int) -> None:
-    """Kill every process of the run's own uid: the last resort where no namespace or group holds them."""
+    """Kill every process of the run's own uid: the last resort where no
+    namespace or group holds them."""
     command = shutil.which("kill", path="/usr/bin:/bin")
     if command is None:
         return
     # kill(-1) as that uid reaches exactly its processes; the uid is this run's alone.
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([command, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5)
+        subprocess.run(
+            [command, "-9", "-1"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
 
 
 def read_messages(fd: int, limit: int = 64 * 1024) -> list[Any]:
-    """The frames a finished sandbox left on its reply pipe (bounded; malformed ones end the list)."""
+    """The frames a finished sandbox left on its reply pipe
+    (bounded; malformed ones end the list)."""
     os.set_blocking(fd, False)  # every writer is dead; a stray one must not hang us
     data = b""
     with contextlib.suppress(BlockingIOError):
@@ -312,9 +396,17 @@ def describe(run: SandboxRun, started: dict[str, Any] | None) -> dict[str, Any]:
         "private_tmp": ["/tmp"] if run.private_root else [],
         "bounded": {
             "memory": "all processes" if run.groups.memory else "per process",
-            "processes": "all processes" if run.groups.pids else "per uid" if run.uid is not None else "per user",
+            "processes": "all processes"
+            if run.groups.pids
+            else "per uid"
+            if run.uid is not None
+            else "per user",
             "disk": "private /tmp in total" if run.private_root else "per file",
         },
         "memory_peak_mb": run.groups.peak_mb(),
-        "limits": {k: v for k, v in asdict(run.limits).items() if k not in ("network", "bwrap", "cgroups") and v is not None},
+        "limits": {
+            k: v
+            for k, v in asdict(run.limits).items()
+            if k not in ("network", "bwrap", "cgroups") and v is not None
+        },
     }

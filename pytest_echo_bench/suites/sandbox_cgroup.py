@@ -1,4 +1,5 @@
-"""Per-run cgroups (v1 ``memory`` and ``pids``): limits on all of a run's processes together, and their kill.
+"""Per-run cgroups (v1 ``memory`` and ``pids``): limits on all of a run's
+processes together, and their kill.
 
 A group is made under the parent's own group of each controller, its limits written, and the
 sandbox's first process joins it (``join_prefix``) before it forks anything, so every process the
@@ -21,7 +22,10 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Joins each group named on the command line (cgroup.procs of the shell itself), then becomes the
 # sandbox: the exec keeps the pid, so nothing runs outside the groups.
-_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+_JOIN = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; '
+    'n=$((n-1)); done; exec "$@"'
+)
 
 
 @dataclass
@@ -43,7 +47,10 @@ class RunGroups:
         if self.memory is None:
             return False
         text = _read(self.memory / "memory.oom_control")
-        return any(line.split()[:1] == ["oom_kill"] and line.split()[1] != "0" for line in text.splitlines())
+        return any(
+            line.split()[:1] == ["oom_kill"] and line.split()[1] != "0"
+            for line in text.splitlines()
+        )
 
     def peak_mb(self) -> float | None:
         if self.memory is None:

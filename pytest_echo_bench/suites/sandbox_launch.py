@@ -32,7 +32,8 @@ SEARCH_PATH = "/usr/bin:/bin:/usr/local/bin"
 _ROOT_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 _DEVICES = ("null", "zero", "random", "urandom")
 _PID_NAMESPACE = ("--pid", "--fork", "--kill-child")
-# What the harness inside imports, with ``site`` as it runs: a root that lacks part of it is no sandbox.
+# What the harness inside imports, with ``site`` as it runs: a root that
+# lacks part of it is no sandbox.
 _PROBE = "import json, os, resource, sys"
 
 
@@ -47,21 +48,30 @@ def bwrap_path() -> str | None:
 
 
 def python(private_root: bool) -> str:
-    """The interpreter the sandbox runs: in a private root, its executable itself (no virtualenv is there)."""
+    """The interpreter the sandbox runs: in a private root, its executable
+    itself (no virtualenv is there)."""
     chosen = interpreter(private_root)[0]
     found = sandbox_view.layout(chosen) if private_root else None
     return found.executable if found is not None else chosen
 
 
 def root_view() -> sandbox_view.View | None:
-    """What a private root holds besides /usr, /dev and /tmp (None: the interpreter could not say)."""
+    """What a private root holds besides /usr, /dev and /tmp (None:
+    the interpreter could not say)."""
     return sandbox_view.view(interpreter(True)[0])
 
 
 def bwrap_args(tmp_bytes: int) -> list[str]:
     """The bubblewrap options (without the program): namespaces, the read-only root, /tmp."""
-    args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session"]
+    args = [
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if os.geteuid() != 0:
         # bubblewrap needs a user namespace when it is not run by root; none may be nested in it.
         args += ["--unshare-user", "--disable-userns"]
@@ -69,7 +79,8 @@ def bwrap_args(tmp_bytes: int) -> list[str]:
     for kind, source, path in _root_links():
         args += ["--symlink", source, path] if kind == "link" else ["--ro-bind", source, path]
     # No --proc: the host's is not there, and neither is /proc/self/mem. The private /tmp comes
-    # before the interpreter's parts: a virtualenv or pyenv under /tmp (tox, CI runners) stays visible.
+    # before the interpreter's parts: a virtualenv or pyenv under /tmp
+    # (tox, CI runners) stays visible.
     args += ["--dev", "/dev", "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     view = root_view()
     if view is None:
@@ -139,7 +150,8 @@ def _mounts(view: sandbox_view.View, mount: str, tmp_bytes: int) -> list[str]:
 
 
 def _root_links() -> list[tuple[str, str, str]]:
-    """/bin, /lib, ... as on the host: ("link", target, path) into /usr (merged /usr), else ("bind", path, path)."""
+    """/bin, /lib, ... as on the host: ("link", target, path) into /usr (merged
+    /usr), else ("bind", path, path)."""
     found: list[tuple[str, str, str]] = []
     for name in _ROOT_LINKS:
         path = Path("/", name)
@@ -152,7 +164,8 @@ def _root_links() -> list[tuple[str, str, str]]:
 
 @functools.cache
 def interpreter(private_root: bool) -> tuple[str, bool]:
-    """(the Python the sandbox runs, whether a dropped uid can run it): ours if it can, else the system's."""
+    """(the Python the sandbox runs, whether a dropped uid can run it):
+    ours if it can, else the system's."""
     if os.geteuid() != 0:
         return sys.executable, False  # nothing to drop to
     system = shutil.which("python3", path=SEARCH_PATH)
@@ -163,7 +176,8 @@ def interpreter(private_root: bool) -> tuple[str, bool]:
 
 
 def _runnable_by_others(path: Path, private_root: bool) -> bool:
-    """Whether another uid may run ``path`` (a venv or pyenv under /root, mode 0700, is out of reach)."""
+    """Whether another uid may run ``path`` (a venv or pyenv under
+    /root, mode 0700, is out of reach)."""
     real = path.resolve()
     if not real.is_file() or not real.stat().st_mode & stat.S_IXOTH:
         return False
@@ -176,9 +190,11 @@ def _runnable_by_others(path: Path, private_root: bool) -> bool:
 
 @functools.cache
 def unshare_prefix() -> list[str]:
-    """The ``unshare`` command line this machine allows on the host's filesystem (PID, network, IPC); [] if none."""
+    """The ``unshare`` command line this machine allows on the host's filesystem
+    (PID, network, IPC); [] if none."""
     for candidate in _unshare_candidates():
-        prefix = [*candidate[:3], *_PID_NAMESPACE, *candidate[3:]]  # unshare --net --ipc --pid --fork --kill-child ...
+        # unshare --net --ipc --pid --fork --kill-child ...
+        prefix = [*candidate[:3], *_PID_NAMESPACE, *candidate[3:]]
         if _probe([*prefix, sys.executable, "-I", "-S", "-c", ""]):
             return prefix
     return []
@@ -186,19 +202,29 @@ def unshare_prefix() -> list[str]:
 
 @functools.cache
 def unshare_root_prefix() -> list[str]:
-    """``unshare --mount`` and more, where the private root can be built after it (``chroot_args`` follows); [] if not."""
+    """``unshare --mount`` and more, where the private root can be built after it
+    (``chroot_args`` follows); [] if not."""
     if root_view() is None:
         return []
     for prefix in _unshare_candidates():
         with tempfile.TemporaryDirectory(prefix="echo-bench-probe-") as mount_point:
-            argv = [*prefix, "--mount", *chroot_args(1 << 20, mount_point, prefix[0]), python(True), "-I", "-c", _PROBE]
+            argv = [
+                *prefix,
+                "--mount",
+                *chroot_args(1 << 20, mount_point, prefix[0]),
+                python(True),
+                "-I",
+                "-c",
+                _PROBE,
+            ]
             if _probe(argv):
                 return [*prefix, "--mount"]
     return []
 
 
 def _unshare_candidates() -> list[list[str]]:
-    """``unshare`` with the network and IPC namespaces: as root, plain first, then in a user namespace."""
+    """``unshare`` with the network and IPC namespaces: as root, plain
+    first, then in a user namespace."""
     unshare = shutil.which("unshare") or shutil.which("unshare", path=SEARCH_PATH)
     if unshare is None or not sys.platform.startswith("linux"):
         return []
@@ -208,7 +234,8 @@ def _unshare_candidates() -> list[list[str]]:
 
 
 def private_root(prefix: list[str]) -> bool:
-    """Whether a prefix builds the private root (``unshare_root_prefix``; else the code sees the host's files)."""
+    """Whether a prefix builds the private root (``unshare_root_prefix``; else
+    the code sees the host's files)."""
     return "--mount" in prefix
 
 

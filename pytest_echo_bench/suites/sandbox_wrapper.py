@@ -99,14 +99,16 @@ def main():
     module = type(sys)("__main__")
     module.__file__ = "main.py"
     sys.modules["__main__"] = module  # the completion's globals: nothing of ours is in them
-    entry, display = cfg["entry_point"], sys.__excepthook__  # taken before the completion may replace it
+    # the hook is taken before the completion may replace it
+    entry, display = cfg["entry_point"], sys.__excepthook__
     try:
         exec(compile(cfg["solution"], "main.py", "exec"), module.__dict__)
         func = module.__dict__.get(entry) if entry else None
         if entry and not callable(func):
             raise NameError(f"the completion defines no function {entry}()")
     except BaseException as exc:
-        send(reply_fd, codec["frame"](codec["encode"](("load-error", type(exc).__name__, text_of(exc)))))
+        failure = ("load-error", type(exc).__name__, text_of(exc))
+        send(reply_fd, codec["frame"](codec["encode"](failure)))
         flush()
         display(type(exc), exc, exc.__traceback__)
         os._exit(1)

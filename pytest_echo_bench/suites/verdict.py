@@ -1,4 +1,5 @@
-"""A HumanEval verdict across a process boundary: the tests in a trusted process, the completion in the sandbox.
+"""A HumanEval verdict across a process boundary: the tests in a trusted process,
+the completion in the sandbox.
 
 ``run_check`` starts two processes joined only by a pair of pipes carrying the strict codec:
 
@@ -68,7 +69,8 @@ class CheckResult:
 
 
 def run_check(solution: str, task: Task, limits: Limits) -> CheckResult:
-    """The verdict on ``solution`` (the prompt and the completion); never raises for anything it does."""
+    """The verdict on ``solution`` (the prompt and the completion);
+    never raises for anything it does."""
     start = time.monotonic()
     deadline = start + limits.timeout_s
     with sandbox.prepared(limits) as run, tempfile.TemporaryFile() as out:
@@ -86,14 +88,31 @@ def run_check(solution: str, task: Task, limits: Limits) -> CheckResult:
         full = out.seek(0, os.SEEK_END) >= limits.file_size_mb << 20
         text, _ = sandbox.read_output(out)
         started = report.get("started") if isinstance(report.get("started"), dict) else None
-        return CheckResult(str(report.get("status", "error")), str(report.get("reason", "")), str(report.get("detail", "")),
-                           time.monotonic() - start, sandbox.describe(run, started), _text(report.get("where")),
-                           _text(report.get("raised")), returncode, run.groups.memory_killed(), full, text)
+        return CheckResult(
+            str(report.get("status", "error")),
+            str(report.get("reason", "")),
+            str(report.get("detail", "")),
+            time.monotonic() - start,
+            sandbox.describe(run, started),
+            _text(report.get("where")),
+            _text(report.get("raised")),
+            returncode,
+            run.groups.memory_killed(),
+            full,
+            text,
+        )
 
 
-def _judge(box: subprocess.Popen[bytes] | None, run: sandbox.SandboxRun, task: Task, deadline: float,
-           fds: tuple[int, int, int], result_r: int) -> tuple[dict[str, Any], int | None]:
-    """Run the judge to its verdict or the deadline; kill it, then the sandbox run. (report, sandbox's own status)."""
+def _judge(
+    box: subprocess.Popen[bytes] | None,
+    run: sandbox.SandboxRun,
+    task: Task,
+    deadline: float,
+    fds: tuple[int, int, int],
+    result_r: int,
+) -> tuple[dict[str, Any], int | None]:
+    """Run the judge to its verdict or the deadline; kill it, then the sandbox run.
+    (report, sandbox's own status)."""
     judge, timed_out = None, False
     try:
         try:
@@ -108,31 +127,58 @@ def _judge(box: subprocess.Popen[bytes] | None, run: sandbox.SandboxRun, task: T
     finally:
         if judge is not None:
             _kill_judge(judge)
-        returncode = box.poll() if box is not None else None  # it ended by itself (a crash, an exit)
+        # it ended by itself (a crash, an exit)
+        returncode = box.poll() if box is not None else None
         if box is not None:
             sandbox.kill(box, run)
     if box is None:
         return {"status": "error", "reason": "spawn", "detail": "sandbox did not start"}, None
     if judge is None:
-        return {"status": "error", "reason": "judge", "detail": "the judge process did not start"}, returncode
+        return {
+            "status": "error",
+            "reason": "judge",
+            "detail": "the judge process did not start",
+        }, returncode
     if timed_out:
-        return {"status": "wrong", "reason": "timeout", "detail": f"timed out after {run.limits.timeout_s:g}s"}, returncode
+        return {
+            "status": "wrong",
+            "reason": "timeout",
+            "detail": f"timed out after {run.limits.timeout_s:g}s",
+        }, returncode
     return _read_report(result_r, judge.returncode), returncode
 
 
-def _spawn_judge(task: Task, limits: Limits, deadline: float, fds: tuple[int, int, int]) -> subprocess.Popen[bytes] | None:
-    cfg = {"prompt": task.prompt, "test": task.test, "entry_point": task.entry_point, "deadline": deadline,
-           "timeout": limits.timeout_s, "call_timeout": limits.call_timeout_s or limits.timeout_s,
-           # The check's own work on hostile (plain) values is bounded too.
-           "limits": {"RLIMIT_AS": max(limits.memory_mb, 512) << 20, "RLIMIT_CPU": int(limits.timeout_s) + 2}}
+def _spawn_judge(
+    task: Task, limits: Limits, deadline: float, fds: tuple[int, int, int]
+) -> subprocess.Popen[bytes] | None:
+    cfg = {
+        "prompt": task.prompt,
+        "test": task.test,
+        "entry_point": task.entry_point,
+        "deadline": deadline,
+        "timeout": limits.timeout_s,
+        "call_timeout": limits.call_timeout_s or limits.timeout_s,
+        # The check's own work on hostile (plain) values is bounded too.
+        "limits": {
+            "RLIMIT_AS": max(limits.memory_mb, 512) << 20,
+            "RLIMIT_CPU": int(limits.timeout_s) + 2,
+        },
+    }
     in_fd = sandbox.input_fd(json.dumps(cfg).encode())
     # -S: the tests need only the standard library, and site's import hooks (an editable install's
     # finder) cost the judge more than the rest of its start.
     argv = [sys.executable, "-I", "-S", "-c", BOOT, _PACKAGE_ROOT, str(in_fd), *map(str, fds)]
     try:
-        return subprocess.Popen(argv, cwd="/", env=sandbox.environment("/"), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                pass_fds=(in_fd, *fds))
+        return subprocess.Popen(
+            argv,
+            cwd="/",
+            env=sandbox.environment("/"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=(in_fd, *fds),
+        )
     except OSError:
         return None
     finally:
@@ -157,7 +203,11 @@ def _read_report(fd: int, returncode: int | None) -> dict[str, Any]:
     except ValueError:
         report = None
     if not isinstance(report, dict):
-        return {"status": "error", "reason": "judge", "detail": f"the judge ended without a verdict (status {returncode})"}
+        return {
+            "status": "error",
+            "reason": "judge",
+            "detail": f"the judge ended without a verdict (status {returncode})",
+        }
     return report
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.analysis.power import mde, n_for_power, power_at
 from pytest_echo_bench.analysis.stats import mcnemar_exact
+from pytest_echo_bench.cli.main import main
 
 Z_975, Z_80 = 1.959963984540054, 0.8416212335729143
 
@@ -21,7 +21,11 @@ def test_n_for_power_by_hand() -> None:
     by_hand = (Z_975 * math.sqrt(0.12) + Z_80 * math.sqrt(0.12 - 0.03**2)) ** 2 / 0.03**2
     assert n_for_power(0.03, 0.12) == math.ceil(by_hand) == 1045
     assert n_for_power(-0.03, 0.12) == 1045  # the sign of the difference does not matter
-    assert n_for_power(0.0, 0.12) is None and n_for_power(0.2, 0.1) is None and n_for_power(0.1, 0.0) is None
+    assert (
+        n_for_power(0.0, 0.12) is None
+        and n_for_power(0.2, 0.1) is None
+        and n_for_power(0.1, 0.0) is None
+    )
 
 
 def test_mde_inverts_n_for_power() -> None:
@@ -63,7 +67,12 @@ def test_power_command_from_assumed_shares(capsys: pytest.CaptureFixture[str]) -
 
 
 def pilot(tmp_path: Path, a_only: int, b_only: int, both: int, neither: int) -> Path:
-    cells = [(True, False)] * a_only + [(False, True)] * b_only + [(True, True)] * both + [(False, False)] * neither
+    cells = (
+        [(True, False)] * a_only
+        + [(False, True)] * b_only
+        + [(True, True)] * both
+        + [(False, False)] * neither
+    )
     rows = [{"task_id": f"t{i}", "arm": arm, "passed": ok, "benchmark": "demo"}
             for i, (a, b) in enumerate(cells) for arm, ok in (("A", a), ("B", b))]
     path = tmp_path / "pilot.jsonl"
@@ -76,7 +85,9 @@ def test_power_command_from_a_pilot(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["power", str(path), "--pair", "A,B"]) == 0
     out = capsys.readouterr().out
     expected = n_for_power(0.06, 0.12)
-    assert "A - B = +0.0600 on 100 items, 12.0% discordant" in out and f"n = {expected} items" in out
+    assert (
+        "A - B = +0.0600 on 100 items, 12.0% discordant" in out and f"n = {expected} items" in out
+    )
     assert main(["power", str(path), "--pair", "B,A", "--diff", "0.03"]) == 0
     assert "B - A = -0.0600" in (out := capsys.readouterr().out) and "n = 1045 items" in out
     assert main(["power", str(path), "--pair", "A,Z"]) == 2

@@ -18,14 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_echo_bench.budget import holders
 from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.ledger import Account, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.budget import holders
-from pytest_echo_bench.budget.ledger import Account, Ledger, LedgerState
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="names processes by their /proc start time")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="names processes by their /proc start time"
+)
 
 SPEC = """benchmark: units
 dataset: {loader: inline, items: [{id: q, input: x, target: x}]}
@@ -65,7 +67,8 @@ def budget_of(tmp_path: Path, limit: float) -> Budget:
     ledger = Ledger(tmp_path / "r.jsonl")
     ledger.create({"run": limit}, {})
     budget = Budget(ledger)
-    budget.max_wait_s = 20.0  # (600 s by default) a hold that lingered would keep a call waiting this long
+    # (600 s by default) a hold that lingered would keep a call waiting this long
+    budget.max_wait_s = 20.0
     return budget
 
 
@@ -74,8 +77,18 @@ def killed_holder(tmp_path: Path, arm: str, sub: str) -> str:
     (and not reaped: a zombie holds nothing either); its name in the ledger."""
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "units.yaml"), str(tmp_path / "r.jsonl"), arm, sub],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "units.yaml"),
+            str(tmp_path / "r.jsonl"),
+            arm,
+            sub,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "held\n"
         state = Ledger(tmp_path / "r.jsonl").read()
@@ -93,9 +106,14 @@ def killed_holder(tmp_path: Path, arm: str, sub: str) -> str:
 
 
 def test_a_killed_processs_unsent_hold_comes_back_at_once(tmp_path: Path, spec: Spec) -> None:
-    a, casc, b = call_worst(spec, "a", "x"), item_worst(spec, "casc", "x"), item_worst(spec, "b", "x")
+    a, casc, b = (
+        call_worst(spec, "a", "x"),
+        item_worst(spec, "casc", "x"),
+        item_worst(spec, "b", "x"),
+    )
     assert a is not None and casc is not None and b is not None
-    budget = budget_of(tmp_path, casc + b / 2)  # b fits only once the cascade's unsent calls are released
+    # b fits only once the cascade's unsent calls are released
+    budget = budget_of(tmp_path, casc + b / 2)
     lost = killed_holder(tmp_path, "casc", "a")
     t0 = time.monotonic()
     with budget.item(spec, "b", "x", ("units", "q", 1)), budget.call(spec, "b", "x") as settle:
@@ -104,7 +122,8 @@ def test_a_killed_processs_unsent_hold_comes_back_at_once(tmp_path: Path, spec: 
     state = budget.ledger.read()
     assert state is not None and state.released == [lost] and state.holders == {}
     run = state.accounts["run"]
-    assert run.spent == pytest.approx(a + b)  # the lost call's worst case stands as spent: its reply never came
+    # the lost call's worst case stands as spent: its reply never came
+    assert run.spent == pytest.approx(a + b)
     assert run.held == pytest.approx(0.0, abs=1e-12) and run.spent <= casc + b / 2
 
 
@@ -114,12 +133,20 @@ def test_a_call_that_cannot_fit_even_then_is_refused_at_once(tmp_path: Path, spe
     budget = budget_of(tmp_path, 1.5 * a)
     killed_holder(tmp_path, "a", "a")
     t0 = time.monotonic()
-    with pytest.raises(BudgetError, match="does not fit"), budget.item(spec, "a", "x", ("units", "q", 1)), \
-            budget.call(spec, "a", "x"):
+    with (
+        pytest.raises(BudgetError, match="does not fit"),
+        budget.item(spec, "a", "x", ("units", "q", 1)),
+        budget.call(spec, "a", "x"),
+    ):
         pass
-    assert time.monotonic() - t0 < 3.0  # before: the lost hold read as coming back, and the call waited 600 s
+    # before: the lost hold read as coming back, and the call waited 600 s
+    assert time.monotonic() - t0 < 3.0
     state = budget.ledger.read()
-    assert state is not None and state.accounts["run"].spent == pytest.approx(a) and state.accounts["run"].held < 1e-12
+    assert (
+        state is not None
+        and state.accounts["run"].spent == pytest.approx(a)
+        and state.accounts["run"].held < 1e-12
+    )
 
 
 def test_a_live_processs_hold_is_kept(tmp_path: Path, spec: Spec) -> None:
@@ -129,11 +156,25 @@ def test_a_live_processs_hold_is_kept(tmp_path: Path, spec: Spec) -> None:
     budget.max_wait_s = 0.3
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "units.yaml"), str(tmp_path / "r.jsonl"), "a", "a"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "units.yaml"),
+            str(tmp_path / "r.jsonl"),
+            "a",
+            "a",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "held\n"
-        with pytest.raises(BudgetError), budget.item(spec, "a", "x", ("units", "q", 1)), budget.call(spec, "a", "x"):
+        with (
+            pytest.raises(BudgetError),
+            budget.item(spec, "a", "x", ("units", "q", 1)),
+            budget.call(spec, "a", "x"),
+        ):
             pass
         state = budget.ledger.read()
         assert state is not None and state.released == [] and len(state.holders) == 1
@@ -147,13 +188,21 @@ def test_a_name_is_gone_only_when_its_process_is() -> None:
     me = holders.me()
     host, pid, start = me.split("/")
     assert pid == str(os.getpid()) and not holders.gone(me)
-    assert holders.gone(f"{host}/{pid}/{int(start) + 1}")  # the pid now runs another process: the owner is gone
-    assert not holders.gone(f"elsewhere~0/{pid}/{int(start) + 1}")  # another host's pid means nothing here
+    # the pid now runs another process: the owner is gone
+    assert holders.gone(f"{host}/{pid}/{int(start) + 1}")
+    # another host's pid means nothing here
+    assert not holders.gone(f"elsewhere~0/{pid}/{int(start) + 1}")
     assert not holders.gone("not a name")
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
-    assert holders.gone(f"{host}/{done.stdout.strip()}/{start}")  # exited (its pid is free, or someone else's)
-    assert not holders.gone(f"{host}/{pid}/{holders.UNKNOWN_START}")  # judged by the pid alone: running
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # exited (its pid is free, or someone else's)
+    assert holders.gone(f"{host}/{done.stdout.strip()}/{start}")
+    # judged by the pid alone: running
+    assert not holders.gone(f"{host}/{pid}/{holders.UNKNOWN_START}")
 
 
 def test_a_holder_settled_as_gone_settles_nothing_twice() -> None:
@@ -161,10 +210,17 @@ def test_a_holder_settled_as_gone_settles_nothing_twice() -> None:
     state.hold(["run"], 0.5, "h")
     state.own(["run"], "h", 0.0, 0.2)
     assert state.release_gone(lambda name: name == "h") == 1
-    assert (state.accounts["run"].spent, state.accounts["run"].held) == (pytest.approx(0.2), pytest.approx(0.0))
+    assert (state.accounts["run"].spent, state.accounts["run"].held) == (
+        pytest.approx(0.2),
+        pytest.approx(0.0),
+    )
     state.hold(["run"], 0.3, "other")
-    state.settle(["run"], 0.5, 0.1, "h", 0.2)  # "h" was alive after all: it released and was charged already
-    assert (state.accounts["run"].spent, state.accounts["run"].held) == (pytest.approx(0.2), pytest.approx(0.3))
+    # "h" was alive after all: it released and was charged already
+    state.settle(["run"], 0.5, 0.1, "h", 0.2)
+    assert (state.accounts["run"].spent, state.accounts["run"].held) == (
+        pytest.approx(0.2),
+        pytest.approx(0.3),
+    )
     assert state.release_gone(lambda name: False) == 0 and list(state.holders) == ["other"]
 
 
@@ -188,7 +244,8 @@ def test_the_runs_end_settles_a_lost_hold_no_call_waited_on(tmp_path: Path, spec
     killed_holder(tmp_path, "a", "a")
     assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == (1, "")
     spend = plugin_budget.read(tmp_path / "r.jsonl")
-    assert spend is not None and spend.spent == pytest.approx(a)  # what the end reports counts the lost call
+    # what the end reports counts the lost call
+    assert spend is not None and spend.spent == pytest.approx(a)
     assert plugin_budget.settle_lost(tmp_path / "r.jsonl") == (0, "")
 
 
@@ -207,7 +264,8 @@ class Named(Budget):
 
 
 def _consistent(state: LedgerState) -> None:
-    """What the holders hold and the items pledge is what the run's account holds; none overspends."""
+    """What the holders hold and the items pledge is what the run's
+    account holds; none overspends."""
     run = state.accounts["run"]
     owned = sum(mine["run"][0] for mine in state.holders.values() if "run" in mine)
     pledged = sum(sum(shares.values()) for shares in state.pledged.values())
@@ -216,14 +274,23 @@ def _consistent(state: LedgerState) -> None:
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
-@given(limit_calls=st.floats(0.5, 10.0), plan=st.lists(st.tuples(st.integers(0, 3), st.booleans(),
-                                                                  st.sampled_from([0.0, 0.5, 1.0, None])),
-                                                        min_size=1, max_size=30))
+@given(
+    limit_calls=st.floats(0.5, 10.0),
+    plan=st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.sampled_from([0.0, 0.5, 1.0, None])),
+        min_size=1,
+        max_size=30,
+    ),
+)
 def test_processes_lost_at_any_point_leave_a_ledger_that_adds_up(
-        tmp_path_factory: pytest.TempPathFactory, limit_calls: float, plan: list[tuple[int, bool, float | None]]) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+    limit_calls: float,
+    plan: list[tuple[int, bool, float | None]],
+) -> None:
     """Four processes take items in turn; after each, the process is lost (its item never settles)
     or settles what the reply cost. The holders' records always add up to what the account holds,
-    the spend plus the holds never pass the limit, and once every lost one is released nothing is held."""
+    the spend plus the holds never pass the limit, and once every lost
+    one is released nothing is held."""
     tmp = tmp_path_factory.mktemp("holders")
     (tmp / "units.yaml").write_text(SPEC)
     spec = load_spec(tmp / "units.yaml")

@@ -12,10 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_echo_bench.budget.hold import Budget
-from pytest_echo_bench.budget.worst import MESSAGE_TOKENS, REPLY_TOKENS, item_worst, prompt_tokens, unbounded
+from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
+from pytest_echo_bench.budget.worst import (
+    MESSAGE_TOKENS,
+    REPLY_TOKENS,
+    item_worst,
+    prompt_tokens,
+    unbounded,
+)
 from pytest_echo_bench.errors import BudgetError
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger
 
 SPEC = """benchmark: units
 dataset: {loader: inline, items: [{id: q, input: x, target: x}]}
@@ -68,14 +74,21 @@ def test_a_reply_without_usage_keeps_its_whole_hold_as_spent(tmp_path: Path, spe
     worst = item_worst(spec, "a", "x")
     with budget.item(spec, "a", "x", ("units", "q", 1)), budget.call(spec, "a", "x") as settle:
         settle(None)
-    with budget.item(spec, "a", "x", ("units", "q2", 1)), contextlib.suppress(RuntimeError), budget.call(spec, "a", "x"):
+    with (
+        budget.item(spec, "a", "x", ("units", "q2", 1)),
+        contextlib.suppress(RuntimeError),
+        budget.call(spec, "a", "x"),
+    ):
         raise RuntimeError("no reply")  # an error, or no reply: the hold stands too
     state = budget.ledger.read()
     assert state is not None
-    assert state.accounts["run"].spent == pytest.approx(2 * worst) and state.accounts["run"].held == 0  # type: ignore[operator]
+    run = state.accounts["run"]
+    assert run.spent == pytest.approx(2 * worst) and run.held == 0  # type: ignore[operator]
 
 
-def test_a_call_the_items_hold_does_not_cover_takes_more_only_if_it_fits(tmp_path: Path, spec: Spec) -> None:
+def test_a_call_the_items_hold_does_not_cover_takes_more_only_if_it_fits(
+    tmp_path: Path, spec: Spec
+) -> None:
     a = item_worst(spec, "a", "x")
     assert a is not None
     budget = make_budget(tmp_path, 2.5 * a)
@@ -83,19 +96,31 @@ def test_a_call_the_items_hold_does_not_cover_takes_more_only_if_it_fits(tmp_pat
     with budget.item(spec, "a", "x", ("units", "q", 1)):
         with budget.call(spec, "a", "x") as settle:
             settle(a)
-        with budget.call(spec, "a", "x") as settle:  # a second call the item's hold never counted: it fits
+        # a second call the item's hold never counted: it fits
+        with budget.call(spec, "a", "x") as settle:
             settle(a)
-        with pytest.raises(BudgetError, match="its next call's worst case"), budget.call(spec, "a", "x"):
+        with (
+            pytest.raises(BudgetError, match="its next call's worst case"),
+            budget.call(spec, "a", "x"),
+        ):
             pass
     state = budget.ledger.read()
-    assert state is not None and state.accounts["run"].spent == pytest.approx(2 * a) and state.refused == 1
+    assert (
+        state is not None
+        and state.accounts["run"].spent == pytest.approx(2 * a)
+        and state.refused == 1
+    )
 
 
 @settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(limit_calls=st.floats(0.5, 12.0), wave=st.integers(1, 6),
        paid=st.lists(st.sampled_from([0.0, 0.25, 1.0, None]), min_size=2, max_size=40))
 def test_interleaved_items_never_overshoot_and_pairs_stay_whole(
-        tmp_path_factory: pytest.TempPathFactory, limit_calls: float, wave: int, paid: list[float | None]) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+    limit_calls: float,
+    wave: int,
+    paid: list[float | None],
+) -> None:
     """Items of two arms, ``wave`` of them open at once: every hold is taken before any settles.
     Whatever the replies cost (a share of the worst case, or unknown), the spend never passes the
     limit, and an item with one arm sent has the other sent too."""
@@ -106,7 +131,8 @@ def test_interleaved_items_never_overshoot_and_pairs_stay_whole(
     worst = item_worst(spec, "a", "x")
     assert worst is not None
     budget = make_budget(tmp, limit_calls * worst)
-    budget.max_wait_s = 0.0  # one thread holds every call of a wave: none settles while another waits
+    # one thread holds every call of a wave: none settles while another waits
+    budget.max_wait_s = 0.0
     items = [(f"q{i}", arm) for i in range(len(paid) // 2) for arm in ("a", "a2")]
     for i in range(len(paid) // 2):
         budget.plan[("units", f"q{i}", 1)] = ("a", "a2")
@@ -116,7 +142,9 @@ def test_interleaved_items_never_overshoot_and_pairs_stay_whole(
     for start in range(0, len(items), wave):
         with contextlib.ExitStack() as stack:
             settles = []
-            for (task, arm), fraction in zip(items[start:start + wave], paid[start:start + wave], strict=False):
+            for (task, arm), fraction in zip(
+                items[start : start + wave], paid[start : start + wave], strict=False
+            ):
                 stack.enter_context(budget.item(spec, arm, "x", ("units", task, 1)))
                 try:
                     settles.append((stack.enter_context(budget.call(spec, arm, "x")), fraction))
@@ -140,11 +168,20 @@ def test_the_budget_stop_comes_after_a_marked_stop_and_an_interrupt() -> None:
     from pytest_echo_bench.store.files import StopReason
 
     stop = StopReason("budget", "spent $1 of $1")
-    decided = decide(Outcomes(1, left=4, has_rows=True, budget=stop, budget_details={"suggested_usd": 2.0}), Stops())
-    assert (decided.status, decided.stop, decided.write, decided.details) == (STOPPED, stop, True, {"suggested_usd": 2.0})
+    decided = decide(
+        Outcomes(1, left=4, has_rows=True, budget=stop, budget_details={"suggested_usd": 2.0}),
+        Stops(),
+    )
+    assert (decided.status, decided.stop, decided.write, decided.details) == (
+        STOPPED,
+        stop,
+        True,
+        {"suggested_usd": 2.0},
+    )
     exhausted = StopReason("exhausted", "quota")
     assert decide(Outcomes(1, left=4, budget=stop), Stops(marked=exhausted)).stop == exhausted
-    assert decide(Outcomes(STOPPED, left=4, budget=stop), Stops()).stop.reason == "interrupted"  # type: ignore[union-attr]
+    interrupted = decide(Outcomes(STOPPED, left=4, budget=stop), Stops()).stop
+    assert interrupted.reason == "interrupted"  # type: ignore[union-attr]
 
 
 def test_a_new_item_waits_for_room_that_calls_in_flight_hold(tmp_path: Path, spec: Spec) -> None:
@@ -171,10 +208,18 @@ def test_a_new_item_waits_for_room_that_calls_in_flight_hold(tmp_path: Path, spe
     thread.join(10)
     assert time.monotonic() - t0 >= 0.15
     state = budget.ledger.read()
-    assert state is not None and state.refused == 0 and state.accounts["run"].spent == pytest.approx(worst / 5)
+    assert (
+        state is not None
+        and state.refused == 0
+        and state.accounts["run"].spent == pytest.approx(worst / 5)
+    )
     # Spent and pledged leave no room even once everything settles: refused at once, and closed.
     budget.ledger.change(lambda s: setattr(s.accounts["run"], "spent", 1.4 * worst))
-    with pytest.raises(BudgetError), budget.item(spec, "a", "x", ("units", "q3", 1)), budget.call(spec, "a", "x"):
+    with (
+        pytest.raises(BudgetError),
+        budget.item(spec, "a", "x", ("units", "q3", 1)),
+        budget.call(spec, "a", "x"),
+    ):
         pass
     state = budget.ledger.read()
     assert state is not None and state.closed == ["units"]
@@ -189,7 +234,9 @@ def pledged_pair(tmp_path: Path, spec: Spec, room: float) -> tuple[Budget, float
     return budget, pair
 
 
-def test_a_new_item_waits_for_the_pledge_of_a_started_item_to_settle(tmp_path: Path, spec: Spec) -> None:
+def test_a_new_item_waits_for_the_pledge_of_a_started_item_to_settle(
+    tmp_path: Path, spec: Spec
+) -> None:
     """q1's arm b is pledged, not in flight: counting the pledge as spent closed the benchmark to q2
     although q1's b, once sent, settles at a tenth of it (two workers, a budget of 1.5 pairs)."""
     budget, pair = pledged_pair(tmp_path, spec, 1.5)
@@ -217,15 +264,19 @@ def test_a_new_item_waits_for_the_pledge_of_a_started_item_to_settle(tmp_path: P
 
 def test_a_pledge_that_does_not_settle_refuses_once_nothing_moves(
         tmp_path: Path, spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pledged arm queued behind the waiting call itself never comes: the wait ends once nothing in
-    the run settled for STILL_S (not the 10 minutes a call in flight may take), and the benchmark closes."""
+    """A pledged arm queued behind the waiting call itself never comes: the wait ends
+    once nothing in the run settled for STILL_S (not the 10 minutes a call in flight may
+    take), and the benchmark closes."""
     monkeypatch.setattr("pytest_echo_bench.budget.hold.STILL_S", 0.3)
     budget, pair = pledged_pair(tmp_path, spec, 1.5)
     with budget.item(spec, "a", "x", ("units", "q1", 1)), budget.call(spec, "a", "x") as settle:
         settle(pair / 20)
     t0 = time.monotonic()
-    with pytest.raises(BudgetError, match="does not fit"), budget.item(spec, "a", "x", ("units", "q2", 1)), \
-            budget.call(spec, "a", "x"):
+    with (
+        pytest.raises(BudgetError, match="does not fit"),
+        budget.item(spec, "a", "x", ("units", "q2", 1)),
+        budget.call(spec, "a", "x"),
+    ):
         pass
     assert 0.25 <= time.monotonic() - t0 < 5
     state = budget.ledger.read()

@@ -1,4 +1,5 @@
-"""Failures scoped to the item, the arm, the run or our machine, against a real HTTP server on 127.0.0.1.
+"""Failures scoped to the item, the arm, the run or our machine, against a
+real HTTP server on 127.0.0.1.
 
 An arm that cannot work as configured (a refused key, no such model, nothing listening, a server
 that is not the API) costs one call per process, records nothing, and leaves the other arms
@@ -53,9 +54,15 @@ def always(server: FakeOpenAI, fault: tuple[str, Any]) -> None:
     server.fault_for = lambda body: fault
 
 
-def assert_arm_stopped(pytester: pytest.Pytester, result: pytest.RunResult, rows: list[dict[str, Any]],
-                       n: int, *said: str) -> str:
-    """The broken arm recorded nothing and its items were not run; the good arm completed; exit 2."""
+def assert_arm_stopped(
+    pytester: pytest.Pytester,
+    result: pytest.RunResult,
+    rows: list[dict[str, Any]],
+    n: int,
+    *said: str,
+) -> str:
+    """The broken arm recorded nothing and its items were not run;
+    the good arm completed; exit 2."""
     text = result.stdout.str()
     assert result.ret == 2, text[-3000:]
     assert by_arm(rows) == {"good": n}
@@ -69,13 +76,31 @@ def assert_arm_stopped(pytester: pytest.Pytester, result: pytest.RunResult, rows
     return text
 
 
-@pytest.mark.parametrize("status, body, hint", [
-    (401, {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"},
-     "check the key in TEST_OPENAI_KEY"),
-    (403, {"message": "project has no access to model", "type": "permission_error"}, "check the key in TEST_OPENAI_KEY"),
-    (404, {"message": "The model `local-model` does not exist", "type": "invalid_request_error"},
-     "check the model name and base_url"),
-], ids=["401", "403", "404"])
+@pytest.mark.parametrize(
+    "status, body, hint",
+    [
+        (
+            401,
+            {
+                "message": "Incorrect API key provided",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            },
+            "check the key in TEST_OPENAI_KEY",
+        ),
+        (
+            403,
+            {"message": "project has no access to model", "type": "permission_error"},
+            "check the key in TEST_OPENAI_KEY",
+        ),
+        (
+            404,
+            {"message": "The model `local-model` does not exist", "type": "invalid_request_error"},
+            "check the model name and base_url",
+        ),
+    ],
+    ids=["401", "403", "404"],
+)
 def test_a_refused_key_or_unknown_model_costs_one_call(
     pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str,
     status: int, body: dict[str, Any], hint: str,
@@ -84,13 +109,21 @@ def test_a_refused_key_or_unknown_model_costs_one_call(
     make_spec(pytester, two_arms(openai_server.base_url, client))
     result, _, rows = sweep.run("--bench-concurrency", "8")
     assert_arm_stopped(pytester, result, rows, 8, f"HTTP {status}", hint, openai_server.base_url)
-    assert len(openai_server.requests) == 1  # the first call ran alone; the seven others never started
+    # the first call ran alone; the seven others never started
+    assert len(openai_server.requests) == 1
 
 
-@pytest.mark.parametrize("raw", [(200, "text/html", LOGIN_PAGE, {}),
-                                 (302, "text/html", b"", {"location": "/login"})], ids=["login-page", "redirect"])
+@pytest.mark.parametrize(
+    "raw",
+    [(200, "text/html", LOGIN_PAGE, {}), (302, "text/html", b"", {"location": "/login"})],
+    ids=["login-page", "redirect"],
+)
 def test_a_server_that_is_not_the_api_stops_the_arm(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str, raw: tuple[Any, ...],
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    openai_server: FakeOpenAI,
+    client: str,
+    raw: tuple[Any, ...],
 ) -> None:
     always(openai_server, ("raw", raw))
     make_spec(pytester, two_arms(openai_server.base_url, client))
@@ -105,7 +138,9 @@ def test_a_reply_without_choices_after_answers_is_the_items_error(
     """Once the arm has answered, a stray non-API reply is that item's failure, not the arm's."""
     openai_server.answer = lambda prompt: "x"
     served = iter(range(100))
-    openai_server.fault_for = lambda body: ("raw", (200, "text/html", LOGIN_PAGE, {})) if next(served) == 2 else None
+    openai_server.fault_for = lambda body: (
+        ("raw", (200, "text/html", LOGIN_PAGE, {})) if next(served) == 2 else None
+    )
     make_spec(pytester, two_arms(openai_server.base_url, client, n=4))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 0, result.stdout.str()[-2000:]
@@ -119,7 +154,9 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])  # closed again: nothing listens there
 
 
-def test_nothing_listening_stops_the_arm_after_a_few_tries(pytester: pytest.Pytester, sweep: Sweep, client: str) -> None:
+def test_nothing_listening_stops_the_arm_after_a_few_tries(
+    pytester: pytest.Pytester, sweep: Sweep, client: str
+) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     make_spec(pytester, two_arms(url, client, n=20))
     result, _, rows = sweep.run("--bench-concurrency", "4")
@@ -138,7 +175,8 @@ def test_the_same_error_on_the_first_calls_stops_the_arm(
     assert "the same error on its first 3 calls" in text and "--bench-retry-errors" in text
     assert marker(pytester)["reason"] == "arm-unavailable"
     gpt = [r for r in rows if r["arm"] == "gpt"]
-    assert len(gpt) == 2 and {r["status"] for r in gpt} == {"error"}  # the two before the third told
+    # the two before the third told
+    assert len(gpt) == 2 and {r["status"] for r in gpt} == {"error"}
 
 
 def test_different_item_errors_are_item_errors(
@@ -158,8 +196,15 @@ def test_different_item_errors_are_item_errors(
 def test_litellm_wrong_key_text_stops_the_arm_at_once(
     pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, client: str,
 ) -> None:
-    """LiteLLM without a database answers a wrong key with 400 "No connected db.": the arm's, not the item's."""
-    always(openai_server, ("error", (400, {"message": "No connected db.", "type": "no_db_connection", "code": "400"}, {})))
+    """LiteLLM without a database answers a wrong key with 400 "No connected
+    db.": the arm's, not the item's."""
+    always(
+        openai_server,
+        (
+            "error",
+            (400, {"message": "No connected db.", "type": "no_db_connection", "code": "400"}, {}),
+        ),
+    )
     make_spec(pytester, two_arms(openai_server.base_url, client))
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert_arm_stopped(pytester, result, rows, 8, "No connected db", "credentials were refused")
@@ -167,7 +212,10 @@ def test_litellm_wrong_key_text_stops_the_arm_at_once(
 
 
 def test_a_missing_key_is_not_a_complete_sweep_unless_the_arm_is_optional(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    openai_server: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("TEST_OPENAI_KEY")
     make_spec(pytester, two_arms(openai_server.base_url, "http", n=3))
@@ -210,12 +258,17 @@ def test_resume_after_fixing_the_arm_completes_it(
 
 
 def python_arm_spec(pytester: pytest.Pytester, body: str) -> None:
-    pytester.makeconftest(f"import errno, os\nfrom pytest_echo_bench import arm\n\n@arm('local')\ndef local(ctx):\n{body}\n")
+    pytester.makeconftest(
+        "import errno, os\nfrom pytest_echo_bench import arm\n\n@arm('local')\ndef "
+        f"local(ctx):\n{body}\n"
+    )
     arms = "  good: {provider: sim, accuracy: 1.0}\n  local: {provider: python, function: local}"
     make_spec(pytester, sim_spec(4, arms=arms, extra=FAST))
 
 
-def test_our_machine_running_out_of_files_stops_the_run_unrecorded(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_our_machine_running_out_of_files_stops_the_run_unrecorded(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     python_arm_spec(pytester, "    raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))")
     result, _, rows = sweep.run("--bench-concurrency", "1")
     text = result.stdout.str()
@@ -241,7 +294,9 @@ def test_a_full_tmpdir_under_a_command_arm_stops_the_run(
     make_spec(pytester, sim_spec(3, arms=arms, extra=FAST))
     out = pytester.path / "r.jsonl"
     # -s: pytest's own output capture would need a temporary file on the full disk first.
-    result, _, rows = sweep.run("--bench-out", str(out), "--bench-concurrency", "1", "-s", subprocess=True)
+    result, _, rows = sweep.run(
+        "--bench-out", str(out), "--bench-concurrency", "1", "-s", subprocess=True
+    )
     text = result.stdout.str()
     assert result.ret == 2, text[-2000:]
     assert rows == []
@@ -249,8 +304,11 @@ def test_a_full_tmpdir_under_a_command_arm_stops_the_run(
     assert "No space left on device" in text
 
 
-def test_a_scorer_on_a_full_disk_stops_the_run_instead_of_grading(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    """A sandboxed scorer that cannot write its files is our machine's failure, not the model's wrong answer."""
+def test_a_scorer_on_a_full_disk_stops_the_run_instead_of_grading(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
+    """A sandboxed scorer that cannot write its files is our machine's
+    failure, not the model's wrong answer."""
     pytester.makeconftest("""
 import errno, os
 from pytest_echo_bench import scorer
@@ -259,7 +317,12 @@ from pytest_echo_bench import scorer
 def full_disk(output, example, options):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/tmp/sandbox/solution.py")
 """)
-    make_spec(pytester, sim_spec(3, arms="  a: {provider: sim, accuracy: 1.0}").replace("scorer: exact", "scorer: full_disk"))
+    make_spec(
+        pytester,
+        sim_spec(3, arms="  a: {provider: sim, accuracy: 1.0}").replace(
+            "scorer: exact", "scorer: full_disk"
+        ),
+    )
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2, result.stdout.str()[-2000:]
     assert rows == []
@@ -285,7 +348,8 @@ def test_a_retry_after_past_max_wait_leaves_the_arm_for_a_resume_and_holds_up_no
     assert by_arm(rows) == {"good": 6}
     assert marker(pytester)["reason"] == "incomplete"
     assert f"asks to wait {wait} s, more than the item's 3 s (retries.max_wait_s)" in text
-    assert len(openai_server.requests) <= 4  # after the first 429s the endpoint is paused: the rest are not sent
+    # after the first 429s the endpoint is paused: the rest are not sent
+    assert len(openai_server.requests) <= 4
     assert time.monotonic() - started < 30  # a hang guard: no item sleeps on the pause
 
 
@@ -304,9 +368,11 @@ def fallback(ctx):
     except Exception:
         return ctx.call("good")
 """)
-    arms = ("  good: {provider: sim, accuracy: 1.0}\n  fb: {provider: python, function: fallback}\n"
-            f"  gpt: {{provider: openai, model: m, client: http, base_url: '{openai_server.base_url}', "
-            "api_key_env: TEST_OPENAI_KEY}")
+    arms = (
+        "  good: {provider: sim, accuracy: 1.0}\n  fb: {provider: python, function: fallback}\n"
+        f"  gpt: {{provider: openai, model: m, client: http, base_url: '{openai_server.base_url}', "
+        "api_key_env: TEST_OPENAI_KEY}"
+    )
     make_spec(pytester, sim_spec(6, arms=arms, extra=FAST))
     result, _, _ = sweep.run("--bench-concurrency", "1", "-k", "fb")
     assert result.ret == 2, result.stdout.str()[-2000:]
@@ -314,17 +380,25 @@ def fallback(ctx):
     assert len(openai_server.requests) == 1  # one 429 insufficient_quota, then no call anywhere
 
 
-def test_routing_arms_that_route_back_to_each_other_are_refused(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    arms = ("  good: {provider: sim, accuracy: 1.0}\n  one: {provider: cascade, cheap: two, strong: good}\n"
-            "  two: {provider: cascade, cheap: one, strong: good}")
+def test_routing_arms_that_route_back_to_each_other_are_refused(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
+    arms = (
+        "  good: {provider: sim, accuracy: 1.0}\n  one: {provider: cascade, cheap: two, "
+        "strong: good}\n"
+        "  two: {provider: cascade, cheap: one, strong: good}"
+    )
     make_spec(pytester, sim_spec(2, arms=arms))
     result, _, rows = sweep.run()
     assert result.ret != 0 and rows == []
-    result.stdout.fnmatch_lines(["*cheap names 'two', which routes back to 'one': routing arms cannot form a cycle*"])
+    result.stdout.fnmatch_lines(
+        ["*cheap names 'two', which routes back to 'one': routing arms cannot form a cycle*"]
+    )
 
 
 def test_a_python_arm_may_ask_its_own_arm_again(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    """The arm's first call holds its turn; asking the same arm again from inside it must not wait on itself."""
+    """The arm's first call holds its turn; asking the same arm again from
+    inside it must not wait on itself."""
     pytester.makeconftest("""
 import threading
 from pytest_echo_bench import arm
@@ -341,7 +415,9 @@ def again(ctx):
     finally:
         depth.n = 0
 """)
-    make_spec(pytester, sim_spec(2, arms="  selfish: {provider: python, function: again}", extra=FAST))
+    make_spec(
+        pytester, sim_spec(2, arms="  selfish: {provider: python, function: again}", extra=FAST)
+    )
     result, _, rows = sweep.run("--bench-concurrency", "2")
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert len(rows) == 2 and all(r["passed"] for r in rows)
@@ -350,7 +426,8 @@ def again(ctx):
 def test_an_optional_arm_whose_key_is_refused_still_makes_the_sweep_incomplete(
     pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
 ) -> None:
-    """optional: the arm may not run here (no key); a key that is there and refused is a mistake to fix."""
+    """optional: the arm may not run here (no key); a key that is there
+    and refused is a mistake to fix."""
     always(openai_server, ("error", (401, {"message": "Incorrect API key provided"}, {})))
     make_spec(pytester, two_arms(openai_server.base_url, "http", n=3, gpt="    optional: true\n"))
     result, _, rows = sweep.run()
@@ -365,7 +442,10 @@ def test_after_fixing_an_arms_base_url_the_printed_advice_resumes_it(
     make_spec(pytester, two_arms(f"http://127.0.0.1:{closed_port()}/v1", "http", n=3))
     first, _, _ = sweep.run()
     assert first.ret == 2
-    assert "after changing its settings in the spec, resume with --bench-allow-mismatch" in first.stdout.str()
+    assert (
+        "after changing its settings in the spec, resume with --bench-allow-mismatch"
+        in first.stdout.str()
+    )
     make_spec(pytester, two_arms(openai_server.base_url, "http", n=3))  # the fix
     result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
     assert result.ret == 0, result.stdout.str()[-2000:]

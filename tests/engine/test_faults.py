@@ -12,8 +12,11 @@ FAST_RETRY = "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.02}\n"
 
 
 def exhausting_spec(n: int, after: int) -> str:
-    return sim_spec(n, arms=f"  a: {{provider: sim, accuracy: 1.0, faults: {{exhaustion_after: {after}}}}}",
-                    extra=FAST_RETRY)
+    return sim_spec(
+        n,
+        arms=f"  a: {{provider: sim, accuracy: 1.0, faults: {{exhaustion_after: {after}}}}}",
+        extra=FAST_RETRY,
+    )
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -34,10 +37,14 @@ def test_exhaustion_stops_the_run_with_status_2_and_one_resume_line(
     assert marker["reason"] == "exhausted" and "usage limit" in marker["message"]
 
 
-def test_resume_after_exhaustion_completes_every_item_once(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_resume_after_exhaustion_completes_every_item_once(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, exhausting_spec(10, after=4))
     for _ in range(5):
-        result, _, rows = sweep.run("--bench-resume", str(sweep.out)) if sweep.out.exists() else sweep.run()
+        result, _, rows = (
+            sweep.run("--bench-resume", str(sweep.out)) if sweep.out.exists() else sweep.run()
+        )
         if result.ret == 0:
             break
         assert result.ret == 2
@@ -46,7 +53,9 @@ def test_resume_after_exhaustion_completes_every_item_once(pytester: pytest.Pyte
     assert not (pytester.path / "results.jsonl.stop.json").exists()
 
 
-def test_exhaustion_in_flight_does_not_record_aborted_items(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_exhaustion_in_flight_does_not_record_aborted_items(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, exhausting_spec(30, after=5))
     result, _, rows = sweep.run("--bench-concurrency", "8")
     assert result.ret == 2
@@ -54,9 +63,16 @@ def test_exhaustion_in_flight_does_not_record_aborted_items(pytester: pytest.Pyt
     assert "aborted" in result.stdout.str()
 
 
-def test_transient_errors_are_retried_and_never_graded(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_transient_errors_are_retried_and_never_graded(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     arms = "  a: {provider: sim, accuracy: 1.0, faults: {transient_rate: 0.4}}"
-    make_spec(pytester, sim_spec(20, arms=arms, extra="retries: {attempts: 8, backoff_s: 0.001, max_backoff_s: 0.002}\n"))
+    make_spec(
+        pytester,
+        sim_spec(
+            20, arms=arms, extra="retries: {attempts: 8, backoff_s: 0.001, max_backoff_s: 0.002}\n"
+        ),
+    )
     result, _, rows = sweep.run()
     assert result.ret == 0
     assert len(rows) == 20 and all(r["passed"] for r in rows)
@@ -72,8 +88,14 @@ def test_transient_errors_past_the_last_attempt_leave_the_item_incomplete(
     result, _, rows = sweep.run()
     assert result.ret == 2
     assert rows == []
-    result.stdout.fnmatch_lines(["*a*0*0*n/a*0*0*3*", "*not completed: demo.yaml::q0[[]a[]]*3 transient errors*",
-                                 "*resume with:*", "*3 incomplete*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*a*0*0*n/a*0*0*3*",
+            "*not completed: demo.yaml::q0[[]a[]]*3 transient errors*",
+            "*resume with:*",
+            "*3 incomplete*",
+        ]
+    )
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "incomplete"
 
@@ -98,7 +120,9 @@ def test_spec_error_patterns_reclassify_messages(pytester: pytest.Pytester, swee
     result.stdout.fnmatch_lines(["*3 incomplete*"])
 
 
-def test_a_permanent_error_is_a_failed_row_with_the_error(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_permanent_error_is_a_failed_row_with_the_error(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     pytester.makeconftest("""
         from pytest_echo_bench import arm
 
@@ -113,8 +137,9 @@ def test_a_permanent_error_is_a_failed_row_with_the_error(pytester: pytest.Pytes
     assert "prompt rejected" in rows[0]["detail"] and not rows[0]["passed"]
 
 
-def test_a_results_path_through_a_file_is_a_usage_error_before_anything_runs(pytester: pytest.Pytester,
-                                                                              sweep: Sweep) -> None:
+def test_a_results_path_through_a_file_is_a_usage_error_before_anything_runs(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     # Once a store error at the first append (exit 2); the path is now examined with the options.
     (pytester.path / "blocker").write_text("a file where a directory should be")
     make_spec(pytester, sim_spec(3))

@@ -176,8 +176,12 @@ def test_regrade_refuses_a_scorer_that_asks_a_judge(
     result, _, rows = sweep.run()
     assert result.ret == 0 and len(rows) == 4
     out = pytester.path / "regraded.jsonl"
-    done = pytester.run(sys.executable, "-c", "import sys; from pytest_echo_bench.cli.main import main; "
-                        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))")
+    done = pytester.run(
+        sys.executable,
+        "-c",
+        "import sys; from pytest_echo_bench.cli.main import main; "
+        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))",
+    )
     text = done.stdout.str() + done.stderr.str()
     assert done.ret != 0 and "internal error" not in text and not out.exists()
     assert "asks a judge model, and echo-bench regrade calls none" in text

@@ -100,8 +100,11 @@ def test_successes_older_than_a_second_do_not_hold_the_limit_up() -> None:
     assert limiter.current == 8
 
 
-def calls_for_a_second(limiter: Limiter, clock: Clock, per_s: int = 50, latency: float = 0.2) -> None:
-    """``per_s`` calls answered over one second, each after ``latency`` (several in flight at once)."""
+def calls_for_a_second(
+    limiter: Limiter, clock: Clock, per_s: int = 50, latency: float = 0.2
+) -> None:
+    """``per_s`` calls answered over one second, each after
+    ``latency`` (several in flight at once)."""
     start = clock.now
     for i in range(per_s):
         limiter.started()
@@ -110,7 +113,8 @@ def calls_for_a_second(limiter: Limiter, clock: Clock, per_s: int = 50, latency:
 
 
 def paced(per_s: int = 50) -> tuple[Limiter, Clock]:
-    """A limiter whose endpoint took ``per_s`` calls a second for a whole second, then answered 429."""
+    """A limiter whose endpoint took ``per_s`` calls a second for a
+    whole second, then answered 429."""
     clock = Clock()
     limiter = Limiter(32, clock)
     calls_for_a_second(limiter, clock, per_s=per_s)
@@ -120,7 +124,8 @@ def paced(per_s: int = 50) -> tuple[Limiter, Clock]:
 
 def test_a_429_after_a_whole_second_paces_the_endpoint_at_the_rate_it_accepted() -> None:
     # A server admitting 50 calls a second: one slot fewer than carries them would cost a tenth of
-    # its rate, so the calls are spaced at the accepted rate and the concurrency keeps one spare slot.
+    # its rate, so the calls are spaced at the accepted rate and the
+    # concurrency keeps one spare slot.
     limiter, clock = paced()
     assert limiter.pace == pytest.approx(50.0)
     assert limiter.limit == pytest.approx(max(16.0, 50 * 0.2 + 1))
@@ -150,7 +155,8 @@ def test_a_429_while_paced_never_raises_the_pace() -> None:
     limiter, clock = paced(per_s=80)
     limiter.pacer.pace = 20.0  # paced lower meanwhile
     clock.now += 0.5
-    limiter.throttled(limiter.started(), retry_after=0.0)  # half a second of 80 a second: 40 accepted
+    # half a second of 80 a second: 40 accepted
+    limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.pace == 20.0
 
 
@@ -158,13 +164,17 @@ def test_429s_without_a_success_between_cut_the_pace_no_lower_than_its_floor() -
     limiter, clock = paced()
     assert limiter.pace == pytest.approx(50.0)
     for _ in range(200):
-        clock.now += 2.0 + limiter.wait_s()  # a call starts when the pace lets it; every 429 cuts again
+        # a call starts when the pace lets it; every 429 cuts again
+        clock.now += 2.0 + limiter.wait_s()
         limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.pace == PACE_FLOOR
-    assert 0 < limiter.wait_s() <= 1 / PACE_FLOOR  # one call per 10 s at the least, never a standstill
+    # one call per 10 s at the least, never a standstill
+    assert 0 < limiter.wait_s() <= 1 / PACE_FLOOR
 
 
-def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the_rate_anyway() -> None:
+def test_the_pace_grows_while_calls_succeed_and_ends_where_the_ceiling_holds_the_rate_anyway() -> (
+    None
+):
     limiter, clock = paced()
     limiter.in_flight = 0
     clock.now += 1.0  # past the cut's settling time
@@ -199,17 +209,21 @@ def test_the_request_bucket_spreads_calls_evenly() -> None:
     clock.now += 0.5
     assert bucket.wait_s(clock.now, 1) == 0
     clock.now += 60
-    assert bucket.wait_s(clock.now, 1) == 0 and bucket.level == 1  # refilled, but never beyond its capacity
+    # refilled, but never beyond its capacity
+    assert bucket.wait_s(clock.now, 1) == 0 and bucket.level == 1
 
 
 def test_the_token_bucket_takes_an_estimate_and_settles_it_from_the_usage() -> None:
     clock = Clock()
-    bucket = TokenBucket(6000, clock.now, burst_s=1.0)  # 100 tokens a second, a second's worth at once
+    # 100 tokens a second, a second's worth at once
+    bucket = TokenBucket(6000, clock.now, burst_s=1.0)
     estimate = estimate_tokens("x" * 400, max_tokens=50)
     assert estimate == 151
-    assert bucket.wait_s(clock.now, estimate) == 0  # larger than the bucket: it waits for a full one, not forever
+    # larger than the bucket: it waits for a full one, not forever
+    assert bucket.wait_s(clock.now, estimate) == 0
     bucket.take(clock.now, estimate)
-    bucket.settle(clock.now, estimate, actual=251)  # the reply used more: the debt delays the next call
+    # the reply used more: the debt delays the next call
+    bucket.settle(clock.now, estimate, actual=251)
     assert bucket.level == pytest.approx(100 - 251)
     assert bucket.wait_s(clock.now, 10) == pytest.approx(1.61)  # 161 tokens short at 100 a second
 
@@ -242,7 +256,8 @@ def test_an_arms_rate_limit_is_split_among_the_worker_processes() -> None:
     limits = Limits(threading.Event(), processes=2, clock=clock)
     provider = limits.wrap(Endpoint(), arm(rate=RateLimit(requests_per_minute=120)))
     provider.complete(request())
-    assert provider.buckets.requests.wait_s(clock.now, 1) == pytest.approx(1.0)  # 1 a second here, 2 for the run
+    # 1 a second here, 2 for the run
+    assert provider.buckets.requests.wait_s(clock.now, 1) == pytest.approx(1.0)
 
 
 def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() -> None:
@@ -251,7 +266,8 @@ def test_arms_on_one_endpoint_share_its_limiter_and_the_pool_is_the_ceiling() ->
     limits.wrap(Endpoint(), first)
     limits.wrap(Endpoint(), second)
     limits.wrap(Endpoint(endpoint_key="sk-two"), arm("c"))
-    assert len(limits.endpoints) == 2  # the key is part of the endpoint (and is kept only as a digest)
+    # the key is part of the endpoint (and is kept only as a digest)
+    assert len(limits.endpoints) == 2
     assert not any("sk-one" in name for name in limits.endpoints)
     assert limits.current(first) == limits.current(second) == 32
 
@@ -271,7 +287,9 @@ def test_a_429_is_counted_for_the_item_that_met_it_and_cuts_the_endpoint() -> No
     clock = Clock()
     limits = Limits(threading.Event(), ceiling=8, clock=clock)
     conf = arm()
-    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=0.0, status=429),)), conf)
+    provider = limits.wrap(
+        Endpoint(errors=(TransientError("HTTP 429", retry_after=0.0, status=429),)), conf
+    )
     with pytest.raises(TransientError):
         provider.complete(request())
     assert limits.take_throttled() == 1 and limits.take_throttled() == 0
@@ -282,7 +300,9 @@ def test_a_429_is_counted_for_the_item_that_met_it_and_cuts_the_endpoint() -> No
 def test_quota_exhaustion_is_not_a_rate_limit() -> None:
     limits = Limits(threading.Event(), clock=Clock())
     conf = arm()
-    provider = limits.wrap(Endpoint(errors=(ExhaustedError("insufficient_quota", status=429),)), conf)
+    provider = limits.wrap(
+        Endpoint(errors=(ExhaustedError("insufficient_quota", status=429),)), conf
+    )
     with pytest.raises(ExhaustedError):
         provider.complete(request())
     assert limits.take_throttled() == 0 and limits.current(conf) == 64
@@ -292,7 +312,9 @@ def test_a_call_waiting_for_its_endpoint_stops_with_the_run() -> None:
     stop = threading.Event()
     clock = Clock()
     limits = Limits(stop, clock=clock)
-    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=3600.0, status=429),)), arm())
+    provider = limits.wrap(
+        Endpoint(errors=(TransientError("HTTP 429", retry_after=3600.0, status=429),)), arm()
+    )
     with pytest.raises(TransientError):
         provider.complete(request())
     stop.set()  # the endpoint is paused for an hour; the stop must not wait for it
@@ -317,9 +339,14 @@ def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None
     endpoint = next(iter(limits.endpoints.values()))
     threads = []
     for n, prompt in enumerate(["first", *(f"q{i}" for i in range(6))]):
-        threads.append(threading.Thread(target=provider.complete, args=(Request(Example("t", "x", "4"), "a", prompt),)))
+        threads.append(
+            threading.Thread(
+                target=provider.complete, args=(Request(Example("t", "x", "4"), "a", prompt),)
+            )
+        )
         threads[-1].start()
-        while len(order) + len(endpoint.queue) < n + 1:  # in the queue (or running) before the next one comes
+        # in the queue (or running) before the next one comes
+        while len(order) + len(endpoint.queue) < n + 1:
             time.sleep(0.001)
     gate.set()
     for thread in threads:
@@ -328,7 +355,8 @@ def test_calls_waiting_for_their_endpoint_start_in_the_order_they_came() -> None
 
 
 def test_one_arms_rate_limit_holds_up_no_other_arms_calls_to_the_same_endpoint() -> None:
-    stop, clock = threading.Event(), Clock()  # the clock stands still: the paced arm's bucket stays empty
+    # the clock stands still: the paced arm's bucket stays empty
+    stop, clock = threading.Event(), Clock()
     limits = Limits(stop, clock=clock)
     paced = limits.wrap(Endpoint(), arm("a", rate=RateLimit(requests_per_minute=1)))
     free = limits.wrap(Endpoint(), arm("b"))
@@ -358,13 +386,17 @@ def test_one_arms_rate_limit_holds_up_no_other_arms_calls_to_the_same_endpoint()
     ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
     ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "1m30s",
       "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s"}, 90.0),
-    ({"x-ratelimit-remaining-requests": "7", "x-ratelimit-reset-requests": "6m0s"}, None),  # not the limit that ran out
+    # not the limit that ran out
+    ({"x-ratelimit-remaining-requests": "7", "x-ratelimit-reset-requests": "6m0s"}, None),
     ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
-    ({"retry-after": "inf"}, None),  # would pause the endpoint for good: ignored, our backoff instead
+    # would pause the endpoint for good: ignored, our backoff instead
+    ({"retry-after": "inf"}, None),
     ({"retry-after-ms": "1e400"}, None),
     ({"retry-after": "nan"}, None),
 ])
-def test_retry_after_reads_every_header_real_apis_send(headers: dict[str, str], seconds: float | None) -> None:
+def test_retry_after_reads_every_header_real_apis_send(
+    headers: dict[str, str], seconds: float | None
+) -> None:
     assert retry_after(headers) == (pytest.approx(seconds) if seconds is not None else None)
 
 
@@ -372,7 +404,10 @@ def test_the_rate_limited_test_server_answers_429_with_retry_after_beyond_its_ra
     with FakeOpenAI() as server:
         server.limit_rate(3)
         client = JSONClient(server.base_url + "/chat/completions", {}, 5.0)
-        answers = [client.post({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) for _ in range(5)]
+        answers = [
+            client.post({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            for _ in range(5)
+        ]
     assert [status for status, _, _ in answers] == [200, 200, 200, 429, 429]
     headers = answers[3][1]
     assert 0 < float(headers["retry-after-ms"]) <= 1000 and headers["retry-after"] == "1"
@@ -381,8 +416,11 @@ def test_the_rate_limited_test_server_answers_429_with_retry_after_beyond_its_ra
 
 
 def spec_text(rate: str) -> str:
-    return ("benchmark: b\ndataset: {loader: inline, items: [{id: a, input: x, target: y}]}\nscorer: exact\n"
-            f"arms:\n  gpt: {{provider: openai, model: m, rate_limit: {rate}}}\n")
+    return (
+        "benchmark: b\ndataset: {loader: inline, items: [{id: a, input: x, target: "
+        "y}]}\nscorer: exact\n"
+        f"arms:\n  gpt: {{provider: openai, model: m, rate_limit: {rate}}}\n"
+    )
 
 
 def test_a_spec_sets_an_arms_rate_limit_outside_its_options(tmp_path: Path) -> None:
@@ -392,7 +430,10 @@ def test_a_spec_sets_an_arms_rate_limit_outside_its_options(tmp_path: Path) -> N
     assert gpt.rate_limit == RateLimit(3000, 1000000) and "rate_limit" not in gpt.options
 
 
-@pytest.mark.parametrize("rate", ["{requests_per_minute: 0}", "{requests_per_day: 5}", "{}", "300", "{tokens_per_minute: true}"])
+@pytest.mark.parametrize(
+    "rate",
+    ["{requests_per_minute: 0}", "{requests_per_day: 5}", "{}", "300", "{tokens_per_minute: true}"],
+)
 def test_a_bad_rate_limit_names_the_key(tmp_path: Path, rate: str) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(spec_text(rate))
@@ -404,8 +445,17 @@ def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Pat
     lines: list[str] = []
     live = LiveRun(tmp_path / "r.jsonl", "run", ["b"], None, 0.0, lines.append)
     live.expected = {"gpt": 2}
-    base = Payload(kind="row", benchmark="b", task_id="t", arm="gpt", epoch=1, status="correct", wall_seconds=0.2,
-                   retries=0, message="")
+    base = Payload(
+        kind="row",
+        benchmark="b",
+        task_id="t",
+        arm="gpt",
+        epoch=1,
+        status="correct",
+        wall_seconds=0.2,
+        retries=0,
+        message="",
+    )
     live.record(msgspec.structs.replace(base, limit=32, throttled=0))
     live.record(msgspec.structs.replace(base, limit=16, throttled=2))
     line = live.progress_line()
@@ -414,20 +464,25 @@ def test_the_progress_line_and_summary_show_the_limit_and_the_429s(tmp_path: Pat
     assert summary["rate_limited"] == 2 and summary["arms"]["gpt"]["concurrency_limit"] == 16
     assert summary["arms"]["gpt"]["pace_per_s"] is None and " pace " not in line
     live.expected = {"gpt": 4}
-    live.record(msgspec.structs.replace(base, limit=11, throttled=1, pace=49.5))  # paced after a 429
+    # paced after a 429
+    live.record(msgspec.structs.replace(base, limit=11, throttled=1, pace=49.5))
     assert "gpt 3/4 pass 1.000 limit 11 pace 49.5/s" in live.progress_line()
     assert live.summary(partial=False)["arms"]["gpt"]["pace_per_s"] == 49.5
-    live.record(msgspec.structs.replace(base, limit=32, throttled=0, pace=None))  # grown past what the ceiling carries
+    # grown past what the ceiling carries
+    live.record(msgspec.structs.replace(base, limit=32, throttled=0, pace=None))
     assert " pace " not in live.progress_line()
 
 
 def test_the_endpoints_pause_holds_a_call_no_longer_than_the_items_wait_budget() -> None:
-    """A 30 s retry-after under ``retries.max_wait_s: 3``: the endpoint's next call is handed back at
-    once with the time left (the item's budget then gives it up), not held 30 s at the gate."""
+    """A 30 s retry-after under ``retries.max_wait_s: 3``: the endpoint's next call is handed back
+    at once with the time left (the item's budget then gives it up), not held 30 s at the gate."""
     clock = Clock()
     limits = Limits(threading.Event(), clock=clock)
-    provider = limits.wrap(Endpoint(errors=(TransientError("HTTP 429", retry_after=30.0, status=429),)), arm(),
-                           max_wait_s=3.0)
+    provider = limits.wrap(
+        Endpoint(errors=(TransientError("HTTP 429", retry_after=30.0, status=429),)),
+        arm(),
+        max_wait_s=3.0,
+    )
     with pytest.raises(TransientError):
         provider.complete(request())
     clock.now += 1.0

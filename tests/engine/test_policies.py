@@ -12,9 +12,9 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import Sweep, make_spec, sim_spec
 from openai_server import RATE_LIMIT, FakeOpenAI
 
+from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.engine.limiter import Limiter, Limits
 from pytest_echo_bench.engine.policies import (
@@ -34,14 +34,24 @@ from pytest_echo_bench.providers.base import BaseProvider, Completion, Request
 from pytest_echo_bench.spec.load import ArmSpec, RateLimit
 
 
-@pytest.mark.parametrize(("events", "waits", "logged"), [
-    ([(0.0, 0.5)], [(0.0, 0.5), (0.4, 0.1), (0.5, 0.0)], ["pause 0.50 s (its retry-after)"]),
-    ([(0.0, None)], [(0.0, DEFAULT_PAUSE_S)], ["pause 1.00 s (no retry-after: the default)"]),
-    ([(0.0, 2.0), (1.0, 0.5)], [(1.0, 1.0)], ["pause 2.00 s (its retry-after)"]),  # the longer pause stands
-    ([(0.0, 0.5), (0.2, 1.0)], [(1.0, 0.2)], ["pause 0.50 s (its retry-after)", "pause 1.00 s (its retry-after)"]),
-    ([(0.0, 0.0)], [(0.0, 0.0)], []),  # a zero retry-after: no pause
-])
-def test_pause(events: list[tuple[float, float | None]], waits: list[tuple[float, float]], logged: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("events", "waits", "logged"),
+    [
+        ([(0.0, 0.5)], [(0.0, 0.5), (0.4, 0.1), (0.5, 0.0)], ["pause 0.50 s (its retry-after)"]),
+        ([(0.0, None)], [(0.0, DEFAULT_PAUSE_S)], ["pause 1.00 s (no retry-after: the default)"]),
+        # the longer pause stands
+        ([(0.0, 2.0), (1.0, 0.5)], [(1.0, 1.0)], ["pause 2.00 s (its retry-after)"]),
+        (
+            [(0.0, 0.5), (0.2, 1.0)],
+            [(1.0, 0.2)],
+            ["pause 0.50 s (its retry-after)", "pause 1.00 s (its retry-after)"],
+        ),
+        ([(0.0, 0.0)], [(0.0, 0.0)], []),  # a zero retry-after: no pause
+    ],
+)
+def test_pause(
+    events: list[tuple[float, float | None]], waits: list[tuple[float, float]], logged: list[str]
+) -> None:
     pause = Pause()
     for now, retry_after in events:
         pause.on_rate_limited(now, retry_after)
@@ -49,16 +59,28 @@ def test_pause(events: list[tuple[float, float | None]], waits: list[tuple[float
     assert [d.text for d in pause.log.entries] == logged
 
 
-@pytest.mark.parametrize(("ceiling", "events", "limit", "logged"), [
-    (8, [("success", 0.0)], 8.0, []),  # at the ceiling: no growth, nothing to say
-    (8, [("cut", 0.0, 0.0)], 4.0, ["limit 8 -> 4 (429)"]),
-    (8, [("cut", 0.0, 6.0)], 6.0, ["limit 8 -> 6 (429)"]),  # never below what carried the accepted rate
-    (8, [("cut", 0.0, 20.0)], 8.0, ["limit 8 -> 8 (429)"]),  # nor above the limit it had
-    (1, [("cut", 0.0, 0.0)], 1.0, ["limit 1 -> 1 (429)"]),  # never below one slot
-    (8, [("cut", 0.0, 0.0), ("success", 0.5)], 4.0, ["limit 8 -> 4 (429)"]),  # the cut settles a second first
-    (8, [("cut", 0.0, 0.0), *[("success", 1.0)] * 5], 5.124, ["limit 8 -> 4 (429)", "limit 4 -> 5 (calls succeed)"]),
-])
-def test_aimd(ceiling: int, events: list[tuple[object, ...]], limit: float, logged: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("ceiling", "events", "limit", "logged"),
+    [
+        (8, [("success", 0.0)], 8.0, []),  # at the ceiling: no growth, nothing to say
+        (8, [("cut", 0.0, 0.0)], 4.0, ["limit 8 -> 4 (429)"]),
+        # never below what carried the accepted rate
+        (8, [("cut", 0.0, 6.0)], 6.0, ["limit 8 -> 6 (429)"]),
+        (8, [("cut", 0.0, 20.0)], 8.0, ["limit 8 -> 8 (429)"]),  # nor above the limit it had
+        (1, [("cut", 0.0, 0.0)], 1.0, ["limit 1 -> 1 (429)"]),  # never below one slot
+        # the cut settles a second first
+        (8, [("cut", 0.0, 0.0), ("success", 0.5)], 4.0, ["limit 8 -> 4 (429)"]),
+        (
+            8,
+            [("cut", 0.0, 0.0), *[("success", 1.0)] * 5],
+            5.124,
+            ["limit 8 -> 4 (429)", "limit 4 -> 5 (calls succeed)"],
+        ),
+    ],
+)
+def test_aimd(
+    ceiling: int, events: list[tuple[object, ...]], limit: float, logged: list[str]
+) -> None:
     aimd = Aimd(ceiling)
     for kind, now, *floor in events:
         assert isinstance(now, float)
@@ -94,7 +116,9 @@ def test_aimd_grows_only_up_to_a_raised_ceiling() -> None:
     (50.0, 80.0, True, 50.0, ["pace 50.0 -> 50.0/s (429)"]),  # never up
     (0.1, 0.0, True, PACE_FLOOR, ["pace 0.1 -> 0.1/s (429)"]),  # never below the floor
 ])
-def test_pacer_on_a_429(pace: float, accepted: float, known: bool, after: float, logged: list[str]) -> None:
+def test_pacer_on_a_429(
+    pace: float, accepted: float, known: bool, after: float, logged: list[str]
+) -> None:
     pacer = Pacer()
     pacer.pace = pace
     pacer.on_rate_limited(0.0, accepted, known)
@@ -137,7 +161,9 @@ def test_pacer_ends_where_the_ceiling_holds_the_rate_anyway() -> None:
     (6000, 1.0, [("take", 0.0, 151), ("settle", 0.0, 151, 251)], 2.51),
     (6000, 1.0, [("take", 0.0, 151), ("settle", 0.0, 151, 51)], 0.51),  # fewer used: given back
 ])
-def test_token_bucket(per_minute: float, burst_s: float, events: list[tuple[object, ...]], wait: float) -> None:
+def test_token_bucket(
+    per_minute: float, burst_s: float, events: list[tuple[object, ...]], wait: float
+) -> None:
     bucket = TokenBucket(per_minute, 0.0, burst_s=burst_s)
     now = 0.0
     for kind, at, *amounts in events:
@@ -147,7 +173,10 @@ def test_token_bucket(per_minute: float, burst_s: float, events: list[tuple[obje
         elif kind == "settle":
             bucket.settle(now, float(amounts[0]), float(amounts[1]))  # type: ignore[arg-type]
     assert bucket.wait_s(now, 100 if burst_s else 1) == pytest.approx(wait)
-    in_debt = any(kind == "settle" and amounts[1] > amounts[0] for kind, _, *amounts in events)  # type: ignore[operator]
+    in_debt = any(
+        kind == "settle" and amounts[1] > amounts[0]  # type: ignore[operator]
+        for kind, _, *amounts in events
+    )
     assert len(bucket.log.entries) == int(in_debt)
 
 
@@ -163,7 +192,9 @@ def test_observed_counts_the_last_second_only() -> None:
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(st.integers(0, 3 * LOG_SIZE), st.integers(0, 3 * LOG_SIZE))
-def test_a_decision_log_is_bounded_and_hands_out_each_kept_decision_once(first: int, second: int) -> None:
+def test_a_decision_log_is_bounded_and_hands_out_each_kept_decision_once(
+    first: int, second: int
+) -> None:
     log = DecisionLog()
     for i in range(first):
         log.record(float(i), f"d{i}")
@@ -174,7 +205,9 @@ def test_a_decision_log_is_bounded_and_hands_out_each_kept_decision_once(first: 
     fresh = log.since(seen)
     assert len(log.entries) == min(LOG_SIZE, first + second)
     assert [d.text for d in taken] == [f"d{i}" for i in range(max(0, first - LOG_SIZE), first)]
-    assert [d.text for d in fresh] == [f"d{i}" for i in range(max(first, first + second - LOG_SIZE), first + second)]
+    assert [d.text for d in fresh] == [
+        f"d{i}" for i in range(max(first, first + second - LOG_SIZE), first + second)
+    ]
     assert log.since(log.total) == []
 
 
@@ -189,38 +222,67 @@ class Clock:
 def test_the_endpoints_decisions_are_taken_once_oldest_first_named_by_endpoint() -> None:
     clock = Clock()
     limits = Limits(threading.Event(), ceiling=8, clock=clock)
-    provider = limits.wrap(Scripted("http://a.example/v1", [TransientError("429", retry_after=0.5, status=429)]),
-                           ArmSpec("a", "openai", {}, 1, None, False, None))
+    provider = limits.wrap(
+        Scripted("http://a.example/v1", [TransientError("429", retry_after=0.5, status=429)]),
+        ArmSpec("a", "openai", {}, 1, None, False, None),
+    )
     with pytest.raises(TransientError):
         provider.complete(request("x"))
     assert [line.split(" ", 1)[1] for line in limits.take_decisions()] == [
-        "http://a.example/v1 pause: pause 0.50 s (its retry-after)", "http://a.example/v1 aimd: limit 8 -> 4 (429)"]
+        "http://a.example/v1 pause: pause 0.50 s (its retry-after)",
+        "http://a.example/v1 aimd: limit 8 -> 4 (429)",
+    ]
     assert limits.take_decisions() == []
 
 
 def test_decisions_of_several_endpoints_and_processes_are_in_time_order() -> None:
-    """Each endpoint keeps its own log: taken together, and from two processes, they interleave by time."""
+    """Each endpoint keeps its own log: taken together, and from two
+    processes, they interleave by time."""
     clock = Clock()
-    one, two = Limits(threading.Event(), ceiling=8, clock=clock), Limits(threading.Event(), ceiling=8, clock=clock)
+    one, two = (
+        Limits(threading.Event(), ceiling=8, clock=clock),
+        Limits(threading.Event(), ceiling=8, clock=clock),
+    )
     arm = ArmSpec("a", "openai", {}, 1, None, False, None)
-    providers = [(limits.wrap(Scripted(url, [TransientError("429", retry_after=0.5, status=429)] * 2), arm), url)
-                 for limits, url in ((one, "http://a.example/v1"), (one, "http://b.example/v1"), (two, "http://c.example/v1"))]
+    providers = [
+        (
+            limits.wrap(
+                Scripted(url, [TransientError("429", retry_after=0.5, status=429)] * 2), arm
+            ),
+            url,
+        )
+        for limits, url in (
+            (one, "http://a.example/v1"),
+            (one, "http://b.example/v1"),
+            (two, "http://c.example/v1"),
+        )
+    ]
     order = [2, 1, 0, 2, 0]  # b, a... then again, each a second later
     for step, index in enumerate(order):
         clock.now = 100.0 + step
         with pytest.raises(TransientError):
             providers[index][0].complete(request(f"x{step}"))
-    lines = two.take_decisions() + one.take_decisions()  # the order their reports reached the controller
-    merged = [line.split(" ", 2)[1] for line in sorted(lines, key=lambda line: line.partition(" ")[0])]
+    # the order their reports reached the controller
+    lines = two.take_decisions() + one.take_decisions()
+    merged = [
+        line.split(" ", 2)[1] for line in sorted(lines, key=lambda line: line.partition(" ")[0])
+    ]
     expected = [providers[i][1] for i in order]
-    assert list(dict.fromkeys(merged)) != merged  # each call logged a pause and a cut, same endpoint, same time
+    # each call logged a pause and a cut, same endpoint, same time
+    assert list(dict.fromkeys(merged)) != merged
     assert [u for k, u in enumerate(merged) if k == 0 or merged[k - 1] != u] == expected
     stamps = [line.split(" ", 1)[0] for line in lines]
     assert all(len(s) == len("2026-12-02T01:02:03.456Z") and s.endswith("Z") for s in stamps)
 
 
-@pytest.mark.parametrize(("wall", "shown"), [(0.0, "1970-01-01T00:00:00.000Z"), (86399.9996, "1970-01-01T23:59:59.999Z"),
-                                             (1_800_000_000.25, "2027-01-15T08:00:00.250Z")])
+@pytest.mark.parametrize(
+    ("wall", "shown"),
+    [
+        (0.0, "1970-01-01T00:00:00.000Z"),
+        (86399.9996, "1970-01-01T23:59:59.999Z"),
+        (1_800_000_000.25, "2027-01-15T08:00:00.250Z"),
+    ],
+)
 def test_a_decisions_stamp_is_utc_to_the_millisecond(wall: float, shown: str) -> None:
     from pytest_echo_bench.engine.limiter import decision_stamp
 
@@ -238,9 +300,11 @@ def test_a_limiters_pause_aimd_and_pace_act_together_on_a_429_after_a_second() -
     limiter.throttled(limiter.started(), retry_after=0.3)
     assert limiter.pause.wait_s(clock.now) == pytest.approx(0.3)
     assert limiter.pace == pytest.approx(50.0)
-    assert limiter.limit == pytest.approx(16.0)  # halved: more than the 13 slots the pace needs (50/s x 0.2 s x 1.2 + 1)
+    # halved: more than the 13 slots the pace needs (50/s x 0.2 s x 1.2 + 1)
+    assert limiter.limit == pytest.approx(16.0)
     clock.now += 0.3
-    limiter.throttled(limiter.started(), retry_after=0.0)  # 35 accepted in the last second: the pace loses a tenth only
+    # 35 accepted in the last second: the pace loses a tenth only
+    limiter.throttled(limiter.started(), retry_after=0.0)
     assert limiter.pace == pytest.approx(50.0 * PACE_CUT)
     assert limiter.limit == pytest.approx(45.0 * 0.2 * 1.2 + 1)
 
@@ -248,8 +312,13 @@ def test_a_limiters_pause_aimd_and_pace_act_together_on_a_429_after_a_second() -
 class Scripted(BaseProvider):
     """A provider as the chat providers are: it names its endpoint; its errors come in turn."""
 
-    def __init__(self, url: str, errors: list[Exception] | None = None, answer_after: threading.Event | None = None,
-                 latency_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        errors: list[Exception] | None = None,
+        answer_after: threading.Event | None = None,
+        latency_s: float = 0.0,
+    ) -> None:
         self.endpoint_url, self.endpoint_key = url, "sk"
         self.errors, self.answer_after, self.latency_s = errors or [], answer_after, latency_s
 
@@ -266,14 +335,24 @@ def request(prompt: str) -> Request:
     return Request(Example("t", prompt, "4"), "a", prompt)
 
 
-def test_calls_ending_on_one_endpoint_wake_no_call_waiting_on_another(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calls_ending_on_one_endpoint_wake_no_call_waiting_on_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # One condition for all would wake B's waiter twice on each of A's 100 calls (measured: about
     # 200 looks); its own wakes it only on its own tick (WAIT_TICK_S) until B's slot frees.
     limits = Limits(threading.Event(), ceiling=1)
     release = threading.Event()
-    a = limits.wrap(Scripted("http://a.example/v1", latency_s=0.001), ArmSpec("a", "openai", {}, 1, None, False, None))
-    b = limits.wrap(Scripted("http://b.example/v1", answer_after=release), ArmSpec("b", "openai", {}, 1, None, False, None))
-    gate_b = limits.endpoints[next(name for name in limits.endpoints if name.startswith("http://b."))]
+    a = limits.wrap(
+        Scripted("http://a.example/v1", latency_s=0.001),
+        ArmSpec("a", "openai", {}, 1, None, False, None),
+    )
+    b = limits.wrap(
+        Scripted("http://b.example/v1", answer_after=release),
+        ArmSpec("b", "openai", {}, 1, None, False, None),
+    )
+    gate_b = limits.endpoints[
+        next(name for name in limits.endpoints if name.startswith("http://b."))
+    ]
     looks: list[float] = []
     wait_s = gate_b.limiter.wait_s
 
@@ -301,7 +380,8 @@ def test_calls_ending_on_one_endpoint_wake_no_call_waiting_on_another(monkeypatc
     holder.join(5)
     waiter.join(5)
     assert not waiter.is_alive()
-    assert woken <= 2 + int(spent / 0.25), (woken, spent)  # its own ticks only, not one per call on A
+    # its own ticks only, not one per call on A
+    assert woken <= 2 + int(spent / 0.25), (woken, spent)
 
 
 def test_dash_v_shows_the_limiters_decisions_at_the_end(pytester: pytest.Pytester, sweep: Sweep,
@@ -309,9 +389,17 @@ def test_dash_v_shows_the_limiters_decisions_at_the_end(pytester: pytest.Pyteste
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test")
     with FakeOpenAI() as server:
         server.answer = lambda prompt: "4"
-        arms = (f"  gpt: {{provider: openai, model: m, base_url: '{server.base_url}', api_key_env: TEST_OPENAI_KEY,"
-                " client: http}")
-        make_spec(pytester, sim_spec(2, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\n"))
+        arms = (
+            f"  gpt: {{provider: openai, model: m, base_url: '{server.base_url}', "
+            "api_key_env: TEST_OPENAI_KEY,"
+            " client: http}"
+        )
+        make_spec(
+            pytester,
+            sim_spec(
+                2, arms=arms, extra="retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\n"
+            ),
+        )
         server.push("error", (429, RATE_LIMIT, {"retry-after": "0.05"}), times=1)
         quiet, _, _ = sweep.run("--bench-concurrency", "4", "--bench-cache", "off")
         server.push("error", (429, RATE_LIMIT, {"retry-after": "0.05"}), times=1)
@@ -331,8 +419,12 @@ def test_a_rate_limit_bucket_in_debt_says_so() -> None:
         def complete(self, request: Request) -> Completion:
             return Completion("4", {"prompt_tokens": 500, "completion_tokens": 500})
 
-    provider = limits.wrap(Costly("http://a.example/v1"),
-                           ArmSpec("gpt", "openai", {}, 1, None, False, RateLimit(tokens_per_minute=6000)))
+    provider = limits.wrap(
+        Costly("http://a.example/v1"),
+        ArmSpec("gpt", "openai", {}, 1, None, False, RateLimit(tokens_per_minute=6000)),
+    )
     provider.complete(request("x"))
     assert [line.split(" ", 1)[1] for line in limits.take_decisions()] == [
-        "http://a.example/v1 gpt tokens: used 1000 for an estimate of 1: 900 in debt, paid off before the next call"]
+        "http://a.example/v1 gpt tokens: used 1000 for an estimate of 1: 900 in debt, paid "
+        "off before the next call"
+    ]

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_spec, sim_spec
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.cli.supervise import RESET_MARGIN_S, supervise
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.calls import call_with_retries
 from pytest_echo_bench.engine.scope import Classifier
@@ -25,8 +27,6 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
-from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.cli.supervise import RESET_MARGIN_S, supervise
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.spec.load import RetryPolicy
 from pytest_echo_bench.store.files import StopReason, stop_path, write_stop
@@ -40,20 +40,41 @@ def wrapped(cause: BaseException, outer: type[Exception] = TransientError) -> Ex
         return exc
 
 
-@pytest.mark.parametrize("error, scope", [
-    (PermanentError("HTTP 400: maximum context length exceeded"), PermanentError),
-    (TransientError("HTTP 429 rate_limit_exceeded: slow down"), TransientError),
-    (PermanentError("HTTP 429 throttling_error: You exceeded your current quota"), ExhaustedError),
-    (PermanentError("HTTP 400: No connected db."), ArmError),
-    (TransientError("claude exited with status 1: Not logged in · Please run /login"), ArmError),
-    (OSError(errno.EMFILE, "Too many open files"), LocalError),
-    (wrapped(OSError(errno.ENOSPC, "No space left on device")), LocalError),
-    (RuntimeError("scorer broke"), PermanentError),
-    (wrapped(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")), ArmError),
-    (wrapped(socket.gaierror(-2, "Name or service not known")), ArmError),
-    (wrapped(ConnectionResetError(errno.ECONNRESET, "reset")), TransientError),
-], ids=["item", "transient", "exhausted-by-text", "litellm-no-db", "cli-login", "emfile", "enospc-wrapped",
-        "other", "refused", "dns", "reset"])
+@pytest.mark.parametrize(
+    "error, scope",
+    [
+        (PermanentError("HTTP 400: maximum context length exceeded"), PermanentError),
+        (TransientError("HTTP 429 rate_limit_exceeded: slow down"), TransientError),
+        (
+            PermanentError("HTTP 429 throttling_error: You exceeded your current quota"),
+            ExhaustedError,
+        ),
+        (PermanentError("HTTP 400: No connected db."), ArmError),
+        (
+            TransientError("claude exited with status 1: Not logged in · Please run /login"),
+            ArmError,
+        ),
+        (OSError(errno.EMFILE, "Too many open files"), LocalError),
+        (wrapped(OSError(errno.ENOSPC, "No space left on device")), LocalError),
+        (RuntimeError("scorer broke"), PermanentError),
+        (wrapped(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")), ArmError),
+        (wrapped(socket.gaierror(-2, "Name or service not known")), ArmError),
+        (wrapped(ConnectionResetError(errno.ECONNRESET, "reset")), TransientError),
+    ],
+    ids=[
+        "item",
+        "transient",
+        "exhausted-by-text",
+        "litellm-no-db",
+        "cli-login",
+        "emfile",
+        "enospc-wrapped",
+        "other",
+        "refused",
+        "dns",
+        "reset",
+    ],
+)
 def test_every_failure_gets_one_scope(error: Exception, scope: type[Exception]) -> None:
     assert type(Classifier().classify(error)) is scope
 
@@ -76,7 +97,9 @@ REQ = Request(None, "a", "p")  # type: ignore[arg-type]
 FAST = RetryPolicy(attempts=6, backoff_s=0.001, max_backoff_s=0.002)
 
 
-def test_a_probe_gives_up_an_unreachable_arm_after_a_few_tries_an_answered_arm_retries_it_all() -> None:
+def test_a_probe_gives_up_an_unreachable_arm_after_a_few_tries_an_answered_arm_retries_it_all() -> (
+    None
+):
     probe = Refused()
     with pytest.raises(ArmError):
         call_with_retries(probe, REQ, FAST, Classifier(), threading.Event(), probing=True)
@@ -89,7 +112,9 @@ def test_a_probe_gives_up_an_unreachable_arm_after_a_few_tries_an_answered_arm_r
 
 def test_the_breaker_trips_on_repeats_and_not_on_different_errors() -> None:
     same = ArmBreaker()
-    assert [same.repeated("HTTP 400: bad parameter") for _ in range(REPEATS)] == [False] * (REPEATS - 1) + [True]
+    assert [same.repeated("HTTP 400: bad parameter") for _ in range(REPEATS)] == [False] * (
+        REPEATS - 1
+    ) + [True]
     differ = ArmBreaker()
     assert not differ.repeated("too long: item 1") and not differ.repeated("too long: item 2")
     with differ.turn(threading.Event()) as probing:
@@ -160,8 +185,13 @@ def test_the_supervisor_waits_until_the_providers_reset_time(tmp_path: Path) -> 
     out = tmp_path / "r.jsonl"
     waits: list[float] = []
     log: list[str] = []
-    run = fake_runs(out, [StopReason("exhausted", "usage limit"), None], resume_at=time.time() + 120)
-    status = supervise(["pytest", "--bench-out", str(out)], 3, 3600, log.append, run=run, sleep=waits.append)  # type: ignore[arg-type]
+    run = fake_runs(
+        out, [StopReason("exhausted", "usage limit"), None], resume_at=time.time() + 120
+    )
+    argv = ["pytest", "--bench-out", str(out)]
+    status = supervise(
+        argv, 3, 3600, log.append, run=run, sleep=waits.append  # type: ignore[arg-type]
+    )
     assert status == 0
     assert len(waits) == 1 and 120 <= waits[0] <= 120 + RESET_MARGIN_S + 1  # not the 3600 s backoff
     assert any("window resets at" in line for line in log)
@@ -173,19 +203,47 @@ def test_the_supervisor_ends_at_once_on_what_needs_fixing(tmp_path: Path) -> Non
         waits: list[float] = []
         log: list[str] = []
         run = fake_runs(out, [StopReason(reason, "arm 'gpt' cannot work as configured")])
-        assert supervise(["pytest", "--bench-out", str(out)], 5, 0, log.append, run=run, sleep=waits.append) == 2  # type: ignore[arg-type]
+        argv = ["pytest", "--bench-out", str(out)]
+        status = supervise(
+            argv, 5, 0, log.append, run=run, sleep=waits.append  # type: ignore[arg-type]
+        )
+        assert status == 2
         assert waits == []
-        assert "waiting would not fix this; fix it, then run:" in log[-1] and "--bench-resume" in log[-1]
+        assert (
+            "waiting would not fix this; fix it, then run:" in log[-1]
+            and "--bench-resume" in log[-1]
+        )
 
 
-def test_echo_bench_run_ends_a_missing_key_sweep_at_once(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_echo_bench_run_ends_a_missing_key_sweep_at_once(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    arms = "  good: {provider: sim, accuracy: 1.0}\n  gpt: {provider: openai, model: m, api_key_env: NO_SUCH_KEY_VAR}"
+    arms = (
+        "  good: {provider: sim, accuracy: 1.0}\n  gpt: {provider: openai, model: m, "
+        "api_key_env: NO_SUCH_KEY_VAR}"
+    )
     make_spec(pytester, sim_spec(3, arms=arms))
     out = pytester.path / "sup.jsonl"
-    status = main(["run", "--backoff", "600", "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   str(pytester.path / "demo.yaml"), "--bench-out", str(out), "--rootdir", str(pytester.path)])
+    status = main(
+        [
+            "run",
+            "--backoff",
+            "600",
+            "--",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(pytester.path / "demo.yaml"),
+            "--bench-out",
+            str(out),
+            "--rootdir",
+            str(pytester.path),
+        ]
+    )
     log = capsys.readouterr().out
     assert status == 2, log
     assert log.count("echo-bench run: attempt") == 1  # and no 600 s backoff
@@ -195,7 +253,8 @@ def test_echo_bench_run_ends_a_missing_key_sweep_at_once(pytester: pytest.Pytest
 
 def test_once_the_arm_has_answered_the_waiting_calls_run_side_by_side() -> None:
     breaker, stop = ArmBreaker(), threading.Event()
-    inside = threading.Barrier(3, timeout=5)  # two waiting calls and this thread, all in their turn at once
+    # two waiting calls and this thread, all in their turn at once
+    inside = threading.Barrier(3, timeout=5)
     failures: list[BaseException] = []
 
     def call() -> None:

@@ -16,8 +16,12 @@ from conftest import Sweep, make_spec, sim_spec
 
 
 def two_arm_spec(server: FakeOpenAI, n: int, extra: str) -> str:
-    arm = ("    provider: openai\n    model: local-model\n    base_url: {url}\n    api_key_env: TEST_OPENAI_KEY\n"
-           "    client: http\n").format(url=server.base_url)
+    arm = (
+        "    provider: openai\n    model: local-model\n"
+        f"    base_url: {server.base_url}\n"
+        "    api_key_env: TEST_OPENAI_KEY\n"
+        "    client: http\n"
+    )
     return sim_spec(n, arms=f"  a:\n{arm}  b:\n{arm}", extra="timeout_s: 10\n" + extra)
 
 
@@ -46,7 +50,12 @@ pytestmark = pytest.mark.usefixtures("api_key")
 
 @pytest.mark.parametrize(("spec_cap", "cli_cap", "most"), [(2, "8", 2), (8, "3", 3)])
 def test_the_lower_of_the_spec_and_the_option_caps_calls_in_flight(
-    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, spec_cap: int, cli_cap: str, most: int,
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    openai_server: FakeOpenAI,
+    spec_cap: int,
+    cli_cap: str,
+    most: int,
 ) -> None:
     openai_server.answer = slow = Slow()
     make_spec(pytester, two_arm_spec(openai_server, 5, f"concurrency: {spec_cap}\n"))
@@ -55,7 +64,9 @@ def test_the_lower_of_the_spec_and_the_option_caps_calls_in_flight(
     assert 2 <= slow.most <= most  # the cap holds, and calls still overlap
 
 
-def test_without_it_only_the_option_caps(pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI) -> None:
+def test_without_it_only_the_option_caps(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI
+) -> None:
     openai_server.answer = slow = Slow()
     make_spec(pytester, two_arm_spec(openai_server, 5, ""))
     result, _, rows = sweep.run("--bench-concurrency", "8")

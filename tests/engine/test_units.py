@@ -125,15 +125,23 @@ def test_backoff_grows_with_jitter_and_a_retry_after_is_waited_exactly() -> None
     delays = [backoff_delay(policy, n, None, rng) for n in (1, 2, 3, 4, 5)]
     assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and all(d <= 8.0 for d in delays)
     assert backoff_delay(policy, 1, 30.0, rng) == 30.0
-    assert backoff_delay(policy, 3, 0.02, rng) == 0.02  # the server knows when it admits the next call
-    assert 0.5 <= backoff_delay(policy, 1, 0.0, rng) <= 1.0  # "retry-after: 0" says nothing: our backoff
+    # the server knows when it admits the next call
+    assert backoff_delay(policy, 3, 0.02, rng) == 0.02
+    # "retry-after: 0" says nothing: our backoff
+    assert 0.5 <= backoff_delay(policy, 1, 0.0, rng) <= 1.0
 
 
 def test_writer_writes_meta_once_and_whole_lines(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     writer = ResultsWriter(path, "always", meta={"_meta": True, "benchmark": "b"})
-    threads = [threading.Thread(target=lambda i=i: writer.append(json.dumps({"task_id": f"t{i}", "arm": "a"}).encode() + b"\n"))
-               for i in range(50)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: writer.append(
+                json.dumps({"task_id": f"t{i}", "arm": "a"}).encode() + b"\n"
+            )
+        )
+        for i in range(50)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -156,7 +164,9 @@ def test_writer_cuts_a_torn_tail_before_appending(tmp_path: Path) -> None:
 
 def test_read_index_stops_at_the_offset(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_text('{"task_id":"t0","arm":"a","benchmark":"b"}\n{"task_id":"t1","arm":"a","benchmark":"b"}\n')
+    path.write_text(
+        '{"task_id":"t0","arm":"a","benchmark":"b"}\n{"task_id":"t1","arm":"a","benchmark":"b"}\n'
+    )
     assert read_index(path, upto=43).keys == {("b", "t0", "a")}
 
 
@@ -176,7 +186,9 @@ def test_a_whole_row_missing_only_its_newline_is_kept(tmp_path: Path) -> None:
     assert not (tmp_path / "r.jsonl.torn").exists()
 
 
-def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Instant providers graded by a text check skip the pool; anything that waits keeps it."""
     from pytest_echo_bench.engine.runner import Runner
     from pytest_echo_bench.engine.stop import StopSignal
@@ -185,39 +197,74 @@ def test_only_arms_with_nothing_to_wait_for_run_on_pytests_thread(tmp_path: Path
     results = tmp_path / "r.jsonl"
     results.write_text('{"task_id":"q0","arm":"x","output":"4"}\n')
     spec_text = (
-        "benchmark: b\ndataset: {loader: inline, items: [{id: q0, input: '2+2', target: '4'}]}\nscorer: SCORER\narms:\n"
+        "benchmark: b\ndataset: {loader: inline, items: [{id: q0, input: '2+2', target: "
+        "'4'}]}\nscorer: SCORER\narms:\n"
         "  plain: {provider: sim}\n  slow: {provider: sim, latency_s: 0.01}\n"
         "  flaky: {provider: sim, faults: {transient_rate: 0.1}}\n  ref: {provider: reference}\n"
         f"  again: {{provider: replay, path: {results}}}\n"
-        "  api: {provider: openai, model: m, client: http, base_url: 'http://127.0.0.1:9/v1', api_key_env: ECHO_TEST_KEY}\n"
+        "  api: {provider: openai, model: m, client: http, base_url: "
+        "'http://127.0.0.1:9/v1', api_key_env: ECHO_TEST_KEY}\n"
         "  nokey: {provider: openai, model: m, client: http, api_key_env: NO_SUCH_KEY}\n"
     )
     monkeypatch.setenv("ECHO_TEST_KEY", "k")
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     writer = ResultsWriter(tmp_path / "out.jsonl")
-    runner = Runner(writer, StopSignal(tmp_path / "out.jsonl"), "r", "main", on_stop=lambda reason: None)
+    runner = Runner(
+        writer, StopSignal(tmp_path / "out.jsonl"), "r", "main", on_stop=lambda reason: None
+    )
     (tmp_path / "exact.yaml").write_text(spec_text.replace("SCORER", "exact"))
     (tmp_path / "code.yaml").write_text(spec_text.replace("SCORER", "humaneval"))
     exact_spec, code_spec = load_spec(tmp_path / "exact.yaml"), load_spec(tmp_path / "code.yaml")
     instant = {arm: runner.arm(exact_spec, arm).instant for arm in exact_spec.arms}
-    assert instant == {"plain": True, "slow": False, "flaky": False, "ref": True, "again": True, "api": False,
-                       "nokey": True}  # unavailable: it fails at once, with its reason
-    assert not any(runner.arm(code_spec, arm).instant for arm in code_spec.arms)  # a sandbox run per item
+    assert instant == {
+        "plain": True,
+        "slow": False,
+        "flaky": False,
+        "ref": True,
+        "again": True,
+        "api": False,
+        "nokey": True,
+    }  # unavailable: it fails at once, with its reason
+    # a sandbox run per item
+    assert not any(runner.arm(code_spec, arm).instant for arm in code_spec.arms)
     writer.close()
 
 
 def test_a_key_set_is_a_set_of_keys() -> None:
     from pytest_echo_bench.store.records import KeySet
 
-    keys = KeySet([("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1), ("b", "t1", "a", 1),
-                   ("b", "t1", "a", 2)])
-    assert len(keys) == 5 and set(keys) == {("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1),
-                                            ("b", "t1", "a", 2)}
-    assert ("b", "t2", "a", 1) in keys and ("b", "t2", "c", 1) not in keys and ("c", "t1", "a", 1) not in keys
-    assert ("b", "t2", "a", 2) not in keys and ("b", "t1", "a") in keys  # a key without an epoch is epoch 1's
+    keys = KeySet(
+        [
+            ("b", "t1", "a", 1),
+            ("b", "t2", "a", 1),
+            ("b", "t1", "c", 1),
+            ("", "t1", "a", 1),
+            ("b", "t1", "a", 1),
+            ("b", "t1", "a", 2),
+        ]
+    )
+    assert len(keys) == 5 and set(keys) == {
+        ("b", "t1", "a", 1),
+        ("b", "t2", "a", 1),
+        ("b", "t1", "c", 1),
+        ("", "t1", "a", 1),
+        ("b", "t1", "a", 2),
+    }
+    assert (
+        ("b", "t2", "a", 1) in keys
+        and ("b", "t2", "c", 1) not in keys
+        and ("c", "t1", "a", 1) not in keys
+    )
+    # a key without an epoch is epoch 1's
+    assert ("b", "t2", "a", 2) not in keys and ("b", "t1", "a") in keys
     assert ("b", "t1") not in keys and "bt1a" not in keys
     keys.discard(("b", "t1", "a", 2))
-    assert keys == {("b", "t1", "a", 1), ("b", "t2", "a", 1), ("b", "t1", "c", 1), ("", "t1", "a", 1)}
+    assert keys == {
+        ("b", "t1", "a", 1),
+        ("b", "t2", "a", 1),
+        ("b", "t1", "c", 1),
+        ("", "t1", "a", 1),
+    }
     assert keys != {("b", "t1", "a", 1)}
 
 
@@ -253,5 +300,7 @@ def test_appends_racing_close_leave_no_descriptor_open(tmp_path: Path) -> None:
             t.join(10)
         assert refused.is_set() and not any(t.is_alive() for t in threads)
         lines = (tmp_path / f"r{n}.jsonl").read_bytes().splitlines()
-        assert all(line.startswith(b'{"task_id":"t","arm":') and line.endswith(b"}") for line in lines)
+        assert all(
+            line.startswith(b'{"task_id":"t","arm":') and line.endswith(b"}") for line in lines
+        )
     assert open_fds() <= before and rows > 0

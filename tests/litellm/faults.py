@@ -1,4 +1,5 @@
-"""A pre-call hook the LiteLLM proxy loads from ``proxy.yaml``: which prompt gets which of LiteLLM's mock errors.
+"""A pre-call hook the LiteLLM proxy loads from ``proxy.yaml``: which prompt gets
+which of LiteLLM's mock errors.
 
 It runs inside the proxy, not in pytest. A ``mock_response`` in the config fails every call of a
 model the same way; a test needs one item of an arm to fail while the others answer, and a rate
@@ -17,13 +18,15 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
-# Prompt marker -> LiteLLM's mock string for it (see _handle_mock_potential_exceptions in litellm/main.py).
+# Prompt marker -> LiteLLM's mock string for it (see
+# _handle_mock_potential_exceptions in litellm/main.py).
 ERRORS = {
     "[429]": "litellm.RateLimitError",
     "[500]": "litellm.InternalServerError",
     "[400]": "litellm.ContextWindowExceededError",
 }
-ONCE = "-once]"  # "[429-once]": the error on the first call of this prompt only, then the model's answer
+# "[429-once]": the error on the first call of this prompt only, then the model's answer
+ONCE = "-once]"
 
 
 def _prompt(data: dict[str, Any]) -> str:
@@ -35,7 +38,17 @@ def _log(event: str, data: dict[str, Any], **more: str) -> None:
     log = os.environ.get("ECHO_BENCH_LITELLM_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"event": event, "model": str(data.get("model")), "prompt": _prompt(data), **more}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "event": event,
+                        "model": str(data.get("model")),
+                        "prompt": _prompt(data),
+                        **more,
+                    }
+                )
+                + "\n"
+            )
 
 
 class Faults(CustomLogger):
@@ -53,16 +66,27 @@ class Faults(CustomLogger):
                 return mock
         return None
 
-    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any) -> dict[str, Any]:
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any]:
         _log("call", data)
         mock = self._mock_error(_prompt(data))
         if mock is not None:
             data["mock_response"] = mock
         return data
 
-    async def async_post_call_failure_hook(self, request_data: dict[str, Any], original_exception: Exception,
-                                           user_api_key_dict: Any, traceback_str: str | None = None) -> None:
-        _log("failure", request_data, error=str(getattr(original_exception, "message", original_exception))[:200])
+    async def async_post_call_failure_hook(
+        self,
+        request_data: dict[str, Any],
+        original_exception: Exception,
+        user_api_key_dict: Any,
+        traceback_str: str | None = None,
+    ) -> None:
+        _log(
+            "failure",
+            request_data,
+            error=str(getattr(original_exception, "message", original_exception))[:200],
+        )
 
 
 faults = Faults()

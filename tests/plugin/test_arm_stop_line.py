@@ -10,9 +10,14 @@ from conftest import Sweep, make_spec, sim_spec
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_an_arm_stopped_message_starts_its_own_line(
-        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
-        workers: tuple[str, ...]) -> None:
-    monkeypatch.delenv("TEST_OPENAI_KEY", raising=False)  # the openai arm cannot work: it stops at its first item
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    openai_server: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    workers: tuple[str, ...],
+) -> None:
+    # the openai arm cannot work: it stops at its first item
+    monkeypatch.delenv("TEST_OPENAI_KEY", raising=False)
     arms = ("  good: {provider: sim, accuracy: 1.0}\n"
             f"  gpt:\n    provider: openai\n    model: m\n    base_url: {openai_server.base_url}\n"
             "    api_key_env: TEST_OPENAI_KEY\n")

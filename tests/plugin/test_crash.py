@@ -9,16 +9,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import make_spec, read_rows, sim_spec
 
-ARMS = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
+ARMS = (
+    "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, "
+    "latency_s: 0.05}"
+)
 
 
-def run(cwd: Path, *args: str, kill_after: float | None = None, watch: Path | None = None) -> int | None:
-    """Run pytest; with ``kill_after``, SIGKILL the whole group that long after ``watch`` gets rows."""
+def run(
+    cwd: Path, *args: str, kill_after: float | None = None, watch: Path | None = None
+) -> int | None:
+    """Run pytest; with ``kill_after``, SIGKILL the whole group that
+    long after ``watch`` gets rows."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its own group: the kill reaches every worker
@@ -62,7 +69,10 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) ->
     reference = pytester.path / "reference.jsonl"
     assert run(pytester.path, "demo.yaml", "--bench-out", str(reference)) == 0
     _, expected = read_rows(reference)
-    verdict = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}  # noqa: E731
+
+    def verdict(rs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, Any]]:
+        return {(r["task_id"], r["arm"]): (r["passed"], r["output"]) for r in rs}
+
     assert verdict(rows) == verdict(expected)
     assert meta is not None and meta["benchmark"] == "demo"
 
@@ -70,9 +80,25 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester: pytest.Pytester) ->
 def test_ctrl_c_exits_2_with_an_interrupted_marker_and_resumes(pytester: pytest.Pytester) -> None:
     make_spec(pytester, sim_spec(60, arms="  a: {provider: sim, accuracy: 1.0, latency_s: 0.05}"))
     out = pytester.path / "r.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "demo.yaml",
-                             "--bench-out", str(out), "--bench-concurrency", "1"], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "demo.yaml",
+            "--bench-out",
+            str(out),
+            "--bench-concurrency",
+            "1",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 5):
         time.sleep(0.05)

@@ -1,7 +1,7 @@
 """How a sweep ended travels in its results file: a copy, a merge of shards and a regrade of a sweep
-that stopped when decided report it so, the fixed-n comparison not valid; a sweep cut by ``--maxfail``
-reports that it stopped before its end, not on its decision, the fixed-n comparison valid; error rows
-are not graded, so they do not count in the anytime-valid decision."""
+that stopped when decided report it so, the fixed-n comparison not valid; a sweep cut by
+``--maxfail`` reports that it stopped before its end, not on its decision, the fixed-n comparison
+valid; error rows are not graded, so they do not count in the anytime-valid decision."""
 
 from __future__ import annotations
 
@@ -19,8 +19,14 @@ CLEAR = "  strong: {provider: sim, accuracy: 1.0}\n  weak: {provider: sim, accur
 
 
 def _spec(n: int, arms: str = CLEAR, extra: str = "") -> str:
-    items = "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4", subtask: s{i % 4}}}' for i in range(n))
-    return f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: exact\narms:\n{arms}\n{extra}"
+    items = "\n".join(
+        f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4", subtask: s{i % 4}}}'
+        for i in range(n)
+    )
+    return (
+        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: "
+        f"exact\narms:\n{arms}\n{extra}"
+    )
 
 
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
@@ -48,7 +54,11 @@ def test_a_copied_decided_file_still_reports_the_early_stop_and_its_recorded_dec
     copy.parent.mkdir()
     shutil.copy(sweep.out, copy)  # the marker stays behind
     seq = _json(capsys, str(copy))["sequential"]
-    assert isinstance(seq, dict) and seq["collection"] == "stopped-when-decided" and not seq["fixed_n_valid"]
+    assert (
+        isinstance(seq, dict)
+        and seq["collection"] == "stopped-when-decided"
+        and not seq["fixed_n_valid"]
+    )
     assert seq["pairs"][0]["decided_at"] == marker["pairs"][0]["decided_at"]
     out = _text(capsys, str(copy))
     assert "stopped once these comparisons were decided" in out and "ran to the end" not in out
@@ -60,7 +70,8 @@ def test_the_report_takes_decided_at_from_the_record_not_the_replay(
     sweep.run("--bench-stop-when-decided", "strong,weak")
     lines = sweep.out.read_bytes().splitlines(keepends=True)
     end = json.loads(lines[-1])
-    end["run_end"]["stopped"]["pairs"][0]["decided_at"] = 1  # what the controller saw: under xdist it may differ
+    # what the controller saw: under xdist it may differ
+    end["run_end"]["stopped"]["pairs"][0]["decided_at"] = 1
     sweep.out.write_bytes(b"".join(lines[:-1]) + encode_line(end))
     seq = _json(capsys, str(sweep.out))["sequential"]
     assert isinstance(seq, dict) and seq["pairs"][0]["decided_at"] == 1
@@ -72,8 +83,14 @@ def test_merged_shards_that_decided_alone_say_neither_figure_is_valid(
     parts = []
     for k in (1, 2):
         out = pytester.path / f"s{k}.jsonl"
-        result, _, _ = sweep.run("--bench-stop-when-decided", "strong,weak", "--bench-shard", f"{k}/2",
-                                 "--bench-out", str(out))
+        result, _, _ = sweep.run(
+            "--bench-stop-when-decided",
+            "strong,weak",
+            "--bench-shard",
+            f"{k}/2",
+            "--bench-out",
+            str(out),
+        )
         assert result.ret == 0
         parts.append(str(out))
     merged = pytester.path / "merged.jsonl"
@@ -90,17 +107,29 @@ def test_maxfail_cuts_the_sweep_and_the_report_says_so(
         pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
     # The stop was not decided by the comparison: its items were not chosen by looking at it, so the
     # fixed-n figures stay valid for the items the file holds (as for a quota stop).
-    make_spec(pytester, _spec(60, "  a: {provider: sim, accuracy: 0.5}\n  b: {provider: sim, accuracy: 0.5, seed: 3}",
-                              "decide: {pairs: [[a, b]]}\n"))
+    make_spec(
+        pytester,
+        _spec(
+            60,
+            "  a: {provider: sim, accuracy: 0.5}\n  b: {provider: sim, accuracy: 0.5, seed: 3}",
+            "decide: {pairs: [[a, b]]}\n",
+        ),
+    )
     result, _, rows = sweep.run("--maxfail", "5")
     assert len(rows) < 120  # wrong answers are failures to pytest: it stops after 5
     last = json.loads(sweep.out.read_bytes().splitlines()[-1])
-    assert last["run_end"]["stopped"] == {"reason": "pytest", "message": "stopping after 5 failures"}
+    assert last["run_end"]["stopped"] == {
+        "reason": "pytest",
+        "message": "stopping after 5 failures",
+    }
     seq = _json(capsys, str(sweep.out))["sequential"]
     assert isinstance(seq, dict) and (seq["collection"], seq["fixed_n_valid"], seq["stop"]) == (
         "stopped-before-end", True, "pytest")
     out = _text(capsys, str(sweep.out))
-    assert "this sweep stopped before its end (pytest), not on its decision" in out and "sweep ran to the end" not in out
+    assert (
+        "this sweep stopped before its end (pytest), not on its decision" in out
+        and "sweep ran to the end" not in out
+    )
     assert "not valid for" not in out
 
 
@@ -108,15 +137,49 @@ def test_error_rows_do_not_count_as_wrong_in_the_decision(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     # b errs on every item (never graded), c answers wrong: counting errors as wrong decides
     # "c better than b" or its mirror; only items both arms graded count, so nothing is decided.
-    meta = {"_meta": True, "benchmark": "d", "benchmarks": {"d": {"fingerprint": "f", "items": 40}},
-            "spec_files": [], "fingerprint": "f", "arms": {"d": ["b", "c"]}, "selection": {}, "run_id": "r",
-            "plugin_version": "0", "created_at": "", "decide": {"pairs": [["d", "b", "c"]], "alpha": 0.05, "margin": 0.0}}
+    meta = {
+        "_meta": True,
+        "benchmark": "d",
+        "benchmarks": {"d": {"fingerprint": "f", "items": 40}},
+        "spec_files": [],
+        "fingerprint": "f",
+        "arms": {"d": ["b", "c"]},
+        "selection": {},
+        "run_id": "r",
+        "plugin_version": "0",
+        "created_at": "",
+        "decide": {"pairs": [["d", "b", "c"]], "alpha": 0.05, "margin": 0.0},
+    }
     lines = [encode_line(meta)]
     for i in range(40):
-        lines.append(encode_line({"task_id": f"t{i}", "arm": "b", "passed": False, "detail": "error: 500",
-                                  "status": "error", "wall_seconds": 0.1, "sub_calls": 1, "benchmark": "d"}))
-        lines.append(encode_line({"task_id": f"t{i}", "arm": "c", "passed": True, "detail": "ok",
-                                  "status": "correct", "wall_seconds": 0.1, "sub_calls": 1, "benchmark": "d"}))
+        lines.append(
+            encode_line(
+                {
+                    "task_id": f"t{i}",
+                    "arm": "b",
+                    "passed": False,
+                    "detail": "error: 500",
+                    "status": "error",
+                    "wall_seconds": 0.1,
+                    "sub_calls": 1,
+                    "benchmark": "d",
+                }
+            )
+        )
+        lines.append(
+            encode_line(
+                {
+                    "task_id": f"t{i}",
+                    "arm": "c",
+                    "passed": True,
+                    "detail": "ok",
+                    "status": "correct",
+                    "wall_seconds": 0.1,
+                    "sub_calls": 1,
+                    "benchmark": "d",
+                }
+            )
+        )
     path = pytester.path / "de.jsonl"
     path.write_bytes(b"".join(lines))
     seq = _json(capsys, str(path))["sequential"]
@@ -136,7 +199,8 @@ def test_an_interval_gate_on_a_decided_file_reads_the_anytime_valid_interval(
     assert main(["report", str(sweep.out), "--gate", "strong>=weak-0.0@95"]) == 0
     line = capsys.readouterr().err
     assert f"95% anytime-valid CI [{lo:+.3f}, {hi:+.3f}]" in line and "passed" in line
-    assert main(["report", str(sweep.out), "--gate", "strong>=weak+0.05@95"]) == 1  # Newcombe's lower bound is above 0.05
+    # Newcombe's lower bound is above 0.05
+    assert main(["report", str(sweep.out), "--gate", "strong>=weak+0.05@95"]) == 1
     # Another level has no anytime-valid interval: the gate fails rather than read Newcombe's.
     capsys.readouterr()
     assert main(["report", str(sweep.out), "--gate", "strong>=weak-0.0@90"]) == 1
@@ -151,4 +215,8 @@ def test_a_regraded_decided_file_still_says_it_stopped_early(
     capsys.readouterr()
     assert main(["regrade", str(sweep.out), "-o", str(regraded)]) == 0
     seq = _json(capsys, str(regraded))["sequential"]
-    assert isinstance(seq, dict) and seq["collection"] == "stopped-when-decided" and not seq["fixed_n_valid"]
+    assert (
+        isinstance(seq, dict)
+        and seq["collection"] == "stopped-when-decided"
+        and not seq["fixed_n_valid"]
+    )

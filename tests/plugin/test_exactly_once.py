@@ -14,14 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import make_spec, read_rows, sim_spec
 from processes import finish, rows_in, run, start, wait_for
 
-SLOW = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.05}"
+from conftest import make_spec, read_rows, sim_spec
+
+SLOW = (
+    "  a: {provider: sim, accuracy: 0.6, latency_s: 0.05}\n  b: {provider: sim, accuracy: 0.3, "
+    "latency_s: 0.05}"
+)
 # A slow arm at the head of each worker's queue while a fast one's calls finish and are recorded
 # behind it: a worker killed then has recorded items it never reported, which xdist hands on.
-MIXED = "  a: {provider: sim, accuracy: 0.6, latency_s: 0.6}\n  b: {provider: sim, accuracy: 0.3, latency_s: 0.01}"
+MIXED = (
+    "  a: {provider: sim, accuracy: 0.6, latency_s: 0.6}\n  b: {provider: sim, accuracy: 0.3, "
+    "latency_s: 0.01}"
+)
 def verdicts(path: Path) -> dict[tuple[str, str], tuple[bool, str]]:
     _, rows = read_rows(path)
     keys = [(r["task_id"], r["arm"]) for r in rows]
@@ -40,7 +46,9 @@ def reference(cwd: Path, spec: str = "demo.yaml") -> dict[tuple[str, str], tuple
 
 # -- ownership ---------------------------------------------------------------------------------
 
-def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(pytester: pytest.Pytester) -> None:
+def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(
+    pytester: pytest.Pytester,
+) -> None:
     # The first run's arm waits for the test to let it go, so the second run meets it mid-sweep
     # however loaded the machine is.
     pytester.makeconftest(f"""
@@ -51,7 +59,8 @@ def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(pytester: pyt
         @arm("held")
         def held(ctx):
             deadline = time.monotonic() + 60
-            while not Path({str(pytester.path / "release")!r}).exists() and time.monotonic() < deadline:
+            release = Path({str(pytester.path / "release")!r})
+            while not release.exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             return "4"
     """)
@@ -63,13 +72,15 @@ def test_a_second_run_on_the_same_file_is_refused_naming_the_owner(pytester: pyt
         status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out))
         assert status == 4, output
         assert f"{out} is in use by another run (pid {first.pid} on " in output
-        status, output = run(pytester.path, "--bench-resume", str(out))  # resume while it runs: the same
+        # resume while it runs: the same
+        status, output = run(pytester.path, "--bench-resume", str(out))
         assert status == 4 and "is in use by another run" in output, output
     finally:
         (pytester.path / "release").write_text("")
         status, output = finish(first)
     assert status == 0, output
-    assert sorted(verdicts(out)) == [(f"q{i}", "a") for i in range(5)]  # the first run alone wrote it
+    # the first run alone wrote it
+    assert sorted(verdicts(out)) == [(f"q{i}", "a") for i in range(5)]
     assert not Path(f"{out}.owner").exists()
 
 
@@ -88,14 +99,19 @@ def test_a_killed_owner_never_blocks_a_resume(pytester: pytest.Pytester) -> None
 
 # -- no silent appends -------------------------------------------------------------------------
 
-def test_a_new_sweep_into_an_existing_file_is_refused_with_the_resume_command(pytester: pytest.Pytester) -> None:
+def test_a_new_sweep_into_an_existing_file_is_refused_with_the_resume_command(
+    pytester: pytest.Pytester,
+) -> None:
     make_spec(pytester, sim_spec(3))
     out = pytester.path / "r.jsonl"
     assert run(pytester.path, "demo.yaml", "--bench-out", str(out))[0] == 0
     before = out.read_bytes()
     status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out))
     assert status == 4, output
-    assert f"--bench-out {out}: the file already holds a sweep. Resume it with: pytest --bench-resume {out}" in output
+    assert (
+        f"--bench-out {out}: the file already holds a sweep. Resume it with: pytest "
+        f"--bench-resume {out}" in output
+    )
     assert out.read_bytes() == before
 
 
@@ -109,7 +125,9 @@ def test_resume_refuses_a_benchmark_the_file_does_not_hold(pytester: pytest.Pyte
     assert status == 4, output
     assert "benchmark 'other' is not in this file, which holds demo" in output
     assert out.read_bytes() == before
-    status, output = run(pytester.path, "--bench-resume", str(out), "other.yaml", "--bench-allow-mismatch")
+    status, output = run(
+        pytester.path, "--bench-resume", str(out), "other.yaml", "--bench-allow-mismatch"
+    )
     assert status == 0, output
     _, rows = read_rows(out)
     assert sorted({r["benchmark"] for r in rows}) == ["demo", "other"] and len(rows) == 6 + 4
@@ -117,7 +135,9 @@ def test_resume_refuses_a_benchmark_the_file_does_not_hold(pytester: pytest.Pyte
 
 # -- the file exists from the start ------------------------------------------------------------
 
-def test_a_stop_before_the_first_row_leaves_a_file_the_resume_command_runs(pytester: pytest.Pytester) -> None:
+def test_a_stop_before_the_first_row_leaves_a_file_the_resume_command_runs(
+    pytester: pytest.Pytester,
+) -> None:
     spec = sim_spec(4, arms="  a: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 0}}")
     make_spec(pytester, spec)
     out = pytester.path / "r.jsonl"
@@ -125,8 +145,13 @@ def test_a_stop_before_the_first_row_leaves_a_file_the_resume_command_runs(pytes
     assert status == 2, output
     meta, rows = read_rows(out)
     assert meta is not None and meta["benchmark"] == "demo" and rows == []
-    resume = next(line.strip() for line in output.splitlines() if line.strip().startswith("pytest --bench-resume"))
-    make_spec(pytester, spec.replace("faults: {exhaustion_after: 0}", "latency_s: 0.0"))  # the quota is back
+    resume = next(
+        line.strip()
+        for line in output.splitlines()
+        if line.strip().startswith("pytest --bench-resume")
+    )
+    # the quota is back
+    make_spec(pytester, spec.replace("faults: {exhaustion_after: 0}", "latency_s: 0.0"))
     status, output = run(pytester.path, *resume.split()[1:])
     assert status == 0, output
     assert len(verdicts(out)) == 4
@@ -173,12 +198,23 @@ def rows_of(path: Path, worker: str) -> int:
 
 
 @pytest.mark.parametrize("concurrency", ["1", "8"])
-def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, concurrency: str) -> None:
+def test_a_killed_worker_loses_and_repeats_nothing(
+    pytester: pytest.Pytester, concurrency: str
+) -> None:
     pytester.makeconftest(HOLD.format(held_at=HELD_AT, here=str(pytester.path)))
     make_spec(pytester, sim_spec(30, arms=MIXED))
     out = pytester.path / "r.jsonl"
     held = [pytester.path / f"gw{i}.held" for i in range(2)]
-    proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-concurrency", concurrency)
+    proc = start(
+        pytester.path,
+        "demo.yaml",
+        "--bench-out",
+        str(out),
+        "-n",
+        "2",
+        "--bench-concurrency",
+        concurrency,
+    )
     try:
         wait_for(lambda: all(path.exists() for path in held), seconds=300)
         if concurrency != "1":  # the held item and one after it recorded, neither reported
@@ -187,7 +223,8 @@ def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, co
         os.killpg(proc.pid, signal.SIGKILL)  # no run left behind by a failed wait
         proc.communicate(timeout=60)
         raise
-    os.kill(int(held[0].read_text()), signal.SIGKILL)  # one worker only; the controller and the other go on
+    # one worker only; the controller and the other go on
+    os.kill(int(held[0].read_text()), signal.SIGKILL)
     (pytester.path / "release").write_text("")
     status, output = finish(proc, timeout=300)
     assert status == 2, output  # resumable, never "1 failed" for a run whose answers are all fine
@@ -199,7 +236,10 @@ def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, co
     recorded = len(verdicts(out))  # no key twice, even before the resume
     # The summary is the file's: at 8 at once the held item may have been recorded before the kill,
     # and then nothing remains (the stop's own message still counts it as not completed here).
-    assert summary["done"] == recorded and summary["remaining"] == 60 - recorded, (summary, recorded)
+    assert summary["done"] == recorded and summary["remaining"] == 60 - recorded, (
+        summary,
+        recorded,
+    )
     if concurrency == "1":
         assert recorded < 60  # the held item was never called
     status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
@@ -210,7 +250,9 @@ def test_a_killed_worker_loses_and_repeats_nothing(pytester: pytest.Pytester, co
 # -- every stop says the truth -----------------------------------------------------------------
 
 @pytest.mark.parametrize("how", ["two Ctrl-C", "SIGTERM"])
-def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(pytester: pytest.Pytester, how: str) -> None:
+def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(
+    pytester: pytest.Pytester, how: str
+) -> None:
     make_spec(pytester, sim_spec(300, arms=SLOW))
     out = pytester.path / "r.jsonl"
     proc = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2")
@@ -226,16 +268,25 @@ def test_a_signalled_stop_leaves_its_marker_summary_and_one_resume_line(pytester
     assert "Traceback" not in output and "PluggyTeardownRaisedWarning" not in output, output
     assert output.count("pytest --bench-resume") == 1, output
     marker = json.loads(Path(f"{out}.stop.json").read_text())
-    assert marker["reason"] == "interrupted" and ("SIGTERM" in marker["message"]) == (how == "SIGTERM"), marker
+    assert marker["reason"] == "interrupted" and ("SIGTERM" in marker["message"]) == (
+        how == "SIGTERM"
+    ), marker
     summary = json.loads(Path(f"{out}.summary.json").read_text())
     recorded = len(verdicts(out))
-    assert summary["partial"] is True and summary["status"] == 2 and summary["stopped"].startswith("interrupted")
+    assert (
+        summary["partial"] is True
+        and summary["status"] == 2
+        and summary["stopped"].startswith("interrupted")
+    )
     assert summary["remaining"] == 600 - summary["done"] and 0 < recorded < 600
-    # Rows that landed after the stop (calls in flight finishing) are counted: the summary is the file's.
+    # Rows that landed after the stop (calls in flight finishing) are
+    # counted: the summary is the file's.
     assert summary["done"] == recorded, (summary["done"], recorded)
     assert sum(a["n"] for a in summary["arms"].values()) == recorded
     assert {k: a["correct"] for k, a in summary["arms"].items()} == {
-        arm: sum(passed for (_, a), (passed, _) in verdicts(out).items() if a == arm) for arm in ("a", "b")}
+        arm: sum(passed for (_, a), (passed, _) in verdicts(out).items() if a == arm)
+        for arm in ("a", "b")
+    }
     status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2")
     assert status == 0, output
     assert verdicts(out) == reference(pytester.path)
@@ -249,19 +300,26 @@ def test_resume_keeps_a_last_row_that_lost_only_its_newline(pytester: pytest.Pyt
     assert run(pytester.path, "demo.yaml", "--bench-out", str(full))[0] == 0
     lines = full.read_bytes().splitlines(keepends=True)
     out = pytester.path / "r.jsonl"
-    out.write_bytes(b"".join(lines[:5]) + lines[5].rstrip(b"\n"))  # meta, four rows, a fifth without newline
+    # meta, four rows, a fifth without newline
+    out.write_bytes(b"".join(lines[:5]) + lines[5].rstrip(b"\n"))
     status, output = run(pytester.path, "--bench-resume", str(out))
     assert status == 0, output
     assert "5 recorded, 7 to run" in output
     assert verdicts(out) == verdicts(full) and out.read_bytes().startswith(b'{"_meta"')
 
 
-def test_collect_only_writes_nothing_and_leaves_a_files_summary_alone(pytester: pytest.Pytester) -> None:
+def test_collect_only_writes_nothing_and_leaves_a_files_summary_alone(
+    pytester: pytest.Pytester,
+) -> None:
     make_spec(pytester, sim_spec(3))
     out = pytester.path / "r.jsonl"
     assert run(pytester.path, "demo.yaml", "--bench-out", str(out))[0] == 0
     before = {p.name: p.read_bytes() for p in pytester.path.glob("r.jsonl*")}
-    for args in (["--bench-out", str(out)], ["--bench-resume", str(out)], ["--bench-out", str(pytester.path / "new.jsonl")]):
+    for args in (
+        ["--bench-out", str(out)],
+        ["--bench-resume", str(out)],
+        ["--bench-out", str(pytester.path / "new.jsonl")],
+    ):
         status, output = run(pytester.path, "demo.yaml", "--collect-only", *args)
         assert status == 0, output
     assert {p.name: p.read_bytes() for p in pytester.path.glob("r.jsonl*")} == before
@@ -273,12 +331,21 @@ def test_the_printed_resume_command_works_from_another_directory(pytester: pytes
     (pytester.path / "specs").mkdir()
     (pytester.path / "specs" / "demo.yaml").write_text(spec)
     out = pytester.path / "out" / "r.jsonl"
-    status, output = run(pytester.path, "specs/demo.yaml", "--bench-out", "out/r.jsonl", "-k", "q1 or q2 or q3")
+    status, output = run(
+        pytester.path, "specs/demo.yaml", "--bench-out", "out/r.jsonl", "-k", "q1 or q2 or q3"
+    )
     assert status == 2, output
-    resume = next(line.strip() for line in output.splitlines() if line.strip().startswith("pytest --bench-resume"))
-    (pytester.path / "specs" / "demo.yaml").write_text(spec.replace(", faults: {exhaustion_after: 2}", ""))
+    resume = next(
+        line.strip()
+        for line in output.splitlines()
+        if line.strip().startswith("pytest --bench-resume")
+    )
+    (pytester.path / "specs" / "demo.yaml").write_text(
+        spec.replace(", faults: {exhaustion_after: 2}", "")
+    )
     elsewhere = pytester.path.parent / f"{pytester.path.name}-elsewhere"
     elsewhere.mkdir()
     status, output = run(elsewhere, *resume.split()[1:])  # pasted in another directory
     assert status == 0, output
-    assert sorted(verdicts(out)) == [(f"q{i}", "a") for i in (1, 2, 3)]  # the recorded -k, every key once
+    # the recorded -k, every key once
+    assert sorted(verdicts(out)) == [(f"q{i}", "a") for i in (1, 2, 3)]

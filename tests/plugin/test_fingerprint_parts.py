@@ -1,4 +1,5 @@
-"""A fingerprint mismatch names what changed; the endpoint is not part of what the answers depend on.
+"""A fingerprint mismatch names what changed; the endpoint is not part
+of what the answers depend on.
 
 Driven as a user meets it: a sweep against a loopback server, the spec edited, then a resume,
 a regrade and a merge; files written when the endpoint was in the fingerprint still resume.
@@ -15,11 +16,13 @@ import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
-from pytest_echo_bench.engine.fingerprint import changed_parts
 from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.engine.fingerprint import changed_parts
 
 
-def openai_spec(n: int, arms: tuple[str, ...] = ("a", "b"), url: str = "${BENCH_URL}", model: str = "m") -> str:
+def openai_spec(
+    n: int, arms: tuple[str, ...] = ("a", "b"), url: str = "${BENCH_URL}", model: str = "m"
+) -> str:
     body = "".join(f"  {a}:\n    provider: openai\n    model: {model}-{a}\n    base_url: {url}\n"
                    "    api_key_env: TEST_OPENAI_KEY\n" for a in arms)
     return sim_spec(n, arms=body)
@@ -33,26 +36,34 @@ def served(monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI) -> FakeOp
     return openai_server
 
 
-def test_moving_the_endpoint_does_not_block_a_resume(pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_moving_the_endpoint_does_not_block_a_resume(
+    pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_spec(pytester, openai_spec(3))
     result, _, rows = sweep.run()
     assert result.ret == 0 and len(rows) == 6
-    sweep.out.write_text("".join(sweep.out.read_text().splitlines(keepends=True)[:-2]))  # as if stopped there
+    # as if stopped there
+    sweep.out.write_text("".join(sweep.out.read_text().splitlines(keepends=True)[:-2]))
     monkeypatch.setenv("BENCH_URL", served.base_url.replace("127.0.0.1", "localhost"))
     result, _, rows = sweep.run("--bench-resume", str(sweep.out))
     assert result.ret == 0, result.stderr.str()
     assert len(rows) == 6 == len({(r["task_id"], r["arm"]) for r in rows})
 
 
-def test_a_changed_model_is_named_with_its_arm_and_key(pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI) -> None:
+def test_a_changed_model_is_named_with_its_arm_and_key(
+    pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI
+) -> None:
     make_spec(pytester, openai_spec(2))
     assert sweep.run()[0].ret == 0
     make_spec(pytester, openai_spec(2, arms=("a", "b", "c"), model="other"))
     result, _, _ = sweep.run("--bench-resume", str(sweep.out))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*was recorded with fingerprint*changed: arm 'a' (key 'model'), arm 'b' (key 'model'), "
-                                 "arm 'c' (new).*--bench-allow-mismatch*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*was recorded with fingerprint*changed: arm 'a' (key 'model'), arm 'b' (key 'model'), "
+            "arm 'c' (new).*--bench-allow-mismatch*"
+        ]
+    )
 
 
 def test_a_changed_dataset_and_scorer_are_named(pytester: pytest.Pytester, sweep: Sweep) -> None:
@@ -68,7 +79,9 @@ def _old_fingerprint(meta: dict[str, Any], spec_arms: dict[str, dict[str, Any]])
     """The fingerprint and arms digest as files recorded them when the endpoint was part of them
     (the formula written out here, independent of the code under test)."""
     def digest(data: Any) -> str:
-        return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(
+            json.dumps(data, sort_keys=True, ensure_ascii=True, default=str).encode()
+        ).hexdigest()[:16]
 
     parts = next(iter(meta["benchmarks"].values()))["parts"]
     whole = digest({"dataset": parts["dataset"], "scorer": ["exact", {}], "arms": spec_arms})
@@ -83,13 +96,16 @@ def _as_recorded_before(results: Path, url: str) -> None:
     whole, arms_digest = _old_fingerprint(meta, arms)
     for info in meta["benchmarks"].values():
         info["fingerprint"] = whole
-        info["parts"] = {k: v for k, v in info["parts"].items() if not k.startswith("arm/")} | {"arms": arms_digest}
+        info["parts"] = {k: v for k, v in info["parts"].items() if not k.startswith("arm/")} | {
+            "arms": arms_digest
+        }
     meta["fingerprint"] = "older"
     results.write_text(json.dumps(meta) + "\n" + "".join(lines[1:]))
 
 
-def test_a_file_fingerprinted_with_its_endpoint_still_resumes(pytester: pytest.Pytester, sweep: Sweep,
-                                                               served: FakeOpenAI) -> None:
+def test_a_file_fingerprinted_with_its_endpoint_still_resumes(
+    pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI
+) -> None:
     make_spec(pytester, openai_spec(3))
     assert sweep.run()[0].ret == 0
     sweep.out.write_text("".join(sweep.out.read_text().splitlines(keepends=True)[:-2]))
@@ -99,28 +115,48 @@ def test_a_file_fingerprinted_with_its_endpoint_still_resumes(pytester: pytest.P
     assert len(rows) == 6
 
 
-def test_regrade_needs_no_provider_settings(pytester: pytest.Pytester, sweep: Sweep, served: FakeOpenAI,
-                                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_regrade_needs_no_provider_settings(
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    served: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     make_spec(pytester, openai_spec(2))
     assert sweep.run()[0].ret == 0
-    monkeypatch.delenv("BENCH_URL")  # a regrade calls nothing: where the server was is no concern of it
+    # a regrade calls nothing: where the server was is no concern of it
+    monkeypatch.delenv("BENCH_URL")
     monkeypatch.chdir(pytester.path)
     capsys.readouterr()
-    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "regraded.jsonl")]) == 0, capsys.readouterr().err
+    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "regraded.jsonl")]) == 0, (
+        capsys.readouterr().err
+    )
     monkeypatch.setenv("BENCH_URL", "http://localhost:1/v1")  # another endpoint: the same arms
-    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "moved.jsonl")]) == 0, capsys.readouterr().err
-    # A file fingerprinted with its endpoint regrades too, given that endpoint (its digest holds nothing else).
+    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "moved.jsonl")]) == 0, (
+        capsys.readouterr().err
+    )
+    # A file fingerprinted with its endpoint regrades too, given that endpoint
+    # (its digest holds nothing else).
     _as_recorded_before(sweep.out, served.base_url)
     monkeypatch.setenv("BENCH_URL", served.base_url)
-    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "again.jsonl")]) == 0, capsys.readouterr().err
+    assert main(["regrade", str(sweep.out), "-o", str(pytester.path / "again.jsonl")]) == 0, (
+        capsys.readouterr().err
+    )
     assert "could not be verified" not in capsys.readouterr().err
 
 
-def test_merge_names_what_differs(pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_names_what_differs(
+    pytester: pytest.Pytester, sweep: Sweep, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_spec(pytester, sim_spec(2))
     assert sweep.run("-k", "q0")[0].ret == 0
     first = sweep.out.rename(pytester.path / "first.jsonl")
-    make_spec(pytester, sim_spec(2, arms="  good: {provider: sim, accuracy: 0.5}\n  bad: {provider: sim, accuracy: 0.0}"))
+    make_spec(
+        pytester,
+        sim_spec(
+            2, arms="  good: {provider: sim, accuracy: 0.5}\n  bad: {provider: sim, accuracy: 0.0}"
+        ),
+    )
     assert sweep.run("-k", "q1")[0].ret == 0
     capsys.readouterr()
     assert main(["merge", str(first), str(sweep.out), "-o", str(pytester.path / "both.jsonl")]) != 0
@@ -128,9 +164,32 @@ def test_merge_names_what_differs(pytester: pytest.Pytester, sweep: Sweep, capsy
 
 
 def test_changed_parts_in_words() -> None:
-    old = {"dataset": "d", "scorer": "s", "arms": "x", "arm/a": "1", "arm/a/model": "m", "arm/a/provider": "p",
-           "arm/b": "2", "arm/b/provider": "p"}
-    new = {"dataset": "d", "scorer": "t", "arms": "y", "arm/a": "3", "arm/a/model": "n", "arm/a/provider": "p",
-           "arm/a/seed": "1", "arm/c": "4", "arm/c/provider": "p"}
-    assert changed_parts(old, new) == ["the scorer", "arm 'a' (keys 'model', 'seed')", "arm 'b' (gone)", "arm 'c' (new)"]
-    assert changed_parts({"dataset": "d", "arms": "x"}, new) == ["the arms"]  # an older file: no digest per arm
+    old = {
+        "dataset": "d",
+        "scorer": "s",
+        "arms": "x",
+        "arm/a": "1",
+        "arm/a/model": "m",
+        "arm/a/provider": "p",
+        "arm/b": "2",
+        "arm/b/provider": "p",
+    }
+    new = {
+        "dataset": "d",
+        "scorer": "t",
+        "arms": "y",
+        "arm/a": "3",
+        "arm/a/model": "n",
+        "arm/a/provider": "p",
+        "arm/a/seed": "1",
+        "arm/c": "4",
+        "arm/c/provider": "p",
+    }
+    assert changed_parts(old, new) == [
+        "the scorer",
+        "arm 'a' (keys 'model', 'seed')",
+        "arm 'b' (gone)",
+        "arm 'c' (new)",
+    ]
+    # an older file: no digest per arm
+    assert changed_parts({"dataset": "d", "arms": "x"}, new) == ["the arms"]

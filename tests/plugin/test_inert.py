@@ -86,17 +86,25 @@ def plain_suite(pytester: pytest.Pytester) -> None:
         path.write_text(text)
 
 
-def run_recorded(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict[str, Any]]]:
+def run_recorded(
+    pytester: pytest.Pytester, *args: str
+) -> tuple[pytest.RunResult, dict[str, dict[str, Any]]]:
     """Run the suite in a new process; (result, the record of each of its processes by name)."""
     records = pytester.path / "modules"
     for old in sorted(records.glob("*.json")) if records.is_dir() else []:
         old.unlink()  # each run's records only
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
-    found = {p.stem: json.loads(p.read_text()) for p in sorted(records.glob("*.json"))} if records.is_dir() else {}
+    found = (
+        {p.stem: json.loads(p.read_text()) for p in sorted(records.glob("*.json"))}
+        if records.is_dir()
+        else {}
+    )
     return result, found
 
 
-def assert_inert(records: dict[str, dict[str, Any]], control: dict[str, dict[str, Any]], processes: set[str]) -> None:
+def assert_inert(
+    records: dict[str, dict[str, Any]], control: dict[str, dict[str, Any]], processes: set[str]
+) -> None:
     assert set(records) == processes and set(control) == processes
     for process in sorted(processes):
         assert records[process]["ours"] == OURS, process
@@ -120,7 +128,8 @@ def test_a_plain_suite_imports_only_the_entry_point_and_options(pytester: pytest
     ("ECHO_BENCH_PROGRESS_EVERY", "-1"),
 ])
 def test_a_bad_setting_in_the_environment_does_not_break_a_plain_suite(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
     plain_suite(pytester)
     monkeypatch.setenv(variable, value)
     result, records = run_recorded(pytester)
@@ -135,7 +144,12 @@ def test_a_bad_setting_in_the_environment_does_not_break_a_plain_suite(
     ("ECHO_BENCH_FSYNC", "sometimes", "--bench-fsync"),
 ])
 def test_the_same_bad_setting_with_a_spec_is_a_usage_error_naming_it(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, option: str) -> None:
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    option: str,
+) -> None:
     plain_suite(pytester)
     make_spec(pytester, sim_spec(2))
     monkeypatch.setenv(variable, value)
@@ -146,8 +160,9 @@ def test_the_same_bad_setting_with_a_spec_is_a_usage_error_naming_it(
     assert not out.exists()
 
 
-def test_a_plain_suite_under_xdist_passes_and_stays_inert_in_every_process(pytester: pytest.Pytester,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plain_suite_under_xdist_passes_and_stays_inert_in_every_process(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plain_suite(pytester)
     monkeypatch.setenv("ECHO_BENCH_CONCURRENCY", "abc")  # not read by the controller or the workers
     result, records = run_recorded(pytester, "-n", "2")

@@ -12,7 +12,9 @@ from processes import open_descriptors
 from conftest import make_spec, sim_spec
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to list open descriptors")
+@pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="needs /proc to list open descriptors"
+)
 def test_unconfigure_closes_and_unregisters(pytester: pytest.Pytester) -> None:
     make_spec(pytester, sim_spec(3))
     out = pytester.path / "r.jsonl"
@@ -22,14 +24,23 @@ def test_unconfigure_closes_and_unregisters(pytester: pytest.Pytester) -> None:
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(self, session: pytest.Session) -> None:
             pm = session.config.pluginmanager
-            seen.update(controller=pm.get_plugin("echo-bench-controller"), worker=pm.get_plugin("echo-bench-worker"),
-                        config=session.config)
+            seen.update(
+                controller=pm.get_plugin("echo-bench-controller"),
+                worker=pm.get_plugin("echo-bench-worker"),
+                config=session.config,
+            )
 
-    reprec = pytester.inline_run("--bench-out", str(out), "--bench-concurrency", "4", plugins=[Spy()])
+    reprec = pytester.inline_run(
+        "--bench-out", str(out), "--bench-concurrency", "4", plugins=[Spy()]
+    )
     reprec.assertoutcome(passed=3, failed=3)
-    assert seen["controller"] is not None and seen["worker"] is not None  # both were registered for the run
+    # both were registered for the run
+    assert seen["controller"] is not None and seen["worker"] is not None
     pm = seen["config"].pluginmanager  # type: ignore[attr-defined]
-    assert pm.get_plugin("echo-bench-controller") is None and pm.get_plugin("echo-bench-worker") is None
+    assert (
+        pm.get_plugin("echo-bench-controller") is None
+        and pm.get_plugin("echo-bench-worker") is None
+    )
     assert not pm.is_registered(seen["worker"]) and not pm.is_registered(seen["controller"])
     still_open = {p for p in open_descriptors() if p.startswith(str(pytester.path))}
     assert still_open == set()  # neither the results file nor its lock is held after the run

@@ -21,7 +21,9 @@ arms:
 """
 
 
-def test_strict_markers_accept_arm_and_subtask_marks(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_strict_markers_accept_arm_and_subtask_marks(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, SPEC)
     result, _, rows = sweep.run("--strict-markers", "-W", "error::pytest.PytestUnknownMarkWarning",
                                 "-m", "subtask_word_sorting and arm_a")
@@ -48,7 +50,12 @@ def test_an_error_row_says_error_once(pytester: pytest.Pytester, sweep: Sweep) -
         def refuses(ctx):
             raise ValueError("the prompt was refused")
     """)
-    make_spec(pytester, SPEC.replace("a: {provider: sim, accuracy: 1.0}", "a: {provider: python, function: refuses}"))
+    make_spec(
+        pytester,
+        SPEC.replace(
+            "a: {provider: sim, accuracy: 1.0}", "a: {provider: python, function: refuses}"
+        ),
+    )
     result, _, rows = sweep.run()
     assert result.ret == 0
     assert {r["detail"] for r in rows} == {"error: ValueError: the prompt was refused"}
@@ -56,15 +63,22 @@ def test_an_error_row_says_error_once(pytester: pytest.Pytester, sweep: Sweep) -
     assert "error: ValueError: the prompt was refused" in out and "error: error:" not in out
 
 
-def test_a_skip_reason_reads_as_the_outcome_at_the_arms_line(pytester: pytest.Pytester, sweep: Sweep,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not 'pytest_echo_bench.plugin.collect.NotRecorded: unavailable: ...' at a line of our source."""
+def test_a_skip_reason_reads_as_the_outcome_at_the_arms_line(
+    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not 'pytest_echo_bench.plugin.collect.NotRecorded:
+    unavailable: ...' at a line of our source."""
     monkeypatch.delenv("NO_SUCH_KEY_FOR_SKIPS", raising=False)
-    arms = ("  good: {provider: sim, accuracy: 1.0}\n"
-            "  gpt:\n    provider: openai\n    model: m\n    api_key_env: NO_SUCH_KEY_FOR_SKIPS\n    optional: true")
+    arms = (
+        "  good: {provider: sim, accuracy: 1.0}\n"
+        "  gpt:\n    provider: openai\n    model: m\n    api_key_env: "
+        "NO_SUCH_KEY_FOR_SKIPS\n    optional: true"
+    )
     make_spec(pytester, sim_spec(2, arms=arms))
     result, _, rows = sweep.run("-rs")
     assert result.ret == 0 and len(rows) == 2
     gpt_line = 1 + sim_spec(2, arms=arms).splitlines().index("  gpt:")
-    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] demo.yaml:{gpt_line}: unavailable: arm 'gpt' needs an API key: *"])
+    result.stdout.fnmatch_lines(
+        [f"SKIPPED [[]2[]] demo.yaml:{gpt_line}: unavailable: arm 'gpt' needs an API key: *"]
+    )
     assert "NotRecorded" not in result.stdout.str()

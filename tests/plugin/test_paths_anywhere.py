@@ -17,7 +17,8 @@ ARGS = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarni
 ITEMS = 4 * 2  # sim_spec(4): four items, two arms
 WORKERS = {"serial": (), "xdist": ("-n", "2")}
 
-# Each worker writes what it saw: its rootdir, a node id, and the PYTEST_ADDOPTS its subprocesses inherit.
+# Each worker writes what it saw: its rootdir, a node id, and the
+# PYTEST_ADDOPTS its subprocesses inherit.
 RECORDER = """
 import json, os
 from pathlib import Path
@@ -41,37 +42,54 @@ def summary(path: Path) -> dict[str, object]:
 
 
 def stayed(pytester: pytest.Pytester, result: pytest.RunResult, outside: Path) -> None:
-    """The rootdir, node ids and side files all stayed in the project; the outside holds our files only."""
+    """The rootdir, node ids and side files all stayed in the project;
+    the outside holds our files only."""
     result.stdout.fnmatch_lines([f"rootdir: {pytester.path}"])
-    assert (pytester.path / RESULTS_DIR).is_dir()  # where the default cache (and default results) go
+    # where the default cache (and default results) go
+    assert (pytester.path / RESULTS_DIR).is_dir()
     common = Path(*[a for a, b in zip(pytester.path.parts, outside.parts, strict=False) if a == b])
     assert not (common / RESULTS_DIR).exists() and not (outside / RESULTS_DIR).exists()
     for seen in map(json.loads, (p.read_text() for p in pytester.path.glob("gw*.json"))):
-        assert seen["rootdir"] == str(pytester.path) and seen["nodeid"].startswith("demo.yaml::"), seen
-        assert seen["addopts"] is None, seen  # the pin is for the worker's pytest, not its subprocesses
+        assert seen["rootdir"] == str(pytester.path) and seen["nodeid"].startswith("demo.yaml::"), (
+            seen
+        )
+        # the pin is for the worker's pytest, not its subprocesses
+        assert seen["addopts"] is None, seen
 
 
 @pytest.mark.parametrize("form", ["space", "eq"])
 @pytest.mark.parametrize("workers", list(WORKERS))
-def test_a_results_file_elsewhere_moves_nothing(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
-                                                 form: str, workers: str) -> None:
+def test_a_results_file_elsewhere_moves_nothing(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, form: str, workers: str
+) -> None:
     outside = tmp_path_factory.mktemp("elsewhere")
     make_spec(pytester, sim_spec(4))
     pytester.makeconftest(RECORDER)
     out = outside / "x.jsonl"
-    result = pytester.runpytest(*ARGS, *WORKERS[workers], *option("--bench-out", out, form), "--bench-progress-every", "0")
+    result = pytester.runpytest(
+        *ARGS, *WORKERS[workers], *option("--bench-out", out, form), "--bench-progress-every", "0"
+    )
     assert result.ret == 0, result.stdout.str()
     stayed(pytester, result, outside)
-    assert summary(out)["to_run"] == ITEMS and summary(out)["remaining"] == 0  # was to_run: 0 under xdist
+    # was to_run: 0 under xdist
+    assert summary(out)["to_run"] == ITEMS and summary(out)["remaining"] == 0
     meta, rows = read_rows(out)
-    assert meta is not None and meta["spec_files"] == ["demo.yaml"] and meta["rootdir"] == str(pytester.path)
+    assert (
+        meta is not None
+        and meta["spec_files"] == ["demo.yaml"]
+        and meta["rootdir"] == str(pytester.path)
+    )
     assert len(rows) == ITEMS
 
 
-@pytest.mark.parametrize(("workers", "form"), [("serial", "space"), ("serial", "eq"), ("xdist", "space")])
-def test_a_resume_from_elsewhere_moves_nothing(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
-                                                form: str, workers: str) -> None:
-    """The file exists when pytest looks: the space form used to put the rootdir (and the cache) above both."""
+@pytest.mark.parametrize(
+    ("workers", "form"), [("serial", "space"), ("serial", "eq"), ("xdist", "space")]
+)
+def test_a_resume_from_elsewhere_moves_nothing(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, form: str, workers: str
+) -> None:
+    """The file exists when pytest looks: the space form used to put the
+    rootdir (and the cache) above both."""
     outside = tmp_path_factory.mktemp("elsewhere")
     make_spec(pytester, sim_spec(4))
     out = outside / "x.jsonl"
@@ -82,23 +100,30 @@ def test_a_resume_from_elsewhere_moves_nothing(pytester: pytest.Pytester, tmp_pa
     assert result.ret == 0, result.stdout.str()
     stayed(pytester, result, outside)
     _, rows = read_rows(out)
-    assert sorted(r["arm"] for r in rows) == ["good"] * 4  # the recorded -k good, resumed as recorded
+    # the recorded -k good, resumed as recorded
+    assert sorted(r["arm"] for r in rows) == ["good"] * 4
 
 
-def test_a_cache_elsewhere_that_exists_moves_nothing(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_cache_elsewhere_that_exists_moves_nothing(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The second night's shared cache exists: it must not move the rootdir either."""
     outside = tmp_path_factory.mktemp("elsewhere")
     make_spec(pytester, sim_spec(4))
     cache = outside / "cache.sqlite"
     cache.touch()  # the file of an earlier night (SQLite takes an empty file for a new database)
     for night in (1, 2):
-        result = pytester.runpytest(*ARGS, "demo.yaml", "--bench-cache", str(cache), "--bench-out", f"night{night}.jsonl")
+        result = pytester.runpytest(
+            *ARGS, "demo.yaml", "--bench-cache", str(cache), "--bench-out", f"night{night}.jsonl"
+        )
         assert result.ret == 0, result.stdout.str()
         result.stdout.fnmatch_lines([f"rootdir: {pytester.path}"])
     assert cache.is_file() and not (pytester.path.parent / RESULTS_DIR).exists()
 
 
-def test_a_value_that_hid_the_ini_file_gets_it_back(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_value_that_hid_the_ini_file_gets_it_back(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Bare ``--bench-resume /elsewhere/x.jsonl`` (the printed resume command) made pytest miss the
     project's ini file: the run takes it up again, its settings included."""
     outside = tmp_path_factory.mktemp("elsewhere")
@@ -117,7 +142,8 @@ def test_a_value_that_hid_the_ini_file_gets_it_back(pytester: pytest.Pytester, t
 
 def test_an_ini_file_pytest_acted_on_too_early_is_refused_with_the_form_that_works(
         pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Its addopts were never applied, and no plugin can apply them after the fact: refused, naming the ``=`` form."""
+    """Its addopts were never applied, and no plugin can apply them after the fact:
+    refused, naming the ``=`` form."""
     outside = tmp_path_factory.mktemp("elsewhere")
     make_spec(pytester, sim_spec(4))
     pytester.makeini("[pytest]\naddopts = --bench-concurrency 2\n")
@@ -125,17 +151,25 @@ def test_an_ini_file_pytest_acted_on_too_early_is_refused_with_the_form_that_wor
     assert pytester.runpytest(*ARGS, "demo.yaml", "--bench-out", str(out), "-k", "good").ret == 0
     refused = pytester.runpytest(*ARGS, "--bench-resume", str(out))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines([f"*--bench-resume {out} for a test path*from no ini file instead of "
-                                  f"{pytester.path / 'tox.ini'}*addopts*write --bench-resume={out}*"])
+    refused.stderr.fnmatch_lines(
+        [
+            f"*--bench-resume {out} for a test path*from no ini file instead of "
+            f"{pytester.path / 'tox.ini'}*addopts*write --bench-resume={out}*"
+        ]
+    )
     again = pytester.runpytest(*ARGS, f"--bench-resume={out}")
     assert again.ret == 0, again.stdout.str()
     again.stdout.fnmatch_lines([f"rootdir: {pytester.path}", "configfile: tox.ini"])
 
 
-def test_the_meta_line_works_from_another_checkout(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """On another machine the project sits elsewhere: the meta line's paths are relative to the rootdir,
-    its absolute rootdir only a hint, so a resume there finds the spec where that checkout keeps it."""
+def test_the_meta_line_works_from_another_checkout(
+    pytester: pytest.Pytester,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On another machine the project sits elsewhere: the meta line's paths are
+    relative to the rootdir, its absolute rootdir only a hint, so a resume there finds
+    the spec where that checkout keeps it."""
     make_spec(pytester, sim_spec(4))
     out = pytester.path / "results.jsonl"
     assert pytester.runpytest(*ARGS, "demo.yaml", "--bench-out", str(out), "-k", "good").ret == 0
@@ -149,13 +183,19 @@ def test_the_meta_line_works_from_another_checkout(pytester: pytest.Pytester, tm
     result.stdout.fnmatch_lines([f"rootdir: {there}", "*sweep complete*"])
 
 
-def test_workers_import_no_conftest_above_the_rootdir(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The controller never imports a conftest.py above its rootdir (pytest's conftest boundary): nor do its workers."""
+def test_workers_import_no_conftest_above_the_rootdir(
+    pytester: pytest.Pytester,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller never imports a conftest.py above its rootdir (pytest's conftest
+    boundary): nor do its workers."""
     project = pytester.mkdir("project")
     (project / "demo.yaml").write_text(sim_spec(4))
     marker = pytester.path / "imported"
-    pytester.makeconftest(f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n")
+    pytester.makeconftest(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
+    )
     monkeypatch.chdir(project)
     out = tmp_path_factory.mktemp("elsewhere") / "x.jsonl"
     result = pytester.runpytest(*ARGS, "-n", "2", "demo.yaml", "--bench-out", str(out))

@@ -10,15 +10,21 @@ import pytest
 from conftest import SHARED_DATA, Sweep, bbh_data, bbh_examples, make_spec, sim_spec
 
 
-def test_items_are_one_test_per_task_and_arm_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_items_are_one_test_per_task_and_arm_with_stable_ids(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(3))
     result, _, _ = sweep.run("--collect-only", "-q")
-    result.stdout.fnmatch_lines(["demo.yaml::q0[[]good[]]", "demo.yaml::q0[[]bad[]]", "demo.yaml::q2[[]bad[]]"])
+    result.stdout.fnmatch_lines(
+        ["demo.yaml::q0[[]good[]]", "demo.yaml::q0[[]bad[]]", "demo.yaml::q2[[]bad[]]"]
+    )
     assert "6 tests collected" in result.stdout.str()
     assert not sweep.out.exists()  # collecting writes nothing
 
 
-def test_outcomes_rows_and_exit_zero_with_wrong_answers(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_outcomes_rows_and_exit_zero_with_wrong_answers(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(4))
     result, meta, rows = sweep.run()
     result.assert_outcomes(passed=4, failed=4)
@@ -30,22 +36,42 @@ def test_outcomes_rows_and_exit_zero_with_wrong_answers(pytester: pytest.Pyteste
     bad = [r for r in rows if r["arm"] == "bad"]
     assert all(r["passed"] and r["detail"] == "passed" and r["status"] == "correct" for r in good)
     assert all(not r["passed"] and r["detail"].startswith("expected 4 got ") for r in bad)
-    for key in ("task_id", "arm", "wall_seconds", "sub_calls", "benchmark", "output", "answer", "target",
-                "attempts", "started_at", "finished_at", "worker", "run_id", "usage"):
+    for key in (
+        "task_id",
+        "arm",
+        "wall_seconds",
+        "sub_calls",
+        "benchmark",
+        "output",
+        "answer",
+        "target",
+        "attempts",
+        "started_at",
+        "finished_at",
+        "worker",
+        "run_id",
+        "usage",
+    ):
         assert key in rows[0]
     assert rows[0]["run_id"] == meta["run_id"]
 
 
-def test_wrong_answer_shows_domain_lines_not_a_traceback(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_wrong_answer_shows_domain_lines_not_a_traceback(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(1))
     result, _, _ = sweep.run()
     out = result.stdout.str()
     assert "wrong: expected 4 got" in out and "target: 4" in out
     assert "Traceback" not in out and "runtest" not in out
-    result.stdout.fnmatch_lines(["*echo-bench summary*", "*demo*bad*1*0*0.000*", "*demo*good*1*1*1.000*"])
+    result.stdout.fnmatch_lines(
+        ["*echo-bench summary*", "*demo*bad*1*0*0.000*", "*demo*good*1*1*1.000*"]
+    )
 
 
-def test_extra_keywords_a_plugin_adds_to_one_item_select_only_that_item(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_extra_keywords_a_plugin_adds_to_one_item_select_only_that_item(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(3))
     pytester.makeconftest("""
         def pytest_itemcollected(item):
@@ -58,7 +84,9 @@ def test_extra_keywords_a_plugin_adds_to_one_item_select_only_that_item(pytester
     assert [(r["task_id"], r["arm"]) for r in rows] == [("q2", "good")]
 
 
-def test_a_spec_whose_arms_come_after_a_large_inline_dataset_is_collected(pytester: pytest.Pytester) -> None:
+def test_a_spec_whose_arms_come_after_a_large_inline_dataset_is_collected(
+    pytester: pytest.Pytester,
+) -> None:
     spec = make_spec(pytester, sim_spec(2500))  # 2,500 items put `arms:` about 110 KB into the file
     assert spec.read_text().index("\narms:") > 100_000
     result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", "demo.yaml")
@@ -89,7 +117,9 @@ def test_ordinary_yaml_and_tests_are_left_alone(pytester: pytest.Pytester) -> No
     pytester.makepyfile("def test_one():\n    assert 1\n")
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    assert "echo-bench:" not in result.stdout.str() and "echo-bench summary" not in result.stdout.str()
+    assert (
+        "echo-bench:" not in result.stdout.str() and "echo-bench summary" not in result.stdout.str()
+    )
     assert not (pytester.path / "bench_results").exists()
 
 
@@ -109,7 +139,9 @@ def test_default_results_path_is_under_bench_results(pytester: pytest.Pytester) 
     assert result.stdout.str().count(str(files[0])) >= 2  # printed at start and at the end
 
 
-def test_sim_is_deterministic_across_runs_and_workers(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_sim_is_deterministic_across_runs_and_workers(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(30, arms="  mid: {provider: sim, accuracy: 0.5}"))
     _, _, serial = sweep.run()
     sweep.out.unlink()
@@ -132,8 +164,10 @@ def test_python_arm_routes_between_sub_arms(pytester: pytest.Pytester, sweep: Sw
             ctx.extra["escalated"] = True
             return ctx.call("strong")
     """)
-    arms = ("  cheap: {provider: sim, accuracy: 0.0}\n  other: {provider: sim, accuracy: 1.0}\n"
-            "  strong: {provider: sim, accuracy: 1.0}\n  route: {provider: python, function: escalate}")
+    arms = (
+        "  cheap: {provider: sim, accuracy: 0.0}\n  other: {provider: sim, accuracy: 1.0}\n"
+        "  strong: {provider: sim, accuracy: 1.0}\n  route: {provider: python, function: escalate}"
+    )
     make_spec(pytester, sim_spec(3, arms=arms))
     result, _, rows = sweep.run("-k", "route")
     result.assert_outcomes(passed=3)
@@ -144,7 +178,9 @@ def test_unknown_python_arm_skips_with_what_to_do(pytester: pytest.Pytester, swe
     make_spec(pytester, sim_spec(2, arms="  route: {provider: python, function: nowhere}"))
     result, _, rows = sweep.run("-rs")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*python arm function 'nowhere' not found*@pytest_echo_bench.arm*"])
+    result.stdout.fnmatch_lines(
+        ["*python arm function 'nowhere' not found*@pytest_echo_bench.arm*"]
+    )
     assert rows == []
 
 
@@ -176,28 +212,40 @@ BBH = bbh_data()  # all of BBH beside the project, else the fixture's first thre
 
 
 def cot_prompts(pytester: pytest.Pytester, tasks: list[str]) -> Path:
-    """The paper's prompts beside the project, else stand-ins laid out like them (a canary block, then the shots)."""
+    """The paper's prompts beside the project, else stand-ins laid out like them (a
+    canary block, then the shots)."""
     shared = SHARED_DATA / "bbh-cot-prompts"
     if shared.is_dir():
         return shared
     folder = pytester.path / "cot-prompts"
     folder.mkdir()
     for task in tasks:
-        (folder / f"{task}.txt").write_text(f"CANARY\n-----\nA {task} shot.\n\nQ: a question\nA: Let's think step by step.\n"
-                                            "So the answer is x.\n")
+        (folder / f"{task}.txt").write_text(
+            f"CANARY\n-----\nA {task} shot.\n\nQ: a question\nA: Let's think step by step.\n"
+            "So the answer is x.\n"
+        )
     return folder
 
 
-def test_bbh_loader_slices_subtasks_with_stable_ids(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_bbh_loader_slices_subtasks_with_stable_ids(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     tasks, start, n = ["navigate", "word_sorting"], 1, 3
-    body = (f"benchmark: bbh\ndataset:\n  loader: bbh\n  path: {BBH}\n  subtasks: [{', '.join(tasks)}]\n"
-            f"  n_per_subtask: {n}\n  start: {start}\n  cot_prompts: {cot_prompts(pytester, tasks)}\n"
-            "scorer: bbh\narms:\n  oracle: {provider: sim, accuracy: 1.0, template: 'So the answer is {answer}.'}\n")
+    body = (
+        f"benchmark: bbh\ndataset:\n  loader: bbh\n  path: {BBH}\n  subtasks: "
+        f"[{', '.join(tasks)}]\n"
+        f"  n_per_subtask: {n}\n  start: {start}\n  cot_prompts: {cot_prompts(pytester, tasks)}\n"
+        "scorer: bbh\narms:\n  oracle: {provider: sim, accuracy: 1.0, template: 'So the "
+        "answer is {answer}.'}\n"
+    )
     make_spec(pytester, body)
     result, meta, rows = sweep.run("-m", "subtask_navigate")
-    # A slice stops at the end of its task file: three items of each task on the full data, two on the fixture.
+    # A slice stops at the end of its task file: three items of each task on the
+    # full data, two on the fixture.
     sliced = {task: bbh_examples(task, BBH)[start:start + n] for task in tasks}
-    expected = {f"bbh/navigate/{start + i}": rec["target"] for i, rec in enumerate(sliced["navigate"])}
+    expected = {
+        f"bbh/navigate/{start + i}": rec["target"] for i, rec in enumerate(sliced["navigate"])
+    }
     assert expected
     result.assert_outcomes(passed=len(expected))
     assert {r["task_id"]: r["target"] for r in rows} == expected

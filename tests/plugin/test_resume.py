@@ -23,7 +23,9 @@ def test_resume_runs_only_what_is_missing(pytester: pytest.Pytester, sweep: Swee
     assert sweep.out.read_text().count('"_meta"') == 1
 
 
-def test_bare_resume_reuses_spec_and_selection_from_meta(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_bare_resume_reuses_spec_and_selection_from_meta(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(4))
     make_spec(pytester, sim_spec(2, benchmark="other"), name="other")
     rows_file = sweep.out
@@ -68,7 +70,9 @@ def test_resume_refuses_a_changed_spec_unless_told(pytester: pytest.Pytester, sw
     assert result.ret == 0 and len(rows) == 6
 
 
-def test_operational_settings_do_not_change_the_fingerprint(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_operational_settings_do_not_change_the_fingerprint(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(2, arms="  a: {provider: sim, accuracy: 1.0}"))
     sweep.run("-k", "q0")
     make_spec(pytester, sim_spec(2, arms="  a: {provider: sim, accuracy: 1.0, latency_s: 0.001}",
@@ -91,7 +95,9 @@ def test_torn_tail_is_repaired_and_kept_aside(pytester: pytest.Pytester, sweep: 
     assert (pytester.path / "results.jsonl.torn").read_text().strip() == torn
 
 
-def test_garbage_in_the_middle_is_refused_naming_the_line(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_garbage_in_the_middle_is_refused_naming_the_line(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(2))
     sweep.run()
     lines = sweep.out.read_text().splitlines()
@@ -111,14 +117,26 @@ def test_resume_of_a_missing_file_is_a_usage_error(pytester: pytest.Pytester, sw
     result.stderr.fnmatch_lines(["*no such results file*"])
 
 
-def test_resume_reads_older_rows_without_the_new_fields(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_resume_reads_older_rows_without_the_new_fields(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(2))
-    old = {"task_id": "q0", "arm": "good", "passed": True, "detail": "passed", "wall_seconds": 1.0, "sub_calls": 1}
+    old = {
+        "task_id": "q0",
+        "arm": "good",
+        "passed": True,
+        "detail": "passed",
+        "wall_seconds": 1.0,
+        "sub_calls": 1,
+    }
     sweep.out.write_text(json.dumps(old) + "\n")
-    # No meta line, so no fingerprint to check the rows against: refused unless the user says they answer this spec.
+    # No meta line, so no fingerprint to check the rows against: refused unless the
+    # user says they answer this spec.
     refused, _, rows = sweep.run("--bench-resume", str(sweep.out), str(pytester.path))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR and len(rows) == 1
     refused.stderr.fnmatch_lines(["*the file has no meta line*--bench-allow-mismatch*"])
-    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch", str(pytester.path))
+    result, _, rows = sweep.run(
+        "--bench-resume", str(sweep.out), "--bench-allow-mismatch", str(pytester.path)
+    )
     result.stdout.fnmatch_lines(["*1 recorded, 3 to run*"])
     assert len(rows) == 4

@@ -31,8 +31,11 @@ from conftest import Sweep, make_spec, read_rows, sim_spec
 
 LONG = os.environ.get("ECHO_BENCH_TORTURE", "") == "long"
 LONG_KILLS = int(os.environ.get("ECHO_BENCH_TORTURE_KILLS", "200"))
-needs_long = pytest.mark.skipif(not LONG, reason="long torture variant, opt-in (the 200-kill run takes about 14 "
-                                                  "minutes on 2 cores): set ECHO_BENCH_TORTURE=long to run it")
+needs_long = pytest.mark.skipif(
+    not LONG,
+    reason="long torture variant, opt-in (the 200-kill run takes about 14 "
+    "minutes on 2 cores): set ECHO_BENCH_TORTURE=long to run it",
+)
 KEY = "sk-torture-test-key"
 
 
@@ -61,7 +64,8 @@ def kill_mid_run(proc: subprocess.Popen[bytes], out: Path, size_before: int, del
 
 
 def tear_last_row(out: Path, rng: random.Random) -> None:
-    """Append a prefix of the last row without its newline: what a kill inside a large write leaves."""
+    """Append a prefix of the last row without its newline: what a
+    kill inside a large write leaves."""
     last = out.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
     with open(out, "ab") as f:
         f.write(last[: rng.randrange(1, len(last) - 1)])
@@ -76,18 +80,30 @@ def tear_last_row(out: Path, rng: random.Random) -> None:
 def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(
     pytester: pytest.Pytester, sweep: Sweep, kill_points: int, workers: str, tasks: int,
 ) -> None:
-    arms = "  a: {provider: sim, accuracy: 0.6, latency_s: LAT}\n  b: {provider: sim, accuracy: 0.3, latency_s: LAT}"
-    make_spec(pytester, sim_spec(tasks, arms=arms.replace("LAT", "0.05")))  # latency: time to kill mid-run
-    # The uninterrupted reference: sim answers depend on (task_id, arm) alone, not on latency or benchmark.
+    arms = (
+        "  a: {provider: sim, accuracy: 0.6, latency_s: LAT}\n  b: {provider: sim, accuracy: "
+        "0.3, latency_s: LAT}"
+    )
+    # latency: time to kill mid-run
+    make_spec(pytester, sim_spec(tasks, arms=arms.replace("LAT", "0.05")))
+    # The uninterrupted reference: sim answers depend on (task_id, arm)
+    # alone, not on latency or benchmark.
     make_spec(pytester, sim_spec(tasks, arms=arms.replace("LAT", "0"), benchmark="ref"), name="ref")
     out = pytester.path / "killed.jsonl"
     rng = random.Random(20261130)
     kills, torn, status = 0, 0, None
     while kills < kill_points:
-        args = ["--bench-resume", str(out)] if out.exists() else ["demo.yaml", "--bench-out", str(out)]
+        args = (
+            ["--bench-resume", str(out)] if out.exists() else ["demo.yaml", "--bench-out", str(out)]
+        )
         size = out.stat().st_size if out.exists() else 0
-        proc = subprocess.Popen(pytest_cmd(*args, "-n", workers, "--bench-concurrency", "2"), cwd=pytester.path,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            pytest_cmd(*args, "-n", workers, "--bench-concurrency", "2"),
+            cwd=pytester.path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         if not kill_mid_run(proc, out, size, rng.uniform(0.0, 0.4)):
             status = proc.returncode
             break
@@ -95,12 +111,19 @@ def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(
         if rng.random() < 0.25:
             tear_last_row(out, rng)
             torn += 1
-    assert status is None and kills == kill_points, f"the sweep ended after {kills} kills: give it more items"
+    assert status is None and kills == kill_points, (
+        f"the sweep ended after {kills} kills: give it more items"
+    )
     _, before = read_rows_lenient(out)
     assert 0 < len(before) < 2 * tasks  # killed mid-run: some rows, not all
 
-    final = subprocess.run(pytest_cmd("--bench-resume", str(out), "-n", workers, "--bench-concurrency", "8"),
-                           cwd=pytester.path, capture_output=True, text=True, timeout=600)
+    final = subprocess.run(
+        pytest_cmd("--bench-resume", str(out), "-n", workers, "--bench-concurrency", "8"),
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert final.returncode == 0, final.stdout[-3000:]
     meta, rows = read_rows(out)  # every line parses: nothing torn or merged is left in the file
     keys = Counter((r["task_id"], r["arm"]) for r in rows)
@@ -112,7 +135,9 @@ def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(
     reference = pytester.path / "reference.jsonl"
     assert sweep.run("ref.yaml", "--bench-out", str(reference))[0].ret == 0
     _, expected = read_rows(reference)
-    verdicts = lambda rs: {(r["task_id"], r["arm"]): (r["passed"], r["status"], r["output"]) for r in rs}  # noqa: E731
+    def verdicts(rs: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, Any, Any]]:
+        return {(r["task_id"], r["arm"]): (r["passed"], r["status"], r["output"]) for r in rs}
+
     assert verdicts(rows) == verdicts(expected)
     print(f"{kills} kill points, {torn} torn tails, {len(before)} rows before the last resume, "
           f"{len(rows)} rows at the end, 0 lost or duplicated")
@@ -135,12 +160,18 @@ def read_rows_lenient(path: Path) -> tuple[dict[str, Any] | None, list[dict[str,
 
 def numbered_spec(n: int, arm: str, extra: str = "") -> str:
     items = "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4"}}' for i in range(n))
-    return (f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: exact\narms:\n  a: {arm}\n"
-            f"retries: {{attempts: 3, backoff_s: 0.01, max_backoff_s: 0.05}}\n{extra}")
+    return (
+        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: "
+        f"exact\narms:\n  a: {arm}\n"
+        f"retries: {{attempts: 3, backoff_s: 0.01, max_backoff_s: 0.05}}\n{extra}"
+    )
 
 
 def openai_arm(server: FakeOpenAI, client: str = "http") -> str:
-    return f"{{provider: openai, model: m, base_url: '{server.base_url}', api_key_env: TORTURE_KEY, client: {client}}}"
+    return (
+        f"{{provider: openai, model: m, base_url: '{server.base_url}', api_key_env: TORTURE_KEY, "
+        f"client: {client}}}"
+    )
 
 
 def task_of(prompt: str) -> str:
@@ -155,7 +186,10 @@ def run_timed(cwd: Path, *args: str) -> tuple[int, str, float]:
 
 @pytest.mark.parametrize("provider", ["openai", pytest.param("sim", marks=needs_long)])
 def test_exhaustion_at_a_random_call_under_4_workers(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI, provider: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    openai_server: FakeOpenAI,
+    provider: str,
 ) -> None:
     monkeypatch.setenv("TORTURE_KEY", KEY)
     rng = random.Random(f"exhaustion-{provider}")
@@ -163,18 +197,25 @@ def test_exhaustion_at_a_random_call_under_4_workers(
     answered: list[str] = []  # prompts the server answered: exactly the calls that may become rows
     openai_server.answer = lambda prompt: (answered.append(task_of(prompt)), "4")[1]
     openai_server.quota_after = quota
-    arm = openai_arm(openai_server) if provider == "openai" else f"{{provider: sim, accuracy: 1.0, faults: {{exhaustion_after: {quota}}}}}"
+    arm = (
+        openai_arm(openai_server)
+        if provider == "openai"
+        else f"{{provider: sim, accuracy: 1.0, faults: {{exhaustion_after: {quota}}}}}"
+    )
     make_spec(pytester, numbered_spec(120, arm))
     out = pytester.path / "r.jsonl"
 
-    status, output, ended = run_timed(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "4", "--bench-concurrency", "4")
+    status, output, ended = run_timed(
+        pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "4", "--bench-concurrency", "4"
+    )
     assert status == 2, output[-3000:]
     marker = json.loads((pytester.path / "r.jsonl.stop.json").read_text())
     assert marker["reason"] == "exhausted"
     if provider == "openai":
         exhausted_at = openai_server.exhausted_at
-        # Well under one call's timeout (180 s): the stop does not wait for calls in flight. 45 s, not 5:
-        # four xdist workers tearing down on two loaded cores took 5.4 s once, and 15.1 s at load 10.
+        # Well under one call's timeout (180 s): the stop does not wait for calls in
+        # flight. 45 s, not 5: four xdist workers tearing down on two loaded cores took 5.4
+        # s once, and 15.1 s at load 10.
         assert exhausted_at is not None and ended - exhausted_at < 45.0
         print(f"quota {quota}: exit 2 {ended - exhausted_at:.2f} s after the first refusal")
     else:
@@ -226,19 +267,25 @@ class Storm:
     def __call__(self, body: dict[str, Any]) -> tuple[str, Any] | None:
         prompt = body["messages"][-1]["content"]
         n, self.seen[prompt] = self.seen[prompt], self.seen[prompt] + 1
-        return {"529": ("error", (529, OVERLOADED, {})),
-                "429": ("error", (429, RATE_LIMIT, {"retry-after": "0.05"})),
-                "hang": ("hang", self.hang_s), "reset": ("reset", None), "ok": None}[self.kind(prompt, n)]
+        return {
+            "529": ("error", (529, OVERLOADED, {})),
+            "429": ("error", (429, RATE_LIMIT, {"retry-after": "0.05"})),
+            "hang": ("hang", self.hang_s),
+            "reset": ("reset", None),
+            "ok": None,
+        }[self.kind(prompt, n)]
 
     def predict(self, prompts: list[str], attempts: int) -> list[dict[str, int | None]]:
-        """Per run until every item is recorded: prompt -> attempts of its row (None: incomplete)."""
+        """Per run until every item is recorded: prompt -> attempts
+        of its row (None: incomplete)."""
         pos = dict.fromkeys(prompts, 0)
         left, runs = list(prompts), []
         while left:
             run: dict[str, int | None] = {}
             for prompt in left:
                 calls = failures = 0
-                while failures < attempts:  # a 429 (a rate limit) waits: it is no attempt (engine.calls)
+                # a 429 (a rate limit) waits: it is no attempt (engine.calls)
+                while failures < attempts:
                     kind = self.kind(prompt, pos[prompt] + calls)
                     calls += 1
                     if kind == "ok":
@@ -253,9 +300,14 @@ class Storm:
 
 @pytest.mark.parametrize("client", ["sdk", pytest.param("http", marks=needs_long)])
 def test_a_fault_storm_is_retried_never_graded_and_resume_finishes(
-    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI, client: str,
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    monkeypatch: pytest.MonkeyPatch,
+    openai_server: FakeOpenAI,
+    client: str,
 ) -> None:
-    """30% 529, 10% 429 with Retry-After, 5% hangs past timeout_s, 5% resets; the answer is always right.
+    """30% 529, 10% 429 with Retry-After, 5% hangs past timeout_s, 5%
+    resets; the answer is always right.
 
     Items whose three attempts all meet faults end incomplete (not recorded, exit 2, reason
     "incomplete"); resume runs exactly those. The seed gives four such items in the first run.
@@ -281,11 +333,15 @@ def test_a_fault_storm_is_retried_never_graded_and_resume_finishes(
         if incomplete:
             assert result.ret == 2
             marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
-            assert marker["reason"] == "incomplete" and marker["message"] == f"{len(incomplete)} items not completed"
+            assert (
+                marker["reason"] == "incomplete"
+                and marker["message"] == f"{len(incomplete)} items not completed"
+            )
             result.stdout.fnmatch_lines(["*resume with:*", f"*{len(incomplete)} incomplete*"])
         else:
             assert result.ret == 0
     keys = Counter(r["task_id"] for r in rows)
     assert sorted(keys) == sorted(f"q{i}" for i in range(n)) and set(keys.values()) == {1}
-    assert all(r["passed"] and r["status"] == "correct" for r in rows)  # no fault became a wrong answer
+    # no fault became a wrong answer
+    assert all(r["passed"] and r["status"] == "correct" for r in rows)
     assert sum(r["retries"] for r in rows) > n // 2

@@ -1,4 +1,5 @@
-"""``background_builds``: a build started beside the tests is waited for, never run twice, never used half made.
+"""``background_builds``: a build started beside the tests is waited for, never
+run twice, never used half made.
 
 Stand-in builds in a checkout of their own (``.ci/NAME`` scripts that take their time and write
 their stamp last, as ``.ci/litellm`` and ``.ci/inspect`` do), run as real background processes.
@@ -43,12 +44,17 @@ def runs(root: Path) -> int:
 
 def alive(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[0] != "Z"
+        return (
+            Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[0]
+            != "Z"
+        )
     except FileNotFoundError:
         return False
 
 
-def test_a_test_that_needs_a_build_in_progress_waits_for_it_and_does_not_build_again(tmp_path: Path) -> None:
+def test_a_test_that_needs_a_build_in_progress_waits_for_it_and_does_not_build_again(
+    tmp_path: Path,
+) -> None:
     build = stand_in(tmp_path, seconds=1.0)
     background = Background()
     background.start([build])
@@ -61,11 +67,16 @@ def test_a_test_that_needs_a_build_in_progress_waits_for_it_and_does_not_build_a
     assert line.startswith("background build of .venv-x/: built in "), line
 
 
-def test_a_build_the_session_did_not_wait_for_is_stopped_whole_and_left_unstamped(tmp_path: Path) -> None:
+def test_a_build_the_session_did_not_wait_for_is_stopped_whole_and_left_unstamped(
+    tmp_path: Path,
+) -> None:
     build = stand_in(tmp_path, seconds=60)
     background = Background()
     background.start([build])
-    wait_for(lambda: (tmp_path / "helper").exists() and bool((tmp_path / "helper").read_text().strip()), seconds=30)
+    wait_for(
+        lambda: (tmp_path / "helper").exists() and bool((tmp_path / "helper").read_text().strip()),
+        seconds=30,
+    )
     helper = int((tmp_path / "helper").read_text())
     [line] = background.finish()
     assert "the session ended first" in line
@@ -90,20 +101,25 @@ def test_a_failed_background_build_says_why_and_the_test_builds_it_itself(tmp_pa
     (["tests/test_x.py::test_one[a]"], True), (["tests/store", "tests/test_x.py"], True),
     (["tests/store"], False), (["tests/test_x_other.py"], False), (["tests/test_x.py/.."], True),
 ])
-def test_a_session_builds_only_for_the_tests_its_paths_reach(tmp_path: Path, args: list[str], reached: bool) -> None:
+def test_a_session_builds_only_for_the_tests_its_paths_reach(
+    tmp_path: Path, args: list[str], reached: bool
+) -> None:
     build = Build("x", ".venv-x", "ECHO_BENCH_X_FOR_THIS_TEST", ("tests/test_x.py",), tmp_path)
     assert covers(args, tmp_path, tmp_path / "tests" / "test_x.py") == reached
     assert wanted(args, tmp_path, [build]) == ([build] if reached else [])
 
 
-def test_nothing_is_built_that_is_built_already_or_given_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nothing_is_built_that_is_built_already_or_given_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     build = Build("x", ".venv-x", "ECHO_BENCH_X_FOR_THIS_TEST", ("tests/test_x.py",), tmp_path)
     assert wanted([str(tmp_path)], ROOT, [build]) == [build]  # an absolute path, from anywhere
     monkeypatch.setenv("ECHO_BENCH_X_FOR_THIS_TEST", "/elsewhere/bin/x")
     assert wanted(["tests"], tmp_path, [build]) == []
     monkeypatch.delenv("ECHO_BENCH_X_FOR_THIS_TEST")
     (tmp_path / ".venv-x").mkdir()
-    assert wanted(["tests"], tmp_path, [build]) == [build]  # a directory without its stamp is not a build
+    # a directory without its stamp is not a build
+    assert wanted(["tests"], tmp_path, [build]) == [build]
     (tmp_path / ".venv-x" / ".installed").write_text("")
     assert wanted(["tests"], tmp_path, [build]) == []
 
@@ -111,4 +127,5 @@ def test_nothing_is_built_that_is_built_already_or_given_elsewhere(tmp_path: Pat
 def test_the_real_builds_are_found_where_the_tests_look() -> None:
     for build in background_builds.BUILDS.values():
         assert build.script.is_file() and all((ROOT / test).is_file() for test in build.tests)
-        assert 'stamp="$venv/.installed"' in build.script.read_text(encoding="utf-8")  # the stamp the tests trust
+        # the stamp the tests trust
+        assert 'stamp="$venv/.installed"' in build.script.read_text(encoding="utf-8")

@@ -42,8 +42,11 @@ def _shown(page: Path) -> list[tuple[str, list[str]]]:
             words = shlex.split(rest, comments=True)
         except ValueError:  # an unbalanced quote in prose: the options still read word by word
             words = rest.split()
-        words = words[:words.index("--")] if "--" in words else words  # after "--": the command `run` runs
-        out.append((sub, [w.split("=", 1)[0] for w in words if re.fullmatch(r"--?[a-z][a-z-]*(=.*)?", w)]))
+        # after "--": the command `run` runs
+        words = words[:words.index("--")] if "--" in words else words
+        out.append(
+            (sub, [w.split("=", 1)[0] for w in words if re.fullmatch(r"--?[a-z][a-z-]*(=.*)?", w)])
+        )
     return out
 
 
@@ -55,7 +58,11 @@ def test_every_echo_bench_command_shown_is_taken_as_spelt(page: Path) -> None:
         if sub not in subs:
             wrong.append(f"echo-bench {sub}: no such subcommand")
             continue
-        wrong += [f"echo-bench {sub} {flag}: no such option" for flag in flags if flag not in _flags(subs[sub])]
+        wrong += [
+            f"echo-bench {sub} {flag}: no such option"
+            for flag in flags
+            if flag not in _flags(subs[sub])
+        ]
     assert wrong == []
 
 
@@ -68,5 +75,9 @@ def test_the_pages_show_echo_bench_commands() -> None:
 def test_every_bench_option_named_in_the_docs_exists(pytester: pytest.Pytester) -> None:
     known = _plugin_options(pytester)
     assert len(known) > 10  # the help listed the plugin's options
-    named = {(page.name, option) for page in PAGES for option in BENCH_OPTION.findall(page.read_text(encoding="utf-8"))}
+    named = {
+        (page.name, option)
+        for page in PAGES
+        for option in BENCH_OPTION.findall(page.read_text(encoding="utf-8"))
+    }
     assert sorted(f"{name}: {option}" for name, option in named if option not in known) == []

@@ -52,7 +52,9 @@ def problems(text: str) -> list[str]:
     found: list[str] = []
     for start, rows, before in blocks(text):
         if len(rows) < 2 or not DELIMITER.match(rows[1].strip()):
-            found.append(f"line {start}: rows without a header and delimiter row: they render as raw pipes")
+            found.append(
+                f"line {start}: rows without a header and delimiter row: they render as raw pipes"
+            )
             continue
         if before.strip() and not before.lstrip().startswith("#"):
             found.append(f"line {start}: a table right after a paragraph line: it renders as text")
@@ -64,8 +66,12 @@ def problems(text: str) -> list[str]:
 
 def test_a_paragraph_inside_a_table_is_found() -> None:
     table = "| a | b |\n|---|---|\n| 1 | 2 |\n\nsome text\n\n| 3 | 4 |\n| 5 | `x|y` |\n"
-    assert problems(table) == ["line 7: rows without a header and delimiter row: they render as raw pipes"]
-    assert problems("| a | b |\n|---|---|\n| 1 | `x|y` |\n") == ["line 3: 3 cells, the header has 2"]
+    assert problems(table) == [
+        "line 7: rows without a header and delimiter row: they render as raw pipes"
+    ]
+    assert problems("| a | b |\n|---|---|\n| 1 | `x|y` |\n") == [
+        "line 3: 3 cells, the header has 2"
+    ]
     assert problems("| a | b |\n|---|---|\n| 1 | `x\\|y` |\n") == []
 
 

@@ -16,7 +16,9 @@ import pytest
 from anthropic_server import FakeAnthropic
 from openai_server import FakeOpenAI
 
-BODY = json.dumps({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "2+2=?"}]}).encode()
+BODY = json.dumps(
+    {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "2+2=?"}]}
+).encode()
 
 
 def post(port: int, path: str) -> bytes:
@@ -53,7 +55,8 @@ def test_a_queued_reset_resets_the_connection_at_once(kind: str) -> None:
         start = time.monotonic()
         with pytest.raises(ConnectionResetError):
             post(port, path)
-        assert time.monotonic() - start < 10  # a reset, not a reply held until the client's 30 s timeout
+        # a reset, not a reply held until the client's 30 s timeout
+        assert time.monotonic() - start < 10
         assert post(port, path).startswith(b"HTTP/1.1 200")  # the next request is served as usual
 
 

@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parents[1]
 
 
 def test_a_build_says_so_on_the_terminal_while_it_runs(pytester: pytest.Pytester) -> None:
-    """A real pytest process whose test builds something: its lines reach the terminal uncaptured."""
+    """A real pytest process whose test builds something: its lines
+    reach the terminal uncaptured."""
     pytester.makeconftest(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(HERE)!r})
@@ -34,12 +35,18 @@ def test_a_build_says_so_on_the_terminal_while_it_runs(pytester: pytest.Pytester
     """))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["building once: `bash .ci/litellm` builds .venv-litellm/ (about 100 s, 760 MB)*",
-                                 "built litellm in 0 s"])
+    result.stdout.fnmatch_lines(
+        [
+            "building once: `bash .ci/litellm` builds .venv-litellm/ (about 100 s, 760 MB)*",
+            "built litellm in 0 s",
+        ]
+    )
     assert "captured, not shown" not in result.stdout.str()
 
 
-def test_the_header_names_the_builds_a_checkout_lacks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_header_names_the_builds_a_checkout_lacks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(first_time, "NODE_MODULES", tmp_path / "node_modules")
     monkeypatch.setattr(first_time, "LITELLM_VENV", tmp_path / ".venv-litellm")
     monkeypatch.setattr(first_time, "INSPECT_VENV", tmp_path / ".venv-inspect")
@@ -61,7 +68,9 @@ def test_the_header_names_the_builds_a_checkout_lacks(monkeypatch: pytest.Monkey
 def test_the_builds_land_where_git_ignores_them() -> None:
     paths = ["node_modules/x", ".venv-litellm/bin/litellm", ".npm-ci.lock", ".venv-litellm.lock",
              ".venv-inspect/bin/python", ".venv-inspect.lock"]
-    done = subprocess.run(["git", "check-ignore", *paths], cwd=first_time.ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "check-ignore", *paths], cwd=first_time.ROOT, capture_output=True, text=True
+    )
     if done.returncode == 128:
         pytest.skip("not a git checkout")
     assert done.stdout.split() == paths

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import stop
 
 from conftest import read_rows, sim_spec
-from processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "slurm-array.sh"
@@ -36,8 +36,12 @@ JOB_S = 100.0  # four tasks of a 30-item sweep take ~15 s; the bound only stops 
 ARMS = "  good: {provider: sim, accuracy: 0.9}\n  weak: {provider: sim, accuracy: 0.4}"
 
 
-def _run(*argv: str, timeout: float = 30.0, check: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=check, **kw)  # type: ignore[call-overload]
+def _run(
+    *argv: str, timeout: float = 30.0, check: bool = True, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # type: ignore[call-overload]
+        list(argv), capture_output=True, text=True, timeout=timeout, check=check, **kw
+    )
 
 
 def _installed() -> bool:
@@ -48,7 +52,9 @@ def _install() -> None:
     if _installed():
         return
     if os.environ.get("CI") != "true" or shutil.which("apt-get") is None:
-        pytest.skip("slurm-wlm and munge are not installed (with CI=true this test installs them with apt)")
+        pytest.skip(
+            "slurm-wlm and munge are not installed (with CI=true this test installs them with apt)"
+        )
     try:
         _run("apt-get", "install", "-y", "-qq", "slurm-wlm", "munge", timeout=300.0,
              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
@@ -80,8 +86,15 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubsc
 
 
 def _prepare() -> None:
-    for d in ("/etc/munge", "/var/log/munge", "/run/munge", "/var/lib/munge", "/var/spool/slurmctld",
-              "/var/spool/slurmd", "/var/log/slurm"):
+    for d in (
+        "/etc/munge",
+        "/var/log/munge",
+        "/run/munge",
+        "/var/lib/munge",
+        "/var/spool/slurmctld",
+        "/var/spool/slurmd",
+        "/var/log/slurm",
+    ):
         Path(d).mkdir(parents=True, exist_ok=True)
     key = Path("/etc/munge/munge.key")
     if not key.exists():
@@ -115,8 +128,11 @@ def cluster() -> Iterator[None]:
     for name, argv in (("munged", ["munged", "-F", "--force"]), ("slurmctld", ["slurmctld", "-D"]),
                        ("slurmd", ["slurmd", "-D"])):
         if _run("pgrep", "-x", name, check=False).returncode != 0:
-            started.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            time.sleep(0.5 if name == "munged" else 0.0)  # slurmctld authenticates through munge at start
+            started.append(
+                subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+            # slurmctld authenticates through munge at start
+            time.sleep(0.5 if name == "munged" else 0.0)
     try:
         deadline = time.monotonic() + UP_S
         while not _idle() and time.monotonic() < deadline:
@@ -131,20 +147,34 @@ def cluster() -> Iterator[None]:
 
 
 def _env(project: Path) -> dict[str, str]:
-    """The tasks run this checkout's plugin with this interpreter (sbatch exports the environment)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            "PYTHON": sys.executable, "SPECS": "demo.yaml", "RESULTS": str(project / "results"), "WORKERS": "1"}
+    """The tasks run this checkout's plugin with this interpreter
+    (sbatch exports the environment)."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHON": sys.executable,
+        "SPECS": "demo.yaml",
+        "RESULTS": str(project / "results"),
+        "WORKERS": "1",
+    }
 
 
 def _finished(job: str, deadline: float) -> list[str]:
     """The array's task states once none is pending or running; ``sbatch --wait`` polls with a
     growing sleep (it returned ~30 s after the last task ended here), so ask every 0.2 s instead.
-    Finished jobs stay in slurmctld's memory for MinJobAge (300 s): no accounting store is needed."""
+    Finished jobs stay in slurmctld's memory for MinJobAge (300 s):
+    no accounting store is needed."""
     while True:
-        shown = _run("scontrol", "-o", "show", "job", job, check=False, timeout=10.0).stdout.splitlines()
-        states = sorted(w.split("=", 1)[1] for line in shown for w in line.split() if w.startswith("JobState="))
-        if (len(states) == SHARDS and not {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING"} & set(states)) \
-                or time.monotonic() > deadline:
+        shown = _run(
+            "scontrol", "-o", "show", "job", job, check=False, timeout=10.0
+        ).stdout.splitlines()
+        states = sorted(
+            w.split("=", 1)[1] for line in shown for w in line.split() if w.startswith("JobState=")
+        )
+        if (
+            len(states) == SHARDS
+            and not {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING"} & set(states)
+        ) or time.monotonic() > deadline:
             return states
         time.sleep(0.2)
 
@@ -154,7 +184,9 @@ def _verdicts(path: Path) -> dict[tuple[str, str], str]:
     return {(r["task_id"], r["arm"]): r["status"] for r in rows}
 
 
-def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None, tmp_path: Path) -> None:
+def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(
+    cluster: None, tmp_path: Path
+) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "demo.yaml").write_text(sim_spec(30, arms=ARMS))
@@ -164,14 +196,19 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
                      f"--time={int(JOB_S // 60) + 1}", str(SCRIPT), env=env, cwd=project)
     job = submitted.stdout.strip().split(";")[0]
     states = _finished(job, started + JOB_S)
-    logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(project.glob("slurm-*.out")))
+    logs = "\n".join(
+        p.read_text(errors="replace")[-2000:] for p in sorted(project.glob("slurm-*.out"))
+    )
     assert states == ["COMPLETED"] * SHARDS, f"{states}\n{logs}"
     shards = sorted((project / "results").glob("shard-*.jsonl"))
     assert [p.name for p in shards] == [f"shard-{i}.jsonl" for i in range(SHARDS)], logs
-    # One response cache per task, beside its shard (SQLite on a shared filesystem takes one writer); the
-    # simulated arms cache nothing, so the supervisor's log of each task's command is what shows it.
+    # One response cache per task, beside its shard (SQLite on a shared filesystem takes
+    # one writer); the simulated arms cache nothing, so the supervisor's log of each
+    # task's command is what shows it.
     full = "\n".join(p.read_text(errors="replace") for p in sorted(project.glob("slurm-*.out")))
-    assert all(f"--bench-cache={project / 'results'}/cache-{i}.sqlite" in full for i in range(SHARDS)), logs
+    assert all(
+        f"--bench-cache={project / 'results'}/cache-{i}.sqlite" in full for i in range(SHARDS)
+    ), logs
     assert not (project / "bench_results").exists(), logs
     merged = project / "merged.jsonl"
     cli = [sys.executable, "-m", "pytest_echo_bench.cli.main"]
@@ -182,20 +219,48 @@ def test_a_slurm_array_of_four_shards_gives_the_unsharded_verdicts(cluster: None
     assert meta is not None and meta.get("complete") is True, meta
     for shard in shards:  # each task took its own K/N from Slurm's environment
         shard_meta, _ = read_rows(shard)
-        assert shard_meta is not None and shard_meta["selection"]["shard"] == f"{int(shard.stem[6:]) + 1}/{SHARDS}"
+        assert (
+            shard_meta is not None
+            and shard_meta["selection"]["shard"] == f"{int(shard.stem[6:]) + 1}/{SHARDS}"
+        )
     alone = project / "alone.jsonl"
-    whole = _run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "demo.yaml", f"--bench-out={alone}",
-                 env=env, cwd=project, check=False, timeout=60.0)
+    whole = _run(
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "demo.yaml",
+        f"--bench-out={alone}",
+        env=env,
+        cwd=project,
+        check=False,
+        timeout=60.0,
+    )
     assert whole.returncode == 0, whole.stdout[-2000:]
     assert _verdicts(merged) == _verdicts(alone) and len(_verdicts(alone)) == 60
     assert {a: (v["n"], v["correct"]) for a, v in report["arms"].items()} == {
-        arm: (30, sum(1 for (_, a), s in _verdicts(alone).items() if a == arm and s == "correct")) for arm in ("good", "weak")}
+        arm: (30, sum(1 for (_, a), s in _verdicts(alone).items() if a == arm and s == "correct"))
+        for arm in ("good", "weak")
+    }
     written = max(p.stat().st_mtime for p in shards) - (time.time() - (time.monotonic() - started))
     print(f"slurm: submit to merged {elapsed:.1f} s for {SHARDS} shards of 60 items "
           f"(last shard row written at {written:.1f} s)")  # shown with -s
     # A requeued task finds its file and resumes it: nothing left to run, the file unchanged.
     before = shards[0].read_bytes()
-    again = _run("bash", str(SCRIPT), env={**env, "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0",
-                                           "SLURM_ARRAY_TASK_COUNT": str(SHARDS)}, cwd=project, check=False, timeout=60.0)
+    again = _run(
+        "bash",
+        str(SCRIPT),
+        env={
+            **env,
+            "SLURM_ARRAY_TASK_ID": "0",
+            "SLURM_ARRAY_TASK_MIN": "0",
+            "SLURM_ARRAY_TASK_COUNT": str(SHARDS),
+        },
+        cwd=project,
+        check=False,
+        timeout=60.0,
+    )
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert "sweep complete" in again.stdout and shards[0].read_bytes() == before

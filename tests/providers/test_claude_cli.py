@@ -18,7 +18,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from cli_fakes import SCRIPTED, claude_provider, request, result, scripted, write_executable
 
-from pytest_echo_bench.errors import ArmError, ExhaustedError, LocalError, PermanentError, ProviderError, TransientError
+from pytest_echo_bench.errors import (
+    ArmError,
+    ExhaustedError,
+    LocalError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+)
 from pytest_echo_bench.providers.claude_cli import LOGIN_HINT, MODEL_HINT, read, resume_at
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -29,34 +36,123 @@ def at(zone: str, year: int, month: int, day: int, hour: int, minute: int = 0) -
     return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(zone)).timestamp()
 
 
-@pytest.mark.parametrize("out, rc, kind, hint", [
-    (result("Not logged in \u00b7 Please run /login", is_error=True), 1, ArmError, LOGIN_HINT),
-    ("Not logged in \u00b7 Please run /login\n", 1, ArmError, LOGIN_HINT),
-    ("Not logged in \u00b7 Please run /login\n", 0, ArmError, LOGIN_HINT),
-    (result("Invalid API key \u00b7 Fix external API key", is_error=True, status=401), 1, ArmError, LOGIN_HINT),
-    (result("Invalid API key \u00b7 Please run /login", status=None), 0, ArmError, LOGIN_HINT),
-    (result("Failed to authenticate. API Error: 401 OAuth token has expired.", is_error=True, status=401), 1, ArmError, LOGIN_HINT),
-    (result("Failed to authenticate. API Error: 403 Your API key does not have permission to use the specified resource.",
-            is_error=True, status=403), 1, ArmError, LOGIN_HINT),
-    (result("There's an issue with the selected model (claude-x). It may not exist or you may not have access to it.",
-            is_error=True, status=404), 1, ArmError, MODEL_HINT),
-    (result("API Error: 529 Overloaded. This is a server-side issue, usually temporary", is_error=True, status=529), 1,
-     TransientError, None),
-    (result("API Error: 500 Internal server error. This is a server-side issue, usually temporary", is_error=True, status=500), 1,
-     TransientError, None),
-    (result("API Error: Request rejected (429) \u00b7 Number of request tokens has exceeded your per-minute rate limit",
-            is_error=True, status=429), 1, TransientError, None),
-    (result("API Error: Rate limit reached", is_error=True), 0, TransientError, None),  # anthropics/claude-code#79500
-    (result(None, is_error=True, subtype="error_during_execution"), 1, TransientError, None),
-    ("", -9, TransientError, None),
-    (result("Credit balance is too low", is_error=True, status=400), 1, ExhaustedError, None),
-    (result("API Error: 400 There is an issue with your account's payment method.", is_error=True, status=400), 1,
-     ExhaustedError, None),
-    (result("Prompt is too long", is_error=True, status=400), 1, PermanentError, None),
-], ids=["not-logged-in", "not-logged-in-text", "not-logged-in-exit0", "bad-key", "bad-key-exit0", "oauth-expired",
-        "403", "404-model", "529", "500", "429", "rate-limit-exit0", "error-subtype", "killed", "credit", "billing",
-        "too-long"])
-def test_failures_are_classified_by_text_and_status(out: str, rc: int, kind: type[ProviderError], hint: str | None) -> None:
+@pytest.mark.parametrize(
+    "out, rc, kind, hint",
+    [
+        (result("Not logged in \u00b7 Please run /login", is_error=True), 1, ArmError, LOGIN_HINT),
+        ("Not logged in \u00b7 Please run /login\n", 1, ArmError, LOGIN_HINT),
+        ("Not logged in \u00b7 Please run /login\n", 0, ArmError, LOGIN_HINT),
+        (
+            result("Invalid API key \u00b7 Fix external API key", is_error=True, status=401),
+            1,
+            ArmError,
+            LOGIN_HINT,
+        ),
+        (result("Invalid API key \u00b7 Please run /login", status=None), 0, ArmError, LOGIN_HINT),
+        (
+            result(
+                "Failed to authenticate. API Error: 401 OAuth token has expired.",
+                is_error=True,
+                status=401,
+            ),
+            1,
+            ArmError,
+            LOGIN_HINT,
+        ),
+        (
+            result(
+                "Failed to authenticate. API Error: 403 Your API key does not have "
+                "permission to use the specified resource.",
+                is_error=True,
+                status=403,
+            ),
+            1,
+            ArmError,
+            LOGIN_HINT,
+        ),
+        (
+            result(
+                "There's an issue with the selected model (claude-x). It may not exist or "
+                "you may not have access to it.",
+                is_error=True,
+                status=404,
+            ),
+            1,
+            ArmError,
+            MODEL_HINT,
+        ),
+        (
+            result(
+                "API Error: 529 Overloaded. This is a server-side issue, usually temporary",
+                is_error=True,
+                status=529,
+            ),
+            1,
+            TransientError,
+            None,
+        ),
+        (
+            result(
+                "API Error: 500 Internal server error. This is a server-side issue, usually "
+                "temporary",
+                is_error=True,
+                status=500,
+            ),
+            1,
+            TransientError,
+            None,
+        ),
+        (
+            result(
+                "API Error: Request rejected (429) \u00b7 Number of request tokens has "
+                "exceeded your per-minute rate limit",
+                is_error=True,
+                status=429,
+            ),
+            1,
+            TransientError,
+            None,
+        ),
+        # anthropics/claude-code#79500
+        (result("API Error: Rate limit reached", is_error=True), 0, TransientError, None),
+        (result(None, is_error=True, subtype="error_during_execution"), 1, TransientError, None),
+        ("", -9, TransientError, None),
+        (result("Credit balance is too low", is_error=True, status=400), 1, ExhaustedError, None),
+        (
+            result(
+                "API Error: 400 There is an issue with your account's payment method.",
+                is_error=True,
+                status=400,
+            ),
+            1,
+            ExhaustedError,
+            None,
+        ),
+        (result("Prompt is too long", is_error=True, status=400), 1, PermanentError, None),
+    ],
+    ids=[
+        "not-logged-in",
+        "not-logged-in-text",
+        "not-logged-in-exit0",
+        "bad-key",
+        "bad-key-exit0",
+        "oauth-expired",
+        "403",
+        "404-model",
+        "529",
+        "500",
+        "429",
+        "rate-limit-exit0",
+        "error-subtype",
+        "killed",
+        "credit",
+        "billing",
+        "too-long",
+    ],
+)
+def test_failures_are_classified_by_text_and_status(
+    out: str, rc: int, kind: type[ProviderError], hint: str | None
+) -> None:
     with pytest.raises(kind) as caught:
         read("claude", rc, out, "")
     assert type(caught.value) is kind
@@ -65,19 +161,28 @@ def test_failures_are_classified_by_text_and_status(out: str, rc: int, kind: typ
 
 
 def test_a_refused_connection_is_the_arms_until_it_has_answered() -> None:
-    out = result("API Error: Connection refused \u2014 a firewall or proxy may be blocking it (ECONNREFUSED)", is_error=True)
+    out = result(
+        "API Error: Connection refused \u2014 a firewall or proxy may be blocking it "
+        "(ECONNREFUSED)",
+        is_error=True,
+    )
     with pytest.raises(ArmError) as caught:
         read("claude", 1, out, "")
     assert isinstance(caught.value.fallback, TransientError)
 
 
 @pytest.mark.parametrize("rc", [0, 1])
-@pytest.mark.parametrize("text", [
-    "Claude AI usage limit reached|1767225600", "5-hour limit reached \u2219 resets 3pm",
-    "You've hit your limit \u00b7 resets 1pm", "You\u2019ve hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)",
-    "You've hit your weekly limit \u00b7 resets Jan 30, 11:30am (Asia/Calcutta)",
-    "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Claude AI usage limit reached|1767225600",
+        "5-hour limit reached \u2219 resets 3pm",
+        "You've hit your limit \u00b7 resets 1pm",
+        "You\u2019ve hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)",
+        "You've hit your weekly limit \u00b7 resets Jan 30, 11:30am (Asia/Calcutta)",
+        "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+    ],
+)
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
 def test_a_usage_limit_is_never_an_answer(text: str, rc: int, as_json: bool) -> None:
     out = result(text, is_error=bool(rc)) if as_json else text + "\n"
@@ -86,23 +191,55 @@ def test_a_usage_limit_is_never_an_answer(text: str, rc: int, as_json: bool) -> 
     assert caught.value.resume_at is not None
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Claude AI usage limit reached|1767225600", 1767225600.0),
-    ("You've hit your limit \u00b7 resets 1pm (Europe/Berlin)", at("Europe/Berlin", 2026, 12, 1, 13)),
-    ("You've hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)", at("Europe/Berlin", 2026, 12, 1, 13, 30)),
-    ("You've hit your limit \u00b7 resets 10am (Europe/Berlin)", at("Europe/Berlin", 2026, 12, 2, 10)),  # passed: tomorrow
-    ("You've hit your limit \u00b7 resets 10:58am (Europe/Berlin)", at("Europe/Berlin", 2026, 12, 1, 10, 58)),  # just reset
-    ("You've hit your session limit \u00b7 resets 8:30pm (Asia/Tokyo)", at("Asia/Tokyo", 2026, 12, 1, 20, 30)),
-    ("You've hit your session limit \u00b7 resets 12:50am (America/Los_Angeles)", at("America/Los_Angeles", 2026, 12, 2, 0, 50)),
-    ("You've hit your limit \u00b7 resets Jan 30, 11:30am (Asia/Calcutta)", at("Asia/Calcutta", 2027, 1, 30, 11, 30)),
-    ("Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).", at("Europe/Warsaw", 2026, 12, 1, 17)),
-    ("5-hour limit reached \u2219 resets 3pm", at("America/New_York", 2026, 12, 1, 15)),  # local time (TZ below)
-    ("You've hit your limit \u00b7 resets 1pm (Mars/Olympus_Mons)", None),
-    ("You've hit your limit \u00b7 resets 13pm", None),
-    ("You've hit your limit \u00b7 resets in 2h", None),
-    ("You've hit your limit", None),
-])
-def test_resume_at_is_the_next_time_the_cli_names(text: str, expected: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Claude AI usage limit reached|1767225600", 1767225600.0),
+        (
+            "You've hit your limit \u00b7 resets 1pm (Europe/Berlin)",
+            at("Europe/Berlin", 2026, 12, 1, 13),
+        ),
+        (
+            "You've hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)",
+            at("Europe/Berlin", 2026, 12, 1, 13, 30),
+        ),
+        # passed: tomorrow
+        (
+            "You've hit your limit \u00b7 resets 10am (Europe/Berlin)",
+            at("Europe/Berlin", 2026, 12, 2, 10),
+        ),
+        # just reset
+        (
+            "You've hit your limit \u00b7 resets 10:58am (Europe/Berlin)",
+            at("Europe/Berlin", 2026, 12, 1, 10, 58),
+        ),
+        (
+            "You've hit your session limit \u00b7 resets 8:30pm (Asia/Tokyo)",
+            at("Asia/Tokyo", 2026, 12, 1, 20, 30),
+        ),
+        (
+            "You've hit your session limit \u00b7 resets 12:50am (America/Los_Angeles)",
+            at("America/Los_Angeles", 2026, 12, 2, 0, 50),
+        ),
+        (
+            "You've hit your limit \u00b7 resets Jan 30, 11:30am (Asia/Calcutta)",
+            at("Asia/Calcutta", 2027, 1, 30, 11, 30),
+        ),
+        (
+            "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+            at("Europe/Warsaw", 2026, 12, 1, 17),
+        ),
+        # local time (TZ below)
+        ("5-hour limit reached \u2219 resets 3pm", at("America/New_York", 2026, 12, 1, 15)),
+        ("You've hit your limit \u00b7 resets 1pm (Mars/Olympus_Mons)", None),
+        ("You've hit your limit \u00b7 resets 13pm", None),
+        ("You've hit your limit \u00b7 resets in 2h", None),
+        ("You've hit your limit", None),
+    ],
+)
+def test_resume_at_is_the_next_time_the_cli_names(
+    text: str, expected: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
@@ -114,14 +251,25 @@ def test_resume_at_is_the_next_time_the_cli_names(text: str, expected: float | N
 
 def test_resume_at_keeps_the_wall_clock_across_a_dst_change() -> None:
     saturday = datetime(2026, 10, 24, 14, 0, tzinfo=BERLIN)  # clocks go back in the night
-    assert resume_at("resets 1pm (Europe/Berlin)", now=saturday) == at("Europe/Berlin", 2026, 10, 25, 13)
+    assert resume_at("resets 1pm (Europe/Berlin)", now=saturday) == at(
+        "Europe/Berlin", 2026, 10, 25, 13
+    )
 
 
 def test_answers_and_their_usage_come_from_the_result_object() -> None:
-    usage = {"input_tokens": 11, "output_tokens": 2, "cache_read_input_tokens": 5000, "cache_creation_input_tokens": 0}
+    usage = {
+        "input_tokens": 11,
+        "output_tokens": 2,
+        "cache_read_input_tokens": 5000,
+        "cache_creation_input_tokens": 0,
+    }
     done = read("claude", 0, result("4", usage=usage), "")
     assert done.text == "4" and done.cost_usd is None
-    assert done.usage == {"prompt_tokens": 11, "completion_tokens": 2, "cache_read_input_tokens": 5000}
+    assert done.usage == {
+        "prompt_tokens": 11,
+        "completion_tokens": 2,
+        "cache_read_input_tokens": 5000,
+    }
 
 
 @pytest.mark.parametrize("out, text", [
@@ -139,14 +287,20 @@ def scripted_claude(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("rc", [0, 1])
-def test_a_limit_with_either_exit_status_stops_the_run_through_a_real_process(scripted_claude: Path, rc: int) -> None:
-    prompt = scripted(result("You've hit your limit \u00b7 resets 1pm (Europe/Berlin)", is_error=bool(rc)), rc)
+def test_a_limit_with_either_exit_status_stops_the_run_through_a_real_process(
+    scripted_claude: Path, rc: int
+) -> None:
+    prompt = scripted(
+        result("You've hit your limit \u00b7 resets 1pm (Europe/Berlin)", is_error=bool(rc)), rc
+    )
     with pytest.raises(ExhaustedError) as caught:
         claude_provider(scripted_claude).complete(request(prompt))
     assert caught.value.resume_at is not None
 
 
-def test_an_executable_gone_since_the_arm_was_built_is_the_arms_error(scripted_claude: Path) -> None:
+def test_an_executable_gone_since_the_arm_was_built_is_the_arms_error(
+    scripted_claude: Path,
+) -> None:
     provider = claude_provider(scripted_claude)
     scripted_claude.unlink()
     with pytest.raises(ArmError, match="could not be started: No such file or directory") as caught:
@@ -182,12 +336,23 @@ except Exception as exc:
 
 
 def test_too_many_open_files_is_a_local_error(scripted_claude: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", TOO_MANY_OPEN_FILES, str(scripted_claude)], cwd=Path(__file__).parents[1],
-                          capture_output=True, text=True, timeout=60)
-    assert done.stdout.startswith("LocalError ") and "EMFILE" in done.stdout and "ulimit -n" in done.stdout, done
+    done = subprocess.run(
+        [sys.executable, "-c", TOO_MANY_OPEN_FILES, str(scripted_claude)],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        done.stdout.startswith("LocalError ")
+        and "EMFILE" in done.stdout
+        and "ulimit -n" in done.stdout
+    ), done
 
 
-def test_a_full_disk_for_the_temporary_directory_is_a_local_error(scripted_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_for_the_temporary_directory_is_a_local_error(
+    scripted_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def full(*args: object, **kwargs: object) -> str:
         raise OSError(errno.ENOSPC, "No space left on device")
 

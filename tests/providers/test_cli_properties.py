@@ -1,4 +1,5 @@
-"""Generated model-CLI behaviours, each a real Python child: the command provider's boundary holds for all.
+"""Generated model-CLI behaviours, each a real Python child: the command
+provider's boundary holds for all.
 
 What a CLI may do: print any bytes (NUL, invalid UTF-8, control characters) of any size up to
 a few times the cap, write noise on stderr, close stdout early, wait, exit with any status or die
@@ -88,13 +89,17 @@ def _check_plain(b: dict[str, Any], outcome: Completion | BaseException) -> None
     else:  # cut at the cap, or up to 3 bytes before it where a character would be cut in half
         assert b["cap"] - 3 <= kept <= b["cap"] and outcome.extra["output_truncated"] is True
         # and never inside a character: what is kept reads as the start of what was printed
-        assert printed.decode("utf-8", "replace").startswith(printed[:kept].decode("utf-8", "replace"))
+        assert printed.decode("utf-8", "replace").startswith(
+            printed[:kept].decode("utf-8", "replace")
+        )
     assert outcome.text == printed[:kept].decode("utf-8", "replace").strip()
 
 
 def check(tmp: Path, b: dict[str, Any]) -> None:
     outcome, took = _call(tmp, b)
-    assert not isinstance(outcome, BaseException) or isinstance(outcome, EchoBenchError), repr(outcome)
+    assert not isinstance(outcome, BaseException) or isinstance(outcome, EchoBenchError), repr(
+        outcome
+    )
     assert took < b["delay"] + GRACE_S + SLACK_S, took
     if b["helper"]:
         assert all_dead([int((tmp / "pids").read_text())])
@@ -107,23 +112,46 @@ def check(tmp: Path, b: dict[str, Any]) -> None:
 @settings(max_examples=30, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(b=behaviours)
-def test_any_cli_behaviour_stays_inside_the_boundary(tmp_path_factory: pytest.TempPathFactory, b: dict[str, Any]) -> None:
+def test_any_cli_behaviour_stays_inside_the_boundary(
+    tmp_path_factory: pytest.TempPathFactory, b: dict[str, Any]
+) -> None:
     check(tmp_path_factory.mktemp("cli"), b)
 
 
 def quiet(**changes: Any) -> dict[str, Any]:
-    base = {"out": b"4".hex(), "times": 1, "err": "", "err_times": 0, "rc": 0, "signal": 0, "delay": 0.0,
-            "close_early": False, "helper": False, "cap": 1000, "preset": False}
+    base = {
+        "out": b"4".hex(),
+        "times": 1,
+        "err": "",
+        "err_times": 0,
+        "rc": 0,
+        "signal": 0,
+        "delay": 0.0,
+        "close_early": False,
+        "helper": False,
+        "cap": 1000,
+        "preset": False,
+    }
     return {**base, **changes}
 
 
-@pytest.mark.parametrize("b", [
-    quiet(out=b"\x00\xff\x1b[0m\xc3".hex(), times=3000, cap=16, helper=True),
-    quiet(out=b"\xe2\x82\xac".hex(), times=400, cap=1000, close_early=True, delay=0.1),
-    quiet(out=b"\xf0\x9f\x98\x80".hex(), times=5, cap=16, preset=True),
-    quiet(err=b"noise\n".hex(), err_times=2000, rc=1, helper=True),
-    quiet(signal=9, close_early=True),
-], ids=["binary-cut-with-helper", "euro-cut-closed-early", "preset-cut", "noisy-failure-with-helper", "killed"])
+@pytest.mark.parametrize(
+    "b",
+    [
+        quiet(out=b"\x00\xff\x1b[0m\xc3".hex(), times=3000, cap=16, helper=True),
+        quiet(out=b"\xe2\x82\xac".hex(), times=400, cap=1000, close_early=True, delay=0.1),
+        quiet(out=b"\xf0\x9f\x98\x80".hex(), times=5, cap=16, preset=True),
+        quiet(err=b"noise\n".hex(), err_times=2000, rc=1, helper=True),
+        quiet(signal=9, close_early=True),
+    ],
+    ids=[
+        "binary-cut-with-helper",
+        "euro-cut-closed-early",
+        "preset-cut",
+        "noisy-failure-with-helper",
+        "killed",
+    ],
+)
 def test_chosen_cli_behaviours_stay_inside_the_boundary(tmp_path: Path, b: dict[str, Any]) -> None:
     check(tmp_path, b)
 
@@ -135,14 +163,17 @@ prompts = st.text(st.characters(exclude_categories=()), max_size=40)
 @settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=prompts, mode=st.sampled_from(["stdin", "arg"]))
-def test_any_prompt_reaches_the_cli_as_its_bytes_or_is_that_items_error(tmp_path_factory: pytest.TempPathFactory,
-                                                                       prompt: str, mode: str) -> None:
+def test_any_prompt_reaches_the_cli_as_its_bytes_or_is_that_items_error(
+    tmp_path_factory: pytest.TempPathFactory, prompt: str, mode: str
+) -> None:
     tmp = tmp_path_factory.mktemp("prompt")
     provider = plain_provider(python_cli(tmp / "cli", ECHOES_HEX), prompt=mode)
     try:
         done = provider.complete(request(prompt))
     except PermanentError as exc:
         assert "cannot be given this prompt" in str(exc)
-        assert any(0xD800 <= ord(c) <= 0xDFFF for c in prompt) or (mode == "arg" and "\x00" in prompt)
+        assert any(0xD800 <= ord(c) <= 0xDFFF for c in prompt) or (
+            mode == "arg" and "\x00" in prompt
+        )
         return
     assert bytes.fromhex(done.text) == prompt.encode("utf-8", "surrogateescape")

@@ -19,19 +19,30 @@ ANTHROPIC_KEY = "sk-ant-cli-planted-secret-51c0de"
 OPENAI_KEY = "sk-openai-planted-secret-e2a9f7"
 FAST_RETRY = "retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\n"
 
-# What the stand-in says for a magic word in the prompt: [text, exit status, is_error, api_error_status].
-# The texts are the real CLI's (2.1.332, or as users reported older ones); see claude_cli.
+# What the stand-in says for a magic word in the prompt: [text, exit status,
+# is_error, api_error_status]. The texts are the real CLI's (2.1.332, or as users
+# reported older ones); see claude_cli.
 SAYS = {
     "USAGE-LIMIT": ["Claude AI usage limit reached|1767225600", 1, True, None],
     "OLD-LIMIT-EXIT0": ["Claude AI usage limit reached|1767225600", 0, False, None],
     "FIVE-HOUR": ["5-hour limit reached \u2219 resets 3pm", 1, True, None],
     "HIT-LIMIT-EXIT0": ["You've hit your limit \u00b7 resets 1pm", 0, True, None],
-    "SESSION-LIMIT": ["You've hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)", 1, True, None],
+    "SESSION-LIMIT": [
+        "You've hit your session limit \u00b7 resets 1:30pm (Europe/Berlin)",
+        1,
+        True,
+        None,
+    ],
     "BAD-KEY": ["Invalid API key \u00b7 Please run /login", 1, True, 401],
     "BAD-KEY-EXIT0": ["Invalid API key \u00b7 Please run /login", 0, False, None],
     "CREDIT": ["Credit balance is too low", 1, True, 400],
     "TOO-LONG": ["Prompt is too long", 1, True, 400],
-    "CRASH": ["API Error: 500 Internal server error. This is a server-side issue, usually temporary", 1, True, 500],
+    "CRASH": [
+        "API Error: 500 Internal server error. This is a server-side issue, usually temporary",
+        1,
+        True,
+        500,
+    ],
 }
 
 # The stand-in CLI. It refuses an argv the claude preset would not produce, reads the prompt on
@@ -48,12 +59,14 @@ i = args.index("--setting-sources") if "--setting-sources" in args else -1
 if "--print" not in args or "--model" not in args or i < 0 or args[i + 1:i + 2] != [""]:
     print(f"bad argv: {args!r}", file=sys.stderr)
     sys.exit(64)
-as_json = args[args.index("--output-format") + 1:][:1] == ["json"] if "--output-format" in args else False
+as_json = ("--output-format" in args
+           and args[args.index("--output-format") + 1:][:1] == ["json"])
 
 def say(text, rc=0, is_error=False, status=None):
     if as_json:
-        print(json.dumps({"type": "result", "subtype": "success", "is_error": is_error, "api_error_status": status,
-                          "result": text, "total_cost_usd": 0.0001, "usage": {"input_tokens": 11, "output_tokens": 1}}))
+        print(json.dumps({"type": "result", "subtype": "success", "is_error": is_error,
+                          "api_error_status": status, "result": text, "total_cost_usd": 0.0001,
+                          "usage": {"input_tokens": 11, "output_tokens": 1}}))
     else:
         print(text, file=sys.stderr if rc else sys.stdout)
     sys.exit(rc)
@@ -70,9 +83,11 @@ if "FLAKY" in prompt:
     seen = prompt.split()[-1]
     if not os.path.exists(seen):
         open(seen, "w").close()
-        say("API Error: 529 Overloaded. This is a server-side issue, usually temporary", 1, True, 529)
+        say("API Error: 529 Overloaded. This is a server-side issue, usually temporary",
+            1, True, 529)
 if "SLEEP" in prompt:
-    helper = subprocess.Popen(["sh", "-c", "sleep 60", sys.argv[0]])  # $0: found by its command line
+    # $0: found by its command line
+    helper = subprocess.Popen(["sh", "-c", "sleep 60", sys.argv[0]])
     with open(prompt.split()[-1], "a") as f:
         f.write(f"{os.getpid()} {helper.pid}\\n")
     time.sleep(60)
@@ -97,8 +112,15 @@ def fake_bin(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     return bin_dir
 
 
-def cli_spec(inputs: list[str], arm: str = "{provider: command, preset: claude, model: sonnet}", extra: str = "") -> str:
-    items = "\n".join(f"    - {{id: q{i}, input: {json.dumps(text)}, target: '4'}}" for i, text in enumerate(inputs))
+def cli_spec(
+    inputs: list[str],
+    arm: str = "{provider: command, preset: claude, model: sonnet}",
+    extra: str = "",
+) -> str:
+    items = "\n".join(
+        f"    - {{id: q{i}, input: {json.dumps(text)}, target: '4'}}"
+        for i, text in enumerate(inputs)
+    )
     return (f"benchmark: cli\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: exact\n"
             f"arms:\n  claude: {arm}\n{FAST_RETRY}timeout_s: 5\n{extra}")
 
@@ -110,10 +132,15 @@ def test_answers_are_recorded(pytester: pytest.Pytester, sweep: Sweep, fake_bin:
     assert [r["output"] for r in rows] == ["4", "4"] and all(r["attempts"] == 1 for r in rows)
     # Tokens from the CLI's JSON result; its total_cost_usd is not taken (the spec's prices decide,
     # so a cached answer costs what a fresh one does).
-    assert rows[0]["usage"] == {"prompt_tokens": 11, "completion_tokens": 1} and rows[0].get("cost_usd") is None
+    assert (
+        rows[0]["usage"] == {"prompt_tokens": 11, "completion_tokens": 1}
+        and rows[0].get("cost_usd") is None
+    )
 
 
-def test_the_cli_runs_isolated(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_runs_isolated(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The project around the run: an instructions file, settings and hooks, and variables.
     pytester.makefile(".md", CLAUDE="You are the project's own assistant.")
     (pytester.path / ".claude").mkdir()
@@ -130,43 +157,69 @@ def test_the_cli_runs_isolated(pytester: pytest.Pytester, sweep: Sweep, fake_bin
     assert seen["home"] != os.path.expanduser("~") and Path(seen["home"]).parent == cwd.parent
     # Python itself may add LC_CTYPE (PEP 538 locale coercion) before the script looks, and
     # bubblewrap PWD (the call's empty working directory).
-    assert set(seen["env"]) - {"LC_CTYPE", "PWD"} <= {"PATH", "LANG", "LC_ALL", "TERM", "HOME", "TMPDIR", "ANTHROPIC_API_KEY",
-                                               "CLAUDE_CODE_MAX_RETRIES", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"}
+    assert set(seen["env"]) - {"LC_CTYPE", "PWD"} <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "HOME",
+        "TMPDIR",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    }
     assert seen["env"]["ANTHROPIC_API_KEY"] == hashlib.sha256(ANTHROPIC_KEY.encode()).hexdigest()
     assert ANTHROPIC_KEY not in sweep.out.read_text()
 
 
-def test_keep_home_and_extra_env(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keep_home_and_extra_env(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     arm = "{provider: command, preset: claude, model: opus, keep_home: true, env: [OPENAI_API_KEY]}"
     make_spec(pytester, cli_spec(["ENV?"], arm=arm))
     _, _, rows = sweep.run()
     seen = json.loads(rows[0]["output"])
     assert seen["model"] == "opus" and seen["home"] == os.path.expanduser("~")
-    assert "OPENAI_API_KEY" in seen["env"] and "ANTHROPIC_API_KEY" not in seen["env"]  # env replaces the preset's list
+    # env replaces the preset's list
+    assert "OPENAI_API_KEY" in seen["env"] and "ANTHROPIC_API_KEY" not in seen["env"]
 
 
-@pytest.mark.parametrize("magic, message", [
-    ("USAGE-LIMIT", "Claude AI usage limit reached"), ("OLD-LIMIT-EXIT0", "Claude AI usage limit reached|1767225600"),
-    ("FIVE-HOUR", "5-hour limit reached"), ("HIT-LIMIT-EXIT0", "You've hit your limit"),
-    ("SESSION-LIMIT", "You've hit your session limit"), ("CREDIT", "Credit balance is too low"),
-])
-def test_usage_limit_stops_the_run(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, magic: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "magic, message",
+    [
+        ("USAGE-LIMIT", "Claude AI usage limit reached"),
+        ("OLD-LIMIT-EXIT0", "Claude AI usage limit reached|1767225600"),
+        ("FIVE-HOUR", "5-hour limit reached"),
+        ("HIT-LIMIT-EXIT0", "You've hit your limit"),
+        ("SESSION-LIMIT", "You've hit your session limit"),
+        ("CREDIT", "Credit balance is too low"),
+    ],
+)
+def test_usage_limit_stops_the_run(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, magic: str, message: str
+) -> None:
     make_spec(pytester, cli_spec(["2+2=?", f"2+2=? {magic}", "2+2 again"]))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2
-    assert [r["task_id"] for r in rows] == ["q0"]  # the exhausted item and those after it have no row
+    # the exhausted item and those after it have no row
+    assert [r["task_id"] for r in rows] == ["q0"]
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "exhausted" and message in marker["message"]
     if "|1767225600" in SAYS[magic][0]:
-        assert marker["resume_at"] == 1767225600  # when the CLI says the window resets, the supervisor waits till then
+        # when the CLI says the window resets, the supervisor waits till then
+        assert marker["resume_at"] == 1767225600
     result.stdout.fnmatch_lines(["*resume with:*", f"*pytest --bench-resume {sweep.out}*"])
 
 
-@pytest.mark.parametrize("magic, extra", [("USAGE-LIMIT", ""), ("FIVE-HOUR", "errors:\n  exhaustion: ['5-hour limit']\n")],
-                         ids=["built-in-pattern", "spec-pattern"])
-def test_a_plain_argv_cli_is_classified_by_its_output(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path,
-                                                      magic: str, extra: str) -> None:
+@pytest.mark.parametrize(
+    "magic, extra",
+    [("USAGE-LIMIT", ""), ("FIVE-HOUR", "errors:\n  exhaustion: ['5-hour limit']\n")],
+    ids=["built-in-pattern", "spec-pattern"],
+)
+def test_a_plain_argv_cli_is_classified_by_its_output(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, magic: str, extra: str
+) -> None:
     arm = '{provider: command, argv: [claude, --print, --model, m, --setting-sources, ""], env: []}'
     make_spec(pytester, cli_spec([f"2+2=? {magic}"], arm=arm, extra=extra))
     result, _, rows = sweep.run()
@@ -175,7 +228,9 @@ def test_a_plain_argv_cli_is_classified_by_its_output(pytester: pytest.Pytester,
     assert marker["reason"] == "exhausted"
 
 
-def test_an_unrecognised_failure_is_retried(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+def test_an_unrecognised_failure_is_retried(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
     make_spec(pytester, cli_spec(["2+2=?", "2+2=? CRASH"]))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert result.ret == 2 and [r["task_id"] for r in rows] == ["q0"]
@@ -184,24 +239,32 @@ def test_an_unrecognised_failure_is_retried(pytester: pytest.Pytester, sweep: Sw
     assert marker["reason"] == "incomplete"
 
 
-def test_overloaded_is_retried_then_answers(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+def test_overloaded_is_retried_then_answers(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
     make_spec(pytester, cli_spec([f"2+2=? FLAKY {pytester.path / 'seen'}"]))
     result, _, rows = sweep.run()
     assert result.ret == 0 and rows[0]["output"] == "4" and rows[0]["attempts"] == 2
 
 
 @pytest.mark.parametrize("magic", ["BAD-KEY", "BAD-KEY-EXIT0"])
-def test_a_login_message_stops_the_arm_with_either_exit_status(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path,
-                                                              magic: str) -> None:
+def test_a_login_message_stops_the_arm_with_either_exit_status(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, magic: str
+) -> None:
     make_spec(pytester, cli_spec([f"2+2=? {magic}", "2+2"]))
     result, _, rows = sweep.run("--bench-concurrency", "1")
-    assert result.ret == 2 and rows == []  # the login text is never an answer, even with exit status 0
+    # the login text is never an answer, even with exit status 0
+    assert result.ret == 2 and rows == []
     marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
     assert marker["reason"] == "arm-unavailable"
-    result.stdout.fnmatch_lines(["*Invalid API key*", "*run `claude` and log in, or set ANTHROPIC_API_KEY*"])
+    result.stdout.fnmatch_lines(
+        ["*Invalid API key*", "*run `claude` and log in, or set ANTHROPIC_API_KEY*"]
+    )
 
 
-def test_a_prompt_too_long_is_that_items_error_row(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+def test_a_prompt_too_long_is_that_items_error_row(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
     make_spec(pytester, cli_spec(["2+2=?", "2+2=? TOO-LONG"]))
     result, _, rows = sweep.run("--bench-concurrency", "1")
     assert [(r["task_id"], r["status"]) for r in rows] == [("q0", "correct"), ("q1", "error")]
@@ -228,45 +291,94 @@ def test_timeout_kills_the_process_group_then_leaves_the_item_incomplete(
 
 
 def test_prompt_as_an_argument(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
-    arm = '{provider: command, argv: [claude, --print, --model, haiku, --setting-sources, "", "--", "Q: {prompt}"], prompt: arg}'
+    arm = (
+        '{provider: command, argv: [claude, --print, --model, haiku, --setting-sources, "", '
+        '"--", "Q: {prompt}"], prompt: arg}'
+    )
     make_spec(pytester, cli_spec(["hello there"], arm=arm))
     _, _, rows = sweep.run()
     assert rows[0]["output"] == "echo: Q: hello there"
 
 
-def test_missing_binary_skips_with_its_name(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+def test_missing_binary_skips_with_its_name(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
     arm = "{provider: command, preset: claude, model: sonnet, binary: no-such-model-cli}"
     make_spec(pytester, cli_spec(["2+2=?", "2+2"], arm=arm))
     result, _, rows = sweep.run("-rs")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*runs 'no-such-model-cli', which was not found on PATH: install it or set binary:*"])
+    result.stdout.fnmatch_lines(
+        ["*runs 'no-such-model-cli', which was not found on PATH: install it or set binary:*"]
+    )
     assert rows == []
 
 
-def test_binary_overrides_the_executable(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
+def test_binary_overrides_the_executable(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
     moved = fake_bin / "claude-nightly"
     (fake_bin / "claude").rename(moved)
-    make_spec(pytester, cli_spec(["2+2=?"], arm=f"{{provider: command, preset: claude, model: sonnet, binary: {moved}}}"))
+    make_spec(
+        pytester,
+        cli_spec(
+            ["2+2=?"], arm=f"{{provider: command, preset: claude, model: sonnet, binary: {moved}}}"
+        ),
+    )
     result, _, rows = sweep.run()
     assert result.ret == 0 and rows[0]["output"] == "4"
 
 
 @pytest.mark.parametrize(
     "arm, message",
-    [("{provider: command, argv: 'claude --print'}", "*argv must be a list of arguments, not a shell string*"),
-     ("{provider: command, argv: [claude], prompt: arg}", "*prompt: arg needs an argument containing {prompt}*"),
-     ("{provider: command, preset: claude}", "*preset claude needs a 'model'*"),
-     ("{provider: command, preset: gemini, model: m}", "*unknown preset 'gemini'*"),
-     ("{provider: command, preset: claude, model: m, env: ['KEY=value']}", "*env lists variable names*"),
-     ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*"),
-     ("{provider: command, argv: [claude], max_output_bytes: 0}", "*max_output_bytes must be a positive number of bytes, got 0*"),
-     ("{provider: command, argv: [claude], max_output_bytes: -5}", "*max_output_bytes must be a positive number*"),
-     ("{provider: command, argv: [claude], max_output_bytes: 4MB}", "*max_output_bytes has the wrong type: '4MB'*"),
-     ("{provider: command, argv: [claude], max_output_bytes: true}", "*max_output_bytes has the wrong type: True*")],
-    ids=["string-argv", "arg-without-slot", "preset-model", "preset-name", "env-value", "unknown",
-         "cap-zero", "cap-negative", "cap-string", "cap-bool"],
+    [
+        (
+            "{provider: command, argv: 'claude --print'}",
+            "*argv must be a list of arguments, not a shell string*",
+        ),
+        (
+            "{provider: command, argv: [claude], prompt: arg}",
+            "*prompt: arg needs an argument containing {prompt}*",
+        ),
+        ("{provider: command, preset: claude}", "*preset claude needs a 'model'*"),
+        ("{provider: command, preset: gemini, model: m}", "*unknown preset 'gemini'*"),
+        (
+            "{provider: command, preset: claude, model: m, env: ['KEY=value']}",
+            "*env lists variable names*",
+        ),
+        ("{provider: command, argv: [claude], shell: true}", "*unknown command option 'shell'*"),
+        (
+            "{provider: command, argv: [claude], max_output_bytes: 0}",
+            "*max_output_bytes must be a positive number of bytes, got 0*",
+        ),
+        (
+            "{provider: command, argv: [claude], max_output_bytes: -5}",
+            "*max_output_bytes must be a positive number*",
+        ),
+        (
+            "{provider: command, argv: [claude], max_output_bytes: 4MB}",
+            "*max_output_bytes has the wrong type: '4MB'*",
+        ),
+        (
+            "{provider: command, argv: [claude], max_output_bytes: true}",
+            "*max_output_bytes has the wrong type: True*",
+        ),
+    ],
+    ids=[
+        "string-argv",
+        "arg-without-slot",
+        "preset-model",
+        "preset-name",
+        "env-value",
+        "unknown",
+        "cap-zero",
+        "cap-negative",
+        "cap-string",
+        "cap-bool",
+    ],
 )
-def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, arm: str, message: str) -> None:
+def test_bad_options_are_spec_errors(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path, arm: str, message: str
+) -> None:
     make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
     result, _, rows = sweep.run()
     assert result.ret == 2 and rows == []
@@ -274,10 +386,14 @@ def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep, fa
 
 
 
-def test_a_result_object_over_max_output_bytes_is_that_items_error_row(pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path) -> None:
-    arm = "{provider: command, preset: claude, model: sonnet, max_output_bytes: 40}"  # the result object is ~170 bytes
+def test_a_result_object_over_max_output_bytes_is_that_items_error_row(
+    pytester: pytest.Pytester, sweep: Sweep, fake_bin: Path
+) -> None:
+    # the result object is ~170 bytes
+    arm = "{provider: command, preset: claude, model: sonnet, max_output_bytes: 40}"
     make_spec(pytester, cli_spec(["2+2=?"], arm=arm))
     _, _, rows = sweep.run()
-    assert [r["status"] for r in rows] == ["error"] and rows[0]["attempts"] == 1  # not retried: it would be cut again
+    # not retried: it would be cut again
+    assert [r["status"] for r in rows] == ["error"] and rows[0]["attempts"] == 1
     assert "claude printed more than max_output_bytes (40);" in rows[0]["detail"]
     assert "bytes were dropped and its result could not be read" in rows[0]["detail"]

@@ -39,7 +39,11 @@ def server(provider: str) -> Iterator[Any]:
 def spec(server: Any, provider: str, client: str, n: int = 2) -> str:
     arms = (f"  chat:\n    provider: {provider}\n    model: m\n    base_url: {server.base_url}\n"
             f"    api_key_env: {ENV}\n    client: {client}\n")
-    return sim_spec(n, arms=arms, extra="retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\ntimeout_s: 10\n")
+    return sim_spec(
+        n,
+        arms=arms,
+        extra="retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\ntimeout_s: 10\n",
+    )
 
 
 def key_seen(server: Any, provider: str) -> str | None:
@@ -75,7 +79,9 @@ def test_a_key_with_white_space_around_it_works(
     assert_nowhere(PARTS, *artifacts(result, sweep, pytester))
 
 
-@pytest.mark.parametrize("inner", ["\n", "\r", "\x1b", " ", "\u00e9"], ids=["lf", "cr", "esc", "space", "non-ascii"])
+@pytest.mark.parametrize(
+    "inner", ["\n", "\r", "\x1b", " ", "\u00e9"], ids=["lf", "cr", "esc", "space", "non-ascii"]
+)
 def test_a_key_with_junk_inside_is_refused_by_name(
     pytester: pytest.Pytester, sweep: Sweep, server: Any, provider: str, client: str, inner: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -85,7 +91,9 @@ def test_a_key_with_junk_inside_is_refused_by_name(
     make_spec(pytester, spec(server, provider, client))
     result, _, rows = sweep.run("-rs", *report_args(pytester))
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines([f"*the API key in {ENV} has a space or a control*its value is not shown*"])
+    result.stdout.fnmatch_lines(
+        [f"*the API key in {ENV} has a space or a control*its value is not shown*"]
+    )
     assert rows == [] and server.requests == []  # refused before any call
     assert_nowhere((bad, KEY[:10], KEY[10:], *PARTS), *artifacts(result, sweep, pytester))
 
@@ -94,8 +102,17 @@ def echo_key(server: Any, provider: str) -> None:
     """The server answers 400 with a body that quotes the credential header it received."""
     if provider == "openai":
         def fault(body: dict[str, Any]) -> tuple[str, Any]:
-            return ("error", (400, {"message": f"malformed header Authorization: {server.requests[-1]['auth']}",
-                                    "code": "invalid_header"}, {}))
+            return (
+                "error",
+                (
+                    400,
+                    {
+                        "message": f"malformed header Authorization: {server.requests[-1]['auth']}",
+                        "code": "invalid_header",
+                    },
+                    {},
+                ),
+            )
         server.fault_for = fault
     else:
         error = {"type": "invalid_request_error", "message": f"malformed header x-api-key: {KEY}"}
@@ -119,14 +136,18 @@ def test_an_error_that_echoes_the_key_is_redacted(
 
 def test_a_refused_header_is_the_arm_unavailable_never_a_row() -> None:
     # The safety net under the key check: http.client's ValueError quotes the header it refused.
-    client = JSONClient("http://127.0.0.1:9/v1/chat/completions", {"authorization": f"Bearer {KEY}\n"}, 1.0)
+    client = JSONClient(
+        "http://127.0.0.1:9/v1/chat/completions", {"authorization": f"Bearer {KEY}\n"}, 1.0
+    )
     with pytest.raises(UnavailableError) as info:
         client.post({"model": "m"})
     assert KEY not in str(info.value) and info.value.__suppress_context__
     assert "header was refused before sending" in str(info.value)
 
 
-def test_json_report_metadata_shows_no_key(pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_json_report_metadata_shows_no_key(
+    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with FakeOpenAI() as server:
         monkeypatch.setenv(ENV, KEY)
         echo_key(server, "openai")

@@ -59,9 +59,14 @@ def port_of(server: FakeOpenAI) -> str:
     return f"127.0.0.1:{server.httpd.server_address[1]}"
 
 
-def test_http_proxy_carries_an_http_base_url(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy,
-                                             openai_server: FakeOpenAI, client: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_http_proxy_carries_an_http_base_url(
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    proxy: ForwardProxy,
+    openai_server: FakeOpenAI,
+    client: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     before = len(proxy.lines(port_of(openai_server)))
     run(pytester, sweep, spec(openai_server.base_url, client))
@@ -71,9 +76,15 @@ def test_http_proxy_carries_an_http_base_url(pytester: pytest.Pytester, sweep: S
 
 
 @pytest.mark.parametrize("no_proxy", ["127.0.0.1", "127.0.0.0/8", "*"])
-def test_no_proxy_goes_direct(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy,
-                              openai_server: FakeOpenAI, client: str, monkeypatch: pytest.MonkeyPatch,
-                              no_proxy: str) -> None:
+def test_no_proxy_goes_direct(
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    proxy: ForwardProxy,
+    openai_server: FakeOpenAI,
+    client: str,
+    monkeypatch: pytest.MonkeyPatch,
+    no_proxy: str,
+) -> None:
     monkeypatch.setenv("http_proxy", proxy.url)
     monkeypatch.setenv("NO_PROXY", no_proxy)
     run(pytester, sweep, spec(openai_server.base_url, client))
@@ -81,8 +92,13 @@ def test_no_proxy_goes_direct(pytester: pytest.Pytester, sweep: Sweep, proxy: Fo
 
 
 def test_the_arms_proxy_none_goes_direct_and_its_proxy_url_through(
-        pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy, openai_server: FakeOpenAI, client: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    proxy: ForwardProxy,
+    openai_server: FakeOpenAI,
+    client: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("ALL_PROXY", proxy.url)
     run(pytester, sweep, spec(openai_server.base_url, client, gpt="    proxy: none\n"))
     assert proxy.lines(port_of(openai_server)) == []
@@ -98,19 +114,32 @@ def test_https_goes_through_a_connect_tunnel_with_tls_to_the_origin(
     with tls_server(cert) as server:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         run(pytester, sweep, spec(https_url(server), client, gpt=f"    ca_file: {cert.cert}\n"))
-        # One tunnel per kept connection; the server speaks only TLS, so the proxy carried it unread.
+        # One tunnel per kept connection; the server speaks only TLS,
+        # so the proxy carried it unread.
         assert 1 <= len(proxy.lines(port_of(server), 1)) <= 4
         assert len(server.requests) == 4
 
 
-def test_proxy_credentials_are_sent_and_never_shown(pytester: pytest.Pytester, sweep: Sweep, tmp_path: Path,
-                                                    openai_server: FakeOpenAI, client: str) -> None:
+def test_proxy_credentials_are_sent_and_never_shown(
+    pytester: pytest.Pytester, sweep: Sweep, tmp_path: Path, openai_server: FakeOpenAI, client: str
+) -> None:
     with forward_proxy(tmp_path, basic_auth=f"bench:{SECRET}") as guarded:
         host = guarded.url.removeprefix("http://")
-        run(pytester, sweep, spec(openai_server.base_url, client, gpt=f"    proxy: http://bench:{SECRET}@{host}\n"))
+        run(
+            pytester,
+            sweep,
+            spec(openai_server.base_url, client, gpt=f"    proxy: http://bench:{SECRET}@{host}\n"),
+        )
         assert 1 <= len(guarded.lines(port_of(openai_server), 1)) <= 4
         (pytester.path / "results.jsonl").unlink()
-        make_spec(pytester, spec(openai_server.base_url, client, gpt=f"    proxy: http://bench:wrong-{SECRET}@{host}\n"))
+        make_spec(
+            pytester,
+            spec(
+                openai_server.base_url,
+                client,
+                gpt=f"    proxy: http://bench:wrong-{SECRET}@{host}\n",
+            ),
+        )
         result, _, rows = sweep.run("--bench-concurrency", "2")
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == 2 and rows == [], text[-3000:]
@@ -118,10 +147,18 @@ def test_proxy_credentials_are_sent_and_never_shown(pytester: pytest.Pytester, s
     assert SECRET not in text and SECRET not in sweep.out.read_text(encoding="utf-8")
 
 
-def test_a_proxy_nothing_listens_on_stops_the_arm_naming_the_proxy(pytester: pytest.Pytester, sweep: Sweep,
-                                                                   openai_server: FakeOpenAI) -> None:
+def test_a_proxy_nothing_listens_on_stops_the_arm_naming_the_proxy(
+    pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI
+) -> None:
     closed = free_port()
-    make_spec(pytester, spec(openai_server.base_url, "http", gpt=f"    proxy: http://bench:{SECRET}@127.0.0.1:{closed}\n"))
+    make_spec(
+        pytester,
+        spec(
+            openai_server.base_url,
+            "http",
+            gpt=f"    proxy: http://bench:{SECRET}@127.0.0.1:{closed}\n",
+        ),
+    )
     result, _, rows = sweep.run("--bench-concurrency", "2")
     text = result.stdout.str()
     assert result.ret == 2 and rows == [] and openai_server.requests == [], text[-3000:]
@@ -144,7 +181,9 @@ def test_a_proxy_nothing_listens_on_stops_the_arm_naming_the_proxy(pytester: pyt
     ("http://host.example:1/v1", "", False),
     ("http://host.example:1/v1", "10.0.0.0/8", False),
 ], ids=lambda v: str(v))
-def test_no_proxys_rules(url: str, no_proxy: str, expected: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_proxys_rules(
+    url: str, no_proxy: str, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """More cases, and httpx's own answers for generated ones: tests/providers/test_proxy_env.py."""
     monkeypatch.setenv("ALL_PROXY", "http://proxy.corp:3128")
     monkeypatch.setenv("NO_PROXY", no_proxy)
@@ -156,12 +195,18 @@ def test_a_proxy_url_is_parsed_and_its_credentials_never_shown() -> None:
     assert (proxy.host, proxy.port) == ("proxy.corp", 3128) and proxy.authorization
     assert SECRET not in repr(proxy) and SECRET not in proxy.shown
     assert parse_proxy("proxy.corp:8080").port == 8080
-    for bad, said in (("socks5://h:1080", "http:// URL"), ("http://:80", "no host"), ("http://h:x", "port")):
+    for bad, said in (
+        ("socks5://h:1080", "http:// URL"),
+        ("http://:80", "no host"),
+        ("http://h:x", "port"),
+    ):
         with pytest.raises(ValueError, match=said):
             parse_proxy(bad)
 
 
-def test_an_env_proxy_the_lean_client_cannot_use_makes_the_arm_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_env_proxy_the_lean_client_cannot_use_makes_the_arm_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from pytest_echo_bench.errors import UnavailableError
     from pytest_echo_bench.providers.http_json import JSONClient
     monkeypatch.setenv("HTTPS_PROXY", f"socks5://user:{SECRET}@127.0.0.1:1080")

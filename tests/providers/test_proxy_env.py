@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fake_server import Server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from netparts import ForwardProxy, forward_proxy
-from fake_server import Server
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
@@ -53,7 +53,8 @@ def ours(url: str, proxies: dict[str, str]) -> str | None:
 
 
 @pytest.mark.parametrize("url, no_proxy", [
-    ("http://api.example/v1", "api.example:80"),  # httpx drops a default port: the entry never matches
+    # httpx drops a default port: the entry never matches
+    ("http://api.example/v1", "api.example:80"),
     ("http://api.example:80/v1", "api.example:80"),
     ("https://api.example/v1", "api.example:443"),
     ("http://api.example:8080/v1", "api.example:8080"),
@@ -86,18 +87,39 @@ LABEL = st.text(alphabet="abclo0123-", min_size=1, max_size=5)
 NAME = st.one_of(st.lists(LABEL, min_size=1, max_size=3).map(".".join), st.just("localhost"),
                  st.sampled_from(["127.0.0.1", "10.1.2.3", "::1", "fe80::1"]))
 ENTRY = st.one_of(
-    st.tuples(st.sampled_from(["", ".", "*.", "*"]), NAME, st.sampled_from(["", ":80", ":443", ":8080", ":x", ":"]))
-    .map(lambda t: t[0] + (f"[{t[1]}]" if ":" in t[1] and t[2] else t[1]) + t[2]),
-    st.sampled_from(["10.0.0.0/8", "127.0.0.0/8", "::1/128", "fe80::/10", "*", "", "http://api.example",
-                     "https://", "all://", "10.0.0.0/x"]),
+    st.tuples(
+        st.sampled_from(["", ".", "*.", "*"]),
+        NAME,
+        st.sampled_from(["", ":80", ":443", ":8080", ":x", ":"]),
+    ).map(lambda t: t[0] + (f"[{t[1]}]" if ":" in t[1] and t[2] else t[1]) + t[2]),
+    st.sampled_from(
+        [
+            "10.0.0.0/8",
+            "127.0.0.0/8",
+            "::1/128",
+            "fe80::/10",
+            "*",
+            "",
+            "http://api.example",
+            "https://",
+            "all://",
+            "10.0.0.0/x",
+        ]
+    ),
 )
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
-@given(scheme=st.sampled_from(["http", "https"]), host=NAME, port=st.sampled_from(["", ":80", ":443", ":8080"]),
-       entries=st.lists(ENTRY, max_size=4), variables=st.sets(st.sampled_from(["http", "https", "all"]), min_size=1))
-def test_generated_environments_route_as_httpx_routes_them(scheme: str, host: str, port: str, entries: list[str],
-                                                          variables: set[str]) -> None:
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    host=NAME,
+    port=st.sampled_from(["", ":80", ":443", ":8080"]),
+    entries=st.lists(ENTRY, max_size=4),
+    variables=st.sets(st.sampled_from(["http", "https", "all"]), min_size=1),
+)
+def test_generated_environments_route_as_httpx_routes_them(
+    scheme: str, host: str, port: str, entries: list[str], variables: set[str]
+) -> None:
     shown = f"[{host}]" if ":" in host else host
     url = f"{scheme}://{shown}{port}/v1"
     proxies = {name: f"http://{name}-proxy:3128" for name in variables}
@@ -105,7 +127,8 @@ def test_generated_environments_route_as_httpx_routes_them(scheme: str, host: st
     assert ours(url, proxies) == httpx_route(url, proxies), (url, proxies)
 
 
-# -- both clients through a real forward proxy, under one environment --------------------------------
+# -- both clients through a real forward proxy, under one environment
+# --------------------------------
 
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForwardProxy]:
@@ -131,7 +154,9 @@ def on_port_80() -> Iterator[tuple[FakeOpenAI, str]]:
         yield server, f"http://{server.httpd.server_address[0]}/v1"
 
 
-def sweep_through(pytester: pytest.Pytester, sweep: Sweep, url: str, client: str) -> list[dict[str, Any]]:
+def sweep_through(
+    pytester: pytest.Pytester, sweep: Sweep, url: str, client: str
+) -> list[dict[str, Any]]:
     arms = (f"  gpt:\n    provider: openai\n    model: local-model\n    base_url: {url}\n"
             f"    api_key_env: TEST_OPENAI_KEY\n    client: {client}\n")
     make_spec(pytester, sim_spec(3, arms=arms, extra=FAST).replace('target: "4"', 'target: "42"'))
@@ -143,7 +168,9 @@ def sweep_through(pytester: pytest.Pytester, sweep: Sweep, url: str, client: str
     return rows
 
 
-def routed(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy, url: str, needle: str) -> dict[str, bool]:
+def routed(
+    pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy, url: str, needle: str
+) -> dict[str, bool]:
     """For each client: whether its calls went through the proxy (its log names the origin)."""
     went = {}
     for client in ("http", "sdk"):
@@ -155,15 +182,21 @@ def routed(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy, url: st
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["url-without-port", "url-with-80"])
-def test_no_proxy_host_port_80_for_an_http_url(pytester: pytest.Pytester, sweep: Sweep, proxy: ForwardProxy,
-                                              on_port_80: tuple[FakeOpenAI, str], monkeypatch: pytest.MonkeyPatch,
-                                              named: bool) -> None:
+def test_no_proxy_host_port_80_for_an_http_url(
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    proxy: ForwardProxy,
+    on_port_80: tuple[FakeOpenAI, str],
+    monkeypatch: pytest.MonkeyPatch,
+    named: bool,
+) -> None:
     server, url = on_port_80
     address = server.httpd.server_address[0]
     url = url.replace(address, f"{address}:80") if named else url
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", f"{address}:80")
-    # httpx drops the default port from the URL, so the entry does not match: both go through the proxy.
+    # httpx drops the default port from the URL, so the entry does not
+    # match: both go through the proxy.
     assert routed(pytester, sweep, proxy, url, f"{address}:80") == {"http": True, "sdk": True}
 
 

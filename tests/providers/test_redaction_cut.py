@@ -1,7 +1,7 @@
-"""No piece of a secret is shown: a key across the cut of an error page or a CLI's stderr tail, a key
-echoed in part, a proxy's page that echoes its credentials. Each is a real sweep against a real
-loopback server or process; every artifact (terminal, rows, JUnit XML, json-report, the stop
-marker, the summary) is searched, raw and decoded, for any run of eight characters of a secret."""
+"""No piece of a secret is shown: a key across the cut of an error page or a CLI's stderr tail, a
+key echoed in part, a proxy's page that echoes its credentials. Each is a real sweep against a real
+loopback server or process; every artifact (terminal, rows, JUnit XML, json-report, the stop marker,
+the summary) is searched, raw and decoded, for any run of eight characters of a secret."""
 
 from __future__ import annotations
 
@@ -30,7 +30,13 @@ FAST = "retries: {attempts: 2, backoff_s: 0.01, max_backoff_s: 0.02}\ntimeout_s:
 
 def runs_of(secret: str, text: str) -> list[str]:
     """Every ``MIN_RUN``-character piece of ``secret`` that ``text`` shows."""
-    return sorted({secret[i:i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1) if secret[i:i + MIN_RUN] in text})
+    return sorted(
+        {
+            secret[i : i + MIN_RUN]
+            for i in range(len(secret) - MIN_RUN + 1)
+            if secret[i : i + MIN_RUN] in text
+        }
+    )
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -62,10 +68,17 @@ def _json_texts(text: str) -> Iterator[str]:
 def artifacts(pytester: pytest.Pytester, sweep: Sweep, result: pytest.RunResult) -> dict[str, str]:
     """Every text the run showed or stored, raw and decoded."""
     junit, report = reports(pytester)
-    found = {"terminal": result.stdout.str() + result.stderr.str(), "junit": junit, "json-report": report,
-             "junit (decoded)": " ".join(t for node in ET.fromstring(junit).iter()
-                                         for t in (node.text or "", node.tail or "", *node.attrib.values())),
-             "json-report (decoded)": " ".join(_json_texts(report))}
+    found = {
+        "terminal": result.stdout.str() + result.stderr.str(),
+        "junit": junit,
+        "json-report": report,
+        "junit (decoded)": " ".join(
+            t
+            for node in ET.fromstring(junit).iter()
+            for t in (node.text or "", node.tail or "", *node.attrib.values())
+        ),
+        "json-report (decoded)": " ".join(_json_texts(report)),
+    }
     for path in pytester.path.glob("results.jsonl*"):
         found[path.name] = path.read_text(encoding="utf-8", errors="replace")
         found[f"{path.name} (decoded)"] = " ".join(_json_texts(found[path.name]))
@@ -73,7 +86,12 @@ def artifacts(pytester: pytest.Pytester, sweep: Sweep, result: pytest.RunResult)
 
 
 def assert_no_piece(secrets: tuple[str, ...], found: dict[str, str]) -> None:
-    leaks = {(where, piece) for where, text in found.items() for secret in secrets for piece in runs_of(secret, text)}
+    leaks = {
+        (where, piece)
+        for where, text in found.items()
+        for secret in secrets
+        for piece in runs_of(secret, text)
+    }
     assert not leaks, sorted(leaks)[:6]
 
 
@@ -118,27 +136,38 @@ class PageServer:
         return Handler
 
 
-def across_the_cut(secret: str, shown_before: int = 21) -> Callable[[dict[str, str]], tuple[str, bytes]]:
+def across_the_cut(
+    secret: str, shown_before: int = 21
+) -> Callable[[dict[str, str]], tuple[str, bytes]]:
     """An HTML error page quoting the first 24 characters of ``secret`` early (a partial echo) and
     the whole of it across byte ``CUT``, ``shown_before`` of its characters before the cut."""
     def page(headers: dict[str, str]) -> tuple[str, bytes]:
-        head = f"<html><head><title>Error</title></head><body><p>key {secret[:24]}... refused</p><p>"
+        head = (
+            f"<html><head><title>Error</title></head><body><p>key {secret[:24]}... refused</p><p>"
+        )
         filler = "x" * (CUT - shown_before - len(head))
         return "text/html", f"{head}{filler}{secret}</p>{'y' * 300}</body></html>".encode()
     return page
 
 
 def partial_json(secret: str) -> Callable[[dict[str, str]], tuple[str, bytes]]:
-    """The API's own JSON error, quoting the key in part (as "Incorrect API key provided: sk-...")."""
+    """The API's own JSON error, quoting the key in part (as
+    "Incorrect API key provided: sk-...")."""
     def page(headers: dict[str, str]) -> tuple[str, bytes]:
-        error = {"message": f"Incorrect API key provided: {secret[:20]}****{secret[-6:]}", "type": "invalid_request_error"}
+        error = {
+            "message": f"Incorrect API key provided: {secret[:20]}****{secret[-6:]}",
+            "type": "invalid_request_error",
+        }
         return "application/json", json.dumps({"error": error}).encode()
     return page
 
 
 def chat_spec(provider: str, client: str, base_url: str, extra: str = "") -> str:
-    arm = (f"  chat:\n    provider: {provider}\n    model: m\n    base_url: {base_url}\n    api_key_env: {ENV}\n"
-           f"    client: {client}\n{extra}")
+    arm = (
+        f"  chat:\n    provider: {provider}\n    model: m\n    base_url: {base_url}\n    "
+        f"api_key_env: {ENV}\n"
+        f"    client: {client}\n{extra}"
+    )
     return sim_spec(2, arms=arm, extra=FAST)
 
 
@@ -146,18 +175,27 @@ def chat_spec(provider: str, client: str, base_url: str, extra: str = "") -> str
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("status", [400, 500])
 def test_a_key_across_the_cut_of_an_html_page_shows_no_piece(
-    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch, provider: str, client: str, status: int,
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    client: str,
+    status: int,
 ) -> None:
     monkeypatch.setenv(ENV, KEY + "\n")
     with PageServer(status, across_the_cut(KEY)) as server:
-        make_spec(pytester, chat_spec(provider, client, server.url + ("/v1" if provider == "openai" else "")))
+        make_spec(
+            pytester,
+            chat_spec(provider, client, server.url + ("/v1" if provider == "openai" else "")),
+        )
         result, _, rows = sweep.run("--bench-concurrency", "1", *report_args(pytester))
     if status == 400:  # an error row per item
         assert [r["status"] for r in rows] == ["error", "error"]
     else:  # retried, then left for a resume: the message is on the terminal and in the stop marker
         assert rows == [] and result.ret == 2
     found = artifacts(pytester, sweep, result)
-    if (provider, client) != ("openai", "sdk"):  # the openai SDK shows no body that is not JSON ("Error code: 400")
+    # the openai SDK shows no body that is not JSON ("Error code: 400")
+    if (provider, client) != ("openai", "sdk"):
         assert "key [redacted]... refused" in found["terminal"]
     assert_no_piece((KEY,), found)
 
@@ -182,18 +220,29 @@ def echoing_proxy(kind: str) -> Callable[[dict[str, str]], tuple[str, bytes]]:
     def page(headers: dict[str, str]) -> tuple[str, bytes]:
         quoted = f"Proxy-Authorization: {headers.get('proxy-authorization', '(none)')}"
         if kind == "json":
-            error = {"message": f"upstream unreachable; request headers: {quoted}", "type": "proxy_error"}
+            error = {
+                "message": f"upstream unreachable; request headers: {quoted}",
+                "type": "proxy_error",
+            }
             return "application/json", json.dumps({"error": error}).encode()
         head = "<html><body><h1>502 Bad Gateway</h1><pre>"
         filler = "x" * (CUT - len("Proxy-Authorization: Basic ") - 13 - len(head))
-        return "text/html", f"{head}{filler}{quoted}\nHost: {headers.get('host')}</pre></body></html>".encode()
+        return (
+            "text/html",
+            f"{head}{filler}{quoted}\nHost: {headers.get('host')}</pre></body></html>".encode(),
+        )
     return page
 
 
 @pytest.mark.parametrize("client, kind", [("http", "html"), ("http", "json"), ("sdk", "json")])
 @pytest.mark.parametrize("where", ["arm", "environment"])
 def test_a_proxys_page_echoing_its_credentials_shows_no_piece(
-    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch, client: str, kind: str, where: str,
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    monkeypatch: pytest.MonkeyPatch,
+    client: str,
+    kind: str,
+    where: str,
 ) -> None:
     monkeypatch.setenv(ENV, KEY)
     for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
@@ -208,17 +257,25 @@ def test_a_proxys_page_echoing_its_credentials_shows_no_piece(
         result, _, rows = sweep.run("--bench-concurrency", "1", *report_args(pytester))
     assert rows == [] and result.ret == 2
     found = artifacts(pytester, sweep, result)
-    said = [line for line in found["terminal"].splitlines() if "HTTP 502" in line and "Proxy-Authorization: Basic " in line]
-    assert said and all("[red" in line.partition("Proxy-Authorization: Basic ")[2] for line in said)  # the cut may end in it
+    said = [
+        line
+        for line in found["terminal"].splitlines()
+        if "HTTP 502" in line and "Proxy-Authorization: Basic " in line
+    ]
+    # the cut may end in it
+    assert said and all("[red" in line.partition("Proxy-Authorization: Basic ")[2] for line in said)
     basic = base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode()
     assert_no_piece((PROXY_USER, PROXY_PASSWORD, basic), found)
 
 
 def stderr_cli(path: Path, secret_env: str, before: int, rc: int, last_line: str = "") -> Path:
-    """A CLI that prints the key it was given, then ``before`` characters, to stderr, and exits ``rc``:
-    a 2,000-character tail starts inside the key."""
-    return python_cli(path, f"import os, sys\nsys.stderr.write('token ' + os.environ[{secret_env!r}] + ' rejected\\n'"
-                            f" + 'z' * {before} + '\\n{last_line}')\nsys.exit({rc})\n")
+    """A CLI that prints the key it was given, then ``before`` characters, to stderr, and exits
+    ``rc``: a 2,000-character tail starts inside the key."""
+    return python_cli(
+        path,
+        f"import os, sys\nsys.stderr.write('token ' + os.environ[{secret_env!r}] + ' rejected\\n'"
+        f" + 'z' * {before} + '\\n{last_line}')\nsys.exit({rc})\n",
+    )
 
 
 @pytest.mark.parametrize("preset", [False, True], ids=["argv", "claude-preset"])
@@ -231,12 +288,17 @@ def test_a_key_across_the_cut_of_a_clis_stderr_tail_shows_no_piece(
     last = "Prompt is too long" if preset else ""
     before = TAIL - 19 - len(" rejected\n") - 1 - len(last)
     cli = stderr_cli(pytester.path / "cli", ENV, before, 1, last)
-    arm = (f"{{provider: command, preset: claude, model: sonnet, binary: {cli}, env: [{ENV}]}}" if preset
-           else f"{{provider: command, argv: [{cli}], env: [{ENV}]}}")
+    arm = (
+        f"{{provider: command, preset: claude, model: sonnet, binary: {cli}, env: [{ENV}]}}"
+        if preset
+        else f"{{provider: command, argv: [{cli}], env: [{ENV}]}}"
+    )
     make_spec(pytester, sim_spec(1, arms=f"  cli: {arm}", extra=FAST))
     result, _, rows = sweep.run(*report_args(pytester))
     if preset:
-        assert [r["status"] for r in rows] == ["error"] and "Prompt is too long" in rows[0]["detail"]
+        assert [r["status"] for r in rows] == ["error"] and "Prompt is too long" in rows[0][
+            "detail"
+        ]
     else:
         assert rows == [] and "exited with status 1" in result.stdout.str()
     assert_no_piece((KEY,), artifacts(pytester, sweep, result))
@@ -250,7 +312,9 @@ def test_a_variable_the_spec_names_is_a_secret_too(
     monkeypatch.setenv("GATEWAY_TOKEN", token)
     monkeypatch.setenv(ENV, KEY)
     with PageServer(400, across_the_cut(token, shown_before=12)) as server:
-        make_spec(pytester, chat_spec("openai", "http", server.url + "/v1?gateway=${GATEWAY_TOKEN}"))
+        make_spec(
+            pytester, chat_spec("openai", "http", server.url + "/v1?gateway=${GATEWAY_TOKEN}")
+        )
         result, _, rows = sweep.run("--bench-concurrency", "1", *report_args(pytester))
     assert [r["status"] for r in rows] == ["error", "error"]
     assert_no_piece((token,), artifacts(pytester, sweep, result))

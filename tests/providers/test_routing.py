@@ -17,14 +17,19 @@ CHEAP_STRONG = ("  cheap: {provider: sim, accuracy: 0.5}\n"
                 "  strong: {provider: sim, accuracy: 1.0}\n")
 
 
-def test_cascade_escalates_exactly_when_cheap_answers_disagree(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_cascade_escalates_exactly_when_cheap_answers_disagree(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     arms = CHEAP_STRONG + "  cascade: {provider: cascade, cheap: cheap, n: 2, strong: strong}"
     make_spec(pytester, sim_spec(40, arms=arms))
     result, _, rows = sweep.run("-k", "cascade")
     assert result.ret == 0 and len(rows) == 40
     for row in rows:
         extra = row["extra"]
-        agree = extra["cheap_answers"][0] == extra["cheap_answers"][1] and extra["cheap_answers"][0] is not None
+        agree = (
+            extra["cheap_answers"][0] == extra["cheap_answers"][1]
+            and extra["cheap_answers"][0] is not None
+        )
         assert extra["agreed"] is agree and extra["escalated"] is (not agree)
         assert row["sub_calls"] == (2 if agree else 3)
         if extra["escalated"]:
@@ -42,9 +47,11 @@ def test_cascade_with_a_judge_and_personas(pytester: pytest.Pytester, sweep: Swe
             assert "Do these answers reach the same final answer?" in ctx.prompt
             return "No."
     """)
-    arms = CHEAP_STRONG + ("  judge: {provider: python, function: always_no}\n"
-                           "  cascade: {provider: cascade, cheap: cheap, n: 2, personas: [Be brief., Be careful.],"
-                           " agreement: judge, judge: judge, strong: strong}")
+    arms = CHEAP_STRONG + (
+        "  judge: {provider: python, function: always_no}\n"
+        "  cascade: {provider: cascade, cheap: cheap, n: 2, personas: [Be brief., Be careful.],"
+        " agreement: judge, judge: judge, strong: strong}"
+    )
     make_spec(pytester, sim_spec(5, arms=arms))
     result, _, rows = sweep.run("-k", "cascade")
     assert result.ret == 0
@@ -56,8 +63,11 @@ def test_cascade_with_a_judge_and_personas(pytester: pytest.Pytester, sweep: Swe
 def test_oracle_escalates_only_when_every_cheap_answer_is_wrong(
     pytester: pytest.Pytester, sweep: Sweep, accuracy: float, escalations: int
 ) -> None:
-    arms = (f"  cheap: {{provider: sim, accuracy: {accuracy}}}\n  strong: {{provider: sim, accuracy: 1.0}}\n"
-            "  oracle: {provider: oracle, cheap: [cheap], strong: strong}")
+    arms = (
+        f"  cheap: {{provider: sim, accuracy: {accuracy}}}\n  strong: {{provider: sim, "
+        "accuracy: 1.0}\n"
+        "  oracle: {provider: oracle, cheap: [cheap], strong: strong}"
+    )
     make_spec(pytester, sim_spec(10, arms=arms))
     _, _, rows = sweep.run("-k", "oracle")
     assert sum(r["extra"]["escalated"] for r in rows) == escalations
@@ -65,8 +75,11 @@ def test_oracle_escalates_only_when_every_cheap_answer_is_wrong(
 
 
 def test_oracle_is_right_when_any_cheap_arm_is(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    arms = ("  a: {provider: sim, accuracy: 0.5}\n  b: {provider: sim, accuracy: 0.5}\n"
-            "  strong: {provider: sim, accuracy: 0.0}\n  oracle: {provider: oracle, cheap: [a, b], strong: strong}")
+    arms = (
+        "  a: {provider: sim, accuracy: 0.5}\n  b: {provider: sim, accuracy: 0.5}\n"
+        "  strong: {provider: sim, accuracy: 0.0}\n  oracle: {provider: oracle, cheap: [a, "
+        "b], strong: strong}"
+    )
     make_spec(pytester, sim_spec(30, arms=arms))
     _, _, rows = sweep.run()
     by = {(r["task_id"], r["arm"]): r["passed"] for r in rows}
@@ -76,29 +89,44 @@ def test_oracle_is_right_when_any_cheap_arm_is(pytester: pytest.Pytester, sweep:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [("cheap: nope, strong: strong", "cheap names 'nope'"), ("cheap: cheap", "strong must name an arm"),
-     ("cheap: cheap, strong: strong, agreement: vibes", "agreement must be lexical or judge"),
-     ("cheap: cheap, strong: strong, agreement: judge", "judge must name an arm"),
-     ("cheap: cheap, strong: strong, speed: 2", "unknown cascade option 'speed'")],
+    [
+        ("cheap: nope, strong: strong", "cheap names 'nope'"),
+        ("cheap: cheap", "strong must name an arm"),
+        ("cheap: cheap, strong: strong, agreement: vibes", "agreement must be lexical or judge"),
+        ("cheap: cheap, strong: strong, agreement: judge", "judge must name an arm"),
+        ("cheap: cheap, strong: strong, speed: 2", "unknown cascade option 'speed'"),
+    ],
 )
-def test_bad_cascade_specs_name_the_place(pytester: pytest.Pytester, sweep: Sweep, options: str, message: str) -> None:
-    make_spec(pytester, sim_spec(2, arms=CHEAP_STRONG + f"  cascade: {{provider: cascade, {options}}}"))
+def test_bad_cascade_specs_name_the_place(
+    pytester: pytest.Pytester, sweep: Sweep, options: str, message: str
+) -> None:
+    make_spec(
+        pytester, sim_spec(2, arms=CHEAP_STRONG + f"  cascade: {{provider: cascade, {options}}}")
+    )
     result, _, _ = sweep.run()
     result.stdout.fnmatch_lines([f"*demo.yaml:*arms.cascade*{message}*"])
 
 
 def openai_arms(server: FakeOpenAI) -> str:
-    return "".join(
-        f"  {name}:\n    provider: openai\n    client: http\n    model: {model}\n    base_url: {server.base_url}\n"
-        "    api_key_env: null\n"
-        for name, model in (("small", "small-model"), ("big", "big-model"))
-    ) + "  cascade: {provider: cascade, cheap: small, n: 2, strong: big}\n"
+    return (
+        "".join(
+            f"  {name}:\n    provider: openai\n    client: http\n    model: {model}\n    "
+            f"base_url: {server.base_url}\n"
+            "    api_key_env: null\n"
+            for name, model in (("small", "small-model"), ("big", "big-model"))
+        )
+        + "  cascade: {provider: cascade, cheap: small, n: 2, strong: big}\n"
+    )
 
 
-def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     with FakeOpenAI(lambda prompt: "4") as server:
-        pricing = ("pricing:\n  small: {input: 1.0, output: 2.0}\n  big: {input: 10.0, output: 20.0}\n"
-                   "  unit: {arm: big, prompt_tokens: 1000, completion_tokens: 0}\n")
+        pricing = (
+            "pricing:\n  small: {input: 1.0, output: 2.0}\n  big: {input: 10.0, output: 20.0}\n"
+            "  unit: {arm: big, prompt_tokens: 1000, completion_tokens: 0}\n"
+        )
         make_spec(pytester, sim_spec(5, arms=openai_arms(server), extra=pricing))
         cache = pytester.path / "cache.sqlite"
         result, _, rows = sweep.run("--bench-cache", str(cache), "--bench-concurrency", "1")
@@ -106,23 +134,30 @@ def test_cache_shares_answers_with_sub_arms_and_makes_reruns_free(pytester: pyte
         # small 5 + big 5 + cascade 5 x (sample 0: small's answer, a hit; sample 1: a call) = 15
         assert len(server.requests) == 15
         cascade = [r for r in rows if r["arm"] == "cascade"]
-        assert all(r["cache_hits"] == 1 and r["sub_calls"] == 2 and not r["extra"]["escalated"] for r in cascade)
+        assert all(
+            r["cache_hits"] == 1 and r["sub_calls"] == 2 and not r["extra"]["escalated"]
+            for r in cascade
+        )
         small = next(r for r in rows if r["arm"] == "small")
         tokens = small["usage"]["prompt_tokens"] * 1.0 + small["usage"]["completion_tokens"] * 2.0
         assert small["cost_usd"] == pytest.approx(tokens / 1e6)
         assert small["cost_units"] == pytest.approx(small["cost_usd"] / (1000 * 10.0 / 1e6))
-        assert cascade[0]["cost_usd"] == pytest.approx(2 * small["cost_usd"])  # list price, cached or not
+        # list price, cached or not
+        assert cascade[0]["cost_usd"] == pytest.approx(2 * small["cost_usd"])
         sweep.out.unlink()
         result, _, again = sweep.run("--bench-cache", str(cache))
         assert result.ret == 0 and len(server.requests) == 15  # the re-run asked nothing
-        assert all(r["cache_hits"] >= 1 and r["attempts"] == 0 for r in again if r["arm"] != "cascade")
+        assert all(
+            r["cache_hits"] >= 1 and r["attempts"] == 0 for r in again if r["arm"] != "cascade"
+        )
         sweep.out.unlink()
         result, _, _ = sweep.run("--bench-cache", "off")
         assert len(server.requests) == 15 + 20  # no cache: the cascade asks both samples itself
 
 
 def sockets_to(port: int) -> set[str]:
-    """The ``socket:[inode]`` of every TCP connection on this machine whose remote end is ``port``."""
+    """The ``socket:[inode]`` of every TCP connection on this
+    machine whose remote end is ``port``."""
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError), open(table) as f:
@@ -133,21 +168,30 @@ def sockets_to(port: int) -> set[str]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="lists this process's descriptors and sockets in /proc")
+@pytest.mark.skipif(
+    not Path("/proc/net/tcp").exists(),
+    reason="lists this process's descriptors and sockets in /proc",
+)
 @pytest.mark.parametrize("client", ["http", "sdk"])
 @pytest.mark.parametrize("concurrency", ["1", "4"])
-def test_a_run_closes_its_connections_to_the_server_and_the_cache(pytester: pytest.Pytester, sweep: Sweep,
-                                                                  concurrency: str, client: str) -> None:
+def test_a_run_closes_its_connections_to_the_server_and_the_cache(
+    pytester: pytest.Pytester, sweep: Sweep, concurrency: str, client: str
+) -> None:
     # Each calling thread opens its own connection to the server and to the cache (the file, its WAL
     # and shared memory), which only the cycle collector closed: a long session of in-process runs
     # kept dozens of descriptors. With the collector off, what is open after the run, the run left.
     cache_dir = pytester.path / "cache"
     with FakeOpenAI(lambda prompt: "4") as server:
-        make_spec(pytester, sim_spec(8, arms=openai_arms(server).replace("client: http", f"client: {client}")))
+        make_spec(
+            pytester,
+            sim_spec(8, arms=openai_arms(server).replace("client: http", f"client: {client}")),
+        )
         gc.collect()
         gc.disable()
         try:
-            result, _, rows = sweep.run("--bench-cache", str(cache_dir / "c.sqlite"), "--bench-concurrency", concurrency)
+            result, _, rows = sweep.run(
+                "--bench-cache", str(cache_dir / "c.sqlite"), "--bench-concurrency", concurrency
+            )
             left = open_descriptors()
             to_server = sockets_to(server.httpd.server_address[1])
         finally:

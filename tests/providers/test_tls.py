@@ -49,8 +49,9 @@ def spec(url: str, client: str, n: int = 6, gpt: str = "") -> str:
     return sim_spec(n, arms=arms, extra=FAST)
 
 
-def test_a_private_ca_trusted_by_ca_file(pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
-                                         cert: Cert, client: str) -> None:
+def test_a_private_ca_trusted_by_ca_file(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI, cert: Cert, client: str
+) -> None:
     make_spec(pytester, spec(https_url(server), client, gpt=f"    ca_file: {cert.cert}\n"))
     result, _, rows = sweep.run("--bench-concurrency", "4")
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -58,17 +59,23 @@ def test_a_private_ca_trusted_by_ca_file(pytester: pytest.Pytester, sweep: Sweep
     assert len(server.requests) == 6
 
 
-def test_a_ca_file_relative_to_the_spec_and_a_ca_dir(pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
-                                                     cert: Cert) -> None:
-    """A relative ca_file is read beside the spec; ca_dir is a directory of hashed names (c_rehash)."""
+def test_a_ca_file_relative_to_the_spec_and_a_ca_dir(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI, cert: Cert
+) -> None:
+    """A relative ca_file is read beside the spec; ca_dir is a
+    directory of hashed names (c_rehash)."""
     (pytester.path / "ca.pem").write_bytes(cert.cert.read_bytes())
     make_spec(pytester, spec(https_url(server), "http", gpt="    ca_file: ca.pem\n"))
     result, _, rows = sweep.run()
     assert result.ret == 0 and len(rows) == 12, result.stdout.str()[-3000:]
     hashed = pytester.path / "cadir"
     hashed.mkdir()
-    name = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", str(cert.cert)], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    name = subprocess.run(
+        ["openssl", "x509", "-hash", "-noout", "-in", str(cert.cert)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (hashed / f"{name}.0").write_bytes(cert.cert.read_bytes())
     (pytester.path / "results.jsonl").unlink()
     make_spec(pytester, spec(https_url(server), "http", gpt=f"    ca_dir: {hashed}\n"))
@@ -76,8 +83,14 @@ def test_a_ca_file_relative_to_the_spec_and_a_ca_dir(pytester: pytest.Pytester, 
     assert result.ret == 0 and len(rows) == 12, result.stdout.str()[-3000:]
 
 
-def test_a_private_ca_trusted_by_ssl_cert_file(pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
-                                               cert: Cert, client: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_private_ca_trusted_by_ssl_cert_file(
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    server: FakeOpenAI,
+    cert: Cert,
+    client: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(cert.cert))
     make_spec(pytester, spec(https_url(server), client))
     result, _, rows = sweep.run("--bench-concurrency", "4")
@@ -90,8 +103,13 @@ def assert_tls_stop(result: pytest.RunResult, rows: list[dict[str, object]], hos
     text = result.stdout.str()
     assert result.ret == 2, text[-3000:]
     assert [r["arm"] for r in rows] == ["good"] * 6  # nothing of the refused arm was recorded
-    for words in ("arm 'gpt' cannot work as configured", f"the certificate of {host} failed verification",
-                  reason, "ca_file:", "SSL_CERT_FILE"):
+    for words in (
+        "arm 'gpt' cannot work as configured",
+        f"the certificate of {host} failed verification",
+        reason,
+        "ca_file:",
+        "SSL_CERT_FILE",
+    ):
         assert words in text, (words, text[-3000:])
     assert OPENAI_KEY not in text
     # One refused handshake, not four tries with backoff per item: no item says it took retries. The
@@ -100,36 +118,45 @@ def assert_tls_stop(result: pytest.RunResult, rows: list[dict[str, object]], hos
     assert took < 60, took
 
 
-def test_an_untrusted_certificate_stops_the_arm_within_seconds(pytester: pytest.Pytester, sweep: Sweep,
-                                                               server: FakeOpenAI, client: str) -> None:
+def test_an_untrusted_certificate_stops_the_arm_within_seconds(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI, client: str
+) -> None:
     make_spec(pytester, spec(https_url(server), client, n=6))
     started = time.monotonic()
     result, _, rows = sweep.run("--bench-concurrency", "4")
     port = server.httpd.server_address[1]
-    assert_tls_stop(result, rows, f"127.0.0.1:{port}", "self-signed certificate", time.monotonic() - started)
+    assert_tls_stop(
+        result, rows, f"127.0.0.1:{port}", "self-signed certificate", time.monotonic() - started
+    )
     assert server.requests == []  # no request went out over an unverified connection
 
 
-def test_a_certificate_for_another_host_names_the_mismatch(pytester: pytest.Pytester, sweep: Sweep, client: str,
-                                                            tmp_path: Path) -> None:
+def test_a_certificate_for_another_host_names_the_mismatch(
+    pytester: pytest.Pytester, sweep: Sweep, client: str, tmp_path: Path
+) -> None:
     other = make_cert(tmp_path, "elsewhere", san="DNS:elsewhere.example")
     with tls_server(other) as running:
         make_spec(pytester, spec(https_url(running), client, gpt=f"    ca_file: {other.cert}\n"))
         started = time.monotonic()
         result, _, rows = sweep.run()
         port = running.httpd.server_address[1]
-        assert_tls_stop(result, rows, f"127.0.0.1:{port}", "IP address mismatch", time.monotonic() - started)
+        assert_tls_stop(
+            result, rows, f"127.0.0.1:{port}", "IP address mismatch", time.monotonic() - started
+        )
 
 
-def test_an_expired_certificate_names_the_expiry(pytester: pytest.Pytester, sweep: Sweep, client: str,
-                                                 tmp_path: Path) -> None:
+def test_an_expired_certificate_names_the_expiry(
+    pytester: pytest.Pytester, sweep: Sweep, client: str, tmp_path: Path
+) -> None:
     ca, expired = make_expired_cert(tmp_path)
     with tls_server(expired) as running:
         make_spec(pytester, spec(https_url(running), client, gpt=f"    ca_file: {ca}\n"))
         started = time.monotonic()
         result, _, rows = sweep.run()
         port = running.httpd.server_address[1]
-        assert_tls_stop(result, rows, f"127.0.0.1:{port}", "certificate has expired", time.monotonic() - started)
+        assert_tls_stop(
+            result, rows, f"127.0.0.1:{port}", "certificate has expired", time.monotonic() - started
+        )
 
 
 @pytest.mark.parametrize("option, value, said", [
@@ -138,9 +165,12 @@ def test_an_expired_certificate_names_the_expiry(pytester: pytest.Pytester, swee
     ("ca_file", "not-a-cert.pem", "cannot be loaded"),
     ("ca_file", "42", "must be a path"),
 ], ids=["missing-file", "missing-dir", "not-a-certificate", "a-number"])
-def test_a_ca_option_that_cannot_be_used_is_a_spec_error(pytester: pytest.Pytester, sweep: Sweep, option: str,
-                                                         value: str, said: str) -> None:
-    (pytester.path / "not-a-cert.pem").write_text("-----BEGIN CERTIFICATE-----\nnonsense\n-----END CERTIFICATE-----\n")
+def test_a_ca_option_that_cannot_be_used_is_a_spec_error(
+    pytester: pytest.Pytester, sweep: Sweep, option: str, value: str, said: str
+) -> None:
+    (pytester.path / "not-a-cert.pem").write_text(
+        "-----BEGIN CERTIFICATE-----\nnonsense\n-----END CERTIFICATE-----\n"
+    )
     make_spec(pytester, spec("https://127.0.0.1:9/v1", "http", gpt=f"    {option}: {value}\n"))
     result, _, rows = sweep.run()
     text = result.stdout.str() + result.stderr.str()
@@ -151,9 +181,12 @@ def test_a_ca_option_that_cannot_be_used_is_a_spec_error(pytester: pytest.Pytest
 def test_the_anthropic_arm_trusts_ca_file_and_stops_on_an_untrusted_certificate(
         pytester: pytest.Pytester, sweep: Sweep, cert: Cert, client: str) -> None:
     with tls_server(cert, FakeAnthropic) as running:
-        arms = ("  good: {provider: sim, accuracy: 1.0}\n"
-                f"  gpt:\n    provider: anthropic\n    model: claude-test\n    base_url: {https_url(running, path='')}\n"
-                f"    api_key_env: TEST_OPENAI_KEY\n    client: {client}\n")
+        arms = (
+            "  good: {provider: sim, accuracy: 1.0}\n"
+            "  gpt:\n    provider: anthropic\n    model: claude-test\n    base_url: "
+            f"{https_url(running, path='')}\n"
+            f"    api_key_env: TEST_OPENAI_KEY\n    client: {client}\n"
+        )
         make_spec(pytester, sim_spec(6, arms=arms + f"    ca_file: {cert.cert}\n", extra=FAST))
         result, _, rows = sweep.run("--bench-concurrency", "4")
         assert result.ret == 0 and len(rows) == 12, result.stdout.str()[-3000:]
@@ -162,4 +195,6 @@ def test_the_anthropic_arm_trusts_ca_file_and_stops_on_an_untrusted_certificate(
         started = time.monotonic()
         result, _, rows = sweep.run("--bench-concurrency", "4")
         port = running.httpd.server_address[1]
-        assert_tls_stop(result, rows, f"127.0.0.1:{port}", "self-signed certificate", time.monotonic() - started)
+        assert_tls_stop(
+            result, rows, f"127.0.0.1:{port}", "self-signed certificate", time.monotonic() - started
+        )

@@ -25,7 +25,8 @@ from pytest_echo_bench.providers.http_json import JSONClient
 from pytest_echo_bench.providers.wire import BadURL, Target
 
 OK = b'{"choices": [{"message": {"content": "4"}}]}'
-Script = Callable[[int, bytes], tuple[bytes, bool]]  # (request number, request) -> (reply bytes, close after)
+# (request number, request) -> (reply bytes, close after)
+Script = Callable[[int, bytes], tuple[bytes, bool]]
 
 
 def reply(body: bytes = OK, *headers: str, status: str = "200 OK") -> bytes:
@@ -99,7 +100,14 @@ def _read_request(reader: object) -> bytes | None:
         head += line
         if line in (b"\r\n", b"\n"):
             break
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+    length = next(
+        (
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
     return head + reader.read(length)  # type: ignore[attr-defined,no-any-return]
 
 
@@ -120,11 +128,15 @@ def client(server: RawServer, scheme: str = "http") -> JSONClient:
     return JSONClient(server.url(scheme), {"authorization": "Bearer sk-test"}, 5.0)
 
 
-def test_a_keep_alive_connection_carries_every_request_and_the_request_is_well_formed(serve: Callable[..., RawServer]) -> None:
+def test_a_keep_alive_connection_carries_every_request_and_the_request_is_well_formed(
+    serve: Callable[..., RawServer],
+) -> None:
     server = serve(lambda n, req: (framed(), False))
     json_client = client(server)
     for _ in range(3):
-        status, headers, data = json_client.post({"model": "m", "messages": [{"role": "user", "content": "2+2"}]})
+        status, headers, data = json_client.post(
+            {"model": "m", "messages": [{"role": "user", "content": "2+2"}]}
+        )
         assert status == 200 and data["choices"][0]["message"]["content"] == "4"
     assert server.connections == 1 and len(server.requests) == 3
     head, _, body = server.requests[0].partition(b"\r\n\r\n")
@@ -134,8 +146,17 @@ def test_a_keep_alive_connection_carries_every_request_and_the_request_is_well_f
     assert f"content-length: {len(body)}" in lines and json.loads(body)["model"] == "m"
 
 
-def test_a_chunked_reply_with_extensions_and_trailers_is_read_whole(serve: Callable[..., RawServer]) -> None:
-    body = b"5;ext=1\r\n" + OK[:5] + b"\r\n" + f"{len(OK) - 5:x}\r\n".encode() + OK[5:] + b"\r\n0\r\nx-trailer: 1\r\n\r\n"
+def test_a_chunked_reply_with_extensions_and_trailers_is_read_whole(
+    serve: Callable[..., RawServer],
+) -> None:
+    body = (
+        b"5;ext=1\r\n"
+        + OK[:5]
+        + b"\r\n"
+        + f"{len(OK) - 5:x}\r\n".encode()
+        + OK[5:]
+        + b"\r\n0\r\nx-trailer: 1\r\n\r\n"
+    )
     server = serve(lambda n, req: (reply(body, "transfer-encoding: chunked"), False))
     json_client = client(server)
     assert json_client.post({})[2]["choices"][0]["message"]["content"] == "4"
@@ -143,44 +164,59 @@ def test_a_chunked_reply_with_extensions_and_trailers_is_read_whole(serve: Calla
     assert server.connections == 1
 
 
-def test_a_body_up_to_the_close_and_connection_close_open_a_new_connection(serve: Callable[..., RawServer]) -> None:
+def test_a_body_up_to_the_close_and_connection_close_open_a_new_connection(
+    serve: Callable[..., RawServer],
+) -> None:
     def script(n: int, req: bytes) -> tuple[bytes, bool]:
         return (reply(OK), True) if n == 1 else (framed(OK, "connection: close"), True)
 
     server = serve(script)
     json_client = client(server)
-    assert json_client.post({})[2]["choices"][0]["message"]["content"] == "4"  # no length: read to the close
+    # no length: read to the close
+    assert json_client.post({})[2]["choices"][0]["message"]["content"] == "4"
     assert json_client.post({})[0] == 200
     assert json_client.post({})[0] == 200
     assert server.connections == 3
 
 
-def test_an_idle_connection_the_server_closed_is_reopened_and_the_request_sent_once_more(serve: Callable[..., RawServer]) -> None:
+def test_an_idle_connection_the_server_closed_is_reopened_and_the_request_sent_once_more(
+    serve: Callable[..., RawServer],
+) -> None:
     # Keep-alive servers close idle connections: the client only learns it when it sends.
-    server = serve(lambda n, req: (framed(), n == 1))  # closes after the first reply, without saying so
+    # closes after the first reply, without saying so
+    server = serve(lambda n, req: (framed(), n == 1))
     json_client = client(server)
     assert json_client.post({})[0] == 200
     assert json_client.post({})[0] == 200
     assert server.connections == 2 and len(server.requests) == 2
 
 
-def test_a_kept_connection_closed_just_as_the_request_went_out_is_sent_once_more(serve: Callable[..., RawServer]) -> None:
+def test_a_kept_connection_closed_just_as_the_request_went_out_is_sent_once_more(
+    serve: Callable[..., RawServer],
+) -> None:
     # The server's keep-alive timer fired as the request was sent: it read it, replied nothing and
     # closed at once. Not a byte of a reply, within half a second: the request goes out again.
     server = serve(lambda n, req: (framed(), False) if n != 2 else (b"", True))
     json_client = client(server)
     assert json_client.post({"item": 1})[0] == 200
     assert json_client.post({"item": 2})[0] == 200
-    assert [json.loads(r.partition(b"\r\n\r\n")[2]) for r in server.requests] == [{"item": 1}, {"item": 2}, {"item": 2}]
+    assert [json.loads(r.partition(b"\r\n\r\n")[2]) for r in server.requests] == [
+        {"item": 1},
+        {"item": 2},
+        {"item": 2},
+    ]
     assert server.connections == 2
 
 
 def test_connections_on_descriptors_above_1023_are_reused(serve: Callable[..., RawServer]) -> None:
-    # select() refuses descriptors from 1024 on; a sweep with hundreds of calls in flight gets there.
+    # select() refuses descriptors from 1024 on; a sweep with hundreds
+    # of calls in flight gets there.
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert hard >= 1200, f"this test needs a file descriptor limit of at least 1200 (ulimit -n: {hard})"
+    assert hard >= 1200, (
+        f"this test needs a file descriptor limit of at least 1200 (ulimit -n: {hard})"
+    )
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
     fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
@@ -195,7 +231,9 @@ def test_connections_on_descriptors_above_1023_are_reused(serve: Callable[..., R
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_a_fresh_connection_closed_without_a_reply_is_transient(serve: Callable[..., RawServer]) -> None:
+def test_a_fresh_connection_closed_without_a_reply_is_transient(
+    serve: Callable[..., RawServer],
+) -> None:
     server = serve(lambda n, req: (b"", True))
     with pytest.raises(TransientError, match="closed the connection without replying"):
         client(server).post({})
@@ -219,10 +257,14 @@ def test_a_torn_or_malformed_reply_is_transient_and_the_connection_dropped(
     assert json_client.post({})[0] == 200 and server.connections == 2
 
 
-def test_an_interim_100_reply_is_skipped_and_repeated_headers_are_joined(serve: Callable[..., RawServer]) -> None:
+def test_an_interim_100_reply_is_skipped_and_repeated_headers_are_joined(
+    serve: Callable[..., RawServer],
+) -> None:
     interim = b"HTTP/1.1 100 Continue\r\n\r\n"
     error = b'{"error": {"message": "slow down"}}'
-    data = interim + framed(error, "x-multi: a", "X-Multi: b", "retry-after: 1").replace(b"200 OK", b"429 Too Many Requests")
+    data = interim + framed(error, "x-multi: a", "X-Multi: b", "retry-after: 1").replace(
+        b"200 OK", b"429 Too Many Requests"
+    )
     server = serve(lambda n, req: (data, False))
     status, headers, body = client(server).post({})
     assert status == 429 and headers["x-multi"] == "a, b" and headers["retry-after"] == "1"
@@ -246,11 +288,17 @@ def test_a_timeout_is_transient(serve: Callable[..., RawServer]) -> None:
         gate.set()
 
 
-def test_bytes_beyond_a_replys_framing_are_never_read_as_the_next_reply(serve: Callable[..., RawServer]) -> None:
+def test_bytes_beyond_a_replys_framing_are_never_read_as_the_next_reply(
+    serve: Callable[..., RawServer],
+) -> None:
     # A 204 carrying a body anyway: left on the connection, it would be the next item's verdict.
     def script(n: int, req: bytes) -> tuple[bytes, bool]:
         body = json.dumps({"verdict": f"for item {n}"}).encode()
-        return (framed(body).replace(b"200 OK", b"204 No Content"), False) if n == 1 else (framed(body), False)
+        return (
+            (framed(body).replace(b"200 OK", b"204 No Content"), False)
+            if n == 1
+            else (framed(body), False)
+        )
 
     server = serve(script)
     json_client = client(server)
@@ -259,13 +307,19 @@ def test_bytes_beyond_a_replys_framing_are_never_read_as_the_next_reply(serve: C
     assert json_client.post({})[2] == {"verdict": "for item 3"}
 
 
-def test_a_reply_sent_before_the_request_was_read_leaves_nothing_for_the_next_request(serve: Callable[..., RawServer]) -> None:
+def test_a_reply_sent_before_the_request_was_read_leaves_nothing_for_the_next_request(
+    serve: Callable[..., RawServer],
+) -> None:
     # The server answers early, then takes the unread body for a request of its own and answers it
     # too: that stray reply is on the connection before the next request goes out.
     def script(n: int, req: bytes) -> tuple[bytes, bool]:
         if n == 1:
-            return framed(b'{"error": "early"}').replace(b"200 OK", b"401 Unauthorized") + framed(b'{"stray": 1}'), False
-        return framed(json.dumps({"for": json.loads(req.partition(b"\r\n\r\n")[2])}).encode()), False
+            return framed(b'{"error": "early"}').replace(b"200 OK", b"401 Unauthorized") + framed(
+                b'{"stray": 1}'
+            ), False
+        return framed(
+            json.dumps({"for": json.loads(req.partition(b"\r\n\r\n")[2])}).encode()
+        ), False
 
     server = serve(script)
     json_client = client(server)
@@ -275,7 +329,11 @@ def test_a_reply_sent_before_the_request_was_read_leaves_nothing_for_the_next_re
 
 
 def _part_of_a_reply(n: int, req: bytes) -> tuple[bytes, bool]:
-    return (framed(), False) if n == 1 else (b'HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n{"partial', True)
+    return (
+        (framed(), False)
+        if n == 1
+        else (b'HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n{"partial', True)
+    )
 
 
 def _held_then_closed(n: int, req: bytes) -> tuple[bytes, bool]:
@@ -335,14 +393,21 @@ def test_the_timeout_bounds_the_whole_reply_not_each_read(serve: Callable[..., R
     (reply(OK, "content-length: \u00b2".encode("latin-1").decode("latin-1")), "not a number"),
     (b"HTTP/1.1 \xb200 OK\r\n\r\n", "not an HTTP reply"),
 ])
-def test_framing_this_client_cannot_read_exactly_is_refused(serve: Callable[..., RawServer], data: bytes, message: str) -> None:
+def test_framing_this_client_cannot_read_exactly_is_refused(
+    serve: Callable[..., RawServer], data: bytes, message: str
+) -> None:
     server = serve(lambda n, req: (data, True))
     with pytest.raises(TransientError, match=message):
         client(server).post({})
 
 
 def test_a_repeated_identical_content_length_is_one_length(serve: Callable[..., RawServer]) -> None:
-    server = serve(lambda n, req: (reply(OK, f"content-length: {len(OK)}", f"content-length: {len(OK)}"), False))
+    server = serve(
+        lambda n, req: (
+            reply(OK, f"content-length: {len(OK)}", f"content-length: {len(OK)}"),
+            False,
+        )
+    )
     assert client(server).post({})[0] == 200
 
 
@@ -370,7 +435,8 @@ def test_the_host_header_names_the_port_only_when_it_is_not_the_default() -> Non
     assert Target.parse("http://api.example.com:8080/v1").host_header == "api.example.com:8080"
     assert Target.parse("http://[::1]:9000/v1").host_header == "[::1]:9000"
     assert Target.parse("https://api.example.com/v1?a=1").path == "/v1?a=1"
-    assert Target.parse("https://b\u00fccher.example/v1").host_header == "xn--bcher-kva.example"  # IDNA
+    # IDNA
+    assert Target.parse("https://b\u00fccher.example/v1").host_header == "xn--bcher-kva.example"
 
 
 @pytest.fixture
@@ -379,22 +445,46 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
     openssl = shutil.which("openssl")
     assert openssl, "the openssl command is needed (Debian: apt-get install openssl)"
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
 def test_https_is_verified_against_the_trusted_certificates(
-    serve: Callable[..., RawServer], certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+    serve: Callable[..., RawServer],
+    certificate: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cert, key = certificate
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server = serve(lambda n, req: (framed(), False), context)
-    with pytest.raises(ArmError, match="self-signed certificate"):  # not trusted: refused, the arm's to fix
+    # not trusted: refused, the arm's to fix
+    with pytest.raises(ArmError, match="self-signed certificate"):
         client(server, "https").post({})
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted now (OpenSSL reads it for the default paths)
+    # trusted now (OpenSSL reads it for the default paths)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     trusting = client(server, "https")
     assert trusting.post({})[2]["choices"][0]["message"]["content"] == "4"
     assert trusting.post({})[0] == 200

@@ -38,7 +38,9 @@ def edit(spec: Path, old: str, new: str) -> None:
     spec.write_text(text.replace(old, new, 1))
 
 
-def regrade(results: Path, out: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+def regrade(
+    results: Path, out: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, str, str]:
     capsys.readouterr()  # what the sweep printed is not the regrade's
     status = main(["regrade", str(results), *extra, "-o", str(out)])
     captured = capsys.readouterr()
@@ -46,7 +48,8 @@ def regrade(results: Path, out: Path, capsys: pytest.CaptureFixture[str], *extra
 
 
 def rewrite_meta(results: Path, change: Any) -> None:
-    """Rewrite the meta line as an older version of the plugin wrote it (``change`` edits it in place)."""
+    """Rewrite the meta line as an older version of the plugin wrote it
+    (``change`` edits it in place)."""
     lines = results.read_text().splitlines(keepends=True)
     meta = json.loads(lines[0])
     change(meta)
@@ -87,10 +90,21 @@ def test_a_scorer_change_regrades_and_the_new_file_resumes_as_complete(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-@pytest.mark.parametrize(("old", "new"), [('input: "2+2=? (2)", target: "4"', 'input: "2+2=? (2)", target: "9"'),
-                                          ("accuracy: 0.0", "accuracy: 0.5")], ids=["dataset", "arms"])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('input: "2+2=? (2)", target: "4"', 'input: "2+2=? (2)", target: "9"'),
+        ("accuracy: 0.0", "accuracy: 0.5"),
+    ],
+    ids=["dataset", "arms"],
+)
 def test_the_regraded_file_refuses_a_resume_after_its_dataset_or_arms_change(
-    pytester: pytest.Pytester, sweep: Sweep, swept: Path, capsys: pytest.CaptureFixture[str], old: str, new: str
+    pytester: pytest.Pytester,
+    sweep: Sweep,
+    swept: Path,
+    capsys: pytest.CaptureFixture[str],
+    old: str,
+    new: str,
 ) -> None:
     edit(swept, "scorer: exact", "scorer: numeric")
     regraded = pytester.path / "regraded.jsonl"
@@ -145,7 +159,8 @@ def test_a_file_without_parts_regrades_with_a_note_when_its_targets_match(
     assert status == 0 and f"{N} verdicts changed" in out
     notes = [line for line in out.splitlines() if "could not be verified" in line]
     assert len(notes) == 1 and "records no fingerprint parts" in notes[0] and "'demo'" in notes[0]
-    # Unproven arms: the new file claims no spec's fingerprint, so a resume must be asked for explicitly.
+    # Unproven arms: the new file claims no spec's fingerprint, so a
+    # resume must be asked for explicitly.
     meta, _ = read_rows(new)
     assert meta is not None and "parts" not in meta["benchmarks"]["demo"]
     result, _, _ = sweep.run("--bench-resume", str(new))
@@ -161,7 +176,9 @@ def test_a_file_without_parts_is_verified_by_an_unchanged_fingerprint(
     status, out, _ = regrade(sweep.out, new, capsys)
     assert status == 0 and "could not be verified" not in out
     meta, _ = read_rows(new)
-    assert meta is not None and {"dataset", "scorer", "arms", "arm/right/accuracy"} <= set(meta["benchmarks"]["demo"]["parts"])
+    assert meta is not None and {"dataset", "scorer", "arms", "arm/right/accuracy"} <= set(
+        meta["benchmarks"]["demo"]["parts"]
+    )
     result, _, _ = sweep.run("--bench-resume", str(new))
     assert result.ret == 0
 
@@ -176,7 +193,12 @@ def test_a_file_without_parts_whose_target_changed_is_refused_naming_the_line(
     new = pytester.path / "regraded.jsonl"
     status, _, err = regrade(sweep.out, new, capsys)
     assert status == 2
-    assert f"{sweep.out}:{lineno}:" in err and "'q2'" in err and "target '4'" in err and "now gives '9'" in err
+    assert (
+        f"{sweep.out}:{lineno}:" in err
+        and "'q2'" in err
+        and "target '4'" in err
+        and "now gives '9'" in err
+    )
     assert not new.exists()
 
 
@@ -212,8 +234,11 @@ def test_regraded_rows_carry_the_target_they_were_scored_against(
     assert all(r["detail"].startswith("expected 4 got") for r in rows if r["arm"] == "wrong")
 
 
-def test_a_spec_whose_arms_and_scorer_live_in_a_conftest_regrades(pytester: pytest.Pytester, sweep: Sweep) -> None:
-    """Regrade runs outside pytest: it imports the conftest.py files pytest would, for @arm and @scorer."""
+def test_a_spec_whose_arms_and_scorer_live_in_a_conftest_regrades(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
+    """Regrade runs outside pytest: it imports the conftest.py files
+    pytest would, for @arm and @scorer."""
     pytester.makeconftest("""
 from pytest_echo_bench import arm, scorer
 from pytest_echo_bench.scoring.verdict import Verdict
@@ -225,14 +250,19 @@ def answer(ctx):
 @scorer("regrade_conftest_scorer")
 def has_four(output, example, options):
     ok = example.target in output
-    return Verdict("correct" if ok else "wrong", example.target if ok else None, "passed" if ok else "no")
+    return Verdict("correct" if ok else "wrong", example.target if ok else None,
+                   "passed" if ok else "no")
 """)
     spec = sim_spec(3, arms="  py: {provider: python, function: regrade_conftest_arm}")
     make_spec(pytester, spec.replace("scorer: exact", "scorer: regrade_conftest_scorer"))
     result, _, rows = sweep.run()
     assert result.ret == 0 and len(rows) == 3
     out = pytester.path / "regraded.jsonl"
-    done = pytester.run(sys.executable, "-c", "import sys; from pytest_echo_bench.cli.main import main; "
-                        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))")
+    done = pytester.run(
+        sys.executable,
+        "-c",
+        "import sys; from pytest_echo_bench.cli.main import main; "
+        f"sys.exit(main(['regrade', {str(sweep.out)!r}, '-o', {str(out)!r}]))",
+    )
     assert done.ret == 0, done.stdout.str() + done.stderr.str()
     assert len(read_rows(out)[1]) == 3

@@ -25,13 +25,31 @@ META = b'{"_meta":true,"benchmark":"b"}\n'
 
 
 def row(task_id: str = "t0", arm: str = "a", benchmark: str = "b", **changes: object) -> Row:
-    fields = dict(task_id=task_id, arm=arm, passed=True, detail="passed", wall_seconds=0.5, sub_calls=1,
-                  benchmark=benchmark, status="correct", output="so 4", answer="4", target="4", attempts=1,
-                  started_at="s", finished_at="f", worker="main", run_id="r", usage={"prompt_tokens": 3})
+    fields = dict(
+        task_id=task_id,
+        arm=arm,
+        passed=True,
+        detail="passed",
+        wall_seconds=0.5,
+        sub_calls=1,
+        benchmark=benchmark,
+        status="correct",
+        output="so 4",
+        answer="4",
+        target="4",
+        attempts=1,
+        started_at="s",
+        finished_at="f",
+        worker="main",
+        run_id="r",
+        usage={"prompt_tokens": 3},
+    )
     return Row(**{**fields, **changes})  # type: ignore[arg-type]
 
 
-def full_parser(path: Path, upto: int | None = None) -> tuple[dict[str, object] | None, set[tuple[str, str, str]]]:
+def full_parser(
+    path: Path, upto: int | None = None
+) -> tuple[dict[str, object] | None, set[tuple[str, str, str]]]:
     """What read_index returned before the key scan: json.loads of every line."""
     meta, records = read_records(path, upto=upto)
     default = str((meta or {}).get("benchmark", ""))
@@ -48,7 +66,8 @@ def assert_same(path: Path, upto: int | None = None) -> set[tuple[str, str, str]
         return set()
     index = read_index(path, upto)
     assert (index.meta, index.keys) == expected and len(index.keys) == len(expected[1])
-    return {k[:3] if k[3] == 1 else k for k in index.keys}  # epoch 1: the key as it was before epochs
+    # epoch 1: the key as it was before epochs
+    return {k[:3] if k[3] == 1 else k for k in index.keys}
 
 
 TRICKY = [
@@ -59,8 +78,17 @@ TRICKY = [
     row("t2", "a", extra={"sandbox": {"limits": {"cpu": [1, None]}}, "x": "}{"}).to_line(),
     row("t3", "a", output='{"task_id":"fake","arm":"fake","benchmark":"fake"}').to_line(),
     row("t4", "a", wall_seconds=1e-07, cost_usd=-0.0, usage=None).to_line(),
-    json.dumps({"task_id": "old", "arm": "a", "passed": True, "detail": "passed", "wall_seconds": 1.0,
-                "sub_calls": 1}).encode() + b"\n",  # the older six-field format, with spaces
+    json.dumps(
+        {
+            "task_id": "old",
+            "arm": "a",
+            "passed": True,
+            "detail": "passed",
+            "wall_seconds": 1.0,
+            "sub_calls": 1,
+        }
+    ).encode()
+    + b"\n",  # the older six-field format, with spaces
     b'{"task_id":"nobench","arm":"a","passed":true}\n',  # no benchmark field
     b'{"task_id":"dup","arm":"a","benchmark":"b","task_id":"last"}\n',  # json.loads keeps the last
     b'{"task_id":"m","arm":"a","benchmark":"b","_meta":true}\n',  # a meta line after the first
@@ -96,18 +124,25 @@ def test_our_own_rows_take_the_fast_path_and_the_others_the_full_parser(tmp_path
         assert batches(plain + [line])[0][0] == 0
 
 
-@pytest.mark.parametrize("garbage", [
-    b"this is not json",
-    b"[1, 2]",
-    b'{"task_id": "t9"}',
-    b'{"task_id":"q1","arm":"a","benchmark":"b","output":"to{"task_id":"q2","arm":"a","benchmark":"b"}',  # merged
-    b'{"task_id":"q1","arm":"a","benchmark":"b","x":01}',
-    b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\x01"}',
-    b'{"task_id":"q1","arm":"a","benchmark":"b","x":[1,]}',
-    b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\xff"}',
-    b'{"task_id":"q1","arm":"a","benchmark":"b"}}',
-])
-def test_garbage_in_the_middle_is_refused_with_the_same_message(tmp_path: Path, garbage: bytes) -> None:
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"this is not json",
+        b"[1, 2]",
+        b'{"task_id": "t9"}',
+        # merged
+        b'{"task_id":"q1","arm":"a","benchmark":"b","output":"to{"task_id":"q2","arm":"a","be'
+        b'nchmark":"b"}',
+        b'{"task_id":"q1","arm":"a","benchmark":"b","x":01}',
+        b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\x01"}',
+        b'{"task_id":"q1","arm":"a","benchmark":"b","x":[1,]}',
+        b'{"task_id":"q1","arm":"a","benchmark":"b","x":"\xff"}',
+        b'{"task_id":"q1","arm":"a","benchmark":"b"}}',
+    ],
+)
+def test_garbage_in_the_middle_is_refused_with_the_same_message(
+    tmp_path: Path, garbage: bytes
+) -> None:
     path = tmp_path / "r.jsonl"
     path.write_bytes(META + row("t0").to_line() + garbage + b"\n" + row("t1").to_line())
     with pytest.raises(StoreError, match=r"r\.jsonl:3: not a results row"):
@@ -115,8 +150,12 @@ def test_garbage_in_the_middle_is_refused_with_the_same_message(tmp_path: Path, 
     assert_same(path)
 
 
-@pytest.mark.parametrize("tail", [b'{"task_id":"t9","arm":"a","pas', row("t9").to_line().rstrip(b"\n"), b"garbage"])
-def test_the_last_line_without_a_newline_counts_only_when_whole(tmp_path: Path, tail: bytes) -> None:
+@pytest.mark.parametrize(
+    "tail", [b'{"task_id":"t9","arm":"a","pas', row("t9").to_line().rstrip(b"\n"), b"garbage"]
+)
+def test_the_last_line_without_a_newline_counts_only_when_whole(
+    tmp_path: Path, tail: bytes
+) -> None:
     path = tmp_path / "r.jsonl"
     path.write_bytes(META + row("t0").to_line() + tail)
     assert assert_same(path) >= {("b", "t0", "a")}
@@ -124,7 +163,9 @@ def test_the_last_line_without_a_newline_counts_only_when_whole(tmp_path: Path, 
 
 def test_every_offset_reads_the_same_keys(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(META + b"".join(row(f"t{i}", extra={"k": i}).to_line() for i in range(3)) + TRICKY[7])
+    path.write_bytes(
+        META + b"".join(row(f"t{i}", extra={"k": i}).to_line() for i in range(3)) + TRICKY[7]
+    )
     for upto in range(0, path.stat().st_size + 1, 7):
         assert_same(path, upto)
 
@@ -138,13 +179,21 @@ def test_random_rows_read_the_same_keys(tmp_path: Path) -> None:
 
     def value(depth: int) -> object:
         kind = rng.randrange(7 if depth < 6 else 4)
-        return [text, lambda: rng.random() * 10 ** rng.randint(-9, 9), lambda: rng.choice([True, False, None]),
-                lambda: rng.randint(-5, 5), lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))],
-                lambda: {text(): value(depth + 1) for _ in range(rng.randint(0, 3))}, text][kind]()
+        return [
+            text,
+            lambda: rng.random() * 10 ** rng.randint(-9, 9),
+            lambda: rng.choice([True, False, None]),
+            lambda: rng.randint(-5, 5),
+            lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))],
+            lambda: {text(): value(depth + 1) for _ in range(rng.randint(0, 3))},
+            text,
+        ][kind]()
 
     lines = [META]
     for _ in range(300):
-        line = row(text(), text(), rng.choice(["", "b", text()]), output=text(), extra={"v": value(0)}).to_line()
+        line = row(
+            text(), text(), rng.choice(["", "b", text()]), output=text(), extra={"v": value(0)}
+        ).to_line()
         lines.append(line if rng.random() < 0.8 else json.dumps(json.loads(line)).encode() + b"\n")
     path = tmp_path / "r.jsonl"
     path.write_bytes(b"".join(lines))
@@ -174,7 +223,12 @@ def test_a_tail_torn_by_another_process_is_cut_before_the_next_row(tmp_path: Pat
     other.append(row("t4").to_line())
     writer.close()
     other.close()
-    assert [json.loads(line)["task_id"] for line in path.read_bytes().splitlines()] == ["t0", "t1", "t3", "t4"]
+    assert [json.loads(line)["task_id"] for line in path.read_bytes().splitlines()] == [
+        "t0",
+        "t1",
+        "t3",
+        "t4",
+    ]
     assert (tmp_path / "r.jsonl.torn").read_bytes() == b'{"task_id":"t2","arm":"a","pas\n'
 
 
@@ -195,7 +249,9 @@ def test_the_append_lock_is_the_lock_filelock_takes(tmp_path: Path) -> None:
     assert len(path.read_bytes().splitlines()) == 2
 
 
-def test_silent_setup_and_teardown_reports_of_items_are_not_kept(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_silent_setup_and_teardown_reports_of_items_are_not_kept(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     make_spec(pytester, sim_spec(3))
     pytester.makeconftest("""
         def pytest_terminal_summary(terminalreporter):
@@ -232,13 +288,15 @@ def test_xdist_workers_keep_no_silent_setup_and_teardown_reports_either(
     seen = {p.name: tuple(map(int, p.read_text().split())) for p in kept_dir.iterdir()}
     assert set(seen) == {"gw0", "gw1"}
     assert sum(failed for _, failed in seen.values()) == 6  # the workers did see the wrong answers
-    assert sum(kept for kept, _ in seen.values()) == 2  # the ordinary test's setup and teardown only
+    # the ordinary test's setup and teardown only
+    assert sum(kept for kept, _ in seen.values()) == 2
     assert len(rows) == 12
 
 
 @pytest.mark.parametrize("chunk", [1, 13, 200, 4096])
-def test_chunk_boundaries_anywhere_read_the_same_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       chunk: int) -> None:
+def test_chunk_boundaries_anywhere_read_the_same_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
     """Lines cut across reads, a garbage line or a blank one at any place, a torn tail."""
     monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", chunk)
     rng = random.Random(chunk)
@@ -253,7 +311,9 @@ def test_chunk_boundaries_anywhere_read_the_same_keys(tmp_path: Path, monkeypatc
             assert_same(path, upto)
 
 
-def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_end_of_run_table_counts_what_the_full_parser_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", 64)
     rng = random.Random(3)
     lines = [META]
@@ -261,8 +321,14 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
         status = rng.choice(["correct", "wrong", "unparseable", "error"])
         line = row(f"t{i % 150}", rng.choice(["a", "b"]), status=status, passed=status == "correct",
                    wall_seconds=rng.random()).to_line()
-        lines.append(line if i % 7 else json.dumps({k: v for k, v in json.loads(line).items() if k != "status"}
-                                                   | {"detail": status}).encode() + b"\n")
+        lines.append(
+            line
+            if i % 7
+            else json.dumps(
+                {k: v for k, v in json.loads(line).items() if k != "status"} | {"detail": status}
+            ).encode()
+            + b"\n"
+        )
     lines[50:50] = [b"garbage\n"] + TRICKY
     path = tmp_path / "r.jsonl"
     path.write_bytes(b"".join(lines))
@@ -276,7 +342,11 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
         wall = float(record.data.get("wall_seconds") or 0.0)
         old = newest.get(key)
         # The newest row's verdict counts; its wall replaces the old one's when that was an error.
-        newest[key] = (verdict, bool(record.data.get("passed")), wall if old is None or old[0] == "error" else old[2])
+        newest[key] = (
+            verdict,
+            bool(record.data.get("passed")),
+            wall if old is None or old[0] == "error" else old[2],
+        )
     for key, (verdict, passed, wall) in newest.items():
         got = expected.setdefault((key[0], key[2]), [0, 0, 0, 0, 0.0])
         got[0] += 1
@@ -284,15 +354,21 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(tmp_path: Path, 
         got[2] += verdict == "unparseable"
         got[3] += verdict == "error"
         got[4] += wall
-    counted = {k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)] for k, t in FileTally().update(path).items()}
+    counted = {
+        k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)]
+        for k, t in FileTally().update(path).items()
+    }
     assert counted == expected and sum(v[0] for v in expected.values()) > 150
 
 
-def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_table_counts_only_what_was_appended_since_it_last_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("pytest_echo_bench.store.keyscan.CHUNK", 100)
     path = tmp_path / "r.jsonl"
-    path.write_bytes(META + b"".join(row(f"t{i}").to_line() for i in range(5)) + b'{"task_id":"torn')
+    path.write_bytes(
+        META + b"".join(row(f"t{i}").to_line() for i in range(5)) + b'{"task_id":"torn'
+    )
     counted = FileTally()
     assert counted.update(path)["b", "a"].items == 5
     start = counted.end[0]
@@ -301,7 +377,8 @@ def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Pa
         f.seek(start)
         f.write(b"".join(row(f"t{i}", passed=False).to_line() for i in range(3, 9)))
     assert counted.end[0] == start and counted.update(path) == FileTally().update(path)
-    assert (counted.arms["b", "a"].items, counted.arms["b", "a"].correct) == (9, 3)  # the newest row of t3, t4 counts
+    # the newest row of t3, t4 counts
+    assert (counted.arms["b", "a"].items, counted.arms["b", "a"].correct) == (9, 3)
     with open(path, "ab") as f:
         f.write(b"garbage\n" + row("t9").to_line())
     with pytest.raises(StoreError, match=r"r\.jsonl:13: not a results row"):
@@ -310,7 +387,8 @@ def test_the_table_counts_only_what_was_appended_since_it_last_read(tmp_path: Pa
 
 
 def test_an_append_to_a_file_truncated_under_the_writer_is_refused(tmp_path: Path) -> None:
-    """Appends only grow the file: one shorter than the writer's last row was truncated or replaced."""
+    """Appends only grow the file: one shorter than the writer's last
+    row was truncated or replaced."""
     path = tmp_path / "r.jsonl"
     writer = ResultsWriter(path)
     writer.append(b'{"task_id":"t0","arm":"a"}\n')

@@ -22,7 +22,8 @@ HOSTILE = ("\x1b[2J\x1b[H===== 2 passed in 0.01s =====\x1b]52;c;ZXZpbA==\x07\x9b
 # Every character that must never reach a report unescaped (line feeds and tabs may).
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ODD_ID = "q\x1b[31m\u202eodd\x07"
-LOOKALIKE = "q\\x1b[31m\\u202eodd\\x07"  # the escaped spelling of ODD_ID as a plain id: must stay distinct
+# the escaped spelling of ODD_ID as a plain id: must stay distinct
+LOOKALIKE = "q\\x1b[31m\\u202eodd\\x07"
 IDS = (ODD_ID, LOOKALIKE, "plain", "bad")
 
 
@@ -33,9 +34,12 @@ def write_dataset(pytester: pytest.Pytester) -> None:
 
 
 def hostile_spec(server: FakeOpenAI) -> str:
-    return ("benchmark: demo\ndataset:\n  loader: jsonl\n  path: items.jsonl\nscorer: exact\narms:\n"
-            f"  gpt:\n    provider: openai\n    model: m\n    base_url: {server.base_url}\n"
-            "    api_key_env: TEST_OPENAI_KEY\n    client: http\nretries: {attempts: 1, backoff_s: 0.01}\n")
+    return (
+        "benchmark: demo\ndataset:\n  loader: jsonl\n  path: items.jsonl\nscorer: exact\narms:\n"
+        f"  gpt:\n    provider: openai\n    model: m\n    base_url: {server.base_url}\n"
+        "    api_key_env: TEST_OPENAI_KEY\n    client: http\nretries: {attempts: 1, "
+        "backoff_s: 0.01}\n"
+    )
 
 
 def answer(prompt: str) -> str:
@@ -56,7 +60,8 @@ def strings(value: Any) -> list[str]:
 def assert_clean(stdout: str, xml: str, report: str) -> None:
     for name, text in (("stdout", stdout), ("junit xml", xml), ("json-report", report)):
         assert not UNSAFE.search(text), f"{name}: {UNSAFE.search(text)!r}"
-    assert "#x1B" not in xml  # what pytest's XML escaping makes of a raw ESC: it should never see one
+    # what pytest's XML escaping makes of a raw ESC: it should never see one
+    assert "#x1B" not in xml
     hidden = [s for s in strings(json.loads(report)) if UNSAFE.search(s)]
     assert not hidden, hidden[:3]
 
@@ -66,8 +71,11 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test-hostile-0000")
     with FakeOpenAI(answer=answer) as fake:
         # The "bad" item's request is refused with an error text as hostile as the outputs.
-        fake.fault_for = lambda body: (("error", (400, {"message": HOSTILE, "code": "bad\x1b[0m"}, {}))
-                                       if body["messages"][-1]["content"] == "ask 3" else None)
+        fake.fault_for = lambda body: (
+            ("error", (400, {"message": HOSTILE, "code": "bad\x1b[0m"}, {}))
+            if body["messages"][-1]["content"] == "ask 3"
+            else None
+        )
         yield fake
 
 
@@ -80,14 +88,21 @@ def test_hostile_text_is_escaped_everywhere_but_kept_in_the_results(
     result.assert_outcomes(passed=1, failed=3)
     stdout = result.stdout.str()
     assert_clean(stdout, *reports(pytester))
-    assert f"demo.yaml::{escape_id(ODD_ID)}[gpt] FAILED" in stdout  # the -v line, escaped and readable
+    # the -v line, escaped and readable
+    assert f"demo.yaml::{escape_id(ODD_ID)}[gpt] FAILED" in stdout
     assert "\\x1b[2J" in stdout and "\\u202e" in stdout  # failure texts show what was there
     by_id = {r["task_id"]: r for r in rows}
     assert set(by_id) == set(IDS)  # ODD_ID and LOOKALIKE stayed two items
-    assert by_id[ODD_ID]["output"] == answer("ask 0") and by_id[ODD_ID]["target"] == "4\x1b[5m\u202e"
-    assert HOSTILE in by_id["bad"]["detail"] and by_id["bad"]["status"] == "error"  # exactly as received
+    assert (
+        by_id[ODD_ID]["output"] == answer("ask 0") and by_id[ODD_ID]["target"] == "4\x1b[5m\u202e"
+    )
+    # exactly as received
+    assert HOSTILE in by_id["bad"]["detail"] and by_id["bad"]["status"] == "error"
     entries = {t["nodeid"] for t in json.loads(reports(pytester)[1])["tests"]}
-    assert f"demo.yaml::{escape_id(ODD_ID)}[gpt]" in entries and f"demo.yaml::{escape_id(LOOKALIKE)}[gpt]" in entries
+    assert (
+        f"demo.yaml::{escape_id(ODD_ID)}[gpt]" in entries
+        and f"demo.yaml::{escape_id(LOOKALIKE)}[gpt]" in entries
+    )
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
@@ -111,10 +126,15 @@ def test_resume_finds_odd_ids_by_their_key(
     assert_clean(result.stdout.str(), *reports(pytester))
 
 
-def test_a_stop_message_from_a_server_is_escaped(pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+def test_a_stop_message_from_a_server_is_escaped(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI
+) -> None:
     write_dataset(pytester)
     make_spec(pytester, hostile_spec(server))
-    server.fault_for = lambda body: ("error", (429, {"message": HOSTILE, "code": "insufficient_quota"}, {}))
+    server.fault_for = lambda body: (
+        "error",
+        (429, {"message": HOSTILE, "code": "insufficient_quota"}, {}),
+    )
     result, _, rows = sweep.run(*report_args(pytester))
     assert result.ret == 2 and rows == []
     result.stdout.fnmatch_lines(["*stopped early (exhausted:*resume with:*"])
@@ -123,7 +143,9 @@ def test_a_stop_message_from_a_server_is_escaped(pytester: pytest.Pytester, swee
     assert HOSTILE in marker["message"]  # the marker is a file for programs: exact
 
 
-@pytest.mark.parametrize("text", [ODD_ID, LOOKALIKE, "\\", "\\\\x1b", "a\ud800b", HOSTILE, "plain/1", ""])
+@pytest.mark.parametrize(
+    "text", [ODD_ID, LOOKALIKE, "\\", "\\\\x1b", "a\ud800b", HOSTILE, "plain/1", ""]
+)
 def test_escape_id_is_reversible_and_printable(text: str) -> None:
     name = escape_id(text)
     assert unescape_id(name) == text and not UNSAFE.search(name)

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from results_files import brief_row
 
 from conftest import Sweep, make_spec, sim_spec
-from results_files import brief_row
-from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.results.merge import merge
-from pytest_echo_bench.report.page.state import PageFeed
-from pytest_echo_bench.report.figures import load_results
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.live import end_table
+from pytest_echo_bench.report.figures import load_results
+from pytest_echo_bench.report.page.state import PageFeed
+from pytest_echo_bench.results.merge import merge
 from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.store.reader import read_index, read_records
 from pytest_echo_bench.store.records import row_key
@@ -34,24 +34,45 @@ from pytest_echo_bench.store.tally import FileTally
 
 
 def meta(fingerprint: str = "f1", shard: str = "", run_id: str = "r1") -> bytes:
-    return encode_line({"_meta": True, "benchmark": "demo", "fingerprint": fingerprint,
-                        "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": fingerprint, "items": 2}},
-                        "arms": {"demo": ["good"]}, "run_id": run_id, "schema": 1,
-                        "selection": {"args": [], "keyword": "", "markexpr": "", "shard": shard}})
+    return encode_line(
+        {
+            "_meta": True,
+            "benchmark": "demo",
+            "fingerprint": fingerprint,
+            "benchmarks": {"demo": {"spec": "demo.yaml", "fingerprint": fingerprint, "items": 2}},
+            "arms": {"demo": ["good"]},
+            "run_id": run_id,
+            "schema": 1,
+            "selection": {"args": [], "keyword": "", "markexpr": "", "shard": shard},
+        }
+    )
 
 
 def row(task: str, passed: bool = True, run_id: str = "r1") -> bytes:
-    return encode_line(brief_row(task, "good", passed, detail="passed" if passed else "wrong", wall_seconds=0.1,
-                                 run_id=run_id, cost_usd=0.01))
+    return encode_line(
+        brief_row(
+            task,
+            "good",
+            passed,
+            detail="passed" if passed else "wrong",
+            wall_seconds=0.1,
+            run_id=run_id,
+            cost_usd=0.01,
+        )
+    )
 
 
 V1 = meta("f1") + row("q0") + row("q1")
 V2 = meta("f2", run_id="r2") + row("q0", False, "r2") + row("q1", False, "r2")
-REFUSAL = r"both\.jsonl:4: a second meta line, of another sweep \(fingerprint 'f2', line 1 has 'f1'\).*echo-bench merge"
+REFUSAL = (
+    r"both\.jsonl:4: a second meta line, of another sweep \(fingerprint 'f2', line 1 has "
+    r"'f1'\).*echo-bench merge"
+)
 
 
 def strict_readers(path: Path) -> dict[str, Any]:
-    """What each strict reader reads of ``path`` (the keys, or the rows' verdicts): or the StoreError it raises."""
+    """What each strict reader reads of ``path`` (the keys, or the rows'
+    verdicts): or the StoreError it raises."""
     def keys_of_records() -> set[Any]:
         m, rows = read_records(path)
         return {row_key(r.data, str((m or {}).get("benchmark", ""))) for r in rows}
@@ -66,7 +87,9 @@ def strict_readers(path: Path) -> dict[str, Any]:
         "read_index": lambda: set(read_index(path).keys),
         "read_index retry": lambda: set(read_index(path, retry_errors=True).keys),
         "tally": tally,
-        "report": lambda: {(i.benchmark, i.task_id, i.arm, i.epoch) for i in load_results([path]).rows},
+        "report": lambda: {
+            (i.benchmark, i.task_id, i.arm, i.epoch) for i in load_results([path]).rows
+        },
     }
     out: dict[str, Any] = {}
     for name, read in readers.items():
@@ -89,19 +112,31 @@ def test_two_sweeps_joined_are_refused_by_every_reader_naming_the_line(tmp_path:
         merge([both])
 
 
-@pytest.mark.parametrize("argv", [
-    ["report", "{both}"], ["power", "{both}", "--pair", "good,bad"], ["merge", "{both}", "-o", "{out}"],
-    ["regrade", "{both}", "-o", "{out}"], ["export", "{both}", "-o", "{dir}"], ["progress", "{both}", "-o", "{page}"],
-    ["estimate", "{spec}", "--results", "{both}", "--cache", "off"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "{both}"],
+        ["power", "{both}", "--pair", "good,bad"],
+        ["merge", "{both}", "-o", "{out}"],
+        ["regrade", "{both}", "-o", "{out}"],
+        ["export", "{both}", "-o", "{dir}"],
+        ["progress", "{both}", "-o", "{page}"],
+        ["estimate", "{spec}", "--results", "{both}", "--cache", "off"],
+    ],
+)
 def test_every_command_refuses_two_sweeps_joined(tmp_path: Path, argv: list[str],
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     both = tmp_path / "both.jsonl"
     both.write_bytes(V1 + V2)
     spec = tmp_path / "demo.yaml"
     spec.write_text(sim_spec(2))
-    names = {"both": both, "out": tmp_path / "out.jsonl", "dir": tmp_path / "logs", "page": tmp_path / "p.html",
-             "spec": spec}
+    names = {
+        "both": both,
+        "out": tmp_path / "out.jsonl",
+        "dir": tmp_path / "logs",
+        "page": tmp_path / "p.html",
+        "spec": spec,
+    }
     status = main([a.format(**names) for a in argv])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1, err
@@ -111,22 +146,32 @@ def test_every_command_refuses_two_sweeps_joined(tmp_path: Path, argv: list[str]
 
 
 def test_a_copy_of_the_same_sweep_reads_as_one_file(tmp_path: Path) -> None:
-    """``cat run run``: same fingerprints, same shard. Its rows are the sweep's rows, each key once."""
+    """``cat run run``: same fingerprints, same shard. Its rows are
+    the sweep's rows, each key once."""
     twice = tmp_path / "twice.jsonl"
-    again = meta("f1", run_id="r9") + row("q1", False, "r9")  # the same spec, run again: the newest row counts
+    # the same spec, run again: the newest row counts
+    again = meta("f1", run_id="r9") + row("q1", False, "r9")
     twice.write_bytes(V1 + again)
     got = strict_readers(twice)
-    assert all(v == {("demo", "q0", "good", 1), ("demo", "q1", "good", 1)} for v in got.values()), got
+    assert all(v == {("demo", "q0", "good", 1), ("demo", "q1", "good", 1)} for v in got.values()), (
+        got
+    )
     results = load_results([twice])
-    assert [(i.task_id, i.passed) for i in results.rows] == [("q0", True), ("q1", False)] and results.duplicates == 1
+    assert [(i.task_id, i.passed) for i in results.rows] == [
+        ("q0", True),
+        ("q1", False),
+    ] and results.duplicates == 1
     assert merge([twice]).meta is not None
 
 
 def test_two_shards_joined_are_refused_and_merge_is_named(tmp_path: Path) -> None:
     both = tmp_path / "both.jsonl"
     both.write_bytes(meta("f1", "1/2") + row("q0") + meta("f1", "2/2") + row("q1"))
-    with pytest.raises(StoreError, match=r"both\.jsonl:3: a second meta line, of another shard of the sweep "
-                                         r"\(shard '2/2', line 1 has '1/2'\).*echo-bench merge A B -o OUT"):
+    with pytest.raises(
+        StoreError,
+        match=r"both\.jsonl:3: a second meta line, of another shard of the sweep "
+        r"\(shard '2/2', line 1 has '1/2'\).*echo-bench merge A B -o OUT",
+    ):
         load_results([both])
 
 
@@ -134,23 +179,34 @@ def test_a_meta_line_after_rows_of_a_file_without_one_is_refused(tmp_path: Path)
     both = tmp_path / "both.jsonl"
     both.write_bytes(row("q0") + V2)
     got = strict_readers(both)
-    assert all(isinstance(v, str) and "both.jsonl:2: a meta line after rows of a file whose line 1 is no meta line" in v
-               for v in got.values()), got
+    assert all(
+        isinstance(v, str)
+        and "both.jsonl:2: a meta line after rows of a file whose line 1 is no meta line" in v
+        for v in got.values()
+    ), got
 
 
 def test_end_lines_and_a_torn_last_meta_line_keep_their_rules(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(V1 + end_line("r1", "t", {"reason": "exhausted"}) + row("q2") + end_line("r1", "t", None)
-                     + meta("f2").rstrip(b"\n"))  # another sweep's header, even without its newline
+    path.write_bytes(
+        V1
+        + end_line("r1", "t", {"reason": "exhausted"})
+        + row("q2")
+        + end_line("r1", "t", None)
+        + meta("f2").rstrip(b"\n")
+    )  # another sweep's header, even without its newline
     with pytest.raises(StoreError, match=r"r\.jsonl:7: a second meta line, of another sweep"):
         read_index(path)
-    path.write_bytes(V1 + end_line("r1", "t", {"reason": "exhausted"}) + row("q2") + end_line("r1", "t", None))
+    path.write_bytes(
+        V1 + end_line("r1", "t", {"reason": "exhausted"}) + row("q2") + end_line("r1", "t", None)
+    )
     got = strict_readers(path)
     assert all(v == {("demo", f"q{i}", "good", 1) for i in range(3)} for v in got.values()), got
 
 
 def test_best_effort_readers_stop_at_another_sweeps_header(tmp_path: Path) -> None:
-    """The end-of-run table and a live run's page never fail the run: they count what comes before it."""
+    """The end-of-run table and a live run's page never fail the run:
+    they count what comes before it."""
     both = tmp_path / "both.jsonl"
     both.write_bytes(V1 + V2)
     header, line = end_table(both, {})
@@ -163,7 +219,8 @@ def test_best_effort_readers_stop_at_another_sweeps_header(tmp_path: Path) -> No
 
 
 def test_growing_file_checked_from_where_the_tally_stopped(tmp_path: Path) -> None:
-    """The table reads on from its last offset: a header appended later is checked against line 1 too."""
+    """The table reads on from its last offset: a header appended later
+    is checked against line 1 too."""
     path = tmp_path / "r.jsonl"
     path.write_bytes(V1)
     counted = FileTally()
@@ -192,14 +249,21 @@ def test_resume_of_two_sweeps_joined_is_refused(pytester: pytest.Pytester, sweep
     result = pytester.runpytest("-p", "no:cacheprovider", "--bench-resume", str(both))
     assert result.ret == 4
     lines = len(v1.splitlines()) + 1
-    result.stderr.fnmatch_lines([f"*--bench-resume: {both}:{lines}: a second meta line, of another sweep*echo-bench merge*"])
+    result.stderr.fnmatch_lines(
+        [f"*--bench-resume: {both}:{lines}: a second meta line, of another sweep*echo-bench merge*"]
+    )
     assert both.read_bytes().count(b'"_meta"') == 2  # nothing appended
 
 
 # --- generated files ----------------------------------------------------------------------------
 
-HEADS = {"a": meta("f1"), "a copy": meta("f1", run_id="r7"), "b": meta("f2"), "shard": meta("f1", "1/2"),
-         "b under a": meta("f1").replace(b'"fingerprint":"f1","items"', b'"fingerprint":"f9","items"')}
+HEADS = {
+    "a": meta("f1"),
+    "a copy": meta("f1", run_id="r7"),
+    "b": meta("f2"),
+    "shard": meta("f1", "1/2"),
+    "b under a": meta("f1").replace(b'"fingerprint":"f1","items"', b'"fingerprint":"f9","items"'),
+}
 LINE = st.one_of(
     st.sampled_from(sorted(HEADS)).map(lambda k: ("head", k)),
     st.tuples(st.just("row"), st.sampled_from(["q0", "q1", "q2"]), st.booleans()),
@@ -225,19 +289,29 @@ def build(lines: list[tuple[Any, ...]]) -> tuple[bytes, str | None]:
     return data, refused
 
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @SETTINGS
 @given(st.lists(LINE, min_size=1, max_size=10))
-def test_generated_files_are_refused_or_read_alike_by_every_reader(tmp_path: Path, lines: list[tuple[Any, ...]]) -> None:
+def test_generated_files_are_refused_or_read_alike_by_every_reader(
+    tmp_path: Path, lines: list[tuple[Any, ...]]
+) -> None:
     path = tmp_path / "g.jsonl"
     data, refused = build(lines)
     path.write_bytes(data)
     got = strict_readers(path)
     if refused is not None:
-        assert all(isinstance(v, str) and f"g.jsonl{refused}" in v for v in got.values()), (got, refused)
+        assert all(isinstance(v, str) and f"g.jsonl{refused}" in v for v in got.values()), (
+            got,
+            refused,
+        )
         assert len(set(got.values())) == 1
         with pytest.raises(StoreError) as merged:
             merge([path], {"demo": "f1"})
@@ -253,8 +327,11 @@ def test_generated_files_are_refused_or_read_alike_by_every_reader(tmp_path: Pat
 
 @SETTINGS
 @given(st.lists(LINE, min_size=1, max_size=10))
-def test_generated_files_never_fail_the_table_or_a_live_page(tmp_path: Path, lines: list[tuple[Any, ...]]) -> None:
-    """They count the rows before the first line a strict reader refuses, once, however often they read."""
+def test_generated_files_never_fail_the_table_or_a_live_page(
+    tmp_path: Path, lines: list[tuple[Any, ...]]
+) -> None:
+    """They count the rows before the first line a strict reader refuses,
+    once, however often they read."""
     path = tmp_path / "g.jsonl"
     data, refused = build(lines)
     path.write_bytes(data)

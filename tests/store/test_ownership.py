@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
+from processes import finish, rows_in, run, start, wait_for
 
 from conftest import held_sweep, read_rows
-from processes import finish, rows_in, run, start, wait_for
 from pytest_echo_bench.store.owner import OwnedError, Ownership
 from pytest_echo_bench.store.writer import ReplacedError, ResultsWriter
 
@@ -33,15 +33,22 @@ def keys(out: Path) -> list[tuple[str, str]]:
 
 def test_deleting_every_side_file_does_not_let_a_resume_in(pytester: pytest.Pytester) -> None:
     out = held_sweep(pytester, ITEMS)
-    first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-cache", "off")
+    first = start(
+        pytester.path, "demo.yaml", "--bench-out", str(out), "-n", "2", "--bench-cache", "off"
+    )
     try:
         wait_for(lambda: rows_in(out) >= 2)
         assert Path(f"{out}.owner") in side_files(out)
         for side in side_files(out):
             side.unlink()  # owner, lock, summary: all of them
-        status, output = run(pytester.path, "--bench-resume", str(out), "-n", "2", "--bench-cache", "off")
+        status, output = run(
+            pytester.path, "--bench-resume", str(out), "-n", "2", "--bench-cache", "off"
+        )
         assert status == 4, output
-        assert f"{out} is in use by another run (pid {first.pid}, which holds the lock on the results file itself" in output
+        assert (
+            f"{out} is in use by another run (pid {first.pid}, which holds the lock on the "
+            "results file itself" in output
+        )
     finally:
         (pytester.path / "release").write_text("")
         status, output = finish(first)
@@ -49,7 +56,9 @@ def test_deleting_every_side_file_does_not_let_a_resume_in(pytester: pytest.Pyte
     assert sorted(keys(out)) == sorted((f"q{i}", "a") for i in range(ITEMS))  # every key once
 
 
-def test_removing_the_results_file_stops_its_run_and_a_new_run_records_each_key_once(pytester: pytest.Pytester) -> None:
+def test_removing_the_results_file_stops_its_run_and_a_new_run_records_each_key_once(
+    pytester: pytest.Pytester,
+) -> None:
     out = held_sweep(pytester, ITEMS)
     first = start(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off")
     try:
@@ -62,7 +71,9 @@ def test_removing_the_results_file_stops_its_run_and_a_new_run_records_each_key_
     assert status == 2, output  # not 0: its rows went with the removed file
     assert f"{out} was removed while this run was appending to it" in output, output
     assert not out.exists()  # the run appended nothing to a new file of its own
-    status, output = run(pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off")
+    status, output = run(
+        pytester.path, "demo.yaml", "--bench-out", str(out), "--bench-cache", "off"
+    )
     assert status == 0, output
     assert sorted(keys(out)) == sorted((f"q{i}", "a") for i in range(ITEMS))
 
@@ -94,9 +105,12 @@ def test_the_results_file_lock_outlives_its_side_file(tmp_path: Path) -> None:
         assert out.exists() and out.stat().st_size == 0  # created to be locked
         Path(f"{out}.owner").unlink()
         second = Ownership(out)
-        with pytest.raises(OwnedError, match=f"pid {os.getpid()}, which holds the lock on the results file itself"):
+        with pytest.raises(
+            OwnedError, match=f"pid {os.getpid()}, which holds the lock on the results file itself"
+        ):
             second.acquire()
-        assert not Path(f"{out}.owner").exists()  # the refused run took its own side file away again
+        # the refused run took its own side file away again
+        assert not Path(f"{out}.owner").exists()
     finally:
         owner.release()
     assert not out.exists()  # created by the run, still empty at its end: removed

@@ -18,7 +18,9 @@ from pytest_echo_bench.store import files
 from pytest_echo_bench.store.files import encode_line, end_line, read_end
 
 ROW = encode_line({"task_id": "t", "arm": "a", "passed": True, "status": "correct"})
-DECOY = encode_line({"task_id": "t", "arm": "a", "passed": True, "extra": {"run_end": {"stopped": {"reason": "x"}}}})
+DECOY = encode_line(
+    {"task_id": "t", "arm": "a", "passed": True, "extra": {"run_end": {"stopped": {"reason": "x"}}}}
+)
 
 
 def _whole(data: bytes) -> tuple[bool, dict[str, Any] | None]:
@@ -28,16 +30,27 @@ def _whole(data: bytes) -> tuple[bool, dict[str, Any] | None]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("_meta") is True and isinstance(record.get("run_end"), dict):
+        if (
+            isinstance(record, dict)
+            and record.get("_meta") is True
+            and isinstance(record.get("run_end"), dict)
+        ):
             stopped = record["run_end"].get("stopped")
             return True, stopped if isinstance(stopped, dict) else None
     return False, None
 
 
-LINES = st.one_of(st.just(ROW), st.just(DECOY), st.just(b"not json\n"),
-                  st.builds(lambda r, m: end_line("r", "", {"reason": r, "message": m}),
-                            st.sampled_from(["decided", "exhausted", "merged"]), st.text(max_size=30)),
-                  st.just(end_line("r", "", None)))
+LINES = st.one_of(
+    st.just(ROW),
+    st.just(DECOY),
+    st.just(b"not json\n"),
+    st.builds(
+        lambda r, m: end_line("r", "", {"reason": r, "message": m}),
+        st.sampled_from(["decided", "exhausted", "merged"]),
+        st.text(max_size=30),
+    ),
+    st.just(end_line("r", "", None)),
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +60,9 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @settings(deadline=None, derandomize=True, database=None, max_examples=150)
 @given(st.lists(LINES, max_size=12), st.integers(1, 300))
-def test_read_end_finds_what_reading_the_whole_file_finds(scratch: Path, lines: list[bytes], chunk: int) -> None:
+def test_read_end_finds_what_reading_the_whole_file_finds(
+    scratch: Path, lines: list[bytes], chunk: int
+) -> None:
     path = scratch
     data = b"".join(lines)
     path.write_bytes(data)
@@ -71,13 +86,15 @@ def test_the_window_before_upto_is_all_that_is_read(tmp_path: Path) -> None:
     upto = len(ROW) + len(end)
     with mock.patch.object(files, "END_CHUNK", 5):
         assert read_end(path, upto, len(end)) == (True, {"reason": "exhausted"})
-        assert read_end(path, upto, len(end) - 1) == (False, None)  # the window cuts the line's start
+        # the window cuts the line's start
+        assert read_end(path, upto, len(end) - 1) == (False, None)
         assert read_end(path, len(ROW)) == (False, None)
 
 
 def test_a_long_last_line_is_read_back_in_linear_time(tmp_path: Path) -> None:
-    """A 4 MB last line searched 64 bytes at a time: 65,536 chunks. Joined to each new chunk (as before),
-    it copied about 130 GB; kept as pieces and joined once, it is read once. The bound only catches that hang."""
+    """A 4 MB last line searched 64 bytes at a time: 65,536 chunks. Joined to each new chunk
+    (as before), it copied about 130 GB; kept as pieces and joined once, it is read once.
+    The bound only catches that hang."""
     path = tmp_path / "r.jsonl"
     end = end_line("r", "", {"reason": "exhausted", "message": "m"})
     long_row = encode_line({"task_id": "t", "arm": "a", "output": "x" * (4 << 20)})

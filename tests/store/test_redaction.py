@@ -19,11 +19,16 @@ MARKER = f"…{REDACTED}"
 
 
 def pieces(secret: str, text: str) -> list[str]:
-    return [secret[i:i + MIN_RUN] for i in range(len(secret) - MIN_RUN + 1) if secret[i:i + MIN_RUN] in text]
+    return [
+        secret[i : i + MIN_RUN]
+        for i in range(len(secret) - MIN_RUN + 1)
+        if secret[i : i + MIN_RUN] in text
+    ]
 
 
 def marker_free(secret: str) -> bool:
-    """A secret that shares no run with the marker itself (``[redacted]`` would then be a piece of it)."""
+    """A secret that shares no run with the marker itself
+    (``[redacted]`` would then be a piece of it)."""
     return not any(secret[i:i + MIN_RUN] in MARKER for i in range(len(secret) - MIN_RUN + 1))
 
 
@@ -34,7 +39,9 @@ around_st = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), ma
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(secret=secrets_st, before=around_st, after=around_st, partial=st.integers(0, 60))
-@example(secret="sk-proj-Qm7Zt4Lk9Wx2Rb8Nc5Vd3Hf6Jg1Ps0Ty", before="x" * 179, after="y" * 300, partial=24)
+@example(
+    secret="sk-proj-Qm7Zt4Lk9Wx2Rb8Nc5Vd3Hf6Jg1Ps0Ty", before="x" * 179, after="y" * 300, partial=24
+)
 def test_no_run_survives_any_cut(secret: str, before: str, after: str, partial: int) -> None:
     assume(marker_free(secret))
     # The key whole, a piece of it echoed (a gateway's "sk-proj-Qm7Z..."), and the stripped key.
@@ -50,13 +57,25 @@ def test_no_run_survives_any_cut(secret: str, before: str, after: str, partial: 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(secret=secrets_st, text=around_st)
 def test_a_text_without_a_run_is_left_as_it_was(secret: str, text: str) -> None:
-    assume(not pieces(secret, text) and len(secret.strip()) >= MIN_RUN and not pieces(secret.strip(), text))
+    assume(
+        not pieces(secret, text)
+        and len(secret.strip()) >= MIN_RUN
+        and not pieces(secret.strip(), text)
+    )
     assert redact(text, [secret, secret.strip()]) == text
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
-@given(user=st.text(string.ascii_letters + string.digits + "-._~!$&'()*+,;=%", min_size=1, max_size=20),
-       password=st.text(KEY_CHARS.replace("@", "").replace("/", "").replace("?", "").replace("#", ""), min_size=8, max_size=30))
+@given(
+    user=st.text(
+        string.ascii_letters + string.digits + "-._~!$&'()*+,;=%", min_size=1, max_size=20
+    ),
+    password=st.text(
+        KEY_CHARS.replace("@", "").replace("/", "").replace("?", "").replace("#", ""),
+        min_size=8,
+        max_size=30,
+    ),
+)
 def test_a_proxy_urls_credentials_in_every_form_are_secrets(user: str, password: str) -> None:
     from base64 import b64encode
     from urllib.parse import quote, unquote
@@ -74,7 +93,10 @@ def test_a_whole_key_shows_its_first_three_characters_and_a_piece_shows_none() -
 
 
 def test_a_short_value_is_redacted_only_where_it_stands_alone() -> None:
-    assert redact("user alice: bad password; malice", ["alice"]) == "user [redacted]: bad password; malice"
+    assert (
+        redact("user alice: bad password; malice", ["alice"])
+        == "user [redacted]: bad password; malice"
+    )
     assert redact("abc", ["abc"]) == "abc"  # under four characters: no key
 
 
@@ -98,7 +120,11 @@ def test_the_secrets_are_never_in_its_repr() -> None:
 def test_a_two_thousand_character_tail_and_a_few_keys_take_a_fraction_of_a_millisecond() -> None:
     # Measured: ~0.12 ms for three 51-character keys and three proxy forms (docs/reliability.md);
     # the bound only catches a quadratic scan, not a slow machine.
-    keys = [f"sk-{n}" + "Zq8Wm2Kx7Lp4Rt9Vb3Nc6Hd1Jf5Gs0Ty" * 2 for n in range(3)] + ["proxy-user", "pr0xy-s3cret", "cHJveHk6cHIweHk="]
+    keys = [f"sk-{n}" + "Zq8Wm2Kx7Lp4Rt9Vb3Nc6Hd1Jf5Gs0Ty" * 2 for n in range(3)] + [
+        "proxy-user",
+        "pr0xy-s3cret",
+        "cHJveHk6cHIweHk=",
+    ]
     known = Secrets(keys)
     text = (string.printable * 30)[:1000] + keys[0] + (string.printable * 30)[:1000]
     start = time.perf_counter()

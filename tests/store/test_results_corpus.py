@@ -19,8 +19,8 @@ import pytest
 
 from conftest import Sweep, read_rows
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.plugin.live import end_table
+from pytest_echo_bench.report.page.state import progress_state
 from pytest_echo_bench.store.tally import FileTally
 
 CORPUS = Path(__file__).parents[1] / "data" / "results"
@@ -48,31 +48,66 @@ class Case:
 
     name: str
     arms: dict[tuple[str, str], Counts]  # (benchmark, arm) -> counts of its rows
-    spec: str | None = SPEC  # the spec it was written with; None: the parent harness's, no spec of ours
+    # the spec it was written with; None: the parent harness's, no spec of ours
+    spec: str | None = SPEC
     epochs: int = 1
     resumed: int | None = 0  # rows a resume adds; None: the resume is refused
-    refusal: str = "*--bench-resume*: the file has *, as files of the harness this project grew from do*Run the sweep into a new file*"
+    refusal: str = (
+        "*--bench-resume*: the file has *, as files of the harness this project grew from do*Run "
+        "the sweep into a new file*"
+    )
 
 
 CASES = [
-    Case("parent_no_meta", {("", "haiku"): (5, 2, 1, 1), ("", "sonnet"): (5, 4, 0, 0)}, spec=None, resumed=None),
-    Case("parent_bbh_sweep", {("bbh", "haiku"): (6, 3, 1, 0), ("bbh", "sonnet"): (6, 5, 0, 0),
-                              ("bbh", "vote_escalate"): (6, 4, 0, 1)}, spec=None, resumed=None),
+    Case(
+        "parent_no_meta",
+        {("", "haiku"): (5, 2, 1, 1), ("", "sonnet"): (5, 4, 0, 0)},
+        spec=None,
+        resumed=None,
+    ),
+    Case(
+        "parent_bbh_sweep",
+        {
+            ("bbh", "haiku"): (6, 3, 1, 0),
+            ("bbh", "sonnet"): (6, 5, 0, 0),
+            ("bbh", "vote_escalate"): (6, 4, 0, 1),
+        },
+        spec=None,
+        resumed=None,
+    ),
     Case("first_format", OURS),
     Case("merged_first", OURS),
     Case("costs", OURS, SPEC + PRICING),
     Case("rootdir_parts", OURS, SPEC + PRICING),
-    Case("epochs", {("arith", "weak"): (12, 5, 0, 0), ("arith", "strong"): (12, 12, 0, 0)}, SPEC + PRICING + "epochs: 2\n",
-         epochs=2),
-    Case("shard_part", {("arith", "weak"): (2, 0, 0, 0), ("arith", "strong"): (2, 2, 0, 0)}, SPEC + PRICING),
+    Case(
+        "epochs",
+        {("arith", "weak"): (12, 5, 0, 0), ("arith", "strong"): (12, 12, 0, 0)},
+        SPEC + PRICING + "epochs: 2\n",
+        epochs=2,
+    ),
+    Case(
+        "shard_part",
+        {("arith", "weak"): (2, 0, 0, 0), ("arith", "strong"): (2, 2, 0, 0)},
+        SPEC + PRICING,
+    ),
     Case("merged_shards", OURS, SPEC + PRICING),
     Case("decide_plan", OURS, SPEC + PRICING),
     Case("charged", OURS, SPEC + PRICING + "budget_unpriced: allow\n"),
-    Case("run_end", {("arith", "weak"): (4, 1, 0, 0), ("arith", "strong"): (3, 3, 0, 0)}, SPEC + PRICING, resumed=5),
+    Case(
+        "run_end",
+        {("arith", "weak"): (4, 1, 0, 0), ("arith", "strong"): (3, 3, 0, 0)},
+        SPEC + PRICING,
+        resumed=5,
+    ),
     Case("regraded", OURS, SPEC + PRICING),
     # Rows and a meta line from Inspect logs: a fingerprint of the logs', not of a spec, so a resume
     # with the spec is a fingerprint mismatch.
-    Case("imported", OURS, resumed=None, refusal="*--bench-resume*: benchmark 'arith' was recorded with fingerprint*"),
+    Case(
+        "imported",
+        OURS,
+        resumed=None,
+        refusal="*--bench-resume*: benchmark 'arith' was recorded with fingerprint*",
+    ),
 ]
 IDS = [case.name for case in CASES]
 
@@ -89,7 +124,8 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def copy(case: Case, into: Path) -> Path:
-    """The corpus file, copied: a reader that wrote beside it (a torn-tail repair, a marker) would change the corpus."""
+    """The corpus file, copied: a reader that wrote beside it (a torn-tail repair, a
+    marker) would change the corpus."""
     path = into / f"{case.name}.jsonl"
     shutil.copyfile(CORPUS / path.name, path)
     return path
@@ -109,7 +145,8 @@ def report_figures(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str
 
 
 def assert_report(case: Case, data: dict[str, Any]) -> None:
-    """The report's arms are the case's, each with its items, correct items (or samples) and verdicts."""
+    """The report's arms are the case's, each with its items, correct
+    items (or samples) and verdicts."""
     arms = {(a["benchmark"], a["arm"]): a for a in data["arms"].values()}
     assert set(arms) == set(case.arms)
     for key, (rows, correct, unparseable, errors) in case.arms.items():
@@ -119,7 +156,11 @@ def assert_report(case: Case, data: dict[str, Any]) -> None:
             assert (arm["n"], arm["correct"]) == (rows, correct), key
             assert arm["pass_rate"] == pytest.approx(correct / rows)
         else:  # an item is its epochs' samples: the report counts items and samples apart
-            assert (arm["n"], arm["samples"], arm["correct_samples"]) == (rows // case.epochs, rows, correct), key
+            assert (arm["n"], arm["samples"], arm["correct_samples"]) == (
+                rows // case.epochs,
+                rows,
+                correct,
+            ), key
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -129,22 +170,33 @@ def test_report_in_every_format(case: Case, here: Path, capsys: pytest.CaptureFi
     status, table, err = cli(capsys, "report", str(path))
     assert status == 0, err
     for (benchmark, arm), (rows, correct, _, _) in case.arms.items():
-        if case.epochs == 1:  # benchmark, arm, n, correct, pass rate: the row of the pass rates table
-            assert re.search(rf"^{re.escape(benchmark)}\s+{arm}\s+{rows}\s+{correct}\s+{correct / rows:.3f}\s", table, re.M)
+        # benchmark, arm, n, correct, pass rate: the row of the pass rates table
+        if case.epochs == 1:
+            assert re.search(
+                rf"^{re.escape(benchmark)}\s+{arm}\s+{rows}\s+{correct}\s+{correct / rows:.3f}\s",
+                table,
+                re.M,
+            )
     status, markdown, err = cli(capsys, "report", "--format", "markdown", str(path))
     assert status == 0 and all(f"| {arm} |" in markdown for _, arm in case.arms), err
     status, csv, err = cli(capsys, "report", "--format", "csv", str(path))
     assert status == 0, err
     lines = [line.split(",") for line in csv.splitlines()]
     header, arm_lines = lines[0], [line for line in lines[1:] if line[0] == "arm"]
-    by_arm = {(line[header.index("benchmark")], line[header.index("arm")]): line for line in arm_lines}
+    by_arm = {
+        (line[header.index("benchmark")], line[header.index("arm")]): line for line in arm_lines
+    }
     assert set(by_arm) == set(case.arms)
     for key, (rows, _, unparseable, errors) in case.arms.items():
         line = by_arm[key]
         assert (int(line[header.index("n")]), int(line[header.index("unparseable")]),
                 int(line[header.index("errors")])) == (rows // case.epochs, unparseable, errors)
     status, html, err = cli(capsys, "report", "--format", "html", str(path))
-    assert status == 0 and html.lstrip().lower().startswith("<!doctype html") and all(arm in html for _, arm in case.arms), err
+    assert (
+        status == 0
+        and html.lstrip().lower().startswith("<!doctype html")
+        and all(arm in html for _, arm in case.arms)
+    ), err
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -159,13 +211,19 @@ def test_merge(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert meta is not None and meta["arms"] == {"bbh": ["haiku", "sonnet", "vote_escalate"]}
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.spec is not None], ids=[c.name for c in CASES if c.spec is not None])
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.spec is not None],
+    ids=[c.name for c in CASES if c.spec is not None],
+)
 def test_regrade(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The scorer of today on the stored outputs gives the verdicts the file holds (the parent's rows
-    hold no output: nothing to regrade)."""
+    """The scorer of today on the stored outputs gives the verdicts the file holds (the parent's
+    rows hold no output: nothing to regrade)."""
     path = copy(case, here)
     (here / "arith.yaml").write_text(case.spec or "")
-    status, out, err = cli(capsys, "regrade", str(path), "--spec", "arith.yaml", "-o", str(here / "regraded.jsonl"))
+    status, out, err = cli(
+        capsys, "regrade", str(path), "--spec", "arith.yaml", "-o", str(here / "regraded.jsonl")
+    )
     assert status == 0, err
     assert ": 0 verdicts changed" in out
     assert_report(case, report_figures(capsys, here / "regraded.jsonl"))
@@ -173,7 +231,8 @@ def test_regrade(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_export(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """One Inspect log per benchmark and arm, a sample per row, the correct ones scored C, the errors unscored."""
+    """One Inspect log per benchmark and arm, a sample per row, the correct ones
+    scored C, the errors unscored."""
     path = copy(case, here)
     if case.spec is not None:
         (here / "arith.yaml").write_text(case.spec)
@@ -182,13 +241,25 @@ def test_export(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> N
     found = {}
     for log in (here / "logs").glob("*.json"):
         data = json.loads(log.read_text())
-        scores = [(s.get("scores") or {}).get("echo_bench", {}).get("value") for s in data["samples"]]  # an error: none
-        found[data["eval"]["task"], data["eval"]["model"]] = (len(scores), scores.count("C"), scores.count(None))
-    assert found == {(benchmark, arm): (rows, correct, errors) for (benchmark, arm), (rows, correct, _, errors) in case.arms.items()}
+        # an error: none
+        scores = [
+            (s.get("scores") or {}).get("echo_bench", {}).get("value") for s in data["samples"]
+        ]
+        found[data["eval"]["task"], data["eval"]["model"]] = (
+            len(scores),
+            scores.count("C"),
+            scores.count(None),
+        )
+    assert found == {
+        (benchmark, arm): (rows, correct, errors)
+        for (benchmark, arm), (rows, correct, _, errors) in case.arms.items()
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_power_reads_the_pair_the_report_sees(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_power_reads_the_pair_the_report_sees(
+    case: Case, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = copy(case, here)
     pair = report_figures(capsys, path)["pairs"][0]  # the first pair of the first benchmark
     status, out, err = cli(capsys, "power", str(path), "--pair", f"{pair['a']},{pair['b']}")
@@ -200,7 +271,9 @@ def test_power_reads_the_pair_the_report_sees(case: Case, here: Path, capsys: py
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_progress_page_and_end_table(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_progress_page_and_end_table(
+    case: Case, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = copy(case, here)
     status, _, err = cli(capsys, "progress", str(path), "-o", str(here / "page.html"))
     assert status == 0 and (here / "page.html").stat().st_size > 0, err
@@ -208,24 +281,32 @@ def test_progress_page_and_end_table(case: Case, here: Path, capsys: pytest.Capt
     assert {arm: (a.done, a.correct, a.unparseable, a.errors) for arm, a in state.arms.items()} == \
         {arm: counts for (_, arm), counts in case.arms.items()}
     tally = FileTally().update(path)
-    assert {key: (t.items, t.correct, t.unparseable, t.errors) for key, t in tally.items()} == case.arms
+    assert {
+        key: (t.items, t.correct, t.unparseable, t.errors) for key, t in tally.items()
+    } == case.arms
     header, *lines = end_table(path, {})
     assert len(lines) == len(case.arms) and header.split()[:2] == ["benchmark", "arm"]
 
 
 def seconds_per_item(path: Path, arm: str) -> float:
-    walls = [r["wall_seconds"] for r in read_rows(path)[1] if r["arm"] == arm and not r.get("cache_hits")]
+    walls = [
+        r["wall_seconds"] for r in read_rows(path)[1] if r["arm"] == arm and not r.get("cache_hits")
+    ]
     return sum(walls) / len(walls)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name != "parent_no_meta"],
                          ids=[c.name for c in CASES if c.name != "parent_no_meta"])
-def test_estimate_takes_its_seconds_from_the_file(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_estimate_takes_its_seconds_from_the_file(
+    case: Case, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``estimate --results`` learns each arm's seconds an item from the file (the parent's file
     without a meta line names no benchmark: nothing in it applies to an estimate)."""
     path = copy(case, here)
     (here / "spec.yaml").write_text(case.spec or PARENT_BBH_SPEC)
-    status, out, err = cli(capsys, "estimate", "spec.yaml", "--format", "json", "--results", str(path))
+    status, out, err = cli(
+        capsys, "estimate", "spec.yaml", "--format", "json", "--results", str(path)
+    )
     assert status == 0, err
     arms = json.loads(out)["arms"]
     for _, arm in case.arms:
@@ -234,9 +315,9 @@ def test_estimate_takes_its_seconds_from_the_file(case: Case, here: Path, capsys
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_resume(case: Case, sweep: Sweep) -> None:
-    """Our files resume (adding only what they miss); the parent's, which record no fingerprint to check
-    the spec against, are refused as a usage error (exit status 4) saying why and what to do, as an
-    imported file is (its fingerprint is its logs')."""
+    """Our files resume (adding only what they miss); the parent's, which record no fingerprint to
+    check the spec against, are refused as a usage error (exit status 4) saying why and what to do,
+    as an imported file is (its fingerprint is its logs')."""
     path = copy(case, sweep.pytester.path)
     sweep.out = path
     before = len(read_rows(path)[1])
@@ -245,20 +326,30 @@ def test_resume(case: Case, sweep: Sweep) -> None:
     if case.resumed is None:
         assert result.ret == pytest.ExitCode.USAGE_ERROR and len(rows) == before
         result.stderr.fnmatch_lines([case.refusal])
-        assert path.read_bytes() == (CORPUS / path.name).read_bytes()  # refused before anything was changed
+        # refused before anything was changed
+        assert path.read_bytes() == (CORPUS / path.name).read_bytes()
     else:
         assert result.ret == 0, result.stdout.str()
         assert len(rows) == before + case.resumed
 
 
-def test_files_of_every_era_read_and_merge_together(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_of_every_era_read_and_merge_together(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The same sweep written by eight versions of the writer merges into one (the fingerprint never
-    changed), each key once and no verdict in conflict; a report reads the parent's files beside ours."""
-    ours = [copy(c, here) for c in CASES if c.spec is not None and c.name not in ("epochs", "shard_part", "imported")]
+    changed), each key once and no verdict in conflict; a report reads
+    the parent's files beside ours."""
+    ours = [
+        copy(c, here)
+        for c in CASES
+        if c.spec is not None and c.name not in ("epochs", "shard_part", "imported")
+    ]
     status, out, err = cli(capsys, "merge", *map(str, ours), "-o", str(here / "all.jsonl"))
     assert status == 0, err
     assert f"merged {len(ours)} files: 12 rows" in out and ", 0 conflicts" in out
     assert_report(Case("all", OURS), report_figures(capsys, here / "all.jsonl"))
     parents = [copy(c, here) for c in CASES if c.spec is None]
     every = {key: counts for c in CASES if c.spec is None for key, counts in c.arms.items()}
-    assert_report(Case("every", {**OURS, **every}), report_figures(capsys, here / "all.jsonl", *parents))
+    assert_report(
+        Case("every", {**OURS, **every}), report_figures(capsys, here / "all.jsonl", *parents)
+    )

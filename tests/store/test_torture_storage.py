@@ -24,8 +24,14 @@ def mount(*args: str) -> subprocess.CompletedProcess[str]:
 
 def remount(disk: Path, options: str) -> None:
     done = mount("-o", f"remount,{options}", str(disk))
-    assert done.returncode == 0, f"remount {options}: {done.stderr}\n" + subprocess.run(
-        ["sh", "-c", f"ls -l /proc/*/fd 2>/dev/null | grep {disk}"], capture_output=True, text=True).stdout
+    assert done.returncode == 0, (
+        f"remount {options}: {done.stderr}\n"
+        + subprocess.run(
+            ["sh", "-c", f"ls -l /proc/*/fd 2>/dev/null | grep {disk}"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
 
 
 @pytest.fixture
@@ -37,7 +43,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def padded_spec(n: int) -> str:
     arms = f"  a: {{provider: sim, accuracy: 0.7, template: 'So the answer is {{answer}}. {PAD}'}}"
-    return sim_spec(n, arms=arms).replace("scorer: exact", "scorer: {name: regex, pattern: 'answer is (\\w+)'}")
+    return sim_spec(n, arms=arms).replace(
+        "scorer: exact", "scorer: {name: regex, pattern: 'answer is (\\w+)'}"
+    )
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -49,7 +57,9 @@ def test_disk_full_stops_cleanly_keeps_every_row_and_resumes(
     result, _, _ = sweep.run("--bench-out", str(out), *workers)
     text = result.stdout.str()
     assert result.ret == 2, text[-3000:]
-    result.stdout.fnmatch_lines([f"*cannot append to {out}: No space left on device; rows written so far are intact*"])
+    result.stdout.fnmatch_lines(
+        [f"*cannot append to {out}: No space left on device; rows written so far are intact*"]
+    )
     assert "Traceback" not in text and "INTERNALERROR" not in text and "crashed" not in text
     assert text.count("resume with:") == 1
     data = out.read_bytes()
@@ -67,14 +77,20 @@ def test_disk_full_stops_cleanly_keeps_every_row_and_resumes(
     assert sorted(keys) == sorted(f"q{i}" for i in range(40)) and set(keys.values()) == {1}
 
 
-def test_read_only_directory_for_a_new_sweep(pytester: pytest.Pytester, sweep: Sweep, small_disk: Path) -> None:
+def test_read_only_directory_for_a_new_sweep(
+    pytester: pytest.Pytester, sweep: Sweep, small_disk: Path
+) -> None:
     remount(small_disk, "ro")
     make_spec(pytester, sim_spec(4))
     out = small_disk / "r.jsonl"
     result, _, _ = sweep.run("--bench-out", str(out))
     assert result.ret == 2
-    result.stdout.fnmatch_lines([f"echo-bench: stopped early (store-error: cannot open results file {out}: "
-                                 "Read-only file system); fix that, then resume with:"])
+    result.stdout.fnmatch_lines(
+        [
+            f"echo-bench: stopped early (store-error: cannot open results file {out}: "
+            "Read-only file system); fix that, then resume with:"
+        ]
+    )
     assert "Traceback" not in result.stdout.str() and not out.exists()
 
 
@@ -92,7 +108,9 @@ def test_resume_into_a_directory_that_became_read_only(
     result, _, _ = sweep.run("--bench-resume", str(out), "demo.yaml", *workers, subprocess=True)
     # Refused before anything runs, like any other resume that cannot go ahead: a usage error.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--bench-resume: cannot open {out}.lock for appending: Read-only file system*"])
+    result.stderr.fnmatch_lines(
+        [f"*--bench-resume: cannot open {out}.lock for appending: Read-only file system*"]
+    )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert out.read_bytes() == before  # nothing lost, nothing half-written
 

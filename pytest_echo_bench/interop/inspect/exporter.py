@@ -1,13 +1,13 @@
-"""``echo-bench export --format inspect``: a results file as Inspect eval logs, one per (benchmark, arm).
+"""``echo-bench export --format inspect``: a results file as Inspect eval
+logs, one per (benchmark, arm).
 
 Each log is Inspect's ``.json`` format (an ``EvalLog``, version 2), which ``read_eval_log`` reads
-and ``inspect view`` lists: the eval's task (the benchmark), model (the arm's ``provider/model``, else
-the arm's name; the arm is ``metadata.echo_bench.arm``) and epochs, one sample
-per task id and epoch with its input, target, output, usage, time and score (C, I, or N for
-unparseable; an error row is an errored sample, unscored, as Inspect logs one), and the results
-Inspect itself would compute: each sample's epochs reduced by their mean, then ``accuracy`` and
-``stderr`` over the samples scored. Rows are read as every reader of ours reads them: the newest
-row of each key counts.
+and ``inspect view`` lists: the eval's task (the benchmark), model (the arm's ``provider/model``,
+else the arm's name; the arm is ``metadata.echo_bench.arm``) and epochs, one sample per task id and
+epoch with its input, target, output, usage, time and score (C, I, or N for unparseable; an error
+row is an errored sample, unscored, as Inspect logs one), and the results Inspect itself would
+compute: each sample's epochs reduced by their mean, then ``accuracy`` and ``stderr`` over the
+samples scored. Rows are read as every reader of ours reads them: the newest row of each key counts.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pytest_echo_bench.store.reader import iter_records, parse_line
 from pytest_echo_bench.store.records import row_key
 from pytest_echo_bench.store.rows import ReadRow, read_row
 
-SCORER = "echo_bench"  # the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
+# the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
+SCORER = "echo_bench"
 SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
@@ -46,7 +47,8 @@ class Exported:
 
 
 def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Exported:
-    """Write one log per (benchmark, arm) of ``results`` into directory ``out``; an existing log is refused.
+    """Write one log per (benchmark, arm) of ``results`` into directory
+    ``out``; an existing log is refused.
 
     The file is read once for where each key's newest row is; then each log's rows are read again
     from there, twice (once for the figures its header gives, once for its samples), and the log
@@ -55,7 +57,9 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
     """
     meta, groups = _index(results)
     if not groups:
-        raise StoreError(f"{results} has no rows to export" + (" (only its meta line)" if meta else ""))
+        raise StoreError(
+            f"{results} has no rows to export" + (" (only its meta line)" if meta else "")
+        )
     found = find_inputs(results, meta, RowsAt(results, groups), specs)
     inputs = found.prompts
     names: set[str] = set()
@@ -72,13 +76,16 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
             def rows(places: list[tuple[int, str, int]] = places,
                      default: str = benchmark) -> Iterator[ReadRow]:
                 return (read_row(_row_at(f, results, offset), default) for _, _, offset in places)
-            model = found.models.get((benchmark, arm), arm)  # as Inspect names one: "openai/gpt-4o"; else the arm
+            # as Inspect names one: "openai/gpt-4o"; else the arm
+            model = found.models.get((benchmark, arm), arm)
             _write(path, log_pieces(meta, benchmark, arm, rows, inputs, model))
             samples += len(places)
     return Exported(paths, samples, found.notes)
 
 
-def _index(results: Path) -> tuple[dict[str, Any], dict[tuple[str, str], list[tuple[int, str, int]]]]:
+def _index(
+    results: Path,
+) -> tuple[dict[str, Any], dict[tuple[str, str], list[tuple[int, str, int]]]]:
     """The meta line, and per (benchmark, arm) each key's newest row as (epoch, task id, offset)."""
     meta: dict[str, Any] = {}
     newest: dict[tuple[str, str, str, int], int] = {}
@@ -98,7 +105,9 @@ def _index(results: Path) -> tuple[dict[str, Any], dict[tuple[str, str], list[tu
 class RowsAt:
     """Every key's newest row, read from its place each time it is iterated (none held)."""
 
-    def __init__(self, path: Path, groups: Mapping[tuple[str, str], list[tuple[int, str, int]]]) -> None:
+    def __init__(
+        self, path: Path, groups: Mapping[tuple[str, str], list[tuple[int, str, int]]]
+    ) -> None:
         self.path = path
         self.offsets = sorted(offset for places in groups.values() for _, _, offset in places)
 
@@ -122,9 +131,12 @@ class Figures:
 
     epochs: int
     ids: dict[str, None] = field(default_factory=dict)  # every sample id, in order
-    scored: dict[str, list[float]] = field(default_factory=dict)  # sample id -> [sum, count] of its scored epochs
-    usage: dict[str, Any] = field(default_factory=dict)  # summed over the samples: only the names they have
-    started: list[str] = field(default_factory=list)  # the first row's start, the earliest start, the latest finish
+    # sample id -> [sum, count] of its scored epochs
+    scored: dict[str, list[float]] = field(default_factory=dict)
+    # summed over the samples: only the names they have
+    usage: dict[str, Any] = field(default_factory=dict)
+    # the first row's start, the earliest start, the latest finish
+    started: list[str] = field(default_factory=list)
     finished: str | None = None
     samples: int = 0
 
@@ -142,18 +154,26 @@ class Figures:
             self.usage[key] = self.usage.get(key, 0) + value
         first = _time(row.started_at)
         self.started = self.started or [first or "", first or ""]
-        self.started[1] = min(self.started[1], first) if self.started[1] and first else self.started[1] or first or ""
+        self.started[1] = (
+            min(self.started[1], first)
+            if self.started[1] and first
+            else self.started[1] or first or ""
+        )
         done = _time(row.finished_at)
-        self.finished = max(self.finished, done) if self.finished and done else self.finished or done
+        self.finished = (
+            max(self.finished, done) if self.finished and done else self.finished or done
+        )
 
     def reduced(self) -> list[dict[str, Any]]:
-        """Inspect's default reducer: each sample's scored epochs by their mean (an errored epoch is unscored)."""
+        """Inspect's default reducer: each sample's scored epochs by their mean
+        (an errored epoch is unscored)."""
         return [{"value": total / n, "sample_id": sid} for sid, (total, n) in self.scored.items()]
 
 
 def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[ReadRow],
              inputs: Inputs, model: str | None = None) -> dict[str, Any]:
-    """The ``EvalLog`` of one arm of one benchmark, as JSON data (field order is Inspect's file format)."""
+    """The ``EvalLog`` of one arm of one benchmark, as JSON data (field
+    order is Inspect's file format)."""
     rows = sorted(rows, key=lambda r: (r.epoch, r.task_id))
     samples = [_sample(r, model or arm, prompt_of(inputs, benchmark, r.task_id, arm)) for r in rows]
     figures = _figures(meta, benchmark, rows)
@@ -164,8 +184,8 @@ def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[R
 def log_pieces(meta: Mapping[str, Any], benchmark: str, arm: str,
                rows: Callable[[], Iterable[ReadRow]],
                inputs: Inputs, model: str | None = None) -> Iterator[bytes]:
-    """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice, once for
-    the figures the header gives and once for the samples, so that no sample is held."""
+    """The bytes ``_encode(eval_log(...))`` gives, in pieces: ``rows()`` (sorted) is read twice,
+    once for the figures the header gives and once for the samples, so that no sample is held."""
     figures = _figures(meta, benchmark, rows())
     yield _encode(_head(meta, benchmark, arm, figures, model))[:-1] + b',"samples":['
     for n, row in enumerate(rows()):
@@ -185,26 +205,56 @@ def _figures(meta: Mapping[str, Any], benchmark: str, rows: Iterable[ReadRow]) -
     return figures
 
 
-def _head(meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures, model: str | None = None) -> dict[str, Any]:
-    """The log's fields before its samples: ``model`` the arm's (its name when the spec gives none)."""
+def _head(
+    meta: Mapping[str, Any], benchmark: str, arm: str, figures: Figures, model: str | None = None
+) -> dict[str, Any]:
+    """The log's fields before its samples: ``model`` the arm's (its
+    name when the spec gives none)."""
     model = model or arm
     first = figures.started[0] if figures.started else None
     created = _time(meta.get("created_at")) or first or "1970-01-01T00:00:00+00:00"
     ids = list(figures.ids)
-    spec = {"eval_id": uuid.uuid4().hex, "run_id": str(meta.get("run_id") or ""), "created": created,
-            "task": benchmark, "task_id": f"{benchmark}:{meta.get('fingerprint') or ''}", "task_version": 0,
-            "dataset": {"name": benchmark, "samples": len(ids), "sample_ids": ids, "shuffled": False},
-            "model": model, "config": {"epochs": figures.epochs}, "packages": {"pytest-echo-bench": __version__},
-            "scorers": [{"name": SCORER, "options": {}, "metrics": [{"name": "inspect_ai/accuracy", "options": {}},
-                                                                   {"name": "inspect_ai/stderr", "options": {}}],
-                         "metadata": {}}],
-            "metadata": {"echo_bench": {"results_run_id": meta.get("run_id"), "fingerprint": meta.get("fingerprint"),
-                                        "arm": arm}}}
+    spec = {
+        "eval_id": uuid.uuid4().hex,
+        "run_id": str(meta.get("run_id") or ""),
+        "created": created,
+        "task": benchmark,
+        "task_id": f"{benchmark}:{meta.get('fingerprint') or ''}",
+        "task_version": 0,
+        "dataset": {"name": benchmark, "samples": len(ids), "sample_ids": ids, "shuffled": False},
+        "model": model,
+        "config": {"epochs": figures.epochs},
+        "packages": {"pytest-echo-bench": __version__},
+        "scorers": [
+            {
+                "name": SCORER,
+                "options": {},
+                "metrics": [
+                    {"name": "inspect_ai/accuracy", "options": {}},
+                    {"name": "inspect_ai/stderr", "options": {}},
+                ],
+                "metadata": {},
+            }
+        ],
+        "metadata": {
+            "echo_bench": {
+                "results_run_id": meta.get("run_id"),
+                "fingerprint": meta.get("fingerprint"),
+                "arm": arm,
+            }
+        },
+    }
     started = (figures.started[1] if figures.started else "") or created
     stats = {"started_at": started, "completed_at": figures.finished or created,
              "model_usage": {model: figures.usage} if figures.usage else {}}
-    return {"version": 2, "status": "success", "eval": spec, "plan": {"name": "plan", "steps": [], "config": {}},
-            "results": _results(figures.samples, [r["value"] for r in figures.reduced()]), "stats": stats}
+    return {
+        "version": 2,
+        "status": "success",
+        "eval": spec,
+        "plan": {"name": "plan", "steps": [], "config": {}},
+        "results": _results(figures.samples, [r["value"] for r in figures.reduced()]),
+        "stats": stats,
+    }
 
 
 def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
@@ -213,13 +263,22 @@ def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
     text = prompt if prompt is not None else _imported_input(row)
     assistant = {"role": "assistant", "content": output, "source": "generate", "model": arm}
     sample: dict[str, Any] = {
-        "id": row.task_id, "epoch": row.epoch, "input": text, "target": row.target or "",
+        "id": row.task_id,
+        "epoch": row.epoch,
+        "input": text,
+        "target": row.target or "",
         "messages": [{"role": "user", "content": text, "source": "input"}, assistant],
-        "output": {"model": arm, "choices": [{"message": assistant, "stop_reason": "stop"}], "completion": output,
-                   **({"usage": usage} if usage else {})},
-        "scores": {}, "metadata": {"subtask": row.subtask} if row.subtask is not None else {},
+        "output": {
+            "model": arm,
+            "choices": [{"message": assistant, "stop_reason": "stop"}],
+            "completion": output,
+            **({"usage": usage} if usage else {}),
+        },
+        "scores": {},
+        "metadata": {"subtask": row.subtask} if row.subtask is not None else {},
         "model_usage": {arm: usage} if usage else {},
-        "started_at": _time(row.started_at), "completed_at": _time(row.finished_at),
+        "started_at": _time(row.started_at),
+        "completed_at": _time(row.finished_at),
         "total_time": row.wall_seconds,
     }
     if row.status == "error":
@@ -231,7 +290,8 @@ def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
 
 
 def _imported_input(row: ReadRow) -> str:
-    """The input an imported row kept from its Inspect log; rows of our sweeps do not store the prompt."""
+    """The input an imported row kept from its Inspect log; rows of our
+    sweeps do not store the prompt."""
     inspect = row.extra.get("inspect")
     text = inspect.get("input") if isinstance(inspect, dict) else None
     return text if isinstance(text, str) else ""
@@ -241,12 +301,27 @@ def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
     n = len(values)
     accuracy = sum(values) / n if n else 0.0
     # numpy's std(ddof=1) / sqrt(n), as Inspect's stderr; 0 below two samples, as Inspect gives.
-    stderr = math.sqrt(sum((v - accuracy) ** 2 for v in values) / (n - 1)) / math.sqrt(n) if n > 1 else 0.0
+    stderr = (
+        math.sqrt(sum((v - accuracy) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
+        if n > 1
+        else 0.0
+    )
     metrics = {"accuracy": {"name": "accuracy", "value": accuracy, "params": {}},
                "stderr": {"name": "stderr", "value": stderr, "params": {}}}
-    return {"total_samples": total, "completed_samples": total,
-            "scores": [{"name": SCORER, "scorer": SCORER, "scored_samples": n, "unscored_samples": 0, "params": {},
-                        "metrics": metrics}]}
+    return {
+        "total_samples": total,
+        "completed_samples": total,
+        "scores": [
+            {
+                "name": SCORER,
+                "scorer": SCORER,
+                "scored_samples": n,
+                "unscored_samples": 0,
+                "params": {},
+                "metrics": metrics,
+            }
+        ],
+    }
 
 
 def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, Any] | None:
@@ -258,10 +333,21 @@ def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, An
     usage = {theirs: counts[ours] for theirs, ours in USAGE_NAMES.items() if ours in counts}
     if not usage.keys() & {"input_tokens", "output_tokens"}:
         return None
-    usage = {"input_tokens": usage.pop("input_tokens", 0), "output_tokens": usage.pop("output_tokens", 0), **usage}
+    usage = {
+        "input_tokens": usage.pop("input_tokens", 0),
+        "output_tokens": usage.pop("output_tokens", 0),
+        **usage,
+    }
     # Inspect's total is every token: full-rate input, output and the cache's reads and writes.
-    usage["total_tokens"] = sum(usage.get(k, 0) for k in ("input_tokens", "output_tokens", "input_tokens_cache_read",
-                                                          "input_tokens_cache_write"))
+    usage["total_tokens"] = sum(
+        usage.get(k, 0)
+        for k in (
+            "input_tokens",
+            "output_tokens",
+            "input_tokens_cache_read",
+            "input_tokens_cache_write",
+        )
+    )
     if cost is not None:
         usage["total_cost"] = cost
     return usage
@@ -275,8 +361,8 @@ def _time(value: object) -> str | None:
 
 
 def _stamp(created: object) -> str:
-    """The run's start as Inspect's log names begin (``2026-12-01T22-41-38-00-00``): ``inspect view``
-    and ``list_eval_logs`` list a ``.json`` file only under such a name."""
+    """The run's start as Inspect's log names begin (``2026-12-01T22-41-38-00-00``): ``inspect
+    view`` and ``list_eval_logs`` list a ``.json`` file only under such a name."""
     found = _STAMP.match(created) if isinstance(created, str) else None
     return (found.group(0) if found else "1970-01-01T00:00:00").replace(":", "-") + "-00-00"
 
@@ -284,7 +370,10 @@ def _stamp(created: object) -> str:
 def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
     """``STAMP_BENCHMARK_ARM.json`` (Inspect's ``{timestamp}_{task}_{id}``) in characters every file
     system takes; a second one the same gets a number."""
-    parts = [_UNSAFE.sub("-", text)[:80] or what for text, what in ((benchmark, "benchmark"), (arm, "arm"))]
+    parts = [
+        _UNSAFE.sub("-", text)[:80] or what
+        for text, what in ((benchmark, "benchmark"), (arm, "arm"))
+    ]
     stem = "_".join([stamp, *parts])  # at most 200 bytes: file systems refuse names over 255
     name, n = f"{stem}.json", 1
     while name in taken:
@@ -295,8 +384,9 @@ def _file_name(stamp: str, benchmark: str, arm: str, taken: set[str]) -> str:
 
 
 def _encode(value: object) -> bytes:
-    # ASCII with escapes: a lone surrogate (valid in our rows' JSON) cannot make the file invalid UTF-8.
-    # No indent: it turns json's C encoder off (encoding 20,000 samples: 17.7 s indented, 0.6 s not).
+    # ASCII with escapes: a lone surrogate (valid in our rows' JSON) cannot make the
+    # file invalid UTF-8. No indent: it turns json's C encoder off (encoding 20,000
+    # samples: 17.7 s indented, 0.6 s not).
     return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 

@@ -24,23 +24,27 @@ from pytest_echo_bench.engine.fingerprint import dataset_digest
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.spec.load import Spec
 
-Prompts = dict[tuple[str, ...], str]  # (benchmark, task_id) -> the item's input; (benchmark, task_id, arm) -> an arm's own prompt
+# (benchmark, task_id) -> the item's input; (benchmark, task_id, arm) -> an arm's own prompt
+Prompts = dict[tuple[str, ...], str]
 
 
 class InputsError(EchoBenchError):
-    """A spec's dataset is not the one the results file answered: its prompts would be other prompts."""
+    """A spec's dataset is not the one the results file answered: its
+    prompts would be other prompts."""
 
 
 @dataclass
 class Inputs:
     prompts: Prompts = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    models: dict[tuple[str, str], str] = field(default_factory=dict)  # (benchmark, arm) -> "provider/model"
+    # (benchmark, arm) -> "provider/model"
+    models: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                 given: Sequence[Path]) -> Inputs:
-    """The prompts of the specs ``given``, else of the meta line's; each checked against the file."""
+    """The prompts of the specs ``given``, else of the meta line's;
+    each checked against the file."""
     out = Inputs()
     paths = list(given) or _recorded(results, meta, out.notes)
     benchmarks = meta.get("benchmarks")
@@ -51,49 +55,69 @@ def find_inputs(results: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[s
         except EchoBenchError as exc:
             if given:  # asked for by name: its error is the answer
                 raise
-            out.notes.append(f"echo-bench: note: spec {path} (from the meta line of {results}) cannot be loaded "
-                             f"({exc}): its samples' inputs are left empty; pass --spec SPEC")
+            out.notes.append(
+                f"echo-bench: note: spec {path} (from the meta line of {results}) cannot be loaded "
+                f"({exc}): its samples' inputs are left empty; pass --spec SPEC"
+            )
             continue
         info = recorded.get(spec.benchmark)
         if not isinstance(info, dict):
-            out.notes.append(f"echo-bench: note: {path} is benchmark {spec.benchmark!r}, which {results} does not "
-                             "record: its prompts are not used")
+            out.notes.append(
+                f"echo-bench: note: {path} is benchmark {spec.benchmark!r}, which {results} "
+                "does not "
+                "record: its prompts are not used"
+            )
             continue
         _check(results, path, spec.benchmark, info, examples, rows)
         out.prompts.update({(spec.benchmark, ex.id): ex.input for ex in examples})
         _own_prompts(spec, examples, out)
-        out.models.update({(spec.benchmark, name): f"{arm.provider}/{model}" for name, arm in spec.arms.items()
-                           if isinstance(model := arm.options.get("model"), str) and model})
+        out.models.update(
+            {
+                (spec.benchmark, name): f"{arm.provider}/{model}"
+                for name, arm in spec.arms.items()
+                if isinstance(model := arm.options.get("model"), str) and model
+            }
+        )
     return out
 
 
 def prompt_of(prompts: Prompts, benchmark: str, task_id: str, arm: str) -> str | None:
-    """What ``arm`` was sent for the item: its own prompt (``prompt:``, ``fewshot:``), else the item's input."""
+    """What ``arm`` was sent for the item: its own prompt (``prompt:``,
+    ``fewshot:``), else the item's input."""
     return prompts.get((benchmark, task_id, arm), prompts.get((benchmark, task_id)))
 
 
 def _own_prompts(spec: Spec, examples: list[Example], out: Inputs) -> None:
-    """The prompts of the arms with one of their own (the arms' part of the fingerprint covers their templates)."""
+    """The prompts of the arms with one of their own (the arms' part of the
+    fingerprint covers their templates)."""
     for arm in spec.arms:
         try:
             made = prompter(spec, arm, examples)
-        except EchoBenchError as exc:  # its few-shot file gone since: said, and the item's input attached
-            out.notes.append(f"echo-bench: note: arm {arm!r} of {spec.path}: its prompt cannot be rendered ({exc}): "
-                             "its samples' inputs are the items' own")
+        # its few-shot file gone since: said, and the item's input attached
+        except EchoBenchError as exc:
+            out.notes.append(
+                f"echo-bench: note: arm {arm!r} of {spec.path}: its prompt cannot be "
+                f"rendered ({exc}): "
+                "its samples' inputs are the items' own"
+            )
             continue
         if made is not None:
             out.prompts.update({(spec.benchmark, ex.id, arm): made.render(ex) for ex in examples})
 
 
 def _recorded(results: Path, meta: Mapping[str, Any], notes: list[str]) -> list[Path]:
-    """The meta line's spec files that can be found; a note for each that cannot (its inputs stay empty)."""
+    """The meta line's spec files that can be found; a note for each that
+    cannot (its inputs stay empty)."""
     names = meta.get("spec_files")
     found = []
     for name in names if isinstance(names, list) else []:
         path = _locate(str(name), results)
         if path is None:
-            notes.append(f"echo-bench: note: spec {name} (from the meta line of {results}) is not under "
-                         f"{Path.cwd()} nor beside the file: its samples' inputs are left empty; pass --spec SPEC")
+            notes.append(
+                f"echo-bench: note: spec {name} (from the meta line of {results}) is not under "
+                f"{Path.cwd()} nor beside the file: its samples' inputs are left empty; pass "
+                "--spec SPEC"
+            )
         else:
             found.append(path)
     return found
@@ -106,16 +130,26 @@ def _locate(name: str, results: Path) -> Path | None:
     return None
 
 
-def _check(results: Path, path: Path, benchmark: str, info: Mapping[str, Any], examples: list[Example],
-           rows: Iterable[Mapping[str, Any]]) -> None:
+def _check(
+    results: Path,
+    path: Path,
+    benchmark: str,
+    info: Mapping[str, Any],
+    examples: list[Example],
+    rows: Iterable[Mapping[str, Any]],
+) -> None:
     parts = info.get("parts")
     recorded = parts.get("dataset") if isinstance(parts, dict) else None
     if recorded is not None:
         now = dataset_digest(examples)
         if recorded != now:
-            raise InputsError(f"{results}: benchmark {benchmark!r}: the dataset of {path} differs from the file's "
-                              f"(dataset {recorded} in the file, {now} now): its prompts are not the ones the stored "
-                              "outputs answer. Pass --spec with the spec the file was recorded with.")
+            raise InputsError(
+                f"{results}: benchmark {benchmark!r}: the dataset of {path} differs from the "
+                "file's "
+                f"(dataset {recorded} in the file, {now} now): its prompts are not the ones "
+                "the stored "
+                "outputs answer. Pass --spec with the spec the file was recorded with."
+            )
         return
     targets = {ex.id: ex.target for ex in examples}
     for row in rows:
@@ -123,6 +157,10 @@ def _check(results: Path, path: Path, benchmark: str, info: Mapping[str, Any], e
             continue
         task = str(row.get("task_id"))
         if targets.get(task) != str(row["target"]):
-            raise InputsError(f"{results}: task {task!r} of benchmark {benchmark!r} was answered for target "
-                              f"{row['target']!r}, but {path} gives {targets.get(task)!r}: its prompts are not the "
-                              "ones the stored outputs answer. Pass --spec with the spec the file was recorded with.")
+            raise InputsError(
+                f"{results}: task {task!r} of benchmark {benchmark!r} was answered for target "
+                f"{row['target']!r}, but {path} gives {targets.get(task)!r}: its prompts are "
+                "not the "
+                "ones the stored outputs answer. Pass --spec with the spec the file was "
+                "recorded with."
+            )

@@ -1,5 +1,5 @@
-"""The report as CSV: one line per arm, per subtask of an arm, per oracle, per planned decide pair and per
-shard file, safe to open in a spreadsheet."""
+"""The report as CSV: one line per arm, per subtask of an arm, per oracle, per planned decide pair
+and per shard file, safe to open in a spreadsheet."""
 
 from __future__ import annotations
 
@@ -13,11 +13,38 @@ from pytest_echo_bench.report.figures import ArmStats, Oracle, Report
 
 # ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
 # for the oracle line (whose arm cell is the reserved "(oracle)" and whose arms are listed apart).
-CSV_FIELDS = ["kind", "benchmark", "arm", "subtask", "oracle_arms", "n", "correct", "pass_rate", "ci95_lo", "ci95_hi",
-              "clusters", "cluster_se", "cluster_ci95_lo", "cluster_ci95_hi", "unparseable", "errors", "not_completed",
-              "wall_mean", "wall_p50", "wall_p95", "sub_calls_mean", "escalation_rate", "prompt_tokens",
-              "completion_tokens", "cost_usd", "cost_per_correct", "cost_units", "cost_units_per_correct", "spend_usd",
-              "spend_unknown"]
+CSV_FIELDS = [
+    "kind",
+    "benchmark",
+    "arm",
+    "subtask",
+    "oracle_arms",
+    "n",
+    "correct",
+    "pass_rate",
+    "ci95_lo",
+    "ci95_hi",
+    "clusters",
+    "cluster_se",
+    "cluster_ci95_lo",
+    "cluster_ci95_hi",
+    "unparseable",
+    "errors",
+    "not_completed",
+    "wall_mean",
+    "wall_p50",
+    "wall_p95",
+    "sub_calls_mean",
+    "escalation_rate",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "cost_per_correct",
+    "cost_units",
+    "cost_units_per_correct",
+    "spend_usd",
+    "spend_unknown",
+]
 ORACLE_NAME = "(oracle)"
 # OWASP's CSV-injection guidance: a cell a spreadsheet would read as a formula starts with one of
 # these; a leading single quote makes it text. Only text cells are touched: numbers stay numbers.
@@ -26,8 +53,15 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def render_csv(report: Report) -> str:
     out = io.StringIO()
-    # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when both are terminator characters.
-    fields = CSV_FIELDS + _epoch_fields(report) + _coverage_fields(report) + _decide_fields(report) + _part_fields(report)
+    # RFC 4180 line ends: the writer quotes a cell holding a CR or LF only when
+    # both are terminator characters.
+    fields = (
+        CSV_FIELDS
+        + _epoch_fields(report)
+        + _coverage_fields(report)
+        + _decide_fields(report)
+        + _part_fields(report)
+    )
     writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
     mark = _coverage(report)
@@ -38,9 +72,22 @@ def render_csv(report: Report) -> str:
                              if (t.benchmark, t.arm) == (s.benchmark, s.arm))
         for o in (o for o in report.oracles if o.benchmark == bench.name):
             writer.writerow(_safe({**_oracle(o), **mark}))
-    # How each shard file ended: a "part" line each, its shard as words ("shard 3/4"), never a bare date-like "3/4".
-    writer.writerows(_safe({"kind": "part", "part_shard": f"shard {e.shard}", "part_file": e.file, "part_ended": e.ended(),
-                            "part_items": e.held, "part_expected": e.expected, **mark}) for e in report.coverage.ends)
+    # How each shard file ended: a "part" line each, its shard as words ("shard
+    # 3/4"), never a bare date-like "3/4".
+    writer.writerows(
+        _safe(
+            {
+                "kind": "part",
+                "part_shard": f"shard {e.shard}",
+                "part_file": e.file,
+                "part_ended": e.ended(),
+                "part_items": e.held,
+                "part_expected": e.expected,
+                **mark,
+            }
+        )
+        for e in report.coverage.ends
+    )
     if report.sequential is not None:  # the same figures as every other format: report.decision
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decision.csv_rows(report.sequential))
@@ -55,8 +102,13 @@ def _decide_fields(report: Report) -> list[str]:
 
 
 def _part_fields(report: Report) -> list[str]:
-    """With shard files only (the columns are what they were without): how each ended, its items and its shard's."""
-    return ["part_shard", "part_file", "part_ended", "part_items", "part_expected"] if report.coverage.ends else []
+    """With shard files only (the columns are what they were without): how each
+    ended, its items and its shard's."""
+    return (
+        ["part_shard", "part_file", "part_ended", "part_items", "part_expected"]
+        if report.coverage.ends
+        else []
+    )
 
 
 def _coverage_fields(report: Report) -> list[str]:
@@ -65,20 +117,23 @@ def _coverage_fields(report: Report) -> list[str]:
 
 
 def _coverage(report: Report) -> dict[str, Any]:
-    """On every line, so a sheet filtered to one arm still says its figures are of part of the sweep.
-    The shards as the report's sentence, never a bare "3/4", which a spreadsheet reads as a date."""
+    """On every line, so a sheet filtered to one arm still says its figures are of
+    part of the sweep. The shards as the report's sentence, never a bare "3/4", which
+    a spreadsheet reads as a date."""
     cover = report.coverage
     return {} if cover.complete else {"complete": "false", "shards": cover.describe()}
 
 
 def _epoch_fields(report: Report) -> list[str]:
-    """With repeats only (the columns are what they were without): score (the sum of the items' scores, at
-    most n), samples, correct_samples, epochs, reduce, pass_at_<k>."""
+    """With repeats only (the columns are what they were without): score (the sum of the items'
+    scores, at most n), samples, correct_samples, epochs, reduce, pass_at_<k>."""
     stats = [s for s in (*report.arms, *report.subtasks) if s.epochs is not None]
     if not stats:
         return []
     ks = sorted({int(k) for s in stats for k in (s.pass_at or {})})
-    return ["score", "samples", "correct_samples", "epochs", "reduce"] + [f"pass_at_{k}" for k in ks]
+    return ["score", "samples", "correct_samples", "epochs", "reduce"] + [
+        f"pass_at_{k}" for k in ks
+    ]
 
 
 def neutralise(text: str) -> str:
@@ -95,11 +150,23 @@ def _flat(s: ArmStats, kind: str) -> dict[str, Any]:
     data["kind"] = kind
     data["ci95_lo"], data["ci95_hi"] = data.pop("ci95")
     cluster = data.pop("cluster_ci95")
-    data["cluster_ci95_lo"], data["cluster_ci95_hi"] = cluster if cluster is not None else (None, None)
+    data["cluster_ci95_lo"], data["cluster_ci95_hi"] = (
+        cluster if cluster is not None else (None, None)
+    )
     data.update({f"pass_at_{k}": v for k, v in (data.pop("pass_at") or {}).items()})
-    return {k: v for k, v in data.items() if v is not None}  # csv writes None as "", as it wrote before
+    # csv writes None as "", as it wrote before
+    return {k: v for k, v in data.items() if v is not None}
 
 
 def _oracle(o: Oracle) -> dict[str, Any]:
-    return {"kind": "oracle", "benchmark": o.benchmark, "arm": ORACLE_NAME, "oracle_arms": ",".join(o.arms), "n": o.n,
-            "correct": o.correct, "pass_rate": o.pass_rate, "ci95_lo": o.ci95[0], "ci95_hi": o.ci95[1]}
+    return {
+        "kind": "oracle",
+        "benchmark": o.benchmark,
+        "arm": ORACLE_NAME,
+        "oracle_arms": ",".join(o.arms),
+        "n": o.n,
+        "correct": o.correct,
+        "pass_rate": o.pass_rate,
+        "ci95_lo": o.ci95[0],
+        "ci95_hi": o.ci95[1],
+    }

@@ -15,7 +15,8 @@ LABEL_CHARS = 28  # longer arm names are cut in the charts (the tables show them
 ROW_H, LABEL_W, BAR_W = 26, 190, 460
 PLOT_W, PLOT_H, PAD = 640, 300, 48
 DASHED = ' stroke-dasharray="3 2"'
-CHAR_W, LINE_H = 7.0, 14.0  # a label character's width and a line's height at the page's font size (14px)
+# a label character's width and a line's height at the page's font size (14px)
+CHAR_W, LINE_H = 7.0, 14.0
 
 
 def e(value: object) -> str:
@@ -32,23 +33,35 @@ def _x(rate: float) -> float:
 
 
 def rate_bars(arms: Sequence[ArmStats], colors: dict[str, str]) -> str:
-    """Pass rate per arm as a bar with its Wilson 95% whisker (and the cluster-robust one, dashed)."""
+    """Pass rate per arm as a bar with its Wilson 95% whisker (and
+    the cluster-robust one, dashed)."""
     height = ROW_H * len(arms) + 30
-    parts = [f'<svg class="rate-chart" width="{LABEL_W + BAR_W + 170}" height="{height}" role="img" '
-             'aria-label="pass rate per arm with 95% intervals">']
+    parts = [
+        f'<svg class="rate-chart" width="{LABEL_W + BAR_W + 170}" height="{height}" role="img" '
+        'aria-label="pass rate per arm with 95% intervals">'
+    ]
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{_x(tick):.1f}" x2="{_x(tick):.1f}" y1="0" y2="{height - 18}" stroke="#eee"/>'
-                     f'<text x="{_x(tick):.1f}" y="{height - 4}" text-anchor="middle">{tick:.2f}</text>')
+        parts.append(
+            f'<line x1="{_x(tick):.1f}" x2="{_x(tick):.1f}" y1="0" y2="{height - 18}" '
+            'stroke="#eee"/>'
+            f'<text x="{_x(tick):.1f}" y="{height - 4}" text-anchor="middle">{tick:.2f}</text>'
+        )
     for row, s in enumerate(arms):
         y = row * ROW_H + 4
         mid = y + ROW_H / 2 - 3
         label = f"<title>{e(s.arm)}</title>{e(_short(s.arm))}"
-        rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"  # n/a: an arm with no graded row
-        parts.append(f'<g class="rate-bar" data-arm="{e(s.arm)}"><text x="{LABEL_W - 8}" y="{mid + 4:.1f}" text-anchor="end">{label}</text>'
-                     f'<rect x="{LABEL_W}" y="{y}" width="{(s.pass_rate or 0.0) * BAR_W:.1f}" height="{ROW_H - 8}" fill="{colors[s.arm]}" opacity="0.8"/>'
-                     f'{_whisker(s.ci95, mid, "#222", "")}'
-                     f'{_whisker(s.cluster_ci95, mid + 5, "#555", DASHED)}'
-                     f'<text x="{LABEL_W + BAR_W + 8}" y="{mid + 4:.1f}">{rate} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}] n={s.n}</text></g>')
+        # n/a: an arm with no graded row
+        rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"
+        parts.append(
+            f'<g class="rate-bar" data-arm="{e(s.arm)}"><text x="{LABEL_W - 8}" '
+            f'y="{mid + 4:.1f}" text-anchor="end">{label}</text>'
+            f'<rect x="{LABEL_W}" y="{y}" width="{(s.pass_rate or 0.0) * BAR_W:.1f}" '
+            f'height="{ROW_H - 8}" fill="{colors[s.arm]}" opacity="0.8"/>'
+            f"{_whisker(s.ci95, mid, '#222', '')}"
+            f"{_whisker(s.cluster_ci95, mid + 5, '#555', DASHED)}"
+            f'<text x="{LABEL_W + BAR_W + 8}" y="{mid + 4:.1f}">{rate} [{s.ci95[0]:.3f}, '
+            f"{s.ci95[1]:.3f}] n={s.n}</text></g>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -57,9 +70,12 @@ def _whisker(ci: tuple[float, float] | None, y: float, color: str, extra: str) -
     if ci is None:
         return ""
     lo, hi = _x(ci[0]), _x(ci[1])
-    return (f'<line class="ci" x1="{lo:.1f}" x2="{hi:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-width="1.6"{extra}/>'
-            f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>'
-            f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>')
+    return (
+        f'<line class="ci" x1="{lo:.1f}" x2="{hi:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+        f'stroke="{color}" stroke-width="1.6"{extra}/>'
+        f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>'
+        f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{color}"/>'
+    )
 
 
 @dataclass(frozen=True)
@@ -153,11 +169,15 @@ def _point(dot: Dot, label_y: float, on_frontier: bool, colors: dict[str, str]) 
 
 
 def _ticks(lo: float, hi: float, log: bool) -> list[float]:
-    """Where the cost axis is marked: the powers of ten within it on a log scale, else five even steps."""
+    """Where the cost axis is marked: the powers of ten within it on a
+    log scale, else five even steps."""
     if hi <= lo:
         return [lo]
     if log:
-        inside = [10.0 ** k for k in range(math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9) + 1)]
+        inside = [
+            10.0**k
+            for k in range(math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9) + 1)
+        ]
         return inside if len(inside) >= 2 else sorted({lo, *inside, hi})
     return [lo + (hi - lo) * i / 4 for i in range(5)]
 
@@ -168,8 +188,9 @@ def label_box(x: float, y: float, text: str) -> tuple[float, float, float, float
 
 
 def _label_places(dots: list[tuple[float, float, str]]) -> list[tuple[float, float]]:
-    """Each label's (right end, baseline): beside its dot, moved down a line at a time until it clears
-    every label placed before it (arms of near cost and rate drew their labels over each other)."""
+    """Each label's (right end, baseline): beside its dot, moved down a line at a time
+    until it clears every label placed before it (arms of near cost and rate drew
+    their labels over each other)."""
     placed: list[tuple[float, float, float, float]] = []
     found: list[tuple[float, float]] = []
     for x, y, text in dots:

@@ -17,7 +17,6 @@ from pytest_echo_bench.shards.coverage import Coverage
 from pytest_echo_bench.store import safe_text
 
 
-
 def report_json(report: Report) -> dict[str, Any]:
     """The report as plain JSON data; arms are keyed ``arm``, or ``benchmark/arm`` when there are
     several benchmarks."""

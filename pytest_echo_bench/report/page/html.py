@@ -12,22 +12,34 @@ from pathlib import Path
 
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.colors import palette
-from pytest_echo_bench.report.page.state import RECENT, TAIL, ArmProgress, LiveCounters, PageFeed, ProgressState
+from pytest_echo_bench.report.page.state import (
+    RECENT,
+    TAIL,
+    ArmProgress,
+    LiveCounters,
+    PageFeed,
+    ProgressState,
+)
 from pytest_echo_bench.store.files import write_atomic
 
 MAX_POINTS = 150  # per arm in the chart: a long run must not make a heavy page
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;max-width:1150px}
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;padding:0 1em;color:#222;
+max-width:1150px}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .3em}
-.muted{color:#666}.stopped{background:#fdecea;border:1px solid #d62728;padding:.5em .8em;border-radius:4px}
+.muted{color:#666}
+.stopped{background:#fdecea;border:1px solid #d62728;padding:.5em .8em;border-radius:4px}
 progress{width:100%;height:1.1em}#overall-progress{height:1.7em}
-table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:right;vertical-align:top}
+table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:right;vertical-align:top}
 th:first-child,td:first-child,#recent td,#recent th{text-align:left}td.bar{width:22%}
 .facts{display:flex;flex-wrap:wrap;gap:.3em 1.8em;padding:0;list-style:none}
 .swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.35em}
-pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px}svg text{font-size:11px;fill:#555}
+pre{white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px}
+svg text{font-size:11px;fill:#555}
 """
-# The page runs no script and loads nothing: even a payload that slipped past escaping could not act.
+# The page runs no script and loads nothing: even a payload that
+# slipped past escaping could not act.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
 _W, _H, _PAD = 640, 190, 34
 
@@ -59,14 +71,28 @@ def _bar(done: int, expected: int | None, attrs: str) -> str:
 
 def _overall(state: ProgressState) -> str:
     done, expected = state.done, state.expected
-    label = f"{done} / {expected} items ({_pct(done, expected)})" if expected is not None else f"{done} items (total not known)"
+    label = (
+        f"{done} / {expected} items ({_pct(done, expected)})"
+        if expected is not None
+        else f"{done} items (total not known)"
+    )
     status = "complete" if state.complete else "stopped" if state.stopped else "running"
     bar = _bar(done, expected, 'id="overall-progress"')
     # A merge missing shards reads like a finished sweep otherwise: its figures are of part of it.
-    part = (f'<p id="incomplete-sweep"><strong>Incomplete sweep:</strong> {_e(state.shards)}; these figures are '
-            "of part of the sweep</p>") if state.shards else ""
-    return (f'<section id="overall">{bar}<p><strong>{label}</strong> · <span id="run-status">{status}</span></p>'
-            f"{part}</section>")
+    part = (
+        (
+            '<p id="incomplete-sweep"><strong>Incomplete sweep:</strong> '
+            f"{_e(state.shards)}; these figures are "
+            "of part of the sweep</p>"
+        )
+        if state.shards
+        else ""
+    )
+    return (
+        f'<section id="overall">{bar}<p><strong>{label}</strong> · <span '
+        f'id="run-status">{status}</span></p>'
+        f"{part}</section>"
+    )
 
 
 def _facts(state: ProgressState) -> str:
@@ -77,13 +103,23 @@ def _facts(state: ProgressState) -> str:
     if state.incomplete or state.aborted:
         facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
     if state.limits:  # the adaptive limit: below --bench-concurrency once the provider rate-limits
-        facts.append(("Concurrency limit", ", ".join(f"{_e(k)} {v}" for k, v in sorted(state.limits.items()))))
+        facts.append(
+            (
+                "Concurrency limit",
+                ", ".join(f"{_e(k)} {v}" for k, v in sorted(state.limits.items())),
+            )
+        )
     if state.throttled:
         facts.append(("Rate-limited (429)", str(state.throttled)))
     if state.budget:
         facts.append(("Budget", _e(state.budget)))
     if state.prompt_tokens is not None:
-        facts.append(("Tokens", f"{state.prompt_tokens:,} prompt + {state.completion_tokens or 0:,} completion"))
+        facts.append(
+            (
+                "Tokens",
+                f"{state.prompt_tokens:,} prompt + {state.completion_tokens or 0:,} completion",
+            )
+        )
     if state.cost_usd is not None:
         facts.append(("Cost", f"${state.cost_usd:,.4f}"))
     if state.window is not None:
@@ -97,32 +133,68 @@ def _arm_row(i: int, arm: ArmProgress, color: str) -> str:
     rate = f"{arm.correct / arm.done:.3f}" if arm.done else "–"
     interval = f"[{lo:.3f}, {hi:.3f}]" if arm.done else "–"
     name = f'<span class="swatch" style="background:{color}"></span>{_e(arm.key)}'
-    bar = _bar(arm.done, arm.expected, f'class="arm-progress" id="arm-progress-{i}" data-arm="{_e(arm.key)}"')
-    cells = [str(arm.done), "–" if arm.expected is None else str(arm.expected), _pct(arm.done, arm.expected),
-             str(arm.correct), rate, interval, str(arm.unparseable), str(arm.errors)]
-    return f'<tr><td>{name}</td><td class="bar">{bar}</td>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    bar = _bar(
+        arm.done,
+        arm.expected,
+        f'class="arm-progress" id="arm-progress-{i}" data-arm="{_e(arm.key)}"',
+    )
+    cells = [
+        str(arm.done),
+        "–" if arm.expected is None else str(arm.expected),
+        _pct(arm.done, arm.expected),
+        str(arm.correct),
+        rate,
+        interval,
+        str(arm.unparseable),
+        str(arm.errors),
+    ]
+    return (
+        f'<tr><td>{name}</td><td class="bar">{bar}</td>'
+        + "".join(f"<td>{c}</td>" for c in cells)
+        + "</tr>"
+    )
 
 
 def _arm_table(state: ProgressState) -> str:
-    head = ("arm", "progress", "done", "expected", "%", "correct", "pass rate", "95% CI", "unparseable", "errors")
+    head = (
+        "arm",
+        "progress",
+        "done",
+        "expected",
+        "%",
+        "correct",
+        "pass rate",
+        "95% CI",
+        "unparseable",
+        "errors",
+    )
     colors = palette(len(state.arms))
     rows = "".join(_arm_row(i, arm, colors[i]) for i, arm in enumerate(state.arms.values()))
-    return (f'<h2>Arms</h2><table id="arms"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
-            f"<tbody>{rows}</tbody></table>")
+    return (
+        f'<h2>Arms</h2><table id="arms"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</'
+        "tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def _polyline(times: list[float], color: str, t0: float, span: float, top: int) -> str:
     step = max(1, math.ceil(len(times) / MAX_POINTS))
     picks = sorted({*range(0, len(times), step), len(times) - 1})
     points = [(times[0], 0)] + [(times[k], k + 1) for k in picks]
-    xy = " ".join(f"{_PAD + (t - t0) / span * (_W - 2 * _PAD):.1f},{_H - _PAD - n / top * (_H - 2 * _PAD):.1f}" for t, n in points)
+    xy = " ".join(
+        f"{_PAD + (t - t0) / span * (_W - 2 * _PAD):.1f},"
+        f"{_H - _PAD - n / top * (_H - 2 * _PAD):.1f}"
+        for t, n in points
+    )
     return f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{xy}"/>'
 
 
 def _chart(state: ProgressState) -> str:
     """Cumulative items completed over time, one line per arm (colours match the table)."""
     colors = palette(len(state.arms))
-    series = [(colors[i], sorted(a.finished)) for i, a in enumerate(state.arms.values()) if a.finished]
+    series = [
+        (colors[i], sorted(a.finished)) for i, a in enumerate(state.arms.values()) if a.finished
+    ]
     if not series:
         return ""
     t0, t1 = min(s[0] for _, s in series), max(s[-1] for _, s in series)
@@ -130,12 +202,17 @@ def _chart(state: ProgressState) -> str:
     top = max(max(a.done, a.expected or 0) for a in state.arms.values())
     lines = "".join(_polyline(times, color, t0, span, top) for color, times in series)
     low, right = _H - _PAD, _W - _PAD
-    return (f'<h2>Items completed over time</h2><svg id="chart" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-            f'viewBox="0 0 {_W} {_H}" role="img" aria-label="cumulative items completed per arm">'
-            f'<rect x="{_PAD}" y="{_PAD}" width="{_W - 2 * _PAD}" height="{_H - 2 * _PAD}" fill="none" stroke="#ccc"/>'
-            f'<text x="4" y="{_PAD + 4}">{top}</text><text x="4" y="{low}">0</text>'
-            f'<text x="{_PAD}" y="{low + 16}">{_utc(t0)[11:19]}</text>'
-            f'<text x="{right}" y="{low + 16}" text-anchor="end">{_utc(t1)[11:19]} UTC</text>{lines}</svg>')
+    return (
+        '<h2>Items completed over time</h2><svg id="chart" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}" role="img" aria-label="cumulative items completed per arm">'
+        f'<rect x="{_PAD}" y="{_PAD}" width="{_W - 2 * _PAD}" height="{_H - 2 * _PAD}" '
+        'fill="none" stroke="#ccc"/>'
+        f'<text x="4" y="{_PAD + 4}">{top}</text><text x="4" y="{low}">0</text>'
+        f'<text x="{_PAD}" y="{low + 16}">{_utc(t0)[11:19]}</text>'
+        f'<text x="{right}" y="{low + 16}" text-anchor="end">{_utc(t1)[11:19]} '
+        f"UTC</text>{lines}</svg>"
+    )
 
 
 def _decide(state: ProgressState) -> str:
@@ -144,19 +221,33 @@ def _decide(state: ProgressState) -> str:
     if seq is None:
         return ""
     head = "".join(f"<th>{_e(h)}</th>" for h in decision.header(seq))
-    rows = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in decision.cells(f)) + "</tr>" for f in seq.pairs)
-    table = f'<table id="decide"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' if rows else ""
-    return (f'<h2>{_e(decision.title(seq).capitalize())}</h2><section id="decide-figures" data-collection="'
-            f'{_e(seq.collection)}"><p id="decide-note">{_e(decision.note(seq))}</p>{table}</section>')
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in decision.cells(f)) + "</tr>"
+        for f in seq.pairs
+    )
+    table = (
+        f'<table id="decide"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+        if rows
+        else ""
+    )
+    return (
+        f'<h2>{_e(decision.title(seq).capitalize())}</h2><section id="decide-figures" '
+        'data-collection="'
+        f'{_e(seq.collection)}"><p id="decide-note">{_e(decision.note(seq))}</p>{table}</section>'
+    )
 
 
 def _recent(state: ProgressState) -> str:
     title = f"<h2>Last {RECENT} wrong or unparseable answers</h2>"
     if not state.recent:
         return title + '<p class="muted" id="recent">None so far.</p>'
-    head = "".join(f"<th>{h}</th>" for h in ("task", "arm", "status", "target", "answer", f"output (last {TAIL} chars)"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("task", "arm", "status", "target", "answer", f"output (last {TAIL} chars)")
+    )
     rows = "".join(
-        f"<tr><td>{_e(f.task_id)}</td><td>{_e(f.arm)}</td><td>{_e(f.status)}</td><td>{_e(f.target)}</td>"
+        f"<tr><td>{_e(f.task_id)}</td><td>{_e(f.arm)}</td><td>{_e(f.status)}</td><td>"
+        f"{_e(f.target)}</td>"
         f"<td>{_e(f.answer)}</td><td><pre>{_e(f.tail)}</pre></td></tr>"
         for f in state.recent
     )
@@ -164,19 +255,37 @@ def _recent(state: ProgressState) -> str:
 
 
 def render_progress(state: ProgressState, refresh_s: int = 5) -> str:
-    """The whole page: one HTML document with inline CSS and SVG, no script, nothing loaded from elsewhere.
+    """The whole page: one HTML document with inline CSS and SVG, no script,
+    nothing loaded from elsewhere.
 
     Everything that comes from the results file (ids, arms, outputs, the stop message) is escaped.
     """
     expected = "?" if state.expected is None else str(state.expected)
-    stopped = f'<p class="stopped" id="stopped"><strong>Stopped early:</strong> {_e(state.stopped)}</p>' if state.stopped else ""
-    body = [f"<h1>echo-bench progress: {_e(state.benchmark)}</h1>",
-            f'<p class="muted" id="updated">Last update: {_utc(state.now)}</p>', stopped,
-            _overall(state), _facts(state), _arm_table(state), _decide(state), _chart(state), _recent(state)]
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="refresh" content="{int(refresh_s)}">\n<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-            f"<title>{_e(state.benchmark)} · {state.done}/{expected} · echo-bench</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(part for part in body if part) + "\n</body>\n</html>\n")
+    stopped = (
+        f'<p class="stopped" id="stopped"><strong>Stopped early:</strong> {_e(state.stopped)}</p>'
+        if state.stopped
+        else ""
+    )
+    body = [
+        f"<h1>echo-bench progress: {_e(state.benchmark)}</h1>",
+        f'<p class="muted" id="updated">Last update: {_utc(state.now)}</p>',
+        stopped,
+        _overall(state),
+        _facts(state),
+        _arm_table(state),
+        _decide(state),
+        _chart(state),
+        _recent(state),
+    ]
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="refresh" content="{int(refresh_s)}">\n<meta '
+        f'http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        f"<title>{_e(state.benchmark)} · {state.done}/{expected} · "
+        f"echo-bench</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</body>\n</html>\n"
+    )
 
 
 def write_progress(results: Path, out: Path, live: LiveCounters | None = None, refresh_s: int = 5,
@@ -191,15 +300,19 @@ def write_progress(results: Path, out: Path, live: LiveCounters | None = None, r
 
 
 def _updated(feed: PageFeed, strict: bool) -> None:
-    """Read on; ``strict`` (``echo-bench progress``): a file holding another sweep's meta line is refused,
-    naming it. A live run's page never fails its run: it shows the rows before that line."""
+    """Read on; ``strict`` (``echo-bench progress``): a file holding another
+    sweep's meta line is refused, naming it. A live run's page never fails its run:
+    it shows the rows before that line."""
     feed.update()
     if strict and feed.refused is not None:
         raise feed.refused
 
 
-def watch(results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], bool] = lambda: False) -> None:
-    """Rewrite ``out`` every ``interval_s`` seconds until ``stop()``, the run's stop marker, or completion."""
+def watch(
+    results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], bool] = lambda: False
+) -> None:
+    """Rewrite ``out`` every ``interval_s`` seconds until ``stop()``, the
+    run's stop marker, or completion."""
     refresh = max(1, round(interval_s))
     feed = PageFeed(results)
     while True:
@@ -216,7 +329,8 @@ def watch(results: Path, out: Path, interval_s: float = 5.0, stop: Callable[[], 
 
 
 def _write_page(out: Path, text: str) -> None:
-    # Model output may hold lone surrogates (valid JSON escapes, not encodable): replace, never fail.
+    # Model output may hold lone surrogates (valid JSON escapes, not
+    # encodable): replace, never fail.
     write_atomic(out, text.encode("utf-8", errors="replace"))
 
 

@@ -1,16 +1,16 @@
-"""What the progress page takes from a results file's meta line: the line typed leniently, the items it
-expects, and, when no run hands them over (``echo-bench progress FILE``), its decide plan's figures, read
-from the file as the controller and the report read them."""
+"""What the progress page takes from a results file's meta line: the line typed leniently, the items
+it expects, and, when no run hands them over (``echo-bench progress FILE``), its decide plan's
+figures, read from the file as the controller and the report read them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.analysis.decide.monitor import Monitor, Sequential, monitor_of, sequential
-from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.analysis.decide.feed import FileFeed
+from pytest_echo_bench.analysis.decide.monitor import Monitor, Sequential, monitor_of, sequential
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.store.records import Meta
 
 
@@ -30,7 +30,9 @@ def meta_expected(meta: Meta | None, single: bool) -> dict[str, int]:
     for name, entry in meta.benchmarks.items():
         names, items = meta.arms.get(name), entry.items
         if names and items is not None:
-            expected.update({(str(a) if single else f"{name}/{a}"): items // len(names) for a in names})
+            expected.update(
+                {(str(a) if single else f"{name}/{a}"): items // len(names) for a in names}
+            )
     return expected
 
 
@@ -47,7 +49,9 @@ class DecideFeed:
     def update(self, meta: Meta | None) -> None:
         if meta is not None and not self._met:
             self._met, self.watch = True, monitor_of(meta)
-            self.feed = FileFeed(self.results, self.watch) if isinstance(self.watch, Monitor) else None
+            self.feed = (
+                FileFeed(self.results, self.watch) if isinstance(self.watch, Monitor) else None
+            )
         if self.feed is not None:
             self.feed.update()
 
@@ -56,6 +60,12 @@ class DecideFeed:
             return None
         if running:  # the marker says a stop at once; the end line is read once the sweep is over
             return sequential(self.watch, stop_reason, running)
-        ended = one(self.results)  # how the file ended, as the report reads it: a decided stop stays decided
-        return sequential(self.watch, stop_reason or ended.stop_reason, running, merged_parts=ended.merged_parts,
-                          earlier=ended.earlier)
+        # how the file ended, as the report reads it: a decided stop stays decided
+        ended = one(self.results)
+        return sequential(
+            self.watch,
+            stop_reason or ended.stop_reason,
+            running,
+            merged_parts=ended.merged_parts,
+            earlier=ended.earlier,
+        )

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.analysis.decide.monitor import Sequential
-from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
-from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
+from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan
@@ -39,17 +39,21 @@ ArmId = tuple[str, str]  # (benchmark, arm)
 class LiveCounters:
     """What the running plugin knows beyond the results file (all optional)."""
 
-    expected: dict[str, int] = field(default_factory=dict)  # arm key -> items to run in this session
+    # arm key -> items to run in this session
+    expected: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     incomplete: int = 0
     aborted: int = 0
     started_at: float | None = None  # time.time() when this session started
     stopped: str = ""  # why the run stopped early, if it did
-    rerun: dict[str, int] = field(default_factory=dict)  # arm key -> of expected, items the file already has a row for
-    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit now
+    # arm key -> of expected, items the file already has a row for
+    rerun: dict[str, int] = field(default_factory=dict)
+    # arm key -> its endpoint's concurrency limit now
+    limits: dict[str, int] = field(default_factory=dict)
     throttled: int = 0  # calls answered 429 (rate limited) in this session
     budget: str = ""  # spend against the budget ("spent $0.0100 of $0.5000"), when the run has one
-    decide: Sequential | None = None  # the controller's decide figures (the page's own replay when None)
+    # the controller's decide figures (the page's own replay when None)
+    decide: Sequential | None = None
 
 
 @dataclass
@@ -84,14 +88,16 @@ class Failure:
 
 @dataclass
 class ProgressState:
-    """Everything the page shows; ``PageFeed.state`` builds it, ``html.render_progress`` draws it."""
+    """Everything the page shows; ``PageFeed.state`` builds it,
+    ``html.render_progress`` draws it."""
 
     benchmark: str
     now: float
     arms: dict[str, ArmProgress] = field(default_factory=dict)
     retries: int = 0
     throttled: int = 0  # calls answered 429 in this session (live only)
-    limits: dict[str, int] = field(default_factory=dict)  # arm key -> its endpoint's concurrency limit (live only)
+    # arm key -> its endpoint's concurrency limit (live only)
+    limits: dict[str, int] = field(default_factory=dict)
     errors: int = 0
     incomplete: int = 0
     aborted: int = 0
@@ -102,8 +108,10 @@ class ProgressState:
     session_done: int = 0  # rows finished in that window: the throughput's numerator
     stopped: str = ""
     budget: str = ""  # spend against the budget (live only)
-    decide: Sequential | None = None  # a decide plan's figures: the run's, else replayed from the file
-    shards: str = ""  # a file of part of a sweep (an incomplete merge, a shard): the shards held and missing
+    # a decide plan's figures: the run's, else replayed from the file
+    decide: Sequential | None = None
+    # a file of part of a sweep (an incomplete merge, a shard): the shards held and missing
+    shards: str = ""
     recent: list[Failure] = field(default_factory=list)  # newest first
 
     @property
@@ -114,12 +122,18 @@ class ProgressState:
     def expected(self) -> int | None:
         if all(a.expected is None for a in self.arms.values()):
             return None
-        return sum(a.done if a.expected is None else max(a.expected, a.done) for a in self.arms.values())
+        return sum(
+            a.done if a.expected is None else max(a.expected, a.done) for a in self.arms.values()
+        )
 
     @property
     def complete(self) -> bool:
         expected = self.expected
-        return bool(expected) and all(a.expected is not None for a in self.arms.values()) and self.done >= (expected or 0)
+        return (
+            bool(expected)
+            and all(a.expected is not None for a in self.arms.values())
+            and self.done >= (expected or 0)
+        )
 
     @property
     def throughput(self) -> float | None:
@@ -150,9 +164,12 @@ class _Session:
     first: float | None = None  # earliest start (or finish, for rows without a start)
     last: float | None = None  # latest finish
 
-    replaced: dict[ArmId, int] = field(default_factory=dict)  # of those, rows that replaced an item's older row
+    # of those, rows that replaced an item's older row
+    replaced: dict[ArmId, int] = field(default_factory=dict)
 
-    def add(self, arm: ArmId, started: float | None, finished: float | None, replaced: bool = False) -> None:
+    def add(
+        self, arm: ArmId, started: float | None, finished: float | None, replaced: bool = False
+    ) -> None:
         self.per_arm[arm] = self.per_arm.get(arm, 0) + 1
         if replaced:
             self.replaced[arm] = self.replaced.get(arm, 0) + 1
@@ -187,15 +204,19 @@ class PageFeed:
 
     def __init__(self, results: Path, started_at: float | None = None) -> None:
         self.results, self.started_at = results, started_at
-        self._file: tuple[int, int] | None = None  # (device, inode) of the file the tallies came from
+        # (device, inode) of the file the tallies came from
+        self._file: tuple[int, int] | None = None
         self._reset()
 
     def _reset(self) -> None:
         self.end = (0, 1)  # where the next update starts reading: byte offset, line number
         self.meta: Meta | None = None
-        self.head: dict[str, Any] | None = None  # line 1 as read: later meta lines are checked against it
-        self.refused: StoreError | None = None  # another sweep's meta line: the tallies stop before it
-        self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}  # -> task id -> (status, passed)
+        # line 1 as read: later meta lines are checked against it
+        self.head: dict[str, Any] | None = None
+        # another sweep's meta line: the tallies stop before it
+        self.refused: StoreError | None = None
+        # -> task id -> (status, passed)
+        self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}
         self.arms: dict[ArmId, _Arm] = {}
         self.benchmarks: dict[str, None] = {}  # in order of first appearance
         self.retries = self.errors = 0
@@ -214,8 +235,13 @@ class PageFeed:
             if (stat.st_dev, stat.st_ino) != self._file or stat.st_size < self.end[0]:
                 self._reset()  # another file at the path now (replaced or truncated): start over
                 self._file = (stat.st_dev, stat.st_ino)
-            scan = RowScan(self.results, PageRow, lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
-                           start=self.end, head=self.head)
+            scan = RowScan(
+                self.results,
+                PageRow,
+                lambda raw, lineno, strict: parse_line(raw, self.results, lineno, False),
+                start=self.end,
+                head=self.head,
+            )
             try:
                 for fast, slow in scan.batches():
                     self.meta = typed(scan.meta) or self.meta
@@ -223,11 +249,13 @@ class PageFeed:
                         self._add(row)
                     for record in slow:
                         self._add(fields_of(PageRow, record, loose=True))
-            finally:  # the batches counted so far are counted once: the next update reads on after them
+            # the batches counted so far are counted once: the next update reads on after them
+            finally:
                 self.end, self.head = scan.end, scan.head
             self.decide.update(self.meta)
         except StoreError as exc:
-            self.refused = exc  # ``echo-bench progress`` says so; a live run's page shows what comes before it
+            # ``echo-bench progress`` says so; a live run's page shows what comes before it
+            self.refused = exc
         except OSError:
             pass  # not written yet, or unreadable for now: the page shows what it has
 
@@ -240,7 +268,8 @@ class PageFeed:
         arm = self.arms.setdefault(arm_id, _Arm())
         older = ids.get(row.task_id)
         ids[row.task_id] = (status, row.passed is True)
-        if older is not None:  # a newer row of a recorded item (a retried error): its verdict replaces the old one
+        # a newer row of a recorded item (a retried error): its verdict replaces the old one
+        if older is not None:
             self._count(arm, *older, sign=-1)
         else:
             arm.done += 1
@@ -264,24 +293,35 @@ class PageFeed:
         usage, cost = row.usage, row.cost_usd
         if isinstance(usage, dict):
             self.prompt_tokens = (self.prompt_tokens or 0) + _int(usage.get("prompt_tokens"))
-            self.completion_tokens = (self.completion_tokens or 0) + _int(usage.get("completion_tokens"))
+            self.completion_tokens = (self.completion_tokens or 0) + _int(
+                usage.get("completion_tokens")
+            )
         known = figure(cost)  # a NaN, negative or absurd cost is unknown (store.checks)
         if known is not None:
             self.cost_usd = (self.cost_usd or 0.0) + known
 
-    def _add_session(self, arm_id: ArmId, row: PageRow, started: float | None, finished: float | None,
-                     replaced: bool) -> None:
+    def _add_session(
+        self,
+        arm_id: ArmId,
+        row: PageRow,
+        started: float | None,
+        finished: float | None,
+        replaced: bool,
+    ) -> None:
         if self.started_at is not None:
             # Earlier sessions finished before this one started; rows without a time are theirs.
             if finished is not None and finished >= self.started_at:
-                self.sessions.setdefault("live", _Session()).add(arm_id, started, finished, replaced)
+                self.sessions.setdefault("live", _Session()).add(
+                    arm_id, started, finished, replaced
+                )
             return
         run = self.latest_run = _text(row.run_id)
         self.sessions.setdefault(run, _Session()).add(arm_id, started, finished, replaced)
 
     # -- the state ---------------------------------------------------------------------------
     def state(self, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
-        """What the page shows now, from the tallies, the stop marker and the plugin's live counters."""
+        """What the page shows now, from the tallies, the stop marker
+        and the plugin's live counters."""
         now = time.time() if now is None else now
         names = self._names()
         single = len(names) <= 1
@@ -291,12 +331,22 @@ class PageFeed:
 
         title = self.meta.benchmark if self.meta else ""
         state = ProgressState(title or "+".join(n for n in names if n) or self.results.stem, now)
-        session = self.sessions.get("live" if self.started_at is not None else self.latest_run, _Session())
-        state.arms = {k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()}
+        session = self.sessions.get(
+            "live" if self.started_at is not None else self.latest_run, _Session()
+        )
+        state.arms = {
+            k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()
+        }
         self._fill_arms(state, key)
         state.retries, state.errors = self.retries, self.errors
-        state.prompt_tokens, state.completion_tokens, state.cost_usd = self.prompt_tokens, self.completion_tokens, self.cost_usd
-        state.recent = [_failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)]
+        state.prompt_tokens, state.completion_tokens, state.cost_usd = (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost_usd,
+        )
+        state.recent = [
+            _failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)
+        ]
         state.window, state.session_done = self._window(session, live, now), session.done
         state.shards = gap(self.results, self.meta)
         stop = read_stop(self.results)
@@ -321,24 +371,35 @@ class PageFeed:
         names = dict.fromkeys(self.meta.benchmarks) if self.meta else {}
         return list(names | self.benchmarks)
 
-    def _expected(self, live: LiveCounters | None, single: bool, key: Any, session: _Session) -> dict[str, int]:
+    def _expected(
+        self, live: LiveCounters | None, single: bool, key: Any, session: _Session
+    ) -> dict[str, int]:
         if live is None or not live.expected:
             return meta_expected(self.meta, single)
-        # live.expected counts this session's items only; rows from earlier sessions are done already,
-        # but for the items this session runs again (live.rerun: error rows, --bench-retry-errors).
+        # live.expected counts this session's items only; rows from earlier sessions
+        # are done already, but for the items this session runs again (live.rerun:
+        # error rows, --bench-retry-errors).
         prior: dict[str, int] = {}
         for arm_id, tally in self.arms.items():
             new = session.per_arm.get(arm_id, 0) - session.replaced.get(arm_id, 0)
             prior[key(arm_id)] = prior.get(key(arm_id), 0) + tally.done - new
         for k, again in live.rerun.items():
             prior[k] = prior.get(k, 0) - again
-        return {k: prior.get(k, 0) + live.expected.get(k, 0) for k in dict.fromkeys([*live.expected, *prior])}
+        return {
+            k: prior.get(k, 0) + live.expected.get(k, 0)
+            for k in dict.fromkeys([*live.expected, *prior])
+        }
 
-    def _window(self, session: _Session, live: LiveCounters | None, now: float) -> tuple[float, float] | None:
-        start = live.started_at if live is not None and live.started_at is not None else session.first
+    def _window(
+        self, session: _Session, live: LiveCounters | None, now: float
+    ) -> tuple[float, float] | None:
+        start = (
+            live.started_at if live is not None and live.started_at is not None else session.first
+        )
         if start is None:
             return None
-        # A live run is measured up to now (a stall lowers the rate); a file alone up to its last row.
+        # A live run is measured up to now (a stall lowers the rate); a
+        # file alone up to its last row.
         end = now if live is not None else (session.last if session.last is not None else now)
         return (start, end)
 
@@ -351,15 +412,20 @@ def _add_live(state: ProgressState, live: LiveCounters) -> None:
     state.stopped = live.stopped or state.stopped
 
 
-def progress_state(results: Path, live: LiveCounters | None = None, now: float | None = None) -> ProgressState:
-    """The page's state from the whole file, read once (for a single page; ``PageFeed`` to keep one)."""
+def progress_state(
+    results: Path, live: LiveCounters | None = None, now: float | None = None
+) -> ProgressState:
+    """The page's state from the whole file, read once (for a single
+    page; ``PageFeed`` to keep one)."""
     feed = PageFeed(results, live.started_at if live is not None else None)
     feed.update()
     return feed.state(live, now)
 
 
 def _failure(key: str, row: PageRow, status: str) -> Failure:
-    return Failure(row.task_id, key, status, _text(row.target), _text(row.answer), _text(row.output)[-TAIL:])
+    return Failure(
+        row.task_id, key, status, _text(row.target), _text(row.answer), _text(row.output)[-TAIL:]
+    )
 
 
 def _timestamp(value: Any) -> float | None:
@@ -373,9 +439,11 @@ def _timestamp(value: Any) -> float | None:
 
 
 def _int(value: Any) -> int:
-    """A count (retries, tokens) as ``store.checks`` reads one: anything but an integer >= 0 adds nothing."""
+    """A count (retries, tokens) as ``store.checks`` reads one: anything
+    but an integer >= 0 adds nothing."""
     return count(value) or 0
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else value if isinstance(value, str) else json.dumps(value)  # html.py writes any str
+    # html.py writes any str
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
