@@ -68,3 +68,12 @@ def test_the_complexity_without_radon_is_radons(house: ModuleType) -> None:
     assert own == 6  # 1, the loop, the if, the or, the handler, the conditional expression
     radon = pytest.importorskip("radon.complexity")
     assert radon.cc_visit(source)[0].complexity == own
+
+
+def test_the_package_has_no_dense_function_and_no_wide_init(house: ModuleType) -> None:
+    """The bars the code keeps: no function above complexity 15 (radon's count, installed by the
+    test extra), no ``__init__`` setting more than about 12 attributes."""
+    pytest.importorskip("radon.complexity")
+    measured = house.measure(ROOT / "pytest_echo_bench")
+    assert measured.complex_functions == []
+    assert [(n, where) for n, where in measured.wide_inits if n > 13] == []
