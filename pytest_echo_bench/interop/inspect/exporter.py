@@ -36,7 +36,7 @@ SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
-Inputs = Prompts  # the prompts, from the specs (inspect_inputs)
+Inputs = Prompts  # the prompts, from the specs (``inputs``)
 
 
 @dataclass
@@ -53,7 +53,7 @@ def export_inspect(results: Path, out: Path, specs: Sequence[Path] = ()) -> Expo
     The file is read once for where each key's newest row is; then each log's rows are read again
     from there, twice (once for the figures its header gives, once for its samples), and the log
     written a sample at a time: no arm's rows or samples are held, whatever the file's size. The
-    inputs come from ``specs``, else from the specs the meta line names (``inspect_inputs``).
+    inputs come from ``specs``, else from the specs the meta line names (``inputs``).
     """
     meta, groups = _index(results)
     if not groups:
@@ -327,7 +327,7 @@ def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
 def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, Any] | None:
     """The row's usage (``ReadRow.usage``: None unless every figure is a count, a 0 being a
     figure the row never had) as Inspect's ``ModelUsage``, in the names
-    ``inspect_import.USAGE_NAMES`` reads back, with its cost."""
+    ``importer.USAGE_NAMES`` reads back, with its cost."""
     if counts is None:
         return None
     usage = {theirs: counts[ours] for theirs, ours in USAGE_NAMES.items() if ours in counts}

@@ -70,7 +70,7 @@ def import_logs(
     a key two logs both give (the same task and model twice: give each its own ``--arm``).
 
     One log is held at a time: each log's samples are made rows, then let go, before the next is
-    read (a log is read whole: up to ``inspect_zip.LOG_LIMIT``, and several times that in memory).
+    read (a log is read whole: up to ``bounds.LOG_LIMIT``, and several times that in memory).
     """
     seen: dict[Key, Path] = {}
     out = Imported(meta={})

@@ -10,7 +10,7 @@ Two readers give the same dicts, the field names of Inspect's ``EvalLog`` (``log
   tested, 0.3.285) need the extra, and say so. Attachments (``attachment://HASH`` in place of
   long text) are resolved by both.
 
-A log is data from anywhere: read within the bounds of ``inspect_zip`` (its size inflated, checked
+A log is data from anywhere: read within the bounds of ``bounds`` (its size inflated, checked
 before inflating; its nesting), a field of the wrong type refused naming the file and the sample,
 never trusted to index or sum.
 """
