@@ -117,7 +117,7 @@ def merge(
     # once, against the items it selects.
     held = held_by_shard(kept, {part.total for part in parts if part.total})
     merged = Merged(
-        _merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held)
+        merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held)
     )
     _count_conflicts(merged, scans, paths)
     # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and
@@ -369,7 +369,7 @@ def _shown_key(key: Key) -> str:
     )
 
 
-def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
+def merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
     present = [m for m in metas if m is not None]
     if not present:
         return None
