@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.engine.arms import ArmRuntime
@@ -28,7 +28,7 @@ from pytest_echo_bench.errors import (
 from pytest_echo_bench.providers.answer import finite_cost
 from pytest_echo_bench.scoring.judging import JudgedScorer
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
-from pytest_echo_bench.scoring.verdict import Verdict, failed
+from pytest_echo_bench.scoring.verdict import Verdict, failed, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.records import Row
 from pytest_echo_bench.store.writer import ResultsWriter
@@ -38,13 +38,16 @@ Graded = Verdict | Outcome  # a verdict to record, or what the item came to with
 
 class Grading:
     """Grades and records the items of this process (``run_id``, ``worker``: what its rows say;
-    ``arm`` and ``judges``: the runner's runtimes of an item's arm, and its scorer's judges)."""
+    ``arm`` and ``judges``: the runner's runtimes of an item's arm, and its scorer's judges;
+    ``judge_later``: a judged scorer is not called, its items recorded unjudged for
+    ``echo-bench judge``)."""
 
     def __init__(self, writer: ResultsWriter, run_id: str, worker: str, failures: Failures,
                  budget: Budget | None, arm: Callable[[Spec, str], ArmRuntime],
-                 judges: Callable[[Job], ItemJudges]) -> None:
+                 judges: Callable[[Job], ItemJudges], judge_later: bool = False) -> None:
         self.writer, self.run_id, self.worker = writer, run_id, worker
         self.failures, self.budget, self.arm, self.judges = failures, budget, arm, judges
+        self.judge_later = judge_later
 
     def finish(self, item: Job, obtained: Obtained) -> Outcome:
         """Grade ``obtained`` (unless its call failed: its error verdict stands), record the row."""
@@ -58,7 +61,11 @@ class Grading:
     def grade(self, item: Job, output: str) -> Graded:
         scorer = get_scorer(item.spec.scorer)
         assert scorer is not None  # checked at collection
-        judges = self.judges(item) if takes_judges(item.spec.scorer) else None
+        judged = takes_judges(item.spec.scorer)
+        if judged and self.judge_later:
+            return unjudged(f"judging deferred: echo-bench judge {self.writer.path} "
+                            f"--spec {item.spec.path}")
+        judges = self.judges(item) if judged else None
         options = item.spec.scorer_options
         try:
             if judges is None:
@@ -133,3 +140,13 @@ def _units(cost: float | None, unit: float | None) -> float | None:
     # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be recorded as
     # a figure no reader reads.
     return finite_cost(round(cost / unit, 6)) if cost is not None and unit else None
+
+
+def judge_fields(verdict: Verdict) -> dict[str, Any]:
+    """The row fields of what a verdict's judges did: its score, each judgment and their cost
+    (each left out when None or empty, as a row without a judge has none of them)."""
+    judgments = [j.to_json() for j in verdict.judgments]
+    costs = [j.cost_usd for j in verdict.judgments if j.cost_usd is not None]
+    fields: dict[str, Any] = {"score": verdict.score, "judgments": judgments or None,
+                              "judge_cost_usd": finite_cost(round(sum(costs), 9)) if costs else None}
+    return {name: value for name, value in fields.items() if value is not None}

@@ -35,19 +35,21 @@ from pytest_echo_bench.store.writer import ResultsWriter
 
 class Runner:
     """This process's items: ``run`` obtains an item's completion (``obtainer``), then grades and
-    records it (``grading``); ``on_stop`` tells pytest when a failure stops the run."""
+    records it (``grading``); ``on_stop`` tells pytest when a failure stops the run;
+    ``judge_later``: a judged scorer's judges are not asked (``Grading``)."""
 
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
                  on_stop: Callable[[str], None], cache: ResponseCache | None = None,
                  recorded: RunRows | None = None, budget: Budget | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, judge_later: bool = False) -> None:
         self.stop, self.cache, self.recorded, self.budget = stop, cache, recorded, budget
         self.failures = Failures(stop, writer.path, worker, on_stop)
         self.calls = CallPath(stop, self.failures, cache, budget)
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (alone: defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self.obtainer: Obtain = ItemCall(self.arm, self.calls, self.failures)
-        self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges)
+        self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges,
+                               judge_later)
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._judges: dict[str, dict[str, ArmRuntime]] = {}  # spec path -> its scorer's judges
         # spec path -> its arms' prompts, from its items
