@@ -1,0 +1,243 @@
+"""The judging stage: a sweep recorded with ``--bench-judge later`` graded by ``echo-bench judge``
+from its stored outputs, calling no arm; resumed by key, cached, budgeted, stopped by a judge's
+quota, killed and run again.
+
+The arms and the judge are two real OpenAI-compatible servers on 127.0.0.1 (``openai_server``):
+the arms' server shows that the stage calls no arm, the judge's what each pass asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import FakeOpenAI
+from processes import rows_in, wait_for
+
+from conftest import Sweep, inline_items, make_spec, read_rows
+from pytest_echo_bench.cli.main import main
+
+JUDGE_KEY = "sk-test-judge-77c1"
+TEMPLATE = "Question: {question} Answer: {answer} Reference: {reference}. Rate it as [[n]]."
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch: pytest.MonkeyPatch, api_key: None) -> None:
+    monkeypatch.setenv("ECHO_JUDGE_KEY", JUDGE_KEY)
+
+
+@pytest.fixture
+def arms() -> Iterator[FakeOpenAI]:
+    """Even items answered right ("4"), odd ones wrong ("5")."""
+    with FakeOpenAI(answer=lambda prompt: "5" if int(prompt[-2]) % 2 else "4") as server:
+        yield server
+
+
+@pytest.fixture
+def judge() -> Iterator[FakeOpenAI]:
+    """A judge that rates a right answer 9 and a wrong one 2."""
+    with FakeOpenAI(answer=lambda prompt: "[[9]]" if "Answer: 4 " in prompt else "[[2]]") as srv:
+        yield srv
+
+
+def spec_text(arms_url: str, judge_url: str, n: int = 4, template: str = TEMPLATE,
+              extra: str = "") -> str:
+    arm = "{{provider: openai, model: {m}, client: http, base_url: '{u}', api_key_env: {k}}}"
+    grader = arm.format(m="judge-1", u=judge_url, k="ECHO_JUDGE_KEY")[:-1] + ", max_tokens: 8}"
+    return (
+        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(n)}\n"
+        f"arms:\n  a: {arm.format(m='arm-a', u=arms_url, k='TEST_OPENAI_KEY')}\n"
+        f"  b: {arm.format(m='arm-b', u=arms_url, k='TEST_OPENAI_KEY')}\n"
+        f"judges:\n  grader: {grader}\n"
+        f"scorer:\n  name: model_graded\n  judge: grader\n  template: '{template}'\n"
+        "  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [0, 10], pass_at: 5}\n"
+        "retries: {attempts: 3, backoff_s: 0.01, max_backoff_s: 0.02}\n" + extra
+    )
+
+
+def deferred(pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+             n: int = 4, extra: str = "") -> Path:
+    """A sweep recorded with --bench-judge later: its spec."""
+    spec = make_spec(pytester, spec_text(arms.base_url, judge.base_url, n, extra=extra))
+    result, _, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off")
+    assert result.ret == 0, result.stdout.str()
+    assert len(rows) == 2 * n and {r["status"] for r in rows} == {"unjudged"}
+    assert not judge.requests
+    return spec
+
+
+def judged(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The newest row of each key of a judged file."""
+    return {(r["task_id"], r["arm"]): r for r in read_rows(path)[1]}
+
+
+def test_a_deferred_sweep_is_judged_from_its_outputs_and_a_second_pass_asks_nothing(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    _, rows = read_rows(sweep.out)
+    said = f"judging deferred: echo-bench judge {sweep.out} --spec {spec}"
+    assert {r["detail"] for r in rows} == {said}
+    arm_calls = len(arms.requests)
+
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
+    out = pytester.path / "results.judged.jsonl"
+    assert len(arms.requests) == arm_calls  # no arm is called
+    assert len(judge.requests) == 8
+    meta, new = read_rows(out)
+    assert meta is not None
+    source = read_rows(sweep.out)[0]
+    assert source is not None
+    assert meta["judged_from"] == [{"file": str(sweep.out), "run_id": source["run_id"],
+                                    "fingerprint": source["fingerprint"]}]
+    assert set(meta["judge_fingerprint"]) == {"demo"}
+    assert len(new) == 8
+    for row in new:
+        right = int(row["task_id"][1:]) % 2 == 0
+        assert (row["status"], row["score"], row["passed"]) == (
+            ("correct", 9.0, True) if right else ("wrong", 2.0, False))
+        assert [j["judge"] for j in row["judgments"]] == ["grader"]
+        assert row["output"] == ("4" if right else "5")
+    printed = capsys.readouterr().out
+    assert "8 judged, 0 unjudged" in printed
+
+    before = out.read_bytes()
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
+    assert len(judge.requests) == 8 and out.read_bytes() == before  # nothing asked, nothing added
+    assert "8 skipped as already judged" in capsys.readouterr().out
+
+
+def test_a_changed_rubric_is_refused_on_the_same_output_and_judged_into_a_new_one(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    out = pytester.path / "judged.jsonl"
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out)]) == 0
+    before = out.read_bytes()
+    spec.write_text(spec.read_text().replace("Rate it", "Grade it"))
+    capsys.readouterr()
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "another scorer or judges" in err and "give a new -o" in err
+    assert out.read_bytes() == before
+    again = pytester.path / "judged-2.jsonl"
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(again)]) == 0
+    assert len(judge.requests) == 16 and len(judged(again)) == 8
+
+
+def test_a_spec_whose_arms_differ_from_the_files_is_refused(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    spec.write_text(spec.read_text().replace("model: arm-b", "model: arm-c"))
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 2
+    assert "came from other models" in capsys.readouterr().err
+    assert not (pytester.path / "results.judged.jsonl").exists() and not judge.requests
+
+
+def test_a_judge_out_of_quota_stops_the_pass_and_the_printed_command_resumes_it(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    judge.quota_after = 3
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-j", "1"]) == 2
+    out = pytester.path / "results.judged.jsonl"
+    printed = capsys.readouterr()
+    assert "provider exhausted" in printed.err and "judge grader" in printed.err
+    assert len(read_rows(out)[1]) == 3
+    command = printed.out.split("resume with: ")[1].strip()
+    argv = shlex.split(command)
+    assert argv[:2] == ["echo-bench", "judge"] and "-o" in argv and "-j" in argv
+    judge.quota_after = None
+    asked = len(judge.requests)
+    assert main(argv[1:]) == 0
+    assert len(judge.requests) == asked + 5  # the three judged before are not asked again
+    rows = read_rows(out)[1]
+    assert len(rows) == 8 and len(judged(out)) == 8
+
+
+def test_a_judge_without_its_key_stops_the_pass_at_once_naming_it(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    monkeypatch.delenv("ECHO_JUDGE_KEY")
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 2
+    printed = capsys.readouterr()
+    assert "judge 'grader' cannot work as configured" in printed.err
+    assert "ECHO_JUDGE_KEY" in printed.err and "resume with:" in printed.out
+    assert not judge.requests and read_rows(pytester.path / "results.judged.jsonl")[1] == []
+
+
+PRICED = "pricing:\n  grader: {input: 1000, output: 1000}\n"
+
+
+def test_the_budget_stops_the_pass_and_the_suggested_budget_judges_the_rest(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge, extra=PRICED)
+    out = pytester.path / "results.judged.jsonl"
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-j", "1",
+                 "--budget-usd", "0.1"]) == 2
+    printed = capsys.readouterr().out
+    rows = read_rows(out)[1]
+    assert 0 < len(rows) < 8, printed
+    assert "stopped (budget)" in printed and "judge calls not sent" in printed
+    spent = sum(r["judge_cost_usd"] for r in rows)
+    assert spent <= 0.1
+    argv = shlex.split(printed.split("resume with: ")[1].strip())
+    assert "--budget-usd" in argv
+    assert main(argv[1:]) == 0
+    assert len(judged(out)) == 8
+
+
+def test_a_pass_killed_mid_way_and_run_again_judges_every_key_once_as_an_unbroken_pass(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI) -> None:
+    spec = deferred(pytester, sweep, arms, judge, n=10)
+    whole = pytester.path / "whole.jsonl"
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(whole)]) == 0
+    judge.requests.clear()
+
+    judge.fault_for = lambda body: ("hang", 0.3)  # each reply late: the kill lands mid-pass
+    out = pytester.path / "killed.jsonl"
+    cache = pytester.path / "judge-cache.sqlite"
+    argv = [sys.executable, "-m", "pytest_echo_bench.cli.main", "judge", str(sweep.out),
+            "--spec", str(spec), "-o", str(out), "--cache", str(cache), "-j", "2"]
+    proc = subprocess.Popen(argv, cwd=pytester.path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=os.environ)
+    try:
+        wait_for(lambda: rows_in(out) >= 4, seconds=60)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = rows_in(out)
+    assert kept < 20
+    judge.fault_for = None
+    sent = len(judge.requests)
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out),
+                 "--cache", str(cache)]) == 0
+    rows = read_rows(out)[1]
+    assert len(rows) == 20 == len(judged(out))  # every key once
+    # the rows recorded are not judged again; at most the two calls in flight are asked twice
+    assert len(judge.requests) - sent <= 20 - kept + 2
+    fields = ("status", "score", "passed", "answer")
+    assert {k: [r[f] for f in fields] for k, r in judged(out).items()} == {
+        k: [r[f] for f in fields] for k, r in judged(whole).items()}
+
+
+def test_the_output_meta_line_names_the_judged_files_for_a_report(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(pytester.path / "results.judged.jsonl"), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report  # the judged file reads as any results file
