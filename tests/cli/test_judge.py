@@ -8,7 +8,6 @@ the arms' server shows that the stage calls no arm, the judge's what each pass a
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -232,12 +231,27 @@ def test_a_pass_killed_mid_way_and_run_again_judges_every_key_once_as_an_unbroke
         k: [r[f] for f in fields] for k, r in judged(whole).items()}
 
 
-def test_the_output_meta_line_names_the_judged_files_for_a_report(
-        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    spec = deferred(pytester, sweep, arms, judge)
+VERSUS = """
+    from pytest_echo_bench import Verdict, scorer
+
+    @scorer("versus", judges=True)
+    def versus(output, example, options, *, judges):
+        other = judges.answer_of(options["against"])
+        reply = judges.ask("grader", f"Answer: {output} Other: {other}")
+        return Verdict("correct" if reply.text == "[[9]]" else "wrong", output, reply.text)
+"""
+
+
+def test_a_pairwise_scorer_is_given_the_stored_output_of_the_other_arm(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI) -> None:
+    pytester.makeconftest(VERSUS)
+    text = spec_text(arms.base_url, judge.base_url)
+    scorer = text[text.index("scorer:"):text.index("retries:")]
+    spec = make_spec(pytester, text.replace(scorer, "scorer: {name: versus, against: b}\n"))
+    result, _, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off")
+    assert result.ret == 0 and {r["status"] for r in rows} == {"unjudged"}
     assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
-    capsys.readouterr()
-    assert main(["report", str(pytester.path / "results.judged.jsonl"), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report  # the judged file reads as any results file
+    asked = sorted(r["body"]["messages"][-1]["content"] for r in judge.requests)
+    outputs = {(r["task_id"], r["arm"]): r["output"] for r in rows}
+    assert asked == sorted(f"Answer: {outputs[t, a]} Other: {outputs[t, 'b']}"
+                           for t, a in outputs)
