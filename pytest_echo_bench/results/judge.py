@@ -262,9 +262,10 @@ class JudgingPass:
             self.closed.set()  # the items in flight finish; no new one starts
             self._note(StopReason("budget", outcome.message), outcome.message)
         elif outcome.kind == UNAVAILABLE:
-            reason = StopReason("arm-unavailable", outcome.message)
+            who = f"judge {failure[0]!r}" if failure is not None else f"scorer of {job.nodeid}"
+            reason = StopReason("arm-unavailable", f"{who} cannot work here: {outcome.message}")
             self.stop.trigger(reason, results=str(self.opts.output))  # at once: no judge to ask
-            self._note(reason, f"echo-bench judge: {outcome.message}")
+            self._note(reason, f"echo-bench judge: {reason.message}")
         elif outcome.kind == INCOMPLETE:
             self._note(StopReason("incomplete", outcome.message),
                        f"echo-bench judge: {job.nodeid}: {outcome.message}")

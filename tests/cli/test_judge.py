@@ -33,10 +33,14 @@ def keys(monkeypatch: pytest.MonkeyPatch, api_key: None) -> None:
     monkeypatch.setenv("ECHO_JUDGE_KEY", JUDGE_KEY)
 
 
+def answer(prompt: str) -> str:
+    """Even items answered right ("4"), odd ones wrong ("5"); arm b (asked "B: ...") says so."""
+    return ("5" if int(prompt[-2]) % 2 else "4") + (" (b)" if prompt.startswith("B: ") else "")
+
+
 @pytest.fixture
 def arms() -> Iterator[FakeOpenAI]:
-    """Even items answered right ("4"), odd ones wrong ("5")."""
-    with FakeOpenAI(answer=lambda prompt: "5" if int(prompt[-2]) % 2 else "4") as server:
+    with FakeOpenAI(answer=answer) as server:
         yield server
 
 
@@ -54,7 +58,8 @@ def spec_text(arms_url: str, judge_url: str, n: int = 4, template: str = TEMPLAT
     return (
         f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{inline_items(n)}\n"
         f"arms:\n  a: {arm.format(m='arm-a', u=arms_url, k='TEST_OPENAI_KEY')}\n"
-        f"  b: {arm.format(m='arm-b', u=arms_url, k='TEST_OPENAI_KEY')}\n"
+        f"  b: {arm.format(m='arm-b', u=arms_url, k='TEST_OPENAI_KEY')[:-1]}, "
+        "prompt: 'B: {input}'}\n"
         f"judges:\n  grader: {grader}\n"
         f"scorer:\n  name: model_graded\n  judge: grader\n  template: '{template}'\n"
         "  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [0, 10], pass_at: 5}\n"
@@ -104,7 +109,7 @@ def test_a_deferred_sweep_is_judged_from_its_outputs_and_a_second_pass_asks_noth
         assert (row["status"], row["score"], row["passed"]) == (
             ("correct", 9.0, True) if right else ("wrong", 2.0, False))
         assert [j["judge"] for j in row["judgments"]] == ["grader"]
-        assert row["output"] == ("4" if right else "5")
+        assert row["output"] == ("4" if right else "5") + (" (b)" if row["arm"] == "b" else "")
     printed = capsys.readouterr().out
     assert "8 judged, 0 unjudged" in printed
 
@@ -170,7 +175,7 @@ def test_a_judge_without_its_key_stops_the_pass_at_once_naming_it(
     monkeypatch.delenv("ECHO_JUDGE_KEY")
     assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 2
     printed = capsys.readouterr()
-    assert "judge 'grader' cannot work as configured" in printed.err
+    assert "judge 'grader' cannot work here" in printed.err
     assert "ECHO_JUDGE_KEY" in printed.err and "resume with:" in printed.out
     assert not judge.requests and read_rows(pytester.path / "results.judged.jsonl")[1] == []
 
