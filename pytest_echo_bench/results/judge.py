@@ -187,21 +187,32 @@ class JudgingPass:
         self.tally.left = len(todo) - self.tally.written
 
     def _pool(self, todo: list[Stored], one: Callable[[Stored], None]) -> None:
-        """Each item on a pool thread, at most ``workers`` in flight; none starts once the pass
-        stops. An exception no item's handling explains is raised here, once all have ended."""
+        """Each item on a pool thread, at most ``workers`` in flight (nothing else is queued); none
+        starts once the pass stops. An exception no item's handling explains stops new items and
+        is raised here once those in flight have ended; so is Ctrl-C, which stops their calls."""
         slots = threading.BoundedSemaphore(self.workers)
-        futures: list[Future[None]] = []
+        crashed: list[BaseException] = []
+
+        def done(future: Future[None]) -> None:
+            exc = future.exception()
+            if exc is not None:
+                crashed.append(exc)
+                self.closed.set()
+            slots.release()
+
         with ThreadPoolExecutor(self.workers, thread_name_prefix="echo-bench-judge") as pool:
-            for stored in todo:
-                slots.acquire()
-                if self.stop.is_set() or self.closed.is_set():
-                    slots.release()
-                    break
-                future = pool.submit(one, stored)
-                future.add_done_callback(lambda _: slots.release())
-                futures.append(future)
-        for future in futures:
-            future.result()
+            try:
+                for stored in todo:
+                    slots.acquire()
+                    if self.stop.is_set() or self.closed.is_set():
+                        slots.release()
+                        break
+                    pool.submit(one, stored).add_done_callback(done)
+            except BaseException:
+                self.stop.event.set()  # the calls in flight give up: the re-run asks them again
+                raise
+        if crashed:
+            raise crashed[0]
 
     def _judges(self, runner: Runner, job: Job) -> ItemJudges:
         assert isinstance(job, JudgeJob)

@@ -260,3 +260,42 @@ def test_a_pairwise_scorer_is_given_the_stored_output_of_the_other_arm(
     outputs = {(r["task_id"], r["arm"]): r["output"] for r in rows}
     assert asked == sorted(f"Answer: {outputs[t, a]} Other: {outputs[t, 'b']}"
                            for t, a in outputs)
+
+
+def test_the_shards_of_a_sweep_are_judged_into_one_file_and_a_key_twice_is_refused(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = make_spec(pytester, spec_text(arms.base_url, judge.base_url, n=6))
+    files = []
+    for k in (1, 2):
+        sweep.out = pytester.path / f"shard{k}.jsonl"
+        result, _, _ = sweep.run("--bench-judge", "later", "--bench-shard", f"{k}/2")
+        assert result.ret == 0, result.stdout.str()
+        files.append(sweep.out)
+    out = pytester.path / "all.jsonl"
+    assert main(["judge", *map(str, files), "--spec", str(spec), "-o", str(out)]) == 0
+    meta, rows = read_rows(out)
+    assert meta is not None and [f["file"] for f in meta["judged_from"]] == list(map(str, files))
+    assert len(rows) == 12 and {r["status"] for r in rows} == {"correct", "wrong"}
+    capsys.readouterr()
+    again = ["judge", str(files[0]), str(files[0]), "--spec", str(spec), "-o", "twice.jsonl"]
+    assert main(again) == 2
+    assert "merge the files first" in capsys.readouterr().err
+
+
+def test_an_error_row_without_output_is_carried_over_as_it_is(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = make_spec(pytester, spec_text(arms.base_url, judge.base_url))
+    refused = {"message": "this prompt is refused", "type": "invalid_request_error",
+               "code": "invalid_prompt"}
+    arms.push("error", (400, refused, {}))
+    result, _, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off",
+                                "--bench-concurrency", "1")
+    errors = [r for r in rows if r["status"] == "error"]
+    assert result.ret == 0 and len(errors) == 1 and not errors[0]["output"]
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-j", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "7 judged" in printed and "1 error rows carried over" in printed
+    carried = judged(pytester.path / "results.judged.jsonl")[errors[0]["task_id"], errors[0]["arm"]]
+    assert carried == errors[0] and len(judge.requests) == 7
