@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.budget.ledger import Ledger
@@ -26,17 +27,25 @@ from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.engine.grading import Grading, judge_fields
 from pytest_echo_bench.engine.judging import ItemJudges
 from pytest_echo_bench.engine.limiter import Limits
-from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, UNAVAILABLE, Job, Outcome
+from pytest_echo_bench.engine.outcome import (
+    ABORTED,
+    INCOMPLETE,
+    UNAVAILABLE,
+    Job,
+    Outcome,
+    utcnow,
+)
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import BudgetError, StoreError
+from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.results.judge_source import Pair, Sources, Stored
 from pytest_echo_bench.results.judged import UNJUDGED, Held, read_output
 from pytest_echo_bench.results.regrade import regraded
 from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import ResponseCache
-from pytest_echo_bench.store.files import StopReason, encode_line, stop_path
+from pytest_echo_bench.store.files import StopReason, encode_line, end_line, stop_path
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.writer import ResultsWriter
 
@@ -161,11 +170,25 @@ class JudgingPass:
             try:
                 writer.start()
                 self._judge_all(writer, held)
+                if self.tally.written or self.tally.stop is not None:
+                    writer.append(self._end_line())
             finally:
                 writer.close()
         finally:
             ownership.release()
         return self.tally
+
+    def _end_line(self) -> bytes:
+        """How the judged rows' sweep ended, for the report: this pass's stop, else the source
+        sweep's (a sweep stopped early stays so), with where a run of it stopped when decided."""
+        ended = collection(self.sources.files)
+        stopped: dict[str, Any] | None = None
+        if self.tally.stop is not None:
+            stopped = {"reason": self.tally.stop.reason, "message": self.tally.stop.message}
+        elif ended.early:
+            stopped = {"reason": ended.reason, "message": ended.message,
+                       **({"parts_decided": True} if ended.parts_decided else {})}
+        return end_line(WORKER, utcnow(), stopped, ended.decided_text)
 
     def _judge_all(self, writer: ResultsWriter, held: Held) -> None:
         todo = [s for s in self.sources.rows if s.key not in held.done and s.key not in held.again]

@@ -64,6 +64,7 @@ class Sources:
     """The source files' rows (the newest of each key, in file order) and what the output's meta
     line says of them."""
 
+    files: list[Path] = field(default_factory=list)
     rows: list[Stored] = field(default_factory=list)
     meta: Meta | None = None
     # (benchmark, task_id, epoch) -> arm -> output: what ``answer_of`` gives a pairwise scorer
@@ -93,7 +94,7 @@ def load_judge_specs(paths: Sequence[Path]) -> dict[str, Loaded]:
 def read_sources(paths: Sequence[Path], specs: dict[str, Loaded]) -> Sources:
     """Every source file read and checked; a refusal (JudgeError, or regrade's) before any row is
     judged, naming the file and line."""
-    out = Sources()
+    out = Sources(list(paths))
     metas: list[Meta | None] = []
     benches: dict[str, Bench] = {}
     seen: dict[Key, str] = {}

@@ -23,6 +23,7 @@ from processes import rows_in, wait_for
 
 from conftest import Sweep, inline_items, make_spec, read_rows
 from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.results.ending import collection
 
 JUDGE_KEY = "sk-test-judge-77c1"
 TEMPLATE = "Question: {question} Answer: {answer} Reference: {reference}. Rate it as [[n]]."
@@ -157,6 +158,7 @@ def test_a_judge_out_of_quota_stops_the_pass_and_the_printed_command_resumes_it(
     printed = capsys.readouterr()
     assert "provider exhausted" in printed.err and "judge grader" in printed.err
     assert len(read_rows(out)[1]) == 3
+    assert collection([out]).reason == "exhausted"  # the report says the judged rows stop short
     command = printed.out.split("resume with: ")[1].strip()
     argv = shlex.split(command)
     assert argv[:2] == ["echo-bench", "judge"] and "-o" in argv and "-j" in argv
@@ -166,6 +168,7 @@ def test_a_judge_out_of_quota_stops_the_pass_and_the_printed_command_resumes_it(
     assert len(judge.requests) == asked + 5  # the three judged before are not asked again
     rows = read_rows(out)[1]
     assert len(rows) == 8 and len(judged(out)) == 8
+    assert not collection([out]).early
 
 
 def test_a_judge_without_its_key_stops_the_pass_at_once_naming_it(
