@@ -80,10 +80,14 @@ def _mean_bias(rated: Sequence[tuple[Rating, Rating]]) -> Estimate:
         return Estimate(None, 0, NO_PAIRS)
     if not all(is_number(h) and is_number(j) for h, j in rated):
         return Estimate(None, len(rated), "the grades are labels, not numbers")
-    bias = math.fsum(j - h for h, j in rated) / len(rated)  # type: ignore[operator]
-    if not math.isfinite(bias):
-        return Estimate(None, len(rated), TOO_LARGE)
-    return Estimate(bias, len(rated))
+    n = len(rated)
+    diffs = [j - h for h, j in rated]  # type: ignore[operator]
+    if not all(math.isfinite(d) for d in diffs):
+        return Estimate(None, n, TOO_LARGE)
+    try:
+        return Estimate(math.fsum(diffs) / n, n)
+    except OverflowError:  # the sum leaves the float range though the mean cannot
+        return Estimate(math.fsum(d / n for d in diffs), n)
 
 
 def agree_with_humans(
