@@ -69,6 +69,7 @@ def _check_rating(value: object, where: str) -> None:
 
 
 def is_number(value: object) -> bool:
+    """True for a finite int or float (a bool counts: True is 1)."""
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
@@ -116,19 +117,23 @@ def _kappa_of(indexed: Sequence[tuple[int, int]], weights: Weights) -> float | N
     """Kappa from (row, column) category positions: 1 - n sum(w O) / sum(w r c), in integers.
 
     With disagreement weights w (0/1, or (i - j)^2; the (k - 1)^2 that would scale them to [0, 1]
-    cancels) this is Cohen's 1 - q_o / q_e with the chance table e_ij = r_i c_j / n. None when
-    sum(w r c) is 0: both raters gave one and the same category, so chance agrees for certain.
+    cancels) this is Cohen's 1 - q_o / q_e with the chance table e_ij = r_i c_j / n, O the
+    observed counts, r and c the raters' category counts. The chance sum is taken in closed
+    form, linear in the categories: n^2 - sum r_i c_i, or, quadratic,
+    n sum r_i i^2 + n sum c_j j^2 - 2 (sum r_i i)(sum c_j j). None when it is 0: both raters
+    gave one and the same category, so chance agrees for certain.
     """
     n = len(indexed)
-    table = Counter(indexed)
     rows = Counter(i for i, _ in indexed)
     cols = Counter(j for _, j in indexed)
-
-    def weight(i: int, j: int) -> int:
-        return (i - j) ** 2 if weights == "quadratic" else int(i != j)
-
-    observed = n * sum(weight(i, j) * count for (i, j), count in table.items())
-    expected = sum(weight(i, j) * rows[i] * cols[j] for i in rows for j in cols)
+    if weights == "quadratic":
+        observed = n * sum((i - j) ** 2 for i, j in indexed)
+        moment_r, moment_c = (sum(m * i for i, m in side.items()) for side in (rows, cols))
+        squares = sum(m * i * i for side in (rows, cols) for i, m in side.items())
+        expected = n * squares - 2 * moment_r * moment_c
+    else:
+        observed = n * sum(i != j for i, j in indexed)
+        expected = n * n - sum(m * cols[i] for i, m in rows.items())
     if expected == 0:
         return None
     # One rounding at the end: the figure is exact, and exactly symmetric in the two raters.
@@ -364,6 +369,7 @@ def kappa_interval(
     indexed = _indexed(pairs, weights, scale)
     if not indexed or _kappa_of(indexed, weights) is None:
         return Interval(None, None, level, 0, 0, NO_PAIRS if not indexed else ONE_CATEGORY)
+    # Each resample's kappa is linear in its items: no work beyond drawing them to bound.
     return bootstrap(indexed, lambda s: _kappa_of(s, weights), resamples, seed, level)
 
 
