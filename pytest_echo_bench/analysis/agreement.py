@@ -118,19 +118,15 @@ def _kappa_of(indexed: Sequence[tuple[int, int]], weights: Weights) -> float | N
 
     With disagreement weights w (0/1, or (i - j)^2; the (k - 1)^2 that would scale them to [0, 1]
     cancels) this is Cohen's 1 - q_o / q_e with the chance table e_ij = r_i c_j / n, O the
-    observed counts, r and c the raters' category counts. The chance sum is taken in closed
-    form, linear in the categories: n^2 - sum r_i c_i, or, quadratic,
-    n sum r_i i^2 + n sum c_j j^2 - 2 (sum r_i i)(sum c_j j). None when it is 0: both raters
-    gave one and the same category, so chance agrees for certain.
+    observed counts, r and c the raters' category counts. None when the chance sum is 0: both
+    raters gave one and the same category, so chance agrees for certain.
     """
     n = len(indexed)
     rows = Counter(i for i, _ in indexed)
     cols = Counter(j for _, j in indexed)
     if weights == "quadratic":
         observed = n * sum((i - j) ** 2 for i, j in indexed)
-        moment_r, moment_c = (sum(m * i for i, m in side.items()) for side in (rows, cols))
-        squares = sum(m * i * i for side in (rows, cols) for i, m in side.items())
-        expected = n * squares - 2 * moment_r * moment_c
+        expected = _quadratic_chance(n, rows, cols)
     else:
         observed = n * sum(i != j for i, j in indexed)
         expected = n * n - sum(m * cols[i] for i, m in rows.items())
@@ -138,6 +134,14 @@ def _kappa_of(indexed: Sequence[tuple[int, int]], weights: Weights) -> float | N
         return None
     # One rounding at the end: the figure is exact, and exactly symmetric in the two raters.
     return float(Fraction(expected - observed, expected))
+
+
+def _quadratic_chance(n: int, rows: Counter[int], cols: Counter[int]) -> int:
+    """sum_ij (i - j)^2 r_i c_j in closed form, linear in the categories (sum r = sum c = n):
+    n sum r_i i^2 + n sum c_j j^2 - 2 (sum r_i i)(sum c_j j)."""
+    squares = sum(m * i * i for side in (rows, cols) for i, m in side.items())
+    first_r, first_c = (sum(m * i for i, m in side.items()) for side in (rows, cols))
+    return n * squares - 2 * first_r * first_c
 
 
 def _indexed(

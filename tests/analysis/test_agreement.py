@@ -307,3 +307,17 @@ def test_bootstrap_interval_contains_the_estimate_of_well_behaved_data(
         point = krippendorff_alpha(units, metric).value  # type: ignore[arg-type]
         got = alpha_interval(units, metric, resamples=300)  # type: ignore[arg-type]
         assert point is not None and got.lo <= point <= got.hi  # type: ignore[operator]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(ratings, ratings), max_size=20), st.integers(0, 2**32))
+def test_bootstrap_intervals_are_ordered_and_never_nan(
+    pairs: list[tuple[object, object]], seed: int
+) -> None:
+    units = [[a, b, a] for a, b in pairs]
+    for got in (kappa_interval(pairs, resamples=50, seed=seed), alpha_interval(units, seed=seed)):
+        assert got.skipped <= got.resamples
+        if got.lo is None:
+            assert got.hi is None and got.reason
+        else:
+            assert -1 <= got.lo <= got.hi <= 1 and got.reason is None
