@@ -24,6 +24,7 @@ from processes import rows_in, wait_for
 from conftest import Sweep, inline_items, make_spec, read_rows
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.results.ending import collection
+from pytest_echo_bench.store.owner import Ownership
 
 JUDGE_KEY = "sk-test-judge-77c1"
 TEMPLATE = "Question: {question} Answer: {answer} Reference: {reference}. Rate it as [[n]]."
@@ -302,3 +303,20 @@ def test_an_error_row_without_output_is_carried_over_as_it_is(
     assert "7 judged" in printed and "1 error rows carried over" in printed
     carried = judged(pytester.path / "results.judged.jsonl")[errors[0]["task_id"], errors[0]["arm"]]
     assert carried == errors[0] and len(judge.requests) == 7
+
+
+def test_an_output_another_pass_owns_or_a_source_as_output_is_refused(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    source = sweep.out.read_bytes()
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(sweep.out)]) == 2
+    assert "is a source file" in capsys.readouterr().err and sweep.out.read_bytes() == source
+    out = pytester.path / "owned.jsonl"
+    other = Ownership(out, rewrite="run echo-bench judge")
+    other.acquire()
+    try:
+        assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out)]) == 2
+    finally:
+        other.release()
+    assert "echo-bench judge" in capsys.readouterr().err and not judge.requests
