@@ -34,11 +34,17 @@ def arguments(d: argparse.ArgumentParser) -> None:
     d.add_argument("-j", "--concurrency", type=whole(1, 1024),
                    help="Items judged at once (default: the judges' largest concurrency, else 8)")
     d.add_argument("--budget-usd", "--bench-budget-usd", dest="budget_usd", metavar="USD",
-                   type=number(0, MAX_USD, open_low=True, open_high=True),
+                   type=usd_amount,
                    help="Never spend more than USD on judge calls, counting what the output's "
                         "rows already spent; the pass stops (exit 2) and a re-run does the rest")
     d.add_argument("--retry-unjudged", action="store_true",
                    help="Judge again the rows the output holds without a grade")
+
+
+def usd_amount(text: str) -> float:
+    """An argparse type: US dollars above 0 and below 10^12, a ``$`` in front allowed (as the
+    sweep's ``--bench-budget-usd`` takes them)."""
+    return number(0, MAX_USD, open_low=True, open_high=True)(text.strip().removeprefix("$"))
 
 
 def default_output(source: Path) -> Path:
