@@ -29,7 +29,6 @@ from pytest_echo_bench.engine.judging import ItemJudges
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.outcome import (
     ABORTED,
-    INCOMPLETE,
     UNAVAILABLE,
     Job,
     Outcome,
@@ -40,9 +39,10 @@ from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import BudgetError, StoreError
 from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.results.judge_source import Pair, Sources, Stored
-from pytest_echo_bench.results.judged import UNJUDGED, Held, read_output
+from pytest_echo_bench.results.judged import Held, read_output
 from pytest_echo_bench.results.regrade import regraded
-from pytest_echo_bench.scoring.verdict import Verdict
+from pytest_echo_bench.scoring.judgment import judge_cost
+from pytest_echo_bench.scoring.verdict import ERROR, UNJUDGED, Verdict
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.files import StopReason, encode_line, end_line, stop_path
@@ -270,7 +270,8 @@ class JudgingPass:
         try:
             writer.append(encode_line(data))
         except StoreError as exc:
-            grading.failures.unrecorded(exc)
+            ended = grading.failures.unrecorded(exc)  # the pass stops; the rows written stand
+            self._note(ended.stop or StopReason("store-error", str(exc)), "")
             return
         with self._lock:
             self._count(verdict)
@@ -281,10 +282,10 @@ class JudgingPass:
         if verdict is None:
             tally.carried += 1
             return
-        tally.spent += judge_fields(verdict).get("judge_cost_usd") or 0.0
+        tally.spent += judge_cost(verdict.judgments) or 0.0
         if verdict.status == UNJUDGED:
             tally.unjudged += 1
-        elif verdict.status == "error":
+        elif verdict.status == ERROR:
             tally.failed += 1
         else:
             tally.judged += 1
@@ -300,16 +301,12 @@ class JudgingPass:
             reason = StopReason("arm-unavailable", f"{who} cannot work here: {outcome.message}")
             self.stop.trigger(reason, results=str(self.opts.output))  # at once: no judge to ask
             self._note(reason, f"echo-bench judge: {reason.message}")
-        elif outcome.kind == INCOMPLETE:
-            self._note(StopReason("incomplete", outcome.message),
-                       f"echo-bench judge: {job.nodeid}: {outcome.message}")
         elif outcome.stop is not None:  # exhausted, a local error: the engine has said it
             self._note(outcome.stop, "")
 
     def _note(self, reason: StopReason, message: str) -> None:
         with self._lock:
-            # The first stop names the pass's end; a stop beats an item left incomplete.
-            if self.tally.stop is None or self.tally.stop.reason == "incomplete":
+            if self.tally.stop is None:  # the first stop names the pass's end
                 self.tally.stop = reason
             if message and message not in self.tally.messages:
                 self.tally.messages.append(message)

@@ -29,6 +29,7 @@ from pytest_echo_bench.results.regrade import (
     stamp,
 )
 from pytest_echo_bench.scoring.registry import takes_judges
+from pytest_echo_bench.scoring.verdict import ERROR
 from pytest_echo_bench.spec.load import load_spec
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
@@ -56,7 +57,7 @@ class Stored:
     @property
     def carried(self) -> bool:
         """No output to judge (a provider's error row): carried over as it is."""
-        return self.row.status == "error" and not self.row.output
+        return self.row.status == ERROR and not self.row.output
 
 
 @dataclass
@@ -144,7 +145,8 @@ def _read_one(path: Path, specs: dict[str, Loaded], out: Sources,
             raise JudgeError(f"{where}: {key[1]!r}[{key[2]}] is recorded in {seen[key]} too; "
                              "merge the files first (echo-bench merge) and judge the merged file")
         seen[key] = where
-        out.rows.append(Stored(key, record.data, row, str(bench.spec.path), example))
-        if row.output is not None and not (row.status == "error" and not row.output):
+        stored = Stored(key, record.data, row, str(bench.spec.path), example)
+        out.rows.append(stored)
+        if row.output is not None and not stored.carried:
             out.answers.setdefault((key[0], key[1], key[3]), {})[key[2]] = row.output
     return meta, benches

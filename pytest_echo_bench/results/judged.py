@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.results.judge_source import JUDGE_FINGERPRINT, JUDGED_FROM, JudgeError
+from pytest_echo_bench.scoring.verdict import ERROR, UNJUDGED
 from pytest_echo_bench.store.files import row_status
 from pytest_echo_bench.store.reader import read_records
 from pytest_echo_bench.store.records import Key, row_key
 from pytest_echo_bench.store.rows import read_row
 from pytest_echo_bench.store.writer import repair
-
-UNJUDGED = "unjudged"
 
 
 @dataclass
@@ -59,7 +58,7 @@ def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
 def _judged_again(data: dict[str, Any]) -> bool:
     """A row a retry judges again: no grade (unjudged), or its scorer failed on a stored output."""
     status = row_status(data)
-    return status == UNJUDGED or (status == "error" and bool(data.get("output")))
+    return status == UNJUDGED or (status == ERROR and bool(data.get("output")))
 
 
 def _check_meta(out: Path, line: dict[str, Any] | None, meta: dict[str, Any]) -> None:
