@@ -152,7 +152,7 @@ class JudgingPass:
         self.sources, self.opts, self.progress = sources, opts, progress
         self.workers = concurrency(specs, opts.concurrency)
         self.tally = Tally(total=len(sources.rows))
-        self.closed = threading.Event()  # no new item starts: the budget refused a judge call
+        self.closed = threading.Event()  # no new item starts: one raised what none explains
         self._lock = threading.Lock()
         assert sources.meta is not None  # read_sources always makes one
         self.meta = sources.meta.to_json()
@@ -294,8 +294,9 @@ class JudgingPass:
         """An item that ended without a verdict: left for a re-run; what stops the pass stops it."""
         failure = job.asked.failure if job.asked is not None else None
         if outcome.kind == ABORTED and failure is not None and isinstance(failure[1], BudgetError):
-            self.closed.set()  # the items in flight finish; no new one starts
-            self._note(StopReason("budget", outcome.message), outcome.message)
+            # Nothing more is spent, yet every item left is tried: each refused call counts what
+            # it needs, so the budget the end suggests judges them all.
+            self._note(StopReason("budget", outcome.message), "")
         elif outcome.kind == UNAVAILABLE:
             who = f"judge {failure[0]!r}" if failure is not None else f"scorer of {job.nodeid}"
             reason = StopReason("arm-unavailable", f"{who} cannot work here: {outcome.message}")
