@@ -7,6 +7,7 @@ loses at most the items still in flight. A scorer that grades with judges is han
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -64,8 +65,9 @@ class Grading:
         assert scorer is not None  # checked at collection
         judged = takes_judges(item.spec.scorer)
         if judged and self.judge_later:
-            return unjudged(f"judging deferred: echo-bench judge {self.writer.path} "
-                            f"--spec {item.spec.path}")
+            command = shlex.join(["echo-bench", "judge", str(self.writer.path), "--spec",
+                                  str(item.spec.path)])
+            return unjudged(f"judging deferred: {command}")
         judges = self.judges(item) if judged else None
         options = item.spec.scorer_options
         try:

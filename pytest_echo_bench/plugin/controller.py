@@ -9,6 +9,7 @@ payloads workers send, keeps the live progress line, summary and page, decides t
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -342,6 +343,7 @@ def deferred_line(results: str, specs: Sequence[Spec]) -> str:
     judged = [str(spec.path) for spec in specs if takes_judges(spec.scorer)]
     if not judged:
         return "echo-bench: --bench-judge later: no scorer of this run asks a judge"
-    spec_args = " ".join(f"--spec {path}" for path in judged)
+    command = shlex.join(["echo-bench", "judge", results,
+                          *(word for path in judged for word in ("--spec", path))])
     return (f"echo-bench: judging deferred (--bench-judge later): outputs are recorded unjudged; "
-            f"grade them with: echo-bench judge {results} {spec_args}")
+            f"grade them with: {command}")
