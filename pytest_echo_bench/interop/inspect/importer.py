@@ -254,8 +254,10 @@ def _verdict(
 
 
 def _unscored(score: dict[str, Any]) -> str:
-    """The detail of an unscored sample's row: Inspect's reason and explanation, bounded."""
-    said = [str(score.get(k)) for k in ("reason", "explanation") if score.get(k)]
+    """The detail of an unscored sample's row: Inspect's reason and explanation, bounded (an
+    explanation of ours, exported, already opens with "unjudged:": said once)."""
+    said = [str(score.get(k)).removeprefix("unjudged: ") for k in ("reason", "explanation")
+            if score.get(k)]
     text = " ".join(": ".join(said or ["unscored"]).split())
     return f"unjudged: {text[:500]}"
 
