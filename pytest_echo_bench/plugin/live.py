@@ -337,22 +337,7 @@ def end_table(
         "mean wall s",
         "spend $",
     )
-    rows = [header] + [
-        (
-            b,
-            a,
-            str(t.items),
-            str(t.correct),
-            f"{t.pass_rate:.3f}" if t.graded else "n/a",
-            str(t.unparseable),
-            str(t.errors),
-            *((str(t.unjudged),) if judged else ()),
-            str(t.not_completed),
-            f"{t.wall / t.items:.3f}" if t.items else "-",
-            _spend(t),
-        )
-        for (b, a), t in sorted(arms.items())
-    ]
+    rows = [header] + [_end_row(b, a, t, judged) for (b, a), t in sorted(arms.items())]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return [
         "  ".join(
@@ -361,6 +346,23 @@ def end_table(
         )
         for r in rows
     ] + ([UNJUDGED_LINE] if judged else [])
+
+
+def _end_row(benchmark: str, arm: str, t: ArmTally, judged: bool) -> tuple[str, ...]:
+    """One arm's line of the end table (``judged``: with the unjudged column)."""
+    return (
+        benchmark,
+        arm,
+        str(t.items),
+        str(t.correct),
+        f"{t.pass_rate:.3f}" if t.graded else "n/a",
+        str(t.unparseable),
+        str(t.errors),
+        *((str(t.unjudged),) if judged else ()),
+        str(t.not_completed),
+        f"{t.wall / t.items:.3f}" if t.items else "-",
+        _spend(t),
+    )
 
 
 # said under the end table when it has unjudged rows

@@ -153,12 +153,7 @@ class Figures:
         # The spec's K: an arm may lack rows of the last epochs.
         self.epochs = max(self.epochs, row.epoch)
         self.ids.setdefault(row.task_id)
-        if row.status == UNJUDGED:
-            self.unscored.setdefault(row.task_id)
-        elif row.status not in UNGRADED:
-            total = self.scored.setdefault(row.task_id, [0.0, 0])
-            total[0] += 1.0 if row.status == "correct" else 0.0
-            total[1] += 1
+        self._score(row)
         for key, value in (_usage(row.usage, row.cost_usd) or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
         first = _time(row.started_at)
@@ -172,6 +167,15 @@ class Figures:
         self.finished = (
             max(self.finished, done) if self.finished and done else self.finished or done
         )
+
+    def _score(self, row: ReadRow) -> None:
+        """Count the sample's score: none for an error, NaN (unscored) for an unjudged row."""
+        if row.status == UNJUDGED:
+            self.unscored.setdefault(row.task_id)
+        elif row.status not in UNGRADED:
+            total = self.scored.setdefault(row.task_id, [0.0, 0])
+            total[0] += 1.0 if row.status == "correct" else 0.0
+            total[1] += 1
 
     def reduced(self) -> list[dict[str, Any]]:
         """Inspect's default reducer: each sample's scored epochs by their mean (an errored epoch

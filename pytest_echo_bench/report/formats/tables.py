@@ -70,7 +70,17 @@ STATS_COLUMNS: list[Column] = [
 
 
 def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
-    groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
+    groups = _groups(stats)
+    columns = [c for c in STATS_COLUMNS if groups[c[1]]]
+    keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
+    rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else [])
+            + [cell(s) for _, _, cell in columns] for s in stats]
+    return Table(title, keys + [c[0] for c in columns], rows, len(keys))
+
+
+def _groups(stats: list[ArmStats]) -> dict[str, bool]:
+    """Which groups of ``STATS_COLUMNS`` the table shows: those some line has a figure of."""
+    return {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
               "tokens": any(s.prompt_tokens is not None for s in stats),
               "cost": any(s.cost_usd is not None for s in stats),
               "units": any(s.cost_units is not None for s in stats),
@@ -79,11 +89,6 @@ def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table
               # only where a judge left rows without a grade: a sweep without one never has
               "unjudged": any(s.unjudged for s in stats),
               "spend": any(s.spend_usd is not None for s in stats)}
-    columns = [c for c in STATS_COLUMNS if groups[c[1]]]
-    keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
-    rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else [])
-            + [cell(s) for _, _, cell in columns] for s in stats]
-    return Table(title, keys + [c[0] for c in columns], rows, len(keys))
 
 
 def tables(report: Report) -> list[Table]:

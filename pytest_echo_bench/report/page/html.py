@@ -99,11 +99,7 @@ def _facts(state: ProgressState) -> str:
     rate, eta = state.throughput, state.eta_s
     facts = [("Throughput", f"{rate:.1f} items/min" if rate is not None else "–"),
              ("ETA", "done" if state.complete else _duration(eta) if eta is not None else "–"),
-             ("Retries", str(state.retries)), ("Errors", str(state.errors))]
-    if state.unjudged:  # a judge gave no grade: out of the pass rates, run again on retry
-        facts.append(("Unjudged", str(state.unjudged)))
-    if state.incomplete or state.aborted:
-        facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
+             ("Retries", str(state.retries)), ("Errors", str(state.errors)), *_not_graded(state)]
     if state.limits:  # the adaptive limit: below --bench-concurrency once the provider rate-limits
         facts.append(
             (
@@ -128,6 +124,15 @@ def _facts(state: ProgressState) -> str:
         facts.append(("Session started", _utc(state.window[0])))
     items = "".join(f"<li><strong>{name}:</strong> {value}</li>" for name, value in facts)
     return f'<ul class="facts" id="facts">{items}</ul>'
+
+
+def _not_graded(state: ProgressState) -> list[tuple[str, str]]:
+    """The facts of items with no grade, when there are any: unjudged rows (a judge gave none:
+    out of the pass rates, run again on retry), items incomplete or aborted."""
+    facts = [("Unjudged", str(state.unjudged))] if state.unjudged else []
+    if state.incomplete or state.aborted:
+        facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
+    return facts
 
 
 def _arm_row(i: int, arm: ArmProgress, color: str, judged: bool) -> str:
