@@ -39,8 +39,7 @@ def judged(pytester: pytest.Pytester, sweep: Sweep) -> Sweep:
     q0 and q1 no grade."""
     pytester.makeconftest(JUDGED)
     (pytester.path / "no_grade.txt").write_text("q0 q1\n")
-    spec = sim_spec(4).replace("scorer: exact\n",
-                               f"scorer:\n  name: rated\n  judges:\n    grader: {JUDGE}\n")
+    spec = sim_spec(4).replace("scorer: exact\n", f"judges:\n  grader: {JUDGE}\nscorer: rated\n")
     make_spec(pytester, spec)
     return sweep
 
@@ -122,3 +121,45 @@ def test_the_strict_exit_status_counts_an_unjudged_item_as_not_passed(judged: Sw
     result, _, rows = judged.run("--bench-strict")
     assert result.ret == 1 and [r["status"] for r in rows].count("unjudged") == 1
     result.stdout.fnmatch_lines(["*q0*unjudged: judge grader gave no grade*"])
+
+
+# The built-in model-graded scorer, its judge the simulator: on two items in three (a draw seeded
+# by the item) it replies "I am not sure.", with no grade in it; on the others "Rating: [[8]]".
+MODEL_GRADED = """
+judges:
+  grader: {provider: sim, accuracy: 0.4, unparseable_rate: 1.0, template: 'Rating: [[8]]'}
+scorer:
+  name: model_graded
+  judge: grader
+  template: "Question: {question}\\nAnswer: {answer}\\nRate 1-10 as [[n]]."
+  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [1, 10], pass_at: 7}
+"""
+
+
+def test_a_model_graded_judge_with_no_grade_leaves_the_item_unjudged_until_retried(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
+    make_spec(pytester, sim_spec(6).replace("scorer: exact\n", MODEL_GRADED))
+    result, _, rows = sweep.run()
+    assert result.ret == 0, result.stdout.str()
+    unjudged = {(r["task_id"], r["arm"]) for r in rows if r["status"] == "unjudged"}
+    graded = [r for r in rows if r["status"] != "unjudged"]
+    assert unjudged and graded  # the draw gives both
+    assert all(r["status"] == "correct" and r["score"] == 8 for r in graded)
+    for r in rows:
+        (judgment,) = r["judgments"]
+        assert judgment["judge"] == "grader"
+        if r["status"] == "unjudged":
+            assert r["passed"] is False and "score" not in r and judgment["reply"] == "I am not sure."
+    lines = result.stdout.str().splitlines()
+    for arm in ("good", "bad"):
+        mine = sum(a == arm for _, a in unjudged)
+        cells = table(lines, arm)
+        assert (cells["unjudged"], cells["pass_rate"]) == (str(mine), "1.000")
+
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out))
+    assert result.ret == 0 and len(read_rows(sweep.out)[1]) == len(rows)  # a plain resume: none
+    result, _, again = sweep.run("--bench-resume", str(sweep.out), "--bench-retry-errors")
+    assert result.ret == 0, result.stdout.str()
+    # each unjudged item judged again (the simulator's judge answers as before), no other
+    assert sorted((r["task_id"], r["arm"]) for r in again[len(rows):]) == sorted(unjudged)
