@@ -150,7 +150,8 @@ def test_a_model_graded_judge_with_no_grade_leaves_the_item_unjudged_until_retri
         (judgment,) = r["judgments"]
         assert judgment["judge"] == "grader"
         if r["status"] == "unjudged":
-            assert r["passed"] is False and "score" not in r and judgment["reply"] == "I am not sure."
+            assert r["passed"] is False and "score" not in r
+            assert judgment["reply"] == "I am not sure."
     lines = result.stdout.str().splitlines()
     for arm in ("good", "bad"):
         mine = sum(a == arm for _, a in unjudged)
