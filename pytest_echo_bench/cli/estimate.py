@@ -1,6 +1,6 @@
 """``echo-bench estimate``: the items a run would select (``-k``, ``--bench-shard``) and their
-calls and cost (``budget.estimate``), with what the cache and earlier
-results files show, as text or JSON."""
+calls and cost (``budget.estimate``; its scorer's judges', apart, ``budget.judge_estimate``), with
+what the cache and earlier results files show, as text or JSON."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from pytest_echo_bench.budget.estimate import (
     own_prompts,
     wall_seconds,
 )
+from pytest_echo_bench.budget.judge_estimate import JudgeEstimate, estimate_judges
+from pytest_echo_bench.budget.judged import panel
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.args import Command, input_file, say, whole
 from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
@@ -30,8 +32,10 @@ from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.providers import provider_info
+from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.shards.env import resolve_shard
 from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.spec.load import Spec
@@ -219,57 +223,95 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     check_results(opts.results, {spec.benchmark for spec, _ in loaded})
     several = len({spec.benchmark for spec, _ in loaded}) > 1
     arms: dict[str, dict[str, Any]] = {}
+    judges: dict[str, dict[str, Any]] = {}
     benchmarks: dict[str, dict[str, Any]] = {}
     every: list[ArmEstimate] = []
+    every_judge: list[JudgeEstimate] = []
     seconds: float | None = 0.0
     seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
     for spec, examples in loaded:
-        ests = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
+        ests, judged = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
         for est in ests:
             arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
+        for judge in judged:
+            label = f"{spec.benchmark}/{judge.judge}" if several else judge.judge
+            judges[label] = judge_json(judge)
         benchmarks[spec.benchmark] = {
-            **totals(ests),
+            **totals(ests, judged),
             "seconds": finite(wall),
             "arms": list(spec.arms),
         }
         every += ests
-    return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
+        every_judge += judged
+    return {**totals(every, every_judge), "seconds": finite(seconds), "arms": arms,
+            "judges": judges, "benchmarks": benchmarks,
             "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
             "prompt_tokens": f"ceil(characters / {CHARS_PER_TOKEN})"}
 
 
 def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: Matcher,
-                   base: Seen) -> list[ArmEstimate]:
-    """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw."""
+                   base: Seen) -> tuple[list[ArmEstimate], list[JudgeEstimate]]:
+    """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw,
+    and each judge's its scorer asks."""
     items = select(spec, examples, opts.rootdir, matcher, opts.shard)
     # A copy: the cache's replies join this spec's only.
     seen = Seen(dict(base.completion), dict(base.seconds))
     prompters = {arm: made for arm in spec.arms
                  if (made := prompter(spec, arm, examples)) is not None}
     check = cache_check(spec, items, opts.cache, seen, prompters)
-    return [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
+    ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
                          prompters) for arm in spec.arms]
+    plan = panel(spec, declared(spec)) if takes_judges(spec.scorer) else None
+    return ests, estimate_judges(spec, plan, [(ex, arm) for ex, arm, _ in items], seen)
 
 
-def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
-    low = high = 0.0
-    known_low = known_high = True
-    for est in ests:
-        if est.calls_max:  # an arm that sends nothing costs nothing, priced or not
-            known_low &= est.cost_low is not None
-            known_high &= est.cost_high is not None
-            low += est.cost_low or 0.0
-            high += est.cost_high or 0.0
+Costs = tuple["float | None", "float | None"]  # USD (low, high), None: unknown
+
+
+def totals(ests: list[ArmEstimate], judges: list[JudgeEstimate] | None = None) -> dict[str, Any]:
+    """The items, the calls at most and the cost of the arms' and judges' calls, and each apart."""
+    arms = _sums((e.cost_low, e.cost_high) for e in ests if e.calls_max)
+    judged = _sums((j.cost_low, j.cost_high) for j in judges or () if j.calls)
     known = all(e.calls_known for e in ests if e.items)
+    calls = sum(e.calls_max for e in ests) if known else None
+    judge_calls = sum(j.calls for j in judges or ())
     return {
         "items": sum(e.items for e in ests),
-        "calls_max": sum(e.calls_max for e in ests) if known else None,
+        "calls_max": None if calls is None else calls + judge_calls,
+        "cost_usd": _usd_range(_sums((arms, judged))),
+        "split": {"arms": {"calls_max": calls, "cost_usd": _usd_range(arms)},
+                  "judges": {"calls": judge_calls, "cost_usd": _usd_range(judged)}},
+    }
+
+
+def _sums(costs: Iterable[Costs]) -> Costs:
+    """The sum of each side (an arm that sends nothing costs nothing, priced or not: left out)."""
+    low: float | None = 0.0
+    high: float | None = 0.0
+    for one_low, one_high in costs:
+        low = None if low is None or one_low is None else low + one_low
+        high = None if high is None or one_high is None else high + one_high
+    return low, high
+
+
+def _usd_range(costs: Costs) -> dict[str, float | None]:
+    return {"low": finite(costs[0]), "high": finite(costs[1])}
+
+
+def judge_json(est: JudgeEstimate) -> dict[str, Any]:
+    unknown = est.calls and not est.priced
+    return {
+        "items": est.items,
+        "calls": est.calls,
+        "prompt_tokens": {"low": est.prompt_low, "high": est.prompt_high},
+        "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
         "cost_usd": {
-            "low": finite(low) if known_low else None,
-            "high": finite(high) if known_high else None,
+            "low": None if unknown else finite(est.cost_low),
+            "high": None if unknown else finite(est.cost_high),
         },
+        "priced": est.priced,
     }
 
 
@@ -312,6 +354,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
                      f"{_num(arm['seconds_per_item']):>8}")
+    lines += judge_lines(data.get("judges", {}))
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
     most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
@@ -319,12 +362,35 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         f"total{shard}: {data['items']} items, at most {most} calls, "
         f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}"
     )
+    if data.get("judges"):
+        arms, judges = data["split"]["arms"], data["split"]["judges"]
+        most = "an unknown number of" if arms["calls_max"] is None else arms["calls_max"]
+        lines.append(
+            f"arms: at most {most} calls, cost {_range(**arms['cost_usd'])}; "
+            f"judges: {judges['calls']} calls, cost {_range(**judges['cost_usd'])}"
+        )
     lines.append(
         f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen "
         "so far (else 0), "
         "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
         "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)"
     )
+    return lines
+
+
+def judge_lines(judges: Mapping[str, Any]) -> list[str]:
+    """One line per judge: the items it judges, its calls, prompt tokens and cost."""
+    if not judges:
+        return []
+    lines = [f"{'judge':<24} {'items':>7} {'calls':>13} {'prompt tok':>11} {'cost low':>10} "
+             f"{'cost high':>10}"]
+    for label, judge in judges.items():
+        tokens = judge["prompt_tokens"]
+        most = "?" if tokens["high"] is None else tokens["high"]
+        prompt = f"{tokens['low']}-{most}"
+        lines.append(f"{label:<24} {judge['items']:>7} {judge['calls']:>13} "
+                     f"{prompt:>11} {_usd(judge['cost_usd']['low']):>10} "
+                     f"{_usd(judge['cost_usd']['high']):>10}")
     return lines
 
 
