@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.judged import Panel, panel
 from pytest_echo_bench.budget.judged import call_worst as judge_worst
 from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
@@ -402,6 +403,7 @@ class Budget:
         self._local = threading.local()
         self._looked_at = -LOOK_EVERY_S  # when this process last looked for holders that are gone
         self.gone: Callable[[str], bool] = holders.gone  # whether a holder's process has exited
+        self._panels: dict[str, Panel | None] = {}  # spec path -> what its scorer asks an item
 
     @property
     def holder(self) -> str:
@@ -422,6 +424,13 @@ class Budget:
             return self.ledger.change(fn)
         except StoreError as exc:  # our own file: a local failure stops the run, resumably
             raise LocalError(str(exc)) from exc
+
+    def panel(self, spec: Spec, judges: Callable[[], Mapping[str, ArmSpec]]) -> Panel | None:
+        """What ``spec``'s scorer asks of its ``judges`` (those it may ask) per item, read once."""
+        key = str(spec.path)
+        if key not in self._panels:  # a race reads it twice, to the same value
+            self._panels[key] = panel(spec, judges())
+        return self._panels[key]
 
     def shares(self, spec: Spec, pair: Pair | None, arm: str,
                worst: Callable[[str], float]) -> dict[str, float]:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from pytest_echo_bench.budget.hold import Budget, Judged
-from pytest_echo_bench.budget.judged import Panel, judges_worst, panel
+from pytest_echo_bench.budget.judged import judges_worst
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
 from pytest_echo_bench.engine.calling import CallPath
@@ -52,7 +52,6 @@ class Runner:
         self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges)
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._judges: dict[str, dict[str, ArmRuntime]] = {}  # spec path -> its scorer's judges
-        self._panels: dict[str, Panel | None] = {}  # spec path -> what its scorer asks an item
         # spec path -> its arms' prompts, from its items
         self._prompters: dict[str, Mapping[str, Prompter]] = {}
         self._lock = threading.Lock()
@@ -132,19 +131,16 @@ class Runner:
         try:
             prompt = render_for(item.prompters, item.arm, item.example)
             pair = (item.spec.benchmark, item.example.id, item.epoch)
-            with self.budget.item(item.spec, item.arm, prompt, pair, self._judged(item)):
+            judged = self._judged(self.budget, item)
+            with self.budget.item(item.spec, item.arm, prompt, pair, judged):
                 return self._run(item)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self.failures.local(item, exc)
 
-    def _judged(self, item: Job) -> Judged | None:
+    def _judged(self, budget: Budget, item: Job) -> Judged | None:
         """The worst case of ``item``'s judge calls, by the arm answering (None: no judge)."""
         spec = item.spec
-        with self._lock:
-            if str(spec.path) not in self._panels:
-                judged = takes_judges(spec.scorer)
-                self._panels[str(spec.path)] = panel(spec, declared(spec)) if judged else None
-            plan = self._panels[str(spec.path)]
+        plan = budget.panel(spec, lambda: declared(spec) if takes_judges(spec.scorer) else {})
         return None if plan is None else (
             lambda arm: judges_worst(spec, plan, item.example, arm))
 
