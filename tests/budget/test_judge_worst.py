@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_echo_bench.budget.estimate import worst_case_usd
 from pytest_echo_bench.budget.judged import (
     TEMPLATE_BYTES,
     call_worst,
@@ -159,3 +160,17 @@ def test_any_template_bounds_the_prompt_it_renders(tmp_path_factory: pytest.Temp
         rendered = None
     if rendered is not None:
         assert input_tokens(plan.judges["g1"], rendered) <= bound
+
+
+def test_what_a_budget_must_still_hold_counts_the_judges(tmp_path: Path) -> None:
+    spec = judged_spec(tmp_path, options=f'  judge: g1\n  template: "{TEMPLATE}"\n')
+    plan = panel(spec, declared(spec))
+    items = [(ITEM, "a", 1), (ITEM, "b", 1)]
+    arms = worst_case_usd(spec, items)
+    assert arms is not None
+    judges = [judges_worst(spec, plan, ITEM, arm) for arm in ("a", "b")]
+    assert None not in judges
+    total = arms + sum(j for j in judges if j is not None)
+    assert worst_case_usd(spec, items, judges=plan) == pytest.approx(total)
+    unpriced = dataclasses.replace(spec, pricing={"a": (1.0, 1.0), "b": (1.0, 1.0)})
+    assert worst_case_usd(unpriced, items, judges=plan) is None

@@ -1,0 +1,142 @@
+"""``echo-bench estimate`` with a scorer that asks judges: the judge calls counted and priced apart
+from the arms', checked against sums written out here, in every format."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.scoring.registry import scorer
+from pytest_echo_bench.scoring.verdict import Verdict
+
+QUESTIONS = ["What is 2+2?", "What is 3+3? Say it.", "Twice three?"]
+TEMPLATE = "Q: {question}\\nA: {answer}\\nGrade it 1-10."
+SPEC = """benchmark: demo
+dataset:
+  loader: inline
+  items:
+    - {{id: q1, input: "What is 2+2?", target: "4"}}
+    - {{id: q2, input: "What is 3+3? Say it.", target: "6"}}
+    - {{id: q3, input: "Twice three?", target: "6"}}
+scorer:
+  name: graded-estimate
+  judge: [g1, g2]
+  template: "{template}"
+  judges:
+    g1: {{provider: openai, model: j1, base_url: 'http://127.0.0.1:9/v1', max_tokens: 10}}
+    g2: {{provider: openai, model: j2, base_url: 'http://127.0.0.1:9/v1', max_tokens: 20,
+          system: "Be strict."}}
+arms:
+  a: {{provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_tokens: 100}}
+pricing:
+  a: {{input: 1.0, output: 2.0}}
+  g1: {{input: 3.0, output: 5.0}}
+{g2_price}"""
+G2_PRICE = "  g2: {input: 4.0, output: 6.0}\n"
+
+
+@scorer("graded-estimate", judges=True)
+def graded(output: str, example: object, options: dict[str, Any], *, judges: object) -> Verdict:
+    """A user's judged scorer, registered in this process as a conftest registers one."""
+    return Verdict("correct", output, "passed")
+
+
+def write(tmp_path: Path, g2_price: str = G2_PRICE) -> Path:
+    path = tmp_path / "demo.yaml"
+    path.write_text(SPEC.format(template=TEMPLATE, g2_price=g2_price))
+    return path
+
+
+def estimate(path: Path, capsys: pytest.CaptureFixture[str], fmt: str = "json") -> Any:
+    capsys.readouterr()
+    assert main(["estimate", str(path), "--format", fmt, "--cache", "off"]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out) if fmt == "json" else out
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def judge_text(question: str) -> str:
+    return f"Q: {question}\nA: \nGrade it 1-10."
+
+
+def test_judge_calls_are_counted_and_priced_apart(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    data = estimate(write(tmp_path), capsys)
+    g1_low = [tokens(judge_text(q)) for q in QUESTIONS]
+    g2_low = [t + tokens("Be strict.") for t in g1_low]  # g2 sends its own system text
+    g1 = data["judges"]["g1"]
+    assert (g1["items"], g1["calls"]) == (3, 3)
+    assert g1["prompt_tokens"] == {"low": sum(g1_low), "high": sum(g1_low) + 3 * 100}
+    assert g1["completion_tokens"] == {"low": 0, "high": 30}
+    g1_cost = (round(sum(t * 3.0 for t in g1_low) / 1e6, 6),
+               round(sum((t + 100) * 3.0 + 10 * 5.0 for t in g1_low) / 1e6, 6))
+    assert (g1["cost_usd"]["low"], g1["cost_usd"]["high"]) == g1_cost
+    g2 = data["judges"]["g2"]
+    g2_cost = (round(sum(t * 4.0 for t in g2_low) / 1e6, 6),
+               round(sum((t + 100) * 4.0 + 20 * 6.0 for t in g2_low) / 1e6, 6))
+    assert (g2["cost_usd"]["low"], g2["cost_usd"]["high"]) == g2_cost
+    arm_high = sum(tokens(q) * 1.0 + 100 * 2.0 for q in QUESTIONS) / 1e6
+    arm_low = sum(tokens(q) * 1.0 for q in QUESTIONS) / 1e6
+    assert data["arms"]["a"]["cost_usd"] == {"low": round(arm_low, 6), "high": round(arm_high, 6)}
+    judges_low = sum(t * 3.0 for t in g1_low) / 1e6 + sum(t * 4.0 for t in g2_low) / 1e6
+    judges_high = (sum((t + 100) * 3.0 + 50.0 for t in g1_low)
+                   + sum((t + 100) * 4.0 + 120.0 for t in g2_low)) / 1e6
+    assert data["split"] == {
+        "arms": {"calls_max": 3, "cost_usd": {"low": round(arm_low, 6),
+                                              "high": round(arm_high, 6)}},
+        "judges": {"calls": 6, "cost_usd": {"low": round(judges_low, 6),
+                                            "high": round(judges_high, 6)}},
+    }
+    assert data["calls_max"] == 3 + 6 and data["items"] == 3
+    assert data["cost_usd"] == {"low": round(arm_low + judges_low, 6),
+                                "high": round(arm_high + judges_high, 6)}
+    assert data["benchmarks"]["demo"]["split"] == data["split"]
+
+
+def test_the_text_has_a_line_per_judge_and_arms_against_judges(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path)
+    data = estimate(path, capsys)
+    text = estimate(path, capsys, "text")
+    g1 = data["judges"]["g1"]
+    low, high = g1["prompt_tokens"]["low"], g1["prompt_tokens"]["high"]
+    line = next(x for x in text.splitlines() if x.startswith("g1 "))
+    assert line.split() == ["g1", "3", "3", f"{low}-{high}", f"${g1['cost_usd']['low']:.6f}",
+                            f"${g1['cost_usd']['high']:.6f}"]
+    split = data["split"]
+    arms, judges = split["arms"]["cost_usd"], split["judges"]["cost_usd"]
+    assert (f"arms: at most 3 calls, cost ${arms['low']:.6f} to ${arms['high']:.6f}; "
+            f"judges: 6 calls, cost ${judges['low']:.6f} to ${judges['high']:.6f}") in text
+    assert "total: 3 items, at most 9 calls" in text
+
+
+def test_a_judge_without_prices_is_unknown_not_free(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    data = estimate(write(tmp_path, g2_price=""), capsys)
+    assert data["judges"]["g2"]["cost_usd"] == {"low": None, "high": None}
+    assert not data["judges"]["g2"]["priced"] and data["judges"]["g1"]["priced"]
+    assert data["split"]["judges"]["cost_usd"] == {"low": None, "high": None}
+    assert data["cost_usd"] == {"low": None, "high": None}
+    assert data["split"]["arms"]["cost_usd"]["high"] is not None  # the arms' stay known
+    text = estimate(write(tmp_path, g2_price=""), capsys, "text")
+    assert "judges: 6 calls, cost unknown" in text
+
+
+def test_a_spec_without_judges_has_no_judge_lines(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "plain.yaml"
+    path.write_text("benchmark: plain\ndataset:\n  loader: inline\n  items:\n"
+                    "    - {id: q1, input: x, target: x}\nscorer: exact\narms:\n"
+                    "  a: {provider: sim, accuracy: 1.0}\n")
+    data = estimate(path, capsys)
+    assert data["judges"] == {} and data["split"]["judges"]["calls"] == 0
+    text = estimate(path, capsys, "text")
+    assert "judge" not in text.split("prompt tokens estimated")[0]
