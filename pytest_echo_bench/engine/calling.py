@@ -56,8 +56,9 @@ class CallPath:
         makes; a judge's is priced as the judge it is."""
         if self.budget is None or provider_info(runtime.conf.provider).composite:
             return contextlib.nullcontext(_no_budget)
+        sent = request.prompt if not request.system else f"{request.system}\n\n{request.prompt}"
         judge = runtime.conf if runtime.role == JUDGE else None
-        return self.budget.call(runtime.spec, runtime.name, request.prompt, judge)
+        return self.budget.call(runtime.spec, runtime.name, sent, judge)
 
     def _attempt(self, runtime: ArmRuntime, request: Request) -> Attempted:
         """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""

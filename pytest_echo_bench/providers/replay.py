@@ -303,4 +303,5 @@ def build(
     return ResultsRecording(path.resolve(), source)
 
 
-PROVIDER = ProviderInfo(build, no_prompt="answers from its recording")
+# ``system``: a judge's system text is not part of what a recording is found by.
+PROVIDER = ProviderInfo(build, no_prompt="answers from its recording", system=True)
