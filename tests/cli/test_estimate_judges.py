@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.scoring.registry import scorer
 from pytest_echo_bench.scoring.verdict import Verdict
@@ -27,10 +28,10 @@ scorer:
   name: graded-estimate
   judge: [g1, g2]
   template: "{template}"
-  judges:
-    g1: {{provider: openai, model: j1, base_url: 'http://127.0.0.1:9/v1', max_tokens: 10}}
-    g2: {{provider: openai, model: j2, base_url: 'http://127.0.0.1:9/v1', max_tokens: 20,
-          system: "Be strict."}}
+judges:
+  g1: {{provider: openai, model: j1, base_url: 'http://127.0.0.1:9/v1', max_tokens: 10}}
+  g2: {{provider: openai, model: j2, base_url: 'http://127.0.0.1:9/v1', max_tokens: 20,
+        system: "Be strict."}}
 arms:
   a: {{provider: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_tokens: 100}}
 pricing:
@@ -109,12 +110,13 @@ def test_the_text_has_a_line_per_judge_and_arms_against_judges(
     g1 = data["judges"]["g1"]
     low, high = g1["prompt_tokens"]["low"], g1["prompt_tokens"]["high"]
     line = next(x for x in text.splitlines() if x.startswith("g1 "))
-    assert line.split() == ["g1", "3", "3", f"{low}-{high}", f"${g1['cost_usd']['low']:.6f}",
-                            f"${g1['cost_usd']['high']:.6f}"]
+    cost = g1["cost_usd"]
+    assert line.split() == ["g1", "3", "3", f"{low}-{high}", f"${usd(cost['low'])}",
+                            f"${usd(cost['high'])}"]
     split = data["split"]
     arms, judges = split["arms"]["cost_usd"], split["judges"]["cost_usd"]
-    assert (f"arms: at most 3 calls, cost ${arms['low']:.6f} to ${arms['high']:.6f}; "
-            f"judges: 6 calls, cost ${judges['low']:.6f} to ${judges['high']:.6f}") in text
+    assert (f"arms: at most 3 calls, cost ${usd(arms['low'])} to ${usd(arms['high'])}; "
+            f"judges: 6 calls, cost ${usd(judges['low'])} to ${usd(judges['high'])}") in text
     assert "total: 3 items, at most 9 calls" in text
 
 
