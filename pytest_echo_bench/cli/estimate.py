@@ -143,19 +143,32 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
             )
 
 
-class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
-              gc=False):  # type: ignore[misc]
-    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds."""
+class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", "judgments",
+                   loose=True), gc=False):  # type: ignore[misc]
+    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds, and
+    its judges' replies' tokens."""
 
 
 def _note_row(seen: Seen, row: SeenRow) -> None:
     usage, wall = row.usage, row.wall_seconds
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if type(tokens) is int and tokens >= 0 and row.sub_calls in (0, 1):  # the tokens of one call
+    tokens = _completion(usage)
+    if tokens is not None and row.sub_calls in (0, 1):  # the tokens of one call
         seen.add_completion(row.arm, tokens)
+    for judgment in row.judgments if isinstance(row.judgments, list) else ():
+        # a judge's name is never an arm's: its replies' lengths are kept beside the arms'
+        judge = judgment.get("judge") if isinstance(judgment, dict) else None
+        tokens = _completion(judgment.get("usage")) if isinstance(judge, str) else None
+        if tokens is not None:
+            seen.add_completion(str(judge), tokens)
     # A cached row's seconds are not a call's.
     if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:
         seen.add_seconds(row.arm, float(wall))
+
+
+def _completion(usage: object) -> int | None:
+    """The completion tokens a call's usage reports, when it is a count."""
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if type(tokens) is int and tokens >= 0 else None
 
 
 def cache_check(

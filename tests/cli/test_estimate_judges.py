@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import results_files
 
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.main import main
-from pytest_echo_bench.scoring.registry import scorer
-from pytest_echo_bench.scoring.verdict import Verdict
 
 QUESTIONS = ["What is 2+2?", "What is 3+3? Say it.", "Twice three?"]
 TEMPLATE = "Q: {question}\\nA: {answer}\\nGrade it 1-10."
@@ -25,8 +24,9 @@ dataset:
     - {{id: q2, input: "What is 3+3? Say it.", target: "6"}}
     - {{id: q3, input: "Twice three?", target: "6"}}
 scorer:
-  name: graded-estimate
+  name: model_graded
   judge: [g1, g2]
+  grade: {{labels: {{correct: pass, incorrect: fail}}}}
   template: "{template}"
 judges:
   g1: {{provider: openai, model: j1, base_url: 'http://127.0.0.1:9/v1', max_tokens: 10}}
@@ -39,12 +39,6 @@ pricing:
   g1: {{input: 3.0, output: 5.0}}
 {g2_price}"""
 G2_PRICE = "  g2: {input: 4.0, output: 6.0}\n"
-
-
-@scorer("graded-estimate", judges=True)
-def graded(output: str, example: object, options: dict[str, Any], *, judges: object) -> Verdict:
-    """A user's judged scorer, registered in this process as a conftest registers one."""
-    return Verdict("correct", output, "passed")
 
 
 def write(tmp_path: Path, g2_price: str = G2_PRICE) -> Path:
@@ -142,3 +136,26 @@ def test_a_spec_without_judges_has_no_judge_lines(tmp_path: Path,
     assert data["judges"] == {} and data["split"]["judges"]["calls"] == 0
     text = estimate(path, capsys, "text")
     assert "judge" not in text.split("prompt tokens estimated")[0]
+
+
+def test_low_takes_the_answers_and_judge_replies_seen_in_earlier_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier run's rows: the arm answered in 40 tokens, g1 replied in 6 and g2 in 8 (a
+    judgment without usage, a malformed one and one of no judge teach nothing)."""
+    judgments = [{"judge": "g1", "usage": {"prompt_tokens": 30, "completion_tokens": 6}},
+                 {"judge": "g2", "usage": {"completion_tokens": 8}}, {"judge": "g2"},
+                 {"judge": 3, "usage": {"completion_tokens": 999}}, "not a judgment"]
+    earlier = results_files.write(tmp_path / "earlier.jsonl", [
+        results_files.row("q1", "a", usage={"completion_tokens": 40}, judgments=judgments),
+        results_files.row("q2", "a", usage={"completion_tokens": 40}, judgments="nonsense"),
+    ], meta=results_files.meta(arms=("a",)))
+    capsys.readouterr()
+    assert main(["estimate", str(write(tmp_path)), "--format", "json", "--cache", "off",
+                 "--results", str(earlier)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    g1_text = [tokens(judge_text(q)) for q in QUESTIONS]
+    g1, g2 = data["judges"]["g1"], data["judges"]["g2"]
+    assert g1["prompt_tokens"]["low"] == sum(g1_text) + 3 * 40
+    assert g1["completion_tokens"]["low"] == 3 * 6 and g2["completion_tokens"]["low"] == 3 * 8
+    low = sum((t + 40) * 3.0 + 6 * 5.0 for t in g1_text) / 1e6
+    assert g1["cost_usd"]["low"] == round(low, 6)
