@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pytest_echo_bench.budget.estimate import Seen, prompt_tokens
+from pytest_echo_bench.budget.estimate import CHARS_PER_TOKEN, Seen, prompt_tokens
 from pytest_echo_bench.budget.judged import Panel, shape
 from pytest_echo_bench.budget.worst import answer_cap, completion_cap
 from pytest_echo_bench.datasets.example import Example
@@ -58,7 +58,8 @@ def _add_item(spec: Spec, plan: Panel, est: JudgeEstimate, example: Example, arm
     """One item's ``calls`` calls of judge ``est.judge`` for ``arm``'s answer."""
     made = shape(plan, example, arm)
     system = plan.judges[est.judge].options.get("system")
-    fixed = (prompt_tokens(made.text) + prompt_tokens(plan.system or "")
+    fixed = (prompt_tokens(made.text) + -(-made.pad // CHARS_PER_TOKEN)
+             + prompt_tokens(plan.system or "")
              + prompt_tokens(system if isinstance(system, str) else ""))
     low = fixed + sum(round(seen.mean_completion(a) or 0.0) for a in made.answers)
     caps = [answer_cap(spec, a) for a in made.answers]

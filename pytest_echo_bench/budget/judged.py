@@ -15,6 +15,7 @@ scorer's own) is taken at ``TEMPLATE_BYTES`` of text of its own plus every field
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 TEMPLATE_BYTES = 4096
 PAIRWISE = "pairwise"  # the scorer that asks each judge in both orders
 ANSWER = "answer"  # the template field that holds the answer under judgement
-TEXT_LIMIT = 1_000_000  # a template file read for its length: more is no template (the scorer's)
+TEXT_LIMIT = 1_000_000  # characters of a template file read, as ``model_graded`` reads it
+WIDTH = re.compile(r"\d{1,12}")  # a format spec's numbers (a width pads its field that far)
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,10 @@ def _template(spec: Spec, options: Mapping[str, Any]) -> str | None:
         return None
     path = Path(name) if Path(name).is_absolute() else spec.path.parent / name
     try:
-        with path.open("rb") as handle:
-            data = handle.read(TEXT_LIMIT + 1)
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return handle.read(TEXT_LIMIT)
     except OSError:
         return None
-    return data.decode("utf-8", "replace") if len(data) <= TEXT_LIMIT else None
 
 
 def fields(example: Example) -> dict[str, str]:
@@ -106,10 +107,13 @@ def fields(example: Example) -> dict[str, str]:
 @dataclass(frozen=True)
 class Shape:
     """One judge prompt for an item, in parts: ``text`` (the template's own and the fields it
-    names, as one text: its length is what counts) and the ``answers`` it quotes (arm names)."""
+    names, as one text: its length is what counts), ``pad`` characters more (the padding format
+    specs may add, or the allowance of a template the spec does not give) and the ``answers`` it
+    quotes (arm names)."""
 
     text: str
     answers: tuple[str, ...]
+    pad: int = 0
 
 
 def shape(plan: Panel, example: Example, arm: str) -> Shape:
@@ -118,23 +122,25 @@ def shape(plan: Panel, example: Example, arm: str) -> Shape:
     quoted = (arm,) if plan.against is None else (arm, plan.against)
     parts = _parsed(plan.template)
     if parts is None:  # the scorer's own template: its allowance and every field once
-        return Shape(" " * TEMPLATE_BYTES + "".join(known.values()), quoted)
+        return Shape("".join(known.values()), quoted, TEMPLATE_BYTES)
     text: list[str] = []
     answers: list[str] = []
-    for literal, field in parts:
+    padded = 0
+    for literal, field, pad in parts:
         text.append(literal)
         if field is None:
             continue
+        padded += pad  # a width in its format spec pads the field up to that far
         if field in known and field != ANSWER:
             text.append(known[field])
         else:  # the answer, or a field only the scorer fills (pairwise's two answers)
             answers.append(quoted[len(answers) % len(quoted)])
-    return Shape("".join(text), tuple(answers))
+    return Shape("".join(text), tuple(answers), padded)
 
 
-def _parsed(template: str | None) -> list[tuple[str, str | None]] | None:
-    """``template`` as (literal text, field name or None) pairs; None: no template, or one
-    ``str.format`` cannot read (taken as the scorer's own)."""
+def _parsed(template: str | None) -> list[tuple[str, str | None, int]] | None:
+    """``template`` as (literal text, field name or None, the widest its format spec pads it)
+    triples; None: no template, or one ``str.format`` cannot read (taken as the scorer's own)."""
     if template is None:
         return None
     try:
@@ -142,8 +148,9 @@ def _parsed(template: str | None) -> list[tuple[str, str | None]] | None:
     except ValueError:
         return None
     # "{question.x}" or "{question[0]}" names the field "question"
-    return [(literal, None if name is None else name.split(".")[0].split("[")[0])
-            for literal, name, _, _ in parsed]
+    return [(literal, None if name is None else name.split(".")[0].split("[")[0],
+             max(map(int, WIDTH.findall(spec or "")), default=0))
+            for literal, name, spec, _ in parsed]
 
 
 def prompt_bound(spec: Spec, plan: Panel, name: str, example: Example, arm: str) -> int:
@@ -155,7 +162,7 @@ def prompt_bound(spec: Spec, plan: Panel, name: str, example: Example, arm: str)
     quoted = sum(QUOTED_FACTOR * (answer_cap(spec, a) or 0) + MESSAGE_TOKENS for a in made.answers)
     system = (len(plan.system.encode("utf-8", "surrogatepass")) + MESSAGE_TOKENS
               if plan.system else 0)
-    return input_tokens(conf, made.text) + quoted + system
+    return input_tokens(conf, made.text) + made.pad + quoted + system
 
 
 def unbounded(spec: Spec, name: str, conf: ArmSpec) -> str | None:

@@ -128,6 +128,7 @@ def test_no_judge_costs_nothing(tmp_path: Path) -> None:
 SAFE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 PIECES = st.sampled_from(["{question}", "{answer}", "{reference}", "{target}", "{answer_b}",
                           "{question[0]}", "{x.y}", "{0}", "{}", "{", "}", "{{", "}}",
+                          "{question:>30}", "{answer:^7.3}", "{target:x>99999999999999}",
                           "\u00e9", "\U0001f600", "Score: "])
 
 
@@ -154,8 +155,10 @@ def test_any_template_bounds_the_prompt_it_renders(tmp_path_factory: pytest.Temp
     fitted = answer.encode()[:QUOTED_FACTOR * 50].decode(errors="ignore")
     values = {"question": question, "reference": reference, "target": "t", "answer": fitted}
     try:
-        names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
-        rendered = template.format(**values) if names <= set(values) else None
+        parsed = list(string.Formatter().parse(template))
+        names = {n for _, n, _, _ in parsed if n is not None}
+        huge = any(len(spec or "") > 6 for _, _, spec, _ in parsed)  # not rendered: gigabytes
+        rendered = template.format(**values) if names <= set(values) and not huge else None
     except (ValueError, IndexError, KeyError, AttributeError, TypeError):
         rendered = None
     if rendered is not None:
@@ -174,3 +177,15 @@ def test_what_a_budget_must_still_hold_counts_the_judges(tmp_path: Path) -> None
     assert worst_case_usd(spec, items, judges=plan) == pytest.approx(total)
     unpriced = dataclasses.replace(spec, pricing={"a": (1.0, 1.0), "b": (1.0, 1.0)})
     assert worst_case_usd(unpriced, items, judges=plan) is None
+
+
+def test_a_fields_width_pads_the_prompt_and_is_held(tmp_path: Path) -> None:
+    """Found by the test above: ``{question:>30}`` renders 30 characters for an empty question."""
+    spec = judged_spec(tmp_path, options='  judge: g1\n  template: "{question:>30}{answer}"\n')
+    plan = panel(spec, declared(spec))
+    assert plan is not None
+    empty = Example("q", "", "t")
+    answer = QUOTED_FACTOR * 50 + MESSAGE_TOKENS
+    bound = prompt_bound(spec, plan, "g1", empty, "a")
+    assert bound == 30 + MESSAGE_TOKENS + REPLY_TOKENS + answer
+    assert input_tokens(plan.judges["g1"], "{:>30}".format("") + "a" * 100) <= bound
