@@ -162,7 +162,8 @@ def prompt_bound(spec: Spec, plan: Panel, name: str, example: Example, arm: str)
     quoted = sum(QUOTED_FACTOR * (answer_cap(spec, a) or 0) + MESSAGE_TOKENS for a in made.answers)
     system = (len(plan.system.encode("utf-8", "surrogatepass")) + MESSAGE_TOKENS
               if plan.system else 0)
-    return input_tokens(conf, made.text) + made.pad + quoted + system
+    # A prompt of no text of its own (all fields) is still a message: a byte stands for it.
+    return input_tokens(conf, made.text or " ") + made.pad + quoted + system
 
 
 def unbounded(spec: Spec, name: str, conf: ArmSpec) -> str | None:

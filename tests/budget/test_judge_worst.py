@@ -187,5 +187,5 @@ def test_a_fields_width_pads_the_prompt_and_is_held(tmp_path: Path) -> None:
     empty = Example("q", "", "t")
     answer = QUOTED_FACTOR * 50 + MESSAGE_TOKENS
     bound = prompt_bound(spec, plan, "g1", empty, "a")
-    assert bound == 30 + MESSAGE_TOKENS + REPLY_TOKENS + answer
+    assert bound == 1 + 30 + MESSAGE_TOKENS + REPLY_TOKENS + answer  # a byte for its message
     assert input_tokens(plan.judges["g1"], "{:>30}".format("") + "a" * 100) <= bound
