@@ -8,9 +8,10 @@ that fits (``budget.hold``), else its call is refused as any call that does not 
 
 A judge's prompt is its template with the item's fields and the answer under judgement put in: the
 template's own text and each field it names count at their UTF-8 bytes (a byte a token, as
-``budget.worst`` bounds every prompt); an answer at ``QUOTED_FACTOR`` judge tokens per token of the
-answering arm's cap. A scorer whose template the spec does not give (a built-in's, or a custom
-scorer's own) is taken at ``TEMPLATE_BYTES`` of text of its own plus every field of the item once.
+``budget.worst`` bounds every prompt), a field's width in its format spec at that many more; an
+answer at ``QUOTED_FACTOR`` judge tokens per token of the answering arm's cap. A scorer whose
+template the spec does not give (a built-in's, or a custom scorer's own) is taken at
+``TEMPLATE_BYTES`` of text of its own plus every field of the item once.
 """
 
 from __future__ import annotations

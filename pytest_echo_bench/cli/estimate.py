@@ -246,11 +246,9 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
         ests, judged = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
-        for est in ests:
-            arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
-        for judge in judged:
-            label = f"{spec.benchmark}/{judge.judge}" if several else judge.judge
-            judges[label] = judge_json(judge)
+        prefix = f"{spec.benchmark}/" if several else ""
+        arms.update((prefix + est.arm, arm_json(est)) for est in ests)
+        judges.update((prefix + judge.judge, judge_json(judge)) for judge in judged)
         benchmarks[spec.benchmark] = {
             **totals(ests, judged),
             "seconds": finite(wall),
