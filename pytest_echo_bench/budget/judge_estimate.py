@@ -6,14 +6,14 @@ time the scorer names it, twice for ``pairwise``). A judge's prompt is its templ
 item's fields (estimated as ``budget.estimate`` estimates every prompt, ``ceil(characters / 4)``)
 and the answer under judgement: ``low`` with answers and the judge's replies as long as seen (the
 earlier results files' rows; none seen: 0), ``high`` with the answer as long as its arm's
-``max_tokens`` and the judge's reply as long as the judge's. A judge call's prompt holds an answer
-known only once the arm has answered, so the response cache is not asked for it: every judge call
-counts as sent.
+``max_tokens`` and the judge's reply as long as the judge's. A judge call the response cache
+answers (``cached``: its prompt rendered from an answer the cache holds) is not sent and costs
+nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_echo_bench.budget.estimate import CHARS_PER_TOKEN, Seen, prompt_tokens
@@ -29,7 +29,8 @@ class JudgeEstimate:
 
     judge: str
     items: int = 0  # the items it judges (each item of each arm)
-    calls: int = 0
+    calls: int = 0  # calls sent
+    cached: int = 0  # calls the response cache answers: never sent
     prompt_low: int = 0
     prompt_high: int | None = 0
     completion_low: float = 0.0
@@ -39,16 +40,26 @@ class JudgeEstimate:
     priced: bool = True
 
 
-def estimate_judges(spec: Spec, plan: Panel | None, items: Iterable[tuple[Example, str]],
-                    seen: Seen | None = None) -> list[JudgeEstimate]:
-    """Each judge ``plan``'s scorer asks: its calls and their cost over ``items`` ((example,
-    arm) pairs: an item of each arm, each epoch its own)."""
+# whether the response cache answers judge ``name``'s call on the answer of an item of ``arm``
+JudgeCache = Callable[[str, Example, str, int], bool]
+
+
+def estimate_judges(spec: Spec, plan: Panel | None, items: Iterable[tuple[Example, str, int]],
+                    seen: Seen | None = None,
+                    cache_of: JudgeCache | None = None) -> list[JudgeEstimate]:
+    """Each judge ``plan``'s scorer asks: its calls and their cost over ``items`` ((example, arm,
+    epoch): an item of each arm); ``cache_of(judge, example, arm, epoch)`` says whether the
+    response cache answers a judge's call (None: no cache)."""
     if plan is None:
         return []
     seen = seen or Seen()
     out = {name: JudgeEstimate(name, priced=name in spec.pricing) for name in plan.calls}
-    for example, arm in items:
+    for example, arm, epoch in items:
         for name, calls in plan.calls.items():
+            if cache_of is not None and cache_of(name, example, arm, epoch):
+                out[name].items += 1
+                out[name].cached += calls
+                continue
             _add_item(spec, plan, out[name], example, arm, calls, seen)
     return list(out.values())
 

@@ -23,19 +23,17 @@ from pytest_echo_bench.budget.estimate import (
     own_prompts,
     wall_seconds,
 )
-from pytest_echo_bench.budget.judge_estimate import JudgeEstimate, estimate_judges
-from pytest_echo_bench.budget.judged import panel
+from pytest_echo_bench.budget.judge_estimate import JudgeEstimate
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.args import Command, input_file, say, whole
+from pytest_echo_bench.cli.estimate_judges import judge_json, judge_lines, spec_judges
 from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, prompter
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.engine.check import check_spec
-from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.providers import provider_info
-from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.shards.env import resolve_shard
 from pytest_echo_bench.shards.partition import shard_of
 from pytest_echo_bench.spec.load import Spec
@@ -274,8 +272,7 @@ def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: 
     check = cache_check(spec, items, opts.cache, seen, prompters)
     ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
                          prompters) for arm in spec.arms]
-    plan = panel(spec, declared(spec)) if takes_judges(spec.scorer) else None
-    return ests, estimate_judges(spec, plan, [(ex, arm) for ex, arm, _ in items], seen)
+    return ests, spec_judges(spec, items, opts.cache, seen, prompters)
 
 
 Costs = tuple["float | None", "float | None"]  # USD (low, high), None: unknown
@@ -309,21 +306,6 @@ def _sums(costs: Iterable[Costs]) -> Costs:
 
 def _usd_range(costs: Costs) -> dict[str, float | None]:
     return {"low": finite(costs[0]), "high": finite(costs[1])}
-
-
-def judge_json(est: JudgeEstimate) -> dict[str, Any]:
-    unknown = est.calls and not est.priced
-    return {
-        "items": est.items,
-        "calls": est.calls,
-        "prompt_tokens": {"low": est.prompt_low, "high": est.prompt_high},
-        "completion_tokens": {"low": round(est.completion_low), "high": est.completion_high},
-        "cost_usd": {
-            "low": None if unknown else finite(est.cost_low),
-            "high": None if unknown else finite(est.cost_high),
-        },
-        "priced": est.priced,
-    }
 
 
 def arm_json(est: ArmEstimate) -> dict[str, Any]:
@@ -365,7 +347,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
                      f"{_num(arm['seconds_per_item']):>8}")
-    lines += judge_lines(data.get("judges", {}))
+    lines += judge_lines(data.get("judges", {}), _usd)
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
     most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
@@ -386,22 +368,6 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         "high: every reply at max_tokens and every routing arm escalating; unknown: an arm without "
         "prices or without max_tokens; ?: a Python arm (its code decides which arms it calls)"
     )
-    return lines
-
-
-def judge_lines(judges: Mapping[str, Any]) -> list[str]:
-    """One line per judge: the items it judges, its calls, prompt tokens and cost."""
-    if not judges:
-        return []
-    lines = [f"{'judge':<24} {'items':>7} {'calls':>13} {'prompt tok':>11} {'cost low':>10} "
-             f"{'cost high':>10}"]
-    for label, judge in judges.items():
-        tokens = judge["prompt_tokens"]
-        most = "?" if tokens["high"] is None else tokens["high"]
-        prompt = f"{tokens['low']}-{most}"
-        lines.append(f"{label:<24} {judge['items']:>7} {judge['calls']:>13} "
-                     f"{prompt:>11} {_usd(judge['cost_usd']['low']):>10} "
-                     f"{_usd(judge['cost_usd']['high']):>10}")
     return lines
 
 

@@ -3,6 +3,8 @@ from the arms', checked against sums written out here, in every format."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from pathlib import Path
@@ -10,7 +12,9 @@ from typing import Any
 
 import pytest
 import results_files
+from openai_server import FakeOpenAI
 
+from conftest import Sweep
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.main import main
 
@@ -105,7 +109,7 @@ def test_the_text_has_a_line_per_judge_and_arms_against_judges(
     low, high = g1["prompt_tokens"]["low"], g1["prompt_tokens"]["high"]
     line = next(x for x in text.splitlines() if x.startswith("g1 "))
     cost = g1["cost_usd"]
-    assert line.split() == ["g1", "3", "3", f"{low}-{high}", f"${usd(cost['low'])}",
+    assert line.split() == ["g1", "3", "3", "0", f"{low}-{high}", f"${usd(cost['low'])}",
                             f"${usd(cost['high'])}"]
     split = data["split"]
     arms, judges = split["arms"]["cost_usd"], split["judges"]["cost_usd"]
@@ -159,3 +163,38 @@ def test_low_takes_the_answers_and_judge_replies_seen_in_earlier_results(
     assert g1["completion_tokens"]["low"] == 3 * 6 and g2["completion_tokens"]["low"] == 3 * 8
     low = sum((t + 40) * 3.0 + 6 * 5.0 for t in g1_text) / 1e6
     assert g1["cost_usd"]["low"] == round(low, 6)
+
+
+def test_judge_calls_the_cache_answers_after_a_real_sweep_are_not_sent(
+        pytester: pytest.Pytester, sweep: Sweep, api_key: None) -> None:
+    """A model_graded sweep against two loopback servers fills the response cache; the estimate
+    then finds every arm's answer and every judge's grade of it there, keyed as the run keys them
+    (the system text apart): nothing would be sent, nothing costs."""
+    with FakeOpenAI(answer=lambda prompt: "4") as arms, \
+            FakeOpenAI(answer=lambda prompt: "Verdict: correct") as judge:
+        served = "base_url: '{}', api_key_env: TEST_OPENAI_KEY"
+        spec = SPEC.format(template=TEMPLATE, g2_price=G2_PRICE).replace(
+            "base_url: 'http://127.0.0.1:9/v1'", "SERVED")
+        spec = spec.replace("  judge: [g1, g2]\n", "  judge: [g1, g2]\n  system: Be fair.\n")
+        spec = spec.replace("model: m, SERVED", "model: m, " + served.format(arms.base_url))
+        spec = spec.replace("SERVED", served.format(judge.base_url))
+        path = pytester.path / "demo.yaml"
+        path.write_text(spec)
+        result, _, rows = sweep.run()
+        assert result.ret == 0 and len(rows) == 3, result.stdout.str()
+        assert all(r["passed"] for r in rows), [r["detail"] for r in rows]
+        assert len(judge.requests) == 6
+        assert {r["body"]["messages"][0]["content"] for r in judge.requests} == {"Be fair."}
+    cache = pytester.path / "bench_results" / "cache" / "cache.sqlite"
+    assert cache.is_file()
+    capsys_out = io.StringIO()
+    with contextlib.redirect_stdout(capsys_out):
+        assert main(["estimate", str(path), "--format", "json", "--cache", str(cache)]) == 0
+    data = json.loads(capsys_out.getvalue())
+    assert data["arms"]["a"]["cached_calls"] == 3 and data["arms"]["a"]["calls_max"] == 0
+    for name in ("g1", "g2"):
+        judged = data["judges"][name]
+        assert (judged["calls"], judged["cached_calls"], judged["items"]) == (0, 3, 3)
+        assert judged["cost_usd"] == {"low": 0.0, "high": 0.0}
+    assert data["split"]["judges"] == {"calls": 0, "cost_usd": {"low": 0.0, "high": 0.0}}
+    assert data["calls_max"] == 0
