@@ -264,8 +264,7 @@ class JudgingPass:
         data = dict(stored.data)
         if verdict is not None:
             data = regraded(data, stored.row, verdict, stored.example)
-            for name in ("score", "judgments", "judge_cost_usd"):  # the old verdict's, if any
-                data.pop(name, None)
+            data.pop("judge_cost_usd", None)  # the row's judges are this pass's: so is the cost
             data.update(judge_fields(verdict))
         try:
             writer.append(encode_line(data))
