@@ -54,7 +54,12 @@ def default_output(source: Path) -> Path:
 
 def handle(args: argparse.Namespace) -> int:
     from pytest_echo_bench.results.judge import JudgeOptions, JudgingPass, concurrency
-    from pytest_echo_bench.results.judge_source import JudgeError, load_judge_specs, read_sources
+    from pytest_echo_bench.results.judge_source import (
+        JudgeError,
+        load_judge_specs,
+        read_sources,
+        refuse_unpriced,
+    )
     from pytest_echo_bench.store.files import default_cache
 
     output: Path = args.output or default_output(args.files[0])
@@ -62,6 +67,8 @@ def handle(args: argparse.Namespace) -> int:
         raise JudgeError(f"{output} is a source file: a judging pass writes a file of its own; "
                          "give another -o")
     specs = load_judge_specs(args.spec)
+    if args.budget_usd is not None:
+        refuse_unpriced(specs)
     sources = read_sources(args.files, specs)  # it refuses before anything is written
     for note in sources.notes:
         say(note)

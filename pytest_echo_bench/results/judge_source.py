@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.budget import judged
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.registry import load_examples
 from pytest_echo_bench.engine.check import check_spec
+from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.results.merge import describe_epochs, merged_meta
 from pytest_echo_bench.results.regrade import (
@@ -90,6 +92,20 @@ def load_judge_specs(paths: Sequence[Path]) -> dict[str, Loaded]:
                              f"{specs[spec.benchmark][0].path}); pass one spec per benchmark")
         specs[spec.benchmark] = (spec, examples)
     return specs
+
+
+def refuse_unpriced(specs: dict[str, Loaded]) -> None:
+    """Under a budget every judge a scorer asks needs a worst case, before anything is sent (as a
+    sweep's ``--bench-budget-usd`` refuses it): a JudgeError naming the judge and what it lacks."""
+    for spec, _ in specs.values():
+        plan = None if spec.budget_unpriced else judged.panel(spec, declared(spec))
+        for name in plan.calls if plan is not None else ():
+            why = judged.unbounded(spec, name, plan.judges[name])
+            if why:
+                raise JudgeError(
+                    f"{spec.path}: judge {name!r} has no worst case, so --budget-usd cannot hold "
+                    f"its calls before they are sent: {why}; or set budget_unpriced: allow in the "
+                    "spec (its calls are then sent unreserved, and only what they report counts)")
 
 
 def read_sources(paths: Sequence[Path], specs: dict[str, Loaded]) -> Sources:

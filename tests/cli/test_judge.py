@@ -206,6 +206,18 @@ def test_the_budget_stops_the_pass_and_the_suggested_budget_judges_the_rest(
     assert len(judged(out)) == 8
 
 
+def test_a_judge_without_prices_is_refused_under_a_budget_before_any_call(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = deferred(pytester, sweep, arms, judge)
+    argv = ["judge", str(sweep.out), "--spec", str(spec), "--budget-usd", "1"]
+    assert main(argv) == 2
+    assert "judge 'grader' has no worst case" in capsys.readouterr().err and not judge.requests
+    assert not (pytester.path / "results.judged.jsonl").exists()
+    spec.write_text(spec.read_text().rstrip() + "\nbudget_unpriced: allow\n")
+    assert main(argv) == 0 and len(judged(pytester.path / "results.judged.jsonl")) == 8
+
+
 def test_a_pass_killed_mid_way_and_run_again_judges_every_key_once_as_an_unbroken_pass(
         pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI) -> None:
     spec = deferred(pytester, sweep, arms, judge, n=10)
