@@ -27,13 +27,7 @@ from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.engine.grading import Grading, judge_fields
 from pytest_echo_bench.engine.judging import ItemJudges
 from pytest_echo_bench.engine.limiter import Limits
-from pytest_echo_bench.engine.outcome import (
-    ABORTED,
-    UNAVAILABLE,
-    Job,
-    Outcome,
-    utcnow,
-)
+from pytest_echo_bench.engine.outcome import ABORTED, UNAVAILABLE, Job, Outcome, utcnow
 from pytest_echo_bench.engine.runner import Runner
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import BudgetError, StoreError
