@@ -90,3 +90,18 @@ def test_a_value_other_than_now_or_later_is_refused_naming_where_it_came_from(
     result, _, _ = sweep.run(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert said in result.stderr.str()
+
+
+def test_the_resume_command_of_a_deferred_sweep_keeps_judging_deferred(
+        pytester: pytest.Pytester, sweep: Sweep, judge: FakeOpenAI, api_key: None) -> None:
+    with FakeOpenAI(answer=lambda prompt: "4") as arms:
+        arm = (f"{{provider: openai, model: m, client: http, base_url: '{arms.base_url}', "
+               "api_key_env: TEST_OPENAI_KEY}")
+        text = JUDGED.format(items=inline_items(4), url=judge.base_url)
+        make_spec(pytester, text.replace("{provider: sim, accuracy: 1.0}", arm))
+        arms.quota_after = 2
+        result, _, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off",
+                                    "--bench-concurrency", "1")
+    assert result.ret == 2 and not judge.requests
+    command = result.stdout.str().split("resume with:")[1].split("\n", 2)[1]
+    assert command.strip().startswith("pytest --bench-resume") and "--bench-judge later" in command
