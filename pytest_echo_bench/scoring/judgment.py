@@ -79,9 +79,10 @@ def kept_reply(reply: str) -> str:
 
 
 def judge_cost(judgments: tuple[Judgment, ...] | list[Judgment]) -> float | None:
-    """What the judgments cost together, when any of them says: at list price, cached or not, as
-    an arm's calls are (a cost must not depend on what ran before)."""
-    known = [j.cost_usd for j in judgments if j.cost_usd is not None]
+    """What the judges' calls spent, when any of them says: a judgment the response cache
+    answered sent nothing (its own record keeps its list price), as a cached arm's row spends
+    nothing in the budget's and the report's count."""
+    known = [0.0 if j.cached else j.cost_usd for j in judgments if j.cost_usd is not None]
     return round(math.fsum(known), 10) if known else None
 
 
