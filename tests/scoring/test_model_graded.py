@@ -108,3 +108,122 @@ def test_a_rubric_grades_each_answer_and_the_row_keeps_what_the_judge_did(
         cost = (usage["prompt_tokens"] * PRICE_IN + usage["completion_tokens"] * PRICE_OUT) / 1e6
         assert j["cost_usd"] == pytest.approx(cost) and row["judge_cost_usd"] == pytest.approx(cost)
         assert "cost_usd" not in row or row["cost_usd"] in (None, 0)  # the sim arm's own: none
+
+
+def rated(good: str, bad: str) -> FakeOpenAI:
+    """A judge's server whose reply to the right answer is ``good`` and to any other ``bad``."""
+    return FakeOpenAI(answer=lambda prompt: good if "Answer: 4\n" in prompt else bad)
+
+
+@pytest.mark.parametrize("how, score, passed", [
+    ("mean", 7.5, True), ("median", 7.5, True), ("majority", 7.5, False)])
+def test_a_panel_of_two_aggregates_every_judges_grade(
+        pytester: pytest.Pytester, sweep: Sweep, how: str, score: float, passed: bool) -> None:
+    """Judge a gives the right answer 9 and judge b 6: their mean and median pass at 7, but only
+    one of two passes, which is no majority. Every judge's grade is kept in the row."""
+    with rated("[[9]]", "[[2]]") as a, rated("So so. [[6]]", "[[5]]") as b:
+        judges = {"a": judge(a.base_url, "judge-a"), "b": judge(b.base_url, "judge-b")}
+        make_spec(pytester, spec(judges, rubric("[a, b]", more=f"  aggregate: {how}\n")))
+        result, _, rows = sweep.run("--bench-cache", "off")
+        assert result.ret == 0, result.stdout.str()
+        assert len(a.requests) == len(b.requests) == 6
+    for (_, arm), row in by_key(rows).items():
+        assert [(j["judge"], j["model"]) for j in row["judgments"]] == [
+            ("a", "judge-a"), ("b", "judge-b")]
+        grades = [j["grade"] for j in row["judgments"]]
+        if arm == "good":
+            assert grades == [9, 6] and row["score"] == score and row["passed"] is passed
+        else:
+            assert grades == [2, 5] and row["score"] == 3.5 and row["passed"] is False
+        assert row["status"] == ("correct" if row["passed"] else "wrong")
+
+
+def test_a_panel_with_one_judge_giving_no_grade_leaves_the_item_unjudged(
+        pytester: pytest.Pytester, sweep: Sweep) -> None:
+    with rated("[[9]]", "[[2]]") as a, rated("I would rather not say.", "[[5]]") as b:
+        judges = {"a": judge(a.base_url, "judge-a"), "b": judge(b.base_url, "judge-b")}
+        make_spec(pytester, spec(judges, rubric("[a, b]")))
+        result, _, rows = sweep.run("--bench-cache", "off")
+    assert result.ret == 0, result.stdout.str()
+    for (_, arm), row in by_key(rows).items():
+        if arm == "bad":
+            assert row["status"] == "wrong" and row["score"] == 3.5
+            continue
+        assert row["status"] == "unjudged" and row["passed"] is False and "score" not in row
+        assert row["output"] == "4"  # the answer is kept, for the resume to grade again
+        a_said, b_said = row["judgments"]
+        assert a_said["grade"] == 9 and "grade" not in b_said
+        assert b_said["note"] == "the judge's reply holds no grade"
+        assert "b: the judge's reply holds no grade" in row["detail"]
+
+
+def test_verdict_words_grade_by_their_labels(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    labels = "{labels: {correct: pass, incorrect: fail, partial: 0.5}}"
+    with rated("The answer matches.\nGRADE: correct", "GRADE: Partial") as server:
+        make_spec(pytester, spec({"grader": judge(server.base_url)}, rubric(grade=labels)))
+        result, _, rows = sweep.run("--bench-cache", "off")
+    assert result.ret == 0, result.stdout.str()
+    for (_, arm), row in by_key(rows).items():
+        [j] = row["judgments"]
+        if arm == "good":
+            assert (row["score"], row["passed"], j["label"]) == (1.0, True, "correct")
+        else:
+            assert (row["score"], row["passed"], j["label"]) == (0.5, False, "Partial")
+
+
+def test_a_template_file_beside_the_spec_is_part_of_the_scorer(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
+    """The rubric's text is in the fingerprint: a changed file refuses a resume as a changed
+    scorer does; a judge moved to another endpoint does not (nothing is graded again)."""
+    (pytester.path / "rubrics").mkdir()
+    rubric_file = pytester.path / "rubrics" / "rate.txt"
+    rubric_file.write_text(TEMPLATE, encoding="utf-8")
+    scorer = f"  name: model_graded\n  judge: grader\n  template_file: rubrics/rate.txt\n" \
+             f"  grade: {GRADE}\n"
+    body = spec({"grader": judge(server.base_url)}, scorer)
+    make_spec(pytester, body)
+    elsewhere = pytester.mkdir("elsewhere")  # the run starts in another folder
+    sweep.out = pytester.path / "results.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(elsewhere)
+        result, _, rows = sweep.run(str(pytester.path / "demo.yaml"), "--rootdir",
+                                    str(pytester.path))
+    assert result.ret == 0, result.stdout.str()
+    assert [r["score"] for r in rows if r["arm"] == "good"] == [9.0] * 3
+    assert all(r["judgments"][0]["prompt"].startswith("JUDGE the answer.") for r in rows)
+
+    with FakeOpenAI(answer=rates) as moved:
+        make_spec(pytester, body.replace(server.base_url, moved.base_url))
+        result, _, again = sweep.run("--bench-resume", str(sweep.out))
+        assert result.ret == 0, result.stdout.str() + result.stderr.str()
+        assert moved.requests == [] and again == rows
+
+    rubric_file.write_text(TEMPLATE.replace("1 to 10", "one to ten"), encoding="utf-8")
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*was recorded with fingerprint*changed: the scorer.*"])
+
+
+@pytest.mark.parametrize("change, words", [
+    (("judge: grader", "judge: grder"),
+     "scorer judge 'grder' is not a declared judge; declared: grader"),
+    (("pass_at: 7}", "}"), "grade.pass_at must be a number on the scale [1, 10]"),
+    (("Answer: {answer}", "Answer: (none)"), "template has no {answer}"),
+    (("'\\[\\[(\\d+\\.?\\d*)\\]\\]'", "'[[(\\d+'"), "grade.pattern is not a regular expression"),
+    (("'\\[\\[(\\d+\\.?\\d*)\\]\\]'", "'\\d+'"), "grade.pattern must have exactly one group"),
+    (("judge: grader", "judge: [grader, grader]"), "judge names a judge twice"),
+], ids=["unknown-judge", "no-pass-at", "no-answer", "bad-regex", "no-group", "twice"])
+def test_a_scorer_option_that_cannot_work_is_named_with_file_and_line(
+        pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
+        change: tuple[str, str], words: str) -> None:
+    body = spec({"grader": judge(server.base_url)}, rubric())
+    assert change[0] in body
+    path = make_spec(pytester, body.replace(*change))
+    result, _, rows = sweep.run()
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0 and rows == [] and server.requests == []
+    lines = textwrap.dedent(body.replace(*change)).splitlines()
+    key = "  judge:" if "not a declared judge" in words else "scorer:"
+    line = 1 + next(i for i, text in enumerate(lines) if text.startswith(key))
+    assert f"{path}:{line}" in out and words in out, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
