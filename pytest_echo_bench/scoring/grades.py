@@ -160,7 +160,10 @@ def _quoted(text: str, match: re.Match[str], answer: str) -> bool:
     start, end = match.span()
     before = text[min(start, max(0, end - QUOTE_MIN)):end]
     after = text[start:max(end, start + QUOTE_MIN)]
-    return before in answer or after in answer
+    # A short match alone, cut off by the reply's edge, is no evidence of a quote: a reply that is
+    # only its grade ("4", judging an answer "4") would otherwise never grade.
+    return any(window in answer and (len(window) >= QUOTE_MIN or len(window) > end - start)
+               for window in (before, after))
 
 
 def _value(rule: GradeRule, raw: str) -> tuple[float | None, str]:
