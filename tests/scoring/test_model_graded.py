@@ -8,8 +8,6 @@ reply is the server's ``answer`` function of the rendered rubric.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
