@@ -145,6 +145,31 @@ def test_a_panel_grades_only_when_every_judge_gave_a_grade(first: Case, second: 
         assert verdict.score == pytest.approx(math.fsum(grades) / 2)  # type: ignore[arg-type]
 
 
+LABELS = {"labels": {"correct": "pass", "incorrect": "fail", "partial": 0.5}}
+WORDS = st.sampled_from(["correct", "CORRECT", "incorrect", "partial", "Partial", "wrong",
+                         "c0rrect", "correct-ish", "_", "nan"])
+
+
+# Noise without a colon: a dangling "GRADE:" would take the next line's first word for its own.
+PLAIN = NOISE.filter(lambda text: ":" not in text)
+
+
+@MANY
+@given(PLAIN, PLAIN, st.lists(WORDS, max_size=3), st.sampled_from(["GRADE", "VERDICT", "grade"]))
+def test_a_generated_verdict_word_grades_only_when_it_is_one_label(
+        before: str, after: str, words: list[str], key: str) -> None:
+    options = {**OPTIONS, "grade": LABELS}
+    reply = "\n".join([before, *[f"{key}: {word}" for word in words], after])
+    verdict = model_graded("4", ITEM, options, judges=Said({"grader": reply}))
+    grades = {"correct": 1.0, "incorrect": 0.0, "partial": 0.5}
+    read = {grades.get(word.lower()) for word in words}
+    if len(read) == 1 and None not in read:
+        [grade] = read
+        assert verdict.score == grade and verdict.passed is (grade == 1.0)
+    else:
+        assert verdict.status == "unjudged" and verdict.score is None
+
+
 def test_a_reply_that_is_only_its_grade_is_the_judges_own() -> None:
     """Found through the LiteLLM proxy, whose mock judge replies "4" to the answer "4": the reply
     was taken for a quote of the answer, and no item was ever graded."""
