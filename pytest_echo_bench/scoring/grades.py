@@ -6,9 +6,9 @@ count). Verdict words: ``{labels: {correct: pass, incorrect: fail, partial: 0.5}
 mapped to pass, fail or a grade in [0, 1] (pass is 1, fail 0; passing at 1), found by ``pattern``
 (default: ``GRADE: <word>`` or ``VERDICT: <word>``, as Inspect's graders write them).
 
-A reply is the judge's text, not evidence of its own: the spans of it that occur verbatim in the
-answer under judgement (the judge quoting the answer back) are blanked before any match, so an
-answer that says ``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
+A reply is the judge's text, not evidence of its own: a grade in it that the judge quoted from
+the answer under judgement is left out (``scoring.quotes``), so an answer that says
+``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
 under ``pick: only`` (the default); ``first`` and ``last`` take one of them (FastChat takes the
 first). A grade off the scale, or not a finite number, is no grade; what went wrong is the note.
 """
