@@ -50,7 +50,7 @@ class Case:
 
 # Noise holds no grade the pattern reads: brackets, digits, words a judge writes, any code point.
 PIECES = st.sampled_from(["[[", "]]", "[", "]", "[[ ]", "Rating:", "GRADE:", "\n", " ", "7",
-                          "10", "score", "\u202e", "\x00", "\ud800"])
+                          "10", "score", "\u202e", "\x00", "\x1b", "\ud800"])
 NOISE = st.lists(st.one_of(st.text(max_size=12), PIECES), max_size=12).map("".join).filter(
     lambda text: read_grade(RULE, text).note == "the judge's reply holds no grade")
 ON_SCALE = st.one_of(st.integers(1, 10).map(float), st.sampled_from([1.5, 6.99, 7.0, 9.25]))
@@ -225,6 +225,7 @@ RUNS = iter(range(10**6))
 @given(st.lists(cases(), min_size=1, max_size=3))
 @example([Case("4", "".join(f"thinking {i}\n" for i in range(900_000)) + "[[8]]", 8.0),
           Case(f"4\n{ECHOED}", "x" * 10_500_000, None)])
+@example([Case("4", "[[7]] or [[8\x1b\x07\u202e]]", None), Case("\x1b[2J", "[[\x1b9]]", None)])
 def test_hostile_replies_through_a_sweep(
         pytester: pytest.Pytester, sweep: Sweep, arm_server: FakeOpenAI,
         judge_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, generated: list[Case]) -> None:
@@ -240,6 +241,7 @@ def test_hostile_replies_through_a_sweep(
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 0, out[-3000:]
     assert "INTERNALERROR" not in out and "Traceback" not in out
+    assert "\x1b" not in out and "\x07" not in out  # what a judge said is shown escaped
     assert len(rows) == len(generated)
     for row in rows:
         case = generated[int(row["task_id"][1:])]
