@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cli_fakes import NOT_INSTALLED, REAL_CLAUDE, launches, wrapper
 from npm_tools import npm_ci
-from test_litellm_proxy import MASTER_KEY, Proxy, proxy
+from test_litellm_proxy import MASTER_KEY, WRONG_KEY, Proxy, proxy
 
 from conftest import Sweep, make_spec
 
@@ -76,6 +76,29 @@ def test_a_judge_behind_the_litellm_proxy(
     assert len(proxy.events(f"{tag} [500-once]", "failure")) == 1
     assert len(proxy.events(f"{tag} [500-once]", "call")) == 2  # the retry
     assert len(proxy.events(f"{tag} plain", "call")) == 1
+
+
+def test_a_judge_whose_key_litellm_refuses_stops_the_run_after_one_call(
+        pytester: pytest.Pytester, sweep: Sweep, proxy: Proxy,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM refuses any key but its master key ("400 No connected db."): the judge cannot
+    work, so nothing is graded (no answer recorded as wrong), one call told us, and the key is
+    shown nowhere."""
+    monkeypatch.setenv("LITELLM_JUDGE_KEY", WRONG_KEY)
+    tag = "judge-wrongkey"
+    judge = (f"{{provider: openai, model: mock, base_url: '{proxy.base_url}', "
+             "api_key_env: LITELLM_JUDGE_KEY, client: http}")
+    make_spec(pytester, judged([f"{tag} ({i})" for i in range(5)], judge))
+    result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "4")
+    out = result.stdout.str()
+    assert result.ret == 2, out
+    assert rows == []
+    assert "judge 'grader'" in out and "resume with:" in out
+    marker = json.loads((pytester.path / "results.jsonl.stop.json").read_text())
+    assert marker["reason"] == "arm-unavailable" and "grader" in json.dumps(marker)
+    refused = [e for e in proxy.events(tag, "failure") if "No connected db" in e["error"]]
+    assert len(refused) == 1, refused
+    assert WRONG_KEY not in out and WRONG_KEY not in sweep.out.read_text(encoding="utf-8")
 
 
 @pytest.fixture
