@@ -52,6 +52,11 @@ class Quotes:
         for quoted in self.lines:  # the longest first, so a whole answer goes before its lines
             if quoted in reply:
                 reply = reply.replace(quoted, " " * len(quoted))
+        return self._rewrapped_blanked(reply)
+
+    def _rewrapped_blanked(self, reply: str) -> str:
+        """``reply`` with each line that holds a grade and is, whitespace folded, the answer's
+        text around one of its grades blanked (the first MATCH_LIMIT such lines looked at)."""
         kept, looked = [], 0
         for line in reply.split("\n"):
             if looked < MATCH_LIMIT and len(line) >= QUOTE_MIN and self._holds_grade(line):
