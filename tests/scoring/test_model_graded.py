@@ -171,8 +171,9 @@ def test_verdict_words_grade_by_their_labels(pytester: pytest.Pytester, sweep: S
 
 def test_a_template_file_beside_the_spec_is_part_of_the_scorer(
         pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
-    """The rubric's text is in the fingerprint: a changed file refuses a resume as a changed
-    scorer does; a judge moved to another endpoint does not (nothing is graded again)."""
+    """The rubric's text is in the fingerprint: a changed file, or another judge model, refuses a
+    resume as a changed scorer does; a judge moved to another endpoint does not (nothing is
+    graded again)."""
     (pytester.path / "rubrics").mkdir()
     rubric_file = pytester.path / "rubrics" / "rate.txt"
     rubric_file.write_text(TEMPLATE, encoding="utf-8")
@@ -196,10 +197,17 @@ def test_a_template_file_beside_the_spec_is_part_of_the_scorer(
         assert result.ret == 0, result.stdout.str() + result.stderr.str()
         assert moved.requests == [] and again == rows
 
+    make_spec(pytester, body.replace("model: judge-1", "model: judge-2"))  # another judge model
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*was recorded with fingerprint*changed: the scorer.*"])
+
+    make_spec(pytester, body)
     rubric_file.write_text(TEMPLATE.replace("1 to 10", "one to ten"), encoding="utf-8")
     result, _, _ = sweep.run("--bench-resume", str(sweep.out))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*was recorded with fingerprint*changed: the scorer.*"])
+    assert len(server.requests) == 6  # no refused resume asked a judge
 
 
 @pytest.mark.parametrize("change, words", [
