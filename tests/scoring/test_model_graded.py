@@ -121,7 +121,9 @@ def test_a_panel_of_two_aggregates_every_judges_grade(
     one of two passes, which is no majority. Every judge's grade is kept in the row."""
     with rated("[[9]]", "[[2]]") as a, rated("So so. [[6]]", "[[5]]") as b:
         judges = {"a": judge(a.base_url, "judge-a"), "b": judge(b.base_url, "judge-b")}
-        make_spec(pytester, spec(judges, rubric("[a, b]", more=f"  aggregate: {how}\n")))
+        prices = "pricing: {a: {input: 1.0, output: 1.0}, b: {input: 2.0, output: 0.0}}\n"
+        make_spec(pytester, spec(judges, rubric("[a, b]", more=f"  aggregate: {how}\n"),
+                                 extra=prices))
         result, _, rows = sweep.run("--bench-cache", "off")
         assert result.ret == 0, result.stdout.str()
         assert len(a.requests) == len(b.requests) == 6
@@ -129,6 +131,11 @@ def test_a_panel_of_two_aggregates_every_judges_grade(
         assert [(j["judge"], j["model"]) for j in row["judgments"]] == [
             ("a", "judge-a"), ("b", "judge-b")]
         grades = [j["grade"] for j in row["judgments"]]
+        a_said, b_said = row["judgments"]
+        used = a_said["usage"]["prompt_tokens"] + a_said["usage"]["completion_tokens"]
+        assert a_said["cost_usd"] == pytest.approx(used / 1e6)
+        assert b_said["cost_usd"] == pytest.approx(2 * b_said["usage"]["prompt_tokens"] / 1e6)
+        assert row["judge_cost_usd"] == pytest.approx(a_said["cost_usd"] + b_said["cost_usd"])
         if arm == "good":
             assert grades == [9, 6] and row["score"] == score and row["passed"] is passed
         else:
