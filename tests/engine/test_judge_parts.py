@@ -91,3 +91,29 @@ def test_a_judge_out_of_quota_stops_the_sweep_and_the_resume_asks_no_arm_again(
     asked = Counter(r["body"]["messages"][-1]["content"] for r in arm_server.requests)
     assert len(asked) == n and set(asked.values()) == {1}, asked  # no item's answer asked twice
     assert judge_server.served == n  # each item graded once: the quota's refusals aside
+
+
+def test_a_reply_without_a_grade_leaves_the_response_cache(
+        pytester: pytest.Pytester, sweep: Sweep, arm_server: FakeOpenAI,
+        judge_server: FakeOpenAI) -> None:
+    """The cache answers the arm again, and the judges that graded, but not a judge whose reply
+    held no grade: it is asked again, else its item could never be graded."""
+    n = 4
+    make_spec(pytester, quota_spec(arm_server.base_url, judge_server.base_url, n))
+    judge_server.answer = lambda prompt: ("I cannot say." if "(1)" in prompt or "(3)" in prompt
+                                          else "Right. [[9]]")
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 0, result.stdout.str()
+    status = {r["task_id"]: r["status"] for r in rows}
+    assert status == {"q0": "correct", "q1": "unjudged", "q2": "correct", "q3": "unjudged"}
+    assert len(judge_server.requests) == n
+
+    judge_server.answer = lambda prompt: "Better now. [[8]]"
+    sweep.out = pytester.path / "again.jsonl"  # a new sweep, the same response cache
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 0, result.stdout.str()
+    assert {r["task_id"]: r["score"] for r in rows} == {"q0": 9.0, "q1": 8.0, "q2": 9.0, "q3": 8.0}
+    cached = {r["task_id"]: r["judgments"][0].get("cached", False) for r in rows}
+    assert cached == {"q0": True, "q1": False, "q2": True, "q3": False}
+    assert len(judge_server.requests) == n + 2  # only the two ungraded items asked again
+    assert len(arm_server.requests) == n  # every answer from the cache
