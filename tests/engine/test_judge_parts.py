@@ -117,3 +117,31 @@ def test_a_reply_without_a_grade_leaves_the_response_cache(
     assert cached == {"q0": True, "q1": False, "q2": True, "q3": False}
     assert len(judge_server.requests) == n + 2  # only the two ungraded items asked again
     assert len(arm_server.requests) == n  # every answer from the cache
+
+
+def test_retry_errors_grades_the_unjudged_rows_again_without_asking_the_arm(
+        pytester: pytest.Pytester, sweep: Sweep, arm_server: FakeOpenAI,
+        judge_server: FakeOpenAI) -> None:
+    """A reply without a grade leaves its item unjudged; a resume with --bench-retry-errors
+    grades it again, asking the judge anew (the response cache answers the arm), and leaves the
+    graded ones alone."""
+    n = 4
+    make_spec(pytester, quota_spec(arm_server.base_url, judge_server.base_url, n))
+    judge_server.answer = lambda prompt: ("I cannot say." if "(1)" in prompt or "(3)" in prompt
+                                          else "Right. [[9]]")
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    assert result.ret == 0, result.stdout.str()
+    status = {r["task_id"]: r["status"] for r in rows}
+    assert status == {"q0": "correct", "q1": "unjudged", "q2": "correct", "q3": "unjudged"}
+
+    judge_server.answer = lambda prompt: "Better now. [[8]]"
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-retry-errors")
+    assert result.ret == 0, result.stdout.str()
+    newest = {r["task_id"]: r for r in rows}  # the newest row of each key
+    assert {k: (r["status"], r.get("score")) for k, r in newest.items()} == {
+        "q0": ("correct", 9.0), "q1": ("correct", 8.0), "q2": ("correct", 9.0),
+        "q3": ("correct", 8.0)}
+    assert len(rows) == n + 2  # two items graded again, the others left alone
+    assert len(judge_server.requests) == n + 2
+    asked = Counter(r["body"]["messages"][-1]["content"] for r in arm_server.requests)
+    assert len(asked) == n and set(asked.values()) == {1}  # the answers came from the cache
