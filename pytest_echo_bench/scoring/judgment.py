@@ -38,9 +38,12 @@ class Judgment:
     note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a row stores it: fields that are None (or False/0) left out."""
+        """The record as a row stores it: fields that are None left out, and ``cached`` when
+        False and ``reply_chars`` when 0 (``passed: false`` is kept: a grade under ``pass_at``
+        is a failed judgment, not an unknown one)."""
         return {f.name: value for f in fields(self)
-                if (value := getattr(self, f.name)) is not None and value is not False
+                if (value := getattr(self, f.name)) is not None
+                and not (f.name == "cached" and value is False)
                 and not (f.name == "reply_chars" and value == 0)}
 
     @classmethod
