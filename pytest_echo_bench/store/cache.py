@@ -100,6 +100,14 @@ class ResponseCache:
             # surrogate: such a text is not cached)
             pass
 
+    def forget(self, key: str) -> None:
+        """Drop the answer stored under ``key``: a judge's reply that gave no grade, so the retry
+        of its item asks the judge again instead of reading the same reply."""
+        try:
+            self._db().execute("DELETE FROM responses WHERE key = ?", (key,))
+        except sqlite3.Error:
+            pass  # best effort: the retry then reads the same reply, and stays unjudged
+
 
 def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
     """The usage of every key of ``keys`` the cache at ``path`` holds, read only: nothing is created

@@ -78,6 +78,8 @@ class ArmTally:
         charge_known = charged is not None and 0.0 <= charged <= FIGURE_MAX
         cost_known = cost is not None and 0.0 <= cost <= FIGURE_MAX
         spent = charged if charge_known else cost if cost_known and not cached else 0.0
+        if not charge_known:  # a budget's charge covers the judges' calls too
+            spent += _judges_spent(r.judge_cost_usd)  # type: ignore[operator]
         self.spent += spent  # type: ignore[operator]
         if cost_known or cached:
             self.costed += 1
@@ -86,8 +88,13 @@ class ArmTally:
         self.uncosted += not (charge_known or cached or cost_known)
 
 
+def _judges_spent(cost: float | None) -> float:
+    """A row's ``judge_cost_usd`` as spent (what its judges' calls sent; unknown: none)."""
+    return cost if cost is not None and 0.0 <= cost <= FIGURE_MAX else 0.0
+
+
 class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd",
-                    base=StatusRow), gc=False):  # type: ignore[misc]
+                    "judge_cost_usd", base=StatusRow), gc=False):  # type: ignore[misc]
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the

@@ -166,3 +166,25 @@ def test_every_reader_agrees_on_any_mix_of_statuses(
     assert (arm.done, arm.unjudged, arm.correct) == (t.items, t.unjudged, t.correct)
     again = {k for k, (s, _) in newest.items() if s not in UNGRADED}
     assert read_index(path, retry_errors=True).keys.by_arm.get(("demo", "a", 1), set()) == again
+
+
+def test_the_tally_counts_the_judges_spend_unless_a_budget_charged_the_item(
+    tmp_path: Path,
+) -> None:
+    """A resume's budget starts from what the file spent: the judges' calls too (a row of a run
+    without a budget keeps them apart from the arm's ``cost_usd``), but a budget's charge already
+    covers them, and a judgment answered from the cache spent nothing."""
+    path = write(tmp_path / "run.jsonl", [
+        meta(arms=("a",)),
+        row("t1", "a", True, cost_usd=0.5, judge_cost_usd=0.25),
+        row("t2", "a", True, cost_usd=0.5, judge_cost_usd=0.25, charged_usd=0.75),
+        row("t3", "a", True, cost_usd=0.5, judge_cost_usd="garbage"),
+    ])
+    (t,) = FileTally().update(path).values()
+    assert t.spent == pytest.approx(0.75 + 0.75 + 0.5)
+    from pytest_echo_bench.scoring.judgment import Judgment, judge_cost
+
+    paid = Judgment("j", None, "ab", cost_usd=0.25)
+    cached = Judgment("j", None, "ab", cost_usd=0.25, cached=True)
+    assert judge_cost([paid, cached]) == 0.25 and judge_cost([cached]) == 0.0
+    assert judge_cost([Judgment("j", None, "ab")]) is None
