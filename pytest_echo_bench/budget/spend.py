@@ -6,11 +6,16 @@ Spend is money, so it follows the budget's rule (``store.tally.ArmTally.add_spen
 report's one-row-per-key rule: every row counts, a replaced one too (a retried error's call was
 paid for), and a row every call of which the response cache answered cost nothing. A row whose
 cost is not known (null, or a figure ``store.checks`` refuses) is counted as unknown, never as 0.
+
+What the judges spent is kept apart (``judge_usd``): a judged row's ``judge_cost_usd``, less the
+judgments the response cache answered (they cost nothing, as a cached arm call); a row whose
+judgments say no cost is counted in ``judge_unknown``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +37,14 @@ class ArmSpend:
     usd: float = 0.0
     known: int = 0  # rows whose cost is known (cached rows: 0 USD)
     unknown: int = 0
+    judge_usd: float = 0.0  # what its judges spent (rows with judgments only)
+    judged: int = 0  # rows whose judges' cost is known
+    judge_unknown: int = 0
 
     def add(self, row: ReadRow) -> None:
         """Count one row read from a results file."""
+        if row.judgments:
+            self._add_judges(row)
         if row.cached():
             self.known += 1  # answered from the cache: nothing sent, nothing spent
             return
@@ -45,6 +55,16 @@ class ArmSpend:
             self.usd += cost
             self.known += 1
 
+    def _add_judges(self, row: ReadRow) -> None:
+        cost = row.judge_cost_usd
+        if cost is None:
+            self.judge_unknown += 1
+            return
+        cached = [c for j in row.judgments if isinstance(j, dict) and j.get("cached") is True
+                  and (c := figure(j.get("cost_usd"))) is not None]
+        # what was sent: the recorded sum less what the cache answered (never below 0)
+        self.judge_usd += max(0.0, cost - math.fsum(cached)) if cached else cost
+        self.judged += 1
 
 
 def spend_text(usd: float | None, unknown: int | None) -> str:

@@ -12,6 +12,7 @@ from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
+from pytest_echo_bench.scoring.judgment import Judgment
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
@@ -23,6 +24,11 @@ from pytest_echo_bench.store.rows import ReadRow, read_row
 ANSWER_CHARS = 160
 # The figures an ``Item`` holds: a row with one ``store.checks`` refuses is counted as such.
 SHOWN = frozenset({"wall_seconds", "sub_calls", "cost_usd", "cost_units", "usage"})
+
+# One judgment as the report reads it: (judge, model, grade, label, order). A million judged rows
+# repeat a few judges, models and grades: each distinct one (and each row's tuple of them) is
+# held once, shared between rows.
+Judged = tuple[str, str | None, float | None, str | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,8 @@ class Item:
     epoch: int = 1  # 1..K of a spec with ``epochs: K``
     # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
     score: float | None = None
+    grade: float | None = None  # a judged row's ``score``: its grade on its scorer's scale
+    judged: tuple[Judged, ...] = ()  # what its judges did (``report.judged`` reads them)
 
 
 @dataclass
@@ -87,6 +95,7 @@ def load_results(paths: Sequence[Path]) -> Results:
     results = Results()
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
+    shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
     # each call's spend once: a regrade or merge copies its row
     calls: set[tuple[Key, str, str, str] | None] = set()
     for path in paths:
@@ -110,7 +119,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.sources.append((str(path), meta.run_id, meta.created_at))
                 continue
             row = read_row(record, default)
-            item = _item(row)
+            item = _item(row, shared)
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
@@ -175,7 +184,7 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     return key
 
 
-def _item(row: ReadRow) -> Item:
+def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     """The row as an ``Item``: a figure ``store.checks`` refuses (NaN, a string) is None."""
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
@@ -187,7 +196,22 @@ def _item(row: ReadRow) -> Item:
     return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
-                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch)
+                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
+                *_judged(row, shared))
+
+
+def _judged(row: ReadRow, shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:
+    """The row's grade and judgments as the report keeps them, each distinct value held once."""
+    if row.score is None and not row.judgments:
+        return None, ()
+    found = []
+    for record in row.judgments:
+        j = Judgment.from_json(record)
+        if j is not None:
+            one = (j.judge, j.model, j.grade, None if j.label is None else j.label.lower(), j.order)
+            found.append(shared.setdefault(one, one))
+    kept = tuple(found)
+    return shared.setdefault(row.score, row.score), shared.setdefault(kept, kept)  # type: ignore
 
 
 def _subtask(row: ReadRow) -> str | None:

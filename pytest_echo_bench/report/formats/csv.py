@@ -10,6 +10,8 @@ from typing import Any
 
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Oracle, Report
+from pytest_echo_bench.report.formats.judging import CSV_FIELDS as JUDGING_FIELDS
+from pytest_echo_bench.report.formats.judging import judging_csv_rows
 
 # ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
 # for the oracle line (whose arm cell is the reserved "(oracle)" and whose arms are listed apart).
@@ -61,6 +63,7 @@ def render_csv(report: Report) -> str:
         + _coverage_fields(report)
         + _decide_fields(report)
         + _part_fields(report)
+        + ([f for f in JUDGING_FIELDS if f not in CSV_FIELDS] if report.judging else [])
     )
     writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
@@ -91,6 +94,9 @@ def render_csv(report: Report) -> str:
     if report.sequential is not None:  # the same figures as every other format: report.decision
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decision.csv_rows(report.sequential))
+    if report.judging is not None:  # what the judges did: a "judging" line per figure
+        writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
+                         for row in judging_csv_rows(report.judging))
     return out.getvalue()
 
 
