@@ -17,7 +17,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_echo_bench.spec.load import ArmSpec
+from pytest_echo_bench.engine.declared import declared
+from pytest_echo_bench.scoring.registry import takes_judges
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _STEM = re.compile(r"[A-Za-z]+")
 
@@ -81,3 +83,13 @@ def spec_warnings(arms: Mapping[str, ArmSpec], judges: Mapping[str, ArmSpec]) ->
     return self_preference(
         (m for a in arms.values() if (m := declared_model(a)) is not None),
         (m for j in judges.values() if (m := declared_model(j)) is not None))
+
+
+def judged_spec_warnings(specs: Iterable[Spec]) -> list[str]:
+    """The warnings of the specs whose scorer asks judges, each said once (a sweep's start)."""
+    found: dict[str, None] = {}
+    for spec in specs:
+        if takes_judges(spec.scorer):
+            found.update(dict.fromkeys(f"{spec.benchmark}: {w}"
+                                       for w in spec_warnings(spec.arms, declared(spec))))
+    return list(found)

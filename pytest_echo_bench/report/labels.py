@@ -61,10 +61,11 @@ def _label(line: str, where: str) -> HumanLabel:
         if not isinstance(value, str) or not value:
             raise ValueError(f"{where}: {key} must be text; write {EXAMPLE}")
     if bench is not None and (not isinstance(bench, str) or not bench):
-        raise ValueError(f"{where}: benchmark must be text (or left out)")
+        raise ValueError(f"{where}: benchmark must be text (or left out); write {EXAMPLE}")
     epoch = record.get("epoch", 1)
     if type(epoch) is not int or epoch < 1:
-        raise ValueError(f"{where}: epoch must be a whole number >= 1 (or left out for 1)")
+        raise ValueError(f"{where}: epoch must be a whole number >= 1 (or left out for 1); "
+                         f"write {EXAMPLE}")
     return HumanLabel(bench, task_id, arm, epoch, _value(record.get("label"), where))
 
 
