@@ -161,9 +161,9 @@ def build_judging(results: Results, order: dict[str, list[str]]) -> Judging:
         graded = {a: by_arm[(bench, a)] for a in arms if by_arm.get((bench, a))}
         found.grades += [_grades(bench, a, items) for a, items in graded.items()
                          if any(i.grade is not None for i in items)]
-        found.grade_pairs += [_grade_pair(bench, a, b, graded[a], graded[b])
-                              for a, b in combinations(
-                                  [g.arm for g in found.grades if g.benchmark == bench], 2)]
+        per_item = {g.arm: _per_item(graded[g.arm]) for g in found.grades if g.benchmark == bench}
+        found.grade_pairs += [_grade_pair(bench, a, b, per_item[a], per_item[b])
+                              for a, b in combinations(per_item, 2)]
         kinds = Counter(i.judged for items in graded.values() for i in items if i.judged)
         found.judges += _judge_grades(bench, kinds)
         found.agreement += _agreement(bench, kinds)
@@ -215,8 +215,8 @@ def _per_item(items: Iterable[Item]) -> dict[str, float]:
             for t, g in grades.items()}
 
 
-def _grade_pair(bench: str, a: str, b: str, items_a: list[Item], items_b: list[Item]) -> GradePair:
-    ga, gb = _per_item(items_a), _per_item(items_b)
+def _grade_pair(bench: str, a: str, b: str, ga: dict[str, float],
+                gb: dict[str, float]) -> GradePair:
     shared = [t for t in ga if t in gb]
     # halves: a difference of two finite grades stays finite
     diffs = [ga[t] / 2 - gb[t] / 2 for t in shared]

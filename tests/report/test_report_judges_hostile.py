@@ -18,6 +18,8 @@ from pytest_echo_bench.engine.families import Model, same_family, self_preferenc
 from pytest_echo_bench.report.figures import build_report, load_results
 from pytest_echo_bench.report.formats import FORMATS, render
 from pytest_echo_bench.report.formats.text import report_json
+from pytest_echo_bench.results.read import judged_of
+from pytest_echo_bench.scoring.judgment import Judgment
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 NOT_FINITE = re.compile(r"\b(nan|NaN|inf|Infinity)\b")
@@ -118,3 +120,14 @@ def test_one_family_needs_one_provider_when_both_are_known() -> None:
     [warning] = self_preference([Model("a", "openai", "gpt-4o-mini"),
                                  Model("b", "openai", "o1")], [judge])
     assert "judge j (gpt-4o)" in warning and "openai/gpt" in warning and "b (o1)" not in warning
+
+
+@SETTINGS
+@given(record=st.one_of(records, anything))
+def test_the_reports_reading_of_a_judgment_is_judgments_own(record: Any) -> None:
+    read, full = judged_of(record), Judgment.from_json(record)
+    if full is None:
+        assert read is None
+    else:
+        label = None if full.label is None else full.label.lower()
+        assert read == (full.judge, full.model, full.grade, label, full.order)
