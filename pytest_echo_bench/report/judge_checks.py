@@ -68,14 +68,16 @@ def add_warnings(found: Judging, results: Results) -> None:
     models their spec declares, else their names)."""
     for bench in dict.fromkeys(i.benchmark for i in results.rows if i.judged):
         declared = _declared(results, bench)
-        arm_names = [a for m in results.metas for a in m.arms.get(bench, [])]
-        arms = declared[0] if declared else [Model(a, None, a) for a in dict.fromkeys(arm_names)]
-        providers = declared[1] if declared else {}
-        judges = {(j[0], j[1]) for i in results.rows if i.benchmark == bench for j in i.judged
-                  if j[1]}
-        models = [Model(name, providers.get(name), model) for name, model in sorted(judges)]
+        if declared is None:
+            names = [a for m in results.metas for a in m.arms.get(bench, [])]
+            arms, providers = [Model(a, None, a) for a in dict.fromkeys(names)], {}
+        else:
+            arms, providers = declared
+        served = {(j[0], j[1]) for i in results.rows if i.benchmark == bench for j in i.judged}
+        judges = [Model(name, providers.get(name), model) for name, model in sorted(served)
+                  if model]
         suffix = "" if declared else NOT_RECORDED
-        found.warnings += [w + suffix for w in self_preference(arms, models)]
+        found.warnings += [w + suffix for w in self_preference(arms, judges)]
 
 
 def _declared(results: Results, bench: str) -> tuple[list[Model], dict[str, str]] | None:

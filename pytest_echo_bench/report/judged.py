@@ -159,17 +159,23 @@ def build_judging(results: Results, order: dict[str, list[str]]) -> Judging:
                            for b, arms in order.items() for a in arms])
     for bench, arms in order.items():
         graded = {a: by_arm[(bench, a)] for a in arms if by_arm.get((bench, a))}
-        found.grades += [_grades(bench, a, items) for a, items in graded.items()
-                         if any(i.grade is not None for i in items)]
-        per_item = {g.arm: _per_item(graded[g.arm]) for g in found.grades if g.benchmark == bench}
-        found.grade_pairs += [_grade_pair(bench, a, b, per_item[a], per_item[b])
-                              for a, b in combinations(per_item, 2)]
-        kinds = Counter(i.judged for items in graded.values() for i in items if i.judged)
-        found.judges += _judge_grades(bench, kinds)
-        found.agreement += _agreement(bench, kinds)
-        found.pairwise += [p for a, items in graded.items()
-                           if (p := _pairwise(bench, a, items)) is not None]
+        _add_benchmark(found, bench, graded)
     return found
+
+
+def _add_benchmark(found: Judging, bench: str, graded: dict[str, list[Item]]) -> None:
+    """One benchmark's grades, grade pairs, judges' figures and pairwise figures."""
+    grades = [_grades(bench, a, items) for a, items in graded.items()
+              if any(i.grade is not None for i in items)]
+    found.grades += grades
+    per_item = {g.arm: _per_item(graded[g.arm]) for g in grades}
+    found.grade_pairs += [_grade_pair(bench, a, b, per_item[a], per_item[b])
+                          for a, b in combinations(per_item, 2)]
+    kinds = Counter(i.judged for items in graded.values() for i in items if i.judged)
+    found.judges += _judge_grades(bench, kinds)
+    found.agreement += _agreement(bench, kinds)
+    found.pairwise += [p for a, items in graded.items()
+                       if (p := _pairwise(bench, a, items)) is not None]
 
 
 def _spend(bench: str, arm: str, spend: ArmSpend) -> JudgeSpend:
