@@ -73,9 +73,9 @@ def add_warnings(found: Judging, results: Results) -> None:
             arms, providers = [Model(a, None, a) for a in dict.fromkeys(names)], {}
         else:
             arms, providers = declared
-        served = {(j[0], j[1]) for i in results.rows if i.benchmark == bench for j in i.judged}
-        judges = [Model(name, providers.get(name), model) for name, model in sorted(served)
-                  if model]
+        served = {(j[0], j[1]) for i in results.rows if i.benchmark == bench for j in i.judged
+                  if j[1]}
+        judges = [Model(name, providers.get(name), model) for name, model in sorted(served)]
         suffix = "" if declared else NOT_RECORDED
         found.warnings += [w + suffix for w in self_preference(arms, judges)]
 

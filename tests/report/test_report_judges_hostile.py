@@ -131,3 +131,14 @@ def test_the_reports_reading_of_a_judgment_is_judgments_own(record: Any) -> None
     else:
         label = None if full.label is None else full.label.lower()
         assert read == (full.judge, full.model, full.grade, label, full.order)
+
+
+def test_a_judge_with_and_without_a_model_named_is_compared_by_the_one_it_names(
+        tmp_path: Path) -> None:
+    # found by the Hypothesis test above: (judge, None) and (judge, model) were sorted together
+    rows = [row("t0", "A", score=1, judgments=[{"judge": "g1", "prompt_sha256": "x", "grade": 1},
+                                               {"judge": "g1", "prompt_sha256": "x",
+                                                "model": "A-1", "grade": 1}])]
+    path = write(tmp_path / "run.jsonl", rows, meta=meta(arms=("A",)))
+    [warning] = report_json(build_report(load_results([path])))["judging"]["warnings"]
+    assert "judge g1 (A-1)" in warning
