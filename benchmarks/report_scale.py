@@ -125,6 +125,15 @@ def write_results(path: Path, rows: int, arms: int, with_judges: bool = False) -
             )
 
 
+def write_apart(path: Path, rows: int, arms: int, with_judges: bool = False) -> None:
+    """``write_results`` in a child process: a child started later inherits this process's peak
+    resident memory as its own ``ru_maxrss`` floor (Linux keeps it across fork and exec), so the
+    writing must not raise it."""
+    code = (f"from report_scale import write_results; from pathlib import Path; "
+            f"write_results(Path({str(path)!r}), {rows}, {arms}, {with_judges})")
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, check=True)
+
+
 def run(args: list[str]) -> tuple[float, float, float, int]:
     """(wall seconds, CPU seconds, peak MB, exit status) of one report in a fresh interpreter."""
     done = subprocess.run(
@@ -147,14 +156,14 @@ def main() -> None:
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.jsonl"
-        write_results(path, args.rows, args.arms)
+        write_apart(path, args.rows, args.arms)
         print(f"{args.rows:,} rows, {args.arms} arms, {path.stat().st_size / 1e6:.0f} MB")
         cases = [("baseline: read_records only", ["read_records", str(path)])]
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
                   for fmt in formats]
         if args.judged:
             judged_path = Path(tmp) / "judged.jsonl"
-            write_results(judged_path, args.rows, args.arms, with_judges=True)
+            write_apart(judged_path, args.rows, args.arms, with_judges=True)
             print(f"judged: {judged_path.stat().st_size / 1e6:.0f} MB")
             cases += [(f"judged: report --format {fmt}",
                        ["report", str(judged_path), "--format", fmt]) for fmt in formats]
