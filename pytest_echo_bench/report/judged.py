@@ -193,12 +193,11 @@ def t_mean(values: Sequence[float]) -> tuple[float | None, tuple[float, float] |
         return None, None, None
     scale = max(abs(v) for v in values) or 1.0
     mean, se, _, p = paired_t([v / scale for v in values])
-    ci = None
-    if n >= 2 and math.isfinite(se):
-        half = t_quantile(0.95, n - 1) * se
-        ci = (_finite((mean - half) * scale), _finite((mean + half) * scale))
-    shown = _finite(mean * scale)
-    return shown, ci if ci is not None and None not in ci else None, p  # type: ignore[return-value]
+    if n < 2 or not math.isfinite(se):
+        return _finite(mean * scale), None, p
+    half = t_quantile(0.95, n - 1) * se
+    lo, hi = _finite((mean - half) * scale), _finite((mean + half) * scale)
+    return _finite(mean * scale), None if lo is None or hi is None else (lo, hi), p
 
 
 def _finite(value: float) -> float | None:

@@ -302,3 +302,27 @@ def test_without_the_spec_the_judges_model_is_compared_with_the_arms_names(
     [warning] = as_json(capsys, str(path))["warnings"]
     assert "arm(s) gpt-4o-mini (gpt-4o-mini)" in warning and "llama" not in warning
     assert "its spec was not found" in warning and "compared with the arms' names" in warning
+
+
+def test_verdict_words_are_measured_by_plain_kappa_and_against_word_labels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    said = [("correct", "correct"), ("correct", "incorrect"), ("incorrect", "incorrect"),
+            ("correct", "correct")]
+    rows = [row(f"t{i}", "A", score=(a == "correct") + (b == "correct") / 2,
+                judgments=[judgment("j1", float(a == "correct"), label=a.upper()),
+                           judgment("j2", float(b == "correct"), label=b)])
+            for i, (a, b) in enumerate(said)]
+    path = write(tmp_path / "words.jsonl", rows, meta=meta(arms=("A",)))
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"task_id": f"t{i}", "arm": "A", "label": word})
+                              + "\n" for i, word in
+                              enumerate(["Correct", "incorrect", "incorrect", "incorrect"])))
+    data = as_json(capsys, str(path), "--labels", str(labels))
+    [agreement] = data["agreement"]
+    # Cohen's kappa by hand: p_o = 3/4; j1 says correct 3/4, j2 2/4: p_e = 3/8 + 1/8 = 1/2
+    assert agreement["statistic"] == "kappa"
+    assert agreement["estimate"]["value"] == pytest.approx((3 / 4 - 1 / 2) / (1 - 1 / 2))
+    humans = {h["judge"]: h["agreement"] for h in data["humans"]}
+    assert humans["j1"]["categories"] == ["correct", "incorrect"]  # words, without case
+    assert humans["j1"]["accuracy"]["count"] == 2 and humans["j2"]["accuracy"]["count"] == 3
+    assert humans["j1"]["mean_bias"]["value"] is None  # words have no difference
