@@ -271,14 +271,14 @@ def _agreement(bench: str, kinds: Counter[tuple[Judged, ...]]) -> list[PanelAgre
     if len(judges) < 2:
         return []
     words = any(j[3] is not None for k in kinds for j in k if j[4] is None)
-    units: list[list[Rating | None]] = []
+    units: list[tuple[Rating | None, ...]] = []
     for judgments, times in kinds.items():
         rated = ratings(judgments, words)
-        unit = [rated.get(j) for j in judges]
-        units.extend([unit] * times)  # one list shared: the statistics only read it
+        unit = tuple(rated.get(j) for j in judges)
+        units.extend([unit] * times)  # one tuple shared by its items: the statistics only read it
     if len(judges) == 2:
         weights = "none" if words else "quadratic"
-        pairs = [(u[0], u[1]) for u in units]
+        pairs = units
         return [PanelAgreement(bench, tuple(judges), "kappa" if words else "weighted kappa",
                                cohen_kappa(pairs, weights), kappa_interval(pairs, weights))]
     metric = "nominal" if words else "interval"
