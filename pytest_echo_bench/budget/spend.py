@@ -7,15 +7,14 @@ report's one-row-per-key rule: every row counts, a replaced one too (a retried e
 paid for), and a row every call of which the response cache answered cost nothing. A row whose
 cost is not known (null, or a figure ``store.checks`` refuses) is counted as unknown, never as 0.
 
-What the judges spent is kept apart (``judge_usd``): a judged row's ``judge_cost_usd``, less the
-judgments the response cache answered (they cost nothing, as a cached arm call); a row whose
-judgments say no cost is counted in ``judge_unknown``.
+What the judges spent is kept apart (``judge_usd``): the judged rows' ``judge_cost_usd`` (a
+judgment the response cache answered counts 0 there, as a cached arm call); a row whose judgments
+say no cost is counted in ``judge_unknown``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,15 +55,12 @@ class ArmSpend:
             self.known += 1
 
     def _add_judges(self, row: ReadRow) -> None:
-        cost = row.judge_cost_usd
+        cost = row.judge_cost_usd  # what was sent: a judgment the cache answered counts 0
         if cost is None:
             self.judge_unknown += 1
-            return
-        cached = [c for j in row.judgments if isinstance(j, dict) and j.get("cached") is True
-                  and (c := figure(j.get("cost_usd"))) is not None]
-        # what was sent: the recorded sum less what the cache answered (never below 0)
-        self.judge_usd += max(0.0, cost - math.fsum(cached)) if cached else cost
-        self.judged += 1
+        else:
+            self.judge_usd += cost
+            self.judged += 1
 
 
 def spend_text(usd: float | None, unknown: int | None) -> str:

@@ -29,7 +29,7 @@ from pytest_echo_bench.providers.answer import finite_cost
 from pytest_echo_bench.scoring.judging import JudgedScorer
 from pytest_echo_bench.scoring.judgment import judge_cost
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
-from pytest_echo_bench.scoring.verdict import Verdict, failed, unjudged
+from pytest_echo_bench.scoring.verdict import UNJUDGED, Verdict, failed, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.records import Row
 from pytest_echo_bench.store.writer import ResultsWriter
@@ -73,6 +73,8 @@ class Grading:
             return self._judge_failed(item, *judges.failure)
         if isinstance(verdict, Exception):
             return self._crashed(item, verdict)
+        if judges is not None:
+            _forget_ungraded(judges, verdict)
         return verdict
 
     def _crashed(self, item: Job, exc: Exception) -> Graded:
@@ -126,6 +128,14 @@ class Grading:
         except StoreError as exc:
             return self.failures.unrecorded(exc)
         return Outcome(ROW, row, retries=obtained.retries)
+
+
+def _forget_ungraded(judges: ItemJudges, verdict: Verdict) -> None:
+    """An unjudged verdict's replies that gave no grade (all the item's, when its judgments do
+    not say) leave the response cache, so ``--bench-retry-errors`` asks those judges again."""
+    if verdict.status == UNJUDGED:
+        ungraded = {j.judge for j in verdict.judgments if j.grade is None}
+        judges.forget(ungraded or None)
 
 
 def _over(budget: Budget | None) -> dict[str, float]:

@@ -63,8 +63,8 @@ def addoption(parser: pytest.Parser) -> None:
         "--bench-retry-errors",
         action="store_true",
         default=None,
-        help="With --bench-resume: also run again every item whose newest row is an error "
-        "(the old rows stay; the newest row of each item counts)",
+        help="With --bench-resume: also run again every item whose newest row is an error or "
+        "unjudged (the old rows stay; the newest row of each item counts)",
     )
     group.addoption(
         "--bench-allow-mismatch",
@@ -159,7 +159,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_cache", "Response cache file, or 'off'")
     parser.addini(
         "bench_retry_errors",
-        "Resumes also run error rows again (only with --bench-resume)",
+        "Resumes also run error and unjudged rows again (only with --bench-resume)",
         type="bool",
         default=False,
     )

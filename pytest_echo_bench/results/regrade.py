@@ -301,6 +301,15 @@ def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Exampl
                 answer=verdict.answer, target=example.target)
     if extra or "extra" in data:
         data.update(extra=extra)
+    # The grade and judgments are the new verdict's: a judge's grade the new scorer did not give
+    # (an unjudged row graded by text, a judged row regraded so) must not stay beside its status.
+    # What the judges cost stays: those calls were made.
+    data.pop("score", None)
+    data.pop("judgments", None)
+    if verdict.score is not None:
+        data["score"] = verdict.score
+    if verdict.judgments:
+        data["judgments"] = [j.to_json() for j in verdict.judgments]
     return encode_line(data)
 
 

@@ -33,13 +33,14 @@ def judgment(judge: str, grade: float | None, model: str = "gpt-4o", **fields: A
 
 def judged_rows() -> list[dict[str, Any]]:
     """A and B, four items each, graded by g1 and g2 (score: their mean). A's t0 has g2's
-    judgment answered by the cache (its 0.01 not spent); B's t3 says no judge cost."""
+    judgment answered by the cache (its 0.01 not spent, as the writer records it); B's t3 says no
+    judge cost."""
     rows = []
     for arm, grades in (("A", A), ("B", B)):
         for t in range(4):
             g1, g2 = grades["g1"][t], grades["g2"][t]
             cached = {"cached": True} if (arm, t) == ("A", 0) else {}
-            judge_cost = None if (arm, t) == ("B", 3) else 0.02
+            judge_cost = {("B", 3): None, ("A", 0): 0.01}.get((arm, t), 0.02)
             rows.append(row(f"t{t}", arm, (g1 + g2) / 2 >= 7, cost_usd=0.001,
                             score=(g1 + g2) / 2, judge_cost_usd=judge_cost,
                             judgments=[judgment("g1", g1), judgment("g2", g2, **cached)]))

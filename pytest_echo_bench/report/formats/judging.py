@@ -17,7 +17,7 @@ from pytest_echo_bench.report.judged import Judging
 from pytest_echo_bench.store import safe_text
 
 SPEND_NOTE = ("arm usd: what the arm's own calls spent; judge usd: what its judges spent grading "
-              "it (the rows' judge_cost_usd, less the judgments the cache answered); N unknown: "
+              "it (the rows' judge_cost_usd: a judgment the cache answered counts 0); N unknown: "
               "rows whose cost is not known, left out of the sum")
 GRADE_NOTE = ("mean grade: over the graded rows (unjudged rows have none), on the judges' scale, "
               "with Student's t 95% interval; the pass rate above counts pass_at")
