@@ -327,3 +327,14 @@ def test_verdict_words_are_measured_by_plain_kappa_and_against_word_labels(
     assert humans["j1"]["categories"] == ["correct", "incorrect"]  # words, without case
     assert humans["j1"]["accuracy"]["count"] == 2 and humans["j2"]["accuracy"]["count"] == 3
     assert humans["j1"]["mean_bias"]["value"] is None  # words have no difference
+
+
+def test_an_unjudged_row_counts_in_no_grade_and_its_judges_no_grade(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [row("t0", "A", score=8, judgments=[judgment("g1", 8)]),
+            row("t1", "A", False, status="unjudged", judge_cost_usd=0.01,
+                judgments=[judgment("g1", None, note="the judge's reply holds no grade")])]
+    data = as_json(capsys, str(write(tmp_path / "u.jsonl", rows, meta=meta(arms=("A",)))))
+    assert [(g["n"], g["mean"]) for g in data["grades"]] == [(1, 8.0)]
+    assert [(j["n"], j["ungraded"]) for j in data["judges"]] == [(1, 1)]
+    assert data["spend"][0]["judge_usd"] == pytest.approx(0.01)  # its judge was paid all the same
