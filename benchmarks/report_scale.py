@@ -8,7 +8,12 @@ test's large case). Then runs each report in a fresh interpreter and prints its 
 and peak resident memory (``ru_maxrss``), beside a baseline process that only reads the file with
 ``store.reader.read_records`` (every line and record held at once).
 
-Usage: python benchmarks/report_scale.py [--rows 1000000] [--arms 15] [--repeat 1]
+With ``--judged`` the same rows are also written judged (each graded 1-10 by two judges: a
+``score``, two ``judgments`` records and a ``judge_cost_usd``, as ``model_graded`` writes them)
+and the reports of that file run beside those of the file without judges.
+
+Usage: python benchmarks/report_scale.py [--rows 1000000] [--arms 15] [--repeat 1] [--judged]
+    [--formats table,json]
 """
 
 from __future__ import annotations
@@ -60,7 +65,19 @@ print(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, status, fil
 """
 
 
-def write_results(path: Path, rows: int, arms: int) -> None:
+def judged(rng: random.Random, passed: bool) -> dict[str, object]:
+    """A row's judging as ``model_graded`` records it: two judges' grades on 1-10, their mean."""
+    grades = [min(10, max(1, (8 if passed else 4) + rng.randint(-2, 2))) for _ in range(2)]
+    judgments = [{"judge": f"g{j}", "model": "gpt-4o" if j else "claude-3-5-sonnet",
+                  "prompt_sha256": f"{rng.getrandbits(256):064x}",
+                  "reply": f"The answer is sound enough. Rating: [[{g}]]", "reply_chars": 40,
+                  "grade": float(g), "passed": g >= 7,
+                  "usage": {"prompt_tokens": 300, "completion_tokens": 20}, "cost_usd": 0.0009}
+                 for j, g in enumerate(grades)]
+    return {"score": sum(grades) / 2, "judgments": judgments, "judge_cost_usd": 0.0018}
+
+
+def write_results(path: Path, rows: int, arms: int, with_judges: bool = False) -> None:
     rng = random.Random(0)
     skills = [0.55 + 0.3 * k / max(arms - 1, 1) for k in range(arms)]
     meta = {
@@ -78,6 +95,7 @@ def write_results(path: Path, rows: int, arms: int) -> None:
             if k == 0:
                 difficulty = rng.random()
             passed = rng.random() < min(1.0, max(0.0, skills[k] + (0.5 - difficulty) * 0.6))
+            judging = judged(rng, passed) if with_judges else {}
             output = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 40)))
             f.write(
                 Row(
@@ -102,8 +120,18 @@ def write_results(path: Path, rows: int, arms: int) -> None:
                     cost_usd=0.0001 * (k + 1),
                     cost_units=float(k + 1),
                     extra={"escalated": True} if n % 10 == 0 else {},
+                    **judging,  # type: ignore[arg-type]
                 ).to_line()
             )
+
+
+def write_apart(path: Path, rows: int, arms: int, with_judges: bool = False) -> None:
+    """``write_results`` in a child process: a child started later inherits this process's peak
+    resident memory as its own ``ru_maxrss`` floor (Linux keeps it across fork and exec), so the
+    writing must not raise it."""
+    code = (f"from report_scale import write_results; from pathlib import Path; "
+            f"write_results(Path({str(path)!r}), {rows}, {arms}, {with_judges})")
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, check=True)
 
 
 def run(args: list[str]) -> tuple[float, float, float, int]:
@@ -120,15 +148,25 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--arms", type=int, default=15)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--judged", action="store_true",
+                        help="Also report a judged copy of the file (two judges a row)")
+    parser.add_argument("--formats", default="table,markdown,json,csv,html")
     args = parser.parse_args()
+    formats = args.formats.split(",")
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.jsonl"
-        write_results(path, args.rows, args.arms)
+        write_apart(path, args.rows, args.arms)
         print(f"{args.rows:,} rows, {args.arms} arms, {path.stat().st_size / 1e6:.0f} MB")
         cases = [("baseline: read_records only", ["read_records", str(path)])]
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
-                  for fmt in ("table", "markdown", "json", "csv", "html")]
+                  for fmt in formats]
+        if args.judged:
+            judged_path = Path(tmp) / "judged.jsonl"
+            write_apart(judged_path, args.rows, args.arms, with_judges=True)
+            print(f"judged: {judged_path.stat().st_size / 1e6:.0f} MB")
+            cases += [(f"judged: report --format {fmt}",
+                       ["report", str(judged_path), "--format", fmt]) for fmt in formats]
         interval = f"a{args.arms - 1} >= a{args.arms - 2} - 0.02 @95"
         cases.append(
             (

@@ -6,6 +6,10 @@ Spend is money, so it follows the budget's rule (``store.tally.ArmTally.add_spen
 report's one-row-per-key rule: every row counts, a replaced one too (a retried error's call was
 paid for), and a row every call of which the response cache answered cost nothing. A row whose
 cost is not known (null, or a figure ``store.checks`` refuses) is counted as unknown, never as 0.
+
+What the judges spent is kept apart (``judge_usd``): the judged rows' ``judge_cost_usd`` (a
+judgment the response cache answered counts 0 there, as a cached arm call); a row whose judgments
+say no cost is counted in ``judge_unknown``.
 """
 
 from __future__ import annotations
@@ -32,9 +36,14 @@ class ArmSpend:
     usd: float = 0.0
     known: int = 0  # rows whose cost is known (cached rows: 0 USD)
     unknown: int = 0
+    judge_usd: float = 0.0  # what its judges spent (rows with judgments only)
+    judged: int = 0  # rows whose judges' cost is known
+    judge_unknown: int = 0
 
     def add(self, row: ReadRow) -> None:
         """Count one row read from a results file."""
+        if row.judgments:
+            self._add_judges(row)
         if row.cached():
             self.known += 1  # answered from the cache: nothing sent, nothing spent
             return
@@ -45,6 +54,13 @@ class ArmSpend:
             self.usd += cost
             self.known += 1
 
+    def _add_judges(self, row: ReadRow) -> None:
+        cost = row.judge_cost_usd  # what was sent: a judgment the cache answered counts 0
+        if cost is None:
+            self.judge_unknown += 1
+        else:
+            self.judge_usd += cost
+            self.judged += 1
 
 
 def spend_text(usd: float | None, unknown: int | None) -> str:

@@ -40,6 +40,9 @@ def arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
                    help="Exit 1 unless the rule holds, e.g. 'strong>=0.85', 'judge>=strong-0.02', "
                         "or on the paired interval 'judge >= strong - 0.02 @95' (repeatable)")
+    r.add_argument("--labels", metavar="LABELS.jsonl", type=input_file,
+                   help="People's labels, one {task_id, arm, label} a line: each judge's "
+                        "agreement with them, its confusion matrix and mean bias")
     r.add_argument("--allow-partial", action="store_true",
                    help="Let --gate judge files missing some shards of their sweep (by default "
                         "such a gate fails)")
@@ -49,6 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     from pytest_echo_bench.budget.spend import run_budget
     from pytest_echo_bench.report.figures import build_report, load_results
     from pytest_echo_bench.report.formats import render
+    from pytest_echo_bench.report.labels import read_labels
 
     oracle = _oracle(args.oracle)
     results = load_results(args.files)
@@ -57,7 +61,9 @@ def handle(args: argparse.Namespace) -> int:
         raise ValueError(f"no results in {', '.join(map(str, args.files))}: no meta line and no "
                          "row (an empty file?)")
     budgets = [b for b in map(run_budget, args.files) if b is not None]
-    report = build_report(results, oracle, args.reduce, ended=_ended(args.files), budgets=budgets)
+    labels = None if args.labels is None else (str(args.labels), read_labels(args.labels))
+    report = build_report(results, oracle, args.reduce, ended=_ended(args.files), budgets=budgets,
+                          labels=labels)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: exit 2
     say(render(report, args.format))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.analysis.gates import Gate, bind_gates
+from pytest_echo_bench.engine import families
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, utcnow
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin import budget
@@ -82,6 +83,8 @@ class ControllerPlugin:
         clis = cli_isolation.start_line(spec for spec, _ in specs)
         if clis is not None:
             self._write(clis)
+        for warning in families.judged_spec_warnings(spec for spec, _ in specs):
+            self._write(f"echo-bench: warning: {warning}")
         self._write_order()
         self.live = self._live()
         self.live.start()

@@ -27,6 +27,9 @@ from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.budget import money
 from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, rate, score
+from pytest_echo_bench.report.judge_checks import add_humans, add_warnings
+from pytest_echo_bench.report.judged import Judging, build_judging, judged
+from pytest_echo_bench.report.labels import HumanLabel
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Item, Results, load_results
@@ -113,17 +116,20 @@ class Report:
     budgets: list[RunBudget] = field(default_factory=list)
     # the files read: (path, run id, created_at)
     sources: list[tuple[str, str, str]] = field(default_factory=list)
+    judging: Judging | None = None  # what the judges did (None: no judged row, no labels)
 
 
 # --- computing ---------------------------------------------------------------------------------
 
 def build_report(results: Results, oracle_arms: Sequence[str] | None = None, reduce: str = "mean",
-                 ended: Collection | None = None, budgets: Sequence[RunBudget] = ()) -> Report:
+                 ended: Collection | None = None, budgets: Sequence[RunBudget] = (),
+                 labels: tuple[str, Sequence[HumanLabel]] | None = None) -> Report:
     """Compute every number of the report; ``oracle_arms`` picks the oracle's arms (default: all);
     ``reduce`` how the samples of an item recorded with epochs become its score
     (``analysis.epochs``); ``ended``: how the sweep ended, as its files record it
     (``results.ending.collection``; None: to its end); ``budgets``: the budget figures recorded
-    beside the files (``budget.spend.run_budget``)."""
+    beside the files (``budget.spend.run_budget``); ``labels``: people's labels (their file's
+    name and the labels) the judges are measured against."""
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
@@ -147,7 +153,18 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     report.arms = [
         _with_spend(s, results.spend.get((s.benchmark, s.arm), ArmSpend())) for s in report.arms
     ]
+    if labels is not None or judged(results):
+        report.judging = _judging(results, order, labels)
     return report
+
+
+def _judging(results: Results, order: dict[str, list[str]],
+             labels: tuple[str, Sequence[HumanLabel]] | None) -> Judging:
+    found = build_judging(results, order)
+    if labels is not None:
+        add_humans(found, results, labels[1], labels[0])
+    add_warnings(found, results)
+    return found
 
 
 def _coverage(results: Results) -> Coverage:

@@ -12,6 +12,7 @@ from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
+from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.store.files import UNGRADED
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
@@ -24,6 +25,11 @@ from pytest_echo_bench.store.rows import ReadRow, read_row
 ANSWER_CHARS = 160
 # The figures an ``Item`` holds: a row with one ``store.checks`` refuses is counted as such.
 SHOWN = frozenset({"wall_seconds", "sub_calls", "cost_usd", "cost_units", "usage"})
+
+# One judgment as the report reads it: (judge, model, grade, label, order). A million judged rows
+# repeat a few judges, models and grades: each distinct one (and each row's tuple of them) is
+# held once, shared between rows.
+Judged = tuple[str, str | None, float | None, str | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,8 @@ class Item:
     epoch: int = 1  # 1..K of a spec with ``epochs: K``
     # a reduced item's score in [0, 1] (``analysis.epochs``); None: ``passed`` says it
     score: float | None = None
+    grade: float | None = None  # a judged row's ``score``: its grade on its scorer's scale
+    judged: tuple[Judged, ...] = ()  # what its judges did (``report.judged`` reads them)
 
 
 @dataclass
@@ -88,6 +96,7 @@ def load_results(paths: Sequence[Path]) -> Results:
     results = Results()
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
+    shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
     # each call's spend once: a regrade or merge copies its row
     calls: set[tuple[Key, str, str, str] | None] = set()
     for path in paths:
@@ -111,7 +120,7 @@ def load_results(paths: Sequence[Path]) -> Results:
                     results.sources.append((str(path), meta.run_id, meta.created_at))
                 continue
             row = read_row(record, default)
-            item = _item(row)
+            item = _item(row, shared)
             key = _add(results, seen, item)
             if own is not None:
                 own.add(key)
@@ -177,7 +186,7 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     return key
 
 
-def _item(row: ReadRow) -> Item:
+def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     """The row as an ``Item``: a figure ``store.checks`` refuses (NaN, a string) is None."""
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
@@ -189,7 +198,34 @@ def _item(row: ReadRow) -> Item:
     return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
-                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch)
+                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
+                *_judged(row, shared))
+
+
+def _judged(row: ReadRow, shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:
+    """The row's grade and judgments as the report keeps them, each distinct value held once."""
+    if row.score is None and not row.judgments:
+        return None, ()
+    found = []
+    for record in row.judgments:
+        one = judged_of(record)
+        if one is not None:
+            found.append(shared.setdefault(one, one))
+    kept = tuple(found)
+    return shared.setdefault(row.score, row.score), shared.setdefault(kept, kept)  # type: ignore
+
+
+def judged_of(record: object) -> Judged | None:
+    """The fields a report reads of one judgment record, by ``Judgment.from_json``'s rules (None:
+    not a judgment); read here directly, a million rows' records being twice as many."""
+    if not isinstance(record, dict):
+        return None
+    judge, model, label, order = (record.get(k) for k in ("judge", "model", "label", "order"))
+    if not isinstance(judge, str) or not isinstance(record.get("prompt_sha256"), str):
+        return None
+    return (judge, model if isinstance(model, str) else None, grade_of(record.get("grade")),
+            label.lower() if isinstance(label, str) else None,
+            order if order in ORDERS else None)
 
 
 def _subtask(row: ReadRow) -> str | None:

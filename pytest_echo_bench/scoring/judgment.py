@@ -104,6 +104,11 @@ def _grade(value: object) -> float | None:
     return _finite(value)
 
 
+def grade_of(value: object) -> float | None:
+    """A recorded grade as ``from_json`` reads it (the report's fast reading shares the rule)."""
+    return _grade(value)
+
+
 def _cost(value: object) -> float | None:
     number = _finite(value)
     return number if number is not None and number >= 0 else None

@@ -10,6 +10,8 @@ from typing import Any
 
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Oracle, Report
+from pytest_echo_bench.report.formats.judging import CSV_FIELDS as JUDGING_FIELDS
+from pytest_echo_bench.report.formats.judging import judging_csv_rows
 
 # ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
 # for the oracle line (whose arm cell is the reserved "(oracle)" and whose arms are listed apart).
@@ -62,6 +64,7 @@ def render_csv(report: Report) -> str:
         + _coverage_fields(report)
         + _decide_fields(report)
         + _part_fields(report)
+        + _judging_fields(report)
     )
     writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
@@ -92,7 +95,22 @@ def render_csv(report: Report) -> str:
     if report.sequential is not None:  # the same figures as every other format: report.decision
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decision.csv_rows(report.sequential))
+    writer.writerows(_judging_lines(report))
     return out.getvalue()
+
+
+def _judging_fields(report: Report) -> list[str]:
+    """With judged rows only (the columns are what they were without): a figure's name, judge,
+    value and interval."""
+    return [f for f in JUDGING_FIELDS if f not in CSV_FIELDS] if report.judging else []
+
+
+def _judging_lines(report: Report) -> list[dict[str, Any]]:
+    """What the judges did: a "judging" line per figure (none without judged rows)."""
+    if report.judging is None:
+        return []
+    return [_safe({k: v for k, v in row.items() if v is not None})
+            for row in judging_csv_rows(report.judging)]
 
 
 def _decide_fields(report: Report) -> list[str]:

@@ -8,6 +8,7 @@ from pytest_echo_bench.budget.spend import spend_text
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.colors import palette
 from pytest_echo_bench.report.figures import ArmStats, Benchmark, Report
+from pytest_echo_bench.report.formats.judging import judging_html
 from pytest_echo_bench.report.formats.svg import cost_plot, e, heat_color, rate_bars
 
 ALPHA = 0.05
@@ -49,6 +50,8 @@ def render_html(report: Report) -> str:
     ]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
+    if report.judging is not None:
+        body.append(judging_html(report.judging))
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'

@@ -12,6 +12,7 @@ from pytest_echo_bench.analysis.gates import Intervals
 from pytest_echo_bench.analysis.stats import newcombe_paired, t_quantile, z_for
 from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Pair, Report
+from pytest_echo_bench.report.formats.judging import judging_json, judging_tables
 from pytest_echo_bench.report.formats.tables import Table, tables
 from pytest_echo_bench.shards.coverage import Coverage
 from pytest_echo_bench.store import safe_text
@@ -45,6 +46,7 @@ def report_json(report: Report) -> dict[str, Any]:
         **({"conflicts_unlisted": report.unlisted_conflicts} if report.unlisted_conflicts else {}),
         **({"sequential": decision.to_json(report.sequential)}
            if report.sequential is not None else {}),
+        **({"judging": judging_json(report.judging)} if report.judging is not None else {}),
     }
 
 
@@ -130,12 +132,17 @@ def _md_row(cells: Sequence[str]) -> str:
 
 def render_table(report: Report) -> str:
     """The report as aligned tables for a terminal."""
-    return "\n\n".join(_text(t) for t in tables(report)) + "\n"
+    return "\n\n".join(_text(t) for t in _all(report)) + "\n"
 
 
 def render_markdown(report: Report) -> str:
     """The report as markdown tables."""
-    return "\n\n".join(_markdown(t) for t in tables(report)) + "\n"
+    return "\n\n".join(_markdown(t) for t in _all(report)) + "\n"
+
+
+def _all(report: Report) -> list[Table]:
+    """The report's tables, then its judges' (none without a judged row)."""
+    return tables(report) + judging_tables(report.judging)
 
 
 def render_json(report: Report) -> str:
