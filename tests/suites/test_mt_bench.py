@@ -1,0 +1,272 @@
+"""MT-bench: FastChat's questions loaded, its answer and judgment files replayed, its judge prompts
+rendered byte for byte, and GPT-4's recorded first-turn grades reproduced through a sweep."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import SHARED_DATA, Sweep, make_spec
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.datasets.registry import load_benchmark
+from pytest_echo_bench.errors import PermanentError, SpecError
+from pytest_echo_bench.providers.base import Request
+from pytest_echo_bench.providers.replay_fastchat import FastChatJudgments
+from pytest_echo_bench.scoring.fastchat_prompts import PROMPTS, SINGLE_MATH_V1, SINGLE_V1
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mt-bench"
+DATA = SHARED_DATA / "mt-bench"
+needs_data = pytest.mark.skipif(
+    not DATA.is_dir(), reason=f"FastChat's MT-bench files are not at {DATA}"
+)
+MODELS = ("mistral-orpo-capybara", "mistral-orpo-mix", "mistral-orpo-trl")
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def loader_spec(path: Path | str, reference: Path | str | None = None, extra: str = "",
+                scorer: str = "exact", arms: str = "  a: {provider: sim}\n") -> str:
+    ref = f"  reference: {reference}\n" if reference is not None else ""
+    return (f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {path}\n{ref}{extra}"
+            f"scorer: {scorer}\narms:\n{arms}")
+
+
+def load(tmp_path: Path, body: str) -> list[Example]:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(body, encoding="utf-8")
+    return load_benchmark(spec)[1]
+
+
+# ---- the loader ------------------------------------------------------------------------------
+
+
+def test_each_question_is_its_first_turn_with_its_category_and_reference(tmp_path: Path) -> None:
+    examples = load(tmp_path, loader_spec(FIXTURE / "question.jsonl",
+                                          FIXTURE / "reference_answer" / "gpt-4.jsonl"))
+    by_id = {ex.id: ex for ex in examples}
+    assert list(by_id) == [f"mt_bench/{q}" for q in (81, 91, 101, 111, 121)]
+    assert by_id["mt_bench/111"] == Example(
+        "mt_bench/111", "What is 17 * 3?", "", "math",
+        {"question_id": 111, "category": "math", "reference": "17 * 3 = 51."})
+    assert dict(by_id["mt_bench/81"].metadata) == {"question_id": 81, "category": "writing"}
+    assert {ex.id for ex in examples if "reference" in ex.metadata} == {
+        "mt_bench/101", "mt_bench/111", "mt_bench/121"}
+
+
+def test_without_a_reference_file_no_item_has_a_reference(tmp_path: Path) -> None:
+    examples = load(tmp_path, loader_spec(FIXTURE / "question.jsonl"))
+    assert len(examples) == 5 and all("reference" not in ex.metadata for ex in examples)
+
+
+def test_start_and_limit_apply_per_category(tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(
+        json.dumps({"question_id": i, "category": "ab"[i % 2], "turns": [f"q{i}"]}) + "\n"
+        for i in range(10)), encoding="utf-8")
+    examples = load(tmp_path, loader_spec(questions, extra="  start: 1\n  limit: 2\n"))
+    assert [ex.id for ex in examples] == ["mt_bench/2", "mt_bench/4", "mt_bench/3", "mt_bench/5"]
+
+
+@needs_data
+def test_the_real_questions_and_references(tmp_path: Path) -> None:
+    examples = load(tmp_path, loader_spec(DATA / "question.jsonl",
+                                          DATA / "reference_answer" / "gpt-4.jsonl"))
+    assert len(examples) == 80 and len({ex.subtask for ex in examples}) == 8
+    referenced = {ex.subtask for ex in examples if "reference" in ex.metadata}
+    assert referenced == {"math", "reasoning", "coding"}
+    assert sum("reference" in ex.metadata for ex in examples) == 30
+
+
+BAD_QUESTIONS = [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "a record must be a JSON object"),
+    ('{"question_id": true, "category": "math", "turns": ["x"]}', "question_id must be"),
+    ('{"question_id": 7, "turns": ["x"]}', "needs a category"),
+    ('{"question_id": 7, "category": "math", "turns": "x"}', "needs turns"),
+    ('{"question_id": 7, "category": "math", "turns": []}', "needs turns"),
+    ('{"question_id": 81, "category": "math", "turns": ["again"]}', "question_id 81 again (first "
+     "on line 1)"),
+]
+
+
+@pytest.mark.parametrize(("line", "why"), BAD_QUESTIONS)
+def test_a_malformed_question_names_file_line_and_key(tmp_path: Path, line: str,
+                                                      why: str) -> None:
+    questions = tmp_path / "q.jsonl"
+    good = (FIXTURE / "question.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    questions.write_text(f"{good}\n\n{line}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as raised:
+        load(tmp_path, loader_spec(questions))
+    assert f"{questions}:3: " in str(raised.value) and why in str(raised.value)
+    assert raised.value.key == "dataset.path" and raised.value.line == 4
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ('{"question_id": 111, "choices": []}', "needs choices[0].turns[0]"),
+    ('{"question_id": 111, "choices": [{"turns": [3]}]}', "needs choices[0].turns[0]"),
+    ('{"choices": [{"turns": ["x"]}]}', "question_id must be"),
+    ("\xff", "not UTF-8"),
+])
+def test_a_malformed_reference_names_file_line_and_key(tmp_path: Path, line: str,
+                                                       why: str) -> None:
+    references = tmp_path / "ref.jsonl"
+    references.write_bytes(b"\n" + line.encode("latin-1") + b"\n")
+    with pytest.raises(SpecError) as raised:
+        load(tmp_path, loader_spec(FIXTURE / "question.jsonl", references))
+    assert f"{references}:2: " in str(raised.value) and why in str(raised.value)
+    assert raised.value.key == "dataset.reference"
+
+
+def test_a_missing_reference_file_or_an_unknown_key_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="reference answer file not found: .*absent.jsonl"):
+        load(tmp_path, loader_spec(FIXTURE / "question.jsonl", "absent.jsonl"))
+    with pytest.raises(SpecError, match="unknown key 'refrence' for loader mt_bench"):
+        load(tmp_path, loader_spec(FIXTURE / "question.jsonl", extra="  refrence: x\n"))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.binary(max_size=200))
+def test_any_question_file_loads_or_is_refused_with_its_line(tmp_path_factory: Any,
+                                                             data: bytes) -> None:
+    folder = tmp_path_factory.mktemp("q")
+    questions = folder / "q.jsonl"
+    questions.write_bytes(data)
+    try:
+        examples = load(folder, loader_spec(questions))
+    except SpecError as exc:
+        assert str(questions) in str(exc)
+    else:
+        assert examples and all(ex.id.startswith("mt_bench/") for ex in examples)
+
+
+# ---- the judge prompts -----------------------------------------------------------------------
+
+
+@needs_data
+def test_the_shipped_prompts_are_fastchats_byte_for_byte() -> None:
+    recorded = {rec["name"]: rec for rec in lines(DATA / "judge_prompts.jsonl")}
+    for name, prompt in PROMPTS.items():
+        assert (prompt.system, prompt.template) == (recorded[name]["system_prompt"],
+                                                    recorded[name]["prompt_template"])
+
+
+def test_a_prompt_renders_answers_with_braces_as_they_are() -> None:
+    rendered = SINGLE_V1.render(question="Q?", answer="{answer} {0} }{")
+    assert rendered.endswith("[The Start of Assistant's Answer]\n{answer} {0} }{\n"
+                             "[The End of Assistant's Answer]")
+
+
+# ---- replay ----------------------------------------------------------------------------------
+
+
+def arms_of(*models: str, root: Path = FIXTURE) -> str:
+    return "".join(f"  {m}: {{provider: replay, path: {root}/model_answer/{m}.jsonl}}\n"
+                   for m in models)
+
+
+def test_an_answer_file_replays_the_first_turn_by_question_id(pytester: pytest.Pytester,
+                                                              sweep: Sweep) -> None:
+    make_spec(pytester, loader_spec(FIXTURE / "question.jsonl", arms=arms_of("tiny-a", "tiny-b")))
+    _, _, rows = sweep.run()
+    answers = {(m, str(rec["question_id"])): rec["choices"][0]["turns"][0]
+               for m in ("tiny-a", "tiny-b")
+               for rec in lines(FIXTURE / "model_answer" / f"{m}.jsonl")}
+    assert {(r["arm"], r["task_id"].split("/")[1]): r["output"] for r in rows} == answers
+    assert all(r["extra"]["replayed"] is True and r["sub_calls"] == 0 for r in rows)
+
+
+def test_an_answer_file_without_the_question_is_an_error_row(pytester: pytest.Pytester,
+                                                             sweep: Sweep) -> None:
+    answers = pytester.path / "answers.jsonl"
+    answers.write_text(json.dumps({"question_id": 81, "choices": [{"turns": ["hi"]}]}) + "\n")
+    make_spec(pytester, loader_spec(FIXTURE / "question.jsonl",
+                                    arms=f"  a: {{provider: replay, path: {answers}}}\n"))
+    _, _, rows = sweep.run()
+    errors = {r["task_id"]: r["detail"] for r in rows if r["status"] == "error"}
+    assert len(rows) == 5 and "mt_bench/81" not in errors
+    assert errors["mt_bench/91"] == f"error: no recorded answer for mt_bench/91: no question_id " \
+                                    f"91 in {answers}"
+
+
+def request(prompt: str, qid: int = 81) -> Request:
+    example = Example(f"mt_bench/{qid}", "q", "", "writing", {"question_id": qid})
+    return Request(example, "gpt-4", prompt)
+
+
+def fixture_judge(tmp_path: Path) -> FastChatJudgments:
+    # a copy: each path is read once per process, and a test that edits its file needs its own
+    path = tmp_path / "judgments.jsonl"
+    shutil.copy(FIXTURE / "model_judgment" / "gpt-4_single.jsonl", path)
+    return FastChatJudgments(path)
+
+
+def test_a_judgment_is_found_by_the_exact_prompt_and_names_its_judge(tmp_path: Path) -> None:
+    judge = fixture_judge(tmp_path)
+    record = lines(judge.path)[0]
+    completion = judge.complete(request(record["user_prompt"]))
+    assert completion.text == record["judgment"]
+    assert completion.extra == {"replayed": True, "model": "gpt-4"} and completion.sub_calls == 0
+
+
+def test_a_prompt_one_character_off_names_where_it_leaves_the_closest(tmp_path: Path) -> None:
+    judge = fixture_judge(tmp_path)
+    prompt = lines(judge.path)[0]["user_prompt"]
+    at = prompt.index("[Question]")
+    with pytest.raises(PermanentError) as raised:
+        judge.complete(request(prompt[:at] + "[question]" + prompt[at + 10:]))
+    message = str(raised.value)
+    assert f"for question 81 in {judge.path}: it leaves the closest recorded prompt (line 1) " \
+           f"at character {at + 1}:" in message
+    assert "\\n\\n[Question]\\nWrite" in message and "\\n\\n[question]\\nWrite" in message
+
+
+def test_a_question_with_no_recorded_judgment_says_so(tmp_path: Path) -> None:
+    with pytest.raises(PermanentError, match="no recorded judgment for question 999 in "):
+        fixture_judge(tmp_path).complete(request("anything", qid=999))
+
+
+def test_one_prompt_judged_twice_differently_is_refused(tmp_path: Path) -> None:
+    judge = fixture_judge(tmp_path)
+    first = lines(judge.path)[0]
+    with open(judge.path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({**first, "judgment": "Rating: [[1]]"}) + "\n")
+    with pytest.raises(PermanentError, match=r"2 different judgments of this exact prompt "
+                                             r"\(lines 1, 11\)"):
+        judge.complete(request(first["user_prompt"]))
+
+
+def test_a_malformed_judgment_file_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "judgments.jsonl"
+    path.write_text('{"question_id": 1, "user_prompt": "p", "judgment": "j"}\n'
+                    '{"question_id": 2, "user_prompt": "p"}\n', encoding="utf-8")
+    for _ in range(2):  # read once: the second ask gets the same refusal
+        with pytest.raises(PermanentError, match=f"{path}:2: a judgment needs user_prompt and "):
+            FastChatJudgments(path).complete(request("p"))
+
+
+@needs_data
+def test_every_recorded_first_turn_prompt_renders_from_the_shipped_templates(
+        tmp_path: Path) -> None:
+    examples = {ex.metadata["question_id"]: ex for ex in load(tmp_path, loader_spec(
+        DATA / "question.jsonl", DATA / "reference_answer" / "gpt-4.jsonl"))}
+    answers = {(m, rec["question_id"]): rec["choices"][0]["turns"][0] for m in MODELS
+               for rec in lines(DATA / "model_answer" / f"{m}.jsonl")}
+    judge = FastChatJudgments(DATA / "model_judgment" / "gpt-4_single.jsonl")
+    found = 0
+    for (_model, qid), answer in answers.items():
+        ex = examples[qid]
+        if "reference" in ex.metadata:
+            prompt = SINGLE_MATH_V1.render(question=ex.input, answer=answer,
+                                           ref_answer_1=ex.metadata["reference"])
+        else:
+            prompt = SINGLE_V1.render(question=ex.input, answer=answer)
+        found += bool(judge.complete(request(prompt, qid)).text)
+    assert found == 240
