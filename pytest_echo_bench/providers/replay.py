@@ -254,6 +254,20 @@ def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str, int], str]
     return arms, outputs
 
 
+def _outputs_file(path: Path, arm: ArmSpec, spec: Spec) -> Provider | None:
+    """The replay of an outputs file (MMLU-Pro's, or FastChat's answers or judgments), or None
+    for a file that is none (one of our results files, or no recording at all)."""
+    if file_format(path) == "json":
+        return OutputsRecording(path.resolve())
+    if file_format(path) != "jsonl":
+        return None
+    first = _first_line(path, arm, spec)
+    fastchat = replay_fastchat.recording(path.resolve(), first)
+    if fastchat is not None:
+        return fastchat
+    return OutputsRecording(path.resolve()) if _outputs_lines(first, path, arm, spec) else None
+
+
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
     check_options(arm, spec, "replay", _KNOWN)
     raw = option(arm, "path", str, None, spec)
@@ -284,11 +298,8 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
                 "arm",
             )
         return BbhRecording(path.resolve())
-    first = _first_line(path, arm, spec) if file_format(path) == "jsonl" else None
-    fastchat = replay_fastchat.recording(path.resolve(), first)
-    if file_format(path) == "json" or fastchat is not None or (
-        first is not None and _outputs_lines(first, path, arm, spec)
-    ):
+    outputs = _outputs_file(path, arm, spec)
+    if outputs is not None:
         if source is not None:
             raise spec.error(
                 "'arm' selects a row of a .jsonl results file; an outputs file has none",
@@ -296,7 +307,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
                 arm.name,
                 "arm",
             )
-        return fastchat or OutputsRecording(path.resolve())
+        return outputs
     if path.suffix != ".jsonl":
         raise spec.error(
             "replay path must be a directory of BBH recordings, a .json[.gz] outputs file "

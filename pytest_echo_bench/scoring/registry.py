@@ -23,6 +23,8 @@ _BUILTIN = {
     "bbh": "pytest_echo_bench.suites.bbh:score",
     "humaneval": "pytest_echo_bench.suites.humaneval:score",
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:score",
+    "mt_bench": "pytest_echo_bench.suites.mt_bench:score",
+    "pairwise": "pytest_echo_bench.scoring.pairwise:pairwise",
 }
 # The built-ins that compare with the target alone (TextScorers): made scorers of an item on import.
 _ON_TARGET = frozenset({"exact", "numeric", "regex", "choice", "bbh"})
@@ -31,7 +33,11 @@ _ON_TARGET = frozenset({"exact", "numeric", "regex", "choice", "bbh"})
 IN_PROCESS = frozenset({*_ON_TARGET, "mmlu_pro"})
 # A scorer's options checked when the spec is, so a typo fails
 # collection with its line, not every row.
-OPTION_CHECKS: dict[str, str] = {"mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options"}
+OPTION_CHECKS: dict[str, str] = {
+    "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options",
+    "mt_bench": "pytest_echo_bench.suites.mt_bench:check_options",
+    "pairwise": "pytest_echo_bench.scoring.pairwise:check_options",
+}
 
 
 def _adapt(name: str, fn: Any) -> Scorer:
@@ -39,7 +45,8 @@ def _adapt(name: str, fn: Any) -> Scorer:
 
 
 SCORERS: Registry[Scorer] = Registry("scorer", _BUILTIN, _adapt)  # built-ins, and the user's own
-_judged: set[str] = set()  # the names of scorers called with ``judges=`` (scoring.judging)
+# the names of scorers called with ``judges=`` (scoring.judging)
+_judged: set[str] = {"mt_bench", "pairwise"}
 
 
 def scorer(name: str, judges: bool = False) -> Callable[[Scorer], Scorer]:

@@ -1,6 +1,7 @@
 """MT-bench: the loader (FastChat's ``question.jsonl``, the first turn of each question, with the
-reference answers of a ``reference_answer/<model>.jsonl``) and the reader of FastChat's JSON Lines
-files that the loader and the replay of answers and judgments share.
+reference answers of a ``reference_answer/<model>.jsonl``), the scorer (a judge grades each answer
+by FastChat's prompts and grade rule), and the reader of FastChat's JSON Lines files that the
+loader and the replay of answers and judgments share.
 
 The files are FastChat's (lm-sys/FastChat, ``fastchat/llm_judge``, Apache-2.0): questions
 ``{question_id, category, turns}``, answers and references ``{question_id, choices: [{turns}]}``.
@@ -9,12 +10,18 @@ The files are FastChat's (lm-sys/FastChat, ``fastchat/llm_judge``, Apache-2.0): 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.loaders import dataset_path, slice_examples
+from pytest_echo_bench.scoring.fastchat_prompts import SINGLE_MATH_V1, SINGLE_V1
+from pytest_echo_bench.scoring.grades import GradeRule
+from pytest_echo_bench.scoring.judging import Judges
+from pytest_echo_bench.scoring.model_graded import OptionError, aggregate, ask_panel, judge_names
+from pytest_echo_bench.scoring.verdict import Verdict, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.paths import read_regular
 
@@ -138,3 +145,65 @@ def _references(spec: Spec) -> dict[str, str]:
         raise fail(f"reference answer file not found: {path}")
     return {qid: first_turn(record, f"{path}:{lineno}", fail)
             for qid, (lineno, record) in keyed(records(path, fail), path, fail).items()}
+
+
+# ---- the scorer ------------------------------------------------------------------------------
+
+# FastChat's grade: the first ``[[n]]``, else the first ``[n]`` (its ``one_score_pattern`` and
+# ``one_score_pattern_backup``); none is its -1, which its averages leave out. The scale is the
+# one its prompts ask for: a grade outside 1-10 is no grade here (FastChat would count it; the
+# recorded GPT-4 judgments have none).
+RULE_PATTERN, RULE_FALLBACK = r"\[\[(\d+\.?\d*)\]\]", r"\[(\d+\.?\d*)\]"
+SCALE = (1.0, 10.0)
+PASS_AT = 8.0  # a choice: FastChat reports the mean grade alone; 8 of 10 is "good" in its prompts
+OPTIONS = frozenset({"judge", "pass_at", "judges"})  # judges: the older way to declare them
+
+
+def rule(pass_at: float = PASS_AT) -> GradeRule:
+    """FastChat's single-answer grade rule, passing at ``pass_at``."""
+    return GradeRule(re.compile(RULE_PATTERN), SCALE, pass_at, pick="first",
+                     fallback=re.compile(RULE_FALLBACK))
+
+
+def score(output: str, example: Example, options: dict[str, Any], *, judges: Judges) -> Verdict:
+    """The judges' grade of ``output`` by FastChat's prompt for the item's category:
+    ``single-math-v1`` with its reference for math, reasoning and coding, else ``single-v1``."""
+    names, pass_at = _read(options)
+    category = str(example.metadata.get("category", example.subtask))
+    if category not in NEEDS_REFERENCE:
+        judge_prompt = SINGLE_V1
+        prompt = SINGLE_V1.render(question=example.input, answer=output)
+    else:
+        reference = example.metadata.get("reference")
+        if not isinstance(reference, str):
+            return unjudged(f"unjudged: {example.id} ({category}) is judged against a reference "
+                            "answer (single-math-v1): give the loader's reference: file")
+        judge_prompt = SINGLE_MATH_V1
+        prompt = SINGLE_MATH_V1.render(question=example.input, answer=output,
+                                       ref_answer_1=reference)
+    graded = rule(pass_at)
+    return aggregate(ask_panel(judges, names, prompt, judge_prompt.system, graded, output),
+                     graded, "mean")
+
+
+def _read(options: Mapping[str, Any]) -> tuple[tuple[str, ...], float]:
+    """The judges to ask and ``pass_at``; OptionError for options that cannot work."""
+    unknown = sorted(set(map(str, options)) - OPTIONS)
+    if unknown:
+        raise OptionError(f"unknown mt_bench scorer option {unknown[0]!r}; known: judge, "
+                          "pass_at")
+    pass_at = options.get("pass_at", PASS_AT)
+    if (isinstance(pass_at, bool) or not isinstance(pass_at, int | float)
+            or not SCALE[0] <= pass_at <= SCALE[1]):
+        raise OptionError(f"pass_at must be a grade from 1 to 10 (default {PASS_AT:g}), got "
+                          f"{pass_at!r}")
+    return judge_names(options.get("judge")), float(pass_at)
+
+
+def check_options(options: Mapping[str, Any]) -> str | None:
+    """Why ``scorer: {name: mt_bench, ...}`` options are wrong, or None."""
+    try:
+        _read(options)
+    except OptionError as exc:
+        return str(exc)
+    return None

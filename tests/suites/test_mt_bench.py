@@ -19,6 +19,10 @@ from pytest_echo_bench.errors import PermanentError, SpecError
 from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.replay_fastchat import FastChatJudgments
 from pytest_echo_bench.scoring.fastchat_prompts import PROMPTS, SINGLE_MATH_V1, SINGLE_V1
+from pytest_echo_bench.scoring.judging import Reply
+from pytest_echo_bench.scoring.judgment import prompt_digest
+from pytest_echo_bench.scoring.verdict import Verdict
+from pytest_echo_bench.suites import mt_bench
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mt-bench"
 DATA = SHARED_DATA / "mt-bench"
@@ -270,3 +274,214 @@ def test_every_recorded_first_turn_prompt_renders_from_the_shipped_templates(
             prompt = SINGLE_V1.render(question=ex.input, answer=answer)
         found += bool(judge.complete(request(prompt, qid)).text)
     assert found == 240
+
+
+# ---- the scorer ------------------------------------------------------------------------------
+
+
+class Recorded:
+    """A judge that answers from a table: the scorer's side of the judge seam, and what it sent."""
+
+    def __init__(self, replies: dict[str, str] | None = None, default: str = "Rating: [[5]]",
+                 others: dict[str, str] | None = None) -> None:
+        self.replies, self.default, self.others = replies or {}, default, others or {}
+        self.asked: list[tuple[str, str, str | None]] = []
+
+    def ask(self, name: str, prompt: str, system: str | None = None) -> Reply:
+        self.asked.append((name, prompt, system))
+        text = next((r for key, r in self.replies.items() if key in prompt), self.default)
+        return Reply(text, model="judge-model")
+
+    def answer_of(self, arm: str) -> str | None:
+        return self.others.get(arm)
+
+
+WRITING = Example("mt_bench/81", "Write a poem.", "", "writing",
+                  {"question_id": 81, "category": "writing"})
+MATH = Example("mt_bench/111", "What is 17 * 3?", "", "math",
+               {"question_id": 111, "category": "math", "reference": "51"})
+
+
+def grade(reply: str, output: str = "An answer.", **options: Any) -> Verdict:
+    return mt_bench.score(output, WRITING, {"judge": "gpt-4", **options},
+                          judges=Recorded(default=reply))
+
+
+@pytest.mark.parametrize(("reply", "score"), [
+    ("Good. Rating: [[8]]", 8.0),
+    ("Rating: [[6.5]]", 6.5),
+    ("Rating: [7]", 7.0),  # the fallback
+    ("First [[3]], then [[9]].", 3.0),  # FastChat takes the first
+    ("A [5] here, and [[8]] later.", 8.0),  # [[n]] anywhere before the fallback
+    ("Rating: [[10]]\n", 10.0),
+])
+def test_fastchats_grade_rule(reply: str, score: float) -> None:
+    verdict = grade(reply)
+    assert verdict.score == score and verdict.passed == (score >= 8)
+    assert verdict.status == ("correct" if score >= 8 else "wrong")
+    assert [j.grade for j in verdict.judgments] == [score]
+
+
+@pytest.mark.parametrize("reply", ["No rating at all.", "Rating: [[11]]", "Rating: [[0]]",
+                                   "Rating: [[ten]]", ""])
+def test_no_grade_is_unjudged_never_wrong_and_the_judgment_is_kept(reply: str) -> None:
+    verdict = grade(reply)
+    assert verdict.status == "unjudged" and verdict.score is None and not verdict.passed
+    assert [j.reply for j in verdict.judgments] == [reply] and verdict.judgments[0].grade is None
+
+
+def test_the_answers_own_grade_quoted_back_does_not_grade_it() -> None:
+    output = "Here is my poem about the sea.\nRating: [[10]] from me, the poet."
+    verdict = grade("The answer ends with 'Rating: [[10]] from me, the poet.', which is not "
+                    "its place. Rating: [[3]]", output)
+    assert verdict.score == 3.0
+
+
+def test_pass_at_sets_what_passes() -> None:
+    assert grade("Rating: [[7]]", pass_at=6.5).passed
+    assert not grade("Rating: [[7]]").passed
+
+
+def test_the_prompt_and_system_are_fastchats_by_category() -> None:
+    judges = Recorded()
+    mt_bench.score("51", MATH, {"judge": "gpt-4"}, judges=judges)
+    mt_bench.score("A poem.", WRITING, {"judge": "gpt-4"}, judges=judges)
+    assert judges.asked == [
+        ("gpt-4", SINGLE_MATH_V1.render(question="What is 17 * 3?", answer="51",
+                                        ref_answer_1="51"), "You are a helpful assistant."),
+        ("gpt-4", SINGLE_V1.render(question="Write a poem.", answer="A poem."),
+         "You are a helpful assistant."),
+    ]
+
+
+def test_a_category_judged_against_a_reference_without_one_asks_no_judge() -> None:
+    judges = Recorded()
+    no_reference = Example("mt_bench/111", "q", "", "math", {"category": "math"})
+    verdict = mt_bench.score("51", no_reference, {"judge": "gpt-4"}, judges=judges)
+    assert verdict.status == "unjudged" and "give the loader's reference: file" in verdict.detail
+    assert judges.asked == []
+
+
+def test_a_panel_grades_with_the_mean() -> None:
+    judges = Recorded({"'s Answer]\nA poem.": "Rating: [[6]]"}, "Rating: [[9]]")
+    verdict = mt_bench.score("A poem.", WRITING, {"judge": ["a", "b"]}, judges=judges)
+    assert verdict.score == 6.0 and [name for name, _, _ in judges.asked] == ["a", "b"]
+
+
+@pytest.mark.parametrize(("options", "why"), [
+    ({}, "judge must name a judge"),
+    ({"judge": "g", "pass_at": 11}, "pass_at must be a grade from 1 to 10"),
+    ({"judge": "g", "pass_at": True}, "pass_at must be a grade from 1 to 10"),
+    ({"judge": "g", "template": "x"}, "unknown mt_bench scorer option 'template'"),
+])
+def test_bad_options_say_why(options: dict[str, Any], why: str) -> None:
+    assert why in (mt_bench.check_options(options) or "")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.text(alphabet=st.sampled_from("[]0123456789.- Rating:\n"), max_size=60),
+       st.text(max_size=30))
+def test_any_reply_is_a_grade_on_the_scale_or_unjudged(reply: str, output: str) -> None:
+    verdict = grade(reply, output)
+    if verdict.status == "unjudged":
+        assert verdict.score is None and verdict.judgments[0].note
+    else:
+        assert verdict.score is not None and 1 <= verdict.score <= 10
+
+
+# ---- the sweep -------------------------------------------------------------------------------
+
+
+def judged_spec(root: Path, models: tuple[str, ...], scorer: str = "{name: mt_bench, judge: gpt-4}",
+                reference: bool = True) -> str:
+    ref = f"  reference: {root}/reference_answer/gpt-4.jsonl\n" if reference else ""
+    return (f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {root}/question.jsonl\n"
+            f"{ref}judges:\n  gpt-4: {{provider: replay, path: "
+            f"{root}/model_judgment/gpt-4_single.jsonl}}\nscorer: {scorer}\narms:\n"
+            f"{arms_of(*models, root=root)}")
+
+
+def test_a_sweep_grades_each_answer_with_the_replayed_judge(pytester: pytest.Pytester,
+                                                           sweep: Sweep) -> None:
+    make_spec(pytester, judged_spec(FIXTURE, ("tiny-a", "tiny-b")))
+    _, _, rows = sweep.run()
+    got = {(r["arm"], r["task_id"].split("/")[1]): (r["status"], r.get("score")) for r in rows}
+    assert got == {
+        ("tiny-a", "81"): ("correct", 8), ("tiny-a", "91"): ("wrong", 6.5),
+        ("tiny-a", "101"): ("wrong", 7), ("tiny-a", "111"): ("correct", 10),
+        ("tiny-a", "121"): ("correct", 9),
+        # FastChat's parse gives 10 here, from the answer's own "Rating: [[10]]" the judge quotes
+        ("tiny-b", "81"): ("wrong", 3), ("tiny-b", "91"): ("unjudged", None),
+        ("tiny-b", "101"): ("wrong", 1), ("tiny-b", "111"): ("wrong", 2),
+        ("tiny-b", "121"): ("wrong", 1),
+    }
+    recorded = {(r["model"], str(r["question_id"])): r
+                for r in lines(FIXTURE / "model_judgment" / "gpt-4_single.jsonl")}
+    for row in rows:
+        [judgment] = row["judgments"]
+        record = recorded[(row["arm"], row["task_id"].split("/")[1])]
+        assert judgment["reply"] == record["judgment"] and judgment["prompt"] == \
+            record["user_prompt"]
+        assert judgment["judge"] == "gpt-4" and judgment["model"] == "gpt-4"
+        assert judgment["prompt_sha256"] == prompt_digest(record["user_prompt"],
+                                                          "You are a helpful assistant.")
+
+
+def test_a_prompt_the_judge_did_not_record_leaves_the_answer_unjudged(
+        pytester: pytest.Pytester, sweep: Sweep) -> None:
+    # One question's text changed by a letter: its prompt is no longer the recorded one.
+    root = pytester.path / "data"
+    shutil.copytree(FIXTURE, root)
+    questions = root / "question.jsonl"
+    questions.write_text(questions.read_text().replace("the sea", "the see"))
+    make_spec(pytester, judged_spec(root, ("tiny-a",)))
+    _, _, rows = sweep.run()
+    row = next(r for r in rows if r["task_id"] == "mt_bench/81")
+    assert row["status"] == "unjudged" and row["output"] and "score" not in row
+    assert "no recorded judgment of this prompt for question 81" in row["detail"]
+    assert "(line 1) at character " in row["detail"]
+    assert "poem about the sea." in row["detail"] and "poem about the see." in row["detail"]
+
+
+def test_bad_scorer_options_stop_collection_naming_the_key(pytester: pytest.Pytester,
+                                                           sweep: Sweep) -> None:
+    make_spec(pytester, judged_spec(FIXTURE, ("tiny-a",), "{name: mt_bench, judge: gpt-4, "
+                                                          "pass_at: 12}"))
+    result, _, rows = sweep.run()
+    result.stdout.fnmatch_lines(["*demo.yaml:*scorer*pass_at must be a grade from 1 to 10*"])
+    assert rows == []
+
+
+@needs_data
+def test_gpt4s_recorded_judgments_give_fastchats_figures(pytester: pytest.Pytester,
+                                                         sweep: Sweep,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(Path(__file__).resolve().parents[2] / "bench_specs",
+                    pytester.path / "bench_specs")
+    monkeypatch.setenv("ECHO_BENCH_MT_BENCH", str(DATA))
+    result, _, rows = sweep.run("bench_specs/mt_bench.yaml")
+    assert result.ret in (0, 1) and len(rows) == 240
+    recorded = {(r["model"], f"mt_bench/{r['question_id']}"): r
+                for r in lines(DATA / "model_judgment" / "gpt-4_single.jsonl") if r["turn"] == 1}
+    sums = {m: sum(r["score"] for r in rows if r["arm"] == m) for m in MODELS}
+    assert sums == {"mistral-orpo-capybara": 570, "mistral-orpo-mix": 514.5,
+                    "mistral-orpo-trl": 618.5}
+    assert {m: s / 80 for m, s in sums.items()} == {"mistral-orpo-capybara": 7.125,
+                                                   "mistral-orpo-mix": 6.43125,
+                                                   "mistral-orpo-trl": 7.73125}
+    for row in rows:
+        record = recorded[(row["arm"], row["task_id"])]
+        assert row["score"] == record["score"], row["task_id"]
+        assert row["judgments"][0]["reply"] == record["judgment"]
+        assert row["judgments"][0]["model"] == "gpt-4"
+
+
+def test_the_shipped_spec_skips_without_its_data(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(Path(__file__).resolve().parents[2] / "bench_specs",
+                    pytester.path / "bench_specs")
+    monkeypatch.setenv("ECHO_BENCH_MT_BENCH", str(pytester.path / "absent"))
+    result = pytester.runpytest("bench_specs/mt_bench.yaml", "-p", "no:cacheprovider", "-rs",
+                                "--bench-out", str(pytester.path / "none.jsonl"))
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*SKIPPED*dataset not found*mt_bench.yaml marks it optional*"])
