@@ -17,7 +17,7 @@ from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.errors import PermanentError, SpecError
 from pytest_echo_bench.providers.base import Request
-from pytest_echo_bench.providers.replay_fastchat import FastChatJudgments
+from pytest_echo_bench.providers.replay_fastchat import FastChatAnswers, FastChatJudgments
 from pytest_echo_bench.scoring.fastchat_prompts import PROMPTS, SINGLE_MATH_V1, SINGLE_V1
 from pytest_echo_bench.scoring.judging import Reply
 from pytest_echo_bench.scoring.judgment import prompt_digest
@@ -254,6 +254,28 @@ def test_a_malformed_judgment_file_names_its_line(tmp_path: Path) -> None:
     for _ in range(2):  # read once: the second ask gets the same refusal
         with pytest.raises(PermanentError, match=f"{path}:2: a judgment needs user_prompt and "):
             FastChatJudgments(path).complete(request("p"))
+
+
+RECORD_PARTS = st.sampled_from([
+    b'{"question_id": 81, "choices": [{"turns": ["hi"]}]}', b'{"question_id": 81}',
+    b'{"question_id": 81, "user_prompt": "p", "judgment": "Rating: [[5]]"}', b"\n", b"{",
+    b'{"question_id": [], "choices": 1}', b"\xff", b"[]", b'{"user_prompt": 3, "judgment": 4}',
+])
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(st.lists(RECORD_PARTS, max_size=6).map(b"".join))
+def test_any_fastchat_file_replays_or_fails_its_items_naming_the_file(tmp_path_factory: Any,
+                                                                      data: bytes) -> None:
+    path = tmp_path_factory.mktemp("fc") / "recording.jsonl"
+    path.write_bytes(data)
+    for provider in (FastChatAnswers(path), FastChatJudgments(path)):
+        try:
+            completion = provider.complete(request("p"))
+        except PermanentError as exc:
+            assert str(path) in str(exc)
+        else:
+            assert completion.text in ("hi", "Rating: [[5]]")
 
 
 @needs_data
