@@ -49,6 +49,7 @@ class FakeOpenAI(FakeServer):
         self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
         self.exhausted_at: float | None = None
         self.with_usage = True  # False: replies carry no usage (some proxies and local servers)
+        self.served_model: str | None = None  # the model replies say served them (else the asked)
 
     def spent(self) -> Fault | None:
         if self.quota_after is None or self.served < self.quota_after:
@@ -75,7 +76,7 @@ class FakeOpenAI(FakeServer):
         text = self.answer(prompt)
         reply = {
             "id": "chatcmpl-local", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "local"),
+            "model": self.served_model or body.get("model", "local"),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),

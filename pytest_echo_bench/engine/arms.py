@@ -54,7 +54,9 @@ class ArmRuntime:
     def cache_key(self, request: Request) -> str | None:
         if self.descriptor is None:
             return None
-        return cache_key(self.descriptor, request.prompt, request.sample, request.epoch)
+        call = self.descriptor if request.system is None else {
+            **self.descriptor, "request_system": request.system}
+        return cache_key(call, request.prompt, request.sample, request.epoch)
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:

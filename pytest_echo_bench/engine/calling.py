@@ -56,7 +56,8 @@ class CallPath:
         makes."""
         if self.budget is None or provider_info(runtime.conf.provider).composite:
             return contextlib.nullcontext(_no_budget)
-        return self.budget.call(runtime.spec, runtime.name, request.prompt)
+        sent = request.prompt if not request.system else f"{request.system}\n\n{request.prompt}"
+        return self.budget.call(runtime.spec, runtime.name, sent)
 
     def _attempt(self, runtime: ArmRuntime, request: Request) -> Attempted:
         """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""

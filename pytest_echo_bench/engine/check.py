@@ -5,7 +5,7 @@ from __future__ import annotations
 from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import PermanentError, UnavailableError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Request
-from pytest_echo_bench.scoring.registry import get_scorer, known, option_check
+from pytest_echo_bench.scoring.registry import get_scorer, known, option_check, takes_judges
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 
@@ -29,8 +29,22 @@ def check_spec(spec: Spec) -> None:
             refused = f"a {arm.provider} arm {info.no_prompt}: it takes no prompt: or fewshot:"
             raise spec.error(refused, "arms", arm.name, key)
         _build(spec, arm)
-    for judge in declared(spec).values():  # a scorer's judges, declared as arms are
+    judges = declared(spec)
+    for judge in judges.values():  # a scorer's judges, declared as arms are
         _build(spec, judge)
+    _check_named(spec, judges)
+
+
+def _check_named(spec: Spec, judges: dict[str, ArmSpec]) -> None:
+    """A judged scorer's ``judge:`` names declared judges only (a typo would fail every item)."""
+    named = spec.scorer_options.get("judge")
+    if not takes_judges(spec.scorer) or named is None:
+        return
+    for name in [named] if isinstance(named, str) else named:
+        if name not in judges:
+            known = ", ".join(sorted(judges)) or "none: declare them under judges:"
+            raise spec.error(f"scorer judge {name!r} is not a declared judge; declared: {known}",
+                             "scorer", "judge")
 
 
 def _build(spec: Spec, arm: ArmSpec) -> None:

@@ -1,8 +1,9 @@
 """The judges a spec's scorer may ask, each declared as an arm is: a ``provider:`` and its options.
 
-Today the scorer's options declare them, ``scorer: {name: graded, judges: {grader: {provider:
-openai, model: ...}}}``, and ``declared`` alone reads them: a spec key of their own replaces it
-here. A judge's name is its own, never an arm's, whose prices and cache entries it would take.
+A spec declares them under its top-level ``judges:`` (``judges: {grader: {provider: openai, model:
+...}}``); the scorer's ``judges:`` option of older specs declares them too (one or the other, never
+both), and ``declared`` alone reads either. A judge's name is its own, never an arm's, whose prices
+and cache entries it would take.
 """
 
 from __future__ import annotations
@@ -13,20 +14,25 @@ from typing import Any
 from pytest_echo_bench.providers import PROVIDERS
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
-JUDGES = "judges"  # the scorer option that declares them
+JUDGES = "judges"  # the spec key (and the older scorer option) that declares them
 
 
 def declared(spec: Spec) -> dict[str, ArmSpec]:
     """The judges ``spec``'s scorer may ask, by name, each declared as an arm is."""
-    value = spec.scorer_options.get(JUDGES, {})
+    where: tuple[str, ...] = (JUDGES,)
+    value: Any = spec.judges
+    if JUDGES in spec.scorer_options:
+        if spec.judges:
+            raise spec.error("judges are declared twice: keep the top-level judges: and remove "
+                             "the scorer's judges: option", "scorer", JUDGES)
+        where, value = ("scorer", JUDGES), spec.scorer_options[JUDGES]
     if not isinstance(value, dict):
-        raise spec.error("judges must map each judge's name to its provider settings",
-                         "scorer", JUDGES)
-    return {str(name): _judge(spec, str(name), conf) for name, conf in value.items()}
+        raise spec.error("judges must map each judge's name to its provider settings", *where)
+    return {str(name): _judge(spec, str(name), conf, (*where, name))
+            for name, conf in value.items()}
 
 
-def _judge(spec: Spec, name: str, conf: Any) -> ArmSpec:
-    where = ("scorer", JUDGES, name)
+def _judge(spec: Spec, name: str, conf: Any, where: tuple[str, ...]) -> ArmSpec:
     if name in spec.arms:
         raise spec.error(f"judge {name!r} has the name of an arm; give it one of its own", *where)
     provider = conf.get("provider") if isinstance(conf, dict) else None

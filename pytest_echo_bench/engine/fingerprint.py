@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_echo_bench.spec.load import ENDPOINT_KEYS as ENDPOINT
@@ -54,7 +55,7 @@ def fingerprint_parts(spec: Spec, examples: list[Example]) -> dict[str, str]:
     descriptors = {name: arm_descriptor(spec, name) for name in sorted(spec.arms)}
     parts = {
         "dataset": dataset_digest(examples),
-        "scorer": _digest([spec.scorer, spec.scorer_options]),
+        "scorer": _digest(scorer_descriptor(spec)),
         "arms": _digest(descriptors),
     }
     for name, descriptor in descriptors.items():
@@ -142,6 +143,31 @@ def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str,
     return {"provider": arm.provider, **options}
 
 
+def scorer_descriptor(spec: Spec) -> list[Any]:
+    """What grades the answers: the scorer and its options, and (only when the spec declares any,
+    so older fingerprints stay) its judges without their endpoints and the text of a
+    ``template_file``: a rubric or judge change is a scorer change, never an arm change."""
+    template = spec.scorer_options.get("template_file")
+    options = spec.scorer_options
+    if isinstance(template, str):  # its text, wherever the spec's folder is
+        options = {**options, "template_file": _file_digest(Path(template))}
+    described: list[Any] = [spec.scorer, options]
+    if spec.judges:
+        left_out = _OPERATIONAL | ENDPOINT
+        described.append({name: {k: v for k, v in sorted(conf.items()) if k not in left_out}
+                          for name, conf in sorted(spec.judges.items())})
+    return described
+
+
+def _file_digest(path: Path) -> str | None:
+    """The digest of a file the scorer reads (None when it cannot be read: the scorer's check
+    says why before any call)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def cache_descriptor(spec: Spec, name: str) -> dict[str, Any]:
     """What the response cache keys an arm's calls on: its descriptor with the endpoint kept in, as
     before (a cache filled then still answers; two servers behind one
@@ -159,7 +185,7 @@ def _whole(dataset: str, spec: Spec, left_out: frozenset[str]) -> str:
     ``left_out`` the arm keys it leaves out)."""
     return _digest({
         "dataset": dataset,
-        "scorer": [spec.scorer, spec.scorer_options],
+        "scorer": scorer_descriptor(spec),
         "arms": {name: arm_descriptor(spec, name, left_out) for name in sorted(spec.arms)},
     })
 

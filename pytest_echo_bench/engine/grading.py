@@ -20,15 +20,16 @@ from pytest_echo_bench.engine.outcome import ABORTED, ROW, UNAVAILABLE, Job, Out
 from pytest_echo_bench.engine.scope import LOCAL_HINT, described, local_cause
 from pytest_echo_bench.errors import (
     AbortedError,
+    ExhaustedError,
     LocalError,
-    PermanentError,
     StoreError,
     UnavailableError,
 )
 from pytest_echo_bench.providers.answer import finite_cost
 from pytest_echo_bench.scoring.judging import JudgedScorer
+from pytest_echo_bench.scoring.judgment import judge_cost
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
-from pytest_echo_bench.scoring.verdict import Verdict, failed
+from pytest_echo_bench.scoring.verdict import Verdict, failed, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.records import Row
 from pytest_echo_bench.store.writer import ResultsWriter
@@ -85,11 +86,13 @@ class Grading:
         return failed(f"scorer {item.spec.scorer} crashed: {type(exc).__name__}: {text}")
 
     def _judge_failed(self, item: Job, name: str, exc: BaseException) -> Graded:
-        if isinstance(exc, PermanentError):  # this item's prompt to the judge fails: an error row
-            return failed(f"judge {name}: {self.failures.text(item.spec, exc)}")
         if isinstance(exc, UnavailableError):  # no item of the arm can be graded here
             return self._unavailable(item, exc)
-        return self.failures.outcome(item, exc)
+        if isinstance(exc, (ExhaustedError, AbortedError, LocalError)):  # the run stops
+            return self.failures.outcome(item, exc)
+        # This item's judging failed (its prompt refused, the retries used up): the answer is
+        # kept, ungraded, never wrong; ``--bench-retry-errors`` grades it again.
+        return unjudged(f"unjudged: judge {name}: {self.failures.text(item.spec, exc)}")
 
     def _unavailable(self, item: Job, exc: UnavailableError) -> Outcome:
         """The arm stops: its items cannot be graded here."""
@@ -112,6 +115,9 @@ class Grading:
             cost_units=_units(done.cost_usd, spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if spec.epochs > 1 else None,
             charged_usd=budget.charged() if budget is not None else None,
+            score=verdict.score,
+            judgments=[j.to_json() for j in verdict.judgments] or None,
+            judge_cost_usd=judge_cost(verdict.judgments),
         )
         try:
             self.writer.append(row.to_line())

@@ -13,7 +13,7 @@ from pytest_echo_bench.engine.calling import CallPath
 from pytest_echo_bench.engine.failures import CallFailure, Failures
 from pytest_echo_bench.engine.outcome import Job
 from pytest_echo_bench.errors import ExhaustedError, PermanentError
-from pytest_echo_bench.providers import Request
+from pytest_echo_bench.providers import Request, provider_info
 from pytest_echo_bench.scoring.judging import Reply
 
 
@@ -30,7 +30,7 @@ class ItemJudges:
         self.failure: tuple[str, BaseException] | None = None
         self._asked: dict[tuple[str, str], int] = {}  # (judge, prompt) -> times asked
 
-    def ask(self, name: str, prompt: str) -> Reply:
+    def ask(self, name: str, prompt: str, system: str | None = None) -> Reply:
         runtime = self.runtimes.get(name)
         if runtime is None:
             known = ", ".join(sorted(self.runtimes)) or "none"
@@ -41,15 +41,23 @@ class ItemJudges:
         sample = self._asked.get((name, prompt), 0)
         self._asked[(name, prompt)] = sample + 1
         item = self.item
+        if system and not provider_info(runtime.conf.provider).system:
+            prompt, system = f"{system}\n\n{prompt}", None  # its provider has no system text
         request = Request(item.example, name, prompt, timeout_s=item.spec.timeout_s, sample=sample,
-                          epoch=item.epoch)
+                          epoch=item.epoch, system=system or None)
         try:
             with runtime.slot():
                 completion = self.calls.call(runtime, request)[0]
         except CallFailure as exc:
             self._failed(name, exc)
             raise
-        return Reply(completion.text, completion.usage)
+        served = completion.model or _declared_model(runtime)
+        return Reply(completion.text, completion.usage, served, completion.cost_usd,
+                     completion.cache_hits > 0)
+
+    def answer_of(self, arm: str) -> str | None:
+        """A live sweep has no other arm's stored output for this item."""
+        return None
 
     def _failed(self, name: str, exc: BaseException) -> None:
         """Note the failure: the first decides the item."""
@@ -61,3 +69,8 @@ class ItemJudges:
             item, text = self.item, self.failures.text(self.item.spec, exc)
             where = f"{item.nodeid} (judge {name})"
             self.failures.exhausted(item.spec, item.example.id, name, where, text, exc)
+
+
+def _declared_model(runtime: ArmRuntime) -> str | None:
+    model = runtime.conf.options.get("model")
+    return model if isinstance(model, str) else None

@@ -92,10 +92,16 @@ def read_usage(raw: Any, names: Mapping[str, str]) -> tuple[dict[str, int] | Non
     return usage or None, None
 
 
-def completion(text: str, raw_usage: Any, names: Mapping[str, str]) -> Completion:
-    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown."""
+def completion(text: str, raw_usage: Any, names: Mapping[str, str],
+               served: Any = None) -> Completion:
+    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown, and
+    the model the reply says served it (``served``: kept when it is a short text)."""
     usage, note = read_usage(raw_usage, names)
-    return Completion(text, usage, extra={NOTE: note} if note else {})
+    model = served if isinstance(served, str) and 0 < len(served) <= MAX_MODEL else None
+    return Completion(text, usage, extra={NOTE: note} if note else {}, model=model)
+
+
+MAX_MODEL = 200  # characters of a served model's name kept (a reply's own text, untrusted)
 
 
 def checked(done: Completion) -> Completion:

@@ -86,8 +86,9 @@ class AnthropicProvider(BaseProvider):
             "messages": [{"role": "user", "content": request.prompt}],
             **self.params,
         }
-        if self.system:
-            payload["system"] = self.system
+        system = request.system or self.system
+        if system:
+            payload["system"] = system
         return self.transport.post(payload)
 
 
@@ -128,7 +129,8 @@ def _reply(data: Any) -> Completion:
         text = "the server answered without content: not the Anthropic Messages API's reply"
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     # Text blocks joined in order; thinking and tool-use blocks are not the answer's text.
-    return completion(text_of(content, "content"), data.get("usage"), ANTHROPIC_USAGE)
+    return completion(text_of(content, "content"), data.get("usage"), ANTHROPIC_USAGE,
+                      data.get("model"))
 
 
 def _sdk_arguments(payload: dict[str, Any]) -> dict[str, Any]:
@@ -249,4 +251,5 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
     )
 
 
-PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)
+PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent,
+                        system=True)

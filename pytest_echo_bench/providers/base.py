@@ -27,6 +27,9 @@ class Request:
     sample: int = 0
     # the item's epoch (spec ``epochs: K``): each epoch its own cache entries and sim draws
     epoch: int = 1
+    # A judge's system text, sent apart from the prompt by a provider whose ``ProviderInfo`` says
+    # ``system=True`` (else ``engine.judging`` puts it before the prompt).
+    system: str | None = None
 
 
 @dataclass
@@ -37,6 +40,7 @@ class Completion:
     extra: dict[str, Any] = field(default_factory=dict)
     cost_usd: float | None = None
     cache_hits: int = 0
+    model: str | None = None  # the model the reply says served it, when it says
 
 
 class Provider(Protocol):
@@ -123,6 +127,7 @@ class ProviderInfo:
     opaque: bool = False
     no_prompt: str | None = None  # why it takes no ``prompt:`` of its own (None: it takes one)
     describe: Callable[[ArmSpec], str] | None = None  # what it calls, for a message (no base_url)
+    system: bool = False  # it sends a request's ``system`` text apart from its prompt
 
     @property
     def composite(self) -> bool:

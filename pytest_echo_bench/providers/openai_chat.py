@@ -91,7 +91,8 @@ class OpenAIProvider(BaseProvider):
         self.transport.close()
 
     def complete(self, request: Request) -> Completion:
-        messages = [{"role": "system", "content": self.system}] if self.system else []
+        system = request.system or self.system
+        messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": request.prompt})
         return self.transport.post({"model": self.model, "messages": messages, **self.params})
 
@@ -142,7 +143,7 @@ def _reply(data: Any) -> Completion:
         raise PermanentError(f"the reply's choices[0].message is {kind(message)}, not an object")
     # Gateways send content parts where OpenAI sends a string: both are the answer's text.
     text = text_of((message or {}).get("content"), "choices[0].message.content")
-    return completion(text, data.get("usage"), OPENAI_USAGE)
+    return completion(text, data.get("usage"), OPENAI_USAGE, data.get("model"))
 
 
 @dataclass
@@ -233,4 +234,5 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     )
 
 
-PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent)
+PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent,
+                        system=True)

@@ -320,4 +320,5 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
     return ResultsRecording(path.resolve(), source)
 
 
-PROVIDER = ProviderInfo(build, no_prompt="answers from its recording")
+# ``system``: a judge's system text is not part of what a recording is found by.
+PROVIDER = ProviderInfo(build, no_prompt="answers from its recording", system=True)

@@ -95,11 +95,10 @@ class FastChatJudgments(BaseProvider):
             raise PermanentError(f"{self.path} records {len(texts)} different judgments of this "
                                  f"exact prompt (lines {lines}): which to replay cannot be told")
         record = found[0][1]
-        extra: dict[str, Any] = {"replayed": True}
-        judge = record.get("judge")
-        if isinstance(judge, list) and judge and isinstance(judge[0], str):
-            extra["model"] = judge[0]  # the judge that gave it ("gpt-4"), as a served model
-        return Completion(record["judgment"], usage=None, sub_calls=0, extra=extra)
+        judge = record.get("judge")  # [the judge that gave it ("gpt-4"), the prompt's name]
+        model = judge[0] if isinstance(judge, list) and judge else None
+        return Completion(record["judgment"], usage=None, sub_calls=0, extra={"replayed": True},
+                          model=model if isinstance(model, str) else None)
 
     def _not_found(self, request: Request, judgments: Judgments) -> str:
         qid = _question(request)

@@ -27,17 +27,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reply:
-    """A judge's answer: its text, and the tokens it used when its provider says."""
+    """A judge's answer: its text, the tokens it used and what they cost when its provider and
+    the spec's prices say, the model that served it, and whether the response cache answered."""
 
     text: str
     usage: dict[str, int] | None = None
+    model: str | None = None
+    cost_usd: float | None = None
+    cached: bool = False
 
 
 class Judges(Protocol):
     """The judges a scorer may ask while it grades one item."""
 
-    def ask(self, name: str, prompt: str) -> Reply:
-        """The reply of judge ``name`` to ``prompt``; raises the call's error when it fails."""
+    def ask(self, name: str, prompt: str, system: str | None = None) -> Reply:
+        """The reply of judge ``name`` to ``prompt``; raises the call's error when it fails.
+        ``system``: the judge's system text, sent apart from the prompt where its provider can."""
+        ...
+
+    def answer_of(self, arm: str) -> str | None:
+        """The stored output of ``arm`` for this item and epoch (a pairwise judge compares two
+        answers): the judging stage has it, a live sweep does not (None)."""
         ...
 
 

@@ -23,6 +23,7 @@ _BUILTIN = {
     "bbh": "pytest_echo_bench.suites.bbh:score",
     "humaneval": "pytest_echo_bench.suites.humaneval:score",
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:score",
+    "model_graded": "pytest_echo_bench.scoring.model_graded:model_graded",
     "mt_bench": "pytest_echo_bench.suites.mt_bench:score",
     "pairwise": "pytest_echo_bench.scoring.pairwise:pairwise",
 }
@@ -35,6 +36,7 @@ IN_PROCESS = frozenset({*_ON_TARGET, "mmlu_pro"})
 # collection with its line, not every row.
 OPTION_CHECKS: dict[str, str] = {
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options",
+    "model_graded": "pytest_echo_bench.scoring.model_graded:check_options",
     "mt_bench": "pytest_echo_bench.suites.mt_bench:check_options",
     "pairwise": "pytest_echo_bench.scoring.pairwise:check_options",
 }
@@ -45,8 +47,8 @@ def _adapt(name: str, fn: Any) -> Scorer:
 
 
 SCORERS: Registry[Scorer] = Registry("scorer", _BUILTIN, _adapt)  # built-ins, and the user's own
-# the names of scorers called with ``judges=`` (scoring.judging)
-_judged: set[str] = {"mt_bench", "pairwise"}
+# The names of scorers called with ``judges=`` (scoring.judging): the built-in ones, and the user's.
+_judged: set[str] = {"model_graded", "mt_bench", "pairwise"}
 
 
 def scorer(name: str, judges: bool = False) -> Callable[[Scorer], Scorer]:

@@ -8,8 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.scoring.judgment import Judgment
 
 CORRECT, WRONG, UNPARSEABLE, ERROR = "correct", "wrong", "unparseable", "error"
+# The output is stored but has no grade: its judge failed, gave no usable grade, or judging was
+# deferred. Never a wrong answer: counted apart, and graded again (``--bench-retry-errors``).
+UNJUDGED = "unjudged"
 # The keys the shipped scorers put in a row's "extra" (mmlu_pro's seeded guess,
 # HumanEval's sandbox): a regrade drops them before the new verdict's, so a flag the new
 # scorer no longer sets does not linger.
@@ -22,6 +26,9 @@ class Verdict:
     answer: str | None
     detail: str
     extra: dict[str, Any] = field(default_factory=dict)  # stored in the row's "extra"
+    # A judged scorer's grade on its scale (the row's ``score``), and what each judge did.
+    score: float | None = None
+    judgments: tuple[Judgment, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -48,6 +55,11 @@ def failed(text: str) -> Verdict:
     One prefix: a message that already says "error:" is not told so twice.
     """
     return Verdict(ERROR, None, text if text.lower().startswith("error:") else f"error: {text}")
+
+
+def unjudged(detail: str, judgments: tuple[Judgment, ...] = ()) -> Verdict:
+    """The verdict of an output its judges did not grade; what they did is kept."""
+    return Verdict(UNJUDGED, None, detail, judgments=judgments)
 
 
 def _short(text: str, limit: int = 80) -> str:

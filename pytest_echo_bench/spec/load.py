@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -12,6 +11,16 @@ from typing import Any
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 from pytest_echo_bench.spec.prompting import Prompting, prompt_keys, prompting
+from pytest_echo_bench.spec.values import (
+    MAX_NUMBER,
+    MAX_SECONDS,
+    mapping,
+    non_negative,
+    optional_int,
+    positive,
+    shown,
+    strings,
+)
 
 TOP_KEYS = {
     "benchmark",
@@ -28,6 +37,7 @@ TOP_KEYS = {
     "budget",
     "budget_unpriced",
     "decide",
+    "judges",
 }
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -102,6 +112,9 @@ class Spec:
     # ``budget_unpriced: allow``: arms without a worst case run unreserved
     budget_unpriced: bool = False
     decide: DecideSpec | None = None
+    # ``judges:``: each judge's name -> its provider settings, as written (``engine.declared``
+    # checks and builds them as it does an arm's)
+    judges: dict[str, Any] = field(default_factory=dict)
     lines: dict[KeyPath, int] = field(default_factory=dict, repr=False, compare=False)
     # The environment variables whose values ``${VAR}`` put into the
     # spec: error texts never show them.
@@ -211,10 +224,11 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
             "mmlu_pro, ...)",
             "dataset",
         )
-    scorer, scorer_options = _scorer(data["scorer"], fail)
-    errors = _mapping(data.get("errors", {}), "errors", fail)
+    scorer, scorer_options = _scorer(data["scorer"], path, fail)
+    errors = mapping(data.get("errors", {}), "errors", fail)
     arms = _arms(data["arms"], lines, fail)
-    pricing, unit = _pricing(data.get("pricing", {}), arms, fail)
+    judges = _judges(data.get("judges", {}), arms, fail)
+    pricing, unit = _pricing(data.get("pricing", {}), {*arms, *judges}, fail)
     return Spec(
         path=path,
         benchmark=benchmark,
@@ -223,26 +237,33 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
         scorer_options=scorer_options,
         arms=arms,
         retries=_retries(data.get("retries", {}), fail),
-        timeout_s=_positive(data.get("timeout_s", 180.0), "timeout_s", fail, MAX_SECONDS),
-        exhaustion_patterns=_strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
-        transient_patterns=_strings(errors.get("transient", []), ("errors", "transient"), fail),
-        concurrency=_optional_int(data.get("concurrency"), ("concurrency",), fail, MAX_CONCURRENCY),
+        timeout_s=positive(data.get("timeout_s", 180.0), "timeout_s", fail, MAX_SECONDS),
+        exhaustion_patterns=strings(errors.get("exhaustion", []), ("errors", "exhaustion"), fail),
+        transient_patterns=strings(errors.get("transient", []), ("errors", "transient"), fail),
+        concurrency=optional_int(data.get("concurrency"), ("concurrency",), fail, MAX_CONCURRENCY),
         pricing=pricing,
         cost_unit_usd=unit,
-        epochs=_optional_int(data.get("epochs", 1), ("epochs",), fail, MAX_EPOCHS) or 1,
+        epochs=optional_int(data.get("epochs", 1), ("epochs",), fail, MAX_EPOCHS) or 1,
         budget_usd=_budget(data.get("budget"), ("budget",), fail),
         budget_unpriced=_unpriced(data.get("budget_unpriced"), fail),
         decide=_decide(data.get("decide"), benchmark, arms, fail),
+        judges=judges,
         lines=lines,
         env_names=frozenset(used),
     )
 
 
-def _scorer(value: Any, fail: Any) -> tuple[str, dict[str, Any]]:
+def _scorer(value: Any, path: Path, fail: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(value, str):
         return value, {}
     if isinstance(value, dict) and isinstance(value.get("name"), str):
-        return value["name"], {k: v for k, v in value.items() if k != "name"}
+        options = {k: v for k, v in value.items() if k != "name"}
+        template = options.get("template_file")
+        if isinstance(template, str) and template:
+            # Beside the spec, wherever the run starts; the fingerprint takes the file's text,
+            # not this path (``engine.fingerprint.scorer_descriptor``).
+            options["template_file"] = str(path.parent / Path(template).expanduser())
+        return value["name"], options
     raise fail("scorer must be a name (exact, bbh, ...) or a mapping with a 'name' key", "scorer")
 
 
@@ -268,7 +289,7 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
         # The prompt is the arm's too, but read by the runner, not the provider (spec.prompting).
         taken = ("provider", "concurrency", "optional", "rate_limit", "budget", *prompt_keys(conf))
         options = {k: v for k, v in conf.items() if k not in taken}
-        concurrency = _optional_int(
+        concurrency = optional_int(
             conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY
         )
         optional = conf.get("optional", False)
@@ -293,30 +314,48 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
     return arms
 
 
+def _judges(value: Any, arms: dict[str, ArmSpec], fail: Any) -> dict[str, Any]:
+    """``judges:``: a mapping of judge names (never an arm's: its prices and cache entries would be
+    the arm's) to provider settings; what a judge's settings must hold is ``engine.declared``'s."""
+    conf = mapping(value, "judges", fail)
+    for name, settings in conf.items():
+        problem = arm_name_problem(name)
+        if problem:
+            raise fail(problem.replace("arm name", "judge name"), "judges", name)
+        if name in arms:
+            raise fail(f"judge {name!r} has the name of an arm; give it one of its own",
+                       "judges", name)
+        if not isinstance(settings, dict):
+            raise fail(f"judge {name!r} needs a mapping with a 'provider' (openai, anthropic, "
+                       "...)", "judges", name)
+    return dict(conf)
+
+
 def _pricing(
-    value: Any, arms: dict[str, ArmSpec], fail: Any
+    value: Any, priced: set[str], fail: Any
 ) -> tuple[dict[str, tuple[float, float]], float | None]:
-    """``{arm: {input, output}}`` in USD per million tokens, and an
+    """``{arm or judge: {input, output}}`` in USD per million tokens, and an
     optional ``unit`` reference call."""
-    conf = _mapping(value, "pricing", fail)
+    conf = mapping(value, "pricing", fail)
     prices: dict[str, tuple[float, float]] = {}
     for arm, entry in conf.items():
         if arm == "unit":
             continue
-        if arm not in arms:
-            raise fail(f"pricing names arm {arm!r}, which the spec does not have", "pricing", arm)
-        entry = _mapping(entry, f"pricing.{arm}", fail)
-        prices[arm] = (_non_negative(entry.get("input", 0.0), f"pricing.{arm}.input", fail),
-                       _non_negative(entry.get("output", 0.0), f"pricing.{arm}.output", fail))
+        if arm not in priced:
+            raise fail(f"pricing names arm {arm!r}, which the spec does not have (as an arm or a "
+                       "judge)", "pricing", arm)
+        entry = mapping(entry, f"pricing.{arm}", fail)
+        prices[arm] = (non_negative(entry.get("input", 0.0), f"pricing.{arm}.input", fail),
+                       non_negative(entry.get("output", 0.0), f"pricing.{arm}.output", fail))
     unit = conf.get("unit")
     if unit is None:
         return prices, None
-    unit = _mapping(unit, "pricing.unit", fail)
+    unit = mapping(unit, "pricing.unit", fail)
     ref = unit.get("arm")
     if not isinstance(ref, str) or ref not in prices:
         raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
     tokens = {
-        k: int(_non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail))
+        k: int(non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail))
         for k in ("prompt_tokens", "completion_tokens")
     }
     usd = (
@@ -332,7 +371,7 @@ def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> 
     alpha in (0, 1), margin in [0, 1)."""
     if value is None:
         return None
-    conf = _mapping(value, "decide", fail)
+    conf = mapping(value, "decide", fail)
     unknown = sorted(set(conf) - {"pairs", "alpha", "margin"})
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}; use pairs, alpha, margin", "decide", unknown[0])
@@ -353,13 +392,13 @@ def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> 
             raise fail(f"the pair [{a}, {b}] is listed already (a pair is compared both ways)",
                        "decide", "pairs", i)
         found.append((a, b))
-    alpha = _positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
-    margin = _non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
+    alpha = positive(conf.get("alpha", 0.05), "decide.alpha", fail, 0.5)
+    margin = non_negative(conf.get("margin", 0.0), "decide.margin", fail, 0.99)
     return DecideSpec(tuple(found), alpha, margin)
 
 
 def _retries(value: Any, fail: Any) -> RetryPolicy:
-    conf = _mapping(value, "retries", fail)
+    conf = mapping(value, "retries", fail)
     unknown = set(conf) - {"attempts", "backoff_s", "max_backoff_s", "max_wait_s"}
     if unknown:
         raise fail(
@@ -368,26 +407,14 @@ def _retries(value: Any, fail: Any) -> RetryPolicy:
             "retries",
         )
     attempts = (
-        _optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
+        optional_int(conf.get("attempts", 4), ("retries", "attempts"), fail, MAX_ATTEMPTS) or 1
     )
-    backoff = _non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail, MAX_SECONDS)
-    max_backoff = _non_negative(
+    backoff = non_negative(conf.get("backoff_s", 1.0), "retries.backoff_s", fail, MAX_SECONDS)
+    max_backoff = non_negative(
         conf.get("max_backoff_s", 60.0), "retries.max_backoff_s", fail, MAX_SECONDS
     )
-    max_wait = _non_negative(conf.get("max_wait_s", 600.0), "retries.max_wait_s", fail, MAX_SECONDS)
+    max_wait = non_negative(conf.get("max_wait_s", 600.0), "retries.max_wait_s", fail, MAX_SECONDS)
     return RetryPolicy(attempts, backoff, max_backoff, max_wait)
-
-
-def _mapping(value: Any, key: str, fail: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise fail(f"{key} must be a mapping", key)
-    return value
-
-
-def _strings(value: Any, where: KeyPath, fail: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise fail("must be a list of strings", *where)
-    return tuple(value)
 
 
 def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
@@ -408,7 +435,7 @@ def _rate_limit(value: Any, arm: str, fail: Any) -> RateLimit | None:
             or not 0 < limit <= MAX_NUMBER
         ):
             raise fail(
-                f"must be a positive number up to {MAX_NUMBER:g}, got {_shown(limit)}", *where, key
+                f"must be a positive number up to {MAX_NUMBER:g}, got {shown(limit)}", *where, key
             )
     return RateLimit(value.get("requests_per_minute"), value.get("tokens_per_minute"))
 
@@ -422,7 +449,7 @@ def _budget(value: Any, where: KeyPath, fail: Any) -> float | None:
         raise fail(
             "budget must be a mapping with one key, usd (US dollars), e.g. budget: {usd: 5}", *where
         )
-    return _positive(value["usd"], ".".join(map(str, (*where, "usd"))), fail)
+    return positive(value["usd"], ".".join(map(str, (*where, "usd"))), fail)
 
 
 def _unpriced(value: Any, fail: Any) -> bool:
@@ -430,68 +457,6 @@ def _unpriced(value: Any, fail: Any) -> bool:
         return False
     if value != "allow":
         raise fail(
-            f"budget_unpriced must be 'allow' (or absent), got {_shown(value)}", "budget_unpriced"
+            f"budget_unpriced must be 'allow' (or absent), got {shown(value)}", "budget_unpriced"
         )
     return True
-
-
-def _optional_int(value: Any, where: KeyPath, fail: Any, most: int = 1_000_000) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise fail(f"must be a whole number >= 1, got {_shown(value)}", *where)
-    if value > most:
-        raise fail(f"must be at most {most:,}, got {_shown(value)}", *where)
-    return value
-
-
-# Bounds that keep every number a spec gives usable downstream: a timeout of 1e300 s overflows
-# the clock, an integer of 400 digits overflows a float, and ``.inf`` or ``.nan`` compare oddly.
-MAX_SECONDS = 86_400.0  # a day: any timeout or backoff
-MAX_NUMBER = 1e12
-
-
-def _number(
-    value: Any, key: str, fail: Any, least: float = -MAX_NUMBER, most: float = MAX_NUMBER
-) -> float:
-    """A number from ``least`` to ``most``; compared before any float() (10**400 overflows one)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise fail(f"must be a number, got {_shown(value)}{_yaml_hint(value)}", *key.split("."))
-    if value != value or value in (math.inf, -math.inf):
-        raise fail(f"must be a finite number, got {_shown(value)}", *key.split("."))
-    if value < least:
-        raise fail(
-            f"must be {'> 0' if least > 0 else f'>= {least:,g}'}, got {_shown(value)}",
-            *key.split("."),
-        )
-    if value > most:
-        raise fail(f"must be at most {most:,g}, got {_shown(value)}", *key.split("."))
-    return float(value)
-
-
-def _yaml_hint(value: Any) -> str:
-    """YAML 1.1 reads ``1e-300`` (no dot) as text: say how to write it as a number."""
-    if not isinstance(value, str):
-        return ""
-    try:
-        float(value)
-    except ValueError:
-        return ""
-    mantissa, sep, exponent = value.strip().lower().partition("e")
-    if not sep or "." in mantissa:
-        return " (quoted, it is text: write it without quotes)"
-    return f" (YAML reads it as text: write {mantissa}.0e{exponent})"
-
-
-def _positive(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
-    return _number(value, key, fail, math.ulp(0.0), most)
-
-
-def _non_negative(value: Any, key: str, fail: Any, most: float = MAX_NUMBER) -> float:
-    return _number(value, key, fail, 0.0, most)
-
-
-def _shown(value: Any) -> str:
-    """A value as an error quotes it: a 4,000-digit number or a long string shown by its start."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_echo_bench.store import meta
 
-STATUSES = ("correct", "wrong", "unparseable", "error")
+STATUSES = ("correct", "wrong", "unparseable", "error", "unjudged")
 
 RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
 CACHE_FILE = "cache.sqlite"

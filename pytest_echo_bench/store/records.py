@@ -133,6 +133,12 @@ class Row:
     # What the run's budget charged for the item's calls: their cost, or a call's worst case when
     # its reply gave no usage. A resume counts it against the budget; left out when no budget ran.
     charged_usd: float | None = None
+    # A judged scorer's grade on its scale, what each judge did (``scoring.judgment.Judgment``
+    # records) and what the judges cost apart from the arm (``cost_usd`` is the arm's own). Left
+    # out of the line when there is none: a row without judges is what older readers know.
+    score: float | None = None
+    judgments: list[dict[str, Any]] | None = None
+    judge_cost_usd: float | None = None
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -143,12 +149,14 @@ class Row:
             del data["extra"]
         if data["epoch"] is None:  # K = 1: the line is exactly what older readers know
             del data["epoch"]
-        if data["charged_usd"] is None:
-            del data["charged_usd"]
+        for name in _LEFT_OUT_WHEN_NONE:
+            if data[name] is None:
+                del data[name]
         return encode_line(data)
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
+_LEFT_OUT_WHEN_NONE = ("charged_usd", "score", "judgments", "judge_cost_usd")
 # a line's own "extra" field is one of its extras
 _META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}
 

@@ -64,6 +64,23 @@ def _object(value: object) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _grade(value: object) -> float | None:
+    """A judged row's grade: any finite number (a scale is the user's: it may be negative)."""
+    if type(value) is float:
+        return value if -FIGURE_MAX <= value <= FIGURE_MAX else None  # type: ignore[operator]
+    if type(value) is int and -FIGURE_MAX <= value <= FIGURE_MAX:  # type: ignore[operator]
+        return float(value)
+    return None
+
+
+def _records(value: object) -> list[dict[str, Any]] | None:
+    """A row's judgments: the objects of a list (what each holds is ``scoring.judgment``'s to
+    read); None unless a list."""
+    if not isinstance(value, list):
+        return None
+    return [each for each in value if isinstance(each, dict)]
+
+
 # The fields of a row beyond its key (``keyscan.ScanRow``): name -> (the type our writer writes,
 # how ``read_row`` reads a decoded value of it). A fast view declares each as ``type | None``.
 FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
@@ -74,8 +91,10 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stay).
     "wall_seconds": (float, _figure), "sub_calls": (float, _figure), "cost_usd": (float, _figure),
     "cost_units": (float, _figure), "charged_usd": (float, _figure),
+    "judge_cost_usd": (float, _figure),
     "attempts": (int, _count), "retries": (int, _count), "cache_hits": (int, _count),
     "usage": (dict[str, int], _usage), "extra": (dict[str, Any], _object),
+    "score": (float, _grade), "judgments": (list[dict[str, Any]], _records),
 }
 FIGURES = tuple(n for n, (_, read) in FIELDS.items() if read in (_figure, _count))
 
@@ -158,12 +177,16 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     cost_usd: float | None = None
     cost_units: float | None = None
     charged_usd: float | None = None
+    judge_cost_usd: float | None = None  # what its judges cost, apart from ``cost_usd``
     attempts: int | None = None
     retries: int | None = None
     cache_hits: int | None = None
     usage: dict[str, int] | None = None  # token counts by name; None unless every one is a count
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
     unknown: tuple[str, ...] = ()  # figures it has that ``store.checks`` refuses (NaN, a string)
+    score: float | None = None  # a judged row's grade (a finite number), on its scorer's scale
+    # what its judges did: each an object (``scoring.judgment.Judgment.from_json`` reads one)
+    judgments: tuple[dict[str, Any], ...] = ()
 
     def cached(self) -> bool:
         return all_cached(self.cache_hits, self.sub_calls)
@@ -191,6 +214,21 @@ def read_row(record: Mapping[str, Any], default_benchmark: str) -> ReadRow:
     if usage is None and value is not None:
         unknown.append("usage")
     extra = get("extra")
+    judged = _judged(get("score"), get("judgments"), unknown)
     return ReadRow(benchmark, task_id, arm, epoch, get("passed") is True, row_status(record),
                    *[text if isinstance(text := get(n), str) else None for n in _TEXTS], *figures,
-                   usage, extra if isinstance(extra, dict) else {}, tuple(unknown))
+                   usage, extra if isinstance(extra, dict) else {}, tuple(unknown), *judged)
+
+
+def _judged(score: object, judgments: object,
+            unknown: list[str]) -> tuple[float | None, tuple[dict[str, Any], ...]]:
+    """A row's grade and judgments (most rows have neither: nothing read), each refused one named
+    in ``unknown``."""
+    if score is None and judgments is None:
+        return None, ()
+    grade, records = _grade(score), _records(judgments)
+    if grade is None and score is not None:
+        unknown.append("score")
+    if records is None and judgments is not None:
+        unknown.append("judgments")
+    return grade, tuple(records or ())

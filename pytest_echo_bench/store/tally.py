@@ -19,7 +19,7 @@ from pytest_echo_bench.store.rows import StatusRow, all_cached, fields_of, view
 # The verdict of each key's newest row, as a small int (its status's index, plus PASSED when the
 # row says passed): CPython shares those, so a million keys cost a dict slot each and no object.
 CODES = {status: code for code, status in enumerate(STATUSES)}
-ERROR, PASSED = CODES["error"], 4
+ERROR, PASSED = CODES["error"], len(STATUSES)
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ArmTally:
     def count(self, code: int, wall: float, sign: int = 1) -> None:
         """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a
         newer one of its key replaced)."""
-        verdict = STATUSES[code % 4]
+        verdict = STATUSES[code % PASSED]
         self.items += sign
         self.correct += sign * (code >= PASSED)  # ``passed`` counts, as in the report
         self.unparseable += sign * (verdict == "unparseable")
@@ -116,7 +116,7 @@ class FileTally:
         keys = KeySet()
         for arm, codes in self.codes.items():
             keys.by_arm[arm] = (
-                {t for t, c in codes.items() if c % 4 != ERROR} if retry_errors else set(codes)
+                {t for t, c in codes.items() if c % PASSED != ERROR} if retry_errors else set(codes)
             )
         return keys
 
@@ -181,7 +181,7 @@ class FileTally:
             else:
                 t.count(code, wall)
             codes[r.task_id] = code
-            if code % 4 == ERROR:
+            if code % PASSED == ERROR:
                 self.error_walls[arm[0], r.task_id, r.arm, epoch] = wall
 
     def _replace(self, t: ArmTally, key: Key, old: int, code: int, wall: float) -> None:

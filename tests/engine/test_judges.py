@@ -98,8 +98,9 @@ def test_a_quota_error_on_the_judge_stops_the_run_with_status_2(
 
 def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
         pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI) -> None:
-    """A refused judge prompt is the item's error row, and a quota error stops the run, even when
-    the scorer catches them and says "wrong". The judge's key, quoted back, is never shown."""
+    """A refused judge prompt leaves the item unjudged (its answer kept, never wrong), and a quota
+    error stops the run, even when the scorer catches them and says "wrong". The judge's key,
+    quoted back, is never shown."""
     pytester.makeconftest("""
         from pytest_echo_bench import Verdict, scorer
 
@@ -116,11 +117,12 @@ def test_a_scorer_that_swallows_the_judges_failure_does_not_grade_the_item(
               "code": "invalid_prompt"}
     server.push("error", (400, quoted, {}))
     result, _, rows = sweep.run("--bench-cache", "off", "--bench-concurrency", "1")
-    assert result.ret == 0, result.stdout.str()  # the sweep is complete; the error row's test fails
+    assert result.ret == 0, result.stdout.str()  # the sweep is complete; the unjudged test fails
     result.assert_outcomes(passed=5, failed=1)
-    errors = [r for r in rows if r["status"] == "error"]
-    assert len(rows) == 6 and len(errors) == 1 and not any(r["status"] == "wrong" for r in rows)
-    assert errors[0]["detail"].startswith("error: judge grader: HTTP 400 ")
+    unjudged = [r for r in rows if r["status"] == "unjudged"]
+    assert len(rows) == 6 and len(unjudged) == 1 and not any(r["status"] == "wrong" for r in rows)
+    assert unjudged[0]["detail"].startswith("unjudged: judge grader: HTTP 400 ")
+    assert unjudged[0]["output"] and unjudged[0]["passed"] is False
     assert KEY[4:12] not in sweep.out.read_text() + result.stdout.str()
 
     server.quota_after = 0

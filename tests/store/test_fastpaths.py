@@ -201,14 +201,17 @@ def test_random_rows_read_the_same_keys(tmp_path: Path) -> None:
 
 
 def test_row_line_is_the_asdict_line() -> None:
-    for r in (row(), row(extra={"escalated": True}), row(usage=None, cost_usd=0.25)):
+    judged = row(score=7.5, judgments=[{"judge": "j", "prompt_sha256": "ab"}], judge_cost_usd=0.01)
+    for r in (row(), row(extra={"escalated": True}), row(usage=None, cost_usd=0.25), judged):
         data = dataclasses.asdict(r)
         if not data["extra"]:
             del data["extra"]
         if data["epoch"] is None:
             del data["epoch"]
-        if data["charged_usd"] is None:  # a run without a budget
-            del data["charged_usd"]
+        # a run without a budget, a row without judges
+        for name in ("charged_usd", "score", "judgments", "judge_cost_usd"):
+            if data[name] is None:
+                del data[name]
         assert r.to_line() == (json.dumps(data, separators=(",", ":")) + "\n").encode()
 
 

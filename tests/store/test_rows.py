@@ -37,7 +37,8 @@ def full_row(**changes: object) -> Row:
                   target="4", attempts=1, started_at="s", finished_at="f", worker="w", run_id="r",
                   subtask="st", usage={"prompt_tokens": 3, "completion_tokens": 4}, retries=1,
                   cost_usd=0.25, cost_units=2.0, cache_hits=1, extra={"escalated": True}, epoch=2,
-                  charged_usd=0.5)
+                  charged_usd=0.5, score=7.5, judge_cost_usd=0.125,
+                  judgments=[{"judge": "j", "prompt_sha256": "ab", "grade": 7.5}])
     return Row(**{**fields, **changes})  # type: ignore[arg-type]
 
 
@@ -50,14 +51,16 @@ def test_every_field_the_writer_writes_is_in_the_one_field_list_and_the_read_row
 def test_the_read_row_is_built_in_the_field_lists_order() -> None:
     texts = tuple(n for n, (kind, _) in FIELDS.items() if kind is str and n != "status")
     key = ("benchmark", "task_id", "arm", "epoch", "passed", "status")
-    assert ReadRow.__struct_fields__ == (*key, *texts, *FIGURES, "usage", "extra", "unknown")
+    assert ReadRow.__struct_fields__ == (*key, *texts, *FIGURES, "usage", "extra", "unknown",
+                                         "score", "judgments")
 
 
 def test_a_row_written_reads_back_with_every_field_typed() -> None:
     row = full_row()
     read = read_row(json.loads(row.to_line()), "other")
-    for name in set(FIELDS) | KEY:
+    for name in set(FIELDS) - {"judgments"} | KEY:
         assert getattr(read, name) == getattr(row, name), name
+    assert list(read.judgments) == row.judgments
     assert read.unknown == () and read.cached() is False
 
 
@@ -130,3 +133,12 @@ def test_every_corpus_row_reads_with_known_figures() -> None:
         read = read_row(data, "arith")
         assert read.unknown == () and read.status in ("correct", "wrong", "unparseable", "error")
         assert all(getattr(read, n) is None or getattr(read, n) >= 0 for n in FIGURES), where
+
+
+def test_a_judged_rows_grade_and_judgments_read_back_and_bad_ones_are_unknown() -> None:
+    read = read_row({"task_id": "t", "arm": "a", "score": -2, "judgments": [{"judge": "j"}, 3]},
+                    "b")
+    assert read.score == -2.0 and read.judgments == ({"judge": "j"},) and read.unknown == ()
+    bad = read_row({"task_id": "t", "arm": "a", "score": "7", "judgments": {"judge": "j"}}, "b")
+    assert bad.score is None and bad.judgments == () and bad.unknown == ("score", "judgments")
+    assert read_row({"task_id": "t", "arm": "a", "score": float("nan")}, "b").score is None

@@ -1,0 +1,228 @@
+"""How a judge's reply becomes a grade: a scorer's ``grade:`` option, and the reading of a reply.
+
+Two kinds of rule. A number on a scale: ``{pattern: '\\[\\[(\\d+\\.?\\d*)\\]\\]', scale: [1, 10],
+pass_at: 7}`` (one group; ``pass_at`` is the grade from which the item passes, what pass rates
+count). Verdict words: ``{labels: {correct: pass, incorrect: fail, partial: 0.5}}``, each word
+mapped to pass, fail or a grade in [0, 1] (pass is 1, fail 0; passing at 1), found by ``pattern``
+(default: ``GRADE: <word>`` or ``VERDICT: <word>``, as Inspect's graders write them).
+
+A reply is the judge's text, not evidence of its own: the spans of it that occur verbatim in the
+answer under judgement (the judge quoting the answer back) are blanked before any match, so an
+answer that says ``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
+under ``pick: only`` (the default); ``first`` and ``last`` take one of them (FastChat takes the
+first). A grade off the scale, or not a finite number, is no grade; what went wrong is the note.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PICKS = ("only", "first", "last")
+LABEL_PATTERN = r"(?i)\b(?:grade|verdict)\s*:\s*\**\s*([A-Za-z_][A-Za-z_-]*)"
+QUOTE_MIN = 12  # the shortest span of an answer taken as quoted: below it, words coincide
+MATCH_LIMIT = 10_000  # matches looked at in one reply (a 10 MB reply of "[[1]]" is bounded)
+
+Fail = Callable[[str], Exception]  # how a rule refuses an option: an error naming the spec key
+
+
+@dataclass(frozen=True)
+class GradeRule:
+    pattern: re.Pattern[str]
+    scale: tuple[float, float] | None = None  # numeric rules
+    pass_at: float | None = None
+    labels: Mapping[str, float] = field(default_factory=dict)  # label rules: word -> grade
+    pick: str = "only"
+    fallback: re.Pattern[str] | None = None  # tried when ``pattern`` finds nothing (FastChat)
+
+    @property
+    def numeric(self) -> bool:
+        return not self.labels
+
+
+@dataclass(frozen=True)
+class Grade:
+    grade: float | None
+    passed: bool | None = None
+    label: str | None = None
+    note: str | None = None  # why there is no grade
+
+
+def parse_rule(value: Any, fail: Fail) -> GradeRule:
+    """The ``grade:`` option, checked: every problem raised through ``fail`` with what to write."""
+    if not isinstance(value, Mapping):
+        raise fail("grade must be a mapping: {pattern, scale, pass_at} or {labels: {...}}")
+    unknown = sorted(set(map(str, value)) - {"pattern", "scale", "pass_at", "labels", "pick",
+                                             "fallback"})
+    if unknown:
+        raise fail(f"unknown grade key {unknown[0]!r}; known: fallback, labels, pass_at, "
+                   "pattern, pick, scale")
+    pick = value.get("pick", "only")
+    if pick not in PICKS:
+        raise fail(f"grade.pick must be one of {', '.join(PICKS)}, got {pick!r}")
+    if "labels" in value:
+        return _label_rule(value, pick, fail)
+    return _number_rule(value, pick, fail)
+
+
+def _number_rule(value: Mapping[str, Any], pick: str, fail: Fail) -> GradeRule:
+    if "pattern" not in value:
+        raise fail("grade needs a pattern with one group for the grade, e.g. "
+                   "'\\[\\[(\\d+\\.?\\d*)\\]\\]', or labels: {...}")
+    scale = value.get("scale")
+    if (not isinstance(scale, list) or len(scale) != 2
+            or not all(_number(x) is not None for x in scale) or not scale[0] < scale[1]):
+        raise fail("grade.scale must be [LOW, HIGH], two numbers with LOW < HIGH")
+    low, high = float(scale[0]), float(scale[1])
+    pass_at = _number(value.get("pass_at"))
+    if pass_at is None or not low <= pass_at <= high:
+        raise fail(f"grade.pass_at must be a number on the scale [{low:g}, {high:g}]: the "
+                   "grade from which an item passes (what pass rates count)")
+    return GradeRule(_pattern(value["pattern"], "pattern", fail), (low, high), pass_at, pick=pick,
+                     fallback=_fallback(value, fail))
+
+
+def _label_rule(value: Mapping[str, Any], pick: str, fail: Fail) -> GradeRule:
+    labels = value["labels"]
+    if not isinstance(labels, Mapping) or not labels:
+        raise fail("grade.labels must map each verdict word to pass, fail or a grade in [0, 1]")
+    grades: dict[str, float] = {}
+    for word, meaning in labels.items():
+        grade = {"pass": 1.0, "fail": 0.0}.get(meaning) if isinstance(meaning, str) else None
+        grade = grade if grade is not None else _number(meaning)
+        if not isinstance(word, str) or not word.strip() or grade is None or not 0 <= grade <= 1:
+            raise fail(f"grade.labels: {word!r} must map to pass, fail or a grade in [0, 1]")
+        grades[word.strip().lower()] = grade
+    if "scale" in value or "pass_at" in value:
+        raise fail("grade.labels takes no scale or pass_at: pass is 1, fail 0, passing at 1")
+    pattern = _pattern(value.get("pattern", LABEL_PATTERN), "pattern", fail)
+    return GradeRule(pattern, (0.0, 1.0), 1.0, grades, pick, _fallback(value, fail))
+
+
+def _fallback(value: Mapping[str, Any], fail: Fail) -> re.Pattern[str] | None:
+    found = value.get("fallback")
+    return None if found is None else _pattern(found, "fallback", fail)
+
+
+def _pattern(text: Any, key: str, fail: Fail) -> re.Pattern[str]:
+    if not isinstance(text, str):
+        raise fail(f"grade.{key} must be a regular expression (text)")
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise fail(f"grade.{key} is not a regular expression: {exc}") from None
+    if pattern.groups != 1:
+        raise fail(f"grade.{key} must have exactly one group (the grade), has {pattern.groups}")
+    return pattern
+
+
+def read_grade(rule: GradeRule, reply: str, answer: str = "") -> Grade:
+    """The grade ``reply`` gives by ``rule``, with the answer's quoted spans left out."""
+    text = unquoted(reply, answer)
+    found = _found(rule.pattern, text, answer)
+    if not found and rule.fallback is not None:
+        found = _found(rule.fallback, text, answer)
+    if not found:
+        return Grade(None, note="the judge's reply holds no grade")
+    values = [_value(rule, raw) for raw in found]
+    picked = _pick(rule.pick, values)
+    if isinstance(picked, str):
+        return Grade(None, note=picked)
+    grade, label = picked
+    if grade is None:
+        return Grade(None, note=f"the judge's grade {label!r} is not one of the labels"
+                     if rule.labels else f"the judge's grade {label!r} is not a number")
+    assert rule.scale is not None and rule.pass_at is not None
+    low, high = rule.scale
+    if not low <= grade <= high:
+        return Grade(None, note=f"the judge's grade {grade:g} is off the scale [{low:g}, {high:g}]")
+    return Grade(grade, grade >= rule.pass_at, label if rule.labels else None)
+
+
+def _found(pattern: re.Pattern[str], text: str, answer: str) -> list[str]:
+    """The grades ``pattern`` finds in ``text``, but for a match quoted from the answer: one the
+    answer holds with the QUOTE_MIN characters before or after it ("Rating: [[10]]" quoted
+    inside a sentence of the judge's)."""
+    graded = answer if pattern.search(answer) else ""  # an answer without a grade quotes none
+    found: list[str] = []
+    for match in pattern.finditer(text):
+        if not (graded and _quoted(text, match, graded)):
+            found.append(match.group(1) or "")
+        if len(found) >= MATCH_LIMIT:
+            break
+    return found
+
+
+def _quoted(text: str, match: re.Match[str], answer: str) -> bool:
+    start, end = match.span()
+    before = text[min(start, max(0, end - QUOTE_MIN)):end]
+    after = text[start:max(end, start + QUOTE_MIN)]
+    return before in answer or after in answer
+
+
+def _value(rule: GradeRule, raw: str) -> tuple[float | None, str]:
+    """(grade, what the reply said): a label's grade, or the number it wrote."""
+    word = raw.strip()
+    if rule.labels:
+        return rule.labels.get(word.lower()), word
+    return _number_text(word), word
+
+
+def _pick(how: str, values: list[tuple[float | None, str]]) -> tuple[float | None, str] | str:
+    if how == "first":
+        return values[0]
+    if how == "last":
+        return values[-1]
+    distinct = {grade for grade, _ in values}
+    if len(distinct) > 1:
+        said = ", ".join(sorted({word for _, word in values}))[:200]
+        return f"the judge's reply gives several different grades ({said}): no grade taken"
+    return values[0]
+
+
+def unquoted(reply: str, answer: str) -> str:
+    """``reply`` with every span of at least QUOTE_MIN characters that the answer holds verbatim
+    blanked: a judge quoting the answer does not grade with the answer's words.
+
+    Line by line, then the answer's lines inside the reply's: a quote is usually whole lines, and
+    a line quoted inside a longer one ("The answer says: Rating: [[10]]") is caught by the second.
+    """
+    if not answer or not reply:
+        return reply
+    lines = {line.strip() for line in answer.splitlines() if len(line.strip()) >= QUOTE_MIN}
+    if len(answer.strip()) >= QUOTE_MIN:
+        lines.add(answer.strip())
+    # The longest first, so that a whole quoted answer goes before its lines.
+    for quoted in sorted(lines, key=len, reverse=True):
+        if quoted in reply:
+            reply = reply.replace(quoted, " " * len(quoted))
+    return _blank_short_quotes(reply, answer)
+
+
+def _blank_short_quotes(reply: str, answer: str) -> str:
+    """A grade-like token the answer holds, on a reply line the answer holds too, once the
+    whitespace is folded (a judge re-wrapping the answer's line): blanked as well."""
+    folded = " ".join(answer.split())
+    kept = []
+    for line in reply.split("\n"):
+        core = " ".join(line.split())
+        kept.append(" " * len(line) if len(core) >= QUOTE_MIN and core in folded else line)
+    return "\n".join(kept)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value) if abs(value) < 1e300 else math.inf
+    return number if math.isfinite(number) else None
+
+
+def _number_text(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
