@@ -160,7 +160,9 @@ def _quoted(text: str, match: re.Match[str], answer: str) -> bool:
     start, end = match.span()
     before = text[min(start, max(0, end - QUOTE_MIN)):end]
     after = text[start:max(end, start + QUOTE_MIN)]
-    return before in answer or after in answer
+    # A side cut short by the reply's start or end is no context: a reply ending with its verdict
+    # ("... [[B]]") is not quoting an answer that holds the bare "[[B]]".
+    return any(len(side) >= QUOTE_MIN and side in answer for side in (before, after))
 
 
 def _value(rule: GradeRule, raw: str) -> tuple[float | None, str]:
