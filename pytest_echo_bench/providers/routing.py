@@ -32,7 +32,7 @@ from pytest_echo_bench.providers.base import (
     Route,
 )
 from pytest_echo_bench.providers.python_arm import ArmContext
-from pytest_echo_bench.scoring.registry import get_scorer
+from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
 from pytest_echo_bench.scoring.verdict import Scorer
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
@@ -214,15 +214,27 @@ def _scorer(spec: Spec) -> Scorer:
     return scorer
 
 
+def _unjudged_scorer(arm: ArmSpec, spec: Spec, why: str) -> None:
+    """A routing arm that grades its sub-answers with the scorer: the scorer must read text alone
+    (a judged one asks its judges once the item's answer is chosen, not per sub-answer)."""
+    if takes_judges(spec.scorer):
+        raise spec.error(f"arm {arm.name!r} {why} with the scorer, and {spec.scorer} asks a judge "
+                         "model: route with an agreement judge arm, or score with text",
+                         "arms", arm.name)
+
+
 def build_cascade(arm: ArmSpec, spec: Spec, caller: Caller) -> Cascade:
     route = cascade_route(arm, spec)
     agreement = "lexical" if route.judge is None else "judge"
+    if agreement == "lexical":
+        _unjudged_scorer(arm, spec, "compares its cheap answers' extracted answers")
     return Cascade(list(route.cheap), list(route.personas), route.strong, caller, _scorer(spec),
                    spec.scorer_options, agreement, route.judge)
 
 
 def build_oracle(arm: ArmSpec, spec: Spec, caller: Caller) -> Oracle:
     route = oracle_route(arm, spec)
+    _unjudged_scorer(arm, spec, "grades each cheap answer")
     return Oracle(list(route.cheap), list(route.personas), route.strong, caller, _scorer(spec),
                   spec.scorer_options)
 

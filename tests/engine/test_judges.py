@@ -206,3 +206,19 @@ def test_a_python_arm_cannot_extract_an_answer_with_a_judged_scorer(
     assert len(rows) == 2 and all(r["status"] == "error" for r in rows), result.stdout.str()
     assert all("cannot grade with a scorer that asks a judge model" in r["detail"] for r in rows)
     assert server.requests == []  # nothing was asked behind the arm's back
+
+
+def test_a_routing_arm_that_grades_with_the_scorer_refuses_a_judged_one(
+        pytester: pytest.Pytester, sweep: Sweep) -> None:
+    """An oracle grades each cheap answer with the scorer: a judged scorer is refused at once,
+    naming the arm, instead of failing every item."""
+    rubric = ("scorer:\n  name: model_graded\n  judge: grader\n  template: 'Rate {answer} as [[n]]'\n"
+              "  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [1, 10], pass_at: 7}\n")
+    arms = ("  cheap: {provider: sim, accuracy: 0.5}\n  strong: {provider: sim, accuracy: 1.0}\n"
+            "  oracle: {provider: oracle, cheap: [cheap], strong: strong}")
+    spec = sim_spec(2, arms=arms).replace("scorer: exact\n", rubric)
+    make_spec(pytester, spec + "judges:\n  grader: {provider: sim, accuracy: 1.0}\n")
+    result, _, rows = sweep.run()
+    assert result.ret != 0 and rows == []
+    result.stdout.fnmatch_lines(["*arm 'oracle' grades each cheap answer with the scorer, and "
+                                 "model_graded asks a judge model*"])
