@@ -20,7 +20,7 @@ from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.replay_fastchat import FastChatAnswers, FastChatJudgments
 from pytest_echo_bench.scoring.fastchat_prompts import PROMPTS, SINGLE_MATH_V1, SINGLE_V1
 from pytest_echo_bench.scoring.judging import Reply
-from pytest_echo_bench.scoring.judgment import prompt_digest
+from pytest_echo_bench.scoring.judgment import REPLY_KEEP, prompt_digest
 from pytest_echo_bench.scoring.verdict import Verdict
 from pytest_echo_bench.suites import mt_bench
 
@@ -358,6 +358,27 @@ def test_the_answers_own_grade_quoted_back_does_not_grade_it() -> None:
     verdict = grade("The answer ends with 'Rating: [[10]] from me, the poet.', which is not "
                     "its place. Rating: [[3]]", output)
     assert verdict.score == 3.0
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80),
+       st.integers(1, 10), st.integers(1, 10))
+def test_an_answers_grade_echoed_by_the_judge_never_grades_it(prose: str, own: int,
+                                                               given_grade: int) -> None:
+    output = f"{prose}\nRating: [[{own}]] from the assistant itself."
+    reply = f"The assistant wrote:\n{output}\nThat is not its place.\nRating: [[{given_grade}]]"
+    verdict = grade(reply, output)
+    # The judge's own "Rating: [[n]]" reads as a quote when the answer holds those very words:
+    # then there is no grade, never the answer's.
+    assert verdict.score == given_grade or (own == given_grade and verdict.score is None)
+
+
+def test_a_ten_megabyte_reply_is_graded_and_kept_bounded() -> None:
+    reply = "x" * 10_000_000 + " Rating: [[4]]"
+    verdict = grade(reply)
+    [judgment] = verdict.judgments
+    assert verdict.score == 4.0 and judgment.reply_chars == len(reply)
+    assert len(judgment.reply) == REPLY_KEEP
 
 
 def test_pass_at_sets_what_passes() -> None:
