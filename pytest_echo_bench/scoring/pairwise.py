@@ -79,13 +79,12 @@ def combine(judgments: list[Judgment], against: str) -> Verdict:
     if missing:
         why = "; ".join(f"{j.order}: {j.note or 'no verdict'}" for j in missing)
         return unjudged(f"unjudged: {why}", kept)
-    ab, ba = (j.grade for j in kept)
+    ab, ba = (j.grade for j in kept if j.grade is not None)
     said = f"ab: {kept[0].label}, ba: {kept[1].label}"
     if ab == ba:
         grade, detail = ab, f"{OUTCOMES[ab]} against {against} ({said})"
     else:
         grade, detail = 0.5, f"tie against {against}: the verdict flips with the order ({said})"
-    assert grade is not None
     return Verdict(CORRECT if grade == 1.0 else WRONG, OUTCOMES[grade], detail, score=grade,
                    judgments=kept)
 

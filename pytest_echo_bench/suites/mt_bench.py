@@ -155,7 +155,7 @@ def _references(spec: Spec) -> dict[str, str]:
 # recorded GPT-4 judgments have none).
 RULE_PATTERN, RULE_FALLBACK = r"\[\[(\d+\.?\d*)\]\]", r"\[(\d+\.?\d*)\]"
 SCALE = (1.0, 10.0)
-PASS_AT = 8.0  # a choice: FastChat reports the mean grade alone; 8 of 10 is "good" in its prompts
+PASS_AT = 8.0  # a choice: FastChat reports the mean grade alone, and pass rates need a line
 OPTIONS = frozenset({"judge", "pass_at", "judges"})  # judges: the older way to declare them
 
 
