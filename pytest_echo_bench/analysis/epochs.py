@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_echo_bench.results.read import Item
+from pytest_echo_bench.store.files import UNJUDGED
 
 REDUCERS = ("mean", "majority", "pass_at_k")
 PASS_AT_KS = (1, 2, 5, 10, 20, 50, 100)
@@ -82,7 +83,10 @@ def has_epochs(rows: Sequence[Item]) -> bool:
 def reduce_items(rows: Sequence[Item], how: str) -> Reduced:
     """Group the samples of each item and reduce them; the reduced item is its first sample's row
     with ``passed`` set to the reduced verdict (for ``mean``: more than
-    half correct) and ``score`` set."""
+    half correct) and ``score`` set.
+
+    An unjudged sample (a judge gave it no grade) is not one of the item's n: an item whose every
+    sample is unjudged stays unjudged, with no score and no samples for pass@k."""
     reduce_score(1, 1, how)  # refuse an unknown reduction before any work
     groups: dict[tuple[str, str, str], list[Item]] = {}
     raw: dict[tuple[str, str], list[Item]] = {}
@@ -90,7 +94,11 @@ def reduce_items(rows: Sequence[Item], how: str) -> Reduced:
         groups.setdefault((r.benchmark, r.arm, r.task_id), []).append(r)
         raw.setdefault((r.benchmark, r.arm), []).append(r)
     reduced = Reduced([], {}, raw)
-    for (bench, arm, task), group in groups.items():
+    for (bench, arm, task), samples in groups.items():
+        group = [g for g in samples if g.status != UNJUDGED]
+        if not group:
+            reduced.items.append(replace(samples[0], passed=False, status=UNJUDGED, score=None))
+            continue
         n, c = len(group), sum(g.passed for g in group)
         score = reduce_score(n, c, how)
         passed = 2 * c > n if how == "mean" else score == 1.0

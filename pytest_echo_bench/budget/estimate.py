@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_echo_bench.budget.judged import Panel, judges_worst
 from pytest_echo_bench.budget.worst import completion_cap
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
@@ -296,14 +297,17 @@ def _opaque(spec: Spec, arm: str) -> bool:
 
 
 def worst_case_usd(
-    spec: Spec, items: Iterable[tuple[Example, str, int]], seen: Seen | None = None
+    spec: Spec, items: Iterable[tuple[Example, str, int]], seen: Seen | None = None,
+    judges: Panel | None = None,
 ) -> float | None:
     """The most the items ``(example, arm, epoch)`` can cost if every call is sent and every reply
-    is ``max_tokens`` long: what a budget must still hold for them. None when any is unknown."""
+    is ``max_tokens`` long: what a budget must still hold for them, their scorer's ``judges``'
+    calls at the budget's own worst case (``budget.judged``). None when any is unknown."""
     by_arm: dict[str, list[tuple[Example, int]]] = {}
+    total: float | None = 0.0
     for example, arm, epoch in items:
         by_arm.setdefault(arm, []).append((example, epoch))
-    total: float | None = 0.0
+        total = _add(total, judges_worst(spec, judges, example, arm))
     for arm, pairs in by_arm.items():
         total = _add(total, estimate_arm(spec, arm, pairs, seen).cost_high)
     return total

@@ -5,6 +5,9 @@ Every process of a run shares one ``budget.ledger.Ledger``. A call is charged to
 the item it serves ("run", "bench:<benchmark>", "arm:<benchmark>/<arm>", those that have a
 limit): a routing arm's calls to its sub-arms are the routing item's.
 
+An item's hold covers its scorer's judges too: the item's worst case is its arm's and, when the
+scorer asks judges, theirs (``budget.judged``); a judge's call is charged to the item's accounts.
+
 Pairs are kept whole: an item (benchmark, task id, epoch) starts only when the worst cases of all
 the arms this run runs for it fit at once; then each of its other arms' worst case stays pledged
 to it, so once the budget runs short the items already started still finish and no new one
@@ -25,10 +28,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget.judged import Panel, panel
+from pytest_echo_bench.budget.judged import call_worst as judge_worst
 from pytest_echo_bench.budget.ledger import EPSILON_USD, Ledger, LedgerState
 from pytest_echo_bench.budget.worst import call_worst, item_worst
 from pytest_echo_bench.errors import BudgetError, LocalError, StoreError
-from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 Pair = tuple[str, str, int]  # (benchmark, task_id, epoch): the item every compared arm answers
 T = TypeVar("T")
@@ -43,6 +48,8 @@ LOOK_EVERY_S = 0.1
 # a call waiting on started items' pledges decides once nothing in the run settled for this long
 STILL_S = 3.0
 Settle = Callable[["float | None"], None]
+# An item's judges' worst case for the answer of the arm named (``budget.judged.judges_worst``)
+Judged = Callable[[str], "float | None"]
 
 
 def accounts(spec: Spec, arm: str) -> list[str]:
@@ -63,6 +70,7 @@ class Ticket:
     arm: str
     prompt: str
     pair: Pair | None  # None: a call outside any item's ticket (a Python arm's own thread)
+    judged: Judged | None = None  # the item's judges' worst case, by arm (None: no judge)
     held: float = 0.0
     spent: float = 0.0
     in_flight: float = 0.0  # worst cases of calls sent and not yet answered
@@ -82,10 +90,12 @@ class Ticket:
         return accounts(self.spec, self.arm)
 
     @contextlib.contextmanager
-    def call(self, arm: str, prompt: str) -> Iterator[Settle]:
-        """Around one real call: held before it is sent; ``settle(cost)`` once it answers (None: the
-        reply said no usage, so its worst case stands as spent, as it does when no reply comes)."""
-        worst = call_worst(self.spec, arm, prompt)
+    def call(self, arm: str, prompt: str, judge: ArmSpec | None = None) -> Iterator[Settle]:
+        """Around one real call (of ``judge``, when it is the scorer's judge ``arm``): held before
+        it is sent; ``settle(cost)`` once it answers (None: the reply said no usage, so its worst
+        case stands as spent, as it does when no reply comes)."""
+        worst = (call_worst(self.spec, arm, prompt) if judge is None
+                 else judge_worst(self.spec, arm, judge, prompt))
         deadline = time.monotonic() + self.budget.max_wait_s
         with self._lock:
             self._seen = None
@@ -114,7 +124,7 @@ class Ticket:
             settled = True
             # what the reply says was spent: charged whole, said at once
             if cost is not None and worst is not None and excess:
-                text = self._over_text(arm, cost, worst)
+                text = self._over_text(arm, cost, worst, judge is not None)
                 self.budget.ledger_change(lambda state: state.note_over(text, excess))
 
         try:
@@ -125,15 +135,17 @@ class Ticket:
                     self.in_flight -= worst or 0.0
                     self.spent += worst or 0.0
 
-    def _over_text(self, arm: str, cost: float, worst: float) -> str:
+    def _over_text(self, arm: str, cost: float, worst: float, judge: bool = False) -> str:
         """The warning for a reply that reported more than its request allows."""
         item = (
             f", item {self.pair[1]}" + (f" epoch {self.pair[2]}" if self.pair[2] > 1 else "")
             if self.pair
             else ""
         )
+        who = (f"judge {arm} of arm {self.spec.benchmark}/{self.arm}" if judge
+               else f"arm {self.spec.benchmark}/{arm}")
         return (
-            f"budget: arm {self.spec.benchmark}/{arm}{item}: the reply reported usage worth "
+            f"budget: {who}{item}: the reply reported usage worth "
             f"${cost:.6f}, more than "
             f"its request allows (${worst:.6f} at most): charged as reported, "
             f"${cost - worst:.6f} beyond what "
@@ -156,8 +168,7 @@ class Ticket:
                 # A resume runs the whole item again: it needs the item's
                 # worst case, not this call's alone.
                 again = (
-                    item_worst(self.spec, self.arm, self.prompt)
-                    or self.spent + self.in_flight + short
+                    self.worst(self.arm) or self.spent + self.in_flight + short
                 )
                 return self._wait_or_refuse(
                     state,
@@ -179,8 +190,14 @@ class Ticket:
             return None
         if key is None or key in state.pledged:  # a call of its own, or started elsewhere without
             return self._start_alone(state)  # this arm's share: it alone must fit
-        shares = self.budget.shares(self.spec, self.pair, self.arm, self.prompt)
+        shares = self.budget.shares(self.spec, self.pair, self.arm, self.worst)
         return self._start_whole(state, key, shares)
+
+    def worst(self, arm: str) -> float:
+        """The most an item of ``arm`` may cost: its own calls and its judges' (a part without a
+        worst case counts 0: it runs unreserved, ``budget_unpriced: allow``)."""
+        judges = self.judged(arm) if self.judged is not None else 0.0
+        return (item_worst(self.spec, arm, self.prompt) or 0.0) + (judges or 0.0)
 
     def _take_pledge(self, state: LedgerState, key: str) -> bool:
         """Whether an arm started elsewhere pledged this arm's share to the item: now it is held."""
@@ -196,7 +213,7 @@ class Ticket:
 
     def _start_alone(self, state: LedgerState) -> str | None:
         """This arm's worst case alone must fit."""
-        own = item_worst(self.spec, self.arm, self.prompt) or 0.0
+        own = self.worst(self.arm)
         if not state.fits(self.names, own):
             need = {n: own for n in self.names}
             return self._wait_or_refuse(state, need, own, "this item's worst case")
@@ -386,6 +403,7 @@ class Budget:
         self._local = threading.local()
         self._looked_at = -LOOK_EVERY_S  # when this process last looked for holders that are gone
         self.gone: Callable[[str], bool] = holders.gone  # whether a holder's process has exited
+        self._panels: dict[str, Panel | None] = {}  # spec path -> what its scorer asks an item
 
     @property
     def holder(self) -> str:
@@ -407,14 +425,25 @@ class Budget:
         except StoreError as exc:  # our own file: a local failure stops the run, resumably
             raise LocalError(str(exc)) from exc
 
-    def shares(self, spec: Spec, pair: Pair | None, arm: str, prompt: str) -> dict[str, float]:
+    def panel(self, spec: Spec, judges: Callable[[], Mapping[str, ArmSpec]]) -> Panel | None:
+        """What ``spec``'s scorer asks of its ``judges`` (those it may ask) per item, read once."""
+        key = str(spec.path)
+        if key not in self._panels:  # a race reads it twice, to the same value
+            self._panels[key] = panel(spec, judges())
+        return self._panels[key]
+
+    def shares(self, spec: Spec, pair: Pair | None, arm: str,
+               worst: Callable[[str], float]) -> dict[str, float]:
+        """The worst case of each arm this run runs for ``pair`` (``worst``: an item's, by arm)."""
         arms = self.plan.get(pair, (arm,)) if pair is not None else (arm,)
-        return {a: item_worst(spec, a, prompt) or 0.0 for a in dict.fromkeys((*arms, arm))}
+        return {a: worst(a) for a in dict.fromkeys((*arms, arm))}
 
     @contextlib.contextmanager
-    def item(self, spec: Spec, arm: str, prompt: str, pair: Pair) -> Iterator[None]:
-        """Around one item: its calls draw on one ticket, closed (settled) when the item ends."""
-        ticket = Ticket(self, spec, arm, prompt, pair)
+    def item(self, spec: Spec, arm: str, prompt: str, pair: Pair,
+             judges: Judged | None = None) -> Iterator[None]:
+        """Around one item: its calls (its scorer's judges' too, whose worst case by arm is
+        ``judges``) draw on one ticket, closed (settled) when the item ends."""
+        ticket = Ticket(self, spec, arm, prompt, pair, judges)
         self._local.ticket = ticket
         try:
             yield
@@ -439,16 +468,18 @@ class Budget:
             return round(ticket.spent + ticket.in_flight, 9)
 
     @contextlib.contextmanager
-    def call(self, spec: Spec, arm: str, prompt: str) -> Iterator[Settle]:
-        """Around one real call, under the current item's ticket (or one of its own)."""
+    def call(self, spec: Spec, arm: str, prompt: str,
+             judge: ArmSpec | None = None) -> Iterator[Settle]:
+        """Around one real call (``judge``: of the scorer's judge ``arm``), under the current
+        item's ticket (or one of its own)."""
         ticket: Ticket | None = getattr(self._local, "ticket", None)
         if ticket is not None and ticket.spec is spec:
-            with ticket.call(arm, prompt) as settle:
+            with ticket.call(arm, prompt, judge) as settle:
                 yield settle
             return
         alone = Ticket(self, spec, arm, prompt, None)
         try:
-            with alone.call(arm, prompt) as settle:
+            with alone.call(arm, prompt, judge) as settle:
                 yield settle
         finally:
             if alone.started:

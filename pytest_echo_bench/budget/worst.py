@@ -80,10 +80,10 @@ def sent(arm: ArmSpec) -> dict[str, Any]:
 def completion_cap(arm: ArmSpec) -> int | None:
     """The most completion tokens one call of ``arm`` may be
     billed, when its request bounds them."""
-    return _bound(arm)[0]
+    return reply_bound(arm)[0]
 
 
-def _bound(arm: ArmSpec) -> tuple[int | None, str]:
+def reply_bound(arm: ArmSpec) -> tuple[int | None, str]:
     """(the bound, or None and why there is none) of the completion tokens a request allows."""
     wire = sent(arm)
     caps = {key: wire[key] for key in CAP_KEYS if key in wire}
@@ -152,7 +152,7 @@ def unbounded(spec: Spec, name: str) -> str | None:
         return next((why for sub in route.arms if (why := unbounded(spec, sub))), None)
     if name not in spec.pricing:
         return "it has no prices (pricing: in the spec)"
-    cap, why = _bound(arm)
+    cap, why = reply_bound(arm)
     if spec.pricing[name][1] > 0 and cap is None:
         return f"it has an output price but {why}"
     return None
@@ -176,7 +176,7 @@ def _route_worst(spec: Spec, route: Route, prompt: str) -> float | None:
     """Every cheap call, the judge's and the strong arm's, each at its most."""
     total = _cheap_worst(spec, route, prompt)
     if total is not None and route.judge is not None:
-        quoted = sum(QUOTED_FACTOR * (_answer_cap(spec, sub) or 0) + MESSAGE_TOKENS
+        quoted = sum(QUOTED_FACTOR * (answer_cap(spec, sub) or 0) + MESSAGE_TOKENS
                      for sub in route.cheap)
         judged = _priced(spec, route.judge, prompt, JUDGE_TEMPLATE_BYTES + quoted)
         total = None if judged is None else total + judged
@@ -210,12 +210,12 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
     ) / 1e6
 
 
-def _answer_cap(spec: Spec, name: str) -> int | None:
+def answer_cap(spec: Spec, name: str) -> int | None:
     """The most tokens an arm's answer may have: its cap, or a routing arm's largest sub-arm's."""
     arm = spec.arms.get(name)
     if arm is None:
         return None
     route = route_of(arm, spec)
     if route is not None:
-        return max((_answer_cap(spec, sub) or 0 for sub in route.arms), default=None)
+        return max((answer_cap(spec, sub) or 0 for sub in route.arms), default=None)
     return completion_cap(arm)

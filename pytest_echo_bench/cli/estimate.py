@@ -1,6 +1,6 @@
 """``echo-bench estimate``: the items a run would select (``-k``, ``--bench-shard``) and their
-calls and cost (``budget.estimate``), with what the cache and earlier
-results files show, as text or JSON."""
+calls and cost (``budget.estimate``; its scorer's judges', apart, ``budget.judge_estimate``), with
+what the cache and earlier results files show, as text or JSON."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from pytest_echo_bench.budget.estimate import (
     own_prompts,
     wall_seconds,
 )
+from pytest_echo_bench.budget.judge_estimate import JudgeEstimate
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.cli.args import Command, input_file, say, whole
+from pytest_echo_bench.cli.estimate_judges import judge_json, judge_lines, spec_judges
 from pytest_echo_bench.cli.keyword import Matcher, item_keywords, parse_keyword
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.prompts import Prompter, prompter
@@ -139,19 +141,32 @@ def check_results(files: Iterable[Path], benchmarks: set[str]) -> None:
             )
 
 
-class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", loose=True),
-              gc=False):  # type: ignore[misc]
-    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds."""
+class SeenRow(view("_Seen", "usage", "wall_seconds", "sub_calls", "cache_hits", "judgments",
+                   loose=True), gc=False):  # type: ignore[misc]
+    """What an earlier run's row teaches the estimate: a call's tokens, an item's seconds, and
+    its judges' replies' tokens."""
 
 
 def _note_row(seen: Seen, row: SeenRow) -> None:
     usage, wall = row.usage, row.wall_seconds
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if type(tokens) is int and tokens >= 0 and row.sub_calls in (0, 1):  # the tokens of one call
+    tokens = _completion(usage)
+    if tokens is not None and row.sub_calls in (0, 1):  # the tokens of one call
         seen.add_completion(row.arm, tokens)
+    for judgment in row.judgments if isinstance(row.judgments, list) else ():
+        # a judge's name is never an arm's: its replies' lengths are kept beside the arms'
+        judge = judgment.get("judge") if isinstance(judgment, dict) else None
+        tokens = _completion(judgment.get("usage")) if isinstance(judge, str) else None
+        if tokens is not None:
+            seen.add_completion(str(judge), tokens)
     # A cached row's seconds are not a call's.
     if type(wall) in (int, float) and 0 <= wall < float("inf") and not row.cache_hits:
         seen.add_seconds(row.arm, float(wall))
+
+
+def _completion(usage: object) -> int | None:
+    """The completion tokens a call's usage reports, when it is a count."""
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if type(tokens) is int and tokens >= 0 else None
 
 
 def cache_check(
@@ -219,58 +234,78 @@ def estimate(spec_files: list[Path], opts: Options) -> dict[str, Any]:
     check_results(opts.results, {spec.benchmark for spec, _ in loaded})
     several = len({spec.benchmark for spec, _ in loaded}) > 1
     arms: dict[str, dict[str, Any]] = {}
+    judges: dict[str, dict[str, Any]] = {}
     benchmarks: dict[str, dict[str, Any]] = {}
     every: list[ArmEstimate] = []
+    every_judge: list[JudgeEstimate] = []
     seconds: float | None = 0.0
     seen_by = seen_in_results(opts.results, [spec.benchmark for spec, _ in loaded])
     for spec, examples in loaded:
-        ests = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
+        ests, judged = _estimate_spec(spec, examples, opts, matcher, seen_by[spec.benchmark])
         wall = wall_seconds(ests, spec, opts.concurrency, opts.workers)
         seconds = None if seconds is None or wall is None else seconds + wall
-        for est in ests:
-            arms[f"{spec.benchmark}/{est.arm}" if several else est.arm] = arm_json(est)
+        prefix = f"{spec.benchmark}/" if several else ""
+        arms.update((prefix + est.arm, arm_json(est)) for est in ests)
+        judges.update((prefix + judge.judge, judge_json(judge)) for judge in judged)
         benchmarks[spec.benchmark] = {
-            **totals(ests),
+            **totals(ests, judged),
             "seconds": finite(wall),
             "arms": list(spec.arms),
         }
         every += ests
-    return {**totals(every), "seconds": finite(seconds), "arms": arms, "benchmarks": benchmarks,
+        every_judge += judged
+    return {**totals(every, every_judge), "seconds": finite(seconds), "arms": arms,
+            "judges": judges, "benchmarks": benchmarks,
             "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
             "prompt_tokens": f"ceil(characters / {CHARS_PER_TOKEN})"}
 
 
 def _estimate_spec(spec: Spec, examples: list[Example], opts: Options, matcher: Matcher,
-                   base: Seen) -> list[ArmEstimate]:
-    """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw."""
+                   base: Seen) -> tuple[list[ArmEstimate], list[JudgeEstimate]]:
+    """Each arm's estimate for the items of ``spec`` the options select, with what ``base`` saw,
+    and each judge's its scorer asks."""
     items = select(spec, examples, opts.rootdir, matcher, opts.shard)
     # A copy: the cache's replies join this spec's only.
     seen = Seen(dict(base.completion), dict(base.seconds))
     prompters = {arm: made for arm in spec.arms
                  if (made := prompter(spec, arm, examples)) is not None}
     check = cache_check(spec, items, opts.cache, seen, prompters)
-    return [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
+    ests = [estimate_arm(spec, arm, [(ex, ep) for ex, a, ep in items if a == arm], seen, check,
                          prompters) for arm in spec.arms]
+    return ests, spec_judges(spec, items, opts.cache, seen, prompters)
 
 
-def totals(ests: list[ArmEstimate]) -> dict[str, Any]:
-    low = high = 0.0
-    known_low = known_high = True
-    for est in ests:
-        if est.calls_max:  # an arm that sends nothing costs nothing, priced or not
-            known_low &= est.cost_low is not None
-            known_high &= est.cost_high is not None
-            low += est.cost_low or 0.0
-            high += est.cost_high or 0.0
+Costs = tuple["float | None", "float | None"]  # USD (low, high), None: unknown
+
+
+def totals(ests: list[ArmEstimate], judges: list[JudgeEstimate] | None = None) -> dict[str, Any]:
+    """The items, the calls at most and the cost of the arms' and judges' calls, and each apart."""
+    arms = _sums((e.cost_low, e.cost_high) for e in ests if e.calls_max)
+    judged = _sums((j.cost_low, j.cost_high) for j in judges or () if j.calls)
     known = all(e.calls_known for e in ests if e.items)
+    calls = sum(e.calls_max for e in ests) if known else None
+    judge_calls = sum(j.calls for j in judges or ())
     return {
         "items": sum(e.items for e in ests),
-        "calls_max": sum(e.calls_max for e in ests) if known else None,
-        "cost_usd": {
-            "low": finite(low) if known_low else None,
-            "high": finite(high) if known_high else None,
-        },
+        "calls_max": None if calls is None else calls + judge_calls,
+        "cost_usd": _usd_range(_sums((arms, judged))),
+        "split": {"arms": {"calls_max": calls, "cost_usd": _usd_range(arms)},
+                  "judges": {"calls": judge_calls, "cost_usd": _usd_range(judged)}},
     }
+
+
+def _sums(costs: Iterable[Costs]) -> Costs:
+    """The sum of each side (an arm that sends nothing costs nothing, priced or not: left out)."""
+    low: float | None = 0.0
+    high: float | None = 0.0
+    for one_low, one_high in costs:
+        low = None if low is None or one_low is None else low + one_low
+        high = None if high is None or one_high is None else high + one_high
+    return low, high
+
+
+def _usd_range(costs: Costs) -> dict[str, float | None]:
+    return {"low": finite(costs[0]), "high": finite(costs[1])}
 
 
 def arm_json(est: ArmEstimate) -> dict[str, Any]:
@@ -312,6 +347,7 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"{label:<24} {arm['items']:>7} {calls:>13} {arm['cached_calls']:>7} "
                      f"{_usd(arm['cost_usd']['low']):>10} {_usd(arm['cost_usd']['high']):>10} "
                      f"{_num(arm['seconds_per_item']):>8}")
+    lines += judge_lines(data.get("judges", {}), _usd)
     cost = data["cost_usd"]
     shard = f" (shard {data['shard']})" if data["shard"] else ""
     most = "an unknown number of" if data["calls_max"] is None else data["calls_max"]
@@ -319,6 +355,13 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         f"total{shard}: {data['items']} items, at most {most} calls, "
         f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}"
     )
+    if data.get("judges"):
+        arms, judges = data["split"]["arms"], data["split"]["judges"]
+        most = "an unknown number of" if arms["calls_max"] is None else arms["calls_max"]
+        lines.append(
+            f"arms: at most {most} calls, cost {_range(**arms['cost_usd'])}; "
+            f"judges: {judges['calls']} calls, cost {_range(**judges['cost_usd'])}"
+        )
     lines.append(
         f"prompt tokens estimated as {data['prompt_tokens']}; low: replies as long as seen "
         "so far (else 0), "

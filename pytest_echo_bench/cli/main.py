@@ -14,6 +14,7 @@ from pytest_echo_bench.cli import (
     estimate,
     export_logs,
     import_logs,
+    judge,
     merge,
     power,
     progress,
@@ -27,7 +28,8 @@ from pytest_echo_bench.store.safe_text import shown
 
 # In the order ``echo-bench --help`` lists them.
 COMMANDS: tuple[Command, ...] = (report.COMMAND, power.COMMAND, estimate.COMMAND, progress.COMMAND,
-                                 run.COMMAND, regrade.COMMAND, merge.COMMAND, import_logs.COMMAND,
+                                 run.COMMAND, regrade.COMMAND, judge.COMMAND,
+                                 merge.COMMAND, import_logs.COMMAND,
                                  export_logs.COMMAND)
 # A file or value the command cannot use (missing, unreadable, not a results file, refused).
 BAD_INPUT = 2

@@ -18,6 +18,7 @@ from pytest_echo_bench.analysis.design import (
 )
 from pytest_echo_bench.analysis.power import mde, n_for_power
 from pytest_echo_bench.cli.args import Command, input_file, number, say, whole
+from pytest_echo_bench.store.files import UNGRADED
 
 if TYPE_CHECKING:
     from pytest_echo_bench.analysis.compare import Pair
@@ -127,9 +128,10 @@ def _detectable(n: int, psi: float, alpha: float, power: float) -> str:
 
 
 def _paired(results: Results, benchmark: str, a: str, b: str) -> list[PairedItem]:
-    """The pilot's graded rows of the two arms, paired by item (error rows left out)."""
+    """The pilot's graded rows of the two arms, paired by item (error and unjudged rows, which
+    hold no grade, left out)."""
     rows = ((r.task_id, r.arm, r.subtask, r.epoch, 1.0 if r.passed else 0.0)
-            for r in results.rows if r.benchmark == benchmark and r.status != "error")
+            for r in results.rows if r.benchmark == benchmark and r.status not in UNGRADED)
     return paired_items(rows, a, b)
 
 

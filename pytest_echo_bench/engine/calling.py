@@ -11,7 +11,7 @@ import contextlib
 from contextlib import AbstractContextManager
 
 from pytest_echo_bench.budget.hold import Budget, Settle
-from pytest_echo_bench.engine.arms import ArmRuntime, failure_text
+from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime, failure_text
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.failures import Failures
 from pytest_echo_bench.engine.stop import StopSignal
@@ -53,11 +53,12 @@ class CallPath:
 
     def _spend(self, runtime: ArmRuntime, request: Request) -> AbstractContextManager[Settle]:
         """The budget's hold on one real call; a routing or Python arm's own call is the calls it
-        makes."""
+        makes; a judge's is priced as the judge it is."""
         if self.budget is None or provider_info(runtime.conf.provider).composite:
             return contextlib.nullcontext(_no_budget)
         sent = request.prompt if not request.system else f"{request.system}\n\n{request.prompt}"
-        return self.budget.call(runtime.spec, runtime.name, sent)
+        judge = runtime.conf if runtime.role == JUDGE else None
+        return self.budget.call(runtime.spec, runtime.name, sent, judge)
 
     def _attempt(self, runtime: ArmRuntime, request: Request) -> Attempted:
         """The call with its retries, in the arm's turn: an arm shown unusable is stopped here."""

@@ -7,9 +7,10 @@ loses at most the items still in flight. A scorer that grades with judges is han
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.engine.arms import ArmRuntime
@@ -29,7 +30,7 @@ from pytest_echo_bench.providers.answer import finite_cost
 from pytest_echo_bench.scoring.judging import JudgedScorer
 from pytest_echo_bench.scoring.judgment import judge_cost
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
-from pytest_echo_bench.scoring.verdict import Verdict, failed, unjudged
+from pytest_echo_bench.scoring.verdict import UNJUDGED, Verdict, failed, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.records import Row
 from pytest_echo_bench.store.writer import ResultsWriter
@@ -39,13 +40,16 @@ Graded = Verdict | Outcome  # a verdict to record, or what the item came to with
 
 class Grading:
     """Grades and records the items of this process (``run_id``, ``worker``: what its rows say;
-    ``arm`` and ``judges``: the runner's runtimes of an item's arm, and its scorer's judges)."""
+    ``arm`` and ``judges``: the runner's runtimes of an item's arm, and its scorer's judges;
+    ``judge_later``: a judged scorer is not called, its items recorded unjudged for
+    ``echo-bench judge``)."""
 
     def __init__(self, writer: ResultsWriter, run_id: str, worker: str, failures: Failures,
                  budget: Budget | None, arm: Callable[[Spec, str], ArmRuntime],
-                 judges: Callable[[Job], ItemJudges]) -> None:
+                 judges: Callable[[Job], ItemJudges], judge_later: bool = False) -> None:
         self.writer, self.run_id, self.worker = writer, run_id, worker
         self.failures, self.budget, self.arm, self.judges = failures, budget, arm, judges
+        self.judge_later = judge_later
 
     def finish(self, item: Job, obtained: Obtained) -> Outcome:
         """Grade ``obtained`` (unless its call failed: its error verdict stands), record the row."""
@@ -59,7 +63,12 @@ class Grading:
     def grade(self, item: Job, output: str) -> Graded:
         scorer = get_scorer(item.spec.scorer)
         assert scorer is not None  # checked at collection
-        judges = self.judges(item) if takes_judges(item.spec.scorer) else None
+        judged = takes_judges(item.spec.scorer)
+        if judged and self.judge_later:
+            command = shlex.join(["echo-bench", "judge", str(self.writer.path), "--spec",
+                                  str(item.spec.path)])
+            return unjudged(f"judging deferred: {command}")
+        judges = self.judges(item) if judged else None
         options = item.spec.scorer_options
         try:
             if judges is None:
@@ -73,6 +82,8 @@ class Grading:
             return self._judge_failed(item, *judges.failure)
         if isinstance(verdict, Exception):
             return self._crashed(item, verdict)
+        if judges is not None:
+            _forget_ungraded(judges, verdict)
         return verdict
 
     def _crashed(self, item: Job, exc: Exception) -> Graded:
@@ -115,9 +126,7 @@ class Grading:
             cost_units=_units(done.cost_usd, spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if spec.epochs > 1 else None,
             charged_usd=budget.charged() if budget is not None else None,
-            score=verdict.score,
-            judgments=[j.to_json() for j in verdict.judgments] or None,
-            judge_cost_usd=judge_cost(verdict.judgments),
+            **judge_fields(verdict),
         )
         try:
             self.writer.append(row.to_line())
@@ -126,6 +135,14 @@ class Grading:
         except StoreError as exc:
             return self.failures.unrecorded(exc)
         return Outcome(ROW, row, retries=obtained.retries)
+
+
+def _forget_ungraded(judges: ItemJudges, verdict: Verdict) -> None:
+    """An unjudged verdict's replies that gave no grade (all the item's, when its judgments do
+    not say) leave the response cache, so ``--bench-retry-errors`` asks those judges again."""
+    if verdict.status == UNJUDGED:
+        ungraded = {j.judge for j in verdict.judgments if j.grade is None}
+        judges.forget(ungraded or None)
 
 
 def _over(budget: Budget | None) -> dict[str, float]:
@@ -139,3 +156,13 @@ def _units(cost: float | None, unit: float | None) -> float | None:
     # Within the readers' limit (``finite_cost``): a cost over a tiny unit must not be recorded as
     # a figure no reader reads.
     return finite_cost(round(cost / unit, 6)) if cost is not None and unit else None
+
+
+def judge_fields(verdict: Verdict) -> dict[str, Any]:
+    """The row fields of what a verdict's judges did: its score, each judgment and their cost
+    (each left out when None or empty: a row without a judge has none of them). A sweep's row and
+    a judging pass's (``results.judge``) record them alike."""
+    fields = {"score": verdict.score,
+              "judgments": [j.to_json() for j in verdict.judgments] or None,
+              "judge_cost_usd": judge_cost(verdict.judgments)}
+    return {name: value for name, value in fields.items() if value is not None}

@@ -29,6 +29,7 @@ class ItemJudges:
         self.item, self.runtimes, self.calls, self.failures = item, runtimes, calls, failures
         self.failure: tuple[str, BaseException] | None = None
         self._asked: dict[tuple[str, str], int] = {}  # (judge, prompt) -> times asked
+        self._answered: list[tuple[str, str]] = []  # (judge, cache key) of each reply
 
     def ask(self, name: str, prompt: str, system: str | None = None) -> Reply:
         runtime = self.runtimes.get(name)
@@ -51,9 +52,22 @@ class ItemJudges:
         except CallFailure as exc:
             self._failed(name, exc)
             raise
+        key = runtime.cache_key(request)
+        if key:
+            self._answered.append((name, key))
         served = completion.model or _declared_model(runtime)
         return Reply(completion.text, completion.usage, served, completion.cost_usd,
                      completion.cache_hits > 0)
+
+    def forget(self, judges: set[str] | None = None) -> None:
+        """Drop from the response cache the replies of ``judges`` (None: every judge asked) for
+        this item: a reply that gave no grade must not answer the retry of the item again."""
+        cache = self.calls.cache
+        if cache is None:
+            return
+        for name, key in self._answered:
+            if judges is None or name in judges:
+                cache.forget(key)
 
     def answer_of(self, arm: str) -> str | None:
         """A live sweep has no other arm's stored output for this item."""

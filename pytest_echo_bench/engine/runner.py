@@ -12,7 +12,8 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 
-from pytest_echo_bench.budget.hold import Budget
+from pytest_echo_bench.budget.hold import Budget, Judged
+from pytest_echo_bench.budget.judged import judges_worst
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
 from pytest_echo_bench.engine.calling import CallPath
@@ -26,6 +27,7 @@ from pytest_echo_bench.engine.outcome import ABORTED, ROW, Job, Outcome
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import ExhaustedError, LocalError, PermanentError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
+from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.records import row_from_json
@@ -35,19 +37,21 @@ from pytest_echo_bench.store.writer import ResultsWriter
 
 class Runner:
     """This process's items: ``run`` obtains an item's completion (``obtainer``), then grades and
-    records it (``grading``); ``on_stop`` tells pytest when a failure stops the run."""
+    records it (``grading``); ``on_stop`` tells pytest when a failure stops the run;
+    ``judge_later``: a judged scorer's judges are not asked (``Grading``)."""
 
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
                  on_stop: Callable[[str], None], cache: ResponseCache | None = None,
                  recorded: RunRows | None = None, budget: Budget | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, judge_later: bool = False) -> None:
         self.stop, self.cache, self.recorded, self.budget = stop, cache, recorded, budget
         self.failures = Failures(stop, writer.path, worker, on_stop)
         self.calls = CallPath(stop, self.failures, cache, budget)
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (alone: defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self.obtainer: Obtain = ItemCall(self.arm, self.calls, self.failures)
-        self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges)
+        self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges,
+                               judge_later)
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
         self._judges: dict[str, dict[str, ArmRuntime]] = {}  # spec path -> its scorer's judges
         # spec path -> its arms' prompts, from its items
@@ -129,10 +133,18 @@ class Runner:
         try:
             prompt = render_for(item.prompters, item.arm, item.example)
             pair = (item.spec.benchmark, item.example.id, item.epoch)
-            with self.budget.item(item.spec, item.arm, prompt, pair):
+            judged = self._judged(self.budget, item)
+            with self.budget.item(item.spec, item.arm, prompt, pair, judged):
                 return self._run(item)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self.failures.local(item, exc)
+
+    def _judged(self, budget: Budget, item: Job) -> Judged | None:
+        """The worst case of ``item``'s judge calls, by the arm answering (None: no judge)."""
+        spec = item.spec
+        plan = budget.panel(spec, lambda: declared(spec) if takes_judges(spec.scorer) else {})
+        return None if plan is None else (
+            lambda arm: judges_worst(spec, plan, item.example, arm))
 
     def _run(self, item: Job) -> Outcome:
         if self.stop.is_set():

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.budget import holders
+from pytest_echo_bench.budget import holders, judged
 from pytest_echo_bench.budget.ledger import Ledger, LedgerState
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.budget.worst import item_worst, unbounded
+from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import StopReason
 from pytest_echo_bench.store.tally import FileTally
@@ -85,22 +87,35 @@ def applies(run_usd: float | None, spec: Spec, arm: str) -> bool:
 
 
 def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
-    """Under a budget every arm needs a worst case, before anything is
-    sent: a usage error naming the arm."""
+    """Under a budget every arm, and every judge its scorer asks, needs a worst case before
+    anything is sent: a usage error naming the arm or judge."""
     for spec in specs.values():
         if spec.budget_unpriced:
             continue
         for arm in spec.arms:
             why = unbounded(spec, arm) if applies(run_usd, spec, arm) else None
             if why:
-                raise pytest.UsageError(
-                    f"{spec.path}: arm {arm!r} has no worst case, so a budget cannot hold "
-                    "its calls before they are "
-                    f"sent: {why}. Give it prices and max_tokens, or set budget_unpriced: "
-                    "allow in the spec "
-                    "(its calls are then sent without a reservation, and only what they "
-                    "report is counted)"
-                )
+                raise pytest.UsageError(_unpriced(spec, f"arm {arm!r}", why))
+        if any(applies(run_usd, spec, arm) for arm in spec.arms):
+            _refuse_judges(spec)
+
+
+def _refuse_judges(spec: Spec) -> None:
+    """The judges ``spec``'s scorer asks each need a worst case: their calls draw on the item's."""
+    plan = judged.panel(spec, declared(spec)) if takes_judges(spec.scorer) else None
+    if plan is None:
+        return
+    for name in plan.calls:
+        why = judged.unbounded(spec, name, plan.judges[name])
+        if why:
+            raise pytest.UsageError(_unpriced(spec, f"judge {name!r}", why))
+
+
+def _unpriced(spec: Spec, who: str, why: str) -> str:
+    return (f"{spec.path}: {who} has no worst case, so a budget cannot hold its calls before they "
+            f"are sent: {why}. Give it prices and max_tokens, or set budget_unpriced: allow in "
+            "the spec (its calls are then sent without a reservation, and only what they report "
+            "is counted)")
 
 
 def start(results: str, run_usd: float | None, specs: Mapping[str, Spec], counted: FileTally | None,

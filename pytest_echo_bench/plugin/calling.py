@@ -43,7 +43,8 @@ class Calling:
         # workers.
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main",
-                             request_stop, cache, recorded, self.budget, limits)
+                             request_stop, cache, recorded, self.budget, limits,
+                             judge_later=opts.judge == "later")
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
 
     def close(self, stopping: bool) -> None:

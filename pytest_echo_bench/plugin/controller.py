@@ -9,6 +9,7 @@ payloads workers send, keeps the live progress line, summary and page, decides t
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.plugin.signals import StopSignals
 from pytest_echo_bench.plugin.summary import write_summary
 from pytest_echo_bench.providers import cli_isolation
+from pytest_echo_bench.scoring.registry import takes_judges
+from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.files import StopReason, lock_path, lost_path, write_atomic, write_stop
 from pytest_echo_bench.store.safe_text import shown, shown_json, unescape_id
 from pytest_echo_bench.store.tally import FileTally
@@ -74,6 +77,8 @@ class ControllerPlugin:
         if self._scores_code():
             self._write(isolation.summary_line())
         specs = (self.config.stash.get(SPEC_CACHE, None) or {}).values()
+        if self.opts.judge == "later":
+            self._write(deferred_line(self.ctx.results, [spec for spec, _ in specs]))
         clis = cli_isolation.start_line(spec for spec, _ in specs)
         if clis is not None:
             self._write(clis)
@@ -331,3 +336,14 @@ class ControllerPlugin:
             # xdist's workers are gone by now (it shuts them down after our sessionfinish): the
             # file is final.
             live.write_files(True, finish.final["status"], finish.stopped, finish.gate_lines)
+
+
+def deferred_line(results: str, specs: Sequence[Spec]) -> str:
+    """What the start of a ``--bench-judge later`` run says: which specs' judges wait, and how."""
+    judged = [str(spec.path) for spec in specs if takes_judges(spec.scorer)]
+    if not judged:
+        return "echo-bench: --bench-judge later: no scorer of this run asks a judge"
+    command = shlex.join(["echo-bench", "judge", results,
+                          *(word for path in judged for word in ("--spec", path))])
+    return (f"echo-bench: judging deferred (--bench-judge later): outputs are recorded unjudged; "
+            f"grade them with: {command}")

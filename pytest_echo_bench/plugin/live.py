@@ -154,9 +154,11 @@ class LiveRun:
             if key in self.expected:
                 limit = f" limit {self.limits[key]}" if key in self.limits else ""
                 limit += f" pace {self.paces[key]:g}/s" if key in self.paces else ""
+                # unjudged rows (no grade) are out of the pass rate: said beside it
+                unjudged = f" ({t.unjudged} unjudged)" if t.unjudged else ""
                 parts.append(
                     f"{key} {self.done.get(key, 0)}/{self.expected[key]} pass "
-                    f"{t.pass_rate:.3f}{limit}"
+                    f"{t.pass_rate:.3f}{unjudged}{limit}"
                 )
         if self.retries:
             parts.append(f"{self.retries} retries")
@@ -182,7 +184,7 @@ class LiveRun:
         )
 
     def rates(self) -> dict[str, float]:
-        return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.items}
+        return {self.key(b, a): t.pass_rate for (b, a), t in self.tallies.items() if t.graded}
 
     def summary(
         self,
@@ -194,11 +196,12 @@ class LiveRun:
     ) -> dict[str, Any]:
         arms = {}
         for (benchmark, arm), t in sorted(self.tallies.items()):
-            lo, hi = wilson(t.correct, t.items)
+            lo, hi = wilson(t.correct, t.graded)
             arms[self.key(benchmark, arm)] = {
-                "benchmark": benchmark, "arm": arm, "n": t.items, "correct": t.correct,
+                # n: the graded rows the rate is of; unjudged ones are counted apart
+                "benchmark": benchmark, "arm": arm, "n": t.graded, "correct": t.correct,
                 "pass_rate": round(t.pass_rate, 6), "ci95": [round(lo, 6), round(hi, 6)],
-                "unparseable": t.unparseable, "errors": t.errors,
+                "unparseable": t.unparseable, "errors": t.errors, "unjudged": t.unjudged,
                 "wall_mean": round(t.wall / t.items, 4) if t.items else None,
                 "concurrency_limit": self.limits.get(self.key(benchmark, arm)),
                 "pace_per_s": self.paces.get(self.key(benchmark, arm)),
@@ -318,6 +321,9 @@ def end_table(
         arms.setdefault(key, ArmTally()).not_completed += count
     if not arms:
         return []
+    # the unjudged column only where a judge left rows without a grade: a sweep without one
+    # never has any
+    judged = any(t.unjudged for t in arms.values())
     header = (
         "benchmark",
         "arm",
@@ -326,25 +332,12 @@ def end_table(
         "pass rate",
         "unparseable",
         "errors",
+        *(("unjudged",) if judged else ()),
         "not completed",
         "mean wall s",
         "spend $",
     )
-    rows = [header] + [
-        (
-            b,
-            a,
-            str(t.items),
-            str(t.correct),
-            f"{t.pass_rate:.3f}" if t.items else "n/a",
-            str(t.unparseable),
-            str(t.errors),
-            str(t.not_completed),
-            f"{t.wall / t.items:.3f}" if t.items else "-",
-            _spend(t),
-        )
-        for (b, a), t in sorted(arms.items())
-    ]
+    rows = [header] + [_end_row(b, a, t, judged) for (b, a), t in sorted(arms.items())]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return [
         "  ".join(
@@ -352,4 +345,27 @@ def end_table(
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         )
         for r in rows
-    ]
+    ] + ([UNJUDGED_LINE] if judged else [])
+
+
+def _end_row(benchmark: str, arm: str, t: ArmTally, judged: bool) -> tuple[str, ...]:
+    """One arm's line of the end table (``judged``: with the unjudged column)."""
+    return (
+        benchmark,
+        arm,
+        str(t.items),
+        str(t.correct),
+        f"{t.pass_rate:.3f}" if t.graded else "n/a",
+        str(t.unparseable),
+        str(t.errors),
+        *((str(t.unjudged),) if judged else ()),
+        str(t.not_completed),
+        f"{t.wall / t.items:.3f}" if t.items else "-",
+        _spend(t),
+    )
+
+
+# said under the end table when it has unjudged rows
+UNJUDGED_LINE = ("unjudged: rows a judge gave no grade (it failed, or its reply held none): not "
+                 "wrong answers, left out of the pass rate; a resume with --bench-retry-errors "
+                 "judges them again")

@@ -14,7 +14,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.plugin.options import BenchOptions
 from pytest_echo_bench.plugin.resume_check import refuse_unfingerprinted
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
-from pytest_echo_bench.store.files import torn_path
+from pytest_echo_bench.store.files import UNJUDGED, torn_path
 from pytest_echo_bench.store.owner import Ownership
 from pytest_echo_bench.store.reader import ResultsIndex
 from pytest_echo_bench.store.records import Meta
@@ -81,10 +81,19 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
     notes = [f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in "
              f"{torn_path(path)})"] if cut else []
     if opts.retry_errors:
-        again = sum(map(len, counted.codes.values())) - len(index.keys)
-        notes.append(f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is an "
-                     "error run again; their old rows stay, the newest row of each item counts")
+        notes.append(_retry_note(counted.retried()))
     return Opened(path, index, notes, _typed(index.meta, path))
+
+
+def _retry_note(retried: dict[str, int]) -> str:
+    """What a retrying resume runs again: the items whose newest row is an error, or unjudged
+    (a judge gave it no grade), each counted when there are such rows."""
+    again = sum(retried.values())
+    unjudged = retried.get(UNJUDGED, 0)
+    what = "an error" if not unjudged else (
+        f"an error ({retried.get('error', 0)}) or unjudged ({unjudged})")
+    return (f"echo-bench: --bench-retry-errors: {again} item(s) whose newest row is {what} run "
+            "again; their old rows stay, the newest row of each item counts")
 
 
 def selection_of(config: pytest.Config, opts: BenchOptions, opened: Opened | None) -> Selection:

@@ -25,6 +25,8 @@ PATH_OPTIONS = {"bench_out": "--bench-out", "bench_resume": "--bench-resume",
                 "bench_cache": "--bench-cache", "bench_html": "--bench-html"}
 # random: stratified over subtasks, seeded (plugin.order); file: as collected
 ORDERS = ("random", "file")
+# now: a judged scorer grades as the sweep goes; later: outputs are recorded for `echo-bench judge`
+JUDGE_WHEN = ("now", "later")
 MAX_SEED = 2**63 - 1
 
 
@@ -51,6 +53,7 @@ class BenchOptions:
     order: str | None = None
     seed: int | None = None
     decide: tuple[str, ...] = ()  # --bench-stop-when-decided pairs, as given ("A,B")
+    judge: str = "now"  # JUDGE_WHEN: when a judged scorer's judges are asked
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -63,8 +66,8 @@ def addoption(parser: pytest.Parser) -> None:
         "--bench-retry-errors",
         action="store_true",
         default=None,
-        help="With --bench-resume: also run again every item whose newest row is an error "
-        "(the old rows stay; the newest row of each item counts)",
+        help="With --bench-resume: also run again every item whose newest row is an error or "
+        "unjudged (the old rows stay; the newest row of each item counts)",
     )
     group.addoption(
         "--bench-allow-mismatch",
@@ -141,6 +144,12 @@ def addoption(parser: pytest.Parser) -> None:
         help="Seed of the random order (default 0); a resume keeps its file's",
     )
     group.addoption(
+        "--bench-judge",
+        choices=JUDGE_WHEN,
+        help="When a scorer that asks a judge model grades: now (default: as the sweep goes) or "
+        "later (outputs recorded unjudged, graded by echo-bench judge)",
+    )
+    group.addoption(
         "--bench-stop-when-decided",
         metavar="A,B",
         action="append",
@@ -159,7 +168,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("bench_cache", "Response cache file, or 'off'")
     parser.addini(
         "bench_retry_errors",
-        "Resumes also run error rows again (only with --bench-resume)",
+        "Resumes also run error and unjudged rows again (only with --bench-resume)",
         type="bool",
         default=False,
     )
@@ -172,6 +181,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "bench_budget_usd", "Spend ceiling in US dollars for each run (like --bench-budget-usd)"
     )
+    parser.addini("bench_judge", "When judged scorers grade: now or later (default now)")
     parser.addini(
         "bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)"
     )
@@ -250,6 +260,7 @@ def resolve(config: pytest.Config) -> BenchOptions:
         order=_order(config),
         seed=_seed(config),
         decide=tuple(config.getoption("bench_stop_when_decided") or ()),
+        judge=_judge_when(config),
     )
 
 
@@ -289,6 +300,16 @@ def _order(config: pytest.Config) -> str | None:
     if order is not None and order not in ORDERS:
         raise pytest.UsageError(f"--bench-order must be one of {', '.join(ORDERS)}, got {order!r}")
     return order
+
+
+def _judge_when(config: pytest.Config) -> str:
+    when = _pick(config, "bench_judge", "ECHO_BENCH_JUDGE", "bench_judge") or "now"
+    if when not in JUDGE_WHEN:
+        source = _source(config, "bench_judge", "ECHO_BENCH_JUDGE", "bench_judge")
+        raise pytest.UsageError(
+            f"{source} must be one of {', '.join(JUDGE_WHEN)}, got {when!r}"
+        )
+    return when
 
 
 def _seed(config: pytest.Config) -> int | None:

@@ -73,15 +73,17 @@ def resumed(config: pytest.Config, opts: BenchOptions,
 def resume_flags(config: pytest.Config, opts: BenchOptions,
                  options: RunOptions | None) -> list[str]:
     """The flags a printed resume command needs to run as this run did: each option whose value a
-    plain resume would not take by itself (from the record, else the default), and
-    ``--bench-retry-errors`` when this run was given it. The budget is the controller's to print
-    (a budget stop suggests another)."""
+    plain resume would not take by itself (from the record, else the default), ``--bench-judge
+    later`` and ``--bench-retry-errors`` when this run was given them. The budget is the
+    controller's to print (a budget stop suggests another)."""
     flags: list[str] = []
     for name in ("cache", "concurrency"):
         value, default = getattr(opts, name), _cache_text("") if name == "cache" else DEFAULTS[name]
         taken = getattr(options, name) if options is not None and name in options.given else default
         if not _same(name, value, taken):
             flags += [OPTIONS[name][1], _said(name, value)]
+    if opts.judge == "later":  # a resume that judged as it went would call the judges after all
+        flags += ["--bench-judge", "later"]
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
 
 

@@ -12,6 +12,7 @@ from pytest_echo_bench.analysis.epochs import Sampled, pass_at
 from pytest_echo_bench.analysis.stats import cluster_interval, percentile, wilson
 from pytest_echo_bench.budget import money
 from pytest_echo_bench.results.read import Item
+from pytest_echo_bench.store.files import UNJUDGED
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class ArmStats:
     benchmark: str
     arm: str
     subtask: str | None
-    n: int  # graded items (with repeats: items, each reduced from its samples)
+    # graded items (with repeats: items, each reduced from its samples); unjudged ones left out
+    n: int
     # Items graded correct; None under ``--reduce mean``, which grades no item right or wrong.
     correct: int | None
     # None: no graded row (an arm the spec names whose items all went unrecorded).
@@ -29,6 +31,8 @@ class ArmStats:
     ci95: tuple[float, float]
     unparseable: int
     errors: int
+    # rows a judge gave no grade (with repeats: sample rows): counted apart, out of n
+    unjudged: int
     not_completed: int
     wall_mean: float | None
     wall_p50: float | None
@@ -72,16 +76,23 @@ def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], univ
               by_subtask: dict[str | None, list[Item]] | None = None,
               samples: Samples | None = None) -> ArmStats:
     """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
-    scores, and what each call costs (time, tokens, cost, errors) from every sample row."""
-    n = len(items)
+    scores, and what each call costs (time, tokens, cost, errors) from every sample row.
+
+    An unjudged item (no grade: the judge failed or gave none) is recorded, so it is not among
+    those not completed, but it is not one of the n the rate is of: counting it there would grade
+    it wrong."""
+    graded = [i for i in items if i.status != UNJUDGED]
+    n = len(graded)
     rows = items if samples is None else samples[0]
     # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998),
     # so a rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
-    total: float = sum(i.passed for i in items) if samples is None else math.fsum(map(score, items))
+    total: float = (
+        sum(i.passed for i in graded) if samples is None else math.fsum(map(score, graded))
+    )
     # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as
     # more correct items than n. What a correct result costs then divides by the correct samples.
     mean = samples is not None and samples[2] == "mean"
-    correct = None if mean else sum(i.passed for i in items)
+    correct = None if mean else sum(i.passed for i in graded)
     correct_samples = sum(r.passed for r in rows)
     cost, units = _total(i.cost_usd for i in rows), _total(i.cost_units for i in rows)
     divisor = correct_samples if mean else correct
@@ -99,6 +110,7 @@ def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], univ
 class _Calls(TypedDict):
     unparseable: int
     errors: int
+    unjudged: int
     wall_mean: float | None
     wall_p50: float | None
     wall_p95: float | None
@@ -114,6 +126,7 @@ def _call_figures(rows: list[Item]) -> _Calls:
     prompt_tokens, completion_tokens = _tokens(rows)
     return _Calls(unparseable=sum(i.status == "unparseable" for i in rows),
                   errors=sum(i.status == "error" for i in rows),
+                  unjudged=sum(i.status == UNJUDGED for i in rows),
                   wall_mean=_mean(walls), wall_p50=_percentile(walls, 50),
                   wall_p95=_percentile(walls, 95),
                   sub_calls_mean=_mean([i.sub_calls for i in rows if i.sub_calls is not None]),
@@ -138,7 +151,11 @@ class _Epochs(TypedDict):
 
 
 def _cluster_figures(by_subtask: dict[str | None, list[Item]] | None) -> _Clusters:
-    """``ArmStats``'s cluster-robust figures: none unless the items span two subtasks or more."""
+    """``ArmStats``'s cluster-robust figures: none unless the graded items span two subtasks or
+    more."""
+    if by_subtask is not None:  # of the graded items only, as the rate
+        by_subtask = {sub: kept for sub, group in by_subtask.items()
+                      if (kept := [i for i in group if i.status != UNJUDGED])}
     clustered = _clustered(by_subtask)
     if clustered is None:
         return _Clusters(clusters=None, cluster_se=None, cluster_ci95=None)

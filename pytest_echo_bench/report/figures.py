@@ -32,6 +32,7 @@ from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Item, Results, load_results
 from pytest_echo_bench.shards.coverage import Coverage, coverage
 from pytest_echo_bench.shards.parts import held_by_shard
+from pytest_echo_bench.store.files import UNJUDGED
 
 __all__ = [
     "ArmStats",
@@ -216,8 +217,9 @@ def _add_benchmark(
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
     _add_arms(report, bench, by_arm, universe, reduced)
     # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink
-    # to 0 items.
-    graded = {arm: items for arm, items in by_arm.items() if items}
+    # to 0 items. An unjudged row has no verdict: it is left out as an item the arm did not answer.
+    judged = {arm: [i for i in items if i.status != UNJUDGED] for arm, items in by_arm.items()}
+    graded = {arm: items for arm, items in judged.items() if items}
     _add_comparisons(report, bench, graded, oracle, reduced)
     found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
     if found is not None:
@@ -278,7 +280,8 @@ def _samples(
     if subtask is not None:
         rows = [r for r in rows if r.subtask == subtask]
         tasks = dict.fromkeys(r.task_id for r in rows)
-        return rows, [per_item[t] for t in tasks], how
+        # an item whose every sample is unjudged has no samples to count (``reduce_items``)
+        return rows, [per_item[t] for t in tasks if t in per_item], how
     return rows, list(per_item.values()), how
 
 

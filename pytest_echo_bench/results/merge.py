@@ -25,7 +25,7 @@ from pytest_echo_bench.shards.coverage import (
     part_of,
 )
 from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
-from pytest_echo_bench.store.files import end_line, row_status
+from pytest_echo_bench.store.files import UNGRADED, end_line, row_status
 from pytest_echo_bench.store.meta import BenchmarkEntry, benchmark_entry
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Key, Meta, row_key
@@ -117,7 +117,7 @@ def merge(
     # once, against the items it selects.
     held = held_by_shard(kept, {part.total for part in parts if part.total})
     merged = Merged(
-        _merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held)
+        merged_meta([meta for _, meta in metas], paths), coverage=coverage(parts, held)
     )
     _count_conflicts(merged, scans, paths)
     # The merged file says its parts stopped early, as their own files said (``files.RUN_END``), and
@@ -215,8 +215,8 @@ def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place
         if older is not None:
             duplicates += 1
             again += older[0] == index
-            # a retried error row is expected to change
-            if older[2] != place[2] and older[3] != "error":
+            # a retried error or unjudged row (no grade) is expected to change
+            if older[2] != place[2] and older[3] not in UNGRADED:
                 changed.append((key, older, place))
     return _typed(path, meta), names, duplicates, changed, rows - again
 
@@ -369,7 +369,7 @@ def _shown_key(key: Key) -> str:
     )
 
 
-def _merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
+def merged_meta(metas: list[Meta | None], paths: Sequence[Path]) -> Meta | None:
     present = [m for m in metas if m is not None]
     if not present:
         return None

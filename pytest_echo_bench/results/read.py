@@ -13,6 +13,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
+from pytest_echo_bench.store.files import UNGRADED
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
@@ -170,7 +171,8 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
     if older is None:
         return key
     results.duplicates += 1
-    if older.passed != item.passed and older.status != "error":
+    # a retried error or unjudged row (no grade) is expected to change
+    if older.passed != item.passed and older.status not in UNGRADED:
         results.conflicts.append(Conflict(key, older.passed, item.passed))
     return key
 

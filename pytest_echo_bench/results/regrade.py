@@ -32,7 +32,7 @@ from pytest_echo_bench.errors import EchoBenchError, SpecError
 from pytest_echo_bench.results.ending import collection
 from pytest_echo_bench.results.merge import describe_epochs
 from pytest_echo_bench.scoring.registry import get_scorer, takes_judges
-from pytest_echo_bench.scoring.verdict import SCORER_EXTRA
+from pytest_echo_bench.scoring.verdict import SCORER_EXTRA, Verdict
 from pytest_echo_bench.spec.load import Spec, load_spec
 from pytest_echo_bench.store.files import encode_line, end_line
 from pytest_echo_bench.store.meta import BenchmarkEntry
@@ -161,22 +161,23 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
     specs = find_specs(results, meta, given, allow_outside)
     recorded = meta.benchmarks if meta is not None else {}
     benches = {
-        name: _bench(results, name, loaded, recorded.get(name)) for name, loaded in specs.items()
+        name: checked_bench(results, name, loaded, recorded.get(name))
+        for name, loaded in specs.items()
     }
     out = Regraded(None)
     default = meta.benchmark if meta is not None else ""
-    newest = _newest(rows, default)
+    newest = newest_rows(rows, default)
     if len(newest) < len(rows):
         out.notes.append(
             f"echo-bench: {len(rows) - len(newest)} older row(s) of repeated items left out: "
             "the newest row of each item counts (and is regraded)"
         )
     for record in newest:
-        # The benchmark the row names, if any: ``_bench_of`` tells that from the meta line's.
+        # The benchmark the row names, if any: ``bench_of`` tells that from the meta line's.
         row = read_row(record.data, "")
         where = f"{results}:{record.lineno}"
-        bench = _bench_of(where, row.benchmark, benches, default)
-        example = _checked_example(where, row, bench)
+        bench = bench_of(where, row.benchmark, benches, default)
+        example = checked_example(where, row, bench)
         bench.rows += 1
         if row.status == "error" and not row.output:
             out.kept += 1
@@ -199,13 +200,14 @@ def regrade(results: Path, given: Sequence[Path] = (), allow_outside: bool = Fal
     # The meta is written only once every row has passed its checks: a
     # refusal leaves nothing behind.
     out.meta = describe_epochs(
-        _new_meta(meta, benches, results), (row_key(r.data, default) for r in newest)
+        new_meta(meta, benches, {"regraded_from": str(results), "regraded_at": stamp()}),
+        (row_key(r.data, default) for r in newest)
     )
     out.notes.extend(_unverified_note(results, meta, benches))
     return out
 
 
-def _newest(rows: list[Record], default: str) -> list[Record]:
+def newest_rows(rows: list[Record], default: str) -> list[Record]:
     """The newest row of each (benchmark, task_id, arm, epoch), in file order."""
     last = {row_key(r.data, default): i for i, r in enumerate(rows)}
     if len(last) == len(rows):
@@ -214,7 +216,8 @@ def _newest(rows: list[Record], default: str) -> list[Record]:
     return [r for i, r in enumerate(rows) if i in keep]
 
 
-def _bench(results: Path, name: str, loaded: Loaded, recorded: BenchmarkEntry | None) -> Bench:
+def checked_bench(results: Path, name: str, loaded: Loaded,
+                  recorded: BenchmarkEntry | None) -> Bench:
     """The current spec of one benchmark, checked against the parts the file recorded for it."""
     spec, examples = loaded
     parts, fingerprint = fingerprint_parts(spec, examples), spec_fingerprint(spec, examples)
@@ -253,7 +256,7 @@ def _refuse_changed_parts(
     )
 
 
-def _bench_of(where: str, named: str, benches: dict[str, Bench], default: str) -> Bench:
+def bench_of(where: str, named: str, benches: dict[str, Bench], default: str) -> Bench:
     """The benchmark a row belongs to; a row naming none (older files) takes the only spec given."""
     bench = benches.get(named or default)
     if bench is None and not named and len(benches) == 1:
@@ -264,7 +267,7 @@ def _bench_of(where: str, named: str, benches: dict[str, Bench], default: str) -
     return bench
 
 
-def _checked_example(where: str, row: ReadRow, bench: Bench) -> Example:
+def checked_example(where: str, row: ReadRow, bench: Bench) -> Example:
     """The dataset's item the row answers, refusing a row the current
     dataset does not contain as recorded."""
     example = bench.examples.get(row.task_id)
@@ -294,6 +297,12 @@ def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Exampl
         label = f"{row.task_id}[{row.arm}" + ("]" if row.epoch == 1 else f"-e{row.epoch}]")
         changes.append(f"{label}: {row.status} -> {verdict.status} "
                        f"(answer {row.answer!r} -> {verdict.answer!r})")
+    return encode_line(regraded(data, row, verdict, example))
+
+
+def regraded(data: dict[str, Any], row: ReadRow, verdict: Verdict,
+             example: Example) -> dict[str, Any]:
+    """``data`` (the stored line of ``row``) with ``verdict`` in place of its old one."""
     # The row shows the target it was scored against, so its detail and target agree; its extra
     # says what the new verdict says (a seeded random guess counted as one), as a sweep's row would.
     extra = {k: v for k, v in row.extra.items() if k not in SCORER_EXTRA} | verdict.extra
@@ -301,11 +310,27 @@ def _regrade_row(data: dict[str, Any], row: ReadRow, spec: Spec, example: Exampl
                 answer=verdict.answer, target=example.target)
     if extra or "extra" in data:
         data.update(extra=extra)
-    return encode_line(data)
+    # The grade and judgments are the new verdict's: a judge's grade the new scorer did not give
+    # (an unjudged row graded by text, a judged row regraded so) must not stay beside its status.
+    # What the judges cost stays: those calls were made.
+    data.pop("score", None)
+    data.pop("judgments", None)
+    if verdict.score is not None:
+        data["score"] = verdict.score
+    if verdict.judgments:
+        data["judgments"] = [j.to_json() for j in verdict.judgments]
+    return data
 
 
-def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Meta | None:
-    """The meta line with the current scorer in each regraded benchmark's provenance."""
+def stamp() -> str:
+    """Now, to the second, as the meta line's provenance records it."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_meta(meta: Meta | None, benches: dict[str, Bench],
+             provenance: dict[str, Any]) -> Meta | None:
+    """The meta line with the current scorer in each regraded benchmark's provenance, and
+    ``provenance`` (where its rows were graded from) added to it."""
     if meta is None:
         return None
     benchmarks = dict(meta.benchmarks)  # entries are frozen: ``meta`` stays as read
@@ -322,9 +347,8 @@ def _new_meta(meta: Meta | None, benches: dict[str, Bench], source: Path) -> Met
                                 "regraded_scorer": bench.parts["scorer"]})
             benchmarks[name] = replace(entry, fingerprint=unproven)
     fingerprints = {name: str(entry.fingerprint) for name, entry in benchmarks.items()}
-    at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return replace(meta, benchmarks=benchmarks, fingerprint=combine(fingerprints),
-                   extra={**meta.extra, "regraded_from": str(source), "regraded_at": at})
+                   extra={**meta.extra, **provenance})
 
 
 def _unverified_note(results: Path, meta: Meta | None, benches: dict[str, Bench]) -> list[str]:

@@ -6,9 +6,9 @@ count). Verdict words: ``{labels: {correct: pass, incorrect: fail, partial: 0.5}
 mapped to pass, fail or a grade in [0, 1] (pass is 1, fail 0; passing at 1), found by ``pattern``
 (default: ``GRADE: <word>`` or ``VERDICT: <word>``, as Inspect's graders write them).
 
-A reply is the judge's text, not evidence of its own: the spans of it that occur verbatim in the
-answer under judgement (the judge quoting the answer back) are blanked before any match, so an
-answer that says ``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
+A reply is the judge's text, not evidence of its own: a grade in it that the judge quoted from
+the answer under judgement is left out (``scoring.quotes``), so an answer that says
+``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
 under ``pick: only`` (the default); ``first`` and ``last`` take one of them (FastChat takes the
 first). A grade off the scale, or not a finite number, is no grade; what went wrong is the note.
 """
@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_echo_bench.scoring.quotes import MATCH_LIMIT, Quotes
+
 PICKS = ("only", "first", "last")
 LABEL_PATTERN = r"(?i)\b(?:grade|verdict)\s*:\s*\**\s*([A-Za-z_][A-Za-z_-]*)"
-QUOTE_MIN = 12  # the shortest span of an answer taken as quoted: below it, words coincide
-MATCH_LIMIT = 10_000  # matches looked at in one reply (a 10 MB reply of "[[1]]" is bounded)
 
 Fail = Callable[[str], Exception]  # how a rule refuses an option: an error naming the spec key
 
@@ -120,11 +120,12 @@ def _pattern(text: Any, key: str, fail: Fail) -> re.Pattern[str]:
 
 
 def read_grade(rule: GradeRule, reply: str, answer: str = "") -> Grade:
-    """The grade ``reply`` gives by ``rule``, with the answer's quoted spans left out."""
-    text = unquoted(reply, answer)
-    found = _found(rule.pattern, text, answer)
+    """The grade ``reply`` gives by ``rule``, with the answer's quoted grades left out."""
+    quotes = Quotes(answer, [p for p in (rule.pattern, rule.fallback) if p is not None])
+    text = quotes.blanked(reply)
+    found = _found(rule.pattern, text, quotes)
     if not found and rule.fallback is not None:
-        found = _found(rule.fallback, text, answer)
+        found = _found(rule.fallback, text, quotes)
     if not found:
         return Grade(None, note="the judge's reply holds no grade")
     values = [_value(rule, raw) for raw in found]
@@ -142,27 +143,15 @@ def read_grade(rule: GradeRule, reply: str, answer: str = "") -> Grade:
     return Grade(grade, grade >= rule.pass_at, label if rule.labels else None)
 
 
-def _found(pattern: re.Pattern[str], text: str, answer: str) -> list[str]:
-    """The grades ``pattern`` finds in ``text``, but for a match quoted from the answer: one the
-    answer holds with the QUOTE_MIN characters before or after it ("Rating: [[10]]" quoted
-    inside a sentence of the judge's)."""
-    graded = answer if pattern.search(answer) else ""  # an answer without a grade quotes none
+def _found(pattern: re.Pattern[str], text: str, quotes: Quotes) -> list[str]:
+    """The grades ``pattern`` finds in ``text``, but for those quoted from the answer."""
     found: list[str] = []
     for match in pattern.finditer(text):
-        if not (graded and _quoted(text, match, graded)):
+        if not quotes.quoted(text, match):
             found.append(match.group(1) or "")
         if len(found) >= MATCH_LIMIT:
             break
     return found
-
-
-def _quoted(text: str, match: re.Match[str], answer: str) -> bool:
-    start, end = match.span()
-    before = text[min(start, max(0, end - QUOTE_MIN)):end]
-    after = text[start:max(end, start + QUOTE_MIN)]
-    # A side cut short by the reply's start or end is no context: a reply ending with its verdict
-    # ("... [[B]]") is not quoting an answer that holds the bare "[[B]]".
-    return any(len(side) >= QUOTE_MIN and side in answer for side in (before, after))
 
 
 def _value(rule: GradeRule, raw: str) -> tuple[float | None, str]:
@@ -183,36 +172,6 @@ def _pick(how: str, values: list[tuple[float | None, str]]) -> tuple[float | Non
         said = ", ".join(sorted({word for _, word in values}))[:200]
         return f"the judge's reply gives several different grades ({said}): no grade taken"
     return values[0]
-
-
-def unquoted(reply: str, answer: str) -> str:
-    """``reply`` with every span of at least QUOTE_MIN characters that the answer holds verbatim
-    blanked: a judge quoting the answer does not grade with the answer's words.
-
-    Line by line, then the answer's lines inside the reply's: a quote is usually whole lines, and
-    a line quoted inside a longer one ("The answer says: Rating: [[10]]") is caught by the second.
-    """
-    if not answer or not reply:
-        return reply
-    lines = {line.strip() for line in answer.splitlines() if len(line.strip()) >= QUOTE_MIN}
-    if len(answer.strip()) >= QUOTE_MIN:
-        lines.add(answer.strip())
-    # The longest first, so that a whole quoted answer goes before its lines.
-    for quoted in sorted(lines, key=len, reverse=True):
-        if quoted in reply:
-            reply = reply.replace(quoted, " " * len(quoted))
-    return _blank_short_quotes(reply, answer)
-
-
-def _blank_short_quotes(reply: str, answer: str) -> str:
-    """A grade-like token the answer holds, on a reply line the answer holds too, once the
-    whitespace is folded (a judge re-wrapping the answer's line): blanked as well."""
-    folded = " ".join(answer.split())
-    kept = []
-    for line in reply.split("\n"):
-        core = " ".join(line.split())
-        kept.append(" " * len(line) if len(core) >= QUOTE_MIN and core in folded else line)
-    return "\n".join(kept)
 
 
 def _number(value: Any) -> float | None:

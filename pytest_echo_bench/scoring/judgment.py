@@ -38,9 +38,12 @@ class Judgment:
     note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a row stores it: fields that are None (or False/0) left out."""
+        """The record as a row stores it: fields that are None left out, and ``cached`` when
+        False and ``reply_chars`` when 0 (``passed: false`` is kept: a grade under ``pass_at``
+        is a failed judgment, not an unknown one)."""
         return {f.name: value for f in fields(self)
-                if (value := getattr(self, f.name)) is not None and value is not False
+                if (value := getattr(self, f.name)) is not None
+                and not (f.name == "cached" and value is False)
                 and not (f.name == "reply_chars" and value == 0)}
 
     @classmethod
@@ -79,9 +82,10 @@ def kept_reply(reply: str) -> str:
 
 
 def judge_cost(judgments: tuple[Judgment, ...] | list[Judgment]) -> float | None:
-    """What the judgments cost together, when any of them says: at list price, cached or not, as
-    an arm's calls are (a cost must not depend on what ran before)."""
-    known = [j.cost_usd for j in judgments if j.cost_usd is not None]
+    """What the judges' calls spent, when any of them says: a judgment the response cache
+    answered sent nothing (its own record keeps its list price), as a cached arm's row spends
+    nothing in the budget's and the report's count."""
+    known = [0.0 if j.cached else j.cost_usd for j in judgments if j.cost_usd is not None]
     return round(math.fsum(known), 10) if known else None
 
 

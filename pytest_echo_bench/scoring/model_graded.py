@@ -207,7 +207,9 @@ def _panel(kept: tuple[Judgment, ...], rule: GradeRule, how: str) -> tuple[float
     grades = [j.grade for j in kept if j.grade is not None]
     if how == "majority":
         passes = sum(1 for j in kept if j.passed)
-        score = passes / len(kept) if rule.labels else statistics.median(grades)
+        # Labels: the mean of the words' grades, which is the share of passes for pass and fail
+        # words and keeps a partial word's credit (one judge's "partial" scores 0.5, not 0).
+        score = statistics.fmean(grades) if rule.labels else statistics.median(grades)
         return score, 2 * passes > len(kept)
     score = statistics.fmean(grades) if how == "mean" else statistics.median(grades)
     return score, score >= (rule.pass_at if rule.pass_at is not None else rule.scale[1])

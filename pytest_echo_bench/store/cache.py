@@ -100,14 +100,33 @@ class ResponseCache:
             # surrogate: such a text is not cached)
             pass
 
+    def forget(self, key: str) -> None:
+        """Drop the answer stored under ``key``: a judge's reply that gave no grade, so the retry
+        of its item asks the judge again instead of reading the same reply."""
+        try:
+            self._db().execute("DELETE FROM responses WHERE key = ?", (key,))
+        except sqlite3.Error:
+            pass  # best effort: the retry then reads the same reply, and stays unjudged
+
 
 def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
     """The usage of every key of ``keys`` the cache at ``path`` holds, read only: nothing is created
     or written (``echo-bench estimate`` plans a run; it must not leave a cache where none was). A
     missing or broken cache holds nothing."""
+    return {key: _usage(usage) for key, usage in _peek(path, keys, "usage").items()}
+
+
+def peek_texts(path: Path, keys: list[str]) -> dict[str, str]:
+    """The reply text of every key of ``keys`` the cache at ``path`` holds, read only as ``peek``
+    (the estimate renders a judge's prompt from an answer the cache holds)."""
+    return {key: text for key, text in _peek(path, keys, "text").items() if isinstance(text, str)}
+
+
+def _peek(path: Path, keys: list[str], column: str) -> dict[str, Any]:
+    """``column`` (``usage`` or ``text``) of every key of ``keys`` the cache holds, read only."""
     if not keys or not path.is_file():
         return {}
-    found: dict[str, dict[str, int] | None] = {}
+    found: dict[str, Any] = {}
     try:
         # A WAL database opened even read-only makes its -shm and -wal files: without a -wal
         # beside it, immutable=1 reads it as a plain file and creates nothing. With one (a
@@ -123,10 +142,10 @@ def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:
             for start in range(0, len(keys), 500):  # SQLite allows 999 parameters a statement
                 chunk = keys[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for key, usage in db.execute(
-                    f"SELECT key, usage FROM responses WHERE key IN ({marks})", chunk
+                for key, value in db.execute(
+                    f"SELECT key, {column} FROM responses WHERE key IN ({marks})", chunk
                 ):
-                    found[key] = _usage(usage)
+                    found[key] = value
         finally:
             db.close()
     except sqlite3.Error:

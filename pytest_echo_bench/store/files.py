@@ -22,7 +22,13 @@ from typing import Any
 
 from pytest_echo_bench.store import meta
 
-STATUSES = ("correct", "wrong", "unparseable", "error", "unjudged")
+# A row's verdict. ``unjudged``: the output is stored but a judge model gave it no grade (the
+# judge failed, or its reply held none, or judging was deferred): never a wrong answer.
+UNJUDGED = "unjudged"
+STATUSES = ("correct", "wrong", "unparseable", "error", UNJUDGED)
+# The statuses of a row that holds no grade: left out of every pass rate and paired comparison,
+# counted apart, and run again by a ``--bench-retry-errors`` resume.
+UNGRADED = frozenset({"error", "unjudged"})
 
 RESULTS_DIR = "bench_results"  # under the rootdir: results files by default, and the response cache
 CACHE_FILE = "cache.sqlite"

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import current_meta, meta_problem, row_problem
-from pytest_echo_bench.store.files import STATUSES, row_status
+from pytest_echo_bench.store.files import STATUSES, UNGRADED, row_status
 from pytest_echo_bench.store.keyscan import RowScan, ScanRow
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
@@ -131,7 +131,8 @@ def read_index(path: Path, upto: int | None = None, retry_errors: bool = False) 
 
     The same keys as ``read_records`` gives (tests/store/test_fastpaths.py), read by ``keyscan``: a
     million rows in under two seconds instead of about eight. With ``retry_errors`` a key whose
-    newest row is an error is left out, so resume runs it again (newest row per key wins).
+    newest row is an error or unjudged is left out, so resume runs it again (newest row per key
+    wins).
     """
     def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
         return parse_line(raw, path, lineno, strict)
@@ -160,11 +161,12 @@ def read_index(path: Path, upto: int | None = None, retry_errors: bool = False) 
 def _add_newest(
     keys: KeySet, fast: list[StatusRow], slow: list[dict[str, Any]], default: str
 ) -> None:
-    """Keys whose newest row so far is not an error. A batch with rows of both kinds is the first
-    one, whose slow rows are only line 1: slow rows come first in the file (``keyscan._lines``)."""
+    """Keys whose newest row so far is graded (not an error, not unjudged). A batch with rows of
+    both kinds is the first one, whose slow rows are only line 1: slow rows come first in the file
+    (``keyscan._lines``)."""
     for record in slow:
         key = row_key(record, default)
-        keys.discard(key) if row_status(record) == "error" else keys.add(key)
+        keys.discard(key) if row_status(record) in UNGRADED else keys.add(key)
     by_arm = keys.by_arm
     for r in fast:  # resume's hot loop with --bench-retry-errors: no call per row for current rows
         arm = (r.benchmark or default, r.arm, r.epoch if r.epoch is not None and r.epoch > 1 else 1)
@@ -172,10 +174,11 @@ def _add_newest(
         if ids is None:
             ids = by_arm[arm] = set()
         status = r.status
-        if status == "error" or (status not in KNOWN and r.verdict() == "error"):
+        if status not in KNOWN and r.verdict() in UNGRADED:
             ids.discard(r.task_id)
         else:
             ids.add(r.task_id)
 
 
-KNOWN = frozenset(STATUSES) - {"error"}  # a row with one of these statuses is not an error
+# a row with one of these statuses is graded: a retrying resume deselects it
+KNOWN = frozenset(STATUSES) - UNGRADED

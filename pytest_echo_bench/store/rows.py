@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
-from pytest_echo_bench.store.files import STATUSES, legacy_status, row_status
+from pytest_echo_bench.store.files import STATUSES, UNJUDGED, legacy_status, row_status
 from pytest_echo_bench.store.keyscan import RowT, ScanRow
 from pytest_echo_bench.store.records import row_key
 
@@ -161,8 +161,9 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     task_id: str
     arm: str
     epoch: int  # 1..K of a spec with ``epochs: K``
-    passed: bool  # ``passed: true``; anything else is not
-    status: str  # the verdict: correct | wrong | unparseable | error (``files.row_status``)
+    passed: bool  # ``passed: true``, unless unjudged (no grade); anything else is not
+    # the verdict: correct | wrong | unparseable | error | unjudged (``files.row_status``)
+    status: str
     detail: str | None = None
     output: str | None = None
     answer: str | None = None
@@ -214,8 +215,12 @@ def read_row(record: Mapping[str, Any], default_benchmark: str) -> ReadRow:
     if usage is None and value is not None:
         unknown.append("usage")
     extra = get("extra")
+    status = row_status(record)
+    # an unjudged row has no grade: a ``passed: true`` beside it is not a pass (a pass rate that
+    # leaves the row out of its denominator would count it in its numerator)
+    passed = get("passed") is True and status != UNJUDGED
     judged = _judged(get("score"), get("judgments"), unknown)
-    return ReadRow(benchmark, task_id, arm, epoch, get("passed") is True, row_status(record),
+    return ReadRow(benchmark, task_id, arm, epoch, passed, status,
                    *[text if isinstance(text := get(n), str) else None for n in _TEXTS], *figures,
                    usage, extra if isinstance(extra, dict) else {}, tuple(unknown), *judged)
 

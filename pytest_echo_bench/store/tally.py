@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
-from pytest_echo_bench.store.files import STATUSES
+from pytest_echo_bench.store.files import STATUSES, UNGRADED, UNJUDGED
 from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import ArmEpoch, Key, KeySet
@@ -18,8 +18,12 @@ from pytest_echo_bench.store.rows import StatusRow, all_cached, fields_of, view
 
 # The verdict of each key's newest row, as a small int (its status's index, plus PASSED when the
 # row says passed): CPython shares those, so a million keys cost a dict slot each and no object.
+# ``code % PASSED`` is the status's index, ``code >= PASSED`` the pass.
 CODES = {status: code for code, status in enumerate(STATUSES)}
-ERROR, PASSED = CODES["error"], len(STATUSES)
+PASSED = len(STATUSES)
+# the codes of rows with no grade (error, unjudged): run again by ``--bench-retry-errors``
+RETRIED = frozenset(CODES[status] for status in UNGRADED)
+UNJUDGED_CODE = CODES[UNJUDGED]
 
 
 @dataclass
@@ -28,6 +32,7 @@ class ArmTally:
     correct: int = 0
     unparseable: int = 0
     errors: int = 0
+    unjudged: int = 0  # rows a judge gave no grade: counted apart, out of the pass rate
     wall: float = 0.0
     not_completed: int = 0
     spent: float = 0.0  # USD the rows' calls cost (``add_spend``): every row, a replaced one too
@@ -39,8 +44,13 @@ class ArmTally:
     uncosted: int = 0
 
     @property
+    def graded(self) -> int:
+        """The rows a pass rate is of: every row but the unjudged ones."""
+        return self.items - self.unjudged
+
+    @property
     def pass_rate(self) -> float:
-        return self.correct / self.items if self.items else 0.0
+        return self.correct / self.graded if self.graded else 0.0
 
     def count(self, code: int, wall: float, sign: int = 1) -> None:
         """Count one row (its ``CODES`` code; ``sign`` -1: take back a row a
@@ -50,6 +60,7 @@ class ArmTally:
         self.correct += sign * (code >= PASSED)  # ``passed`` counts, as in the report
         self.unparseable += sign * (verdict == "unparseable")
         self.errors += sign * (verdict == "error")
+        self.unjudged += sign * (verdict == UNJUDGED)
         self.wall += sign * wall
 
     def add_spend(self, r: TallyRow) -> None:
@@ -67,6 +78,8 @@ class ArmTally:
         charge_known = charged is not None and 0.0 <= charged <= FIGURE_MAX
         cost_known = cost is not None and 0.0 <= cost <= FIGURE_MAX
         spent = charged if charge_known else cost if cost_known and not cached else 0.0
+        if not charge_known:  # a budget's charge covers the judges' calls too
+            spent += _judges_spent(r.judge_cost_usd)  # type: ignore[operator]
         self.spent += spent  # type: ignore[operator]
         if cost_known or cached:
             self.costed += 1
@@ -75,8 +88,13 @@ class ArmTally:
         self.uncosted += not (charge_known or cached or cost_known)
 
 
+def _judges_spent(cost: float | None) -> float:
+    """A row's ``judge_cost_usd`` as spent (what its judges' calls sent; unknown: none)."""
+    return cost if cost is not None and 0.0 <= cost <= FIGURE_MAX else 0.0
+
+
 class TallyRow(view("_Tally", "wall_seconds", "cost_usd", "cache_hits", "sub_calls", "charged_usd",
-                    base=StatusRow), gc=False):  # type: ignore[misc]
+                    "judge_cost_usd", base=StatusRow), gc=False):  # type: ignore[misc]
     """The fields the table counts; the rest of each row is validated, not built.
 
     Typed as our writer writes them (faster to decode); a row with other types goes to the
@@ -96,15 +114,17 @@ class FileTally:
     the rows it starts with once, and its end-of-run table reads just the rows it added.
 
     A key's newest row replaces the one counted before: its verdict exactly; its wall time
-    exactly when the replaced row was an error (the rows ``--bench-retry-errors`` runs again,
-    whose walls are kept), else the first row's wall stays (a repeated row after a lost worker).
+    exactly when the replaced row was an error or unjudged (the rows ``--bench-retry-errors`` runs
+    again, whose walls are kept), else the first row's wall stays (a repeated row after a lost
+    worker).
     """
 
     def __init__(self) -> None:
         self.arms: dict[tuple[str, str], ArmTally] = defaultdict(ArmTally)
         # (benchmark, arm, epoch) -> task id -> verdict code
         self.codes: dict[ArmEpoch, dict[str, int]] = {}
-        self.error_walls: dict[Key, float] = {}  # walls of keys whose newest row is an error
+        # walls of keys whose newest row is an error or unjudged (``RETRIED``)
+        self.error_walls: dict[Key, float] = {}
         self.meta: dict[str, Any] | None = None
         # line 1 as read (``RowScan.head``): later meta lines are checked against it
         self.head: dict[str, Any] | None = None
@@ -112,17 +132,30 @@ class FileTally:
 
     def recorded(self, retry_errors: bool = False) -> KeySet:
         """The keys resume deselects: every counted key, or with ``retry_errors`` those whose
-        newest row is not an error."""
+        newest row is graded (neither an error nor unjudged)."""
         keys = KeySet()
         for arm, codes in self.codes.items():
             keys.by_arm[arm] = (
-                {t for t, c in codes.items() if c % PASSED != ERROR} if retry_errors else set(codes)
+                {t for t, c in codes.items() if c % PASSED not in RETRIED}
+                if retry_errors
+                else set(codes)
             )
         return keys
 
+    def retried(self) -> dict[str, int]:
+        """How many keys' newest row is of each status a retrying resume runs again (error,
+        unjudged), the statuses with none left out."""
+        found: dict[str, int] = {}
+        for codes in self.codes.values():
+            for code in codes.values():
+                if code % PASSED in RETRIED:
+                    status = STATUSES[code % PASSED]
+                    found[status] = found.get(status, 0) + 1
+        return found
+
     def previous(self, key: Key) -> tuple[int, float] | None:
-        """The verdict code and wall counted for ``key`` so far (the wall when it is an error, else
-        0.0), or None if it has no row."""
+        """The verdict code and wall counted for ``key`` so far (the wall when it is an error or
+        unjudged, else 0.0), or None if it has no row."""
         code = self.codes.get((key[0], key[2], key[3]), {}).get(key[1])
         if code is None:
             return None
@@ -166,9 +199,9 @@ class FileTally:
             if codes is None:
                 codes = by_arm[arm] = {}
             status = r.status
-            code = CODES[
-                status if isinstance(status, str) and status in CODES else r.verdict()
-            ] + PASSED * (r.passed is True)
+            code = CODES[status if isinstance(status, str) and status in CODES else r.verdict()]
+            # an unjudged row has no grade: ``passed`` beside it is not a pass (``rows.read_row``)
+            code += PASSED * (r.passed is True and code != UNJUDGED_CODE)
             wall = r.wall_seconds or 0.0
             # a negative, infinite or absurd wall is unknown: it adds nothing
             if not 0.0 <= wall <= FIGURE_MAX:
@@ -181,7 +214,7 @@ class FileTally:
             else:
                 t.count(code, wall)
             codes[r.task_id] = code
-            if code % PASSED == ERROR:
+            if code % PASSED in RETRIED:
                 self.error_walls[arm[0], r.task_id, r.arm, epoch] = wall
 
     def _replace(self, t: ArmTally, key: Key, old: int, code: int, wall: float) -> None:

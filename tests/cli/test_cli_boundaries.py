@@ -262,6 +262,11 @@ BASES = {
         ["{results}", "--spec", "{spec}", "-o", "{out}/new.jsonl"],
         ["{results}", "-o", "{out}/new.jsonl"],
     ],
+    "judge": [
+        ["{results}", "--spec", "{spec}", "-o", "{out}/judged.jsonl"],
+        ["{results}", "--spec", "{spec}", "-o", "{out}/judged.jsonl", "-j", "2", "--cache", "off",
+         "--budget-usd", "1", "--retry-unjudged"],
+    ],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
     "import": [
         ["{log}", "-o", "{out}/imported.jsonl"],
@@ -299,6 +304,7 @@ EXTRA = {
     "progress": ["--interval"],
     "run": ["--max-retries", "--backoff", "--grace", "--retry-errors"],
     "regrade": ["--spec"],
+    "judge": ["--spec", "-j", "--cache", "--budget-usd", "--bench-budget-usd"],
     "merge": [],
     "import": ["--arm", "--scorer"],
     "export": ["--spec", "--format"],

@@ -212,7 +212,8 @@ def test_a_routing_arm_that_grades_with_the_scorer_refuses_a_judged_one(
         pytester: pytest.Pytester, sweep: Sweep) -> None:
     """An oracle grades each cheap answer with the scorer: a judged scorer is refused at once,
     naming the arm, instead of failing every item."""
-    rubric = ("scorer:\n  name: model_graded\n  judge: grader\n  template: 'Rate {answer} as [[n]]'\n"
+    rubric = ("scorer:\n  name: model_graded\n  judge: grader\n"
+              "  template: 'Rate {answer} as [[n]]'\n"
               "  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [1, 10], pass_at: 7}\n")
     arms = ("  cheap: {provider: sim, accuracy: 0.5}\n  strong: {provider: sim, accuracy: 1.0}\n"
             "  oracle: {provider: oracle, cheap: [cheap], strong: strong}")

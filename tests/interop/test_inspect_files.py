@@ -345,7 +345,7 @@ def test_export_scores_and_errors(tmp_path: Path) -> None:
     )
 
 
-STATUS = st.sampled_from(["correct", "wrong", "unparseable", "error"])
+STATUS = st.sampled_from(["correct", "wrong", "unparseable", "error", "unjudged"])
 USAGE = st.none() | st.fixed_dictionaries(
     {"prompt_tokens": st.integers(0, 10**6), "completion_tokens": st.integers(0, 10**6)},
     optional={

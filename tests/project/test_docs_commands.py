@@ -81,3 +81,10 @@ def test_every_bench_option_named_in_the_docs_exists(pytester: pytest.Pytester) 
         for option in BENCH_OPTION.findall(page.read_text(encoding="utf-8"))
     }
     assert sorted(f"{name}: {option}" for name, option in named if option not in known) == []
+
+
+def test_every_bench_option_is_in_the_options_table(pytester: pytest.Pytester) -> None:
+    """docs/options.md lists every option: a row of its table starts with each one."""
+    table = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    rows = {m.group(1) for m in re.finditer(r"^\| `(--bench-[a-z-]+)", table, re.MULTILINE)}
+    assert sorted(_plugin_options(pytester) - rows) == []

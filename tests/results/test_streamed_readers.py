@@ -204,7 +204,7 @@ def test_a_streamed_log_is_the_log_encoded_whole(tmp_path: Path) -> None:
     rng = random.Random(3)
     rows: list[dict[str, Any]] = []
     for n in range(60):
-        status = rng.choice(["correct", "wrong", "unparseable", "error"])
+        status = rng.choice(["correct", "wrong", "unparseable", "error", "unjudged"])
         epoch = rng.choice([None, 2, 3])
         line = row(
             f"t{rng.randrange(20)}",

@@ -321,7 +321,7 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(
     rng = random.Random(3)
     lines = [META]
     for i in range(200):
-        status = rng.choice(["correct", "wrong", "unparseable", "error"])
+        status = rng.choice(["correct", "wrong", "unparseable", "error", "unjudged"])
         line = row(f"t{i % 150}", rng.choice(["a", "b"]), status=status, passed=status == "correct",
                    wall_seconds=rng.random()).to_line()
         lines.append(
@@ -344,21 +344,23 @@ def test_the_end_of_run_table_counts_what_the_full_parser_reads(
         verdict = row_status(record.data)  # the one rule for old rows, on the full parse
         wall = float(record.data.get("wall_seconds") or 0.0)
         old = newest.get(key)
-        # The newest row's verdict counts; its wall replaces the old one's when that was an error.
+        # The newest row's verdict counts; its wall replaces the old one's when that was an error
+        # or unjudged (the rows a retry runs again).
         newest[key] = (
             verdict,
             bool(record.data.get("passed")),
-            wall if old is None or old[0] == "error" else old[2],
+            wall if old is None or old[0] in ("error", "unjudged") else old[2],
         )
     for key, (verdict, passed, wall) in newest.items():
-        got = expected.setdefault((key[0], key[2]), [0, 0, 0, 0, 0.0])
+        got = expected.setdefault((key[0], key[2]), [0, 0, 0, 0, 0, 0.0])
         got[0] += 1
         got[1] += passed
         got[2] += verdict == "unparseable"
         got[3] += verdict == "error"
-        got[4] += wall
+        got[4] += verdict == "unjudged"
+        got[5] += wall
     counted = {
-        k: [t.items, t.correct, t.unparseable, t.errors, pytest.approx(t.wall)]
+        k: [t.items, t.correct, t.unparseable, t.errors, t.unjudged, pytest.approx(t.wall)]
         for k, t in FileTally().update(path).items()
     }
     assert counted == expected and sum(v[0] for v in expected.values()) > 150

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ arms:
 
 Counts = tuple[int, int, int, int]  # rows, correct rows, unparseable, errors
 OURS = {("arith", "weak"): (6, 2, 0, 0), ("arith", "strong"): (6, 6, 0, 0)}
+# The sweep graded by a judge (the simulator) that gave no grade on two items in three.
+JUDGED = SPEC.replace("scorer: bbh\n", """judges:
+  grader: {provider: sim, accuracy: 0.5, unparseable_rate: 1.0, seed: "g",
+           template: 'Rating: [[8]]'}
+scorer:
+  name: model_graded
+  judge: grader
+  template: "Question: {question}\\nAnswer: {answer}\\nRate 1-10 as [[n]]."
+  grade: {pattern: '\\[\\[(\\d+)\\]\\]', scale: [1, 10], pass_at: 7}
+""") + PRICING + "  grader: {input: 2.5, output: 10.0}\n"
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,12 @@ class Case:
         "*--bench-resume*: the file has *, as files of the harness this project grew from do*Run "
         "the sweep into a new file*"
     )
+    # (benchmark, arm) -> its unjudged rows (of ``arms``' rows: out of n and the pass rate)
+    unjudged: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def graded(self, key: tuple[str, str]) -> int:
+        """The rows of ``key`` a pass rate is of: every row but the unjudged ones."""
+        return self.arms[key][0] - self.unjudged.get(key, 0)
 
 
 CASES = [
@@ -100,6 +116,12 @@ CASES = [
         resumed=5,
     ),
     Case("regraded", OURS, SPEC + PRICING),
+    Case(
+        "judged",
+        {("arith", "weak"): (6, 2, 0, 0), ("arith", "strong"): (6, 2, 0, 0)},
+        JUDGED,
+        unjudged={("arith", "weak"): 4, ("arith", "strong"): 4},
+    ),
     # Rows and a meta line from Inspect logs: a fingerprint of the logs', not of a spec, so a resume
     # with the spec is a fingerprint mismatch.
     Case(
@@ -152,9 +174,10 @@ def assert_report(case: Case, data: dict[str, Any]) -> None:
     for key, (rows, correct, unparseable, errors) in case.arms.items():
         arm = arms[key]
         assert (arm["unparseable"], arm["errors"]) == (unparseable, errors), key
+        assert arm["unjudged"] == case.unjudged.get(key, 0), key
         if case.epochs == 1:
-            assert (arm["n"], arm["correct"]) == (rows, correct), key
-            assert arm["pass_rate"] == pytest.approx(correct / rows)
+            assert (arm["n"], arm["correct"]) == (case.graded(key), correct), key
+            assert arm["pass_rate"] == pytest.approx(correct / case.graded(key))
         else:  # an item is its epochs' samples: the report counts items and samples apart
             assert (arm["n"], arm["samples"], arm["correct_samples"]) == (
                 rows // case.epochs,
@@ -169,11 +192,12 @@ def test_report_in_every_format(case: Case, here: Path, capsys: pytest.CaptureFi
     assert_report(case, report_figures(capsys, path))
     status, table, err = cli(capsys, "report", str(path))
     assert status == 0, err
-    for (benchmark, arm), (rows, correct, _, _) in case.arms.items():
+    for (benchmark, arm), (_, correct, _, _) in case.arms.items():
         # benchmark, arm, n, correct, pass rate: the row of the pass rates table
+        n = case.graded((benchmark, arm))
         if case.epochs == 1:
             assert re.search(
-                rf"^{re.escape(benchmark)}\s+{arm}\s+{rows}\s+{correct}\s+{correct / rows:.3f}\s",
+                rf"^{re.escape(benchmark)}\s+{arm}\s+{n}\s+{correct}\s+{correct / n:.3f}\s",
                 table,
                 re.M,
             )
@@ -187,10 +211,11 @@ def test_report_in_every_format(case: Case, here: Path, capsys: pytest.CaptureFi
         (line[header.index("benchmark")], line[header.index("arm")]): line for line in arm_lines
     }
     assert set(by_arm) == set(case.arms)
-    for key, (rows, _, unparseable, errors) in case.arms.items():
+    for key, (_, _, unparseable, errors) in case.arms.items():
         line = by_arm[key]
         assert (int(line[header.index("n")]), int(line[header.index("unparseable")]),
-                int(line[header.index("errors")])) == (rows // case.epochs, unparseable, errors)
+                int(line[header.index("errors")]), int(line[header.index("unjudged")])) == (
+            case.graded(key) // case.epochs, unparseable, errors, case.unjudged.get(key, 0))
     status, html, err = cli(capsys, "report", "--format", "html", str(path))
     assert (
         status == 0
@@ -211,11 +236,11 @@ def test_merge(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert meta is not None and meta["arms"] == {"bbh": ["haiku", "sonnet", "vote_escalate"]}
 
 
-@pytest.mark.parametrize(
-    "case",
-    [c for c in CASES if c.spec is not None],
-    ids=[c.name for c in CASES if c.spec is not None],
-)
+# A judged sweep's scorer asks a model: regrade, which calls none, refuses it (its own test).
+REGRADED = [c for c in CASES if c.spec is not None and not c.unjudged]
+
+
+@pytest.mark.parametrize("case", REGRADED, ids=[c.name for c in REGRADED])
 def test_regrade(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The scorer of today on the stored outputs gives the verdicts the file holds (the parent's
     rows hold no output: nothing to regrade)."""
@@ -232,7 +257,7 @@ def test_regrade(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_export(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One Inspect log per benchmark and arm, a sample per row, the correct ones
-    scored C, the errors unscored."""
+    scored C, the errors unscored, the unjudged ones Inspect's unscored score (NaN)."""
     path = copy(case, here)
     if case.spec is not None:
         (here / "arith.yaml").write_text(case.spec)
@@ -249,14 +274,20 @@ def test_export(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> N
             len(scores),
             scores.count("C"),
             scores.count(None),
+            sum(isinstance(v, float) and v != v for v in scores),  # NaN: unscored
         )
     assert found == {
-        (benchmark, arm): (rows, correct, errors)
-        for (benchmark, arm), (rows, correct, _, errors) in case.arms.items()
+        key: (rows, correct, errors, case.unjudged.get(key, 0))
+        for key, (rows, correct, _, errors) in case.arms.items()
     }
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+# The judged sweep's judge gave both arms the same grade on every item it graded: a pilot with no
+# discordant pair, which power refuses to plan from (tests/cli covers that refusal).
+PILOTS = [c for c in CASES if c.name != "judged"]
+
+
+@pytest.mark.parametrize("case", PILOTS, ids=[c.name for c in PILOTS])
 def test_power_reads_the_pair_the_report_sees(
     case: Case, here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,12 +311,17 @@ def test_progress_page_and_end_table(
     state = progress_state(path)
     assert {arm: (a.done, a.correct, a.unparseable, a.errors) for arm, a in state.arms.items()} == \
         {arm: counts for (_, arm), counts in case.arms.items()}
+    assert {arm: a.unjudged for arm, a in state.arms.items()} == {
+        arm: case.unjudged.get((b, arm), 0) for b, arm in case.arms}
     tally = FileTally().update(path)
     assert {
         key: (t.items, t.correct, t.unparseable, t.errors) for key, t in tally.items()
     } == case.arms
+    assert {key: t.unjudged for key, t in tally.items()} == {
+        key: case.unjudged.get(key, 0) for key in case.arms}
     header, *lines = end_table(path, {})
-    assert len(lines) == len(case.arms) and header.split()[:2] == ["benchmark", "arm"]
+    assert len(lines) == len(case.arms) + bool(case.unjudged)  # and the note on unjudged rows
+    assert header.split()[:2] == ["benchmark", "arm"]
 
 
 def seconds_per_item(path: Path, arm: str) -> float:
@@ -342,7 +378,7 @@ def test_files_of_every_era_read_and_merge_together(
     ours = [
         copy(c, here)
         for c in CASES
-        if c.spec is not None and c.name not in ("epochs", "shard_part", "imported")
+        if c.spec is not None and c.name not in ("epochs", "shard_part", "imported", "judged")
     ]
     status, out, err = cli(capsys, "merge", *map(str, ours), "-o", str(here / "all.jsonl"))
     assert status == 0, err

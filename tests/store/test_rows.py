@@ -12,6 +12,7 @@ import pytest
 
 from pytest_echo_bench.cli.estimate import SeenRow
 from pytest_echo_bench.report.page.state import PageRow
+from pytest_echo_bench.store.files import STATUSES
 from pytest_echo_bench.store.keyscan import ScanRow
 from pytest_echo_bench.store.reader import iter_records
 from pytest_echo_bench.store.records import Row
@@ -131,7 +132,7 @@ def test_the_page_view_takes_any_value_as_it_is() -> None:
 def test_every_corpus_row_reads_with_known_figures() -> None:
     for where, _, data in corpus_rows():
         read = read_row(data, "arith")
-        assert read.unknown == () and read.status in ("correct", "wrong", "unparseable", "error")
+        assert read.unknown == () and read.status in STATUSES
         assert all(getattr(read, n) is None or getattr(read, n) >= 0 for n in FIGURES), where
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_echo_bench.analysis.sequential import Betting
 from pytest_echo_bench.analysis.stats import holm
+from pytest_echo_bench.store.files import UNGRADED
 from pytest_echo_bench.store.meta import DecideRecord
 from pytest_echo_bench.store.records import Meta
 
@@ -292,9 +293,9 @@ def collection_of(stop_reason: str | None, running: bool = False) -> str:
 
 def score_of(status: str, passed: bool) -> float | None:
     """A row's score for the decision: 1 passed, 0 graded otherwise (wrong;
-    unparseable, as the fixed-n report counts it), None for an error row: the provider
-    or the scorer failed, nothing was graded."""
-    return None if status == "error" else float(passed)
+    unparseable, as the fixed-n report counts it), None for an error row (the provider
+    or the scorer failed) or an unjudged one (a judge gave no grade): nothing was graded."""
+    return None if status in UNGRADED else float(passed)
 
 
 @dataclass(frozen=True)

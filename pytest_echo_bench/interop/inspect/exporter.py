@@ -5,7 +5,9 @@ Each log is Inspect's ``.json`` format (an ``EvalLog``, version 2), which ``read
 and ``inspect view`` lists: the eval's task (the benchmark), model (the arm's ``provider/model``,
 else the arm's name; the arm is ``metadata.echo_bench.arm``) and epochs, one sample per task id and
 epoch with its input, target, output, usage, time and score (C, I, or N for unparseable; an error
-row is an errored sample, unscored, as Inspect logs one), and the results Inspect itself would
+row is an errored sample, unscored, as Inspect logs one; an unjudged row, whose output a judge gave
+no grade, Inspect's unscored score: ``Score.unscored(reason="grader_failed")``, value NaN, as its
+``model_graded_qa`` records a grade it cannot find), and the results Inspect itself would
 compute: each sample's epochs reduced by their mean, then ``accuracy`` and ``stderr`` over the
 samples scored. Rows are read as every reader of ours reads them: the newest row of each key counts.
 """
@@ -25,7 +27,7 @@ from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.interop.inspect.importer import USAGE_NAMES
 from pytest_echo_bench.interop.inspect.inputs import Prompts, find_inputs, prompt_of
-from pytest_echo_bench.store.files import write_atomic
+from pytest_echo_bench.store.files import UNGRADED, UNJUDGED, write_atomic
 from pytest_echo_bench.store.reader import iter_records, parse_line
 from pytest_echo_bench.store.records import row_key
 from pytest_echo_bench.store.rows import ReadRow, read_row
@@ -33,6 +35,8 @@ from pytest_echo_bench.store.rows import ReadRow, read_row
 # the scorer's name in the logs: the spec's scorer ran in our sweep, not in Inspect
 SCORER = "echo_bench"
 SCORE = {"correct": "C", "wrong": "I", "unparseable": "N"}
+# Inspect's reason for a score a model grader could not give (``ScoreReason``)
+UNSCORED_REASON = "grader_failed"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")  # "_" too: it separates the parts of an Inspect log's name
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
@@ -133,6 +137,8 @@ class Figures:
     ids: dict[str, None] = field(default_factory=dict)  # every sample id, in order
     # sample id -> [sum, count] of its scored epochs
     scored: dict[str, list[float]] = field(default_factory=dict)
+    # sample ids with an unscored (unjudged) epoch: those with no scored one reduce to NaN
+    unscored: dict[str, None] = field(default_factory=dict)
     # summed over the samples: only the names they have
     usage: dict[str, Any] = field(default_factory=dict)
     # the first row's start, the earliest start, the latest finish
@@ -141,15 +147,13 @@ class Figures:
     samples: int = 0
 
     def add(self, row: ReadRow) -> None:
-        """Count the sample of ``row`` (``_sample``'s: an error is unscored, a correct row C)."""
+        """Count the sample of ``row`` (``_sample``'s: an error or unjudged row is unscored, a
+        correct row C)."""
         self.samples += 1
         # The spec's K: an arm may lack rows of the last epochs.
         self.epochs = max(self.epochs, row.epoch)
         self.ids.setdefault(row.task_id)
-        if row.status != "error":
-            total = self.scored.setdefault(row.task_id, [0.0, 0])
-            total[0] += 1.0 if row.status == "correct" else 0.0
-            total[1] += 1
+        self._score(row)
         for key, value in (_usage(row.usage, row.cost_usd) or {}).items():
             self.usage[key] = self.usage.get(key, 0) + value
         first = _time(row.started_at)
@@ -164,10 +168,22 @@ class Figures:
             max(self.finished, done) if self.finished and done else self.finished or done
         )
 
+    def _score(self, row: ReadRow) -> None:
+        """Count the sample's score: none for an error, NaN (unscored) for an unjudged row."""
+        if row.status == UNJUDGED:
+            self.unscored.setdefault(row.task_id)
+        elif row.status not in UNGRADED:
+            total = self.scored.setdefault(row.task_id, [0.0, 0])
+            total[0] += 1.0 if row.status == "correct" else 0.0
+            total[1] += 1
+
     def reduced(self) -> list[dict[str, Any]]:
-        """Inspect's default reducer: each sample's scored epochs by their mean
-        (an errored epoch is unscored)."""
-        return [{"value": total / n, "sample_id": sid} for sid, (total, n) in self.scored.items()]
+        """Inspect's default reducer: each sample's scored epochs by their mean (an errored epoch
+        is not scored; unscored epochs are skipped, and a sample with only those reduces to NaN,
+        Inspect's unscored sentinel)."""
+        scored = [{"value": total / n, "sample_id": sid} for sid, (total, n) in self.scored.items()]
+        return scored + [{"value": math.nan, "sample_id": sid} for sid in self.unscored
+                         if sid not in self.scored]
 
 
 def eval_log(meta: Mapping[str, Any], benchmark: str, arm: str, rows: Sequence[ReadRow],
@@ -283,6 +299,9 @@ def _sample(row: ReadRow, arm: str, prompt: str | None) -> dict[str, Any]:
     }
     if row.status == "error":
         sample["error"] = {"message": row.detail or "error", "traceback": "", "traceback_ansi": ""}
+    elif row.status == UNJUDGED:  # the output stands; the judge gave it no grade
+        sample["scores"] = {SCORER: {"value": math.nan, "answer": row.answer,
+                                     "explanation": row.detail or "", "reason": UNSCORED_REASON}}
     else:
         score = {"value": SCORE[row.status], "answer": row.answer, "explanation": row.detail or ""}
         sample["scores"] = {SCORER: score}
@@ -297,7 +316,11 @@ def _imported_input(row: ReadRow) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
+def _results(total: int, reduced: Sequence[float]) -> dict[str, Any]:
+    """Inspect's ``EvalResults`` of the reduced samples: ``accuracy`` and ``stderr`` over those
+    scored; a NaN (unscored: every epoch unjudged) counted in ``unscored_samples``, as Inspect
+    counts one."""
+    values = [v for v in reduced if not math.isnan(v)]
     n = len(values)
     accuracy = sum(values) / n if n else 0.0
     # numpy's std(ddof=1) / sqrt(n), as Inspect's stderr; 0 below two samples, as Inspect gives.
@@ -316,7 +339,7 @@ def _results(total: int, values: Sequence[float]) -> dict[str, Any]:
                 "name": SCORER,
                 "scorer": SCORER,
                 "scored_samples": n,
-                "unscored_samples": 0,
+                "unscored_samples": len(reduced) - n,
                 "params": {},
                 "metrics": metrics,
             }

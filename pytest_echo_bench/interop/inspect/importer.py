@@ -25,7 +25,7 @@ from pytest_echo_bench.interop.inspect.log import NOANSWER, InspectLog, read_log
 from pytest_echo_bench.scoring.verdict import Verdict, judge
 from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.checks import count, figure
-from pytest_echo_bench.store.files import encode_line, write_atomic
+from pytest_echo_bench.store.files import UNJUDGED, encode_line, write_atomic
 from pytest_echo_bench.store.meta import BenchmarkEntry, SelectionRecord, benchmark_entry
 from pytest_echo_bench.store.records import Key, Meta, Row
 
@@ -222,7 +222,8 @@ def _verdict(
     sample: dict[str, Any], scorer: str | None, target: str
 ) -> tuple[Verdict, dict[str, Any]]:
     """The row's verdict from the sample's score: correct when it maps to 1 (C, 1, True, "yes"), no
-    answer (N) unparseable, anything else wrong; an errored or unscored sample an error row."""
+    answer (N) unparseable, anything else wrong; Inspect's unscored score (NaN, a grader that
+    gave no grade) unjudged; an errored sample, or one without a score, an error row."""
     error = sample.get("error")
     if isinstance(error, dict) and error:
         message = " ".join(str(error.get("message") or "the sample errored").split())
@@ -243,11 +244,22 @@ def _verdict(
     }
     if value == NOANSWER:
         return Verdict("unparseable", answer, "unparseable"), inspect
+    if isinstance(value, float) and math.isnan(value):  # ``Score.unscored``: no grade, not wrong
+        return Verdict(UNJUDGED, answer, _unscored(score)), inspect
     verdict = judge(answer if answer is not None else "", target, number == 1.0)
     if number not in (0.0, 1.0):
         # partial credit: not passed
         verdict = replace(verdict, detail=f"scored {number:g}, not 1: {verdict.detail}")
     return verdict, inspect
+
+
+def _unscored(score: dict[str, Any]) -> str:
+    """The detail of an unscored sample's row: Inspect's reason and explanation, bounded (an
+    explanation of ours, exported, already opens with "unjudged:": said once)."""
+    said = [str(score.get(k)).removeprefix("unjudged: ") for k in ("reason", "explanation")
+            if score.get(k)]
+    text = " ".join(": ".join(said or ["unscored"]).split())
+    return f"unjudged: {text[:500]}"
 
 
 def _kept(value: object, number: float) -> object:

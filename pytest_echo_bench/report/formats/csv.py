@@ -30,6 +30,7 @@ CSV_FIELDS = [
     "cluster_ci95_hi",
     "unparseable",
     "errors",
+    "unjudged",
     "not_completed",
     "wall_mean",
     "wall_p50",

@@ -80,6 +80,10 @@ def _summary(report: Report) -> str:
         facts.append(f"{report.unknown_figures} row(s) with unknown figures (left out)")
     if report.random_guesses:
         facts.append(f"{report.random_guesses} row(s) graded by a seeded random guess")
+    unjudged = sum(s.unjudged for s in report.arms)
+    if unjudged:
+        facts.append(f"{unjudged} unjudged row(s) (no grade from the judge: left out of the "
+                     "pass rates)")
     budgets = "".join(f'<p class="budget">Budget: {e(b.text())}</p>' for b in report.budgets)
     return f'<p class="muted" id="summary">{" · ".join(facts)}</p>' + budgets
 
@@ -159,6 +163,7 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
         "interval; dashed: cluster-robust 95% interval over subtasks (when the arm spans "
         "several)</p>",
         rate_bars(arms, colors),
+        _unjudged(arms),
         _pass_at(arms),
         _heatmap([s for s in report.subtasks if s.benchmark == bench.name], [s.arm for s in arms]),
         _pairs(report, bench.name, graded),
@@ -168,6 +173,15 @@ def _benchmark(report: Report, bench: Benchmark) -> str:
         "</section>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def _unjudged(arms: list[ArmStats]) -> str:
+    """Each arm's unjudged rows, counted apart from the rates (none: nothing)."""
+    counts = " · ".join(f"{e(s.arm)} {s.unjudged}" for s in arms if s.unjudged)
+    if not counts:
+        return ""
+    return (f'<p class="muted unjudged">unjudged rows (no grade from the judge; left out of the '
+            f"pass rates): {counts}</p>")
 
 
 def _pairs(report: Report, bench: str, graded: list[str]) -> str:
@@ -237,12 +251,13 @@ def _heat_cell(s: ArmStats | None) -> str:
 
 def _of_n(s: ArmStats) -> str:
     """What the rate is of: correct items of n, or with repeats the
-    sum of the items' scores of n."""
-    return (
+    sum of the items' scores of n; the unjudged rows beside, left out of n."""
+    of = (
         f"{s.correct}/{s.n}"
         if s.score is None
         else f"score {s.score:.2f}/{s.n} items, {s.correct_samples}/{s.samples} samples"
     )
+    return of + (f", {s.unjudged} unjudged" if s.unjudged else "")
 
 
 def _pair_matrix(

@@ -46,6 +46,7 @@ STATS_COLUMNS: list[Column] = [
      lambda s: "-" if s.cluster_ci95 is None else _ci_text(s.cluster_ci95)),
     ("unparseable", "", lambda s: str(s.unparseable)),
     ("errors", "", lambda s: str(s.errors)),
+    ("unjudged", "unjudged", lambda s: str(s.unjudged)),
     ("not completed", "", lambda s: str(s.not_completed)),
     ("samples", "epochs", lambda s: _opt(s.samples, "d")),
     ("correct samples", "epochs", lambda s: _opt(s.correct_samples, "d")),
@@ -69,18 +70,25 @@ STATS_COLUMNS: list[Column] = [
 
 
 def _stats_table(title: str, stats: list[ArmStats], with_subtask: bool) -> Table:
-    groups = {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
-              "tokens": any(s.prompt_tokens is not None for s in stats),
-              "cost": any(s.cost_usd is not None for s in stats),
-              "units": any(s.cost_units is not None for s in stats),
-              "cluster": any(s.clusters is not None for s in stats),
-              "epochs": any(s.epochs is not None for s in stats),
-              "spend": any(s.spend_usd is not None for s in stats)}
+    groups = _groups(stats)
     columns = [c for c in STATS_COLUMNS if groups[c[1]]]
     keys = ["benchmark", "arm"] + (["subtask"] if with_subtask else [])
     rows = [[s.benchmark, s.arm] + ([str(s.subtask)] if with_subtask else [])
             + [cell(s) for _, _, cell in columns] for s in stats]
     return Table(title, keys + [c[0] for c in columns], rows, len(keys))
+
+
+def _groups(stats: list[ArmStats]) -> dict[str, bool]:
+    """Which groups of ``STATS_COLUMNS`` the table shows: those some line has a figure of."""
+    return {"": True, "escalation": any(s.escalation_rate is not None for s in stats),
+              "tokens": any(s.prompt_tokens is not None for s in stats),
+              "cost": any(s.cost_usd is not None for s in stats),
+              "units": any(s.cost_units is not None for s in stats),
+              "cluster": any(s.clusters is not None for s in stats),
+              "epochs": any(s.epochs is not None for s in stats),
+              # only where a judge left rows without a grade: a sweep without one never has
+              "unjudged": any(s.unjudged for s in stats),
+              "spend": any(s.spend_usd is not None for s in stats)}
 
 
 def tables(report: Report) -> list[Table]:
@@ -155,6 +163,8 @@ def _notes(report: Report) -> list[Table]:
         notes.append(SPEND_UNKNOWN)
     if report.unknown_figures:
         notes.append(UNKNOWN_FIGURES.format(report.unknown_figures))
+    if any(s.unjudged for s in arms):
+        notes.append(UNJUDGED_NOTE)
     if not report.coverage.complete:
         notes.append(f"incomplete: {report.coverage.describe()}; these figures are of part of the "
                      "sweep")
@@ -169,6 +179,9 @@ def _notes(report: Report) -> list[Table]:
 RANDOM_GUESSES = ("random guesses: {} row(s) had no answer extracted and were graded by a seeded "
                   "random guess (the scorer's random_guess_seed, the convention of a published "
                   "figure); their rates include luck")
+UNJUDGED_NOTE = ("unjudged: rows a judge gave no grade (it failed, or its reply held none); left "
+                 "out of n, the pass rates and the comparisons, not counted as wrong; "
+                 "--bench-retry-errors runs them again")
 SPEND_UNKNOWN = ("spend usd: what each arm's rows cost (every row, a retried one too; rows the "
                  "cache answered: 0); N unknown: rows whose cost is not known, left out of the "
                  "sum, not counted as 0")

@@ -99,9 +99,7 @@ def _facts(state: ProgressState) -> str:
     rate, eta = state.throughput, state.eta_s
     facts = [("Throughput", f"{rate:.1f} items/min" if rate is not None else "–"),
              ("ETA", "done" if state.complete else _duration(eta) if eta is not None else "–"),
-             ("Retries", str(state.retries)), ("Errors", str(state.errors))]
-    if state.incomplete or state.aborted:
-        facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
+             ("Retries", str(state.retries)), ("Errors", str(state.errors)), *_not_graded(state)]
     if state.limits:  # the adaptive limit: below --bench-concurrency once the provider rate-limits
         facts.append(
             (
@@ -128,10 +126,19 @@ def _facts(state: ProgressState) -> str:
     return f'<ul class="facts" id="facts">{items}</ul>'
 
 
-def _arm_row(i: int, arm: ArmProgress, color: str) -> str:
+def _not_graded(state: ProgressState) -> list[tuple[str, str]]:
+    """The facts of items with no grade, when there are any: unjudged rows (a judge gave none:
+    out of the pass rates, run again on retry), items incomplete or aborted."""
+    facts = [("Unjudged", str(state.unjudged))] if state.unjudged else []
+    if state.incomplete or state.aborted:
+        facts += [("Incomplete", str(state.incomplete)), ("Aborted", str(state.aborted))]
+    return facts
+
+
+def _arm_row(i: int, arm: ArmProgress, color: str, judged: bool) -> str:
     lo, hi = arm.interval
-    rate = f"{arm.correct / arm.done:.3f}" if arm.done else "–"
-    interval = f"[{lo:.3f}, {hi:.3f}]" if arm.done else "–"
+    rate = f"{arm.correct / arm.graded:.3f}" if arm.graded else "–"
+    interval = f"[{lo:.3f}, {hi:.3f}]" if arm.graded else "–"
     name = f'<span class="swatch" style="background:{color}"></span>{_e(arm.key)}'
     bar = _bar(
         arm.done,
@@ -147,7 +154,7 @@ def _arm_row(i: int, arm: ArmProgress, color: str) -> str:
         interval,
         str(arm.unparseable),
         str(arm.errors),
-    ]
+    ] + ([str(arm.unjudged)] if judged else [])
     return (
         f'<tr><td>{name}</td><td class="bar">{bar}</td>'
         + "".join(f"<td>{c}</td>" for c in cells)
@@ -156,7 +163,7 @@ def _arm_row(i: int, arm: ArmProgress, color: str) -> str:
 
 
 def _arm_table(state: ProgressState) -> str:
-    head = (
+    head: tuple[str, ...] = (
         "arm",
         "progress",
         "done",
@@ -168,8 +175,13 @@ def _arm_table(state: ProgressState) -> str:
         "unparseable",
         "errors",
     )
+    # the unjudged column only where a judge left rows ungraded: a sweep without one never has
+    judged = any(arm.unjudged for arm in state.arms.values())
+    head += ("unjudged",) if judged else ()
     colors = palette(len(state.arms))
-    rows = "".join(_arm_row(i, arm, colors[i]) for i, arm in enumerate(state.arms.values()))
+    rows = "".join(
+        _arm_row(i, arm, colors[i], judged) for i, arm in enumerate(state.arms.values())
+    )
     return (
         f'<h2>Arms</h2><table id="arms"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</'
         "tr></thead>"

@@ -23,7 +23,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
 from pytest_echo_bench.shards.coverage import gap
 from pytest_echo_bench.store.checks import count, figure
-from pytest_echo_bench.store.files import STATUSES, legacy_status, read_stop
+from pytest_echo_bench.store.files import STATUSES, UNJUDGED, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Meta, scan_epoch
@@ -66,12 +66,18 @@ class ArmProgress:
     correct: int = 0
     unparseable: int = 0
     errors: int = 0
+    unjudged: int = 0  # rows a judge gave no grade: out of the pass rate
     finished: list[float] = field(default_factory=list)  # finish times, for the chart
+
+    @property
+    def graded(self) -> int:
+        """The rows the pass rate is of: every row done but the unjudged ones."""
+        return self.done - self.unjudged
 
     @property
     def interval(self) -> tuple[float, float]:
         """95% Wilson interval of the pass rate so far."""
-        return wilson(self.correct, self.done)
+        return wilson(self.correct, self.graded)
 
 
 @dataclass
@@ -99,6 +105,7 @@ class ProgressState:
     # arm key -> its endpoint's concurrency limit (live only)
     limits: dict[str, int] = field(default_factory=dict)
     errors: int = 0
+    unjudged: int = 0
     incomplete: int = 0
     aborted: int = 0
     prompt_tokens: int | None = None
@@ -190,6 +197,7 @@ class _Arm:
     correct: int = 0
     unparseable: int = 0
     errors: int = 0
+    unjudged: int = 0
     finished: list[float] = field(default_factory=list)
 
 
@@ -219,7 +227,7 @@ class PageFeed:
         self.seen: dict[tuple[str, str, int], dict[str, tuple[str, bool]]] = {}
         self.arms: dict[ArmId, _Arm] = {}
         self.benchmarks: dict[str, None] = {}  # in order of first appearance
-        self.retries = self.errors = 0
+        self.retries = self.errors = self.unjudged = 0
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.cost_usd: float | None = None
@@ -267,13 +275,14 @@ class PageFeed:
         status = row.status if row.status in STATUSES else legacy_status(row.passed, row.detail)
         arm = self.arms.setdefault(arm_id, _Arm())
         older = ids.get(row.task_id)
-        ids[row.task_id] = (status, row.passed is True)
+        passed = row.passed is True and status != UNJUDGED  # no grade: never a pass
+        ids[row.task_id] = (status, passed)
         # a newer row of a recorded item (a retried error): its verdict replaces the old one
         if older is not None:
             self._count(arm, *older, sign=-1)
         else:
             arm.done += 1
-        self._count(arm, status, row.passed is True)
+        self._count(arm, status, passed)
         self.retries += _int(row.retries)
         started, finished = _timestamp(row.started_at), _timestamp(row.finished_at)
         if finished is not None and older is None:  # the chart counts items done, once each
@@ -288,6 +297,8 @@ class PageFeed:
         arm.unparseable += sign * (status == "unparseable")
         arm.errors += sign * (status == "error")
         self.errors += sign * (status == "error")
+        arm.unjudged += sign * (status == UNJUDGED)
+        self.unjudged += sign * (status == UNJUDGED)
 
     def _add_usage(self, row: PageRow) -> None:
         usage, cost = row.usage, row.cost_usd
@@ -338,7 +349,7 @@ class PageFeed:
             k: ArmProgress(k, n) for k, n in self._expected(live, single, key, session).items()
         }
         self._fill_arms(state, key)
-        state.retries, state.errors = self.retries, self.errors
+        state.retries, state.errors, state.unjudged = self.retries, self.errors, self.unjudged
         state.prompt_tokens, state.completion_tokens, state.cost_usd = (
             self.prompt_tokens,
             self.completion_tokens,
@@ -365,6 +376,7 @@ class PageFeed:
             progress.correct += tally.correct
             progress.unparseable += tally.unparseable
             progress.errors += tally.errors
+            progress.unjudged += tally.unjudged
             progress.finished.extend(tally.finished)
 
     def _names(self) -> list[str]:

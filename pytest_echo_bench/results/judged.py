@@ -1,0 +1,88 @@
+"""The output of a judging pass: a results file of its own, whose meta line says what it was judged
+from (``judged_from``) and with which judges (``judge_fingerprint``), and whose rows are the
+source rows with their new verdicts.
+
+A pass run again on the same output judges only what the output does not hold yet: the keys it
+holds are skipped (those left unjudged, or whose scorer failed, only with ``retry``). An output
+judged with another judge spec, or from other source runs, is refused: a rubric change is a new
+judging pass, into a new file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_echo_bench.results.judge_source import JUDGE_FINGERPRINT, JUDGED_FROM, JudgeError
+from pytest_echo_bench.scoring.verdict import ERROR, UNJUDGED
+from pytest_echo_bench.store.files import row_status
+from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.records import Key, row_key
+from pytest_echo_bench.store.rows import read_row
+from pytest_echo_bench.store.writer import repair
+
+
+@dataclass
+class Held:
+    """What the output already holds: the keys to skip, the keys judged without a grade (judged
+    again only when asked), and what its judge calls cost."""
+
+    done: set[Key] = field(default_factory=set)
+    again: set[Key] = field(default_factory=set)
+    spent: float = 0.0
+
+
+def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
+    """What ``out`` holds, checked against this pass's meta line ``meta``; an empty or missing
+    output holds nothing."""
+    held = Held()
+    if not out.exists() or out.stat().st_size == 0:
+        return held
+    repair(out)  # a pass killed mid-append left a torn line: cut it, as a sweep's resume does
+    line, records = read_records(out)
+    _check_meta(out, line, meta)
+    default = str(meta.get("benchmark", ""))
+    newest: dict[Key, dict[str, Any]] = {}
+    for record in records:
+        newest[row_key(record.data, default)] = record.data
+        cost = read_row(record.data, default).judge_cost_usd
+        held.spent += cost or 0.0  # every judge call paid for, a row judged again included
+    for key, data in newest.items():
+        if _judged_again(data) and retry:
+            continue
+        (held.again if _judged_again(data) else held.done).add(key)
+    return held
+
+
+def _judged_again(data: dict[str, Any]) -> bool:
+    """A row a retry judges again: no grade (unjudged), or its scorer failed on a stored output."""
+    status = row_status(data)
+    return status == UNJUDGED or (status == ERROR and bool(data.get("output")))
+
+
+def _check_meta(out: Path, line: dict[str, Any] | None, meta: dict[str, Any]) -> None:
+    if line is None or JUDGED_FROM not in line:
+        raise JudgeError(f"{out} is not the output of a judging pass (its meta line records no "
+                         f"{JUDGED_FROM}); it is left as it is: give a new -o")
+    old, new = line.get(JUDGE_FINGERPRINT), meta.get(JUDGE_FINGERPRINT)
+    if old != new:
+        raise JudgeError(
+            f"{out} was judged with another scorer or judges ({JUDGE_FINGERPRINT} {old} there, "
+            f"{new} now): a rubric or judge change is a new judging pass; give a new -o (the "
+            "response cache still answers the judge calls that did not change)")
+    if _runs(line) != _runs(meta):
+        raise JudgeError(
+            f"{out} was judged from other source runs ({_shown_runs(line)} there, "
+            f"{_shown_runs(meta)} now); give a new -o for these files")
+
+
+def _runs(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    found = meta.get(JUDGED_FROM)
+    items = found if isinstance(found, list) else []
+    return sorted((str(f.get("run_id")), str(f.get("fingerprint")))
+                  for f in items if isinstance(f, dict))
+
+
+def _shown_runs(meta: dict[str, Any]) -> str:
+    return ", ".join(f"run {run} ({fingerprint})" for run, fingerprint in _runs(meta)) or "none"
