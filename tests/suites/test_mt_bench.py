@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED_DATA, Sweep, make_spec
+from conftest import SHARED_DATA, Sweep, make_spec, read_rows
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.datasets.registry import load_benchmark
 from pytest_echo_bench.errors import PermanentError, SpecError
@@ -529,3 +530,19 @@ def test_the_shipped_spec_skips_without_its_data(pytester: pytest.Pytester,
                                 "--bench-out", str(pytester.path / "none.jsonl"))
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["*SKIPPED*dataset not found*mt_bench.yaml marks it optional*"])
+
+
+@needs_data
+def test_the_recorded_answers_judged_later_by_the_stage_give_the_same_figures(
+        pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(Path(__file__).resolve().parents[2] / "bench_specs",
+                    pytester.path / "bench_specs")
+    monkeypatch.setenv("ECHO_BENCH_MT_BENCH", str(DATA))
+    spec = pytester.path / "bench_specs" / "mt_bench.yaml"
+    result, _, rows = sweep.run(str(spec), "--bench-judge", "later")
+    assert result.ret == 0 and {r["status"] for r in rows} == {"unjudged"} and len(rows) == 240
+    out = pytester.path / "judged.jsonl"
+    assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out)]) == 0
+    judged = read_rows(out)[1]
+    assert {m: sum(r["score"] for r in judged if r["arm"] == m) / 80 for m in MODELS} == {
+        "mistral-orpo-capybara": 7.125, "mistral-orpo-mix": 6.43125, "mistral-orpo-trl": 7.73125}

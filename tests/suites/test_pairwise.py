@@ -3,18 +3,24 @@ judgments kept; and nothing judged without the other arm's stored answer."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai_server import FakeOpenAI
 
+from conftest import Sweep, make_spec, read_rows
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.scoring.fastchat_prompts import PAIR_V2
 from pytest_echo_bench.scoring.judging import Reply
 from pytest_echo_bench.scoring.pairwise import check_options, pairwise
 from pytest_echo_bench.scoring.verdict import Verdict
 
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "mt-bench"
 ITEM = Example("q1", "Which is larger, 3 or 5?", "5", None, {"hint": "numbers"})
 OURS, THEIRS = "Five is larger.", "Three is larger."
 
@@ -150,3 +156,44 @@ def test_any_pair_of_replies_is_a_win_tie_loss_or_unjudged(ab: str, ba: str) -> 
         assert verdict.score is None
     else:
         assert verdict.score in (0.0, 0.5, 1.0) and verdict.passed == (verdict.score == 1.0)
+
+
+# ---- from stored outputs ---------------------------------------------------------------------
+
+
+def prefers_tiny_a(prompt: str) -> str:
+    """A judge that prefers tiny-a's answers, wherever they stand ("[[A]]" when one is first)."""
+    first = prompt.split("[The Start of Assistant A's Answer]\n", 1)[-1]
+    return "It is better. [[A]]" if any(first.startswith(a) for a in TINY_A) else \
+        "It is better. [[B]]"
+
+
+TINY_A = [json.loads(line)["choices"][0]["turns"][0] for line in
+          (FIXTURE / "model_answer" / "tiny-a.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_pairwise_comparison_is_judged_from_stored_outputs(
+        pytester: pytest.Pytester, sweep: Sweep, api_key: None) -> None:
+    with FakeOpenAI(answer=prefers_tiny_a) as judge:
+        arms = "".join(f"  {m}: {{provider: replay, path: {FIXTURE}/model_answer/{m}.jsonl}}\n"
+                       for m in ("tiny-a", "tiny-b"))
+        spec = make_spec(pytester, (
+            f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {FIXTURE}/question.jsonl\n"
+            f"judges:\n  grader: {{provider: openai, model: judge-1, client: http, base_url: "
+            f"'{judge.base_url}', api_key_env: TEST_OPENAI_KEY}}\n"
+            f"scorer: {{name: pairwise, judge: grader, against: tiny-b}}\narms:\n{arms}"))
+        result, _, rows = sweep.run("--bench-cache", "off")  # judged live: no other answer there
+        assert {r["status"] for r in rows} == {"unjudged"} and not judge.requests
+        assert all("echo-bench judge" in r["detail"] for r in rows)
+        out = pytester.path / "judged.jsonl"
+        assert main(["judge", str(sweep.out), "--spec", str(spec), "-o", str(out),
+                     "--cache", "off"]) == 0
+        judged = {(r["arm"], r["task_id"]): r for r in read_rows(out)[1]}
+        assert len(judge.requests) == 2 * 5  # tiny-a's five answers, in both orders
+    for (arm, _), row in judged.items():
+        if arm == "tiny-a":
+            assert (row["status"], row["score"], row["answer"]) == ("correct", 1.0, "win")
+            assert [(j["order"], j["label"], j["model"]) for j in row["judgments"]] == [
+                ("ab", "A", "judge-1"), ("ba", "B", "judge-1")]
+        else:  # tiny-b against itself: the same answer, nothing asked
+            assert (row["status"], row["score"], "judgments" in row) == ("wrong", 0.5, False)
