@@ -21,6 +21,7 @@ LOADERS: Registry[Loader] = Registry("loader", {
     "bbh": "pytest_echo_bench.suites.bbh:load",
     "humaneval": "pytest_echo_bench.suites.humaneval:load",
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:load",
+    "mt_bench": "pytest_echo_bench.suites.mt_bench:load",
     "hf": "pytest_echo_bench.datasets.hub:hf",
     "parquet": "pytest_echo_bench.datasets.hub:parquet",
 })
@@ -47,6 +48,7 @@ LOADER_KEYS: dict[str, tuple[str, ...]] = {
         "n_per_subtask",
         *_WINDOW,
     ),
+    "mt_bench": ("path", "reference", "optional", "n_per_subtask", *_WINDOW),
 }
 
 

@@ -1,5 +1,5 @@
-"""Replay: answer from recorded outputs (the BBH paper's files, an MMLU-Pro outputs file, or our own
-results) with no model calls."""
+"""Replay: answer from recorded outputs (the BBH paper's files, an MMLU-Pro outputs file, FastChat's
+MT-bench answers and judgments (``replay_fastchat``), or our own results) with no model calls."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any, TypeVar
 
 from pytest_echo_bench.datasets.tables import file_format, read_table
 from pytest_echo_bench.errors import PermanentError, StoreError, UnavailableError
+from pytest_echo_bench.providers import replay_fastchat
 from pytest_echo_bench.providers.base import (
     BaseProvider,
     Caller,
     Completion,
+    Provider,
     ProviderInfo,
     Request,
     check_options,
@@ -155,17 +157,21 @@ class OutputsRecording(BaseProvider):
         return _replayed(text)
 
 
-def _outputs_lines(path: Path, arm: ArmSpec, spec: Spec) -> bool:
-    """Whether a ``.jsonl`` file holds outputs records (``question_id``) rather than our results (a
-    meta line, or rows with ``task_id`` and ``arm``), told from its first line at collection."""
+def _first_line(path: Path, arm: ArmSpec, spec: Spec) -> Any:
+    """The first line of a ``.jsonl`` replay file, read at collection: what the file holds."""
     try:
         with open(path, "rb") as f:
             line = f.readline(1 << 20)
-        first = json.loads(line) if line.strip() else {}
+        return json.loads(line) if line.strip() else {}
     except (OSError, ValueError) as exc:
         raise spec.error(
             f"cannot read replay file {path}: {exc}", "arms", arm.name, "path"
         ) from None
+
+
+def _outputs_lines(first: Any, path: Path, arm: ArmSpec, spec: Spec) -> bool:
+    """Whether a ``.jsonl`` file holds outputs records (``question_id``) rather than our results (a
+    meta line, or rows with ``task_id`` and ``arm``), told from its ``first`` line."""
     if isinstance(first, dict) and (
         first.get("_meta") is True or {"task_id", "arm"} <= first.keys()
     ):
@@ -248,9 +254,21 @@ def _read_results(path: Path) -> tuple[set[str], dict[tuple[str, str, int], str]
     return arms, outputs
 
 
-def build(
-    arm: ArmSpec, spec: Spec, caller: Caller
-) -> BbhRecording | ResultsRecording | OutputsRecording:
+def _outputs_file(path: Path, arm: ArmSpec, spec: Spec) -> Provider | None:
+    """The replay of an outputs file (MMLU-Pro's, or FastChat's answers or judgments), or None
+    for a file that is none (one of our results files, or no recording at all)."""
+    if file_format(path) == "json":
+        return OutputsRecording(path.resolve())
+    if file_format(path) != "jsonl":
+        return None
+    first = _first_line(path, arm, spec)
+    fastchat = replay_fastchat.recording(path.resolve(), first)
+    if fastchat is not None:
+        return fastchat
+    return OutputsRecording(path.resolve()) if _outputs_lines(first, path, arm, spec) else None
+
+
+def build(arm: ArmSpec, spec: Spec, caller: Caller) -> Provider:
     check_options(arm, spec, "replay", _KNOWN)
     raw = option(arm, "path", str, None, spec)
     if not raw:
@@ -280,9 +298,8 @@ def build(
                 "arm",
             )
         return BbhRecording(path.resolve())
-    if file_format(path) == "json" or (
-        file_format(path) == "jsonl" and _outputs_lines(path, arm, spec)
-    ):
+    outputs = _outputs_file(path, arm, spec)
+    if outputs is not None:
         if source is not None:
             raise spec.error(
                 "'arm' selects a row of a .jsonl results file; an outputs file has none",
@@ -290,7 +307,7 @@ def build(
                 arm.name,
                 "arm",
             )
-        return OutputsRecording(path.resolve())
+        return outputs
     if path.suffix != ".jsonl":
         raise spec.error(
             "replay path must be a directory of BBH recordings, a .json[.gz] outputs file "

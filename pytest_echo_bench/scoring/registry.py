@@ -24,6 +24,8 @@ _BUILTIN = {
     "humaneval": "pytest_echo_bench.suites.humaneval:score",
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:score",
     "model_graded": "pytest_echo_bench.scoring.model_graded:model_graded",
+    "mt_bench": "pytest_echo_bench.suites.mt_bench:score",
+    "pairwise": "pytest_echo_bench.scoring.pairwise:pairwise",
 }
 # The built-ins that compare with the target alone (TextScorers): made scorers of an item on import.
 _ON_TARGET = frozenset({"exact", "numeric", "regex", "choice", "bbh"})
@@ -35,6 +37,8 @@ IN_PROCESS = frozenset({*_ON_TARGET, "mmlu_pro"})
 OPTION_CHECKS: dict[str, str] = {
     "mmlu_pro": "pytest_echo_bench.suites.mmlu_pro:check_options",
     "model_graded": "pytest_echo_bench.scoring.model_graded:check_options",
+    "mt_bench": "pytest_echo_bench.suites.mt_bench:check_options",
+    "pairwise": "pytest_echo_bench.scoring.pairwise:check_options",
 }
 
 
@@ -44,7 +48,7 @@ def _adapt(name: str, fn: Any) -> Scorer:
 
 SCORERS: Registry[Scorer] = Registry("scorer", _BUILTIN, _adapt)  # built-ins, and the user's own
 # The names of scorers called with ``judges=`` (scoring.judging): the built-in ones, and the user's.
-_judged: set[str] = {"model_graded"}
+_judged: set[str] = {"model_graded", "mt_bench", "pairwise"}
 
 
 def scorer(name: str, judges: bool = False) -> Callable[[Scorer], Scorer]:

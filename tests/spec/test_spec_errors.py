@@ -43,7 +43,7 @@ def spec_with(arms: str = "  a: {provider: sim}", scorer: str = "exact", dataset
         (
             spec_with(dataset="  loader: csv"),
             "*[[]dataset.loader[]]: unknown loader 'csv'; known loaders: bbh, hf, "
-            "humaneval, inline, jsonl, mmlu_pro, parquet*",
+            "humaneval, inline, jsonl, mmlu_pro, mt_bench, parquet*",
         ),
         (
             spec_with(
