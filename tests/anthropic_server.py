@@ -70,7 +70,8 @@ class FakeAnthropic(FakeServer):
         text = self.answer(prompt)
         return {
             "id": "msg_local", "type": "message", "role": "assistant",
-            "model": self.served_model or body.get("model", "local"), "content": [{"type": "text", "text": text}],
+            "model": self.served_model or body.get("model", "local"),
+            "content": [{"type": "text", "text": text}],
             "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": len(prompt.split()), "output_tokens": len(text.split())},
         }

@@ -115,7 +115,8 @@ def test_a_composite_arm_records_its_calls_served_models_each_once(
             ctx.call("small"), ctx.call("small", "again: " + ctx.prompt)
             return ctx.call("big")
     """)
-    arms = (openai_arm("small", openai_server, "small-m") + openai_arm("big", openai_server, "big-m")
+    arms = (openai_arm("small", openai_server, "small-m")
+            + openai_arm("big", openai_server, "big-m")
             + "  both: {provider: python, function: both}\n"
             + "  cascade: {provider: cascade, cheap: small, n: 2, strong: big}\n")
     make_spec(pytester, sim_spec(3, arms=arms))
