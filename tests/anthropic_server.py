@@ -46,6 +46,7 @@ class FakeAnthropic(FakeServer):
     def __init__(self, answer: Callable[[str], str] = lambda prompt: "42") -> None:
         super().__init__(answer)
         self.credit_after: int | None = None
+        self.served_model: Any = None  # the model replies say served them (else the asked)
 
     def spent(self) -> Fault | None:
         if self.credit_after is not None and self.served >= self.credit_after:
@@ -69,7 +70,8 @@ class FakeAnthropic(FakeServer):
         text = self.answer(prompt)
         return {
             "id": "msg_local", "type": "message", "role": "assistant",
-            "model": body.get("model", "local"), "content": [{"type": "text", "text": text}],
+            "model": self.served_model or body.get("model", "local"),
+            "content": [{"type": "text", "text": text}],
             "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": len(prompt.split()), "output_tokens": len(text.split())},
         }

@@ -49,7 +49,9 @@ class FakeOpenAI(FakeServer):
         self.quota_window_s: float | None = None  # the quota comes back this long after it ran out
         self.exhausted_at: float | None = None
         self.with_usage = True  # False: replies carry no usage (some proxies and local servers)
-        self.served_model: str | None = None  # the model replies say served them (else the asked)
+        # the model replies say served them (else the asked): any JSON value, as a server may send
+        self.served_model: Any = None
+        self.fingerprint: Any = None  # the replies' ``system_fingerprint`` (None: left out)
 
     def spent(self) -> Fault | None:
         if self.quota_after is None or self.served < self.quota_after:
@@ -84,6 +86,8 @@ class FakeOpenAI(FakeServer):
         }
         if not self.with_usage:
             del reply["usage"]
+        if self.fingerprint is not None:
+            reply["system_fingerprint"] = self.fingerprint
         return reply
 
     def error_payload(self, error: dict[str, Any]) -> dict[str, Any]:

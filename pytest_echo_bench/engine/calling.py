@@ -36,7 +36,10 @@ class CallPath:
         key = runtime.cache_key(request)
         hit = self.cache.get(key) if self.cache is not None and key else None
         if hit is not None:  # checked too: a cache written before these rules may hold any usage
-            completion, attempts, retries = checked(Completion(hit[0], hit[1], cache_hits=1)), 0, 0
+            # Its served model as stored with it (none for an answer cached without one).
+            completion = checked(Completion(hit.text, hit.usage, cache_hits=1, model=hit.model,
+                                            fingerprint=hit.fingerprint))
+            attempts, retries = 0, 0
         else:
             # A real call: held against the budget until it answers.
             with self._spend(runtime, request) as settle:
@@ -46,7 +49,8 @@ class CallPath:
                 retries = len(done.retries)
                 settle(priced(runtime, completion))
             if self.cache is not None and key:
-                self.cache.put(key, completion.text, completion.usage)
+                self.cache.put(key, completion.text, completion.usage, completion.model,
+                               completion.fingerprint)
         # A cached reply costs nothing against the budget, but has its list price.
         priced(runtime, completion)
         return completion, attempts, retries

@@ -121,6 +121,17 @@ def dataset_digest(examples: list[Example]) -> str:
     return _digest([[e.id, e.input, e.target] for e in examples])
 
 
+def item_digest(example: Example) -> str:
+    """What one item asked, as its rows record it (``item_sha256``): the sha256 of the canonical
+    JSON (sorted keys, ASCII) of its id, input, target, subtask and metadata. Two runs that give
+    an item the same digest asked the same thing of it; a value JSON cannot hold (a loader's own
+    object) counts by its ``str``."""
+    blob = json.dumps({"id": example.id, "input": example.input, "target": example.target,
+                       "subtask": example.subtask, "metadata": dict(example.metadata)},
+                      sort_keys=True, ensure_ascii=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def arm_descriptor(
     spec: Spec, name: str, left_out: frozenset[str] = _OPERATIONAL | ENDPOINT
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, cast
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.engine.arms import ArmRuntime
 from pytest_echo_bench.engine.failures import Failures
+from pytest_echo_bench.engine.fingerprint import item_digest
 from pytest_echo_bench.engine.judging import ItemJudges
 from pytest_echo_bench.engine.obtain import Obtained
 from pytest_echo_bench.engine.outcome import ABORTED, ROW, UNAVAILABLE, Job, Outcome, utcnow
@@ -126,7 +127,8 @@ class Grading:
             cost_units=_units(done.cost_usd, spec.cost_unit_usd), cache_hits=done.cache_hits,
             epoch=item.epoch if spec.epochs > 1 else None,
             charged_usd=budget.charged() if budget is not None else None,
-            **judge_fields(verdict),
+            served_model=done.model, served_fingerprint=done.fingerprint,
+            item_sha256=item_digest(item.example), **judge_fields(verdict),
         )
         try:
             self.writer.append(row.to_line())

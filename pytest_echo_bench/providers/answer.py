@@ -92,16 +92,26 @@ def read_usage(raw: Any, names: Mapping[str, str]) -> tuple[dict[str, int] | Non
     return usage or None, None
 
 
-def completion(text: str, raw_usage: Any, names: Mapping[str, str],
-               served: Any = None) -> Completion:
-    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown, and
-    the model the reply says served it (``served``: kept when it is a short text)."""
+def completion(text: str, raw_usage: Any, names: Mapping[str, str], served: Any = None,
+               fingerprint: Any = None) -> Completion:
+    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown, the
+    model the reply says served it (``served``) and its ``system_fingerprint`` (``fingerprint``),
+    each kept only when it is a short text."""
     usage, note = read_usage(raw_usage, names)
-    model = served if isinstance(served, str) and 0 < len(served) <= MAX_MODEL else None
-    return Completion(text, usage, extra={NOTE: note} if note else {}, model=model)
+    return Completion(text, usage, extra={NOTE: note} if note else {}, model=served_text(served),
+                      fingerprint=served_text(fingerprint))
 
 
 MAX_MODEL = 200  # characters of a served model's name kept (a reply's own text, untrusted)
+# ... and of a composite arm's, its calls' names joined (``python_arm.ArmContext``)
+MAX_SERVED = 1000
+
+
+def served_text(value: Any, limit: int = MAX_MODEL) -> str | None:
+    """``value`` when it is a text of 1 to ``limit`` characters, else unknown: a reply's own
+    field, which may hold anything. Kept exact, as the results file keeps every text; what shows
+    it escapes it (``store.safe_text``)."""
+    return value if isinstance(value, str) and 0 < len(value) <= limit else None
 
 
 def checked(done: Completion) -> Completion:
@@ -114,6 +124,8 @@ def checked(done: Completion) -> Completion:
         if note is not None:
             done.extra = {**done.extra, NOTE: note}
     done.cost_usd = finite_cost(done.cost_usd)
+    done.model = served_text(done.model, MAX_SERVED)
+    done.fingerprint = served_text(done.fingerprint, MAX_SERVED)
     return done
 
 

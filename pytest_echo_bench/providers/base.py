@@ -41,6 +41,7 @@ class Completion:
     cost_usd: float | None = None
     cache_hits: int = 0
     model: str | None = None  # the model the reply says served it, when it says
+    fingerprint: str | None = None  # the reply's ``system_fingerprint`` (OpenAI), when it says
 
 
 class Provider(Protocol):

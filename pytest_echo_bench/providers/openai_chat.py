@@ -143,7 +143,8 @@ def _reply(data: Any) -> Completion:
         raise PermanentError(f"the reply's choices[0].message is {kind(message)}, not an object")
     # Gateways send content parts where OpenAI sends a string: both are the answer's text.
     text = text_of((message or {}).get("content"), "choices[0].message.content")
-    return completion(text, data.get("usage"), OPENAI_USAGE, data.get("model"))
+    return completion(text, data.get("usage"), OPENAI_USAGE, data.get("model"),
+                      data.get("system_fingerprint"))
 
 
 @dataclass

@@ -36,6 +36,7 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 ArmFunction = Callable[["ArmContext"], "str | Completion"]
 ARMS: Registry[ArmFunction] = Registry("python arm", {})  # the functions ``@arm`` registered
+_JOIN = ", "  # between a composite arm's calls' served models, as its row records them
 
 
 def arm(name: str) -> Callable[[ArmFunction], ArmFunction]:
@@ -62,6 +63,9 @@ class ArmContext:
     extra: dict[str, Any] = field(default_factory=dict)
     cost_usd: float | None = None
     cache_hits: int = 0
+    # the served models and fingerprints its calls' replies gave, each once, in order
+    served: dict[str, None] = field(default_factory=dict)
+    fingerprints: dict[str, None] = field(default_factory=dict)
     _asked: dict[tuple[str, str], int] = field(default_factory=dict)
     epoch: int = 1  # the item's epoch: every sub-call samples within it
     judged: bool = False  # the spec's scorer asks a judge model: ``answer`` cannot use it
@@ -84,12 +88,17 @@ class ArmContext:
             self.usage[key] = self.usage.get(key, 0) + value
         if done.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + done.cost_usd
+        for seen, given in ((self.served, done.model), (self.fingerprints, done.fingerprint)):
+            if given:  # a composite sub-arm's are joined already: each of its names once
+                seen.update(dict.fromkeys(given.split(_JOIN)))
         return done.text
 
     def completion(self, text: str) -> Completion:
-        """The composite answer: ``text`` with every sub-call's accounting."""
+        """The composite answer: ``text`` with every sub-call's accounting, and the served models
+        and fingerprints its calls' replies gave (None: none gave one)."""
         return Completion(
-            text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits
+            text, self.usage or None, self.sub_calls, self.extra, self.cost_usd, self.cache_hits,
+            _JOIN.join(self.served) or None, _JOIN.join(self.fingerprints) or None,
         )
 
     def answer(self, output: str) -> str | None:
@@ -120,6 +129,9 @@ class PythonArm(BaseProvider):
         result = self.fn(ctx)
         if isinstance(result, Completion):
             result.sub_calls = max(result.sub_calls, ctx.sub_calls)
+            made = ctx.completion(result.text)  # what served its calls, unless it says itself
+            result.model = result.model or made.model
+            result.fingerprint = result.fingerprint or made.fingerprint
             return result
         return ctx.completion(str(result))
 

@@ -8,16 +8,32 @@ declares it (``providers.base.ProviderInfo.cacheable``), and this room sits belo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT)"
 )
+# What the reply said served it, added to a cache file made before these columns (NULL in its
+# older answers: their served model is unknown, never guessed). A reader of the older layout
+# selects and inserts by column name, so it still reads and writes the file.
+_SERVED = ("served_model", "served_fingerprint")
+
+
+@dataclass(frozen=True)
+class Cached:
+    """A stored answer: its text, usage, and the served model and fingerprint its reply gave."""
+
+    text: str
+    usage: dict[str, int] | None
+    model: str | None = None
+    fingerprint: str | None = None
 
 
 def cache_key(call: dict[str, Any], prompt: str, sample: int, epoch: int = 1) -> str:
@@ -62,6 +78,7 @@ class ResponseCache:
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(_SCHEMA)
+            _add_served(db)
             self._local.db = db
         return db
 
@@ -74,26 +91,28 @@ class ResponseCache:
         for db in opened:
             db.close()
 
-    def get(self, key: str) -> tuple[str, dict[str, int] | None] | None:
-        """(text, usage) of the stored answer, or None: a broken
-        cache costs a call, never a result."""
+    def get(self, key: str) -> Cached | None:
+        """The stored answer, or None: a broken cache costs a call, never a result."""
         try:
             row = (
                 self._db()
-                .execute("SELECT text, usage FROM responses WHERE key = ?", (key,))
+                .execute("SELECT text, usage, served_model, served_fingerprint FROM responses"
+                         " WHERE key = ?", (key,))
                 .fetchone()
             )
         except sqlite3.Error:
             return None  # a broken cache costs a call, never a result
         if row is None:
             return None
-        return row[0], json.loads(row[1]) if row[1] else None
+        return Cached(row[0], json.loads(row[1]) if row[1] else None, _text(row[2]), _text(row[3]))
 
-    def put(self, key: str, text: str, usage: dict[str, int] | None) -> None:
+    def put(self, key: str, text: str, usage: dict[str, int] | None, model: str | None = None,
+            fingerprint: str | None = None) -> None:
         try:
             self._db().execute(
-                "INSERT OR IGNORE INTO responses (key, text, usage) VALUES (?, ?, ?)",
-                (key, text, json.dumps(usage) if usage else None),
+                "INSERT OR IGNORE INTO responses (key, text, usage, served_model,"
+                " served_fingerprint) VALUES (?, ?, ?, ?, ?)",
+                (key, text, json.dumps(usage) if usage else None, model, fingerprint),
             )
         except (sqlite3.Error, UnicodeEncodeError):
             # best effort: the row is what matters (SQLite stores no lone
@@ -107,6 +126,22 @@ class ResponseCache:
             self._db().execute("DELETE FROM responses WHERE key = ?", (key,))
         except sqlite3.Error:
             pass  # best effort: the retry then reads the same reply, and stays unjudged
+
+
+def _add_served(db: sqlite3.Connection) -> None:
+    """The served columns, added to a file made without them. Another process may add them
+    first ("duplicate column": the same outcome); a file that cannot be changed (read only)
+    then misses every lookup: a broken cache costs calls, never a result."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+    for column in _SERVED:
+        if column not in have:
+            with contextlib.suppress(sqlite3.OperationalError):
+                db.execute(f"ALTER TABLE responses ADD COLUMN {column} TEXT")
+
+
+def _text(value: object) -> str | None:
+    """A stored served model or fingerprint (any other value, from a file edited by hand: none)."""
+    return value if isinstance(value, str) and value else None
 
 
 def peek(path: Path, keys: list[str]) -> dict[str, dict[str, int] | None]:

@@ -139,6 +139,13 @@ class Row:
     score: float | None = None
     judgments: list[dict[str, Any]] | None = None
     judge_cost_usd: float | None = None
+    # What the provider says served the arm's call (``model`` in OpenAI and Anthropic replies; a
+    # routing arm's: its calls' models joined), its ``system_fingerprint`` where it gives one, and
+    # a digest of the dataset item asked (``engine.fingerprint.item_digest``): what ``compare``
+    # reads to tell two runs asked the same thing of the same model. Left out when unknown.
+    served_model: str | None = None
+    served_fingerprint: str | None = None
+    item_sha256: str | None = None
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -156,7 +163,8 @@ class Row:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
-_LEFT_OUT_WHEN_NONE = ("charged_usd", "score", "judgments", "judge_cost_usd")
+_LEFT_OUT_WHEN_NONE = ("charged_usd", "score", "judgments", "judge_cost_usd", "served_model",
+                       "served_fingerprint", "item_sha256")
 # a line's own "extra" field is one of its extras
 _META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}
 

@@ -86,6 +86,7 @@ def _records(value: object) -> list[dict[str, Any]] | None:
 FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "passed": (bool, _flag), "status": (str, _text), "detail": (str, _text), "output": (str, _text),
     "answer": (str, _text), "target": (str, _text), "subtask": (str, _text),
+    "served_model": (str, _text), "served_fingerprint": (str, _text), "item_sha256": (str, _text),
     "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text),
     "run_id": (str, _text),
     # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stay).
@@ -169,6 +170,9 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     answer: str | None = None
     target: str | None = None  # None: an older six-field row, which recorded none
     subtask: str | None = None
+    served_model: str | None = None  # what the provider said served the arm's call
+    served_fingerprint: str | None = None  # its ``system_fingerprint``, where it gives one
+    item_sha256: str | None = None  # a digest of the dataset item asked
     started_at: str | None = None
     finished_at: str | None = None
     worker: str | None = None

@@ -332,3 +332,17 @@ def test_an_output_another_pass_owns_or_a_source_as_output_is_refused(
     finally:
         other.release()
     assert "echo-bench judge" in capsys.readouterr().err and not judge.requests
+
+
+def test_a_judged_row_keeps_what_served_the_arm_and_the_items_digest(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI) -> None:
+    arms.fingerprint = "fp_arms"
+    spec = deferred(pytester, sweep, arms, judge, n=2)
+    kept = ("served_model", "served_fingerprint", "item_sha256")
+    source = {(r["task_id"], r["arm"]): [r[name] for name in kept]
+              for r in read_rows(sweep.out)[1]}
+    assert {tuple(v[:2]) for v in source.values()} == {("arm-a", "fp_arms"), ("arm-b", "fp_arms")}
+    assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
+    new = judged(pytester.path / "results.judged.jsonl")
+    assert {key: [row[name] for name in kept] for key, row in new.items()} == source
+    assert {j["model"] for row in new.values() for j in row["judgments"]} == {"judge-1"}
