@@ -158,7 +158,7 @@ class AcrossGate:
         gate = replace(self.gate, arm=f.label)
         rates = {f.label: f.cand_rate or 0.0, BASE: f.base_rate or 0.0}
         if self.anytime:
-            return gate.check(rates, None, Anytime("looked at every run", {
+            return gate.check(rates, lambda _a, _b, _level: ci, Anytime("looked at every run", {
                 (f.label, BASE): (ci, self.level)}))
         return gate.check(rates, lambda _a, _b, _level: ci)
 
