@@ -74,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
     for side, results, files in (("BASE", base, base_files), ("CAND", cand, cand_files)):
         if not results.rows:
             raise ValueError(f"{side} has no rows: {', '.join(map(str, files))}")
+    _check_pairs(pairs, {i.arm for i in base.rows}, {i.arm for i in cand.rows})
     paired = pair_runs(base, cand, pairs)
     arms = figures(paired)
     text = _render(args.format, formats.compare_json(paired, arms))
@@ -88,6 +89,15 @@ def handle(args: argparse.Namespace) -> int:
             failed += not ok
             say(line, err=True)
     return 1 if failed else 0
+
+
+def _check_pairs(pairs: dict[str, str], base: set[str], cand: set[str]) -> None:
+    """A ``--pair`` naming an arm a run does not have would pair nothing, silently."""
+    for old, new in pairs.items():
+        for side, name, arms in (("BASE", old, base), ("CAND", new, cand)):
+            if name not in arms:
+                raise ValueError(f"--pair {old}={new}: {side} has no arm {name!r} (its arms: "
+                                 f"{', '.join(sorted(arms))})")
 
 
 def _render(form: str, data: dict[str, object]) -> str:

@@ -236,3 +236,28 @@ def test_flips_past_the_first_hundred_are_counted_in_text_and_all_in_json(
     assert main(["compare", str(a), str(b)]) == 0
     assert "... 50 more flips (all in json/csv)" in capsys.readouterr().out
     assert len(compare(capsys, str(a), str(b))[1]["arms"][0]["flips"]) == 150
+
+
+def test_a_pair_naming_an_arm_a_run_lacks_is_refused(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"t0": True})
+    assert main(["compare", str(a), str(a), "--pair", "a=nope"]) == 2
+    assert "--pair a=nope: CAND has no arm 'nope' (its arms: a)" in capsys.readouterr().err
+
+
+WORDS = st.sampled_from(["--pair", "--gate", "--format", "--base", "--cand", "-o", "A", "B",
+                         "a=a", "a=", "=b", "no-regression@95", "a >= base @95 anytime", "html",
+                         "json", "a>=base-2@95", "@", "--", ""])
+
+
+@SETTINGS
+@given(st.lists(WORDS, max_size=8))
+def test_any_arguments_give_a_status_never_a_traceback(tmp_path_factory: pytest.TempPathFactory,
+                                                       words: list[str]) -> None:
+    tmp = tmp_path_factory.mktemp("argv")
+    a = str(run_file(tmp / "a.jsonl", {"t0": True, "t1": False}))
+    b = str(run_file(tmp / "b.jsonl", {"t0": False, "t1": False}, run_id="r2"))
+    out = str(tmp / "out")
+    argv = [{"A": a, "B": b}.get(w, w) for w in words]
+    argv = [out if prev == "-o" else w for prev, w in zip(["", *argv], argv, strict=False)]
+    assert main(["compare", *argv]) in (0, 1, 2)
