@@ -22,7 +22,7 @@ def comparable(a: ArmPairing) -> tuple[str, list[str]]:
     """"yes", "no" or "unknown" for an arm pairing, and why in words."""
     why = []
     if a.changed:
-        why.append(f"the dataset item changed for {len(a.changed)} items")
+        why.append(f"items changed since BASE (their digest differs): {len(a.changed)}")
     why += [f"{c} changed" for c in a.arm_changes]
     if a.served_changed:
         why.append("the served model changed: " + _served(a.base) + " -> " + _served(a.cand))
@@ -131,15 +131,15 @@ def side_by_side(arm: dict[str, Any]) -> list[tuple[str, str, str]]:
 def unpaired_lines(arm: dict[str, Any]) -> list[str]:
     """What was not paired, counted, then the first items of each kind."""
     lines = []
-    for key, said in (("only_base", "only in BASE"), ("only_cand", "only in CAND"),
-                      ("changed_items", "changed, their digest differs (not paired)")):
+    for key, said in (("only_base", "items only in BASE"), ("only_cand", "items only in CAND"),
+                      ("changed_items", "changed items, not paired")):
         keys = arm[key]
         if keys:
             shown = ", ".join(t if e == 1 else f"{t}#{e}" for t, e in keys[:FLIPS_SHOWN])
             more = f" (and {len(keys) - FLIPS_SHOWN} more)" if len(keys) > FLIPS_SHOWN else ""
-            lines.append(f"{len(keys)} items {said}: {shown}{more}")
+            lines.append(f"{said} ({len(keys)}): {shown}{more}")
     if arm["unjudged_unpaired"]:
-        lines.append(f"{arm['unjudged_unpaired']} items unjudged on a side (not paired)")
+        lines.append(f"items unjudged on a side, not paired ({arm['unjudged_unpaired']})")
     return lines
 
 

@@ -33,14 +33,16 @@ def _whisker(ci: list[float] | None, y: float, low: float, high: float) -> str:
             f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y - 5:.1f}" y2="{y + 5:.1f}" stroke="#222"/>')
 
 
-def _axis(y: float, low: float, high: float, ticks: tuple[float, ...]) -> str:
-    return "".join(
-        f'<line x1="{_x(t, low, high):.1f}" x2="{_x(t, low, high):.1f}" y1="{y - 2 * ROW_H:.1f}" '
-        f'y2="{y:.1f}" stroke="#eee"/><text x="{_x(t, low, high):.1f}" y="{y + 12:.1f}" '
-        f'text-anchor="middle">{t:+.2f}</text>' if low < 0 else
-        f'<line x1="{_x(t, low, high):.1f}" x2="{_x(t, low, high):.1f}" y1="4" y2="{y:.1f}" '
-        f'stroke="#eee"/><text x="{_x(t, low, high):.1f}" y="{y + 12:.1f}" '
-        f'text-anchor="middle">{t:.2f}</text>' for t in ticks)
+def _axis(top: float, y: float, low: float, high: float, ticks: tuple[float, ...]) -> str:
+    """Grid lines from ``top`` to ``y`` and their labels below; signed on a difference's axis."""
+    parts = []
+    for t in ticks:
+        x = _x(t, low, high)
+        label = f"{t:+.2f}" if low < 0 else f"{t:.2f}"
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top:.1f}" y2="{y:.1f}" '
+                     f'stroke="#eee"/><text x="{x:.1f}" y="{y + 12:.1f}" '
+                     f'text-anchor="middle">{label}</text>')
+    return "".join(parts)
 
 
 def arm_plot(arm: dict[str, Any]) -> str:
@@ -48,7 +50,7 @@ def arm_plot(arm: dict[str, Any]) -> str:
     paired interval on [-1, 1], 0 marked)."""
     parts = [f'<svg class="compare-plot" width="{LABEL_W + AXIS_W + 190}" height="{5 * ROW_H + 30}"'
              f' role="img" aria-label="pass rates of BASE and CAND and their difference">']
-    parts.append(_axis(2 * ROW_H + 6, 0.0, 1.0, (0, 0.25, 0.5, 0.75, 1.0)))
+    parts.append(_axis(4, 2 * ROW_H + 6, 0.0, 1.0, (0, 0.25, 0.5, 0.75, 1.0)))
     for row, side in enumerate(("BASE", "CAND")):
         rate, ci = arm[f"{side.lower()}_rate"], arm[f"{side.lower()}_ci95"]
         y, mid = row * ROW_H + 4, row * ROW_H + 4 + ROW_H / 2 - 3
@@ -61,8 +63,8 @@ def arm_plot(arm: dict[str, Any]) -> str:
             f'y="{mid + 4:.1f}">{shown}</text></g>')
     y = 4 * ROW_H
     diff = arm["diff"]
-    low, high = (-1.0, 1.0) if not arm["method"] == "paired-t" else _span(arm)
-    parts.append(_axis(y + 14, low, high, (low, low / 2, 0.0, high / 2, high)))
+    low, high = _span(arm) if arm["method"] == "paired-t" else (-1.0, 1.0)
+    parts.append(_axis(y - 14, y + 14, low, high, (low, low / 2, 0.0, high / 2, high)))
     parts.append(f'<line x1="{_x(0.0, low, high):.1f}" x2="{_x(0.0, low, high):.1f}" '
                  f'y1="{y - 12:.1f}" y2="{y + 10:.1f}" stroke="#b3261e"/>')
     if diff is not None:
