@@ -7,7 +7,8 @@ A gate across runs is on CAND's arm minus BASE's on the paired items:
 - ``ARM >= base - 0.02 @95`` (non-inferiority: ``analysis.gates``' grammar with ``base`` for the
   same arm in BASE): the lower bound of the interval of CAND - BASE is above -0.02;
 - ``no-regression@95``: for every paired arm, the upper bound of that interval is not below 0
-  (CAND is not shown worse);
+  (CAND is not shown worse), each arm's interval at Bonferroni's level (99.5% for ten arms), so
+  the chance of any false alarm over all the arms stays at most 5%;
 - either with ``anytime`` after the level: the anytime-valid confidence sequence of
   ``analysis.sequential``, for a nightly that looks every night.
 
@@ -127,7 +128,9 @@ class AcrossGate:
         if self.gate is None:
             if not arms:
                 return [(False, f"gate {self.text}: FAILED: no arm is in both runs")]
-            return [self._no_regression(f) for f in arms]
+            # every arm at once: Bonferroni's levels keep the chance of any false alarm at 1 - level
+            each = 1.0 - (1.0 - self.level) / len(arms)
+            return [self._no_regression(f, each, len(arms)) for f in arms]
         target = self.gate.arm
         found = [f for f in arms if target in (f.label, f.pairing.cand_arm)]
         if len(found) != 1:
@@ -137,14 +140,15 @@ class AcrossGate:
                             f"{known}")]
         return [self._relative(found[0])]
 
-    def _interval(self, f: ArmFigures) -> tuple[tuple[float, float] | None, str | None]:
+    def _interval(self, f: ArmFigures,
+                  level: float) -> tuple[tuple[float, float] | None, str | None]:
         """The interval the gate reads, or why there is none."""
         a = f.pairing
         if a.n == 0:
             return None, (f"{f.label} has no paired item ({len(a.only_base)} only in BASE, "
                           f"{len(a.only_cand)} only in CAND, {len(a.changed)} changed, "
                           f"{a.unjudged} unjudged): the gate cannot pass")
-        ci = anytime_interval(a, self.level) if self.anytime else interval(a, self.level)
+        ci = anytime_interval(a, level) if self.anytime else interval(a, level)
         if ci is None:
             return None, (f"{f.label}: no interval (an anytime gate needs differences in "
                           "[-1, 1], a fixed one two paired items)")
@@ -152,7 +156,7 @@ class AcrossGate:
 
     def _relative(self, f: ArmFigures) -> tuple[bool, str]:
         assert self.gate is not None
-        ci, why = self._interval(f)
+        ci, why = self._interval(f, self.level)
         if ci is None:
             return False, f"gate {self.text}: FAILED: {why}"
         gate = replace(self.gate, arm=f.label)
@@ -162,14 +166,15 @@ class AcrossGate:
                 (f.label, BASE): (ci, self.level)}))
         return gate.check(rates, lambda _a, _b, _level: ci)
 
-    def _no_regression(self, f: ArmFigures) -> tuple[bool, str]:
-        ci, why = self._interval(f)
+    def _no_regression(self, f: ArmFigures, level: float, arms: int) -> tuple[bool, str]:
+        ci, why = self._interval(f, level)
         if ci is None:
             return False, f"gate {self.text}: FAILED: {why}"
         ok = ci[1] >= 0.0
         kind = " anytime-valid" if self.anytime else ""
+        family = f" ({self.level:.0%} over {arms} arms)" if arms > 1 else ""
         return ok, (f"gate {self.text}: {f.label}: {'passed' if ok else 'FAILED'} (CAND - BASE "
-                    f"{self.level:.0%}{kind} CI [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper bound "
+                    f"{level:.2%}{kind} CI{family} [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper bound "
                     "must not be below +0.000)")
 
 

@@ -202,8 +202,13 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
                 tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
-                *_judged(row, shared), row.item_sha256,
+                *_judged(row, shared), _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model))
+
+
+def _shared(digest: str | None, shared: dict[object, object]) -> str | None:
+    """An item's digest, held once for every arm and epoch of the item."""
+    return None if digest is None else shared.setdefault(digest, digest)  # type: ignore[return-value]
 
 
 def _judged(row: ReadRow, shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:

@@ -261,3 +261,23 @@ def test_any_arguments_give_a_status_never_a_traceback(tmp_path_factory: pytest.
     argv = [{"A": a, "B": b}.get(w, w) for w in words]
     argv = [out if prev == "-o" else w for prev, w in zip(["", *argv], argv, strict=False)]
     assert main(["compare", *argv]) in (0, 1, 2)
+
+
+def test_no_regression_holds_its_false_alarms_over_every_arm(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """5 of 100 items right then wrong: shown worse at 95% (Newcombe's upper bound -0.0034), not
+    at 97.5% (+0.0031), the level each of two arms gets."""
+    base = {f"t{i}": i < 55 for i in range(100)}
+    cand = {f"t{i}": i < 50 for i in range(100)}
+    rows = [row(t, arm, passed or arm == "b", item_sha256=f"h-{t}")
+            for arm in ("a", "b") for t, passed in base.items()]
+    again = [row(t, arm, passed or arm == "b", item_sha256=f"h-{t}")
+             for arm in ("a", "b") for t, passed in cand.items()]
+    one = [write(tmp_path / f"{n}1.jsonl", [r for r in rs if r["arm"] == "a"], meta=meta())
+           for n, rs in (("a", rows), ("b", again))]
+    two = [write(tmp_path / f"{n}2.jsonl", rs, meta=meta())
+           for n, rs in (("a", rows), ("b", again))]
+    assert main(["compare", *map(str, one), "--gate", "no-regression@95"]) == 1
+    assert "a: FAILED (CAND - BASE 95.00% CI [" in capsys.readouterr().err
+    assert main(["compare", *map(str, two), "--gate", "no-regression@95"]) == 0
+    assert "a: passed (CAND - BASE 97.50% CI (95% over 2 arms) [" in capsys.readouterr().err
