@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pytest_echo_bench.analysis import sequential
@@ -88,11 +89,14 @@ def interval(a: ArmPairing, level: float) -> tuple[float, float] | None:
     return newcombe_paired(a.both, a.fixed, a.regressed, a.neither, z_for(level))
 
 
-def _paired_t(diffs: object, level: float) -> tuple[float | None, tuple[float, float] | None,
-                                                     float]:
+# (mean, interval, p) of paired differences
+Tested = tuple[float | None, tuple[float, float] | None, float]
+
+
+def _paired_t(diffs: Sequence[float], level: float) -> Tested:
     """(mean, interval, p) of grade differences by Student's t: unbounded, a grade's scale being
     the judge's own (``stats.paired_t`` clips to the [-1, 1] of scores)."""
-    values = list(diffs)  # type: ignore[call-overload]
+    values = list(diffs)
     n = len(values)
     if n == 0:
         return None, None, 1.0
@@ -135,9 +139,9 @@ class AcrossGate:
         found = [f for f in arms if target in (f.label, f.pairing.cand_arm)]
         if len(found) != 1:
             known = ", ".join(f.label for f in arms) or "none"
-            why = "is in both runs" if not found else "names several (give BENCHMARK/ARM)"
-            return [(False, f"gate {self.text}: FAILED: no arm {target!r} {why}; paired arms: "
-                            f"{known}")]
+            why = (f"no arm {target!r} is in both runs" if not found else
+                   f"{target!r} names an arm of several benchmarks: give BENCHMARK/ARM")
+            return [(False, f"gate {self.text}: FAILED: {why}; paired arms: {known}")]
         return [self._relative(found[0])]
 
     def _interval(self, f: ArmFigures,
