@@ -106,6 +106,17 @@ class ArmPairing:
     def n(self) -> int:
         return self.both + self.regressed + self.fixed + self.neither
 
+    def count(self, base: bool, cand: bool) -> None:
+        """One paired item's verdicts in the 2x2 table."""
+        if base and cand:
+            self.both += 1
+        elif base:
+            self.regressed += 1
+        elif cand:
+            self.fixed += 1
+        else:
+            self.neither += 1
+
     @property
     def served_changed(self) -> bool:
         """Both runs say what served the arm, and they say different things."""
@@ -197,14 +208,7 @@ def _meet(found: ArmPairing, base: Item, cand: Item, graded: bool) -> None:
     if base.status == UNJUDGED or cand.status == UNJUDGED:
         found.unjudged += 1
         return
-    if base.passed and cand.passed:
-        found.both += 1
-    elif base.passed:
-        found.regressed += 1
-    elif cand.passed:
-        found.fixed += 1
-    else:
-        found.neither += 1
+    found.count(base.passed, cand.passed)
     if base.passed != cand.passed:
         found.flips.append(Flip(base.benchmark, base.task_id, base.epoch, base.passed,
                                 base.answer, cand.answer))
