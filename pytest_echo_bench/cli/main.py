@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pytest_echo_bench.cli import (
+    compare,
     estimate,
     export_logs,
     import_logs,
@@ -27,7 +28,8 @@ from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.store.safe_text import shown
 
 # In the order ``echo-bench --help`` lists them.
-COMMANDS: tuple[Command, ...] = (report.COMMAND, power.COMMAND, estimate.COMMAND, progress.COMMAND,
+COMMANDS: tuple[Command, ...] = (report.COMMAND, compare.COMMAND, power.COMMAND, estimate.COMMAND,
+                                 progress.COMMAND,
                                  run.COMMAND, regrade.COMMAND, judge.COMMAND,
                                  merge.COMMAND, import_logs.COMMAND,
                                  export_logs.COMMAND)

@@ -54,6 +54,9 @@ class Item:
     score: float | None = None
     grade: float | None = None  # a judged row's ``score``: its grade on its scorer's scale
     judged: tuple[Judged, ...] = ()  # what its judges did (``report.judged`` reads them)
+    # what ``echo-bench compare`` checks: the dataset item's digest and the model that served
+    item_sha256: str | None = None
+    served_model: str | None = None
 
 
 @dataclass
@@ -199,7 +202,13 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
                 tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
-                *_judged(row, shared))
+                *_judged(row, shared), _shared(row.item_sha256, shared),
+                None if row.served_model is None else sys.intern(row.served_model))
+
+
+def _shared(digest: str | None, shared: dict[object, object]) -> str | None:
+    """An item's digest, held once for every arm and epoch of the item."""
+    return None if digest is None else shared.setdefault(digest, digest)  # type: ignore[return-value]
 
 
 def _judged(row: ReadRow, shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:

@@ -236,6 +236,13 @@ BASES = {
         ],
         ["{results}", "{results}", "--format", "html", "--gate", "sim >= ref - 0.02 @95"],
     ],
+    "compare": [
+        ["{results}", "{results}"],
+        ["{results}", "{results}", "--format", "html", "-o", "{out}/c.html", "--gate",
+         "no-regression@95"],
+        ["--base", "{results}", "--cand", "{results}", "--pair", "sim=sim", "--format", "csv",
+         "--gate", "sim >= base - 0.02 @95 anytime"],
+    ],
     "power": [
         ["--diff", "0.03", "--discordant", "0.12", "--alpha", "0.05", "--power", "0.8"],
         ["{results}", "--pair", "sim,ref", "--diff", "0.03"],
@@ -290,6 +297,7 @@ BASES = {
 }
 EXTRA = {
     "report": ["--format", "--oracle", "--reduce", "--gate"],
+    "compare": ["--base", "--cand", "--pair", "--format", "--gate"],
     "power": ["--pair", "--diff", "--discordant", "--alpha", "--power", "--repeats"],
     "estimate": [
         "-k",

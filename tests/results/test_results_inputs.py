@@ -26,6 +26,8 @@ from pytest_echo_bench.store.tally import FileTally
 ITEMS = 12
 COMMANDS = [
     ["report", "{p}"],
+    ["compare", "{p}", "{p}"],
+    ["compare", "--base", "{p}", "--cand", "{p}"],
     ["power", "{p}", "--pair", "a,b"],
     ["progress", "{p}", "-o", "{d}/page.html"],
     ["regrade", "{p}", "-o", "{d}/out.jsonl"],

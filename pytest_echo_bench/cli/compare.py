@@ -1,0 +1,116 @@
+"""``echo-bench compare``: two runs paired arm by arm and item by item, in one format, and the gates
+across runs judged on them (exit 1 when one fails)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytest_echo_bench.analysis.across import AcrossGate, parse_across_gate
+from pytest_echo_bench.cli.args import Command, input_file, output_file, say
+from pytest_echo_bench.store.safe_text import shown
+
+FORMATS = ("text", "markdown", "json", "csv", "html")
+
+
+def _gate(text: str) -> AcrossGate:
+    try:
+        return parse_across_gate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _pair(text: str) -> tuple[str, str]:
+    base, sep, cand = text.partition("=")
+    if not sep or not base.strip() or not cand.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: write BASEARM=CANDARM, e.g. strong=strong_v2")
+    return base.strip(), cand.strip()
+
+
+def arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("files", nargs="*", type=input_file, metavar="BASE CAND",
+                   help="The two runs' results files (or give each side with --base and --cand)")
+    r.add_argument("--base", nargs="+", type=input_file, metavar="FILE",
+                   help="BASE's files: shards of one sweep, merged as report merges them")
+    r.add_argument("--cand", nargs="+", type=input_file, metavar="FILE",
+                   help="CAND's files: shards of one sweep, merged as report merges them")
+    r.add_argument("--pair", metavar="BASEARM=CANDARM", action="append", default=[], type=_pair,
+                   help="Pair BASE's arm with CAND's arm of another name (repeatable)")
+    r.add_argument("--format", choices=FORMATS, default="text")
+    r.add_argument("-o", "--output", metavar="FILE", type=output_file,
+                   help="Write the comparison to FILE instead of standard output")
+    r.add_argument("--gate", metavar="RULE", action="append", default=[], type=_gate,
+                   help="Exit 1 unless the rule holds: 'ARM >= base - 0.02 @95' (non-inferiority "
+                        "on the paired interval), 'no-regression@95' (every arm), either with "
+                        "'anytime' after the level (repeatable)")
+
+
+def _sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    if args.files and (args.base or args.cand):
+        raise ValueError("give BASE CAND as two files, or --base FILE... --cand FILE..., not both")
+    if args.files:
+        if len(args.files) != 2:
+            raise ValueError(f"compare takes two files, BASE and CAND; got {len(args.files)} "
+                             "(several files of one run: --base A B --cand C D)")
+        return [args.files[0]], [args.files[1]]
+    if not args.base or not args.cand:
+        raise ValueError("give the two runs: echo-bench compare BASE.jsonl CAND.jsonl, or "
+                         "--base FILE... --cand FILE...")
+    return list(args.base), list(args.cand)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.analysis.across import figures
+    from pytest_echo_bench.report import compare as formats
+    from pytest_echo_bench.results.across import pair_runs
+    from pytest_echo_bench.results.read import load_results
+    from pytest_echo_bench.store.files import write_atomic
+
+    base_files, cand_files = _sides(args)
+    pairs = dict(args.pair)
+    if len(pairs) != len(args.pair):
+        raise ValueError("--pair names one BASE arm twice")
+    base, cand = load_results(base_files), load_results(cand_files)
+    for side, results, files in (("BASE", base, base_files), ("CAND", cand, cand_files)):
+        if not results.rows:
+            raise ValueError(f"{side} has no rows: {', '.join(map(str, files))}")
+    _check_pairs(pairs, {i.arm for i in base.rows}, {i.arm for i in cand.rows})
+    paired = pair_runs(base, cand, pairs)
+    arms = figures(paired)
+    text = _render(args.format, formats.compare_json(paired, arms))
+    if args.output is None:
+        say(text)
+    else:
+        safe = "\r\n".join(shown(part) for part in text.split("\r\n"))
+        write_atomic(args.output, safe.encode("utf-8", "surrogateescape"))
+    failed = 0
+    for gate in args.gate:
+        for ok, line in gate.check(arms):
+            failed += not ok
+            say(line, err=True)
+    return 1 if failed else 0
+
+
+def _check_pairs(pairs: dict[str, str], base: set[str], cand: set[str]) -> None:
+    """A ``--pair`` naming an arm a run does not have would pair nothing, silently."""
+    for old, new in pairs.items():
+        for side, name, arms in (("BASE", old, base), ("CAND", new, cand)):
+            if name not in arms:
+                raise ValueError(f"--pair {old}={new}: {side} has no arm {name!r} (its arms: "
+                                 f"{', '.join(sorted(arms))})")
+
+
+def _render(form: str, data: dict[str, object]) -> str:
+    from pytest_echo_bench.report import compare as formats
+
+    if form == "html":
+        from pytest_echo_bench.report.compare_html import render_html
+
+        return render_html(data)
+    renderers = {"text": formats.render_text, "markdown": formats.render_markdown,
+                 "json": formats.render_json, "csv": formats.render_csv}
+    return renderers[form](data)  # type: ignore[arg-type]
+
+
+COMMAND = Command("compare", "Two runs paired item by item: flips, paired tests, gates across runs",
+                  arguments, handle)
