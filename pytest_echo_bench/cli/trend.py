@@ -34,11 +34,13 @@ def arguments(r: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pytest_echo_bench.report.formats.trend import TREND_FORMATS
+    from pytest_echo_bench.report.formats import trend, trend_html
     from pytest_echo_bench.report.trend import build_trend
     from pytest_echo_bench.results.runs import read_runs
 
-    say(TREND_FORMATS[args.format](build_trend(read_runs(args.runs))))
+    draw = {"text": trend.render_text, "markdown": trend.render_markdown,
+            "json": trend.render_json, "csv": trend.render_csv, "html": trend_html.render_html}
+    say(draw[args.format](build_trend(read_runs(args.runs))))
     return 0
 
 

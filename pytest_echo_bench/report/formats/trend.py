@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_echo_bench.report.formats.csv import neutralise
@@ -104,15 +104,3 @@ def render_csv(trend: Trend) -> str:
     for line in trend_lines(trend):
         writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in line.items()})
     return out.getvalue()
-
-
-def _html(trend: Trend) -> str:
-    from pytest_echo_bench.report.formats.trend_html import render_html
-
-    return render_html(trend)
-
-
-TREND_FORMATS: dict[str, Callable[[Trend], str]] = {
-    "text": render_text, "markdown": render_markdown, "json": render_json, "csv": render_csv,
-    "html": _html,
-}

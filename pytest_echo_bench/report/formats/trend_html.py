@@ -46,20 +46,26 @@ def plot(arm: ArmTrend, runs: int) -> str:
         line = " ".join(f"{_x(i, runs):.1f},{_y(p.rate):.1f}" for i, p in drawn)
         parts.append(f'<polyline class="rate" points="{line}" fill="none" stroke="#08519c" '
                      'stroke-width="1.8"/>')
-    for i, p in drawn:
-        step = arm.steps[i - 1] if i else None
-        mark = step.direction if step is not None and step.changed else ""
-        ring = {"down": "#b3261e", "up": "#176d1c"}.get(mark)
-        stroke = f' stroke="{ring}" stroke-width="3"' if ring else ""
-        parts.append(f'<g class="run-point{" changed " + mark if mark else ""}">'
-                     f'<circle cx="{_x(i, runs):.1f}" cy="{_y(p.rate):.1f}" r="{6 if ring else 4}"'
-                     f' fill="#08519c"{stroke}><title>run {i + 1}: {p.rate:.3f} '
-                     f'[{p.ci95[0]:.3f}, {p.ci95[1]:.3f}] n={p.n}</title></circle></g>')
+    parts += [_dot(arm, i, runs) for i, _ in drawn]
     for i in range(runs):
         parts.append(f'<text x="{_x(i, runs):.1f}" y="{H - 8}" text-anchor="middle">{i + 1}'
                      "</text>")
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _dot(arm: ArmTrend, i: int, runs: int) -> str:
+    """Run ``i``'s dot, ringed red (worse) or green (better) when it differs from the run before."""
+    p = arm.points[i]
+    assert p is not None  # only graded runs are drawn
+    step = arm.steps[i - 1] if i else None
+    mark = step.direction if step is not None and step.changed else ""
+    ring = {"down": "#b3261e", "up": "#176d1c"}.get(mark)
+    stroke = f' stroke="{ring}" stroke-width="3"' if ring else ""
+    return (f'<g class="run-point{" changed " + mark if mark else ""}">'
+            f'<circle cx="{_x(i, runs):.1f}" cy="{_y(p.rate):.1f}" r="{6 if ring else 4}"'
+            f' fill="#08519c"{stroke}><title>run {i + 1}: {p.rate:.3f} '
+            f'[{p.ci95[0]:.3f}, {p.ci95[1]:.3f}] n={p.n}</title></circle></g>')
 
 
 def _rows(trend: Trend, label: str) -> str:
