@@ -28,6 +28,7 @@ class RunInfo:
     run_id: str
     created_at: str
     files: tuple[str, ...]
+    partial: str | None  # the shards it lacks (``results.runs.Run.partial``)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ def build_trend(runs: Sequence[Run]) -> Trend:
     steps = _steps(names.pairs, graded)
     arms = tuple(ArmTrend(b, a, names.label((b, a)), points[(b, a)], steps[(b, a)])
                  for b, a in names.pairs)
-    info = tuple(RunInfo(r.run_id, r.created_at, tuple(map(str, r.files))) for r in runs)
+    info = tuple(RunInfo(r.run_id, r.created_at, tuple(map(str, r.files)), r.partial)
+                 for r in runs)
     return Trend(info, arms)
 
 

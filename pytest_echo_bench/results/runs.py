@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_echo_bench.results.read import Item, Results, load_results
+from pytest_echo_bench.shards.coverage import coverage
+from pytest_echo_bench.shards.parts import held_by_shard
 from pytest_echo_bench.store.files import UNJUDGED
 
 # What a directory holds that is a results file: the writer's side files (RUN.jsonl.lock, .torn,
@@ -35,6 +37,8 @@ class Run:
     started: datetime
     files: tuple[Path, ...]
     results: Results
+    # which shards are missing or unfinished (``shards.coverage``); None: the whole sweep
+    partial: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +91,16 @@ def _run(run_id: str, members: list[tuple[Path, Results]]) -> Run:
     started, created, _ = min(dated)  # shards resumed later: the run began with its first
     files = tuple(path for path, _ in members)
     results = members[0][1] if len(members) == 1 else load_results(list(files))
-    return Run(run_id.removeprefix("file:") if run_id.startswith("file:") else run_id, created,
-               started, files, results)
+    return Run(run_id.removeprefix("file:"), created, started, files, results, _partial(results))
+
+
+def _partial(results: Results) -> str | None:
+    """What the run lacks of its sweep, as the report says it: a shard of a CI matrix or a Slurm
+    array has a run id of its own, so its file alone is a run of some shards only."""
+    totals = {part.total for part in results.parts if part.total}
+    held = held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals)
+    cover = coverage(results.parts, held)
+    return None if cover.complete else cover.describe()
 
 
 def _started(path: Path, text: str) -> datetime:

@@ -66,13 +66,19 @@ def render_text(trend: Trend) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
-    return "\n".join([_title(trend), "", *lines, "", HINT])
+    return "\n".join([_title(trend), *_partial(trend), "", *lines, "", HINT])
 
 
 def render_markdown(trend: Trend) -> str:
     rows = _table(trend)
     md = [_md(rows[0]), "|" + "---|" * len(rows[0]), *map(_md, rows[1:])]
-    return "\n".join([f"## {_title(trend)}", "", *md, "", HINT])
+    return "\n".join([f"## {_title(trend)}", *_partial(trend), "", *md, "", HINT])
+
+
+def _partial(trend: Trend) -> list[str]:
+    """A line per run that holds only some shards of its sweep: its rates are of those only."""
+    return [f"run {i + 1} ({r.run_id}) is partial: {r.partial}; merge each run's shards first "
+            "(echo-bench merge)" for i, r in enumerate(trend.runs) if r.partial]
 
 
 def _md(cells: Sequence[str]) -> str:
@@ -88,8 +94,8 @@ def _title(trend: Trend) -> str:
 
 def render_json(trend: Trend) -> str:
     return json.dumps({
-        "runs": [{"run_id": r.run_id, "created_at": r.created_at, "files": list(r.files)}
-                 for r in trend.runs],
+        "runs": [{"run_id": r.run_id, "created_at": r.created_at, "files": list(r.files),
+                  "partial": r.partial} for r in trend.runs],
         "arms": {arm.label: {"benchmark": arm.benchmark, "arm": arm.arm,
                              "runs": [_cells(arm, i, trend) for i in range(len(trend.runs))]}
                  for arm in trend.arms},

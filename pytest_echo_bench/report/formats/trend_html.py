@@ -17,6 +17,7 @@ max-width:1100px}h1{font-size:1.4em}h2{font-size:1.1em;margin:1.4em 0 .3em;
 border-bottom:2px solid #ccc;overflow-wrap:anywhere}.muted{color:#666}
 table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #ddd;padding:.2em .4em;
 text-align:right}td.text{text-align:left;overflow-wrap:anywhere;max-width:18em}
+span.partial{color:#b3261e}
 tr.down td{background:#fcbba1}tr.up td{background:#c7e9c0}svg text{font-size:11px;fill:#333}
 """
 
@@ -95,7 +96,9 @@ def _arm(trend: Trend, arm: ArmTrend) -> str:
 
 def render_html(trend: Trend) -> str:
     runs = "".join(f'<li><span class="run">{i + 1}</span> · run {e(r.run_id)} · started '
-                   f"{e(r.created_at)} · {e(', '.join(r.files))}</li>"
+                   f"{e(r.created_at)} · {e(', '.join(r.files))}"
+                   + (f' · <span class="partial">partial: {e(r.partial)}</span>' if r.partial
+                      else "") + "</li>"
                    for i, r in enumerate(trend.runs))
     body = [f"<h1>echo-bench trend: {len(trend.runs)} run(s)</h1>",
             f'<ol class="muted" id="runs">{runs}</ol>', f'<p class="muted">{e(HINT)}</p>',
