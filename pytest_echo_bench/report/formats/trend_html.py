@@ -95,11 +95,11 @@ def _arm(trend: Trend, arm: ArmTrend) -> str:
 
 
 def render_html(trend: Trend) -> str:
-    runs = "".join(f'<li><span class="run">{i + 1}</span> · run {e(r.run_id)} · started '
+    runs = "".join(f'<li>run {e(r.run_id)} · started '
                    f"{e(r.created_at)} · {e(', '.join(r.files))}"
                    + (f' · <span class="partial">partial: {e(r.partial)}</span>' if r.partial
                       else "") + "</li>"
-                   for i, r in enumerate(trend.runs))
+                   for r in trend.runs)
     body = [f"<h1>echo-bench trend: {len(trend.runs)} run(s)</h1>",
             f'<ol class="muted" id="runs">{runs}</ol>', f'<p class="muted">{e(HINT)}</p>',
             *(_arm(trend, arm) for arm in trend.arms)]
