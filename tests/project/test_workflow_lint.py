@@ -274,3 +274,23 @@ def test_each_night_is_compared_with_the_night_before_and_kept_for_the_next() ->
     assert words[words.index("--gate") + 1] == "no-regression@95 anytime"
     # the first night has no history: compare is skipped, not failed
     assert "env.PREVIOUS != ''" in steps[compare]["if"] and "!cancelled()" in steps[compare]["if"]
+
+
+def test_the_keep_step_runs_as_written(tmp_path: Path) -> None:
+    # The step's script under bash: last night's file named in GITHUB_ENV, tonight's added, and
+    # no more than the last 60 nights kept (oldest removed first).
+    step = next(s for s in _steps(_workflow()["jobs"]["report"]) if s.get("id") == "keep")
+    history = tmp_path / "history"
+    history.mkdir()
+    for day in range(61):
+        (history / f"nightly-2026{1 + day // 28:02d}{1 + day % 28:02d}T020000Z.jsonl").write_text("")
+    (tmp_path / "nightly.jsonl").write_text("tonight\n")
+    env_file = tmp_path / "env"
+    subprocess.run(["bash", "-e", "-o", "pipefail", "-c", str(step["run"])], cwd=tmp_path,
+                   env={"PATH": "/usr/bin:/bin", "GITHUB_ENV": str(env_file)}, check=True,
+                   timeout=30)
+    kept = sorted(p.name for p in history.iterdir())
+    assert len(kept) == 60 and "nightly-20260101T020000Z.jsonl" not in kept
+    assert env_file.read_text() == "PREVIOUS=history/nightly-20260305T020000Z.jsonl\n"
+    tonight = [p for p in history.iterdir() if p.read_text() == "tonight\n"]
+    assert len(tonight) == 1 and tonight[0].name == kept[-1]  # sorts after every earlier night
