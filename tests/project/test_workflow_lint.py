@@ -283,7 +283,8 @@ def test_the_keep_step_runs_as_written(tmp_path: Path) -> None:
     history = tmp_path / "history"
     history.mkdir()
     for day in range(61):
-        (history / f"nightly-2026{1 + day // 28:02d}{1 + day % 28:02d}T020000Z.jsonl").write_text("")
+        name = f"nightly-2026{1 + day // 28:02d}{1 + day % 28:02d}T020000Z.jsonl"
+        (history / name).write_text("")
     (tmp_path / "nightly.jsonl").write_text("tonight\n")
     env_file = tmp_path / "env"
     subprocess.run(["bash", "-e", "-o", "pipefail", "-c", str(step["run"])], cwd=tmp_path,
