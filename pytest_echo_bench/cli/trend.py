@@ -17,13 +17,11 @@ def run_source(text: str) -> Path:
     once: reading one waits for a writer)."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
-    path = Path(text)
-    if path.is_dir():
-        return path
+    # stat only through ``refusal``: a name too long to stat is refused, not raised
     why = refusal(text)
-    if why is not None:
+    if why is not None and refusal(text, "directory") is not None:
         raise argparse.ArgumentTypeError(f"{text!r} {why}; give a results file or a directory")
-    return path
+    return Path(text)
 
 
 def arguments(r: argparse.ArgumentParser) -> None:

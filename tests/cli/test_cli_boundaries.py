@@ -268,6 +268,8 @@ BASES = {
          "--budget-usd", "1", "--retry-unjudged"],
     ],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
+    "trend": [["{results}"], ["{results}", "{results}", "--format", "html"],
+              ["{out}", "{results}", "--format", "csv"]],
     "import": [
         ["{log}", "-o", "{out}/imported.jsonl"],
         [
@@ -306,6 +308,7 @@ EXTRA = {
     "regrade": ["--spec"],
     "judge": ["--spec", "-j", "--cache", "--budget-usd", "--bench-budget-usd"],
     "merge": [],
+    "trend": ["--format"],
     "import": ["--arm", "--scorer"],
     "export": ["--spec", "--format"],
 }

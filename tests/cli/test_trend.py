@@ -254,6 +254,12 @@ def test_a_directory_without_results_and_paths_that_are_not_files(
     assert "missing.jsonl" in capsys.readouterr().err
 
 
+def test_a_name_too_long_to_examine_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # found by tests/cli/test_cli_boundaries.py: stat raised ENAMETOOLONG out of argparse
+    assert main(["trend", "9" * 5000]) == 2
+    assert "cannot be examined" in capsys.readouterr().err
+
+
 def test_untrusted_names_are_escaped_in_every_format(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for day in (1, 2):
