@@ -331,3 +331,44 @@ def test_trend_page_in_a_real_browser(tmp_path: Path, capsys: pytest.CaptureFixt
     data = shot.read_bytes()
     # a blank page compresses to a few kilobytes; this one has three plots and tables
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 40_000, len(data)
+
+
+CORPUS = Path(__file__).parents[1] / "data" / "results"
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.jsonl")), ids=lambda p: p.name)
+def test_every_older_file_reads_with_the_rates_report_gives(
+        path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each file of the corpus: trend's rate of each arm is ``report``'s; a file without a meta line
+    (the first harness's) is refused, naming it, as undatable."""
+    capsys.readouterr()
+    status = main(["trend", str(path), "--format", "json"])
+    out, err = capsys.readouterr()
+    if status == 2:
+        assert f"{path}: no meta line" in err
+        return
+    assert status == 0, err
+    found = json.loads(out)
+    assert main(["report", str(path), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)["arms"]
+    for label, arm in found["arms"].items():
+        (point,) = arm["runs"]
+        assert point["pass_rate"] == pytest.approx(report[label]["pass_rate"]), label
+        assert point["n"] == report[label]["n"], label
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(created=st.one_of(st.text(max_size=40), st.integers(), st.none(), st.floats(),
+                         st.dates().map(str), st.datetimes().map(lambda d: d.isoformat())),
+       run_id=st.one_of(st.text(max_size=20), st.none()))
+def test_generated_meta_dates_and_ids_are_read_or_refused_naming_the_file(
+        tmp_path_factory: pytest.TempPathFactory, created: object, run_id: object) -> None:
+    where = tmp_path_factory.mktemp("dates")
+    path = write(where / "run.jsonl", [row("t0", "x", True)],
+                 meta=meta(arms=["x"], created_at=created, run_id=run_id))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(["trend", str(path)])
+    assert status in (0, 2), err.getvalue()
+    if status == 2:
+        assert str(path) in err.getvalue() and "Traceback" not in err.getvalue()
