@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pytest_echo_bench.analysis.names import ArmNames
 from pytest_echo_bench.analysis.stats import holm, mcnemar_exact, wilson
-from pytest_echo_bench.results.runs import Discordance, Run, Verdicts, pair_items, verdicts
+from pytest_echo_bench.results.runs import Discordance, Run, Verdicts, pair_items
 
 ALPHA = 0.05  # a step is marked when its Holm-adjusted p is below this
 
@@ -81,9 +81,8 @@ class Trend:
 
 def build_trend(runs: Sequence[Run]) -> Trend:
     """Every figure of the trend over ``runs`` (oldest first)."""
-    graded = [verdicts(run.results.rows) for run in runs]
-    order = _arm_order(runs)
-    names = ArmNames(order)
+    graded = [run.verdicts for run in runs]
+    names = ArmNames(_arm_order(runs))
     points = {ref: tuple(_point(g.get(ref)) for g in graded) for ref in names.pairs}
     steps = _steps(names.pairs, graded)
     arms = tuple(ArmTrend(b, a, names.label((b, a)), points[(b, a)], steps[(b, a)])
@@ -94,14 +93,13 @@ def build_trend(runs: Sequence[Run]) -> Trend:
 
 
 def _arm_order(runs: Sequence[Run]) -> dict[str, list[str]]:
-    """Benchmarks and arms in the order the runs' meta lines list them, then as rows show them."""
+    """Benchmarks and arms in the order the runs list them (``results.runs.Run.arms``), the
+    oldest run's first."""
     order: dict[str, list[str]] = {}
     for run in runs:
-        listed = [(b, a) for meta in run.results.metas for b, arms in meta.arms.items()
-                  for a in arms]
-        for bench, arm in listed + [(i.benchmark, i.arm) for i in run.results.rows]:
-            if arm not in order.setdefault(bench, []):
-                order[bench].append(arm)
+        for bench, arms in run.arms.items():
+            known = order.setdefault(bench, [])
+            known += [arm for arm in arms if arm not in known]
     return order
 
 

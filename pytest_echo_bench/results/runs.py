@@ -10,6 +10,7 @@ left out as unanswered, as the report leaves it out of its paired tests.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from pytest_echo_bench.results.read import Item, Results, load_results
 from pytest_echo_bench.shards.coverage import coverage
 from pytest_echo_bench.shards.parts import held_by_shard
 from pytest_echo_bench.store.files import UNJUDGED
+from pytest_echo_bench.store.reader import iter_records
+from pytest_echo_bench.store.records import Meta
 
 # What a directory holds that is a results file: the writer's side files (RUN.jsonl.lock, .torn,
 # .stop.json, .summary.json) end otherwise and are not read.
@@ -30,13 +33,16 @@ Verdicts = dict[tuple[str, str], dict[tuple[str, str, int], bool]]
 
 @dataclass(frozen=True)
 class Run:
-    """One run: its id, when it started (the meta line's ``created_at``), its files, its rows."""
+    """One run: its id, when it started (the meta line's ``created_at``), its files, and what a
+    trend keeps of its rows: each arm's verdicts (its rows are not held once read)."""
 
     run_id: str
     created_at: str
     started: datetime
     files: tuple[Path, ...]
-    results: Results
+    verdicts: Verdicts
+    # benchmark -> arms, as the meta lines list them, then as the rows show them
+    arms: dict[str, list[str]]
     # which shards are missing or unfinished (``shards.coverage``); None: the whole sweep
     partial: str | None = None
 
@@ -72,26 +78,32 @@ def read_runs(paths: Sequence[Path]) -> list[Run]:
     """The runs the files and directories hold, oldest first (ties by run id): the files of one
     run id make one run, read together. A file without a meta line, or whose meta line gives no
     date, is refused naming it: a run's place in time is its meta line's ``created_at``."""
-    groups: dict[str, list[tuple[Path, Results]]] = defaultdict(list)
+    groups: dict[str, list[tuple[Path, Meta]]] = defaultdict(list)
     for path in dict.fromkeys(results_files(paths)):
-        one = load_results([path])
-        if not one.metas:
-            raise ValueError(f"{path}: no meta line (an empty file, or rows only): trend orders "
-                             "runs by the date their meta line records")
-        meta = one.metas[0]
+        meta = _meta(path)
         # a file whose meta line names no run is a run of its own
-        groups[meta.run_id or f"file:{path}"].append((path, one))
+        groups[meta.run_id or f"file:{path}"].append((path, meta))
     runs = [_run(run_id, members) for run_id, members in groups.items()]
     return sorted(runs, key=lambda r: (r.started, r.run_id))
 
 
-def _run(run_id: str, members: list[tuple[Path, Results]]) -> Run:
-    dated = [(_started(path, r.metas[0].created_at), r.metas[0].created_at, path)
-             for path, r in members]
-    started, created, _ = min(dated)  # shards resumed later: the run began with its first
+def _meta(path: Path) -> Meta:
+    """The file's meta line, read alone (the rows are read once its run is known)."""
+    with contextlib.closing(iter_records(path)) as records:
+        first = next(records, None)
+    if first is None or first.lineno != 1 or not first.data.get("_meta"):
+        raise ValueError(f"{path}: no meta line (an empty file, or rows only): trend orders "
+                         "runs by the date their meta line records")
+    return Meta.from_json(first.data, f"{path}:1")
+
+
+def _run(run_id: str, members: list[tuple[Path, Meta]]) -> Run:
+    dated = [(_started(path, meta.created_at), meta.created_at) for path, meta in members]
+    started, created = min(dated)  # a run whose files began apart began with its first
     files = tuple(path for path, _ in members)
-    results = members[0][1] if len(members) == 1 else load_results(list(files))
-    return Run(run_id.removeprefix("file:"), created, started, files, results, _partial(results))
+    results = load_results(list(files))
+    return Run(run_id.removeprefix("file:"), created, started, files, verdicts(results.rows),
+               _arm_order(results), _partial(results))
 
 
 def _partial(results: Results) -> str | None:
@@ -101,6 +113,16 @@ def _partial(results: Results) -> str | None:
     held = held_by_shard(((i.benchmark, i.task_id) for i in results.rows), totals)
     cover = coverage(results.parts, held)
     return None if cover.complete else cover.describe()
+
+
+def _arm_order(results: Results) -> dict[str, list[str]]:
+    """Benchmarks and arms in the order the meta lines list them, then as the rows show them."""
+    listed = [(b, a) for meta in results.metas for b, arms in meta.arms.items() for a in arms]
+    order: dict[str, list[str]] = {}
+    for bench, arm in listed + [(i.benchmark, i.arm) for i in results.rows]:
+        if arm not in order.setdefault(bench, []):
+            order[bench].append(arm)
+    return order
 
 
 def _started(path: Path, text: str) -> datetime:
