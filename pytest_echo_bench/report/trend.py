@@ -75,6 +75,8 @@ class ArmTrend:
 
 @dataclass(frozen=True)
 class Trend:
+    """The runs, oldest first, and every arm any of them names."""
+
     runs: tuple[RunInfo, ...]
     arms: tuple[ArmTrend, ...]
 
