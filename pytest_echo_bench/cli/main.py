@@ -22,6 +22,7 @@ from pytest_echo_bench.cli import (
     regrade,
     report,
     run,
+    trend,
 )
 from pytest_echo_bench.cli.args import Command, OutputClosed, Parser, flush_stdout, say
 from pytest_echo_bench.errors import EchoBenchError
@@ -31,7 +32,7 @@ from pytest_echo_bench.store.safe_text import shown
 COMMANDS: tuple[Command, ...] = (report.COMMAND, compare.COMMAND, power.COMMAND, estimate.COMMAND,
                                  progress.COMMAND,
                                  run.COMMAND, regrade.COMMAND, judge.COMMAND,
-                                 merge.COMMAND, import_logs.COMMAND,
+                                 merge.COMMAND, trend.COMMAND, import_logs.COMMAND,
                                  export_logs.COMMAND)
 # A file or value the command cannot use (missing, unreadable, not a results file, refused).
 BAD_INPUT = 2

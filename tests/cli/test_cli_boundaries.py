@@ -275,6 +275,8 @@ BASES = {
          "--budget-usd", "1", "--retry-unjudged"],
     ],
     "merge": [["{results}", "{results}", "-o", "{out}/merged.jsonl"]],
+    "trend": [["{results}"], ["{results}", "{results}", "--format", "html"],
+              ["{out}", "{results}", "--format", "csv"]],
     "import": [
         ["{log}", "-o", "{out}/imported.jsonl"],
         [
@@ -314,6 +316,7 @@ EXTRA = {
     "regrade": ["--spec"],
     "judge": ["--spec", "-j", "--cache", "--budget-usd", "--bench-budget-usd"],
     "merge": [],
+    "trend": ["--format"],
     "import": ["--arm", "--scorer"],
     "export": ["--spec", "--format"],
 }

@@ -188,7 +188,7 @@ def test_workflow_commands_exist(pytestconfig: pytest.Config) -> None:
     # Every echo-bench command the workflow runs uses subcommands and options the CLI has, and the
     # pytest command under the supervisor uses options this plugin (or pytest, or xdist) defines.
     commands = _echo_bench_commands()
-    assert {c[0] for c in commands} == {"run", "merge", "report", "progress"}
+    assert {c[0] for c in commands} == {"run", "merge", "report", "progress", "trend", "compare"}
     for argv in commands:
         try:
             args = parser().parse_args(argv)
@@ -245,3 +245,53 @@ def test_the_gates_name_benchmark_and_arm_of_the_shipped_specs() -> None:
     bind_gates([parse_gate(g, paired=True) for g in gates], arms)
     gated = [c for c in _echo_bench_commands() if "--gate" in c]
     assert all("--allow-partial" not in c for c in gated)  # a missing shard fails the nightly
+
+
+def test_each_night_is_compared_with_the_night_before_and_kept_for_the_next() -> None:
+    # The merged files of earlier nights are restored before tonight's joins them, saved under a
+    # new key whatever the gates say, compared with the newest one and drawn as a trend.
+    steps = _steps(_workflow()["jobs"]["report"])
+    uses = [str(s.get("uses", "")) for s in steps]
+    runs = [str(s.get("run", "")) for s in steps]
+    restore = next(i for i, u in enumerate(uses) if u.startswith("actions/cache/restore@"))
+    save = next(i for i, u in enumerate(uses) if u.startswith("actions/cache/save@"))
+    merge = next(i for i, r in enumerate(runs) if r.startswith("echo-bench merge"))
+    keep = next(i for i, s in enumerate(steps) if s.get("id") == "keep")
+    trend = next(i for i, r in enumerate(runs) if "echo-bench trend history" in r)
+    compare = next(i for i, r in enumerate(runs) if r.startswith("echo-bench compare"))
+    gate = next(i for i, s in enumerate(steps) if s.get("name") == "Gate")
+    assert merge < restore < keep < save < trend and keep < compare
+    assert save < gate and save < compare  # a failed gate does not lose tonight's file
+    restored, saved = steps[restore]["with"], steps[save]["with"]
+    assert restored["path"] == saved["path"] == "history" and restored["key"] == saved["key"]
+    assert "${{ github.run_id }}" in saved["key"] and restored["restore-keys"] in saved["key"]
+    assert "steps.keep.outcome == 'success'" in steps[save]["if"]
+    # last night's file is the newest kept before tonight's is added
+    script = runs[keep]
+    assert script.index("PREVIOUS=") < script.index("cp nightly.jsonl")
+    words = shlex.split(runs[compare].split(">>")[0])
+    assert words[2:4] == ["$PREVIOUS", "nightly.jsonl"]
+    assert words[words.index("--gate") + 1] == "no-regression@95 anytime"
+    # the first night has no history: compare is skipped, not failed
+    assert "env.PREVIOUS != ''" in steps[compare]["if"] and "!cancelled()" in steps[compare]["if"]
+
+
+def test_the_keep_step_runs_as_written(tmp_path: Path) -> None:
+    # The step's script under bash: last night's file named in GITHUB_ENV, tonight's added, and
+    # no more than the last 60 nights kept (oldest removed first).
+    step = next(s for s in _steps(_workflow()["jobs"]["report"]) if s.get("id") == "keep")
+    history = tmp_path / "history"
+    history.mkdir()
+    for day in range(61):
+        name = f"nightly-2026{1 + day // 28:02d}{1 + day % 28:02d}T020000Z.jsonl"
+        (history / name).write_text("")
+    (tmp_path / "nightly.jsonl").write_text("tonight\n")
+    env_file = tmp_path / "env"
+    subprocess.run(["bash", "-e", "-o", "pipefail", "-c", str(step["run"])], cwd=tmp_path,
+                   env={"PATH": "/usr/bin:/bin", "GITHUB_ENV": str(env_file)}, check=True,
+                   timeout=30)
+    kept = sorted(p.name for p in history.iterdir())
+    assert len(kept) == 60 and "nightly-20260101T020000Z.jsonl" not in kept
+    assert env_file.read_text() == "PREVIOUS=history/nightly-20260305T020000Z.jsonl\n"
+    tonight = [p for p in history.iterdir() if p.read_text() == "tonight\n"]
+    assert len(tonight) == 1 and tonight[0].name == kept[-1]  # sorts after every earlier night
