@@ -3,8 +3,10 @@ each run tested against the run before it (exact McNemar on the items both grade
 arms of that step).
 
 A run's pass rate is the report's: with repeats (``epochs``) an item's score is the share of its
-samples right, and the interval is Wilson's over items. The paired test pairs samples, by
-(benchmark, task_id, epoch), as ``results.runs.pair_items`` does.
+samples right, and the interval is Wilson's over items. The paired test pairs samples as
+``echo-bench compare`` does (``results.across.pair_runs``): by (benchmark, task_id, epoch) within
+an arm of the same name, an unjudged row left out, and an item whose recorded digest differs
+between the runs not paired (it asked something else) but counted as changed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 
 from pytest_echo_bench.analysis.names import ArmNames
 from pytest_echo_bench.analysis.stats import holm, mcnemar_exact, wilson
-from pytest_echo_bench.results.runs import Discordance, Run, Verdicts, pair_items
+from pytest_echo_bench.results.across import ArmPairing, Sweep, pair_runs
+from pytest_echo_bench.results.runs import Run
 
 ALPHA = 0.05  # a step is marked when its Holm-adjusted p is below this
 
@@ -45,7 +48,7 @@ class Point:
 class Step:
     """An arm's run against the run before it on the items both graded."""
 
-    pairs: Discordance
+    pairs: ArmPairing
     p_value: float
     p_holm: float
 
@@ -56,9 +59,9 @@ class Step:
     @property
     def direction(self) -> str:
         """``down`` (more items went right to wrong), ``up``, or ``same``."""
-        if self.pairs.worse == self.pairs.better:
+        if self.pairs.regressed == self.pairs.fixed:
             return "same"
-        return "down" if self.pairs.worse > self.pairs.better else "up"
+        return "down" if self.pairs.regressed > self.pairs.fixed else "up"
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def build_trend(runs: Sequence[Run]) -> Trend:
     graded = [run.verdicts for run in runs]
     names = ArmNames(_arm_order(runs))
     points = {ref: tuple(_point(g.get(ref)) for g in graded) for ref in names.pairs}
-    steps = _steps(names.pairs, graded)
+    steps = _steps(names.pairs, [run.sweep for run in runs])
     arms = tuple(ArmTrend(b, a, names.label((b, a)), points[(b, a)], steps[(b, a)])
                  for b, a in names.pairs)
     info = tuple(RunInfo(r.run_id, r.created_at, tuple(map(str, r.files)), r.partial)
@@ -117,16 +120,16 @@ def _point(items: dict[tuple[str, str, int], bool] | None) -> Point | None:
     return Point(n, score, score / n, wilson(score, n))
 
 
-def _steps(refs: list[tuple[str, str]], graded: list[Verdicts]
+def _steps(refs: list[tuple[str, str]], sweeps: list[Sweep]
            ) -> dict[tuple[str, str], tuple[Step | None, ...]]:
     """Each arm's steps; the p-values of one step (one pair of runs) Holm-adjusted together."""
     found: dict[tuple[str, str], list[Step | None]] = {ref: [] for ref in refs}
-    for before, after in zip(graded, graded[1:], strict=False):
+    for before, after in zip(sweeps, sweeps[1:], strict=False):
         tested = {}
-        for ref in refs:
-            pairs = pair_items(before.get(ref, {}), after.get(ref, {}))
+        for pairs in pair_runs(before, after).arms:
             if pairs.n:
-                tested[ref] = (pairs, mcnemar_exact(pairs.worse, pairs.better))
+                tested[(pairs.benchmark, pairs.base_arm)] = (
+                    pairs, mcnemar_exact(pairs.regressed, pairs.fixed))
         adjusted = dict(zip(tested, holm([p for _, p in tested.values()]), strict=True))
         for ref in refs:
             one = tested.get(ref)

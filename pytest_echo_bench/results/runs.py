@@ -1,11 +1,9 @@
 """Runs of one sweep over time, for ``echo-bench trend``: results files (or a directory of them)
-grouped into runs by their meta line's run id, ordered by its ``created_at``, and the items two
-runs both graded, paired.
+grouped into runs by their meta line's run id, ordered by its ``created_at``.
 
 Each run is read with the one reader of results files (``results.read.load_results``), its files
-merged as ``echo-bench report`` merges them (the newest row of a key wins). The pairing here is a
-small one of this command's own: by (benchmark, task_id, epoch) within each arm, an unjudged row
-left out as unanswered, as the report leaves it out of its paired tests.
+merged as ``echo-bench report`` merges them (the newest row of a key wins). Two runs are paired as
+``echo-bench compare`` pairs them (``results.across.pair_runs``).
 """
 
 from __future__ import annotations
@@ -33,29 +31,20 @@ Verdicts = dict[tuple[str, str], dict[tuple[str, str, int], bool]]
 
 @dataclass(frozen=True)
 class Run:
-    """One run: its id, when it started (the meta line's ``created_at``), its files, and what a
-    trend keeps of its rows: each arm's verdicts (its rows are not held once read)."""
+    """One run: its id, when it started (the meta line's ``created_at``), its files, its rows
+    as read (the pairing with the next run needs each item's digest and verdict), and each arm's
+    verdicts."""
 
     run_id: str
     created_at: str
     started: datetime
     files: tuple[Path, ...]
+    sweep: Results
     verdicts: Verdicts
     # benchmark -> arms, as the meta lines list them, then as the rows show them
     arms: dict[str, list[str]]
     # which shards are missing or unfinished (``shards.coverage``); None: the whole sweep
     partial: str | None = None
-
-
-@dataclass(frozen=True)
-class Discordance:
-    """One arm's items graded in two runs: how many, and how each changed between them."""
-
-    n: int
-    both: int  # right in both runs
-    worse: int  # right before, wrong after
-    better: int  # wrong before, right after
-    neither: int
 
 
 def results_files(paths: Sequence[Path]) -> list[Path]:
@@ -102,8 +91,8 @@ def _run(run_id: str, members: list[tuple[Path, Meta]]) -> Run:
     started, created = min(dated)  # a run whose files began apart began with its first
     files = tuple(path for path, _ in members)
     results = load_results(list(files))
-    return Run(run_id.removeprefix("file:"), created, started, files, verdicts(results.rows),
-               _arm_order(results), _partial(results))
+    return Run(run_id.removeprefix("file:"), created, started, files, results,
+               verdicts(results.rows), _arm_order(results), _partial(results))
 
 
 def _partial(results: Results) -> str | None:
@@ -147,13 +136,3 @@ def verdicts(rows: Iterable[Item]) -> Verdicts:
                 item.passed)
     return found
 
-
-def pair_items(before: dict[tuple[str, str, int], bool],
-               after: dict[tuple[str, str, int], bool]) -> Discordance:
-    """One arm's items both runs graded, paired by (benchmark, task_id, epoch)."""
-    shared = before.keys() & after.keys()
-    counts = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
-    for key in shared:
-        counts[(before[key], after[key])] += 1
-    return Discordance(len(shared), counts[(True, True)], counts[(True, False)],
-                       counts[(False, True)], counts[(False, False)])

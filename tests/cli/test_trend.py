@@ -185,6 +185,28 @@ def test_runs_are_ordered_by_the_meta_date_not_by_name_or_argument_order(
     assert [r["run_id"] for r in found["runs"]] == ["run-b", "run-c", "run-a"]
 
 
+def test_an_item_whose_digest_changed_or_a_side_left_unjudged_is_not_paired(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The step pairs as ``echo-bench compare`` does: t0 asked something else in night 2 (its
+    digest differs), t1 unjudged in night 2, t2..t5 paired; older rows without a digest pair."""
+    one = [row(f"t{i}", "x", True, run_id="r1", item_sha256=f"h{i}") for i in range(6)]
+    two = [row("t0", "x", False, run_id="r2", item_sha256="other"),
+           row("t1", "x", status="unjudged", run_id="r2", item_sha256="h1"),
+           *(row(f"t{i}", "x", i != 2, run_id="r2", item_sha256=f"h{i}") for i in range(2, 5)),
+           row("t5", "x", False, run_id="r2")]
+    write(tmp_path / "1.jsonl", one, meta=meta(arms=["x"], run_id="r1",
+                                               created_at="2026-01-01T00:00:00Z"))
+    write(tmp_path / "2.jsonl", two, meta=meta(arms=["x"], run_id="r2",
+                                               created_at="2026-01-02T00:00:00Z"))
+    second = trend_json(capsys, tmp_path)["arms"]["x"]["runs"][1]
+    assert (second["paired"], second["right_to_wrong"], second["wrong_to_right"],
+            second["item_changed"]) == (4, 2, 0, 1)
+    assert second["n"] == 5  # the rate is the run's own: every graded item, t0 as well
+    capsys.readouterr()
+    assert main(["trend", str(tmp_path)]) == 0
+    assert "item changed" in capsys.readouterr().out
+
+
 def test_repeats_are_rated_per_item_and_paired_per_epoch(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 3 items x 2 epochs; run 1: t0 1/2, t1 2/2, t2 0/2; run 2: every sample right.

@@ -13,10 +13,11 @@ from pytest_echo_bench.report.formats.csv import neutralise
 from pytest_echo_bench.report.trend import ALPHA, ArmTrend, Point, Step, Trend
 
 HEADER = ("arm", "run", "run_id", "created_at", "n", "pass_rate", "ci95_lo", "ci95_hi",
-          "paired", "right_to_wrong", "wrong_to_right", "p", "p_holm", "changed")
+          "paired", "right_to_wrong", "wrong_to_right", "item_changed", "p", "p_holm", "changed")
 HINT = (f"changed: the run differs from the one before on the items both graded (exact McNemar, "
         f"Holm across the arms of that step, p_holm < {ALPHA:g}); right_to_wrong counts items "
-        "right in the run before and wrong in this one")
+        "right in the run before and wrong in this one; item_changed counts items not paired "
+        "because their recorded digest differs between the two runs (they asked something else)")
 
 
 def _cells(arm: ArmTrend, index: int, trend: Trend) -> dict[str, Any]:
@@ -29,8 +30,9 @@ def _cells(arm: ArmTrend, index: int, trend: Trend) -> dict[str, Any]:
         "n": point.n if point else 0, "pass_rate": point.rate if point else None,
         "ci95_lo": point.ci95[0] if point else None, "ci95_hi": point.ci95[1] if point else None,
         "paired": step.pairs.n if step else None,
-        "right_to_wrong": step.pairs.worse if step else None,
-        "wrong_to_right": step.pairs.better if step else None,
+        "right_to_wrong": step.pairs.regressed if step else None,
+        "wrong_to_right": step.pairs.fixed if step else None,
+        "item_changed": len(step.pairs.changed) if step else None,
         "p": step.p_value if step else None, "p_holm": step.p_holm if step else None,
         "changed": (step.direction if step.changed else "no") if step else None,
     }
@@ -50,7 +52,7 @@ def _shown(value: Any) -> str:
 
 def _table(trend: Trend) -> list[list[str]]:
     head = ["arm", "run", "run id", "created at", "n", "pass rate", "95% CI", "paired",
-            "right->wrong", "wrong->right", "p", "p holm", "changed"]
+            "right->wrong", "wrong->right", "item changed", "p", "p holm", "changed"]
     body = []
     for line in trend_lines(trend):
         ci = "-" if line["pass_rate"] is None else (

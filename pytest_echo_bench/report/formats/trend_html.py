@@ -77,9 +77,10 @@ def _rows(trend: Trend, label: str) -> str:
             f"{line['pass_rate']:.3f} [{line['ci95_lo']:.3f}, {line['ci95_hi']:.3f}]")
         step = "" if line["paired"] is None else (
             f"<td>{line['paired']}</td><td>{line['right_to_wrong']}</td>"
-            f"<td>{line['wrong_to_right']}</td><td>{line['p']:.3g}</td>"
+            f"<td>{line['wrong_to_right']}</td><td>{line['item_changed']}</td>"
+            f"<td>{line['p']:.3g}</td>"
             f"<td>{line['p_holm']:.3g}</td><td class=\"text\">{e(line['changed'])}</td>")
-        step = step or '<td colspan="6" class="text muted">-</td>'
+        step = step or '<td colspan="7" class="text muted">-</td>'
         out.append(f'<tr class="{mark}"><td>{line["run"]}</td><td class="text">'
                    f'{e(line["run_id"])}</td><td class="text">{e(line["created_at"])}</td>'
                    f"<td>{line['n']}</td><td>{rate}</td>{step}</tr>")
@@ -88,8 +89,8 @@ def _rows(trend: Trend, label: str) -> str:
 
 def _arm(trend: Trend, arm: ArmTrend) -> str:
     head = ("<tr><th>run</th><th>run id</th><th>created at</th><th>n</th><th>pass rate [95%]"
-            "</th><th>paired</th><th>right&rarr;wrong</th><th>wrong&rarr;right</th><th>p</th>"
-            "<th>p holm</th><th>changed</th></tr>")
+            "</th><th>paired</th><th>right&rarr;wrong</th><th>wrong&rarr;right</th>"
+            "<th>item changed</th><th>p</th><th>p holm</th><th>changed</th></tr>")
     return (f'<section class="arm"><h2>{e(arm.label)}</h2>{plot(arm, len(trend.runs))}'
             f"<table>{head}{_rows(trend, arm.label)}</table></section>")
 
