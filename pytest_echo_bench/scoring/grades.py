@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_echo_bench.scoring.quotes import MATCH_LIMIT, Quotes
+from pytest_echo_bench.store.checks import grade as finite_grade
 
 PICKS = ("only", "first", "last")
 LABEL_PATTERN = r"(?i)\b(?:grade|verdict)\s*:\s*\**\s*([A-Za-z_][A-Za-z_-]*)"
@@ -74,10 +75,10 @@ def _number_rule(value: Mapping[str, Any], pick: str, fail: Fail) -> GradeRule:
                    "'\\[\\[(\\d+\\.?\\d*)\\]\\]', or labels: {...}")
     scale = value.get("scale")
     if (not isinstance(scale, list) or len(scale) != 2
-            or not all(_number(x) is not None for x in scale) or not scale[0] < scale[1]):
+            or not all(finite_grade(x) is not None for x in scale) or not scale[0] < scale[1]):
         raise fail("grade.scale must be [LOW, HIGH], two numbers with LOW < HIGH")
     low, high = float(scale[0]), float(scale[1])
-    pass_at = _number(value.get("pass_at"))
+    pass_at = finite_grade(value.get("pass_at"))
     if pass_at is None or not low <= pass_at <= high:
         raise fail(f"grade.pass_at must be a number on the scale [{low:g}, {high:g}]: the "
                    "grade from which an item passes (what pass rates count)")
@@ -92,7 +93,7 @@ def _label_rule(value: Mapping[str, Any], pick: str, fail: Fail) -> GradeRule:
     grades: dict[str, float] = {}
     for word, meaning in labels.items():
         grade = {"pass": 1.0, "fail": 0.0}.get(meaning) if isinstance(meaning, str) else None
-        grade = grade if grade is not None else _number(meaning)
+        grade = grade if grade is not None else finite_grade(meaning)
         if not isinstance(word, str) or not word.strip() or grade is None or not 0 <= grade <= 1:
             raise fail(f"grade.labels: {word!r} must map to pass, fail or a grade in [0, 1]")
         grades[word.strip().lower()] = grade
@@ -172,13 +173,6 @@ def _pick(how: str, values: list[tuple[float | None, str]]) -> tuple[float | Non
         said = ", ".join(sorted({word for _, word in values}))[:200]
         return f"the judge's reply gives several different grades ({said}): no grade taken"
     return values[0]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value) if abs(value) < 1e300 else math.inf
-    return number if math.isfinite(number) else None
 
 
 def _number_text(text: str) -> float | None:

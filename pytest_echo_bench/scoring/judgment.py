@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from pytest_echo_bench.store.checks import count, figure, grade
+
 PROMPT_KEEP = 8_000  # characters of the rendered prompt a row keeps (else its digest alone)
 REPLY_KEEP = 16_000  # characters of the judge's reply a row keeps (the length is kept too)
 ORDERS = ("ab", "ba")  # a pairwise judgment's order: the arm judged first, or second
@@ -57,10 +59,10 @@ class Judgment:
         return cls(
             judge=judge, model=_text(record.get("model")), prompt_sha256=digest,
             prompt=_text(record.get("prompt")), reply=_text(record.get("reply")) or "",
-            reply_chars=_count(record.get("reply_chars")) or 0,
-            grade=_grade(record.get("grade")), label=_text(record.get("label")),
+            reply_chars=count(record.get("reply_chars")) or 0,
+            grade=grade(record.get("grade")), label=_text(record.get("label")),
             passed=record.get("passed") if isinstance(record.get("passed"), bool) else None,
-            usage=_usage(record.get("usage")), cost_usd=_cost(record.get("cost_usd")),
+            usage=_usage(record.get("usage")), cost_usd=figure(record.get("cost_usd")),
             cached=record.get("cached") is True,
             order=order if (order := record.get("order")) in ORDERS else None,
             note=_text(record.get("note")),
@@ -93,29 +95,10 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value) if abs(value) < 1e300 else math.inf
-    return number if math.isfinite(number) else None
-
-
-def _grade(value: object) -> float | None:
-    return _finite(value)
-
-
 def grade_of(value: object) -> float | None:
-    """A recorded grade as ``from_json`` reads it (the report's fast reading shares the rule)."""
-    return _grade(value)
-
-
-def _cost(value: object) -> float | None:
-    number = _finite(value)
-    return number if number is not None and number >= 0 else None
-
-
-def _count(value: object) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    """A recorded grade as ``from_json`` reads it, by the row's ``score`` rule
+    (``store.checks.grade``); the report's fast reading shares it."""
+    return grade(value)
 
 
 def _usage(value: object) -> dict[str, int] | None:

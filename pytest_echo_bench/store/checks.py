@@ -46,6 +46,16 @@ def figure(value: object) -> float | None:
     return number if 0.0 <= number <= FIGURE_MAX else None  # NaN fails both comparisons
 
 
+def grade(value: object) -> float | None:
+    """A judge's grade as a float, or None unless a finite number within +-FIGURE_MAX (a scale is
+    the user's: it may be negative). The one rule for a row's ``score`` and a judgment's grade."""
+    if type(value) is float:  # what our writer writes, taken first: a million rows are read so
+        return value if -FIGURE_MAX <= value <= FIGURE_MAX else None  # NaN fails both
+    if type(value) is int and -FIGURE_MAX <= value <= FIGURE_MAX:
+        return float(value)
+    return None
+
+
 def count(value: object) -> int | None:
     """A count of a row (tokens, retries): an integer figure, or None (unknown)."""
     number = figure(value)

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure
+from pytest_echo_bench.store.checks import FIGURE_MAX, count, figure, grade
 from pytest_echo_bench.store.files import STATUSES, UNJUDGED, legacy_status, row_status
 from pytest_echo_bench.store.keyscan import RowT, ScanRow
 from pytest_echo_bench.store.records import row_key
@@ -64,15 +64,6 @@ def _object(value: object) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _grade(value: object) -> float | None:
-    """A judged row's grade: any finite number (a scale is the user's: it may be negative)."""
-    if type(value) is float:
-        return value if -FIGURE_MAX <= value <= FIGURE_MAX else None  # type: ignore[operator]
-    if type(value) is int and -FIGURE_MAX <= value <= FIGURE_MAX:  # type: ignore[operator]
-        return float(value)
-    return None
-
-
 def _records(value: object) -> list[dict[str, Any]] | None:
     """A row's judgments: the objects of a list (what each holds is ``scoring.judgment``'s to
     read); None unless a list."""
@@ -95,7 +86,7 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "judge_cost_usd": (float, _figure),
     "attempts": (int, _count), "retries": (int, _count), "cache_hits": (int, _count),
     "usage": (dict[str, int], _usage), "extra": (dict[str, Any], _object),
-    "score": (float, _grade), "judgments": (list[dict[str, Any]], _records),
+    "score": (float, grade), "judgments": (list[dict[str, Any]], _records),
 }
 FIGURES = tuple(n for n, (_, read) in FIELDS.items() if read in (_figure, _count))
 
@@ -235,9 +226,9 @@ def _judged(score: object, judgments: object,
     in ``unknown``."""
     if score is None and judgments is None:
         return None, ()
-    grade, records = _grade(score), _records(judgments)
-    if grade is None and score is not None:
+    found, records = grade(score), _records(judgments)
+    if found is None and score is not None:
         unknown.append("score")
     if records is None and judgments is not None:
         unknown.append("judgments")
-    return grade, tuple(records or ())
+    return found, tuple(records or ())

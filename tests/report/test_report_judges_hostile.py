@@ -79,7 +79,8 @@ def test_any_judgments_never_crash_a_format_nor_print_nan_or_a_negative_cost(
 
 
 def test_grades_near_the_float_limit_give_finite_means_and_differences(tmp_path: Path) -> None:
-    big, top = 9e299, 1e12  # a judgment's grade may be up to 1e300, a row's up to 1e12
+    top = 1e12  # the largest grade a row's score or a judgment holds (``store.checks.grade``)
+    big = top
     rows = [row(f"t{i}", arm, score=s, judgments=[{"judge": "j", "prompt_sha256": "x", "grade": g},
                                                   {"judge": "k", "prompt_sha256": "x", "grade": g}])
             for i, (arm, s, g) in enumerate([("A", top, big), ("B", -top, -big),
@@ -142,3 +143,14 @@ def test_a_judge_with_and_without_a_model_named_is_compared_by_the_one_it_names(
     path = write(tmp_path / "run.jsonl", rows, meta=meta(arms=("A",)))
     [warning] = report_json(build_report(load_results([path])))["judging"]["warnings"]
     assert "judge g1 (A-1)" in warning
+
+
+def test_a_grade_beyond_the_bound_reads_as_none_in_a_row_and_a_judgment(tmp_path: Path) -> None:
+    """One rule for both: a judgment's grade of 9e299 is as unknown as a row's score of it."""
+    from pytest_echo_bench.scoring.judgment import Judgment
+
+    record = Judgment.from_json({"judge": "j", "prompt_sha256": "x", "grade": 9e299})
+    assert record is not None and record.grade is None
+    path = write(tmp_path / "far.jsonl", [row("t0", "A", score=9e299)], meta=meta(arms=("A",)))
+    judging = report_json(build_report(load_results([path]))).get("judging") or {}
+    assert not judging.get("grades")
