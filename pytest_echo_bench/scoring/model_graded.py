@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +71,15 @@ def read_options(options: Mapping[str, Any]) -> Options:
 
 def check_options(options: Mapping[str, Any]) -> str | None:
     """Why ``options`` cannot grade (None: they can): the spec check's message."""
+    return option_problem(_parse, options)
+
+
+def option_problem(read: Callable[[Mapping[str, Any]], object],
+                   options: Mapping[str, Any]) -> str | None:
+    """What ``read`` (a judged scorer's reading of its options) refuses in ``options``, as the
+    spec check says it, or None: the one shape of every judged scorer's ``check_options``."""
     try:
-        _parse(options)
+        read(options)
     except OptionError as exc:
         return str(exc)
     return None

@@ -23,7 +23,12 @@ from pytest_echo_bench.scoring.fastchat_prompts import PAIR_V2
 from pytest_echo_bench.scoring.grades import GradeRule
 from pytest_echo_bench.scoring.judging import Judges
 from pytest_echo_bench.scoring.judgment import Judgment
-from pytest_echo_bench.scoring.model_graded import OptionError, ask_panel, template_fields
+from pytest_echo_bench.scoring.model_graded import (
+    OptionError,
+    ask_panel,
+    option_problem,
+    template_fields,
+)
 from pytest_echo_bench.scoring.verdict import CORRECT, WRONG, Verdict, unjudged
 
 if TYPE_CHECKING:
@@ -138,8 +143,4 @@ def _system(system: Any) -> str:
 
 def check_options(options: Mapping[str, Any]) -> str | None:
     """Why ``scorer: {name: pairwise, ...}`` options are wrong, or None."""
-    try:
-        read_options(options)
-    except OptionError as exc:
-        return str(exc)
-    return None
+    return option_problem(read_options, options)

@@ -20,7 +20,13 @@ from pytest_echo_bench.datasets.loaders import dataset_path, slice_examples
 from pytest_echo_bench.scoring.fastchat_prompts import SINGLE_MATH_V1, SINGLE_V1
 from pytest_echo_bench.scoring.grades import GradeRule
 from pytest_echo_bench.scoring.judging import Judges
-from pytest_echo_bench.scoring.model_graded import OptionError, aggregate, ask_panel, judge_names
+from pytest_echo_bench.scoring.model_graded import (
+    OptionError,
+    aggregate,
+    ask_panel,
+    judge_names,
+    option_problem,
+)
 from pytest_echo_bench.scoring.verdict import Verdict, unjudged
 from pytest_echo_bench.spec.load import Spec
 from pytest_echo_bench.store.paths import read_regular
@@ -202,8 +208,4 @@ def _read(options: Mapping[str, Any]) -> tuple[tuple[str, ...], float]:
 
 def check_options(options: Mapping[str, Any]) -> str | None:
     """Why ``scorer: {name: mt_bench, ...}`` options are wrong, or None."""
-    try:
-        _read(options)
-    except OptionError as exc:
-        return str(exc)
-    return None
+    return option_problem(_read, options)
