@@ -128,6 +128,9 @@ class JSONClient:
     network: Network = field(default_factory=Network)
     # redacted from a body before it is cut for a message
     secrets: Secrets = field(default_factory=Secrets)
+    # Headers made per request from its body and the headers above (a SigV4 signature): the
+    # request's head is then built for each call instead of once.
+    sign: Callable[[bytes, dict[str, str]], dict[str, str]] | None = None
     _local: threading.local = field(default_factory=threading.local)
     # Every thread's connection, for ``close``: a thread's end does not close its socket (nor the
     # server's side of it), which stayed open until the cycle collector ran.
@@ -175,7 +178,10 @@ class JSONClient:
         for conn in opened:
             conn.close()
 
-    def _request_head(self, target: Target) -> bytes:
+    def _request_head(self, target: Target, body: bytes) -> bytes:
+        if self.sign is not None:
+            return request_head(target, {**self.headers, **self.sign(body, self.headers)},
+                                self._proxy)
         if self._head is None:
             self._head = request_head(target, self.headers, self._proxy)
         return self._head
@@ -185,8 +191,9 @@ class JSONClient:
         target = self._target
         if target is None:  # the spec's base_url, refused before anything was sent
             raise UnavailableError(str(self._refused)) from None
+        body = json.dumps(payload).encode("utf-8")
         try:
-            head = self._request_head(target)
+            head = self._request_head(target, body)
         except BadHeader:
             # Nothing about this prompt is wrong, so the arm cannot run; the message
             # names the header, never its value (the whole key). ``from None``: a
@@ -196,7 +203,7 @@ class JSONClient:
                 "newline, or one no HTTP header can carry); check the API key variable"
             ) from None
         try:
-            reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
+            reply = self._connection(target).post(head, body)
         except UnknownEncoding as exc:  # the server compresses every reply so: retrying cannot help
             raise PermanentError(str(exc)) from None
         # untrusted, expired, another host's: the same on every try
