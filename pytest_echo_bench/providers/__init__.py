@@ -36,6 +36,7 @@ PROVIDERS: Registry[ProviderInfo] = Registry("provider", {
     "replay": f"{_ROOM}.replay:PROVIDER",
     "reference": f"{_ROOM}.reference:PROVIDER",
     "bedrock": f"{_ROOM}.bedrock:PROVIDER",
+    "litellm": f"{_ROOM}.litellm_sdk:PROVIDER",
 })
 
 

@@ -23,7 +23,7 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
-from pytest_echo_bench.providers.answer import MAX_COUNT, completion, kind
+from pytest_echo_bench.providers.answer import MAX_COUNT, NOTE, completion, kind
 from pytest_echo_bench.providers.base import (
     BaseProvider,
     Caller,
@@ -178,7 +178,7 @@ def _with_cache(usage: dict[str, int] | None, extra: dict[str, Any]) -> dict[str
     total = usage["prompt_tokens"] + usage.get("cache_read_tokens", 0) + usage.get(
         "cache_write_tokens", 0)
     if total > MAX_COUNT:
-        extra["usage_note"] = "usage's input counts add up past any count: usage recorded as unknown"
+        extra[NOTE] = "usage's input counts add up past any count: usage recorded as unknown"
         return None
     return {**usage, "prompt_tokens": total}
 

@@ -66,8 +66,9 @@ OTHER_BLOCK = st.one_of(
               st.text(max_size=5)),
     st.just({"image": {"format": "png"}}),
 )
-STOP = st.one_of(st.sampled_from(["end_turn", "max_tokens", "stop_sequence", "tool_use",
-                                  *sorted(REFUSALS)]), st.none(), st.integers(), st.text(max_size=5))
+STOP = st.one_of(
+    st.sampled_from(["end_turn", "max_tokens", "stop_sequence", "tool_use", *sorted(REFUSALS)]),
+    st.none(), st.integers(), st.text(max_size=5))
 
 
 @st.composite
