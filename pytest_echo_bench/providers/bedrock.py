@@ -44,7 +44,7 @@ from pytest_echo_bench.providers.network import NETWORK_OPTIONS, network_of
 from pytest_echo_bench.providers.secrets import spec_secrets
 from pytest_echo_bench.providers.wire import BadURL, Target
 from pytest_echo_bench.spec.load import ArmSpec, Spec
-from pytest_echo_bench.store.redaction import Secrets
+from pytest_echo_bench.store.redaction import Secrets, redact
 
 # The arm's sampling keys (the Anthropic arm's names) -> Converse's ``inferenceConfig`` fields.
 _SAMPLING: dict[str, tuple[str, type | tuple[type, ...]]] = {
@@ -98,7 +98,7 @@ class BedrockProvider(BaseProvider):
             payload["inferenceConfig"] = self.config
         status, headers, data = self.client.post(payload)
         if not success(status):
-            raise classify(status, data, headers)
+            raise classify(status, data, headers, self.client.secrets)
         return reply(data, self.model)
 
 
@@ -112,11 +112,12 @@ def error_type(body: Any, headers: Mapping[str, str]) -> str:
     return raw.split(":", 1)[0].rsplit("#", 1)[-1].strip()
 
 
-def classify(status: int, body: Any, headers: Mapping[str, str]) -> ProviderError:
-    """Exhausted / arm / transient / permanent, from the error type AWS names, else the status."""
+def classify(status: int, body: Any, headers: Mapping[str, str],
+             secrets: Secrets | None = None) -> ProviderError:
+    """Exhausted / arm / transient / permanent, from the error type AWS names, else the status;
+    the message redacted of the credentials (a server or a gateway may echo them)."""
     kind_ = error_type(body, headers)
-    text = body.get("message") or body.get("Message") if isinstance(body, dict) else None
-    message = status_message(status, kind_, text if isinstance(text, str) else "")
+    message = status_message(status, kind_, _message(body, secrets or Secrets()))
     if kind_ == "ServiceQuotaExceededException":
         return ExhaustedError(f"{message}; raise the quota (Service Quotas) or wait, then resume",
                               status=status)
@@ -130,6 +131,12 @@ def classify(status: int, body: Any, headers: Mapping[str, str]) -> ProviderErro
     if status in (401, 403, 404, 407) or 300 <= status < 400:
         return ArmError(message, status=status)
     return PermanentError(message, status=status)
+
+
+def _message(body: Any, secrets: Secrets) -> str:
+    """The error body's ``message`` (``Message`` in some of AWS's protocols), redacted."""
+    text = body.get("message") or body.get("Message") if isinstance(body, dict) else None
+    return redact(text, secrets, limit=1000) if isinstance(text, str) else ""
 
 
 def reply(data: Any, model: str) -> Completion:

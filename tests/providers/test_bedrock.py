@@ -85,6 +85,15 @@ def test_answers_signed_usage_and_no_secret_anywhere(
     no_secret(sweep, result.stdout.str() + result.stderr.str())
 
 
+def test_xdist_workers_each_sign_their_calls(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock
+) -> None:
+    make_spec(pytester, bedrock_spec(server.base_url, n=4))
+    result, _, rows = sweep.run("-n", "2")
+    result.assert_outcomes(passed=4)
+    assert len(rows) == 4 and server.refused_signatures == 0
+
+
 def test_a_session_token_is_signed_and_sent(
     pytester: pytest.Pytester, sweep: Sweep, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +234,36 @@ def test_a_bad_request_is_a_failed_row(
     bad = [r for r in rows if r["status"] == "error"]
     assert len(bad) == 1 and bad[0]["attempts"] == 1
     assert "ValidationException: messages.0.content.0.text: must not be blank" in bad[0]["detail"]
+
+
+def test_credentials_a_server_echoes_are_redacted_from_the_row(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path
+) -> None:
+    """From a profile's file too: values no variable of the spec holds."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[bench]\naws_access_key_id = {ACCESS_KEY}\n"
+                           f"aws_secret_access_key = {SECRET_KEY}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    server.push(*error("ValidationException", f"bad request signed with {SECRET_KEY}"))
+    make_spec(pytester, bedrock_spec(server.base_url, n=2, options="    profile: bench\n"))
+    result, _, rows = sweep.run("--bench-concurrency", "1")
+    bad = [r for r in rows if r["status"] == "error"]
+    assert len(bad) == 1 and "bad request signed with" in bad[0]["detail"]
+    no_secret(sweep, result.stdout.str() + result.stderr.str())
+
+
+def test_a_priced_arm_with_a_budget_records_its_cost(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock
+) -> None:
+    options = "    max_tokens: 16\n"
+    make_spec(pytester, bedrock_spec(server.base_url, n=2, options=options)
+              + "pricing:\n  claude: {input: 1.0, output: 2.0}\n")
+    result, _, rows = sweep.run("--bench-budget-usd", "1")
+    result.assert_outcomes(passed=2)
+    assert [r["cost_usd"] for r in rows] == [pytest.approx(4e-6)] * 2  # 2 in at $1, 1 out at $2
 
 
 def test_through_a_proxy_to_a_private_ca(
