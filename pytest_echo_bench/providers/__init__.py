@@ -29,6 +29,7 @@ PROVIDERS: Registry[ProviderInfo] = Registry("provider", {
     "sim": f"{_ROOM}.sim:PROVIDER",
     "openai": f"{_ROOM}.openai_chat:PROVIDER",
     "anthropic": f"{_ROOM}.anthropic_messages:PROVIDER",
+    "gemini": f"{_ROOM}.gemini:PROVIDER",
     "command": f"{_ROOM}.command:PROVIDER",
     "python": f"{_ROOM}.python_arm:PROVIDER",
     "cascade": f"{_ROOM}.routing:CASCADE",
