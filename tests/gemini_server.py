@@ -25,7 +25,9 @@ QUOTA_TEXT = ("You exceeded your current quota, please check your plan and billi
               "https://ai.google.dev/gemini-api/docs/rate-limits.")
 
 
-def quota_error(quota_id: str, retry_delay: str | None = "26s", value: str = "10") -> dict[str, Any]:
+def quota_error(
+    quota_id: str, retry_delay: str | None = "26s", value: str = "10"
+) -> dict[str, Any]:
     """A 429 ``RESOURCE_EXHAUSTED`` as the API sends it: which quota ran out, and when to retry."""
     found: list[dict[str, Any]] = [
         {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{

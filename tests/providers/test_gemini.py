@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gemini_server import BAD_REQUEST, KEY_INVALID, LOCATION, RATE_LIMIT, UNAVAILABLE, FakeGemini
+from gemini_server import BAD_REQUEST, LOCATION, RATE_LIMIT, UNAVAILABLE, FakeGemini
 from netparts import Cert, ForwardProxy, forward_proxy, https_url, make_cert, tls_server
 
 from conftest import Sweep, make_spec, sim_spec
@@ -180,7 +180,8 @@ def test_the_default_keys_a_trailing_newline_and_none_shown(
     body = gemini_spec(server.base_url, client).replace("    api_key_env: TEST_GEMINI_KEY\n", "")
     make_spec(pytester, body)
     result, _, rows = sweep.run("-rs")
-    result.stdout.fnmatch_lines(["*set the environment variable GEMINI_API_KEY (or GOOGLE_API_KEY)*"])
+    result.stdout.fnmatch_lines(
+        ["*set the environment variable GEMINI_API_KEY (or GOOGLE_API_KEY)*"])
     monkeypatch.setenv("GOOGLE_API_KEY", GEMINI_KEY + "\n")
     result, _, rows = sweep.run()
     assert result.ret == 0 and len(rows) == 3 and server.requests[-1]["key"] == GEMINI_KEY
