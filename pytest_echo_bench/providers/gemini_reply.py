@@ -249,6 +249,10 @@ def sdk_errors(sdk: Any, url: str = "") -> Iterator[None]:
             target = Target.parse(url)
             raise tls_refused(target.host, target.port, refused) from exc
         raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+    except UnicodeDecodeError:
+        # The SDK decodes an error's body as JSON text and lets this through for bytes that are
+        # no UTF-8; its status is lost with it, so the item's error (the lean client's says more).
+        raise PermanentError("the error reply's body is not UTF-8 text (client: sdk)") from None
 
 
 def http_libraries() -> list[Any]:
