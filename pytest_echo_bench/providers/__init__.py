@@ -81,6 +81,9 @@ def route_of(arm: ArmSpec, spec: Spec) -> Route | None:
 def endpoint(arm: ArmSpec) -> str:
     """What an arm calls, for a message that must say where to look: a base URL or an executable."""
     info = provider_info(arm.provider)
+    azure = arm.options.get("azure")  # an Azure OpenAI arm's address is its endpoint
+    if isinstance(azure, dict) and isinstance(azure.get("endpoint"), str):
+        return azure["endpoint"]
     if info.base_url is not None:
         return str(arm.options.get("base_url") or info.base_url)
     if info.describe is not None:
