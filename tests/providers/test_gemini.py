@@ -13,8 +13,11 @@ from gemini_server import BAD_REQUEST, LOCATION, RATE_LIMIT, UNAVAILABLE, FakeGe
 from netparts import Cert, ForwardProxy, forward_proxy, https_url, make_cert, tls_server
 
 from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.budget.worst import completion_cap
+from pytest_echo_bench.spec.load import ArmSpec
 
 GEMINI_KEY = "AIzaSy-test-planted-secret-7c2e91"  # the prefix of Google's API keys
+MODEL = "gemini-2.5-flash"
 FAST = "retries: {attempts: 4, backoff_s: 0.01, max_backoff_s: 0.05}\ntimeout_s: 10\n"
 
 pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables", "gemini_key")
@@ -223,6 +226,22 @@ def test_a_bad_option_is_a_spec_error_naming_it(
     result, _, rows = sweep.run()
     assert result.ret != 0 and rows == [] and server.requests == []
     result.stdout.fnmatch_lines([f"*demo.yaml:*{message}*"])
+
+
+def test_max_output_tokens_is_the_budgets_bound_and_an_unbounded_arm_is_refused(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeGemini
+) -> None:
+    def arm(**options: object) -> ArmSpec:
+        return ArmSpec("g", "gemini", {"model": MODEL, **options}, 1)
+
+    assert completion_cap(arm(max_tokens=64)) == 64
+    assert completion_cap(arm(max_tokens=64, generation_config={"maxOutputTokens": 900})) == 900
+    assert completion_cap(arm()) is None
+    make_spec(pytester, gemini_spec(server.base_url, "http", extra=(
+        "pricing:\n  gem: {input: 0.3, output: 2.5}\n")))
+    result, _, rows = sweep.run("--bench-budget-usd", "1")
+    assert result.ret != 0 and rows == [] and server.requests == []
+    assert "arm 'gem' has no worst case" in result.stderr.str() + result.stdout.str()
 
 
 # -- proxies and private CAs
