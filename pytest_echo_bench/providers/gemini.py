@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pytest_echo_bench.errors import UnavailableError
 from pytest_echo_bench.providers.base import (
@@ -200,7 +200,10 @@ def _key(arm: ArmSpec, key_env: str | None) -> str:
     return read_key(arm.name, chosen)
 
 
-def _sdk_client(arm: ArmSpec, spec: Spec, key: str, base_url: str, network: Network) -> Any:
+def _sdk_client(
+    arm: ArmSpec, spec: Spec, key: str, base_url: str, network: Network
+) -> tuple[Any, Any]:
+    """(the ``google.genai`` module, its client for this arm)."""
     try:
         from google import genai
     except ImportError as exc:
@@ -208,8 +211,11 @@ def _sdk_client(arm: ArmSpec, spec: Spec, key: str, base_url: str, network: Netw
             "the google-genai SDK is not installed: pip install 'pytest-echo-bench[gemini]' "
             "(or set client: http)"
         ) from exc
-    # The SDK joins its base_url and api_version; ours ends in the version, as the URL shows it.
-    root, _, version = base_url.rstrip("/").rpartition("/")
+    # The SDK joins its base_url and api_version; ours ends in the version, as the URL shows it
+    # (a base_url without a path has none: a gateway's root).
+    root, version = base_url.rstrip("/"), ""
+    if urlsplit(root).path:
+        root, _, version = root.rpartition("/")
     options: dict[str, Any] = {"base_url": root + "/", "api_version": version,
                                "timeout": int(spec.timeout_s * 1000)}
     made = network.sdk_http_client(http_libraries()[0].Client, spec.timeout_s)
@@ -217,7 +223,7 @@ def _sdk_client(arm: ArmSpec, spec: Spec, key: str, base_url: str, network: Netw
         options["httpx_client"] = made
     # No retry_options: the SDK then tries each call once; our classifier decides what is retried.
     return genai, sdk_client(arm.name, network, lambda: genai.Client(
-        api_key=key, http_options=genai.types.HttpOptions(**options)))
+        api_key=key, vertexai=False, http_options=genai.types.HttpOptions(**options)))
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> GeminiProvider:
