@@ -116,10 +116,14 @@ def _cut(done: Completion, data: Any) -> Completion:
 
 
 def _hinted(error: ProviderError, key_env: str) -> ProviderError:
-    """A refused key names the variable it was read from (the openai default names another)."""
+    """A refused key names the variable it was read from, a 404 the deployment (the hints of an
+    openai arm name OPENAI_API_KEY and base_url)."""
     if isinstance(error, ArmError) and error.status in (401, 403) and not error.hint:
         error.hint = (f"the key was refused: check the key in {key_env} (and that it may use this "
                       "deployment), then resume")
+    elif isinstance(error, ArmError) and error.status == 404 and not error.hint:
+        error.hint = ("check azure.deployment (a deployment of the resource at azure.endpoint) "
+                      "and azure.api_version, then resume")
     return error
 
 

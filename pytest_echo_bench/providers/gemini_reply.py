@@ -60,6 +60,11 @@ _KEY_REASONS = {"API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"}
 _KEY_TEXT = re.compile(r"API key (?:not valid|expired)", re.IGNORECASE)
 KEY_HINT = ("the key was refused: check the key in GEMINI_API_KEY (or GOOGLE_API_KEY, or the "
             "arm's api_key_env), then resume")
+NOT_FOUND_HINT = ("check the model (gemini-2.5-flash, as the API's model list names it) and "
+                  "base_url (it ends in the API version, /v1beta), then resume")
+PRECONDITION_HINT = ("the Gemini API refuses this project as it is (a region it is not offered "
+                     "in, or a model the plan lacks): change the key's project or plan, then "
+                     "resume")
 # A quota that waiting does not bring back within a run: a day's, or none at all (a free tier's
 # "limit: 0" for a model), or money spent. A minute's quota says "PerMinute" and is a rate limit.
 _LASTING = re.compile(r"per.?day|daily|credits? (?:are |is )?depleted|prepay", re.IGNORECASE)
@@ -125,7 +130,11 @@ def _arm_error(status: int, state: str, error: Mapping[str, Any], message: str) 
     """The arm's settings, the same for every item: its key, its model, its region or plan."""
     if _key_refused(error, message):
         return ArmError(message, hint=KEY_HINT, status=status)
-    if status in (401, 403, 404, 407) or 300 <= status < 400 or state in _ARM_STATES:
+    if status == 404 or state == "NOT_FOUND":
+        return ArmError(message, hint=NOT_FOUND_HINT, status=status)
+    if state == "FAILED_PRECONDITION":
+        return ArmError(message, hint=PRECONDITION_HINT, status=status)
+    if status in (401, 403, 407) or 300 <= status < 400 or state in _ARM_STATES:
         return ArmError(message, status=status)
     return None
 

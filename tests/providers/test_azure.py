@@ -104,8 +104,8 @@ def test_a_rate_limit_waits_as_retry_after_says_then_succeeds(
 
 @pytest.mark.parametrize("change, says", [
     ("key", "check the key in AZURE_OPENAI_API_KEY"),
-    ("deployment", "DeploymentNotFound"),
-    ("version", "Resource not found"),
+    ("deployment", "DeploymentNotFound*check azure.deployment"),
+    ("version", "Resource not found*azure.api_version"),
 ])
 def test_a_wrong_key_deployment_or_version_stops_the_arm(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeAzure, client: str, change: str,

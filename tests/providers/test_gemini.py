@@ -170,6 +170,7 @@ def test_the_other_errors_are_the_items_or_the_arms(
     result, _, rows = sweep.run("--bench-concurrency", "1")
     if scope == "arm":
         assert result.ret == 2 and rows == []
+        result.stdout.fnmatch_lines(["*check the model*" if status == 404 else "*region*"])
     else:
         assert result.ret == 0 and sorted(r["status"] for r in rows) == ["correct", "error"]
         assert "INVALID_ARGUMENT" in next(r for r in rows if r["status"] == "error")["detail"]
