@@ -126,6 +126,21 @@ def test_a_spent_daily_quota_stops_the_run_with_the_resume_command(
     assert result.ret == 0 and sorted(r["task_id"] for r in rows) == [f"q{i}" for i in range(6)]
 
 
+def test_a_spent_quota_under_xdist_stops_every_worker_once_then_resumes(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeGemini
+) -> None:
+    server.quota_after = 5
+    make_spec(pytester, gemini_spec(server.base_url, "http", n=16))
+    result, _, rows = sweep.run("-n", "2", "--bench-concurrency", "4")
+    out = result.stdout.str()
+    assert result.ret == 2 and "crashed" not in out and out.count("resume with:") == 1
+    assert len(rows) == 5
+    server.quota_after = None
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "-n", "2")
+    assert result.ret == 0 and sorted(r["task_id"] for r in rows) == sorted(
+        f"q{i}" for i in range(16))
+
+
 @pytest.mark.parametrize("block", ["SAFETY", "RECITATION", "prompt SAFETY"])
 def test_a_refusal_is_an_answer_recorded_once_graded_wrong_and_never_retried(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeGemini, client: str, block: str
