@@ -162,6 +162,16 @@ def test_an_error_body_that_is_no_utf8_is_an_error_of_the_tree(
     assert done is None and error is not None
 
 
+@pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.parametrize("status", [201, 203])
+def test_any_2xx_with_the_apis_reply_is_the_answer(
+    server: FakeGemini, providers: dict[str, gemini.GeminiProvider], client: str, status: int
+) -> None:
+    body = b'{"candidates": [{"content": {"parts": [{"text": "4"}]}}]}'
+    done, error = outcome(providers[client], server, status, body)
+    assert error is None and done is not None and done.text == "4"
+
+
 DELAYS = st.one_of(st.sampled_from(["0.25s", "3s", "1.5s", " 2s ", "", "s", "-1s", "1e9s"]),
                    st.integers(), st.none(), st.text(max_size=4))
 
