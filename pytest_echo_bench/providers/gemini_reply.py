@@ -233,7 +233,8 @@ def usage_of(raw: Any) -> tuple[dict[str, int] | None, str | None]:
     if "candidates" in counts or "reasoning_tokens" in counts:
         billed = counts.get("candidates", 0) + counts.get("reasoning_tokens", 0)
         if billed > MAX_COUNT:
-            return None, "usage: candidatesTokenCount + thoughtsTokenCount is past any token count"
+            return None, ("usage.candidatesTokenCount + thoughtsTokenCount is past any token "
+                          "count: usage recorded as unknown")
         usage["completion_tokens"] = billed
     for ours in ("cache_read_tokens", "reasoning_tokens"):
         if ours in counts:
