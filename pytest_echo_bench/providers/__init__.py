@@ -29,6 +29,7 @@ PROVIDERS: Registry[ProviderInfo] = Registry("provider", {
     "sim": f"{_ROOM}.sim:PROVIDER",
     "openai": f"{_ROOM}.openai_chat:PROVIDER",
     "anthropic": f"{_ROOM}.anthropic_messages:PROVIDER",
+    "gemini": f"{_ROOM}.gemini:PROVIDER",
     "command": f"{_ROOM}.command:PROVIDER",
     "python": f"{_ROOM}.python_arm:PROVIDER",
     "cascade": f"{_ROOM}.routing:CASCADE",
@@ -82,6 +83,9 @@ def route_of(arm: ArmSpec, spec: Spec) -> Route | None:
 def endpoint(arm: ArmSpec) -> str:
     """What an arm calls, for a message that must say where to look: a base URL or an executable."""
     info = provider_info(arm.provider)
+    azure = arm.options.get("azure")  # an Azure OpenAI arm's address is its endpoint
+    if isinstance(azure, dict) and isinstance(azure.get("endpoint"), str):
+        return azure["endpoint"]
     if info.base_url is not None:
         return str(arm.options.get("base_url") or info.base_url)
     if info.describe is not None:

@@ -21,6 +21,7 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
+from pytest_echo_bench.providers import azure
 from pytest_echo_bench.providers.answer import OPENAI_USAGE, completion, kind, text_of
 from pytest_echo_bench.providers.base import (
     BaseProvider,
@@ -65,6 +66,7 @@ _KNOWN = {
     "system",
     "extra_body",
     "client",
+    "azure",
     *_SAMPLING,
 }
 _EXHAUSTED_CODES = {
@@ -190,6 +192,10 @@ class HTTPTransport:
         return _reply(data)
 
 
+# How Azure's transports read the same wire format.
+AZURE_WIRE = azure.Wire(classify_status, _error_of, _reply)
+
+
 def request_params(options: Mapping[str, Any], extra_body: Mapping[str, Any]) -> dict[str, Any]:
     """What a request carries beside ``model`` and ``messages``, as sent: the sampling options, then
     ``extra_body`` over them (and over ``messages`` too). The budget's worst case reads the same."""
@@ -204,9 +210,16 @@ def sent(arm: ArmSpec) -> dict[str, Any]:
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
     check_options(arm, spec, "openai", _KNOWN)
-    model, client, key_env, base_url = chat_options(arm, spec, "openai", KEY_ENV, BASE_URL)
+    on_azure = azure.azure_of(arm, spec)
+    model, client, key_env, base_url = chat_options(
+        arm, spec, "openai", azure.KEY_ENV if on_azure else KEY_ENV,
+        on_azure.base_url if on_azure else BASE_URL)
     params = request_params(arm.options, option(arm, "extra_body", dict, {}, spec))
     system = option(arm, "system", str, None, spec)
+    if on_azure is not None:
+        made, key = azure.transport(arm, spec, on_azure, client, key_env, AZURE_WIRE,
+                                    network_of(arm, spec), spec_secrets(spec))
+        return OpenAIProvider(made, model, system, params, on_azure.url, key)
     # Local servers (vLLM, llama.cpp, Ollama) take any key: "api_key_env: null" says so explicitly.
     key = read_key(arm.name, key_env) if key_env else "unused"
     network = network_of(arm, spec)

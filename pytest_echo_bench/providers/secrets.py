@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pytest_echo_bench.providers import provider_info
+from pytest_echo_bench.providers.azure import KEY_ENV as AZURE_KEY_ENV
 from pytest_echo_bench.store.redaction import MIN_RUN, Secrets
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def key_names(spec: Spec) -> set[str]:
             names.add(named)
         elif named is ...:
             names.update(provider_info(arm.provider).key_env)
+            if isinstance(arm.options.get("azure"), dict):  # an Azure OpenAI arm reads its own
+                names.add(AZURE_KEY_ENV)
         passed = arm.options.get("env")
         if isinstance(passed, list):
             names.update(name for name in passed if isinstance(name, str))

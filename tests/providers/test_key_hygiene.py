@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from anthropic_server import FakeAnthropic
+from gemini_server import FakeGemini
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, report_args, reports, sim_spec
@@ -20,7 +21,7 @@ PARTS = (KEY, KEY[3:], KEY[8:24], KEY[-12:])  # a key cut, masked or wrapped sti
 ENV = "TEST_HYGIENE_KEY"
 
 
-@pytest.fixture(params=["openai", "anthropic"])
+@pytest.fixture(params=["openai", "anthropic", "gemini"])
 def provider(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -32,7 +33,8 @@ def client(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def server(provider: str) -> Iterator[Any]:
-    with (FakeOpenAI if provider == "openai" else FakeAnthropic)(answer=lambda prompt: "4") as fake:
+    servers = {"openai": FakeOpenAI, "anthropic": FakeAnthropic, "gemini": FakeGemini}
+    with servers[provider](answer=lambda prompt: "4") as fake:
         yield fake
 
 
@@ -49,7 +51,7 @@ def spec(server: Any, provider: str, client: str, n: int = 2) -> str:
 def key_seen(server: Any, provider: str) -> str | None:
     """The key of the first request, from whichever header the client chose."""
     sent = server.requests[0]
-    if provider == "anthropic" and sent["key"]:
+    if provider in ("anthropic", "gemini") and sent["key"]:
         return str(sent["key"])
     return str(sent["auth"] or "").removeprefix("Bearer ") or None
 
