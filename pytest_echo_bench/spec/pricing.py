@@ -50,31 +50,48 @@ class Price:
         """USD of one call with ``usage``: each class at its price, a class whose count the
         others' exceed clamped at 0 (a provider whose counts do not add up never makes a cost
         negative); None when a count is not one (never a NaN or an infinite cost)."""
-        counts = {key: _count(usage.get(key, 0)) for key in _CLASSES}
-        if any(c is None for c in counts.values()):
+        tokens = billed(usage)
+        if tokens is None:
             return None
-        prompt, completion, read, write, reasoning = (int(counts[k] or 0) for k in _CLASSES)
         # Tokens summed per distinct price before multiplying: a class priced as its side is then
         # the same product as before classes existed (figures identical to the last digit).
-        inputs = _by_price(((max(prompt - read - write, 0), self.input),
-                            (read, _or(self.cache_read, self.input)),
-                            (write, _or(self.cache_write, self.input))))
-        outputs = _by_price(((max(completion - reasoning, 0), self.output),
-                             (reasoning, _or(self.reasoning, self.output))))
+        inputs = _by_price(tuple((tokens[name], self.rate(name)) for name in INPUT_CLASSES))
+        outputs = _by_price(tuple((tokens[name], self.rate(name)) for name in OUTPUT_CLASSES))
         total = inputs + outputs
         if batch:
             total *= self._factor(True)
         total /= 1e6
         return total if math.isfinite(total) and total >= 0 else None
 
+    def rate(self, name: str) -> float:
+        """USD per million tokens of class ``name`` (``CLASS_NAMES``), its side's when unset."""
+        own = {"input": self.input, "cache_read": self.cache_read, "cache_write": self.cache_write,
+               "output": self.output, "reasoning": self.reasoning}[name]
+        return _or(own, self.output if name in OUTPUT_CLASSES else self.input)
+
     def _factor(self, batch: bool) -> float:
         return 1.0 - self.batch_discount if batch else 1.0
 
 
-_CLASSES = (
-    "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
-    "reasoning_tokens",
-)
+# The billed classes, each priced apart: the input tokens neither read from nor written to a cache,
+# the cache's reads and writes, the output tokens that are not reasoning, and the reasoning ones.
+INPUT_CLASSES = ("input", "cache_read", "cache_write")
+OUTPUT_CLASSES = ("output", "reasoning")
+CLASS_NAMES = INPUT_CLASSES + OUTPUT_CLASSES
+# A row's usage keys of the classes billed apart (docs/results.md).
+CLASS_KEYS = ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+_KEYS = ("prompt_tokens", "completion_tokens", *CLASS_KEYS)
+
+
+def billed(usage: Mapping[str, Any]) -> dict[str, int] | None:
+    """The tokens of each class (``CLASS_NAMES``) in ``usage``: the input and output totals less
+    their classes, each clamped at 0; None when a count is not one."""
+    counts = [_count(usage.get(key, 0)) for key in _KEYS]
+    if None in counts:
+        return None
+    prompt, completion, read, write, reasoning = (c or 0 for c in counts)
+    return {"input": max(prompt - read - write, 0), "cache_read": read, "cache_write": write,
+            "output": max(completion - reasoning, 0), "reasoning": reasoning}
 
 
 def _count(value: Any) -> int | None:
