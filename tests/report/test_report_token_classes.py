@@ -1,19 +1,22 @@
 """The report's spend per billed token class, end to end: a sweep against the loopback OpenAI
 server with cached and reasoning tokens, then `echo-bench report` in every format shows each
-arm's tokens and cost per class at the spec's prices; a report of rows without classes shows
-none of it (its output is what it was)."""
+arm's tokens and cost per class at the spec's prices, and the progress page the classes' tokens;
+a report of rows without classes shows none of it (its output is what it was)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from openai_server import FakeOpenAI
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.cli.main import main
+from pytest_echo_bench.report.page.html import render_progress
+from pytest_echo_bench.report.page.state import progress_state
 
 pytestmark = pytest.mark.usefixtures("api_key")
 PRICES = "{input: 2.0, output: 8.0, cache_read: 0.5, reasoning: 10.0}"
@@ -62,6 +65,9 @@ def test_every_format_splits_the_spend_by_class(
     assert "spend per token class" in table and "3,000" in table and "0.0015" in table
     assert "### spend per token class" in report(path, "markdown", capsys)
     assert '<section id="token-classes">' in report(path, "html", capsys)
+    state = progress_state(Path(path))
+    assert state.token_classes == {"cache_read_tokens": 3000, "reasoning_tokens": 150}
+    assert "<strong>Of which:</strong> 3,000 cache read, 150 reasoning" in render_progress(state)
 
 
 def test_without_the_spec_the_tokens_show_and_the_costs_are_unknown(
@@ -84,4 +90,5 @@ def test_rows_without_classes_report_as_before(
     assert "token class" not in report(path, "table", capsys)
     assert "token_class" not in report(path, "csv", capsys)
     assert "token-classes" not in report(path, "html", capsys)
+    assert "Of which" not in render_progress(progress_state(Path(path)))
 
