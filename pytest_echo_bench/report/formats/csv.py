@@ -67,7 +67,7 @@ def render_csv(report: Report) -> str:
         + _decide_fields(report)
         + _part_fields(report)
         + _judging_fields(report)
-        + (CLASS_FIELDS if report.token_classes else [])
+        + _class_fields(report)
     )
     writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
@@ -99,9 +99,19 @@ def render_csv(report: Report) -> str:
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decision.csv_rows(report.sequential))
     writer.writerows(_judging_lines(report))
-    writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
-                     for row in class_csv_rows(report.token_classes))
+    writer.writerows(_class_lines(report))
     return out.getvalue()
+
+
+def _class_fields(report: Report) -> list[str]:
+    """With rows that keep a token class apart only: the class's name and tokens."""
+    return CLASS_FIELDS if report.token_classes else []
+
+
+def _class_lines(report: Report) -> list[dict[str, Any]]:
+    """Each arm's spend per token class: a "token_class" line per arm and class."""
+    return [_safe({k: v for k, v in row.items() if v is not None})
+            for row in class_csv_rows(report.token_classes)]
 
 
 def _judging_fields(report: Report) -> list[str]:

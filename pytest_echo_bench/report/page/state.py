@@ -362,8 +362,7 @@ class PageFeed:
             self.completion_tokens,
             self.cost_usd,
         )
-        state.token_classes = {k: self.token_classes[k] for k in CLASS_KEYS
-                               if k in self.token_classes}
+        state.token_classes = _in_order(self.token_classes)
         state.recent = [
             _failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)
         ]
@@ -457,6 +456,11 @@ def _timestamp(value: Any) -> float | None:
         return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def _in_order(classes: dict[str, int]) -> dict[str, int]:
+    """The classes' tokens in ``CLASS_KEYS`` order, whichever a row reported first."""
+    return {key: classes[key] for key in CLASS_KEYS if key in classes}
 
 
 def _int(value: Any) -> int:
