@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.load import Spec, load_spec
-from pytest_echo_bench.spec.pricing import Price
+from pytest_echo_bench.spec.pricing import PRICE_KEYS, Price, parse_pricing
 
 PROFILE = settings(max_examples=300, deadline=None, derandomize=True, database=None)
 HEAD = (
@@ -186,3 +186,30 @@ def test_an_arm_with_a_dot_in_its_name_is_named_whole(tmp_path: Path) -> None:
     where = r"demo.yaml:11 \[pricing.gpt-4.1.reasoning\]: must be >= 0"
     with pytest.raises(SpecError, match=where):
         load_spec(path)
+
+
+VALUES = (st.none() | st.booleans() | st.integers(-10, 10**14) | st.floats()
+          | st.text(max_size=5) | st.lists(st.integers(), max_size=2))
+ENTRIES = st.dictionaries(st.sampled_from((*PRICE_KEYS, "cached", "Input")),
+                          VALUES | RATES | st.floats(0, 1), max_size=6)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(ENTRIES)
+def test_any_price_mapping_is_read_or_refused_naming_its_key(entry: dict[str, Any]) -> None:
+    """Read into a Price whose figures are finite and in bounds, or a SpecError naming the key of
+    the arm's entry that is wrong (with its line); never another exception."""
+    def fail(message: str, *keys: Any) -> SpecError:
+        return SpecError(message, "demo.yaml", 1, ".".join(map(str, keys)))
+
+    try:
+        prices, _ = parse_pricing({"a": entry}, {"a"}, fail)
+    except SpecError as exc:
+        key = str(exc).split("[", 1)[1].split("]", 1)[0]
+        assert key.startswith("pricing.a.") and key.removeprefix("pricing.a.") in entry
+        return
+    price = prices["a"]
+    assert set(entry) <= set(PRICE_KEYS) and 0 <= price.batch_discount < 1
+    for value in (price.input, price.output, price.cache_read, price.cache_write, price.reasoning):
+        assert value is None or (math.isfinite(value) and value >= 0)
+    assert price.cost({"prompt_tokens": 10, "completion_tokens": 10}, batch=True) is not None
