@@ -30,6 +30,7 @@ from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, r
 from pytest_echo_bench.report.judge_checks import add_humans, add_warnings
 from pytest_echo_bench.report.judged import Judging, build_judging, judged
 from pytest_echo_bench.report.labels import HumanLabel
+from pytest_echo_bench.report.token_classes import ClassSpend, class_spend
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import Collection
 from pytest_echo_bench.results.read import Item, Results, load_results
@@ -117,6 +118,8 @@ class Report:
     # the files read: (path, run id, created_at)
     sources: list[tuple[str, str, str]] = field(default_factory=list)
     judging: Judging | None = None  # what the judges did (None: no judged row, no labels)
+    # each arm's spend per billed token class (none: no row keeps a class apart)
+    token_classes: list[ClassSpend] = field(default_factory=list)
 
 
 # --- computing ---------------------------------------------------------------------------------
@@ -155,6 +158,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     ]
     if labels is not None or judged(results):
         report.judging = _judging(results, order, labels)
+    report.token_classes = class_spend(results, order)
     return report
 
 

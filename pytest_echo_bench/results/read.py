@@ -14,6 +14,7 @@ from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
+from pytest_echo_bench.spec.pricing import CLASS_KEYS
 from pytest_echo_bench.store.files import UNGRADED
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
@@ -57,6 +58,8 @@ class Item:
     # what ``echo-bench compare`` checks: the dataset item's digest and the model that served
     item_sha256: str | None = None
     served_model: str | None = None
+    # (cache_read, cache_write, reasoning) tokens, when the row's usage keeps any class apart
+    classes: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -195,15 +198,18 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     subtask = _subtask(row)
     usage = row.usage
     # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
-    tokens = None
+    tokens = classes = None
     if usage is not None:
         tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        if not usage.keys().isdisjoint(CLASS_KEYS):
+            read, write, reasoning = (usage.get(key, 0) for key in CLASS_KEYS)
+            classes = (read, write, reasoning)
     return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
                 tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
                 *_judged(row, shared), _shared(row.item_sha256, shared),
-                None if row.served_model is None else sys.intern(row.served_model))
+                None if row.served_model is None else sys.intern(row.served_model), classes)
 
 
 def _shared(digest: str | None, shared: dict[object, object]) -> str | None:

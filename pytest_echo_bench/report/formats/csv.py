@@ -12,6 +12,8 @@ from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Oracle, Report
 from pytest_echo_bench.report.formats.judging import CSV_FIELDS as JUDGING_FIELDS
 from pytest_echo_bench.report.formats.judging import judging_csv_rows
+from pytest_echo_bench.report.formats.token_classes import CSV_FIELDS as CLASS_FIELDS
+from pytest_echo_bench.report.formats.token_classes import class_csv_rows
 
 # ``kind`` tells the lines apart, so an arm that happens to be called "oracle" is never mistaken
 # for the oracle line (whose arm cell is the reserved "(oracle)" and whose arms are listed apart).
@@ -65,6 +67,7 @@ def render_csv(report: Report) -> str:
         + _decide_fields(report)
         + _part_fields(report)
         + _judging_fields(report)
+        + _class_fields(report)
     )
     writer = csv.DictWriter(out, fields, restval="", lineterminator="\r\n")
     writer.writeheader()
@@ -96,7 +99,19 @@ def render_csv(report: Report) -> str:
         writer.writerows(_safe({k: v for k, v in row.items() if v is not None})
                          for row in decision.csv_rows(report.sequential))
     writer.writerows(_judging_lines(report))
+    writer.writerows(_class_lines(report))
     return out.getvalue()
+
+
+def _class_fields(report: Report) -> list[str]:
+    """With rows that keep a token class apart only: the class's name and tokens."""
+    return CLASS_FIELDS if report.token_classes else []
+
+
+def _class_lines(report: Report) -> list[dict[str, Any]]:
+    """Each arm's spend per token class: a "token_class" line per arm and class."""
+    return [_safe({k: v for k, v in row.items() if v is not None})
+            for row in class_csv_rows(report.token_classes)]
 
 
 def _judging_fields(report: Report) -> list[str]:

@@ -10,6 +10,7 @@ from pytest_echo_bench.report.colors import palette
 from pytest_echo_bench.report.figures import ArmStats, Benchmark, Report
 from pytest_echo_bench.report.formats.judging import judging_html
 from pytest_echo_bench.report.formats.svg import cost_plot, e, heat_color, rate_bars
+from pytest_echo_bench.report.formats.token_classes import class_html
 
 ALPHA = 0.05
 _CSS = """
@@ -50,6 +51,8 @@ def render_html(report: Report) -> str:
     ]
     for bench in report.benchmarks:
         body.append(_benchmark(report, bench))
+    if report.token_classes:
+        body.append(class_html(report.token_classes))
     if report.judging is not None:
         body.append(judging_html(report.judging))
     return (

@@ -14,6 +14,7 @@ from pytest_echo_bench.report import decision
 from pytest_echo_bench.report.figures import ArmStats, Pair, Report
 from pytest_echo_bench.report.formats.judging import judging_json, judging_tables
 from pytest_echo_bench.report.formats.tables import Table, tables
+from pytest_echo_bench.report.formats.token_classes import class_json, class_tables
 from pytest_echo_bench.shards.coverage import Coverage
 from pytest_echo_bench.store import safe_text
 
@@ -47,6 +48,8 @@ def report_json(report: Report) -> dict[str, Any]:
         **({"sequential": decision.to_json(report.sequential)}
            if report.sequential is not None else {}),
         **({"judging": judging_json(report.judging)} if report.judging is not None else {}),
+        **({"token_classes": class_json(report.token_classes, label)}
+           if report.token_classes else {}),
     }
 
 
@@ -142,7 +145,7 @@ def render_markdown(report: Report) -> str:
 
 def _all(report: Report) -> list[Table]:
     """The report's tables, then its judges' (none without a judged row)."""
-    return tables(report) + judging_tables(report.judging)
+    return tables(report) + class_tables(report.token_classes) + judging_tables(report.judging)
 
 
 def render_json(report: Report) -> str:

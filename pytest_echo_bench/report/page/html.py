@@ -118,6 +118,9 @@ def _facts(state: ProgressState) -> str:
                 f"{state.prompt_tokens:,} prompt + {state.completion_tokens or 0:,} completion",
             )
         )
+    if state.token_classes:
+        facts.append(("Of which", ", ".join(f"{count:,} {key[:-7].replace('_', ' ')}"
+                                            for key, count in state.token_classes.items())))
     if state.cost_usd is not None:
         facts.append(("Cost", f"${state.cost_usd:,.4f}"))
     if state.window is not None:

@@ -22,6 +22,7 @@ from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.report.page.meta import DecideFeed, meta_expected, typed
 from pytest_echo_bench.shards.coverage import gap
+from pytest_echo_bench.spec.pricing import CLASS_KEYS
 from pytest_echo_bench.store.checks import count, figure
 from pytest_echo_bench.store.files import STATUSES, UNJUDGED, legacy_status, read_stop
 from pytest_echo_bench.store.keyscan import RowScan
@@ -110,6 +111,8 @@ class ProgressState:
     aborted: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # the billed classes' tokens (``spec.pricing.CLASS_KEYS``), of the rows that report them
+    token_classes: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = None
     window: tuple[float, float] | None = None  # (start, end) of the current session
     session_done: int = 0  # rows finished in that window: the throughput's numerator
@@ -230,6 +233,7 @@ class PageFeed:
         self.retries = self.errors = self.unjudged = 0
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.token_classes: dict[str, int] = {}
         self.cost_usd: float | None = None
         self.recent: deque[tuple[ArmId, PageRow, str]] = deque(maxlen=RECENT)
         self.sessions: dict[str, _Session] = {}  # by run id (or "live")
@@ -307,6 +311,9 @@ class PageFeed:
             self.completion_tokens = (self.completion_tokens or 0) + _int(
                 usage.get("completion_tokens")
             )
+            for key in CLASS_KEYS:
+                if key in usage:
+                    self.token_classes[key] = self.token_classes.get(key, 0) + _int(usage[key])
         known = figure(cost)  # a NaN, negative or absurd cost is unknown (store.checks)
         if known is not None:
             self.cost_usd = (self.cost_usd or 0.0) + known
@@ -355,6 +362,7 @@ class PageFeed:
             self.completion_tokens,
             self.cost_usd,
         )
+        state.token_classes = _in_order(self.token_classes)
         state.recent = [
             _failure(key(arm_id), row, status) for arm_id, row, status in reversed(self.recent)
         ]
@@ -448,6 +456,11 @@ def _timestamp(value: Any) -> float | None:
         return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def _in_order(classes: dict[str, int]) -> dict[str, int]:
+    """The classes' tokens in ``CLASS_KEYS`` order, whichever a row reported first."""
+    return {key: classes[key] for key in CLASS_KEYS if key in classes}
 
 
 def _int(value: Any) -> int:
