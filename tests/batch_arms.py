@@ -16,6 +16,7 @@ def provider(where: Path, kind: str, base_url: str, extra: str = "", client: str
     """The arm ``gpt`` of provider ``kind`` (its key from ``TEST_OPENAI_KEY`` or
     ``TEST_ANTHROPIC_KEY``), as ``build`` makes it from a spec."""
     key = "TEST_OPENAI_KEY" if kind == "openai" else "TEST_ANTHROPIC_KEY"
+    where.mkdir(parents=True, exist_ok=True)
     path = where / "batch.yaml"
     path.write_text(
         "benchmark: demo\ndataset:\n  loader: inline\n  items:\n"

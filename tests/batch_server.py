@@ -22,8 +22,9 @@ each was billed once.
 ``hooks[step]`` lets a test act at a step: called with the batch (or None) once the server has
 done the step's work and before it replies (``"upload"``, ``"create"``, ``"status"``,
 ``"results"``, ``"cancel"``, ``"list"``); it may block (the reply waits: "after submit, before
-the record"), return ``"reset"`` (the connection is dropped, no reply) or, for a results file,
-``"cut"`` (half the body, then the connection drops).
+the record"), return ``"reset"`` (the connection is dropped, no reply), for a results file
+``"cut"`` (half the body, then the connection drops), or ``(status, bytes)``: the reply to send
+instead (a hostile body).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from fake_server import Server, reset_connection
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages/batches"
-Hook = Callable[["Job | None"], str | None]
+# what a hook answers: None (reply), "reset", "cut", or the reply to send instead (status, bytes)
+Hook = Callable[["Job | None"], "str | tuple[int, bytes] | None"]
 
 
 @dataclass
@@ -338,7 +340,7 @@ class Handler(BaseHTTPRequestHandler):
         action = hook(job) if hook is not None else None
         if action == "reset":
             return reset_connection(self)
-        status, data = reply
+        status, data = action if isinstance(action, tuple) else reply
         if isinstance(data, bytes):
             return self.send_bytes(status, data, cut=action == "cut")
         return self.send(status, data)
