@@ -17,6 +17,7 @@ line for a ``custom_id`` already read is ignored: each request has one outcome.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,7 @@ from pytest_echo_bench.providers.answer import kind
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.batch import ENDED, FAILED, BatchResult, BatchStatus
 from pytest_echo_bench.providers.http_json import JSONClient, loads, success
+from pytest_echo_bench.providers.reply import Reply
 from pytest_echo_bench.store.redaction import Secrets
 
 # ``find`` reads at most this many pages of a provider's batch list (newest first): a run's own
@@ -59,42 +61,52 @@ class BatchHTTP:
         """The JSON object a call answers; a non-2xx is the live call's error. ``create``: a call
         that makes something (a batch, a file) goes on a fresh connection, so that no keep-alive
         race sends it twice (``wire.Connection`` resends on a reused one)."""
-        if create:
-            self.client.close()
-        body = json.dumps(payload).encode("utf-8") if payload is not None else b""
-        reply = self.client.call(method, path, body)
-        return self.checked(reply.status, reply.headers, self.client.parsed(reply), what)
+        with named(what):
+            if create:
+                self.client.close()
+            body = json.dumps(payload).encode("utf-8") if payload is not None else b""
+            reply = self.client.call(method, path, body)
+            return self._checked(reply, self.client.parsed(reply))
 
     def upload(self, path: str, fields: Mapping[str, str], name: str, content: bytes,
                what: str) -> dict[str, Any]:
         """A ``multipart/form-data`` POST of ``fields`` and one file, on a fresh connection."""
         boundary = uuid.uuid4().hex
-        self.client.close()
-        reply = self.client.call(
-            "POST", path, multipart(boundary, fields, name, content),
-            f"multipart/form-data; boundary={boundary}",
-        )
-        return self.checked(reply.status, reply.headers, self.client.parsed(reply), what)
+        with named(what):
+            self.client.close()
+            reply = self.client.call(
+                "POST", path, multipart(boundary, fields, name, content),
+                f"multipart/form-data; boundary={boundary}",
+            )
+            return self._checked(reply, self.client.parsed(reply))
 
     def raw(self, path: str, what: str) -> bytes:
         """A GET's body as sent (a results file); a non-2xx is the live call's error."""
-        reply = self.client.call("GET", path)
-        if not success(reply.status):
-            self.checked(reply.status, reply.headers, self.client.parsed(reply), what)
-        return reply.body
+        with named(what):
+            reply = self.client.call("GET", path)
+            if not success(reply.status):
+                self._checked(reply, self.client.parsed(reply))
+            return reply.body
 
-    def checked(self, status: int, headers: Mapping[str, str], data: Any,
-                what: str) -> dict[str, Any]:
-        if not success(status):
-            error = self.wire.error(status, data, headers, self.client.secrets)
-            error.args = (f"{what}: {error}",)
-            raise error
+    def _checked(self, reply: Reply, data: Any) -> dict[str, Any]:
+        if not success(reply.status):
+            raise self.wire.error(reply.status, data, reply.headers, self.client.secrets)
         if not isinstance(data, dict):
-            raise PermanentError(f"{what}: the reply is {kind(data)}, not a JSON object")
+            raise PermanentError(f"the reply is {kind(data)}, not a JSON object")
         return data
 
     def close(self) -> None:
         self.client.close()
+
+
+@contextlib.contextmanager
+def named(what: str) -> Iterator[None]:
+    """A ProviderError raised inside says first which call of which batch it is about."""
+    try:
+        yield
+    except ProviderError as exc:
+        exc.args = (f"{what}: {exc}", *exc.args[1:])
+        raise
 
 
 def multipart(boundary: str, fields: Mapping[str, str], name: str, content: bytes) -> bytes:

@@ -6,25 +6,35 @@ submission outcome is unknown, a results download cut short, TLS and a proxy as 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_arms import provider, requests
+from batch_arms import JSON_VALUES, PROFILE, hostile, jsonl, provider, requests, some
 from batch_server import BatchServer, Job
+from hypothesis import given
+from hypothesis import strategies as st
 from netparts import Cert, forward_proxy, https_url, make_cert, tls_server
 from openai_server import FakeOpenAI
 
 from conftest import OPENAI_KEY
-from pytest_echo_bench.errors import ArmError, ExhaustedError, PermanentError, TransientError
+from pytest_echo_bench.errors import (
+    ArmError,
+    ExhaustedError,
+    PermanentError,
+    ProviderError,
+    TransientError,
+)
 from pytest_echo_bench.providers.batch import (
     CANCELLING,
     ENDED,
     FAILED,
     FINALIZING,
     IN_PROGRESS,
+    STATES,
     VALIDATING,
 )
 from pytest_echo_bench.providers.batch_openai import MAX_BYTES, MAX_REQUESTS, OpenAIBatch
@@ -236,3 +246,118 @@ def test_through_a_proxy_to_a_private_ca(cert: Cert, tmp_path: Path) -> None:
         assert sorted(r.completion.text for r in api.results(batch_id)) == ["echo q0", "echo q1"]
         api.close()
         assert proxy.lines(f"127.0.0.1:{server.httpd.server_address[1]}", at_least=1)
+
+
+# Hostile replies: whatever the server sends, a status, a result or a ProviderError naming what.
+_BODY = st.fixed_dictionaries({}, optional={
+    "choices": st.lists(st.fixed_dictionaries({}, optional={
+        "message": st.fixed_dictionaries({}, optional={"content": some("42", None, [])})
+        | JSON_VALUES}), max_size=2) | JSON_VALUES,
+    "usage": st.fixed_dictionaries({}, optional={"prompt_tokens": some(1, -1),
+                                                 "completion_tokens": some(2)}) | JSON_VALUES,
+    "error": st.fixed_dictionaries({}, optional={"code": some("insufficient_quota", None),
+                                                 "message": some("x")}) | JSON_VALUES,
+})
+_LINES = st.fixed_dictionaries({}, optional={
+    "custom_id": some("c0", "c1", "", None),
+    "response": st.fixed_dictionaries({}, optional={
+        "status_code": some(200, 204, 400, 429, 500, 402, True, -1), "body": _BODY | JSON_VALUES,
+    }) | JSON_VALUES,
+    "error": st.fixed_dictionaries({}, optional={
+        "code": some("batch_expired", "batch_cancelled", "server_error", "insufficient_quota"),
+        "message": some("gone")}) | JSON_VALUES,
+}) | JSON_VALUES
+_STATUS = st.fixed_dictionaries({}, optional={
+    "id": some("batch_x"),
+    "status": some("validating", "in_progress", "finalizing", "completed", "failed", "expired",
+                   "cancelling", "cancelled", "paused"),
+    "request_counts": st.fixed_dictionaries({}, optional={
+        name: some(0, 3, -2, 2**80, True) for name in ("total", "completed", "failed")})
+    | JSON_VALUES,
+    "errors": st.fixed_dictionaries({}, optional={"data": st.lists(JSON_VALUES, max_size=4)
+                                                  | JSON_VALUES}) | JSON_VALUES,
+    "output_file_id": some("file-x", None),
+}) | JSON_VALUES
+
+
+def test_any_status_body_is_a_status_or_an_error_naming_the_batch(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    holder: dict[str, bytes] = {}
+    server.hooks["status"] = hostile(holder, "status")
+
+    @PROFILE
+    @given(body=_STATUS.map(lambda value: json.dumps(value).encode()) | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["status"] = body
+        try:
+            status = batches.status(batch_id)
+        except ProviderError as exc:
+            assert batch_id in str(exc)
+            return
+        assert status.state in STATES and status.batch_id == batch_id
+        assert 0 <= status.failed <= status.done and status.total >= 0
+        assert (status.error is not None) == (status.state == FAILED)
+
+    check()
+
+
+def test_any_results_file_is_results_or_an_error_naming_the_batch_and_line(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    run_to_end(batches, batch_id)
+    output_file = server.jobs[batch_id].files[0]
+
+    @PROFILE
+    @given(content=jsonl(_LINES))
+    def check(content: bytes) -> None:
+        server.files[output_file] = content
+        read = []
+        try:
+            for result in batches.results(batch_id):
+                read.append(result)
+        except PermanentError as exc:
+            assert re.search(f"OpenAI batch {batch_id}: results output file line \\d+", str(exc))
+        assert len({r.custom_id for r in read}) == len(read)
+        for result in read:
+            assert result.completion is None or result.error is None
+            assert result.completion is None or isinstance(result.completion.text, str)
+            assert result.error is None or isinstance(result.error, ProviderError)
+
+    check()
+
+
+def test_any_listing_is_batch_ids_or_an_error(server: BatchServer, batches: OpenAIBatch) -> None:
+    holder: dict[str, bytes] = {}
+    server.hooks["list"] = hostile(holder, "list")
+    page = st.fixed_dictionaries({}, optional={
+        "data": st.lists(st.fixed_dictionaries({}, optional={
+            "id": some("batch_1"), "created_at": some(0, 2**40, "now", float("nan")),
+            "metadata": st.fixed_dictionaries({}, optional={"echo_bench_run": some("run")})
+            | JSON_VALUES}) | JSON_VALUES, max_size=3) | JSON_VALUES,
+        "has_more": some(True, False), "last_id": some("batch_1", None)}) | JSON_VALUES
+
+    @PROFILE
+    @given(body=page.map(lambda value: json.dumps(value).encode()) | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["list"] = body
+        try:
+            found = batches.find("run", frozenset(), since=0)
+        except ProviderError as exc:
+            assert "OpenAI batch listing" in str(exc)
+            return
+        assert all(isinstance(batch_id, str) for batch_id in found)
+
+    check()
+
+
+def test_an_empty_status_reply_is_transient_and_names_the_batch(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    """Found by the generated bodies: the lean client's error did not say which batch."""
+    batch_id = batches.submit(requests(1), "run")
+    server.hooks["status"] = lambda job: (200, b"")
+    with pytest.raises(TransientError, match=f"OpenAI batch {batch_id}: the reply's body ended"):
+        batches.status(batch_id)
