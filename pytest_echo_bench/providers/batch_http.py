@@ -170,8 +170,8 @@ class ResultReader:
         if self.unreadable:
             more = f" (and {len(self.unreadable) - 1} more)" if len(self.unreadable) > 1 else ""
             raise PermanentError(
-                f"{self.where}: results {self.unreadable[0]}{more} names no custom_id (no JSON "
-                "object with a string custom_id): the requests not read here were not answered"
+                f"{self.where}: {self.unreadable[0]}{more} of its results names no custom_id (no "
+                "JSON object with a string custom_id): the requests not read here were not answered"
             )
 
 

@@ -7,6 +7,8 @@ as the live calls."""
 from __future__ import annotations
 
 import datetime
+import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +16,10 @@ from typing import Any
 
 import pytest
 from anthropic_server import FakeAnthropic
-from batch_arms import provider, requests
+from batch_arms import JSON_VALUES, PROFILE, hostile, jsonl, provider, requests, some
 from batch_server import BatchServer, Job
+from hypothesis import given
+from hypothesis import strategies as st
 from netparts import Cert, forward_proxy, https_url, make_cert, tls_server
 
 from conftest import ANTHROPIC_KEY
@@ -23,9 +27,10 @@ from pytest_echo_bench.errors import (
     ArmError,
     ExhaustedError,
     PermanentError,
+    ProviderError,
     TransientError,
 )
-from pytest_echo_bench.providers.batch import CANCELLING, ENDED, IN_PROGRESS
+from pytest_echo_bench.providers.batch import CANCELLING, ENDED, IN_PROGRESS, STATES
 from pytest_echo_bench.providers.batch_anthropic import (
     MAX_BYTES,
     MAX_REQUESTS,
@@ -230,3 +235,142 @@ def test_through_a_proxy_to_a_private_ca(cert: Cert, tmp_path: Path) -> None:
         assert sorted(r.completion.text for r in api.results(batch_id)) == ["echo q0", "echo q1"]
         api.close()
         assert proxy.lines(f"127.0.0.1:{server.httpd.server_address[1]}", at_least=1)
+
+
+# Hostile replies: whatever the server sends, a status, a result or a ProviderError naming what.
+_MESSAGE = st.fixed_dictionaries({}, optional={
+    "content": st.lists(st.fixed_dictionaries({}, optional={
+        "type": some("text", "thinking"), "text": some("42")}) | JSON_VALUES, max_size=2)
+    | JSON_VALUES,
+    "usage": st.fixed_dictionaries({}, optional={"input_tokens": some(1, -1),
+                                                 "output_tokens": some(2)}) | JSON_VALUES,
+}) | JSON_VALUES
+_ERROR = st.fixed_dictionaries({}, optional={
+    "type": some("error"),
+    "error": st.fixed_dictionaries({}, optional={
+        "type": some("invalid_request_error", "billing_error", "overloaded_error", "new_error"),
+        "message": some("credit balance is too low", "x")}) | JSON_VALUES,
+}) | JSON_VALUES
+_LINES = st.fixed_dictionaries({}, optional={
+    "custom_id": some("c0", "c1", "", None),
+    "result": st.fixed_dictionaries({}, optional={
+        "type": some("succeeded", "errored", "canceled", "expired", "paused"),
+        "message": _MESSAGE, "error": _ERROR}) | JSON_VALUES,
+}) | JSON_VALUES
+_STATUS = st.fixed_dictionaries({}, optional={
+    "id": some("msgbatch_x"),
+    "processing_status": some("in_progress", "canceling", "ended", "cancelled"),
+    "request_counts": st.fixed_dictionaries({}, optional={
+        name: some(0, 3, -2, 2**80, True)
+        for name in ("processing", "succeeded", "errored", "canceled", "expired")})
+    | JSON_VALUES,
+    "created_at": some("2024-09-24T18:37:24Z", "now", None),
+}) | JSON_VALUES
+
+
+def test_any_status_body_is_a_status_or_an_error_naming_the_batch(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    holder: dict[str, bytes] = {}
+    server.hooks["status"] = hostile(holder, "status")
+
+    @PROFILE
+    @given(body=_STATUS.map(lambda value: json.dumps(value).encode()) | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["status"] = body
+        try:
+            status = batches.status(batch_id)
+        except ProviderError as exc:
+            assert batch_id in str(exc)
+            return
+        assert status.state in STATES and status.batch_id == batch_id
+        assert 0 <= status.failed <= status.done <= status.total
+
+    check()
+
+
+def test_any_results_file_is_results_or_an_error_naming_the_batch_and_line(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    run_to_end(batches, batch_id)
+    holder: dict[str, bytes] = {}
+    server.hooks["results"] = hostile(holder, "results")
+
+    @PROFILE
+    @given(content=jsonl(_LINES))
+    def check(content: bytes) -> None:
+        holder["results"] = content
+        read = []
+        try:
+            for result in batches.results(batch_id):
+                read.append(result)
+        except PermanentError as exc:
+            assert re.search(f"Anthropic batch {batch_id}: results line \\d+", str(exc))
+        assert len({r.custom_id for r in read}) == len(read)
+        for result in read:
+            assert result.completion is None or result.error is None
+            assert result.completion is None or isinstance(result.completion.text, str)
+            assert result.error is None or isinstance(result.error, ProviderError)
+
+    check()
+
+
+def test_any_listing_is_batch_ids_or_an_error(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    holder: dict[str, bytes] = {}
+    server.hooks["list"] = hostile(holder, "list")
+    page = st.fixed_dictionaries({}, optional={
+        "data": st.lists(st.fixed_dictionaries({}, optional={
+            "id": some("msgbatch_1"), "created_at": some("2024-09-24T18:37:24Z", "x", 5),
+            "processing_status": some("in_progress", "ended", "canceling")})
+            | JSON_VALUES, max_size=3) | JSON_VALUES,
+        "has_more": some(True, False), "last_id": some("msgbatch_1", None)}) | JSON_VALUES
+
+    @PROFILE
+    @given(body=page.map(lambda value: json.dumps(value).encode()) | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["list"] = body
+        try:
+            found = batches.find("run", frozenset({"c0"}), since=0)
+        except ProviderError as exc:
+            assert "Anthropic batch" in str(exc)
+            return
+        assert all(isinstance(batch_id, str) for batch_id in found)
+
+    check()
+
+
+def test_an_unreadable_line_ends_the_read_after_every_readable_one(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    """Found by the generated files (``{}``): the message said "results results line 1"."""
+    batch_id = batches.submit(requests(2), "run")
+    run_to_end(batches, batch_id)
+    good = server.anthropic_results(server.jobs[batch_id]).splitlines()
+    server.hooks["results"] = lambda job: (200, b"\n".join([good[0], b"{}", b"\xff", good[1]]))
+    read = []
+    with pytest.raises(PermanentError, match=(
+            f"^Anthropic batch {batch_id}: results line 2 \\(and 1 more\\) of its results names "
+            "no custom_id")):
+        for result in batches.results(batch_id):
+            read.append(result)
+    assert sorted(r.completion.text for r in read) == ["echo q0", "echo q1"]
+
+
+def test_a_line_of_a_shape_anthropic_never_sends_is_that_requests_error(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    run_to_end(batches, batch_id)
+    lines = [{"custom_id": "c0", "result": {"type": "paused"}},
+             {"custom_id": "c0", "result": {"type": "succeeded"}},  # a second line: ignored
+             {"custom_id": "c1", "result": ["succeeded"]}]
+    server.hooks["results"] = lambda job: (200, "\n".join(map(json.dumps, lines)).encode())
+    first, second = batches.results(batch_id)
+    assert isinstance(first.error, PermanentError)
+    assert f"Anthropic batch {batch_id}, results line 1: its result type 'paused'" in str(
+        first.error)
+    assert "results line 3: it has no result object with a type" in str(second.error)

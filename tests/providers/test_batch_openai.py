@@ -319,7 +319,7 @@ def test_any_results_file_is_results_or_an_error_naming_the_batch_and_line(
             for result in batches.results(batch_id):
                 read.append(result)
         except PermanentError as exc:
-            assert re.search(f"OpenAI batch {batch_id}: results output file line \\d+", str(exc))
+            assert re.search(f"OpenAI batch {batch_id}: output file line \\d+", str(exc))
         assert len({r.custom_id for r in read}) == len(read)
         for result in read:
             assert result.completion is None or result.error is None
@@ -361,3 +361,34 @@ def test_an_empty_status_reply_is_transient_and_names_the_batch(
     server.hooks["status"] = lambda job: (200, b"")
     with pytest.raises(TransientError, match=f"OpenAI batch {batch_id}: the reply's body ended"):
         batches.status(batch_id)
+
+
+def test_an_unreadable_line_ends_the_read_after_every_readable_one(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    batch_id = batches.submit(requests(2), "run")
+    run_to_end(batches, batch_id)
+    output = server.jobs[batch_id].files[0]
+    good = server.files[output].splitlines()
+    server.files[output] = b"\n".join([good[0], b"[1]", good[1], b"not json"])
+    read = []
+    with pytest.raises(PermanentError, match=(
+            f"^OpenAI batch {batch_id}: output file line 2 \\(and 1 more\\) of its results")):
+        for result in batches.results(batch_id):
+            read.append(result)
+    assert sorted(r.completion.text for r in read) == ["echo q0", "echo q1"]
+
+
+def test_a_line_with_neither_response_nor_error_is_that_requests_error(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    run_to_end(batches, batch_id)
+    lines = [{"custom_id": "c0", "response": None, "error": None},
+             {"custom_id": "c1", "response": {"status_code": "200", "body": {}}},
+             {"custom_id": "c2", "response": None, "error": {"code": "server_error"}}]
+    server.files[server.jobs[batch_id].files[0]] = "\n".join(map(json.dumps, lines)).encode()
+    first, second, third = batches.results(batch_id)
+    assert f"OpenAI batch {batch_id}, output file line 1: it has neither" in str(first.error)
+    assert "line 2: its response has no integer status_code" in str(second.error)
+    assert isinstance(third.error, TransientError)  # a server error: it may run another time
