@@ -35,14 +35,13 @@ from pytest_echo_bench.providers.batch import (
     BatchStatus,
 )
 from pytest_echo_bench.providers.batch_http import (
-    CLOCK_SKEW_S,
-    LIST_PAGES,
     BatchHTTP,
     ResultReader,
     Wire,
     count,
     ended,
     failed,
+    listed,
     text,
 )
 from pytest_echo_bench.providers.http_json import JSONClient
@@ -113,38 +112,19 @@ class AnthropicBatch:
 
     def find(self, tag: str, custom_ids: frozenset[str], since: float) -> list[str]:
         found: list[str] = []
-        for batch in self._listed(since):
+        for batch in listed(
+            self.http, PATH, "after_id", since, _moment, "Anthropic batch listing"
+        ):
             state = _STATES.get(str(batch.get("processing_status")))
             batch_id = batch["id"]
             if state in (IN_PROGRESS, CANCELLING) or (
-                state == ENDED and self._holds(batch_id, custom_ids)
+                state == ENDED and bool(custom_ids) and self._holds(batch_id, custom_ids)
             ):
                 found.append(batch_id)
         return found
 
     def close(self) -> None:
         self.http.close()
-
-    def _listed(self, since: float) -> Iterator[dict[str, Any]]:
-        """The account's batches created since ``since`` (less the clock's skew), newest first."""
-        after: str | None = None
-        for _ in range(LIST_PAGES):
-            query = f"{PATH}?limit=100" + (f"&after_id={after}" if after else "")
-            page = self.http.json("GET", query, "Anthropic batch listing")
-            batches = page.get("data")
-            if not isinstance(batches, list):
-                raise PermanentError("Anthropic batch listing: its data is not a list")
-            for batch in batches:
-                if not isinstance(batch, dict) or not isinstance(batch.get("id"), str):
-                    continue
-                created = _moment(batch.get("created_at"))
-                if created is not None and created < since - CLOCK_SKEW_S:
-                    return  # newest first: the rest are older still
-                yield batch
-            last = page.get("last_id")
-            if page.get("has_more") is not True or not isinstance(last, str):
-                return
-            after = last
 
     def _holds(self, batch_id: str, custom_ids: frozenset[str]) -> bool:
         """An ended batch's results name one of ``custom_ids`` (unrun ones too: it was sent)."""

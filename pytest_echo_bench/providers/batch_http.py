@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from pytest_echo_bench.errors import PermanentError, ProviderError, TransientError
 from pytest_echo_bench.providers.answer import kind
@@ -107,6 +108,32 @@ def named(what: str) -> Iterator[None]:
     except ProviderError as exc:
         exc.args = (f"{what}: {exc}", *exc.args[1:])
         raise
+
+
+def listed(http: BatchHTTP, path: str, cursor: str, since: float,
+           created: Callable[[Any], float | None], what: str) -> Iterator[dict[str, Any]]:
+    """The account's batches (objects with a string ``id``) created since ``since``, less the
+    clock's skew, newest first as both APIs list them: at most ``LIST_PAGES`` pages of 100, the
+    next page after the last id (``cursor``: the query's name for it). ``created``: a batch's
+    ``created_at`` in epoch seconds (None: unknown, kept); ``what`` names the listing."""
+    after: str | None = None
+    for _ in range(LIST_PAGES):
+        query = f"{path}?limit=100" + (f"&{cursor}={quote(after, safe='')}" if after else "")
+        page = http.json("GET", query, what)
+        batches = page.get("data")
+        if not isinstance(batches, list):
+            raise PermanentError(f"{what}: its data is {kind(batches)}, not a list")
+        for batch in batches:
+            if not isinstance(batch, dict) or not isinstance(batch.get("id"), str):
+                continue
+            moment = created(batch.get("created_at"))
+            if moment is not None and moment < since - CLOCK_SKEW_S:
+                return  # newest first: the rest are older still
+            yield batch
+        last = page.get("last_id")
+        if page.get("has_more") is not True or not isinstance(last, str) or not last:
+            return
+        after = last
 
 
 def multipart(boundary: str, fields: Mapping[str, str], name: str, content: bytes) -> bytes:

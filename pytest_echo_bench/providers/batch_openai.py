@@ -36,14 +36,13 @@ from pytest_echo_bench.providers.batch import (
     BatchStatus,
 )
 from pytest_echo_bench.providers.batch_http import (
-    CLOCK_SKEW_S,
-    LIST_PAGES,
     BatchHTTP,
     ResultReader,
     Wire,
     count,
     ended,
     failed,
+    listed,
     text,
 )
 from pytest_echo_bench.providers.http_json import JSONClient
@@ -125,30 +124,12 @@ class OpenAIBatch:
         self.http.json("POST", f"/batches/{batch_id}/cancel", f"OpenAI batch {batch_id} cancel")
 
     def find(self, tag: str, custom_ids: frozenset[str], since: float) -> list[str]:
-        found: list[str] = []
-        after: str | None = None
-        for _ in range(LIST_PAGES):
-            query = "/batches?limit=100" + (f"&after={after}" if after else "")
-            page = self.http.json("GET", query, "OpenAI batch listing")
-            batches = page.get("data")
-            if not isinstance(batches, list):
-                raise PermanentError("OpenAI batch listing: its data is not a list")
-            older = False
-            for batch in batches:
-                if not isinstance(batch, dict):
-                    continue
-                created = batch.get("created_at")
-                if isinstance(created, (int, float)) and created < since - CLOCK_SKEW_S:
-                    older = True  # newest first: the rest are older still
-                    continue
-                metadata = batch.get("metadata")
-                if isinstance(metadata, dict) and metadata.get(TAG_KEY) == tag and \
-                        isinstance(batch.get("id"), str):
-                    found.append(batch["id"])
-            after = page.get("last_id") if isinstance(page.get("last_id"), str) else None
-            if older or page.get("has_more") is not True or after is None:
-                break
-        return found
+        return [
+            batch["id"]
+            for batch in listed(self.http, "/batches", "after", since, _seconds,
+                                "OpenAI batch listing")
+            if isinstance(batch.get("metadata"), dict) and batch["metadata"].get(TAG_KEY) == tag
+        ]
 
     def close(self) -> None:
         self.http.close()
@@ -175,6 +156,11 @@ class OpenAIBatch:
             custom_id, error=self.http.wire.error(status, {"error": error}, {},
                                                   self.http.client.secrets)
         )
+
+
+def _seconds(value: Any) -> float | None:
+    """A ``created_at``: epoch seconds (None: not a number)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _check_size(requests: int, size: int) -> None:

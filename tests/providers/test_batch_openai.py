@@ -392,3 +392,25 @@ def test_a_line_with_neither_response_nor_error_is_that_requests_error(
     assert f"OpenAI batch {batch_id}, output file line 1: it has neither" in str(first.error)
     assert "line 2: its response has no integer status_code" in str(second.error)
     assert isinstance(third.error, TransientError)  # a server error: it may run another time
+
+
+@pytest.mark.parametrize("client", ["http", "sdk"])
+def test_either_client_of_the_arm_batches_over_the_lean_client(
+    server: BatchServer, tmp_path: Path, client: str
+) -> None:
+    api = provider(tmp_path, "openai", server.openai_url, client=client).batch_api()
+    batch_id = api.submit(requests(2), "run")
+    run_to_end(api, batch_id)
+    assert sorted(r.completion.text for r in api.results(batch_id)) == ["echo q0", "echo q1"]
+    api.close()
+
+
+def test_an_error_page_quoting_the_key_does_not_show_it(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    page = f"<html>502: no upstream for Bearer {OPENAI_KEY}</html>".encode()
+    server.hooks["status"] = lambda job: (502, page)
+    with pytest.raises(TransientError, match=f"OpenAI batch {batch_id}: HTTP 502") as caught:
+        batches.status(batch_id)
+    assert OPENAI_KEY not in str(caught.value) and OPENAI_KEY[8:24] not in str(caught.value)
