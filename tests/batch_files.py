@@ -12,6 +12,8 @@ from openai_server import QUOTA
 from openai_server import RATE_LIMIT as OPENAI_RATE_LIMIT
 
 ENDPOINT = "/v1/chat/completions"
+MAX_REQUESTS = 50_000  # per input file
+MAX_BYTES = 200 * 1024 * 1024
 # A failed request's status and error, by the name a test gives it (``BatchServer.fail``).
 OPENAI_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
     "400": (400, OPENAI_BAD_REQUEST),
@@ -77,6 +79,9 @@ def validate_lines(content: bytes) -> tuple[list[tuple[str, dict[str, Any]]], li
     if not requests and not errors:
         errors.append({"code": "empty_file", "message": "the file has no requests",
                        "param": None, "line": None})
+    if len(requests) > MAX_REQUESTS:
+        errors.append({"code": "too_many_requests", "param": None, "line": None,
+                       "message": f"a batch holds at most {MAX_REQUESTS} requests"})
     return requests, errors
 
 

@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar, Self
 from urllib.parse import parse_qs, urlsplit
 
-from batch_files import OPENAI_ERRORS, anthropic_error, multipart_file, validate_lines
+from batch_files import MAX_BYTES, OPENAI_ERRORS, anthropic_error, multipart_file, validate_lines
 from fake_server import Server, reset_connection
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
@@ -136,8 +136,9 @@ class BatchServer:
         if job.expire:
             return self._finish(job, "expired")
         todo = job.unrun()
+        bodies = dict(job.requests)
         for custom_id in todo[: self.per_step or len(todo)]:
-            body = dict(job.requests)[custom_id]
+            body = bodies[custom_id]
             failure = self.fail.pop(custom_id, None)
             job.ran[custom_id] = {"fail": failure} if failure else {"reply": self._reply(job, body)}
             if failure is None:
@@ -385,9 +386,10 @@ def _missing(api: str) -> Reply:
 
 def _upload(h: Handler, path: str, query: dict[str, list[str]], body: bytes) -> Any:
     fields, content = multipart_file(h.headers.get("content-type", ""), body)
-    if fields.get("purpose") != "batch" or content is None:
-        return "upload", None, (400, {"error": {"message": "purpose must be batch, with a file",
-                                                "type": "invalid_request_error"}})
+    if fields.get("purpose") != "batch" or content is None or len(content) > MAX_BYTES:
+        return "upload", None, (400, {"error": {
+            "message": f"purpose must be batch, with a file of at most {MAX_BYTES} bytes",
+            "type": "invalid_request_error"}})
     with h.fake.lock:
         file_id = h.fake.new_id("file-")
         h.fake.files[file_id] = content

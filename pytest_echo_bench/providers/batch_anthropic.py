@@ -92,7 +92,13 @@ class AnthropicBatch:
                 f"an Anthropic batch holds 1 to {MAX_REQUESTS} requests, not {len(requests)}"
             )
         body = {"requests": [self.entry(custom_id, request) for custom_id, request in requests]}
-        created = self.http.json("POST", PATH, "Anthropic batch creation", body, create=True)
+        data = json.dumps(body).encode("utf-8")
+        if len(data) > MAX_BYTES:
+            raise ValueError(
+                f"an Anthropic batch holds at most {MAX_BYTES} bytes, not {len(data)}: split it "
+                "(size() gives each request's bytes)"
+            )
+        created = self.http.json("POST", PATH, "Anthropic batch creation", data, create=True)
         return text(created.get("id"), "Anthropic batch creation", "the batch's id")
 
     def status(self, batch_id: str) -> BatchStatus:

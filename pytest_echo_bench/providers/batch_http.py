@@ -59,13 +59,15 @@ class BatchHTTP:
 
     def json(self, method: str, path: str, what: str, payload: Any = None,
              create: bool = False) -> dict[str, Any]:
-        """The JSON object a call answers; a non-2xx is the live call's error. ``create``: a call
+        """The JSON object a call answers; a non-2xx is the live call's error. ``payload``: a
+        JSON value, or its bytes already encoded (None: no body). ``create``: a call
         that makes something (a batch, a file) goes on a fresh connection, so that no keep-alive
         race sends it twice (``wire.Connection`` resends on a reused one)."""
         with named(what):
             if create:
                 self.client.close()
-            body = json.dumps(payload).encode("utf-8") if payload is not None else b""
+            body = payload if isinstance(payload, bytes) else (
+                json.dumps(payload).encode("utf-8") if payload is not None else b"")
             reply = self.client.call(method, path, body)
             return self._checked(reply, self.client.parsed(reply))
 

@@ -414,3 +414,43 @@ def test_an_error_page_quoting_the_key_does_not_show_it(
     with pytest.raises(TransientError, match=f"OpenAI batch {batch_id}: HTTP 502") as caught:
         batches.status(batch_id)
     assert OPENAI_KEY not in str(caught.value) and OPENAI_KEY[8:24] not in str(caught.value)
+
+
+def test_a_file_openai_would_refuse_fails_its_batch_line_by_line(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    good = batches.line("c0", requests(1)[0][1])
+    wrong_url = good.replace(b"/v1/chat/completions", b"/v1/embeddings")
+    content = b"".join([good, b"{not json\n", wrong_url])
+    uploaded = batches.http.upload("/files", {"purpose": "batch"}, "x.jsonl", content, "upload")
+    created = batches.http.json("POST", "/batches", "create", {
+        "input_file_id": uploaded["id"], "endpoint": "/v1/chat/completions",
+        "completion_window": "24h"})
+    final = run_to_end(batches, created["id"])[-1]
+    assert final.state == FAILED and final.error is not None
+    assert "line 2: invalid_json_line" in final.error and "line 3: invalid_url" in final.error
+    with pytest.raises(PermanentError, match="purpose must be batch"):
+        batches.http.upload("/files", {"purpose": "fine-tune"}, "x.jsonl", good, "upload")
+
+
+def test_each_request_is_billed_once_across_the_batches_it_needed(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    """A transient error and the requests an expiry left unrun go into a later batch: the server
+    bills each request once, whichever batch answered it."""
+    pairs = dict(requests(6))
+    server.per_step = 3
+    server.fail["c1"] = "429"
+    first = batches.submit(list(pairs.items()), "run")
+    batches.status(first)
+    batches.status(first)  # three run: c0, c1 (a 429), c2
+    server.expire(first)
+    run_to_end(batches, first)
+    again = [r.custom_id for r in batches.results(first)
+             if r.unrun or isinstance(r.error, TransientError)]
+    assert sorted(again) == ["c1", "c3", "c4", "c5"]
+    server.per_step = None
+    second = batches.submit([(c, pairs[c]) for c in again], "run")
+    run_to_end(batches, second)
+    assert all(r.completion for r in batches.results(second))
+    assert dict(server.billed) == {f"c{i}": 1 for i in range(6)}
