@@ -3,7 +3,10 @@ results file line by line.
 
 A batch call reuses its live provider's parts (``Wire``): the body a live call sends, the parser
 of a live reply and the classifier of a live error, so an answer or an error means the same
-whichever way it came.
+whichever way it came. A non-2xx is the live call's error (a 4xx to a creation: refused, nothing
+made); a 2xx that is no JSON object, or a creation's 2xx naming no id, is a ``TransientError``:
+the call may have done its work, so its outcome is unknown (a batch is looked up with ``find``
+before its requests go again), never "refused".
 
 Results files are read by one rule (``ResultReader``): a line whose ``custom_id`` can be read
 becomes that request's ``BatchResult``, its answer parsed or its error classified as a live call's
@@ -69,7 +72,16 @@ class BatchHTTP:
             body = payload if isinstance(payload, bytes) else (
                 json.dumps(payload).encode("utf-8") if payload is not None else b"")
             reply = self.client.call(method, path, body)
-            return self._checked(reply, self.client.parsed(reply))
+            data = self._checked(reply, self.client.parsed(reply))
+            made = data.get("id")
+            if create and (not isinstance(made, str) or not made):
+                # Accepted (a 2xx), but which batch it made cannot be read: not "refused", which
+                # would let the same requests go again while this batch runs.
+                raise TransientError(
+                    "the provider accepted the call but its reply names no id: its batch is "
+                    "looked up (find) before anything is sent again"
+                )
+            return data
 
     def upload(self, path: str, fields: Mapping[str, str], name: str, content: bytes,
                what: str) -> dict[str, Any]:
@@ -95,7 +107,8 @@ class BatchHTTP:
         if not success(reply.status):
             raise self.wire.error(reply.status, data, reply.headers, self.client.secrets)
         if not isinstance(data, dict):
-            raise PermanentError(f"the reply is {kind(data)}, not a JSON object")
+            # a 2xx whose body is no object: what the call did is unknown, as after a timeout
+            raise TransientError(f"the reply is {kind(data)}, not a JSON object")
         return data
 
     def close(self) -> None:

@@ -454,3 +454,16 @@ def test_each_request_is_billed_once_across_the_batches_it_needed(
     run_to_end(batches, second)
     assert all(r.completion for r in batches.results(second))
     assert dict(server.billed) == {f"c{i}": 1 for i in range(6)}
+
+
+@pytest.mark.parametrize("reply", [b"{}", b'{"id": 7}', b"[]", b"<html>ok</html>"])
+def test_an_accepted_creation_naming_no_batch_is_unknown_not_refused(
+    server: BatchServer, batches: OpenAIBatch, reply: bytes
+) -> None:
+    """A 2xx to ``POST /batches`` made a batch: were it "refused" (PermanentError), its requests
+    would be sent again while it runs. Unknown (TransientError): it is looked up first."""
+    server.hooks["create"] = lambda job: (200, reply)
+    with pytest.raises(TransientError, match="OpenAI batch creation"):
+        batches.submit(requests(2), "run-x")
+    assert batches.find("run-x", frozenset({"c0"}), since=server.clock() - 60) == list(
+        server.jobs)
