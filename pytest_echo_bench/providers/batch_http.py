@@ -39,6 +39,8 @@ from pytest_echo_bench.store.redaction import Secrets
 # ``find`` reads at most this many pages of a provider's batch list (newest first): a run's own
 # batches are among its newest, and an account with thousands must not cost thousands of calls.
 LIST_PAGES = 20
+# The least time a results file's download is given, whatever the arm's timeout_s.
+DOWNLOAD_TIMEOUT_S = 900.0
 # How far the provider's clock may be behind ours, when a listing is cut at ``since``.
 CLOCK_SKEW_S = 600.0
 
@@ -59,6 +61,14 @@ class BatchHTTP:
 
     client: JSONClient
     wire: Wire
+
+    def __post_init__(self) -> None:
+        # A results file of up to 200 MB (OpenAI) or 256 MB (Anthropic) arrives under one
+        # deadline for the whole reply: its own client, with the longer of the arm's timeout and
+        # DOWNLOAD_TIMEOUT_S, so a slow link does not fail every read of a large batch.
+        c = self.client
+        self.files = JSONClient(c.url, dict(c.headers), max(c.timeout, DOWNLOAD_TIMEOUT_S),
+                                c.network, c.secrets)
 
     def json(self, method: str, path: str, what: str, payload: Any = None,
              create: bool = False) -> dict[str, Any]:
@@ -98,9 +108,9 @@ class BatchHTTP:
     def raw(self, path: str, what: str) -> bytes:
         """A GET's body as sent (a results file); a non-2xx is the live call's error."""
         with named(what):
-            reply = self.client.call("GET", path)
+            reply = self.files.call("GET", path)
             if not success(reply.status):
-                self._checked(reply, self.client.parsed(reply))
+                self._checked(reply, self.files.parsed(reply))
             return reply.body
 
     def _checked(self, reply: Reply, data: Any) -> dict[str, Any]:
@@ -113,6 +123,7 @@ class BatchHTTP:
 
     def close(self) -> None:
         self.client.close()
+        self.files.close()
 
 
 @contextlib.contextmanager
@@ -190,7 +201,7 @@ class ResultReader:
     def read(self, body: bytes, label: str,
              result: Callable[[str, dict[str, Any], str], BatchResult]) -> Iterator[BatchResult]:
         """Each line's result: ``result(custom_id, line, place)``, ``place`` naming the line."""
-        for number, raw in enumerate(body.split(b"\n"), 1):
+        for number, raw in enumerate(_lines(body), 1):
             if not raw.strip():
                 continue
             place = f"{self.where}, {label} line {number}"
@@ -215,6 +226,16 @@ class ResultReader:
                 f"{self.where}: {self.unreadable[0]}{more} of its results names no custom_id (no "
                 "JSON object with a string custom_id): the requests not read here were not answered"
             )
+
+
+def _lines(body: bytes) -> Iterator[bytes]:
+    """The body's lines one at a time: a 256 MB file is not copied into a list of lines."""
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n", start)
+        end = len(body) if end < 0 else end
+        yield body[start:end]
+        start = end + 1
 
 
 def _line(raw: bytes) -> dict[str, Any] | None:
