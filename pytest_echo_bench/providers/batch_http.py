@@ -61,6 +61,7 @@ class BatchHTTP:
 
     client: JSONClient
     wire: Wire
+    files: JSONClient = field(init=False)  # the results files' client (``__post_init__``)
 
     def __post_init__(self) -> None:
         # A results file of up to 200 MB (OpenAI) or 256 MB (Anthropic) arrives under one

@@ -90,7 +90,8 @@ class OpenAIBatch:
         content = b"".join(self.line(custom_id, request) for custom_id, request in requests)
         _check_size(len(requests), len(content))
         uploaded = self.http.upload(
-            "/files", {"purpose": "batch"}, f"{tag}.jsonl", content, "OpenAI batch input upload"
+            "/files", {"purpose": "batch"}, "echo-bench-batch.jsonl", content,
+            "OpenAI batch input upload",
         )
         file_id = text(uploaded.get("id"), "OpenAI batch input upload", "the file's id")
         created = self.http.json(
