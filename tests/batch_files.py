@@ -1,5 +1,6 @@
 """What ``batch_server`` reads and writes besides its lifecycle: an uploaded form, OpenAI's input
-file validated line by line, and the errors each API reports for a failed request."""
+file validated line by line, Anthropic's requests checked at once, OpenAI's results files, and
+the errors each API reports for a failed request."""
 
 from __future__ import annotations
 
@@ -100,3 +101,45 @@ def _problem(raw: bytes) -> tuple[tuple[str, str] | None, Any]:
     if not isinstance(body, dict) or not body.get("model") or not body.get("messages"):
         return ("missing_required_parameter", "body.model and body.messages are required"), None
     return None, line
+
+
+def anthropic_problem(requests: Any) -> str | None:
+    """Why Anthropic refuses a batch's ``requests`` at once (None: it takes them)."""
+    if not isinstance(requests, list) or not requests:
+        return "requests: must be a non-empty list"
+    seen: set[str] = set()
+    for n, entry in enumerate(requests):
+        custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
+        params = entry.get("params") if isinstance(entry, dict) else None
+        if not isinstance(custom_id, str) or not custom_id or len(custom_id) > 64:
+            return f"requests.{n}.custom_id: must be 1 to 64 characters"
+        if custom_id in seen:
+            return f"requests.{n}.custom_id: {custom_id!r} is not unique"
+        if not isinstance(params, dict) or "max_tokens" not in params:
+            return f"requests.{n}.params.max_tokens: Field required"
+        seen.add(custom_id)
+    return None
+
+
+def openai_results(
+    requests: list[tuple[str, dict[str, Any]]], ran: dict[str, dict[str, Any]], end: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """An ended batch's output file lines (answers) and its error file's (errors, and the
+    requests not run: ``end`` says why)."""
+    output: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for n, (custom_id, _) in enumerate(requests):
+        outcome = ran.get(custom_id)
+        line: dict[str, Any] = {"id": f"batch_req_{n}", "custom_id": custom_id}
+        if outcome is None:
+            code = "batch_expired" if end == "expired" else "batch_cancelled"
+            errors.append({**line, "response": None,
+                           "error": {"code": code, "message": f"the request was not run: {code}"}})
+        elif "fail" in outcome:
+            status, error = OPENAI_ERRORS[outcome["fail"]]
+            errors.append({**line, "response": {"status_code": status, "request_id": f"req_{n}",
+                                                "body": {"error": error}}, "error": None})
+        else:
+            output.append({**line, "response": {"status_code": 200, "request_id": f"req_{n}",
+                                                "body": outcome["reply"]}, "error": None})
+    return output, errors

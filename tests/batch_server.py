@@ -17,7 +17,8 @@ default), finalizing, ended. ``fail[custom_id]`` makes that request's next run f
 ``"429"``, ``"500"`` or ``"quota"``); ``expire(id)`` ends a batch as expired and ``cancel``
 ends it as cancelled at its next step, the requests not yet run unrun in its results. Each
 request that succeeds is billed (``billed[custom_id]``, once per batch it ran in): a test asserts
-each was billed once.
+each was billed once. With ``key`` set, a request without that key is answered 401, as each API
+answers a wrong key.
 
 ``hooks[step]`` lets a test act at a step: called with the batch (or None) once the server has
 done the step's work and before it replies (``"upload"``, ``"create"``, ``"status"``,
@@ -41,7 +42,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar, Self
 from urllib.parse import parse_qs, urlsplit
 
-from batch_files import MAX_BYTES, OPENAI_ERRORS, anthropic_error, multipart_file, validate_lines
+from batch_files import (
+    MAX_BYTES,
+    anthropic_error,
+    anthropic_problem,
+    multipart_file,
+    openai_results,
+    validate_lines,
+)
 from fake_server import Server, reset_connection
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
@@ -85,6 +93,7 @@ class BatchServer:
         self.files: dict[str, bytes] = {}
         self.calls: list[tuple[str, str, dict[str, str]]] = []  # method, path, headers
         self.clock: Callable[[], float] = time.time
+        self.key: str | None = None  # the API key it asks for (None: any, or none)
         self.lock = threading.RLock()
         self._ids = itertools.count(1)
         self.httpd = Server(("127.0.0.1", 0), type("Handler", (Handler,), {"fake": self}))
@@ -106,6 +115,21 @@ class BatchServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def refused(self, path: str, headers: Any) -> dict[str, Any] | None:
+        """The 401 body for a request without ``key`` (None: no key is asked for, or it is
+        right): OpenAI's bearer token, Anthropic's ``x-api-key``."""
+        if self.key is None:
+            return None
+        if path.startswith(ANTHROPIC_PATH):
+            if headers.get("x-api-key") == self.key:
+                return None
+            return {"type": "error", "error": {"type": "authentication_error",
+                                               "message": "invalid x-api-key"}}
+        if headers.get("authorization") == f"Bearer {self.key}":
+            return None
+        return {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                          "code": "invalid_api_key"}}
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
@@ -153,7 +177,7 @@ class BatchServer:
     def _finish(self, job: Job, end: str) -> None:
         job.phase, job.end = "ended", end
         if job.api == "openai":
-            output, errors = openai_results(job)
+            output, errors = openai_results(job.requests, job.ran, job.end)
             out_id = self._file(output) if output else None
             err_id = self._file(errors) if errors else None
             job.files = (out_id, err_id)
@@ -272,44 +296,6 @@ class BatchServer:
         return 200, self.anthropic_batch(job)
 
 
-def anthropic_problem(requests: Any) -> str | None:
-    """Why Anthropic refuses a batch's ``requests`` at once (None: it takes them)."""
-    if not isinstance(requests, list) or not requests:
-        return "requests: must be a non-empty list"
-    seen: set[str] = set()
-    for n, entry in enumerate(requests):
-        custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
-        params = entry.get("params") if isinstance(entry, dict) else None
-        if not isinstance(custom_id, str) or not custom_id or len(custom_id) > 64:
-            return f"requests.{n}.custom_id: must be 1 to 64 characters"
-        if custom_id in seen:
-            return f"requests.{n}.custom_id: {custom_id!r} is not unique"
-        if not isinstance(params, dict) or "max_tokens" not in params:
-            return f"requests.{n}.params.max_tokens: Field required"
-        seen.add(custom_id)
-    return None
-
-
-def openai_results(job: Job) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The output file's lines (answers) and the error file's (errors, unrun requests)."""
-    output, errors = [], []
-    for n, (custom_id, _) in enumerate(job.requests):
-        outcome = job.ran.get(custom_id)
-        line: dict[str, Any] = {"id": f"batch_req_{n}", "custom_id": custom_id}
-        if outcome is None:
-            code = "batch_expired" if job.end == "expired" else "batch_cancelled"
-            errors.append({**line, "response": None,
-                           "error": {"code": code, "message": f"the request was not run: {code}"}})
-        elif "fail" in outcome:
-            status, error = OPENAI_ERRORS[outcome["fail"]]
-            errors.append({**line, "response": {"status_code": status, "request_id": f"req_{n}",
-                                                "body": {"error": error}}, "error": None})
-        else:
-            output.append({**line, "response": {"status_code": 200, "request_id": f"req_{n}",
-                                                "body": outcome["reply"]}, "error": None})
-    return output, errors
-
-
 class Handler(BaseHTTPRequestHandler):
     """One connection's requests, routed to the server's two APIs."""
 
@@ -332,6 +318,9 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         with fake.lock:
             fake.calls.append((method, parts.path, {k.lower(): v for k, v in self.headers.items()}))
+        refused = fake.refused(parts.path, self.headers)
+        if refused is not None:
+            return self.send(401, refused)
         route = ROUTES.get((method, _shape(parts.path)))
         if route is None:
             return self.send(404, {"error": {"message": f"no route {method} {parts.path}",

@@ -374,3 +374,12 @@ def test_a_line_of_a_shape_anthropic_never_sends_is_that_requests_error(
     assert f"Anthropic batch {batch_id}, results line 1: its result type 'paused'" in str(
         first.error)
     assert "results line 3: it has no result object with a type" in str(second.error)
+
+
+def test_a_refused_key_stops_the_arm_and_is_not_shown(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    server.key = "sk-ant-another-key"
+    with pytest.raises(ArmError, match="Anthropic batch creation: HTTP 401") as caught:
+        batches.submit(requests(1), "run")
+    assert ANTHROPIC_KEY not in str(caught.value) and not server.jobs

@@ -467,3 +467,12 @@ def test_an_accepted_creation_naming_no_batch_is_unknown_not_refused(
         batches.submit(requests(2), "run-x")
     assert batches.find("run-x", frozenset({"c0"}), since=server.clock() - 60) == list(
         server.jobs)
+
+
+def test_a_refused_key_stops_the_arm(server: BatchServer, batches: OpenAIBatch) -> None:
+    server.key = "sk-another-key"
+    with pytest.raises(ArmError, match="OpenAI batch input upload: HTTP 401 invalid_api_key"):
+        batches.submit(requests(1), "run")
+    server.key = OPENAI_KEY
+    batch_id = batches.submit(requests(1), "run")
+    assert run_to_end(batches, batch_id)[-1].state == ENDED
