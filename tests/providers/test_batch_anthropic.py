@@ -383,3 +383,25 @@ def test_a_refused_key_stops_the_arm_and_is_not_shown(
     with pytest.raises(ArmError, match="Anthropic batch creation: HTTP 401") as caught:
         batches.submit(requests(1), "run")
     assert ANTHROPIC_KEY not in str(caught.value) and not server.jobs
+
+
+def test_any_accepted_creation_is_a_batch_id_or_an_unknown_outcome(
+    server: BatchServer, batches: AnthropicBatch
+) -> None:
+    """Whatever a 2xx to ``POST /v1/messages/batches`` carries, it is never read as a refusal."""
+    holder: dict[str, bytes] = {}
+    server.hooks["create"] = hostile(holder, "create")
+    reply = st.fixed_dictionaries({}, optional={"id": some("msgbatch_1", ""),
+                                                "processing_status": some("in_progress")})
+
+    @PROFILE
+    @given(body=(reply | JSON_VALUES).map(lambda value: json.dumps(value).encode())
+           | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["create"] = body
+        try:
+            assert batches.submit(requests(1), "run") == "msgbatch_1"
+        except TransientError as exc:
+            assert str(exc).startswith("Anthropic batch creation: ")
+
+    check()

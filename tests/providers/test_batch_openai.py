@@ -476,3 +476,24 @@ def test_a_refused_key_stops_the_arm(server: BatchServer, batches: OpenAIBatch) 
     server.key = OPENAI_KEY
     batch_id = batches.submit(requests(1), "run")
     assert run_to_end(batches, batch_id)[-1].state == ENDED
+
+
+def test_any_accepted_creation_is_a_batch_id_or_an_unknown_outcome(
+    server: BatchServer, batches: OpenAIBatch
+) -> None:
+    """Whatever a 2xx to ``POST /batches`` carries, it is never read as a refusal."""
+    holder: dict[str, bytes] = {}
+    server.hooks["create"] = hostile(holder, "create")
+    reply = st.fixed_dictionaries({}, optional={"id": some("batch_1", ""), "status": some(
+        "validating")}) | JSON_VALUES
+
+    @PROFILE
+    @given(body=reply.map(lambda value: json.dumps(value).encode()) | st.binary(max_size=20))
+    def check(body: bytes) -> None:
+        holder["create"] = body
+        try:
+            assert batches.submit(requests(1), "run") == "batch_1"
+        except TransientError as exc:
+            assert str(exc).startswith("OpenAI batch creation: ")
+
+    check()
