@@ -93,6 +93,7 @@ class BatchServer:
         self.jobs: dict[str, Job] = {}
         self.files: dict[str, bytes] = {}
         self.calls: list[tuple[str, str, dict[str, str]]] = []  # method, path, headers
+        self.targets: list[str] = []  # each request's target as sent, its query included
         self.clock: Callable[[], float] = time.time
         self.key: str | None = None  # the API key it asks for (None: any, or none)
         self.lock = threading.RLock()
@@ -327,6 +328,7 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         with fake.lock:
             fake.calls.append((method, parts.path, {k.lower(): v for k, v in self.headers.items()}))
+            fake.targets.append(self.path)
         refused = fake.refused(parts.path, self.headers)
         if refused is not None:
             return self.send(401, refused)

@@ -198,10 +198,11 @@ class JSONClient:
         these calls are few."""
         target = self._usable()
         headers = {**self.headers, "content-type": content_type}
+        # the URL's own query (a gateway's api-version=...) stays on every path under it
+        base, _, query = target.path.partition("?")
+        full = base.rstrip("/") + path + (("&" if "?" in path else "?") + query if query else "")
         try:
-            head = request_head(
-                target, headers, self._proxy, method, target.path.rstrip("/") + path
-            )
+            head = request_head(target, headers, self._proxy, method, full)
         except BadHeader:
             raise _header_refused() from None
         except BadURL as exc:
