@@ -154,7 +154,10 @@ class AnthropicBatch:
         if outcome != "errored":
             raise failed(place, f"its result type {outcome!r} is none Anthropic documents")
         error = result.get("error")
+        # documented as {"type": "error", "error": {"type", "message"}}; the inner object alone
+        # (as some examples show it) reads the same
         inner = error.get("error") if isinstance(error, dict) else None
+        inner = inner if isinstance(inner, dict) else error
         kind = inner.get("type") if isinstance(inner, dict) else None
         status = _STATUS_OF.get(kind, 400) if isinstance(kind, str) else 400
         return BatchResult(

@@ -405,3 +405,17 @@ def test_any_accepted_creation_is_a_batch_id_or_an_unknown_outcome(
             assert str(exc).startswith("Anthropic batch creation: ")
 
     check()
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_an_error_reads_the_same_wrapped_or_bare(
+    server: BatchServer, batches: AnthropicBatch, wrapped: bool
+) -> None:
+    batch_id = batches.submit(requests(1), "run")
+    run_to_end(batches, batch_id)
+    inner = {"type": "overloaded_error", "message": "Overloaded"}
+    error = {"type": "error", "error": inner} if wrapped else inner
+    line = {"custom_id": "c0", "result": {"type": "errored", "error": error}}
+    server.hooks["results"] = lambda job: (200, json.dumps(line).encode())
+    (result,) = batches.results(batch_id)
+    assert isinstance(result.error, TransientError) and result.error.status == 529
