@@ -35,6 +35,8 @@ PROVIDERS: Registry[ProviderInfo] = Registry("provider", {
     "oracle": f"{_ROOM}.routing:ORACLE",
     "replay": f"{_ROOM}.replay:PROVIDER",
     "reference": f"{_ROOM}.reference:PROVIDER",
+    "bedrock": f"{_ROOM}.bedrock:PROVIDER",
+    "litellm": f"{_ROOM}.litellm_sdk:PROVIDER",
 })
 
 

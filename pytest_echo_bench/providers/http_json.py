@@ -128,6 +128,9 @@ class JSONClient:
     network: Network = field(default_factory=Network)
     # redacted from a body before it is cut for a message
     secrets: Secrets = field(default_factory=Secrets)
+    # Headers made per request from its body and the headers above (a SigV4 signature): the
+    # request's head is then built for each call instead of once.
+    sign: Callable[[bytes, dict[str, str]], dict[str, str]] | None = None
     _local: threading.local = field(default_factory=threading.local)
     # Every thread's connection, for ``close``: a thread's end does not close its socket (nor the
     # server's side of it), which stayed open until the cycle collector ran.
@@ -175,7 +178,10 @@ class JSONClient:
         for conn in opened:
             conn.close()
 
-    def _request_head(self, target: Target) -> bytes:
+    def _request_head(self, target: Target, body: bytes) -> bytes:
+        if self.sign is not None:
+            return request_head(target, {**self.headers, **self.sign(body, self.headers)},
+                                self._proxy)
         if self._head is None:
             self._head = request_head(target, self.headers, self._proxy)
         return self._head
@@ -183,19 +189,20 @@ class JSONClient:
     def post(self, payload: dict[str, Any]) -> Exchange:
         """The reply's status, headers and parsed body; transport failures are TransientError."""
         target = self._usable()
+        body = json.dumps(payload).encode("utf-8")
         try:
-            head = self._request_head(target)
+            head = self._request_head(target, body)
         except BadHeader:
             raise _header_refused() from None
-        reply = self._send(target, head, json.dumps(payload).encode("utf-8"))
+        reply = self._send(target, head, body)
         return Exchange(reply.status, reply.headers, _data(reply, self.secrets))
 
     def call(
         self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
     ) -> Reply:
         """``method`` on ``path`` under the URL's own (a batch API's files and batches), the reply
-        unparsed; the same headers, proxy, CAs and errors as ``post``. Its head is built per call:
-        these calls are few."""
+        unparsed; the same headers, proxy, CAs and errors as ``post`` (``sign`` is ``post``'s
+        alone: it signs that endpoint). Its head is built per call: these calls are few."""
         target = self._usable()
         headers = {**self.headers, "content-type": content_type}
         # the URL's own query (a gateway's api-version=...) stays on every path under it

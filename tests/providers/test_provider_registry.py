@@ -142,7 +142,7 @@ def test_the_registry_module_imports_nothing_of_the_package() -> None:
 
 def test_each_provider_declares_what_the_engine_budget_and_cache_read() -> None:
     cacheable = {name for name in PROVIDERS.names() if provider_info(name).cacheable}
-    assert cacheable == {"openai", "anthropic", "command"}
+    assert cacheable == {"openai", "anthropic", "command", "bedrock", "litellm"}
     composite = {name for name in PROVIDERS.names() if provider_info(name).composite}
     assert composite == {"cascade", "oracle", "python"}
     assert provider_info("anthropic").key_env == ("ANTHROPIC_API_KEY",)
