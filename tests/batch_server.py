@@ -23,9 +23,9 @@ answers a wrong key.
 ``hooks[step]`` lets a test act at a step: called with the batch (or None) once the server has
 done the step's work and before it replies (``"upload"``, ``"create"``, ``"status"``,
 ``"results"``, ``"cancel"``, ``"list"``); it may block (the reply waits: "after submit, before
-the record"), return ``"reset"`` (the connection is dropped, no reply), for a results file
-``"cut"`` (half the body, then the connection drops), or ``(status, bytes)``: the reply to send
-instead (a hostile body).
+the record"; ``hold(step)`` makes such a hook), return ``"reset"`` (the connection is dropped, no
+reply), for a results file ``"cut"`` (half the body, then the connection drops), or ``(status,
+bytes)``: the reply to send instead (a hostile body).
 """
 
 from __future__ import annotations
@@ -119,6 +119,19 @@ class BatchServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def hold(self, step: str, wait_s: float = 60.0) -> tuple[threading.Event, threading.Event]:
+        """Hold each reply to ``step``, its work done, until the test sets ``release`` (at most
+        ``wait_s``): ``(arrived, release)``, ``arrived`` set once a request waits there (a test
+        kills its client then: "after submit, before the record")."""
+        arrived, release = threading.Event(), threading.Event()
+
+        def hook(job: Job | None) -> None:
+            arrived.set()
+            release.wait(wait_s)
+
+        self.hooks[step] = hook
+        return arrived, release
 
     def refused(self, path: str, headers: Any) -> dict[str, Any] | None:
         """The 401 body for a request without ``key`` (None: no key is asked for, or it is

@@ -1,10 +1,12 @@
 """What both batch clients share (``providers.batch_http``), on the loopback batch server: paths
 under a base_url that carries a query, the multipart form of an upload as a server parses it,
-results files read line by line, and request counts that are no counts."""
+results files read line by line, request counts that are no counts, and the server's hold of a
+reply (what a test kills its client during)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,18 @@ def test_a_line_without_an_id_is_reported_once_the_rest_is_read() -> None:
 def test_a_count_that_is_no_count_reads_as_nothing(value: object) -> None:
     assert count({"total": value}, "total") == 0
     assert count(value, "total") == 0
+
+
+def test_a_held_creation_has_made_its_batch_before_the_client_hears_of_it(
+    server: BatchServer, tmp_path: Path
+) -> None:
+    arrived, release = server.hold("create")
+    api = provider(tmp_path, "anthropic", server.base_url).batch_api()
+    with ThreadPoolExecutor(1) as pool:
+        submitted = pool.submit(api.submit, requests(2), "run")
+        assert arrived.wait(10)
+        (made,) = server.jobs  # the batch exists: a client killed now never records its id
+        assert not submitted.done()
+        release.set()
+        assert submitted.result(10) == made
+    api.close()
