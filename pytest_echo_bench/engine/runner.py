@@ -73,7 +73,7 @@ class Runner:
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
         key = (str(spec.path), name)
-        # Asked several times per item by every calling thread: once built, found without the
+        # Asked for every item by every calling thread: once built, an arm is found without the
         # lock (a dict read is atomic), which 256 threads would otherwise queue on.
         runtime = self._arms.get(key)
         if runtime is not None:
