@@ -14,21 +14,29 @@ even on a shared machine:
 - ``baseline``: ``baseline_client.py``, a minimal asyncio HTTP/1.1 keep-alive client making the same
   requests over as many connections: the ceiling this machine allows,
   since the server shares its cores;
+- ``aiohttp``: ``aiohttp_client.py``, a plain aiohttp client (one session, a pool of as many
+  connections, as many tasks taking the next request): what a user would write instead of a sweep,
+  the reference of the ``x ref`` columns when it runs (aiohttp is a benchmark-only dependency:
+  ``pip install aiohttp``);
 - ``pytest``: as many no-op tests run by pytest alone (this plugin disabled): pytest's own floor for
-  that many items, before any call is made.
+  that many items, before any call is made;
+- ``instant``: the ``sim`` provider with no latency (no thread, no wait: the plugin's cost per item
+  beside ``pytest``'s, the reference of the ``instant`` scenario).
 
 The items come from a ``loader: jsonl`` file, as a real benchmark's do. Python may write its
 bytecode caches (``PYTHONDONTWRITEBYTECODE`` is unset for the runs, after one warm-up run), as on a
 user's machine: otherwise every pytest start compiles the plugin's modules again (about 0.2 s).
 
-Scenarios: ``1k32`` (1,000 items, 32 in flight), ``4k256`` (4,000 items, 256 in flight) and ``rate``
+Scenarios: ``1k32`` (1,000 items, 32 in flight), ``4k256`` (4,000 items, 256 in flight), ``rate``
 (1,000 items, 32 in flight, the server admitting 50 requests a second and answering 429 with
-retry-after beyond). Printed per run: wall and CPU seconds (user + system of the client processes,
-not the server's), the ratio to the ideal and to the baseline of the same repeat, the server's most
-requests in flight at once, and how many requests it answered 429.
+retry-after beyond) and ``instant`` (10,000 ``instant`` items against 10,000 ``pytest`` no-op tests,
+no server). Printed per run: the load average when it started, wall and CPU seconds (user + system
+of the client processes, not the server's), the ratio to the ideal, the wall and CPU ratios to the
+reference of the same repeat (``aiohttp`` if it runs, else ``baseline``; ``pytest`` for
+``instant``), the server's most requests in flight at once, and how many it answered 429.
 
-Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate]
-       [--clients default,sdk,sim,pytest,baseline] [--repeat 2]
+Usage: python benchmarks/throughput.py [--scenarios 1k32,4k256,rate,instant]
+       [--clients default,sdk,sim,pytest,baseline,aiohttp] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -36,19 +44,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from overhead import run
+from overhead import machine, run
 
 ROOT = Path(__file__).resolve().parents[1]
 LATENCY = 0.2
 RATE = 50  # requests a second the rate scenario's server admits
-SCENARIOS = {"1k32": (1000, 32, 0), "4k256": (4000, 256, 0), "rate": (1000, 32, RATE)}
+SCENARIOS = {
+    "1k32": (1000, 32, 0),
+    "4k256": (4000, 256, 0),
+    "rate": (1000, 32, RATE),
+    "instant": (10000, 8, 0),
+}
 
 SERVER = f"""
 import json, sys, time
@@ -99,6 +111,8 @@ class Server:
 def arm(client: str, base_url: str) -> str:
     if client == "sim":  # the harness alone: the same waits, no network
         return f"  gpt: {{provider: sim, accuracy: 1.0, latency_s: {LATENCY}}}"
+    if client == "instant":  # nothing to wait for: the items run on pytest's own thread
+        return "  gpt: {provider: sim, accuracy: 1.0}"
     lines = [
         "  gpt:",
         "    provider: openai",
@@ -157,73 +171,92 @@ def sweep(
     return wall, cpu
 
 
-def baseline(base_url: str, items: int, concurrency: int) -> tuple[float, float]:
-    cmd = [
-        sys.executable,
-        str(Path(__file__).with_name("baseline_client.py")),
-        base_url,
-        str(items),
-        str(concurrency),
-    ]
+def client_script(script: str, base_url: str, items: int, concurrency: int) -> tuple[float, float]:
+    """(wall s, CPU s) of a client script printing its JSON figures (``baseline``, ``aiohttp``)."""
+    cmd = [sys.executable, str(Path(__file__).with_name(script)), base_url]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    proc = subprocess.run(cmd + [str(items), str(concurrency)], capture_output=True, text=True)
     wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"{script} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return wall, float(json.loads(proc.stdout)["cpu_s"])
+
+
+SCRIPTS = {"baseline": "baseline_client.py", "aiohttp": "aiohttp_client.py"}
+
+
+def measure(
+    workdir: Path, client: str, base_url: str, items: int, concurrency: int
+) -> tuple[float, float]:
+    if client in SCRIPTS:
+        return client_script(SCRIPTS[client], base_url, items, concurrency)
+    return sweep(workdir, client, base_url, items, concurrency)
+
+
+def clients_of(name: str, asked: list[str]) -> list[str]:
+    """The clients a scenario runs, its reference first."""
+    if name == "instant":
+        return ["pytest", "instant"]
+    rate = SCENARIOS[name][2]
+    clients = [c for c in asked if c != "instant"]
+    if rate:  # the ceiling and the harness alone say nothing about a rate limit
+        clients = [c for c in clients if c not in ("baseline", "aiohttp", "sim", "pytest", "paced")]
+        clients.append("paced")
+    order = ["aiohttp", "baseline"]
+    return sorted(clients, key=lambda c: order.index(c) if c in order else len(order))
+
+
+HEADER = (
+    f"{'scenario':8} {'rep':>3} {'load':>5} {'client':9} {'wall s':>7} {'cpu s':>6} "
+    f"{'x ideal':>7} {'wall x ref':>10} {'cpu x ref':>9} {'max in flight':>13} {'429s':>5}"
+)
+
+
+def run_scenario(server: Server, workdir: Path, name: str, clients: list[str], rep: int) -> None:
+    items, concurrency, rate = SCENARIOS[name]
+    server.send(f"rate {rate}")
+    ideal = items / rate if rate else items * LATENCY / concurrency
+    ref: tuple[float, float] | None = None
+    for client in clients:
+        load = os.getloadavg()[0]
+        server.stats()
+        wall, cpu = measure(workdir, client, server.base_url, items, concurrency)
+        stats = server.stats()
+        ref = ref or ((wall, cpu) if client in ("aiohttp", "baseline", "pytest") else None)
+        ratios = f"{wall / ref[0]:10.2f} {cpu / ref[1]:9.2f}" if ref else f"{'-':>10} {'-':>9}"
+        x_ideal = f"{wall / ideal:7.2f}" if name != "instant" else f"{'-':>7}"
+        print(
+            f"{name:8} {rep:3d} {load:5.1f} {client:9} {wall:7.2f} {cpu:6.2f} {x_ideal} "
+            f"{ratios} {stats['max_in_flight']:13d} {stats['refused']:5d}",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--scenarios", default="1k32,4k256,rate")
-    parser.add_argument("--clients", default="default,sdk,sim,pytest,baseline")
+    parser.add_argument("--scenarios", default="1k32,4k256,rate,instant")
+    parser.add_argument("--clients", default="default,sdk,sim,pytest,baseline,aiohttp")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    print(
-        f"machine: {platform.platform()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, "
-        f"load average {os.getloadavg()[0]:.1f} at start"
-    )
-    print(
-        f"{'scenario':8} {'rep':>3} {'client':9} {'wall s':>7} {'x ideal':>7} {'x base':>7} "
-        f"{'cpu s':>6} "
-        f"{'max in flight':>13} {'429s':>5} {'429 %':>6}"
-    )
+    asked = args.clients.split(",")
+    if "aiohttp" in asked:
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError:
+            raise SystemExit(
+                "the aiohttp client needs aiohttp: pip install aiohttp "
+                "(or leave it out: --clients default,sim,pytest,baseline)"
+            ) from None
+    print(machine())
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at start")
+    print(HEADER)
     server = Server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             sweep(Path(tmp), "sim", server.base_url, 10, 1)  # the warm-up: bytecode caches written
             for name in args.scenarios.split(","):
-                items, concurrency, rate = SCENARIOS[name]
-                server.send(f"rate {rate}")
-                clients = [
-                    c
-                    for c in args.clients.split(",")
-                    if not (rate and c in ("baseline", "sim", "pytest"))
-                ]
-                if rate and "paced" not in clients:
-                    clients.append("paced")
-                ideal = items / rate if rate else items * LATENCY / concurrency
                 for rep in range(args.repeat):
-                    base_wall = None
-                    # the baseline first
-                    for client in sorted(clients, key=lambda c: c != "baseline"):
-                        server.stats()
-                        if client == "baseline":
-                            wall, cpu = baseline(server.base_url, items, concurrency)
-                            base_wall = wall
-                        else:
-                            wall, cpu = sweep(
-                                Path(tmp), client, server.base_url, items, concurrency
-                            )
-                        stats = server.stats()
-                        ratio = f"{wall / base_wall:7.2f}" if base_wall else f"{'-':>7}"
-                        total = stats["served"] + stats["refused"]
-                        print(
-                            f"{name:8} {rep:3d} {client:9} {wall:7.2f} {wall / ideal:7.2f} "
-                            f"{ratio} {cpu:6.2f} "
-                            f"{stats['max_in_flight']:13d} {stats['refused']:5d} "
-                            f"{100 * stats['refused'] / max(1, total):6.1f}",
-                            flush=True,
-                        )
+                    run_scenario(server, Path(tmp), name, clients_of(name, asked), rep)
     finally:
         server.close()
 

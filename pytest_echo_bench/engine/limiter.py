@@ -141,11 +141,23 @@ class Gate:
         self.queue: collections.deque[object] = collections.deque()
         self.buckets: list[TokenBucket] = []  # the rate limits of the arms calling it (their logs)
         self._seen: dict[int, int] = {}  # id(log) -> decisions already taken (``take_decisions``)
+        self._taken = 0  # how many decisions all its logs had made when they were last taken
+
+    def _made(self) -> int:
+        limiter = self.limiter
+        policies = limiter.pause.log.total + limiter.aimd.log.total + limiter.pacer.log.total
+        return policies + sum(bucket.log.total for bucket in self.buckets)
 
     def take_decisions(self) -> list[tuple[float, str]]:
         """The decisions made since the last time as (clock time, text), oldest first, each named by
         endpoint and policy."""
+        # Asked after every item, by every thread: most of the time nothing was decided, and the
+        # condition every call of the endpoint takes need not be taken to see that (a decision
+        # made meanwhile is taken the next time).
+        if self._made() == self._taken:
+            return []
         with self.condition:
+            self._taken = self._made()
             logs = [
                 *self.limiter.logs.items(),
                 *((bucket.unit, bucket.log) for bucket in self.buckets),
@@ -190,6 +202,7 @@ class Limits:
         self.stop, self.ceiling, self.processes, self.clock = stop, ceiling, processes, clock
         self.endpoints: dict[str, Gate] = {}
         self._by_arm: dict[int, Gate] = {}  # id(ArmSpec) -> its endpoint's gate
+        self._gates: tuple[Gate, ...] = ()  # the endpoints' gates, read without the lock
         self._lock = threading.Lock()  # the two maps only: each gate has its own condition
         # the 429s of the item this thread runs (``take_throttled``)
         self._local = threading.local()
@@ -209,6 +222,7 @@ class Limits:
                 gate = self.endpoints[endpoint] = Gate(
                     endpoint.partition("#")[0], Limiter(ceiling, self.clock)
                 )
+                self._gates = (*self._gates, gate)
             self._by_arm[id(arm)] = gate
         with gate.condition:
             gate.limiter.aimd.raise_ceiling(ceiling)
@@ -230,11 +244,12 @@ class Limits:
         """Every gate's decisions since they were last taken, oldest first across the
         endpoints, each stamped with its UTC time (for ``-v``: the controller puts every
         process's in time order by it)."""
-        with self._lock:
-            gates = list(self.endpoints.values())
         fresh = sorted(
-            (pair for gate in gates for pair in gate.take_decisions()), key=lambda pair: pair[0]
+            (pair for gate in self._gates for pair in gate.take_decisions()),
+            key=lambda pair: pair[0],
         )
+        if not fresh:
+            return []
         # the clock is monotonic: processes agree only on the wall clock
         offset = time.time() - self.clock()
         return [f"{decision_stamp(at + offset)} {text}" for at, text in fresh]

@@ -72,8 +72,13 @@ class Runner:
             self.cache.close()
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
+        key = (str(spec.path), name)
+        # Asked for every item by every calling thread: once built, an arm is found without the
+        # lock (a dict read is atomic), which 256 threads would otherwise queue on.
+        runtime = self._arms.get(key)
+        if runtime is not None:
+            return runtime
         with self._lock:
-            key = (str(spec.path), name)
             if key not in self._arms:
                 build, cached = self._builder(spec), self.cache is not None
                 self._arms[key] = ArmRuntime(spec, spec.arms[name], build, cached)

@@ -37,7 +37,10 @@ class Calling:
                                     identity=ctx.results_id)
         self.stop = StopSignal(Path(ctx.results))
         cache = ResponseCache(Path(ctx.cache)) if ctx.cache else None
-        recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark)
+        # Only an xdist worker can be handed the items of a lost one: a serial run has none to look
+        # up, and skips the look for the controller's mark (a stat per item).
+        remote = hasattr(config, "workerinput")
+        recorded = RunRows(Path(ctx.results), ctx.run_start, ctx.meta.benchmark) if remote else None
         self.budget = Budget(Ledger(ctx.results, ctx.budget_limits)) if ctx.budget else None
         # No endpoint's adaptive limit goes above the pool; an arm's rate_limit is split among the
         # workers.

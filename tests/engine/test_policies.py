@@ -235,6 +235,37 @@ def test_the_endpoints_decisions_are_taken_once_oldest_first_named_by_endpoint()
     assert limits.take_decisions() == []
 
 
+def test_a_decision_after_an_empty_take_is_taken_by_the_next() -> None:
+    """Most items see no decision: the take counts the logs without the gate's condition. A
+    decision made after an empty take (a policy's or an arm's bucket's) is still taken once."""
+    clock = Clock()
+    limits = Limits(threading.Event(), ceiling=8, clock=clock)
+    arm = ArmSpec("gpt", "openai", {}, 1, None, False, RateLimit(tokens_per_minute=6000))
+
+    class Costly(Scripted):
+        def complete(self, request: Request) -> Completion:
+            if self.errors:
+                raise self.errors.pop(0)
+            return Completion("4", {"prompt_tokens": 500, "completion_tokens": 500})
+
+    provider = limits.wrap(
+        Costly("http://a.example/v1", [TransientError("429", retry_after=0.5, status=429)]), arm
+    )
+    assert limits.take_decisions() == []
+    with pytest.raises(TransientError):
+        provider.complete(request("x"))
+    assert [line.split(" ", 1)[1] for line in limits.take_decisions()] == [
+        "http://a.example/v1 pause: pause 0.50 s (its retry-after)",
+        "http://a.example/v1 aimd: limit 8 -> 4 (429)",
+    ]
+    assert limits.take_decisions() == []
+    clock.now += 1.0  # past the pause
+    provider.complete(request("y"))
+    taken = [line.split(" ", 1)[1] for line in limits.take_decisions()]
+    assert taken and all(line.startswith("http://a.example/v1 gpt tokens: ") for line in taken)
+    assert limits.take_decisions() == []
+
+
 def test_decisions_of_several_endpoints_and_processes_are_in_time_order() -> None:
     """Each endpoint keeps its own log: taken together, and from two
     processes, they interleave by time."""
