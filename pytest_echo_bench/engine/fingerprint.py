@@ -141,6 +141,8 @@ def arm_descriptor(
 
 def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str, Any]:
     options = {k: v for k, v in arm.options.items() if k not in left_out}
+    if ENDPOINT <= left_out:
+        options = _without_place(arm.provider, options)
     if arm.provider == "python" and isinstance(options.get("function"), str):
         from pytest_echo_bench.providers.python_arm import resolve, source_digest
 
@@ -152,6 +154,18 @@ def _descriptor(spec: Spec, arm: ArmSpec, left_out: frozenset[str]) -> dict[str,
 
         options["prompt"] = prompt_settings(spec, arm.name)
     return {"provider": arm.provider, **options}
+
+
+def _without_place(provider: str, options: dict[str, Any]) -> dict[str, Any]:
+    """An arm's options without where its provider is reached: an Azure resource's ``endpoint``
+    (its ``deployment`` stays: it names the model), a Bedrock arm's ``region`` and ``profile``.
+    A deployment moved to another resource or region answers the same requests."""
+    azure = options.get("azure")
+    if isinstance(azure, dict) and "endpoint" in azure:
+        options = {**options, "azure": {k: v for k, v in azure.items() if k != "endpoint"}}
+    if provider == "bedrock":
+        options = {k: v for k, v in options.items() if k not in ("region", "profile")}
+    return options
 
 
 def scorer_descriptor(spec: Spec) -> list[Any]:

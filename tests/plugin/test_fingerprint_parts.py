@@ -193,3 +193,41 @@ def test_changed_parts_in_words() -> None:
     ]
     # an older file: no digest per arm
     assert changed_parts({"dataset": "d", "arms": "x"}, new) == ["the arms"]
+
+
+def _arms_part(tmp_path: Path, arm: str) -> dict[str, str]:
+    from pytest_echo_bench.datasets.registry import load_examples
+    from pytest_echo_bench.engine.fingerprint import fingerprint_parts
+    from pytest_echo_bench.spec.load import load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(sim_spec(2, arms=arm))
+    spec = load_spec(path)
+    return fingerprint_parts(spec, load_examples(spec))
+
+
+@pytest.mark.parametrize(("before", "after", "same"), [
+    ("    azure: {endpoint: 'https://a.openai.azure.com', deployment: d, api_version: v1}\n",
+     "    azure: {endpoint: 'https://b.openai.azure.com', deployment: d, api_version: v1}\n", True),
+    ("    azure: {endpoint: 'https://a.openai.azure.com', deployment: d, api_version: v1}\n",
+     "    azure: {endpoint: 'https://a.openai.azure.com', deployment: e, api_version: v1}\n", False),
+])
+def test_an_azure_resource_moved_keeps_the_arm_a_deployment_changed_does_not(
+    tmp_path: Path, before: str, after: str, same: bool
+) -> None:
+    def arm(azure: str) -> str:
+        return f"  a:\n    provider: openai\n    model: gpt-4o\n{azure}"
+
+    assert (_arms_part(tmp_path, arm(before)) == _arms_part(tmp_path, arm(after))) is same
+
+
+def test_a_bedrock_arm_moved_to_another_region_or_profile_keeps_its_fingerprint(
+    tmp_path: Path,
+) -> None:
+    def arm(region: str, profile: str, model: str = "m1") -> str:
+        return (f"  a:\n    provider: bedrock\n    model: {model}\n    region: {region}\n"
+                f"    profile: {profile}\n")
+
+    here = _arms_part(tmp_path, arm("us-east-1", "research"))
+    assert here == _arms_part(tmp_path, arm("eu-west-1", "other"))
+    assert here != _arms_part(tmp_path, arm("us-east-1", "research", model="m2"))
