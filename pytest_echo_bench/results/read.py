@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
@@ -34,9 +36,10 @@ SHOWN = frozenset({"wall_seconds", "sub_calls", "cost_usd", "cost_units", "usage
 Judged = tuple[str, str | None, float | None, str | None, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One graded row, normalised so that older six-field rows read like current ones."""
+class Item(msgspec.Struct, frozen=True, gc=False):
+    """One graded row, normalised so that older six-field rows read like current ones.
+
+    A Struct, built in C: a report holds one per key, a million of them."""
 
     benchmark: str
     task_id: str
@@ -190,7 +193,9 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
     subtask = row.subtask or _bbh_subtask(row.task_id)
     text = row.answer or row.text()
     judged = _judged(row, shared) if row.score is not None or row.judged is not None else (None, ())
-    return Item(sys.intern(row.benchmark or file.default), row.task_id, sys.intern(row.arm),
+    # names shared as ``_item`` shares them
+    return Item(sys.intern(row.benchmark or file.default), sys.intern(row.task_id),
+                sys.intern(row.arm),
                 row.passed is True and status != UNJUDGED, sys.intern(status),
                 None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
@@ -206,7 +211,11 @@ def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: 
     whether it had a figure it could not use or a verdict that is partly luck."""
     call = _call(key, row)
     if call not in calls:  # None (a row that does not name its call) is never added: always counted
-        results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(row)
+        arm = (item.benchmark, item.arm)
+        spend = results.spend.get(arm)
+        if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
+            spend = results.spend[arm] = ArmSpend()
+        spend.add(row)  # type: ignore[arg-type]
         if call is not None:
             calls.add(call)
     if type(row) is ReadRow:
@@ -265,11 +274,12 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
     usage = row.usage
-    # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
+    # A million rows repeat a few benchmark, arm, status and subtask names, and each task id once
+    # per arm: share one string each.
     tokens = None
     if usage is not None:
         tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
-    return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
+    return Item(sys.intern(row.benchmark), sys.intern(row.task_id), sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
                 tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
