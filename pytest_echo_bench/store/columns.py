@@ -1,5 +1,5 @@
-"""The columns a reader of a whole results file takes (the report and compare, resume's count),
-each set one msgspec view decoded chunk by chunk by ``keyscan.RowScan``.
+"""The columns the report and compare take of every row of a results file: one msgspec view,
+decoded chunk by chunk by ``keyscan.RowScan``.
 
 A view declares each figure with ``store.checks``'s bounds (a finite number in [0,
 ``FIGURE_MAX``]) and each text as a string, so a line decodes into it only when every value it
@@ -81,9 +81,3 @@ class ReportRow(StatusRow, gc=False):  # type: ignore[misc]
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         return (0 if prompt is None else prompt, 0 if completion is None else completion)
 
-
-class CountRow(StatusRow, gc=False):  # type: ignore[misc]
-    """The columns resume's count reads when it spends nothing (``--collect-only``): the verdict
-    and the wall (``store.tally``)."""
-
-    wall_seconds: float | None = None
