@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -25,6 +25,7 @@ from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Key, Meta, scan_epoch
 from pytest_echo_bench.store.rows import ReadRow, read_row
 
+T = TypeVar("T")
 # The disagreement list shows answers, not whole outputs: keep a short prefix of each.
 ANSWER_CHARS = 160
 # The figures an ``Item`` holds: a row with one ``store.checks`` refuses is counted as such.
@@ -91,11 +92,12 @@ class Results:
 def _call(key: Key, row: ReadRow | ReportRow) -> tuple[Key, str, str, str] | None:
     """What names the call a row records: its key, run and times, which a regraded or merged copy
     keeps (None: a row without them, counted as it comes). ``key`` is the one the report keeps, its
-    strings shared with the row's ``Item``: a million calls are held."""
+    strings shared with the row's ``Item``, and the run id one string for all its rows: a million
+    calls are held."""
     run, started, finished = row.run_id, row.started_at, row.finished_at
     if run is None or started is None or finished is None:
         return None
-    return key, run, started, finished
+    return key, sys.intern(run), started, finished
 
 
 def load_results(paths: Sequence[Path], fast: bool = True) -> Results:
@@ -199,7 +201,7 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 row.passed is True and status != UNJUDGED, sys.intern(status),
                 None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
-                row.tokens(), row.cost_usd, row.cost_units,
+                _shared(row.tokens(), shared), row.cost_usd, row.cost_units,
                 text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
                 _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model))
@@ -282,14 +284,16 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     return Item(sys.intern(row.benchmark), sys.intern(row.task_id), sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
-                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
+                _shared(tokens, shared), row.cost_usd, row.cost_units, _answer(row), row.epoch,
+                None,
                 *_judged(row, shared), _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model))
 
 
-def _shared(digest: str | None, shared: dict[object, object]) -> str | None:
-    """An item's digest, held once for every arm and epoch of the item."""
-    return None if digest is None else shared.setdefault(digest, digest)  # type: ignore[return-value]
+def _shared(value: T | None, shared: dict[object, object]) -> T | None:
+    """A value held once however many items have it: an item's digest (one for every arm and
+    epoch of the item), a (prompt, completion) token count."""
+    return None if value is None else shared.setdefault(value, value)  # type: ignore[return-value]
 
 
 def _judged(row: ReadRow | ReportRow,
