@@ -1,12 +1,15 @@
 """Reports at scale: ``echo-bench report`` of a 1,000,000-row results
-file in every format, and a gate.
+file in every format, and a gate, beside two baselines.
 
 Writes a results file of realistic rows (as ``records.Row`` writes them: outputs of 10-40 words,
 usage, cost, a subtask, ``extra`` on every tenth) for ARMS arms whose verdicts are correlated
 through a per-item difficulty, so every pair has thousands of discordant items (the exact McNemar
 test's large case). Then runs each report in a fresh interpreter and prints its wall and CPU time
-and peak resident memory (``ru_maxrss``), beside a baseline process that only reads the file with
-``store.reader.read_records`` (every line and record held at once).
+and peak resident memory (``ru_maxrss``), beside two baseline processes: one that only reads the
+file with ``store.reader.read_records`` (every line and record held at once), and
+``report_duckdb.py``, the report's core figures computed by DuckDB (``pip install duckdb``; without
+it that row says so). Each row's ratio is its CPU over DuckDB's; the machine and its load average
+(a loaded machine slows the CPU time too: compare rows of one run) come first.
 
 With ``--judged`` the same rows are also written judged (each graded 1-10 by two judges: a
 ``score``, two ``judgments`` records and a ``judge_cost_usd``, as ``model_graded`` writes them)
@@ -19,7 +22,9 @@ Usage: python benchmarks/report_scale.py [--rows 1000000] [--arms 15] [--repeat 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -53,6 +58,10 @@ start = time.perf_counter()
 if sys.argv[1] == "read_records":
     from pytest_echo_bench.store.reader import read_records
     meta, records = read_records(__import__("pathlib").Path(sys.argv[2]))
+    status = 0
+elif sys.argv[1] == "duckdb":
+    from report_duckdb import figures
+    found = figures(sys.argv[2])
     status = 0
 else:
     from pytest_echo_bench.cli.main import main
@@ -136,9 +145,8 @@ def write_apart(path: Path, rows: int, arms: int, with_judges: bool = False) -> 
 
 def run(args: list[str]) -> tuple[float, float, float, int]:
     """(wall seconds, CPU seconds, peak MB, exit status) of one report in a fresh interpreter."""
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).parent)
     wall, cpu, peak, status = done.stderr.strip().splitlines()[-1].split()
     return float(wall), float(cpu), float(peak), int(status)
 
@@ -154,11 +162,16 @@ def main() -> None:
     args = parser.parse_args()
     formats = args.formats.split(",")
     print(machine())
+    print("load average: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.jsonl"
         write_apart(path, args.rows, args.arms)
         print(f"{args.rows:,} rows, {args.arms} arms, {path.stat().st_size / 1e6:.0f} MB")
         cases = [("baseline: read_records only", ["read_records", str(path)])]
+        if importlib.util.find_spec("duckdb") is None:
+            print("baseline: DuckDB script: duckdb is not installed (pip install duckdb): left out")
+        else:
+            cases.insert(0, ("baseline: DuckDB script (report_duckdb.py)", ["duckdb", str(path)]))
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
                   for fmt in formats]
         if args.judged:
@@ -174,15 +187,17 @@ def main() -> None:
                 ["report", str(path), "--format", "json", "--gate", interval, "--gate", "a1>=a0"],
             )
         )
-        print(f"| {'run':58} | wall s | CPU s | peak MB | status |\n|---|---|---|---|---|")
+        print(f"| {'run':58} | wall s | CPU s | peak MB | status | CPU / DuckDB's |\n"
+              "|---|---|---|---|---|---|")
+        duckdb_cpu = None
         for name, argv in cases:
             results = [run(argv) for _ in range(args.repeat)]
             wall, cpu = min(r[0] for r in results), min(r[1] for r in results)
             peak = max(r[2] for r in results)
-            print(
-                f"| {name:58} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {results[0][3]} |",
-                flush=True,
-            )
+            duckdb_cpu = cpu if argv[0] == "duckdb" else duckdb_cpu
+            ratio = f"{cpu / duckdb_cpu:.1f}x" if duckdb_cpu else "-"
+            print(f"| {name:58} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {results[0][3]} | "
+                  f"{ratio} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ from typing import Protocol
 
 from pytest_echo_bench.analysis.power import mde, n_for_power
 from pytest_echo_bench.analysis.stats import holm, mcnemar_exact, newcombe_paired, paired_t
+from pytest_echo_bench.analysis.verdicts import Bits, Table
 from pytest_echo_bench.results.read import Item
 
-Verdicts = dict[str, bool]  # task_id -> passed
+# an arm's items answered and those it got right
+Answered = tuple[set[str], set[str]] | tuple[Bits, Bits]
 # The report lists this many disagreements per benchmark (and counts them all): a page or a JSON
 # file of a million-row sweep must stay readable.
 DISAGREEMENTS_SHOWN = 100
@@ -83,20 +85,12 @@ class Priced(Protocol):
     def cost_units(self) -> float | None: ...
 
 
-def answered_and_right(verdicts: Verdicts) -> tuple[set[str], set[str]]:
-    """An arm's task ids and those it got right: computed once per
-    arm, then intersected per pair."""
-    return set(verdicts), {t for t, passed in verdicts.items() if passed}
-
-
 def pair(
-    bench: str, a: str, b: str, sets_a: tuple[set[str], set[str]], sets_b: tuple[set[str], set[str]]
+    bench: str, a: str, b: str, sets_a: Answered, sets_b: Answered
 ) -> Pair:
-    """The paired comparison of ``a`` and ``b`` from each arm's ``answered_and_right`` sets.
-
-    Set algebra runs in C; a dict lookup per item and pair was the largest
-    part of building a large report.
-    """
+    """The paired comparison of ``a`` and ``b`` from each arm's items answered and right (sets,
+    or ``verdicts.Bits``: set algebra in C; a dict lookup per item and pair was the largest part
+    of building a large report)."""
     shared = sets_a[0] & sets_b[0]
     right_a = sets_a[1] & shared
     right_b = sets_b[1] & shared
@@ -189,13 +183,12 @@ def _pareto(points: Sequence[tuple[str, float, float]]) -> tuple[str, ...]:
 
 
 def disagreements(
-    bench: str, by_arm: dict[str, list[Item]], verdicts: dict[str, Verdicts]
+    bench: str, by_arm: dict[str, list[Item]], table: Table
 ) -> tuple[int, list[Disagreement]]:
     """How many items the arms disagree on (among those every arm
     answered), and the first few of them."""
-    shared = set.intersection(*(set(v) for v in verdicts.values()))
-    split = sorted(t for t in shared if len({v[t] for v in verdicts.values()}) == 2)
-    shown = set(split[:DISAGREEMENTS_SHOWN])
+    count, split = table.split(DISAGREEMENTS_SHOWN)
+    shown = set(split)
     answers: dict[str, dict[str, str | None]] = {t: {} for t in shown}
     subtasks: dict[str, str | None] = {}
     for arm, items in by_arm.items():
@@ -205,8 +198,9 @@ def disagreements(
                 subtasks[item.task_id] = item.subtask
     listed = [
         Disagreement(
-            bench, t, subtasks.get(t), {arm: v[t] for arm, v in verdicts.items()}, answers[t]
+            bench, t, subtasks.get(t), {arm: table.verdict(arm, t) for arm in table.right},
+            answers[t],
         )
-        for t in split[:DISAGREEMENTS_SHOWN]
+        for t in split
     ]
-    return len(split), listed
+    return count, listed

@@ -16,7 +16,7 @@ from pytest_echo_bench.plugin.resume_check import refuse_unfingerprinted
 from pytest_echo_bench.plugin.shard import refuse_partial_gate, resumed_shard
 from pytest_echo_bench.store.files import UNJUDGED, torn_path
 from pytest_echo_bench.store.owner import Ownership
-from pytest_echo_bench.store.reader import ResultsIndex
+from pytest_echo_bench.store.reader import ResultsIndex, read_index
 from pytest_echo_bench.store.records import Meta
 from pytest_echo_bench.store.tally import FileTally
 from pytest_echo_bench.store.writer import repair
@@ -72,10 +72,15 @@ def open_resume(config: pytest.Config, opts: BenchOptions) -> Opened:
         own(config, str(file.resolve()))
     try:
         cut = repair(file) if writes(config) else 0  # collecting only never changes the file
-        # One pass gives the keys to deselect and the per-arm counts the run starts from.
-        counted = config.stash[COUNTED] = FileTally()
-        counted.update(file, strict=True)
-        index = ResultsIndex(counted.meta, counted.recorded(opts.retry_errors), file.stat().st_size)
+        counted = FileTally()
+        if writes(config) or opts.retry_errors:
+            # One pass gives the keys to deselect and the per-arm counts the run starts from.
+            config.stash[COUNTED] = counted
+            counted.update(file, strict=True)
+            index = ResultsIndex(counted.meta, counted.recorded(opts.retry_errors),
+                                 file.stat().st_size)
+        else:  # collecting only counts and spends nothing: the keys alone, read fast
+            index = read_index(file)
     except (StoreError, OSError) as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
     notes = [f"echo-bench: repaired a torn last line in {path} ({cut} bytes kept in "

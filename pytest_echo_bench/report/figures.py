@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
@@ -11,8 +11,6 @@ from pytest_echo_bench.analysis.compare import (
     Disagreement,
     Frontier,
     Pair,
-    Verdicts,
-    answered_and_right,
     disagreements,
     frontier,
     pair,
@@ -24,6 +22,7 @@ from pytest_echo_bench.analysis.decide.monitor import Sequential
 from pytest_echo_bench.analysis.epochs import Reduced, has_epochs, reduce_items
 from pytest_echo_bench.analysis.names import ArmNames, ArmRef
 from pytest_echo_bench.analysis.stats import wilson
+from pytest_echo_bench.analysis.verdicts import Table, table
 from pytest_echo_bench.budget import money
 from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
 from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, rate, score
@@ -266,16 +265,16 @@ def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],
                      oracle: set[ArmRef] | None,
                      reduced: tuple[Reduced, str] | None) -> None:
     """The oracle, complementarity, disagreements and paired tests of the arms with graded rows."""
-    verdicts = {arm: {i.task_id: i.passed for i in items} for arm, items in by_arm.items()}
+    verdicts = table(by_arm)
     chosen_arms = [a for a in by_arm if oracle is None or (bench, a) in oracle]
     # With one arm the oracle and complementarity only restate that arm, so they are left out.
     if len(chosen_arms) >= 2:
         report.oracles.append(_oracle(bench, chosen_arms, verdicts))
     if len(by_arm) >= 2:
-        report.complementarity.append(_complement(bench, verdicts))
+        report.complementarity.append(Complement(bench, *verdicts.alone()))
         report.disagreements[bench] = disagreements(bench, by_arm, verdicts)
-    sets = {arm: answered_and_right(v) for arm, v in verdicts.items()}
-    pairs = [pair(bench, a, b, sets[a], sets[b]) for a, b in combinations(by_arm, 2)]
+    pairs = [pair(bench, a, b, verdicts.sets(a), verdicts.sets(b))
+             for a, b in combinations(by_arm, 2)]
     # fractional scores: a paired t on the per-item differences
     if reduced is not None and reduced[1] == "mean":
         scores = {arm: {i.task_id: score(i) for i in items} for arm, items in by_arm.items()}
@@ -306,22 +305,6 @@ def _samples(
     return rows, list(per_item.values()), how
 
 
-def _shared(verdicts: Iterable[Verdicts]) -> set[str]:
-    return set.intersection(*(set(v) for v in verdicts))
-
-
-def _oracle(bench: str, arms: list[str], verdicts: dict[str, Verdicts]) -> Oracle:
-    shared = _shared(verdicts[a] for a in arms)
-    correct = sum(any(verdicts[a][t] for a in arms) for t in shared)
-    n = len(shared)
+def _oracle(bench: str, arms: list[str], verdicts: Table) -> Oracle:
+    n, correct = verdicts.oracle(arms)
     return Oracle(bench, tuple(arms), n, correct, rate(correct, n), wilson(correct, n))
-
-
-def _complement(bench: str, verdicts: dict[str, Verdicts]) -> Complement:
-    shared = _shared(verdicts.values())
-    alone = dict.fromkeys(verdicts, 0)
-    for task in shared:
-        right = [arm for arm, v in verdicts.items() if v[task]]
-        if len(right) == 1:
-            alone[right[0]] += 1
-    return Complement(bench, len(shared), alone)

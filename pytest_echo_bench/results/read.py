@@ -6,7 +6,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
@@ -15,13 +17,16 @@ from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.spec.pricing import CLASS_KEYS
-from pytest_echo_bench.store.files import UNGRADED
+from pytest_echo_bench.store.columns import ReportRow
+from pytest_echo_bench.store.files import STATUSES, UNGRADED, UNJUDGED
+from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
 from pytest_echo_bench.store.paths import open_results
 from pytest_echo_bench.store.reader import parse_line
-from pytest_echo_bench.store.records import Key, Meta
+from pytest_echo_bench.store.records import Key, Meta, scan_epoch
 from pytest_echo_bench.store.rows import ReadRow, read_row
 
+T = TypeVar("T")
 # The disagreement list shows answers, not whole outputs: keep a short prefix of each.
 ANSWER_CHARS = 160
 # The figures an ``Item`` holds: a row with one ``store.checks`` refuses is counted as such.
@@ -33,9 +38,10 @@ SHOWN = frozenset({"wall_seconds", "sub_calls", "cost_usd", "cost_units", "usage
 Judged = tuple[str, str | None, float | None, str | None, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One graded row, normalised so that older six-field rows read like current ones."""
+class Item(msgspec.Struct, frozen=True, gc=False):
+    """One graded row, normalised so that older six-field rows read like current ones.
+
+    A Struct, built in C: a report holds one per key, a million of them."""
 
     benchmark: str
     task_id: str
@@ -86,19 +92,24 @@ class Results:
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
-def _call(key: Key, row: ReadRow) -> tuple[Key, str, str, str] | None:
+def _call(key: Key, row: ReadRow | ReportRow) -> tuple[Key, str, str, str] | None:
     """What names the call a row records: its key, run and times, which a regraded or merged copy
     keeps (None: a row without them, counted as it comes). ``key`` is the one the report keeps, its
-    strings shared with the row's ``Item``: a million calls are held."""
+    strings shared with the row's ``Item``, and the run id one string for all its rows: a million
+    calls are held."""
     run, started, finished = row.run_id, row.started_at, row.finished_at
     if run is None or started is None or finished is None:
         return None
-    return key, run, started, finished
+    return key, sys.intern(run), started, finished
 
 
-def load_results(paths: Sequence[Path]) -> Results:
+def load_results(paths: Sequence[Path], fast: bool = True) -> Results:
     """Combine results files in order; a repeated key counts once (its newest row), and
-    is noted if its verdict changed."""
+    is noted if its verdict changed.
+
+    ``fast`` reads the report's columns only (``store.columns.ReportRow``), chunk by chunk; without
+    it every line is parsed whole (``store.reader.parse_line``), the reference the fast path is
+    tested against: both give equal ``Results``."""
     results = Results()
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
@@ -107,48 +118,120 @@ def load_results(paths: Sequence[Path]) -> Results:
     calls: set[tuple[Key, str, str, str] | None] = set()
     for path in paths:
         results.paths.append(path)
-        default = ""
-        # a shard file's keys, each once: how it ended depends on how many it holds
-        own: set[Key] | None = None
-        for lineno, record in _records(path):
-            if record.get("_meta"):
-                # a later one is an end line or a copy of this one (store.metalines)
-                if lineno == 1:
-                    meta = Meta.from_json(record, f"{path}:{lineno}")
-                    results.metas.append(meta)
-                    # what a merge found, its rows no longer show
-                    listed, unlisted = recorded(meta, f"{path}:{lineno}")
-                    results.conflicts += listed
-                    results.unlisted_conflicts += unlisted
-                    results.parts.append(part_of(path, meta))
-                    own = set() if own_shard(results.parts[-1]) else None
-                    default = meta.benchmark
-                    results.sources.append((str(path), meta.run_id, meta.created_at))
-                continue
-            row = read_row(record, default)
-            item = _item(row, shared)
+        file = _File(path, results)
+        for row in (_scanned if fast else _parsed)(path, file):
+            item = _item(row, shared) if type(row) is ReadRow else _fast_item(row, file, shared)
             key = _add(results, seen, item)
-            if own is not None:
-                own.add(key)
+            if file.own is not None:
+                file.own.add(key)
             _count(results, calls, key, item, row)
-        if own is not None:
-            results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(own))
+        if file.own is not None:
+            results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
     return results
 
 
+class _File:
+    """What a file's meta line tells its rows: the benchmark of a row that names none, and
+    whether the file is a shard, whose keys are counted (how it ended depends on how many)."""
+
+    def __init__(self, path: Path, results: Results) -> None:
+        self.path, self.results = path, results
+        self.default = ""
+        self.own: set[Key] | None = None
+
+    def meta(self, record: dict[str, Any]) -> None:
+        """Line 1's meta line: the file's sweep, the conflicts a merge recorded, its shard."""
+        results, where = self.results, f"{self.path}:1"
+        meta = Meta.from_json(record, where)
+        results.metas.append(meta)
+        # what a merge found, its rows no longer show
+        listed, unlisted = recorded(meta, where)
+        results.conflicts += listed
+        results.unlisted_conflicts += unlisted
+        results.parts.append(part_of(self.path, meta))
+        self.own = set() if own_shard(results.parts[-1]) else None
+        self.default = meta.benchmark
+        results.sources.append((str(self.path), meta.run_id, meta.created_at))
+
+
+def _parsed(path: Path, file: _File) -> Iterator[ReadRow]:
+    """Every row of ``path`` parsed whole, in file order (the reference reader)."""
+    for lineno, record in _records(path):
+        if record.get("_meta"):
+            # a later one is an end line or a copy of this one (store.metalines)
+            if lineno == 1:
+                file.meta(record)
+            continue
+        yield read_row(record, file.default)
+
+
+def _scanned(path: Path, file: _File) -> Iterator[ReadRow | ReportRow]:
+    """The rows of ``path`` in file order: the report's columns of each (``ReportRow``), or the
+    whole row of a line in a chunk the fast path cannot take, by the same rules as ``_parsed``."""
+    def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
+        return parse_line(raw, path, lineno, strict)
+
+    scan, told = RowScan(path, ReportRow, parse), False
+    try:
+        for fast, slow in scan.batches():
+            if not told and scan.meta is not None:  # line 1's: set by the first batch
+                file.meta(scan.meta)
+                told = True
+            # slow rows first: in a batch with both they are line 1 (``keyscan._lines``)
+            yield from (read_row(record, file.default) for record in slow)
+            yield from fast
+    except StoreError:  # a line refused: its own message, naming it
+        raise
+    except OSError as exc:
+        raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+
+
+def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Item:
+    """``_item`` of the row ``read_row`` would read from the same line (``store.columns``: a line
+    decoded into ``ReportRow`` has no value that ``read_row`` would read otherwise)."""
+    status = row.status
+    if status not in STATUSES:
+        status = row.verdict()
+    flags = row.flags
+    escalated = None if flags is None else flags.escalated
+    subtask = row.subtask or _bbh_subtask(row.task_id)
+    text = row.answer or row.text()
+    judged = _judged(row, shared) if row.score is not None or row.judged is not None else (None, ())
+    # names shared as ``_item`` shares them
+    return Item(sys.intern(row.benchmark or file.default), sys.intern(row.task_id),
+                sys.intern(row.arm),
+                row.passed is True and status != UNJUDGED, sys.intern(status),
+                None if subtask is None else sys.intern(subtask),
+                row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
+                _shared(row.tokens(), shared), row.cost_usd, row.cost_units,
+                text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
+                _shared(row.item_sha256, shared),
+                None if row.served_model is None else sys.intern(row.served_model),
+                _shared(row.classes(), shared))
+
+
 def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item,
-           row: ReadRow) -> None:
+           row: ReadRow | ReportRow) -> None:
     """What the report counts of every row, a replaced one too: its spend, once per call, and
     whether it had a figure it could not use or a verdict that is partly luck."""
     call = _call(key, row)
     if call not in calls:  # None (a row that does not name its call) is never added: always counted
-        results.spend.setdefault((item.benchmark, item.arm), ArmSpend()).add(row)
+        arm = (item.benchmark, item.arm)
+        spend = results.spend.get(arm)
+        if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
+            spend = results.spend[arm] = ArmSpend()
+        spend.add(row)  # type: ignore[arg-type]
         if call is not None:
             calls.add(call)
-    if row.unknown and not SHOWN.isdisjoint(row.unknown):  # the report says how many rows had one
-        results.unknown_figures += 1
-    if row.extra.get("random_guess") is True:  # a figure that is partly luck says so
+    if type(row) is ReadRow:
+        # the report says how many rows had one (a ``ReportRow`` has none: ``store.columns``)
+        if row.unknown and not SHOWN.isdisjoint(row.unknown):
+            results.unknown_figures += 1
+        guessed = row.extra.get("random_guess")
+    else:
+        guessed = None if row.flags is None else row.flags.random_guess  # type: ignore[union-attr]
+    if guessed is True:  # a figure that is partly luck says so
         results.random_guesses += 1
 
 
@@ -197,27 +280,32 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
     usage = row.usage
-    # A million rows repeat a few benchmark, arm, status and subtask names: share one string each.
+    # A million rows repeat a few benchmark, arm, status and subtask names, and each task id once
+    # per arm: share one string each.
     tokens = classes = None
     if usage is not None:
         tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
         if not usage.keys().isdisjoint(CLASS_KEYS):
             read, write, reasoning = (usage.get(key, 0) for key in CLASS_KEYS)
             classes = (read, write, reasoning)
-    return Item(sys.intern(row.benchmark), row.task_id, sys.intern(row.arm), row.passed,
+    return Item(sys.intern(row.benchmark), sys.intern(row.task_id), sys.intern(row.arm), row.passed,
                 sys.intern(row.status), None if subtask is None else sys.intern(subtask),
                 row.wall_seconds, row.sub_calls, None if escalated is None else escalated is True,
-                tokens, row.cost_usd, row.cost_units, _answer(row), row.epoch, None,
+                _shared(tokens, shared), row.cost_usd, row.cost_units, _answer(row), row.epoch,
+                None,
                 *_judged(row, shared), _shared(row.item_sha256, shared),
-                None if row.served_model is None else sys.intern(row.served_model), classes)
+                None if row.served_model is None else sys.intern(row.served_model),
+                _shared(classes, shared))
 
 
-def _shared(digest: str | None, shared: dict[object, object]) -> str | None:
-    """An item's digest, held once for every arm and epoch of the item."""
-    return None if digest is None else shared.setdefault(digest, digest)  # type: ignore[return-value]
+def _shared(value: T | None, shared: dict[object, object]) -> T | None:
+    """A value held once however many items have it: an item's digest (one for every arm and
+    epoch of the item), a (prompt, completion) token count."""
+    return None if value is None else shared.setdefault(value, value)  # type: ignore[return-value]
 
 
-def _judged(row: ReadRow, shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:
+def _judged(row: ReadRow | ReportRow,
+            shared: dict[object, object]) -> tuple[float | None, tuple[Judged, ...]]:
     """The row's grade and judgments as the report keeps them, each distinct value held once."""
     if row.score is None and not row.judgments:
         return None, ()
@@ -244,9 +332,12 @@ def judged_of(record: object) -> Judged | None:
 
 
 def _subtask(row: ReadRow) -> str | None:
-    if row.subtask:
-        return row.subtask
-    parts = row.task_id.split("/")
+    return row.subtask or _bbh_subtask(row.task_id)
+
+
+def _bbh_subtask(task_id: str) -> str | None:
+    """The subtask of an older BBH row, named in its task id (``bbh/<subtask>/<n>``)."""
+    parts = task_id.split("/")
     return parts[1] if len(parts) == 3 and parts[0] == "bbh" else None
 
 

@@ -230,11 +230,13 @@ class KeySet:
         """Add decoded rows (``benchmark``, ``task_id``, ``arm``, ``epoch``
         attributes): resume's hot loop."""
         by_arm = self.by_arm
+        # each arm's set by the fields as decoded: no call per row to read them as a key
+        sets: dict[tuple[Any, str, Any], set[str]] = {}
         for r in rows:
-            arm = (r.benchmark or default, r.arm, scan_epoch(r.epoch))
-            ids = by_arm.get(arm)
+            ids = sets.get(raw := (r.benchmark, r.arm, r.epoch))
             if ids is None:
-                ids = by_arm[arm] = set()
+                arm = (r.benchmark or default, r.arm, scan_epoch(r.epoch))
+                ids = sets[raw] = by_arm.setdefault(arm, set())
             ids.add(r.task_id)
 
     def __contains__(self, key: object) -> bool:

@@ -140,3 +140,20 @@ def test_resume_reads_older_rows_without_the_new_fields(
     )
     result.stdout.fnmatch_lines(["*1 recorded, 3 to run*"])
     assert len(rows) == 4
+
+
+def test_collect_only_resume_deselects_what_a_resume_runs_and_changes_nothing(
+    pytester: pytest.Pytester, sweep: Sweep
+) -> None:
+    """Collecting only reads the keys alone (no count, no spend): the same deselection, with a
+    repeated key and a torn tail in the file, which stays byte for byte."""
+    make_spec(pytester, sim_spec(5))
+    sweep.run("-k", "q1 or q3")
+    lines = sweep.out.read_bytes().splitlines(keepends=True)
+    sweep.out.write_bytes(b"".join(lines + [lines[1], b'{"task_id": "q4", "ar']))
+    before = sweep.out.read_bytes()
+    result = pytester.runpytest("--bench-resume", str(sweep.out), "--collect-only", "-q",
+                                str(pytester.path))
+    assert sweep.out.read_bytes() == before
+    result.stdout.fnmatch_lines(["6/10 tests collected (4 deselected)*"])
+    assert not [line for line in result.stdout.lines if "q1" in line or "q3" in line]
