@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import Sweep, make_spec
 from pytest_echo_bench.engine.scope import Classifier
 from pytest_echo_bench.errors import EchoBenchError, PermanentError, ProviderError
-from pytest_echo_bench.providers.answer import MAX_COUNT, NOTE
+from pytest_echo_bench.providers.answer import CLASSES, MAX_COUNT, NOTE
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.bedrock import REFUSALS, BedrockProvider, Signer
 from pytest_echo_bench.providers.http_json import JSONClient
@@ -83,9 +83,14 @@ def usages(draw: st.DrawFn) -> tuple[Any, dict[str, int] | None, bool]:
     present = draw(st.lists(st.sampled_from(sorted(NAMES)), min_size=1, max_size=4, unique=True))
     sent: dict[str, Any] = {name: draw(COUNT) for name in present}
     if shape == "bad":
-        sent[draw(st.sampled_from(present))] = draw(NO_COUNT)
-        return sent, None, True
-    kept = {NAMES[name]: int(value) for name, value in sent.items()}
+        name = draw(st.sampled_from(present))
+        sent[name] = draw(NO_COUNT)
+        if not (sent[name] is None and NAMES[name] in CLASSES):
+            return sent, None, True
+        # a null class is a class not reported (providers.answer): the others are kept
+    kept = {NAMES[name]: int(value) for name, value in sent.items() if value is not None}
+    if not kept:
+        return sent, None, False
     if "prompt_tokens" in kept:
         kept["prompt_tokens"] += kept.get("cache_read_tokens", 0) + kept.get("cache_write_tokens",
                                                                              0)

@@ -24,9 +24,9 @@ from pytest_echo_bench.errors import (
     TransientError,
 )
 from pytest_echo_bench.providers import gemini
-from pytest_echo_bench.providers.answer import MAX_COUNT, NOTE
+from pytest_echo_bench.providers.answer import CLASSES, MAX_COUNT, NOTE
 from pytest_echo_bench.providers.base import Completion, Request
-from pytest_echo_bench.providers.gemini_reply import REFUSALS
+from pytest_echo_bench.providers.gemini_reply import REFUSALS, USAGE
 
 REQUEST = Request(None, "gem", "2+2")  # type: ignore[arg-type]
 PROFILE = settings(max_examples=80, deadline=None, derandomize=True, database=None)
@@ -88,9 +88,12 @@ def usages(draw: st.DrawFn) -> tuple[Any, dict[str, int] | None, bool]:
     present = draw(st.lists(st.sampled_from(NAMES), max_size=4, unique=True))
     sent: dict[str, Any] = {name: draw(COUNTS) for name in present}
     if present and draw(st.booleans()):
-        sent[draw(st.sampled_from(present))] = draw(NO_COUNTS)
-        return sent, None, True
-    counts = {k: int(v) for k, v in sent.items()}
+        name = draw(st.sampled_from(present))
+        sent[name] = draw(NO_COUNTS)
+        if not (sent[name] is None and USAGE[name] in CLASSES):
+            return sent, None, True
+        # a null class is a class not reported (providers.answer): the others are kept
+    counts = {k: int(v) for k, v in sent.items() if v is not None}
     kept: dict[str, int] = {}
     if "promptTokenCount" in counts:
         kept["prompt_tokens"] = counts["promptTokenCount"]
