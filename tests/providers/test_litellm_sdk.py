@@ -43,6 +43,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for name in SHARED:
         if (SITE / name).exists():
             (shim / name).symlink_to(SITE / name)
+    # the package alone, not the checkout's root: an editable install leaves its egg-info there,
+    # whose entry point would register the plugin a second time beside ``-p``
+    (shim / "pytest_echo_bench").symlink_to(ROOT / "pytest_echo_bench")
     return exe.with_name("python"), shim
 
 
@@ -55,7 +58,7 @@ def sweep_in_venv(venv: tuple[Path, Path], where: Path, arms: str
         f"arms:\n{arms}{RETRIES}timeout_s: 20\n", encoding="utf-8")
     python, shim = venv
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
-    env |= {"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    env |= {"PYTHONPATH": str(shim), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "HOME": str(where)}
     out = where / "results.jsonl"
     done = subprocess.run(
