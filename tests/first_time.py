@@ -2,9 +2,9 @@
 otherwise sits at a few dots for minutes while ``npm ci`` and ``bash .ci/litellm`` run.
 
 All land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``,
-``.venv-inspect/``, ``.venv-llama/``). The header names what the run may build; the build itself says when it
-starts and how long it took, on the terminal of the process running it (an xdist worker has none:
-the controller's header said it).
+``.venv-inspect/``, ``.venv-llama/``). The header names what the run may build; the build itself
+says when it starts and how long it took, on the terminal of the process running it (an xdist
+worker has none: the controller's header said it).
 """
 
 from __future__ import annotations
