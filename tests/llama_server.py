@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from background_builds import BUILDS, STARTED, locked
+from background_builds import BUILDS, STARTED, Build, locked
 from filelock import FileLock
 from first_time import building, say
 from processes import stop
@@ -67,16 +67,16 @@ def _missing_tools() -> list[str]:
     return [tool for tool in ("cc", "c++") if shutil.which(tool) is None]
 
 
-def _build_or_wait() -> None:
+def build_or_wait(build: Build = BUILD) -> None:
     """The build made, or a clear failure: wait for this session's background build (bounded by
     the build's timeout), or run it now under its lock."""
-    if BUILD.name in os.environ.get(STARTED, "").split(","):
-        with FileLock(str(BUILD.lock), timeout=BUILD.timeout_s):
+    if build.name in os.environ.get(STARTED, "").split(","):
+        with FileLock(str(build.lock), timeout=build.timeout_s):
             pass  # the background build holds it until it is done
-        if BUILD.stamp.is_file():
+        if build.stamp.is_file():
             return
-        if BUILD.log.is_file():  # it failed: running it again would only fail again
-            pytest.fail(f"bash .ci/llama failed; its output ends:\n{_tail(BUILD.log)}", False)
+        if build.log.is_file():  # it failed: running it again would only fail again
+            pytest.fail(_failed(build), pytrace=False)
     missing = _missing_tools()
     if missing:
         why = NO_COMPILER.format(missing=" or ".join(missing))
@@ -84,10 +84,14 @@ def _build_or_wait() -> None:
         if os.environ.get("CI"):
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    with building("llama"):
-        done = locked(BUILD)
+    with building(build.name):
+        done = locked(build)
     if done is not None and done.returncode != 0:
-        pytest.fail(f"bash .ci/llama failed; its output ends:\n{_tail(BUILD.log)}", False)
+        pytest.fail(_failed(build), pytrace=False)
+
+
+def _failed(build: Build) -> str:
+    return f"bash .ci/{build.name} failed; its output ends:\n{_tail(build.log)}"
 
 
 def llama_venv() -> Path:
@@ -95,7 +99,7 @@ def llama_venv() -> Path:
     given = os.environ.get(BUILD.variable)
     venv = Path(given) if given else BUILD.root / BUILD.venv
     if not given and not BUILD.stamp.is_file():
-        _build_or_wait()
+        build_or_wait()
     for needed in (venv / "bin" / "python", venv / MODEL_FILE):
         if not needed.is_file():
             pytest.fail(f"{needed} is missing: .ci/llama makes it", pytrace=False)
