@@ -48,8 +48,8 @@ class Llama:
     log: Path  # the server's output
 
     def tokens(self, text: str) -> int:
-        """How many tokens the served model's own tokenizer makes of ``text`` (no BOS)."""
-        body = json.dumps({"input": text, "add_bos": False}).encode()
+        """How many tokens the served model's own tokenizer makes of ``text``."""
+        body = json.dumps({"input": text}).encode()
         root = self.base_url.removesuffix("/v1")
         request = urllib.request.Request(
             f"{root}/extras/tokenize", body, {"content-type": "application/json"}

@@ -26,13 +26,13 @@ from pytest_echo_bench.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "bbh"  # the same 20 items on every machine
-TASKS = ("boolean_expressions", "causal_judgement", "formal_fallacies", "hyperbaton",
+TASKS = ("boolean_expressions", "dyck_languages", "formal_fallacies", "hyperbaton",
          "multistep_arithmetic_two", "navigate", "object_counting", "snarks",
          "sports_understanding", "web_of_lies")
 JUDGED_TASKS = ("boolean_expressions", "object_counting", "web_of_lies")  # 6 items
 MAX_TOKENS = 16  # docs/laptop.yaml's
 SUFFIX = "\nGive the answer alone."  # its prompt template after the item's input
-GRADE = re.compile(r"GRADE:\s*(correct|incorrect)\b", re.IGNORECASE)
+VERDICT = re.compile(r"(?i)\A\W*(yes|no)\b")  # docs/laptop_judged.yaml's grade pattern
 
 pytestmark = pytest.mark.usefixtures("no_network_variables")
 
@@ -126,13 +126,14 @@ def test_a_judging_pass_by_the_real_model_judges_or_leaves_unjudged_every_answer
         [judgment] = row["judgments"]
         assert judgment["judge"] == "smollm2-judge" and judgment["model"] == MODEL
         assert judgment["usage"]["prompt_tokens"] > 0 and judgment["reply_chars"] >= 0
-        verdicts = {m.lower() for m in GRADE.findall(judgment.get("reply", ""))}
-        if row["status"] == "unjudged":  # no verdict of its own, or several: never forged
+        verdict = VERDICT.match(judgment.get("reply", ""))
+        if row["status"] == "unjudged":  # no verdict, or one quoted from the answer: never forged
             assert "grade" not in judgment and "note" in judgment, judgment
         else:
-            assert row["status"] in ("correct", "wrong"), row
-            label = "correct" if row["status"] == "correct" else "incorrect"
-            assert judgment["label"] == label and label in verdicts, judgment
+            assert verdict is not None and row["status"] in ("correct", "wrong"), row
+            said = verdict.group(1).lower()
+            assert judgment["label"].lower() == said, judgment
+            assert row["status"] == ("correct" if said == "yes" else "wrong"), row
     report = report_of(judged, capsys)
     [arm] = report["arms"].values()
     assert arm["pass_rate"] is None or 0.0 <= arm["pass_rate"] <= 1.0
