@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import background_builds
+import first_time
 import pytest
 from background_builds import STARTED, Background, Build, covers, locked, wanted
 from llama_server import build_or_wait
@@ -122,6 +123,25 @@ def test_the_tests_of_a_session_whose_background_build_failed_fail_at_once_with_
             build_or_wait(build)
     assert runs(tmp_path) == 1
     background.finish()
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_without_a_compiler_the_tests_say_what_to_install_and_build_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str | None
+) -> None:
+    """A skip on a laptop without one, a failure on CI (whose .ci/run installs them)."""
+    build = stand_in(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.delenv(STARTED, raising=False)
+    monkeypatch.setattr(first_time, "_config", [])  # said on no terminal here
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    outcome = pytest.skip.Exception if ci is None else pytest.fail.Exception
+    with pytest.raises(outcome, match=r"no cc or c\+\+\. Install them .*build-essential cmake"):
+        build_or_wait(build)
+    assert runs(tmp_path) == 0 and not build.stamp.exists()
 
 
 @pytest.mark.parametrize(("args", "reached"), [
