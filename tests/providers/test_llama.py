@@ -78,31 +78,48 @@ def by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["task_id"]: r for r in rows}
 
 
+def check_answer(row: dict[str, Any], llama: Llama) -> None:
+    """A row of the sweep: graded, what served it, how long, and the model's own token count."""
+    assert row["arm"] == "smollm2" and row["status"] in ("correct", "wrong", "unparseable"), row
+    assert row["served_model"] == MODEL and row["wall_seconds"] > 0, row
+    completion = row["usage"]["completion_tokens"]
+    assert 1 <= completion <= MAX_TOKENS, row
+    # The output is what the model generated: its tokens are the completion's, give or take the
+    # end-of-turn token and the whitespace stripped around it.
+    assert abs(llama.tokens(row["output"]) - completion) <= 2, row
+
+
+def check_judgment(row: dict[str, Any], source: dict[str, Any]) -> None:
+    """A row of the judging pass: the stored answer judged by its judge's own verdict, or left
+    unjudged; never a verdict the reply does not give."""
+    assert row["output"] == source["output"]  # judged as stored, never asked again
+    [judgment] = row["judgments"]
+    assert judgment["judge"] == "smollm2-judge" and judgment["model"] == MODEL, judgment
+    assert judgment["usage"]["prompt_tokens"] > 0, judgment
+    verdict = VERDICT.match(judgment.get("reply", ""))
+    if row["status"] == "unjudged":  # no verdict, or one quoted from the answer
+        assert "grade" not in judgment and "note" in judgment, judgment
+        return
+    assert verdict is not None and judgment["label"].lower() == verdict.group(1).lower(), row
+    assert row["status"] == ("correct" if verdict.group(1).lower() == "yes" else "wrong"), row
+
+
 def test_a_bbh_slice_is_swept_with_real_usage_latency_and_served_model(
     specs: Path, sweep: Sweep, llama: Llama, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result, meta, rows = sweep.run(str(specs / "laptop.yaml"), "--bench-cache", "off")
-    assert result.ret == 0, result.stdout.str()  # wrong answers are results
-    assert meta is not None
-    rows_by_key = by_key(rows)
-    assert set(rows_by_key) == {f"bbh/{task}/{i}" for task in TASKS for i in range(2)}
+    assert result.ret == 0 and meta is not None, result.stdout.str()  # wrong answers are results
+    assert set(by_key(rows)) == {f"bbh/{task}/{i}" for task in TASKS for i in range(2)}
     for row in rows:
-        assert row["arm"] == "smollm2" and row["status"] in ("correct", "wrong", "unparseable")
-        assert row["served_model"] == MODEL and row["wall_seconds"] > 0
-        usage = row["usage"]
-        assert 1 <= usage["completion_tokens"] <= MAX_TOKENS, row
-        # The output is what the model generated: its tokens are the completion's, give or take
-        # the end-of-turn token and the whitespace stripped around it.
-        assert abs(llama.tokens(row["output"]) - usage["completion_tokens"]) <= 2, row
+        check_answer(row, llama)
     # The prompt as the model's tokenizer counts it, plus its chat template's tokens: the same
     # few for every item (a boundary merge may shift one).
     overheads = [r["usage"]["prompt_tokens"] - llama.tokens(prompt_of(r)) for r in rows]
     assert 1 <= min(overheads) and max(overheads) - min(overheads) <= 2 and max(overheads) < 64
-    report = report_of(sweep.out, capsys)
-    [arm] = report["arms"].values()
+    [arm] = report_of(sweep.out, capsys)["arms"].values()
     assert arm["n"] == 20 and 0.0 <= arm["pass_rate"] <= 1.0
-    tally = sum(1 for r in rows if r["status"] == "correct")
-    assert math.isclose(arm["pass_rate"], tally / 20)
+    assert math.isclose(arm["pass_rate"], sum(r["status"] == "correct" for r in rows) / 20)
+    assert arm["prompt_tokens"] == sum(r["usage"]["prompt_tokens"] for r in rows)
 
 
 def test_a_judging_pass_by_the_real_model_judges_or_leaves_unjudged_every_answer(
@@ -118,22 +135,11 @@ def test_a_judging_pass_by_the_real_model_judges_or_leaves_unjudged_every_answer
     status = main(["judge", str(sweep.out), "--spec", str(specs / "laptop_judged.yaml"),
                    "-o", str(judged), "--cache", "off"])
     assert status == 0, capsys.readouterr()
-    _, rows = read_rows(judged)
-    sources, rows_by_key = by_key(answered), by_key(rows)
-    assert set(rows_by_key) == set(sources) and len(rows) == 2 * len(JUDGED_TASKS)
-    for key, row in rows_by_key.items():
-        assert row["output"] == sources[key]["output"]  # judged as stored, never asked again
-        [judgment] = row["judgments"]
-        assert judgment["judge"] == "smollm2-judge" and judgment["model"] == MODEL
-        assert judgment["usage"]["prompt_tokens"] > 0 and judgment["reply_chars"] >= 0
-        verdict = VERDICT.match(judgment.get("reply", ""))
-        if row["status"] == "unjudged":  # no verdict, or one quoted from the answer: never forged
-            assert "grade" not in judgment and "note" in judgment, judgment
-        else:
-            assert verdict is not None and row["status"] in ("correct", "wrong"), row
-            said = verdict.group(1).lower()
-            assert judgment["label"].lower() == said, judgment
-            assert row["status"] == ("correct" if said == "yes" else "wrong"), row
-    report = report_of(judged, capsys)
-    [arm] = report["arms"].values()
+    sources, rows = by_key(answered), by_key(read_rows(judged)[1])
+    assert set(rows) == set(sources) and len(rows) == 2 * len(JUDGED_TASKS)
+    for key, row in rows.items():
+        check_judgment(row, sources[key])
+    [arm] = report_of(judged, capsys)["arms"].values()
+    unjudged = sum(r["status"] == "unjudged" for r in rows.values())
+    assert arm["unjudged"] == unjudged and arm["n"] == len(rows) - unjudged  # counted apart
     assert arm["pass_rate"] is None or 0.0 <= arm["pass_rate"] <= 1.0
