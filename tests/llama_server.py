@@ -70,20 +70,21 @@ def _missing_tools() -> list[str]:
 def build_or_wait(build: Build = BUILD) -> None:
     """The build made, or a clear failure: wait for this session's background build (bounded by
     the build's timeout), or run it now under its lock."""
-    if build.name in os.environ.get(STARTED, "").split(","):
+    started = build.name in os.environ.get(STARTED, "").split(",")
+    if started:
         with FileLock(str(build.lock), timeout=build.timeout_s):
             pass  # the background build holds it until it is done
         if build.stamp.is_file():
             return
-        if build.log.is_file():  # it failed: running it again would only fail again
-            pytest.fail(_failed(build), pytrace=False)
-    missing = _missing_tools()
+    missing = _missing_tools()  # what made the build fail, or would
     if missing:
         why = NO_COMPILER.format(missing=" or ".join(missing))
         say(f"\n!!! {why}")  # loud: past the capture, not only in the skip summary
         if os.environ.get("CI"):
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
+    if started and build.log.is_file():  # it failed: running it again would only fail again
+        pytest.fail(_failed(build), pytrace=False)
     with building(build.name):
         done = locked(build)
     if done is not None and done.returncode != 0:

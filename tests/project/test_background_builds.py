@@ -126,13 +126,18 @@ def test_the_tests_of_a_session_whose_background_build_failed_fail_at_once_with_
 
 
 @pytest.mark.parametrize("ci", [None, "true"])
+@pytest.mark.parametrize("failed_in_background", [False, True])
 def test_without_a_compiler_the_tests_say_what_to_install_and_build_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str | None, failed_in_background: bool
 ) -> None:
-    """A skip on a laptop without one, a failure on CI (whose .ci/run installs them)."""
+    """A skip on a laptop without one, a failure on CI (whose .ci/run installs them); so too
+    when the session's background build already failed for want of one."""
     build = stand_in(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
     monkeypatch.delenv(STARTED, raising=False)
+    if failed_in_background:
+        monkeypatch.setenv(STARTED, build.name)
+        build.log.write_text("CMake Error: CMAKE_C_COMPILER not set\n", encoding="utf-8")
     monkeypatch.setattr(first_time, "_config", [])  # said on no terminal here
     if ci is None:
         monkeypatch.delenv("CI", raising=False)
