@@ -2,7 +2,7 @@
 of the session that needs them.
 
 Built when a test first needed it, ``.venv-inspect`` (1-3 minutes), ``.venv-litellm`` (about
-100 s) or ``.venv-llama`` (llama.cpp compiled: 6 CPU-minutes) held an xdist worker, mid-run,
+100 s) or ``.venv-llama`` (llama.cpp compiled: 7 CPU-minutes) held an xdist worker, mid-run,
 until it was done. Here the controller (or a serial run)
 starts each missing one as the session begins, when the session's paths hold a test that needs it,
 and the tests run meanwhile; a test that needs it takes the same file lock (``locked``) and waits
@@ -30,7 +30,7 @@ from filelock import FileLock
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TIMEOUT_S = 900.0  # a build from PyPI here: 100 s (LiteLLM) and 1-3 minutes (Inspect)
-# llama.cpp compiled from source: 378 CPU-seconds, 11 minutes when the cores are shared (load 4-8);
+# llama.cpp compiled from source: 7 CPU-minutes, 11-14 minutes when the cores are shared (load 4-8);
 # .ci/llama bounds its compile at 50 minutes
 LLAMA_TIMEOUT_S = 3600.0
 # The builds this session started in the background, set by the controller before its workers

@@ -30,8 +30,8 @@ BUILDS = {  # what, and what it costs here (measured on this 2-core machine)
     "LiteLLM proxy tests",
     "inspect": "`bash .ci/inspect` builds .venv-inspect/ (about 55 s, 360 MB) for the Inspect "
     "import/export tests",
-    "llama": "`bash .ci/llama` builds .venv-llama/ (llama.cpp compiled: about 6 CPU-minutes, "
-    "270 MB; 20 s once its wheel is kept) for the tests against a real model",
+    "llama": "`bash .ci/llama` builds .venv-llama/ (llama.cpp compiled: about 7 CPU-minutes, "
+    "270 MB; 20-40 s once its wheel is kept) for the tests against a real model",
 }
 _config: list[pytest.Config] = []  # the outer session's, set by conftest's pytest_configure
 
