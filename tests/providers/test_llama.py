@@ -32,6 +32,9 @@ TASKS = ("boolean_expressions", "dyck_languages", "formal_fallacies", "hyperbato
 JUDGED_TASKS = ("boolean_expressions", "object_counting", "web_of_lies")  # 6 items
 MAX_TOKENS = 16  # docs/laptop.yaml's
 SUFFIX = "\nGive the answer alone."  # its prompt template after the item's input
+# Every call made (no response cache), two in flight: the server answers one at a time, and a
+# deeper queue only brings each call nearer its timeout when the machine is busy.
+CALLS = ("--bench-cache", "off", "--bench-concurrency", "2")
 VERDICT = re.compile(r"(?i)\A\W*(yes|no)\b")  # docs/laptop_judged.yaml's grade pattern
 
 pytestmark = pytest.mark.usefixtures("no_network_variables")
@@ -107,7 +110,7 @@ def check_judgment(row: dict[str, Any], source: dict[str, Any]) -> None:
 def test_a_bbh_slice_is_swept_with_real_usage_latency_and_served_model(
     specs: Path, sweep: Sweep, llama: Llama, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result, meta, rows = sweep.run(str(specs / "laptop.yaml"), "--bench-cache", "off")
+    result, meta, rows = sweep.run(str(specs / "laptop.yaml"), *CALLS)
     assert result.ret == 0 and meta is not None, result.stdout.str()  # wrong answers are results
     assert set(by_key(rows)) == {f"bbh/{task}/{i}" for task in TASKS for i in range(2)}
     for row in rows:
@@ -126,14 +129,12 @@ def test_a_judging_pass_by_the_real_model_judges_or_leaves_unjudged_every_answer
     specs: Path, sweep: Sweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     chosen = " or ".join(f"subtask_{task}" for task in JUDGED_TASKS)
-    result, _, answered = sweep.run(
-        str(specs / "laptop.yaml"), "--bench-cache", "off", "-m", chosen
-    )
+    result, _, answered = sweep.run(str(specs / "laptop.yaml"), *CALLS, "-m", chosen)
     assert result.ret == 0, result.stdout.str()
     judged = tmp_path / "judged.jsonl"
     capsys.readouterr()
     status = main(["judge", str(sweep.out), "--spec", str(specs / "laptop_judged.yaml"),
-                   "-o", str(judged), "--cache", "off"])
+                   "-o", str(judged), "--cache", "off", "-j", "2"])
     assert status == 0, capsys.readouterr()
     sources, rows = by_key(answered), by_key(read_rows(judged)[1])
     assert set(rows) == set(sources) and len(rows) == 2 * len(JUDGED_TASKS)
