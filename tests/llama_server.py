@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from background_builds import BUILDS, STARTED, Build, locked
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from first_time import building, say
 from processes import stop
 from shared_server import Started, session_dir, shared
@@ -72,8 +72,12 @@ def build_or_wait(build: Build = BUILD) -> None:
     the build's timeout), or run it now under its lock."""
     started = build.name in os.environ.get(STARTED, "").split(",")
     if started:
-        with FileLock(str(build.lock), timeout=build.timeout_s):
-            pass  # the background build holds it until it is done
+        try:
+            with FileLock(str(build.lock), timeout=build.timeout_s):
+                pass  # the background build holds it until it is done
+        except Timeout:
+            pytest.fail(f"bash .ci/{build.name} was still running after {build.timeout_s:.0f} s",
+                        pytrace=False)
         if build.stamp.is_file():
             return
     missing = _missing_tools()  # what made the build fail, or would

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import background_builds
@@ -123,6 +124,20 @@ def test_the_tests_of_a_session_whose_background_build_failed_fail_at_once_with_
             build_or_wait(build)
     assert runs(tmp_path) == 1
     background.finish()
+
+
+def test_a_test_waits_for_the_background_build_no_longer_than_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = stand_in(tmp_path, seconds=60)
+    background = Background()
+    background.start([build])
+    monkeypatch.setenv(STARTED, build.name)
+    wait_for(lambda: runs(tmp_path) == 1, seconds=30)  # under way, its lock held
+    with pytest.raises(pytest.fail.Exception, match="bash .ci/x was still running after 1 s"):
+        build_or_wait(replace(build, timeout_s=1.0))
+    [line] = background.finish()
+    assert "the session ended first" in line
 
 
 @pytest.mark.parametrize("ci", [None, "true"])
