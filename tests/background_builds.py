@@ -1,8 +1,9 @@
 """The one-time virtual environments, built beside the tests from the start
 of the session that needs them.
 
-Built when a test first needed it, ``.venv-inspect`` (1-3 minutes) or ``.venv-litellm`` (about
-100 s) held an xdist worker, mid-run, until it was done. Here the controller (or a serial run)
+Built when a test first needed it, ``.venv-inspect`` (1-3 minutes), ``.venv-litellm`` (about
+100 s) or ``.venv-llama`` (llama.cpp compiled: 7 CPU-minutes) held an xdist worker, mid-run,
+until it was done. Here the controller (or a serial run)
 starts each missing one as the session begins, when the session's paths hold a test that needs it,
 and the tests run meanwhile; a test that needs it takes the same file lock (``locked``) and waits
 only for what is left. Both builds write their ``.installed`` stamp last, and a test trusts the
@@ -29,6 +30,12 @@ from filelock import FileLock
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TIMEOUT_S = 900.0  # a build from PyPI here: 100 s (LiteLLM) and 1-3 minutes (Inspect)
+# llama.cpp compiled from source: 7 CPU-minutes, 11-14 minutes when the cores are shared (load 4-8);
+# .ci/llama bounds its compile at 50 minutes
+LLAMA_TIMEOUT_S = 3600.0
+# The builds this session started in the background, set by the controller before its workers
+# start (they inherit it): a build that failed there is not run again by each test that needs it.
+STARTED = "ECHO_BENCH_BACKGROUND_BUILDS"
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class Build:
     variable: str  # set, the tests use another installation: nothing is built
     tests: tuple[str, ...]  # the test files that need it
     root: Path = ROOT  # the checkout: its .ci/NAME script builds ROOT/VENV
+    timeout_s: float = TIMEOUT_S  # how long its script may run, and a test wait for it
 
     @property
     def stamp(self) -> Path:
@@ -46,6 +54,11 @@ class Build:
     @property
     def lock(self) -> Path:
         return self.root / f"{self.venv}.lock"
+
+    @property
+    def log(self) -> Path:
+        """What its script said the last time it failed (removed when it runs again)."""
+        return self.root / f"{self.venv}.log"
 
     @property
     def script(self) -> Path:
@@ -59,18 +72,26 @@ BUILDS = {
     "inspect": Build(
         "inspect", ".venv-inspect", "ECHO_BENCH_INSPECT_PYTHON", ("tests/interop/test_inspect.py",)
     ),
+    "llama": Build(
+        "llama", ".venv-llama", "ECHO_BENCH_LLAMA_VENV", ("tests/providers/test_llama.py",),
+        timeout_s=LLAMA_TIMEOUT_S,
+    ),
 }
 
 
 def locked(build: Build) -> subprocess.CompletedProcess[str] | None:
     """Run the build's script under its lock unless its stamp is there (then None):
-    every builder goes through here."""
-    with FileLock(str(build.lock), timeout=TIMEOUT_S):
+    every builder goes through here. A failure's output is kept in ``build.log``."""
+    with FileLock(str(build.lock), timeout=build.timeout_s):
         if build.stamp.is_file():
             return None
-        return subprocess.run(
-            ["bash", str(build.script)], capture_output=True, text=True, timeout=TIMEOUT_S
+        build.log.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["bash", str(build.script)], capture_output=True, text=True, timeout=build.timeout_s
         )
+        if done.returncode != 0:
+            build.log.write_text(done.stdout + done.stderr, encoding="utf-8")
+        return done
 
 
 def covers(args: list[str], base: Path, test: Path) -> bool:
@@ -110,7 +131,8 @@ class Background:
         for build in builds:
             output = tempfile.TemporaryFile()
             code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import background_builds; "
-                    f"background_builds.main({build.name!r}, {build.venv!r}, {str(build.root)!r})")
+                    f"background_builds.main({build.name!r}, {build.venv!r}, {str(build.root)!r}, "
+                    f"{build.timeout_s!r})")
             # A session of its own: stopping it stops the script and its pip with it.
             proc = subprocess.Popen(
                 [sys.executable, "-c", code],
@@ -153,11 +175,11 @@ class Background:
         return lines
 
 
-def main(name: str, venv: str, root: str) -> None:
+def main(name: str, venv: str, root: str, timeout_s: float = TIMEOUT_S) -> None:
     """In the background process: build ``name`` under its lock, and
     say how it went on the last line."""
     start = time.monotonic()
-    done = locked(Build(name, venv, "", (), Path(root)))
+    done = locked(Build(name, venv, "", (), Path(root), timeout_s))
     if done is None:
         print("already built (by a test, or another session)")
     elif done.returncode != 0:

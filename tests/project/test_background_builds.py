@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import background_builds
+import first_time
 import pytest
-from background_builds import Background, Build, covers, locked, wanted
+from background_builds import STARTED, Background, Build, covers, locked, wanted
+from llama_server import build_or_wait
 from processes import wait_for
 
 ROOT = background_builds.ROOT
@@ -29,6 +32,7 @@ SCRIPT = textwrap.dedent("""\
     kill "$(cat helper)"
 """)
 FAILS = "echo broken >&2\nexit 3\n"
+FAILS_COUNTED = 'cd "$(dirname "$0")/.."\necho run >> runs\n' + FAILS
 
 
 def stand_in(root: Path, seconds: float = 0, script: str = SCRIPT) -> Build:
@@ -94,6 +98,70 @@ def test_a_failed_background_build_says_why_and_the_test_builds_it_itself(tmp_pa
     assert "bash .ci/x failed with status 3" in line, line
     done = locked(build)  # no stamp: the test's own install runs it, and sees the error itself
     assert done is not None and done.returncode == 3 and "broken" in done.stderr
+
+
+def test_a_failed_build_keeps_what_it_said_until_it_runs_again(tmp_path: Path) -> None:
+    build = stand_in(tmp_path, script=FAILS)
+    done = locked(build)
+    assert done is not None and done.returncode == 3
+    assert "broken" in build.log.read_text(encoding="utf-8")
+    stand_in(tmp_path)  # mended
+    done = locked(build)
+    assert done is not None and done.returncode == 0 and not build.log.exists()
+
+
+def test_the_tests_of_a_session_whose_background_build_failed_fail_at_once_with_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build of many minutes that failed is not run again by each test that needs it."""
+    build = stand_in(tmp_path, script=FAILS_COUNTED)
+    background = Background()
+    background.start([build])
+    monkeypatch.setenv(STARTED, build.name)  # as the session's controller says
+    wait_for(lambda: all(run.proc.poll() is not None for run in background.running), seconds=30)
+    for _ in range(2):
+        with pytest.raises(pytest.fail.Exception, match="failed; its output ends:\nbroken"):
+            build_or_wait(build)
+    assert runs(tmp_path) == 1
+    background.finish()
+
+
+def test_a_test_waits_for_the_background_build_no_longer_than_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = stand_in(tmp_path, seconds=60)
+    background = Background()
+    background.start([build])
+    monkeypatch.setenv(STARTED, build.name)
+    wait_for(lambda: runs(tmp_path) == 1, seconds=30)  # under way, its lock held
+    with pytest.raises(pytest.fail.Exception, match="bash .ci/x was still running after 1 s"):
+        build_or_wait(replace(build, timeout_s=1.0))
+    [line] = background.finish()
+    assert "the session ended first" in line
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+@pytest.mark.parametrize("failed_in_background", [False, True])
+def test_without_a_compiler_the_tests_say_what_to_install_and_build_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str | None, failed_in_background: bool
+) -> None:
+    """A skip on a laptop without one, a failure on CI (whose .ci/run installs them); so too
+    when the session's background build already failed for want of one."""
+    build = stand_in(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.delenv(STARTED, raising=False)
+    if failed_in_background:
+        monkeypatch.setenv(STARTED, build.name)
+        build.log.write_text("CMake Error: CMAKE_C_COMPILER not set\n", encoding="utf-8")
+    monkeypatch.setattr(first_time, "_config", [])  # said on no terminal here
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    outcome = pytest.skip.Exception if ci is None else pytest.fail.Exception
+    with pytest.raises(outcome, match=r"no cc or c\+\+\. Install them .*build-essential cmake"):
+        build_or_wait(build)
+    assert runs(tmp_path) == 0 and not build.stamp.exists()
 
 
 @pytest.mark.parametrize(("args", "reached"), [

@@ -50,24 +50,30 @@ def test_the_header_names_the_builds_a_checkout_lacks(
     monkeypatch.setattr(first_time, "NODE_MODULES", tmp_path / "node_modules")
     monkeypatch.setattr(first_time, "LITELLM_VENV", tmp_path / ".venv-litellm")
     monkeypatch.setattr(first_time, "INSPECT_VENV", tmp_path / ".venv-inspect")
+    monkeypatch.setattr(first_time, "LLAMA_VENV", tmp_path / ".venv-llama")
     monkeypatch.delenv("ECHO_BENCH_LITELLM", raising=False)
     monkeypatch.delenv("ECHO_BENCH_INSPECT_PYTHON", raising=False)
+    monkeypatch.delenv("ECHO_BENCH_LLAMA_VENV", raising=False)
     monkeypatch.setattr(first_time.shutil, "which", lambda name: "/usr/bin/npm")
     assert [line.split(" builds ")[0] for line in first_time.header()] == [
-        "first run: `npm ci`", "first run: `bash .ci/litellm`", "first run: `bash .ci/inspect`"]
+        "first run: `npm ci`", "first run: `bash .ci/litellm`", "first run: `bash .ci/inspect`",
+        "first run: `bash .ci/llama`"]
     (tmp_path / "node_modules").mkdir()
     (tmp_path / ".venv-litellm" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-litellm" / "bin" / "litellm").write_text("")
-    assert len(first_time.header()) == 2  # a venv without its stamp (written last) is not built yet
+    assert len(first_time.header()) == 3  # a venv without its stamp (written last) is not built yet
     (tmp_path / ".venv-litellm" / ".installed").write_text("")
     (tmp_path / ".venv-inspect").mkdir()
     (tmp_path / ".venv-inspect" / ".installed").write_text("")
+    (tmp_path / ".venv-llama").mkdir()
+    (tmp_path / ".venv-llama" / ".installed").write_text("")
     assert first_time.header() == []
 
 
 def test_the_builds_land_where_git_ignores_them() -> None:
     paths = ["node_modules/x", ".venv-litellm/bin/litellm", ".npm-ci.lock", ".venv-litellm.lock",
-             ".venv-inspect/bin/python", ".venv-inspect.lock"]
+             ".venv-inspect/bin/python", ".venv-inspect.lock", ".venv-llama/bin/python",
+             ".venv-llama.lock", ".venv-llama.log"]
     done = subprocess.run(
         ["git", "check-ignore", *paths], cwd=first_time.ROOT, capture_output=True, text=True
     )
