@@ -206,11 +206,12 @@ def _arms_part(tmp_path: Path, arm: str) -> dict[str, str]:
     return fingerprint_parts(spec, load_examples(spec))
 
 
+AZURE = "    azure: {{endpoint: 'https://{}.openai.azure.com', deployment: {}, api_version: v1}}\n"
+
+
 @pytest.mark.parametrize(("before", "after", "same"), [
-    ("    azure: {endpoint: 'https://a.openai.azure.com', deployment: d, api_version: v1}\n",
-     "    azure: {endpoint: 'https://b.openai.azure.com', deployment: d, api_version: v1}\n", True),
-    ("    azure: {endpoint: 'https://a.openai.azure.com', deployment: d, api_version: v1}\n",
-     "    azure: {endpoint: 'https://a.openai.azure.com', deployment: e, api_version: v1}\n", False),
+    (AZURE.format("a", "d"), AZURE.format("b", "d"), True),
+    (AZURE.format("a", "d"), AZURE.format("a", "e"), False),
 ])
 def test_an_azure_resource_moved_keeps_the_arm_a_deployment_changed_does_not(
     tmp_path: Path, before: str, after: str, same: bool
