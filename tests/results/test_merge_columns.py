@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.merge import merge
-from pytest_echo_bench.store.keyscan import CHUNK
+from pytest_echo_bench.store.keyscan import CHUNK, RowScan
+from pytest_echo_bench.store.reader import parse_line
 from pytest_echo_bench.store.records import Row
+from pytest_echo_bench.store.rows import StatusRow
 from pytest_echo_bench.store.writer import write_whole
 
 CORPUS = Path(__file__).parent.parent / "data" / "results"
@@ -75,6 +77,15 @@ def copied(tmp_path: Path, names: tuple[str, ...]) -> list[Path]:
 
 
 NAMES = sorted(p.name for p in CORPUS.glob("*.jsonl"))
+
+
+def test_our_rows_take_the_fast_path(tmp_path: Path) -> None:
+    """Every row our writer writes decodes into merge's view: only line 1 is parsed whole."""
+    path = write(tmp_path / "r.jsonl", [META] + [good(n, arm) for n in range(60) for arm in "ac"])
+    scan = RowScan(path, StatusRow, lambda raw, n, strict: parse_line(raw, path, n, strict))
+    batches = list(scan.batches())
+    assert sum(len(fast) for fast, _ in batches) == 120 and not any(slow for _, slow in batches)
+    assert isinstance(same([path]), tuple)
 
 
 @pytest.mark.parametrize("name", NAMES)
