@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +14,14 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results import conflicts
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import MERGED, Collection, one
+from pytest_echo_bench.results.merge_scan import (
+    Assumed,
+    Place,
+    Scan,
+    only,
+    scan_columns,
+    scan_records,
+)
 from pytest_echo_bench.shards.coverage import (
     Coverage,
     Part,
@@ -25,10 +32,9 @@ from pytest_echo_bench.shards.coverage import (
     part_of,
 )
 from pytest_echo_bench.shards.parts import FIELD, ITEMS, UNFINISHED, held_by_shard
-from pytest_echo_bench.store.files import UNGRADED, end_line, row_status
+from pytest_echo_bench.store.files import end_line
 from pytest_echo_bench.store.meta import BenchmarkEntry, benchmark_entry
-from pytest_echo_bench.store.reader import iter_records
-from pytest_echo_bench.store.records import Key, Meta, row_key
+from pytest_echo_bench.store.records import Key, Meta
 
 
 @dataclass
@@ -44,8 +50,6 @@ class Merged:
 # What one file's meta line says of its own shard or parts: the merged
 # line says it anew of all of them.
 SHARD_FIELDS = (ITEMS, FIELD, UNFINISHED)
-# benchmark -> the fingerprint its rows in files without one were recorded with
-Assumed = dict[str, str]
 
 
 def check_fingerprints(
@@ -80,12 +84,9 @@ def _fingerprints(meta: Meta | None) -> dict[str, str]:
     return {name: entry.fingerprint for name, entry in benchmarks.items() if entry.fingerprint}
 
 
-def _typed(path: Path, meta: dict[str, Any] | None) -> Meta | None:
-    return Meta.from_json(meta, f"{path}:1") if meta is not None else None
-
-
 def merge(
-    paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False
+    paths: Sequence[Path], assumed: Assumed | None = None, allow_mismatch: bool = False,
+    fast: bool = True,
 ) -> Merged:
     """Each key once: its newest row (the files in the order given, each from first line to last),
     in the place where the key first appeared.
@@ -93,11 +94,14 @@ def merge(
     Every row must belong to a benchmark whose fingerprint its file records: a file stripped of
     its meta line would otherwise take on the other files' fingerprint, and a resume would then
     accept rows from a changed spec. ``assumed`` names the fingerprint of such rows (the user
-    says so); it must agree with the other files' like any fingerprint.
+    says so); it must agree with the other files' like any fingerprint. ``fast`` reads the few
+    fields merge needs of each line (``merge_scan.scan_columns``); without it every line is parsed
+    whole (``scan_records``, the reference: the merged file is byte for byte the same).
     """
     # key -> where its newest row is, in the order the keys first appeared
     kept: dict[Key, Place] = {}
-    scans = [_scan(path, index, assumed, kept) for index, path in enumerate(paths)]
+    scan = scan_columns if fast else scan_records
+    scans = [scan(path, index, assumed, kept) for index, path in enumerate(paths)]
     # an empty merged file would pass for a sweep
     if not any(meta is not None or names for meta, names, *_ in scans):
         raise StoreError(
@@ -185,42 +189,6 @@ def _record_conflicts(
     return replace(meta, extra=extra)
 
 
-# where a key's newest row is: (file index, offset), and its passed and status
-Place = tuple[int, int, bool, str]
-# The file's meta line, its benchmarks' first lines, duplicates, changed
-# verdicts, and its keys (each once).
-Scan = tuple["Meta | None", dict[str, int], int, list[tuple[Key, Place, Place]], int]
-
-
-def _scan(path: Path, index: int, assumed: Assumed | None, kept: dict[Key, Place]) -> Scan:
-    """One file read a line at a time into ``kept`` (each key's newest row, by its place, not its
-    line: a million rows' lines are read again when written, never held): the file's meta line,
-    the first line of each benchmark its rows name, its duplicates and its changed verdicts."""
-    meta: dict[str, Any] | None = None
-    names: dict[str, int] = {}
-    changed: list[tuple[Key, Place, Place]] = []
-    duplicates, default, rows, again = 0, _only(assumed), 0, 0
-    for record in iter_records(path):
-        row = record.data
-        if row.get("_meta"):
-            if record.lineno == 1:
-                meta, default = row, str(row.get("benchmark") or "") or _only(assumed)
-            continue
-        key = row_key(row, default)
-        names.setdefault(key[0], record.lineno)
-        place = (index, record.offset, row.get("passed") is True, sys.intern(row_status(row)))
-        older = kept.get(key)
-        kept[key] = place
-        rows += 1
-        if older is not None:
-            duplicates += 1
-            again += older[0] == index
-            # a retried error or unjudged row (no grade) is expected to change
-            if older[2] != place[2] and older[3] not in UNGRADED:
-                changed.append((key, older, place))
-    return _typed(path, meta), names, duplicates, changed, rows - again
-
-
 def _conflict(key: Key, older: Place, newer: Place, paths: Sequence[Path]) -> str:
     return (f"{_shown_key(key)}: {paths[older[0]]} says passed={older[2]}, "
             f"{paths[newer[0]]} says passed={newer[2]}; kept the newest")
@@ -278,11 +246,6 @@ def _stopped_parts(
     return {"reason": MERGED, "message": why, "parts": parts}, decided
 
 
-def _only(assumed: Assumed | None) -> str:
-    """The benchmark of rows naming none in a file without a meta line: the one assumed, if one."""
-    return next(iter(assumed)) if assumed and len(assumed) == 1 else ""
-
-
 def _with_assumed(
     path: Path, meta: Meta | None, names: dict[str, int], assumed: Assumed
 ) -> Meta | None:
@@ -290,7 +253,7 @@ def _with_assumed(
     from ``assumed``; refused, naming the first such row, when the user did not say (``names``:
     each benchmark of the file's rows and its first line, in file order)."""
     known = _fingerprints(meta)
-    default = (meta.benchmark if meta is not None else "") or _only(assumed)
+    default = (meta.benchmark if meta is not None else "") or only(assumed)
     added: dict[str, BenchmarkEntry] = {}
     for name, lineno in names.items():
         if name in known or name in added:

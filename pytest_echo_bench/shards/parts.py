@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
@@ -131,15 +132,10 @@ def held_by_shard(keys: Iterable[Sequence[Any]], totals: Iterable[int]) -> Count
     held: Counter[ShardKey] = Counter()
     if not totals:
         return held
-    # an item's arms and epochs share its shard: hashed once
-    owners: dict[tuple[str, str], tuple[int, ...]] = {}
-    for key in keys:
-        item = (key[0], key[1])
-        found = owners.get(item)
-        if found is None:
-            found = owners[item] = tuple(shard_of((key[0], key[1], "", 1), n) for n in totals)
-        for k, n in zip(found, totals, strict=True):
-            held[k, n] += 1
+    # an item's arms and epochs share its shard: its keys counted (in C), then hashed once
+    for (benchmark, task_id), count in Counter(map(itemgetter(0, 1), keys)).items():
+        for n in totals:
+            held[shard_of((benchmark, task_id, "", 1), n), n] += count
     return held
 
 

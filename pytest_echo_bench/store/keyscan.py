@@ -59,6 +59,8 @@ class RowScan(Generic[RowT]):
     ``meta`` is set once the first batch has been read. ``start`` is where to begin (the byte
     offset of a line, and its line number): a reader that has already read the file up to there.
     Once done, ``end`` is that of the line after the last whole (newline-terminated) line.
+    While a batch is read, ``lines`` holds the lines it was read from, the first at ``end``: a
+    reader that keeps where each row is (merge) takes their lengths.
 
     A meta line of another sweep after line 1 raises a StoreError naming it, whatever ``parse``
     skips (``store.metalines``): the rows after it are not the sweep's. The rows before it are
@@ -73,6 +75,7 @@ class RowScan(Generic[RowT]):
         self.path, self.parse, self.upto, self.end = path, parse, upto, start
         self.decode = msgspec.json.Decoder(row_type).decode
         self.meta: dict[str, Any] | None = None
+        self.lines: list[bytes] = []
         self.head = NO_HEAD if start[1] == 1 else head
         # another sweep's meta line: its number, the refusal
         self.refused: tuple[int, StoreError] | None = None
@@ -97,7 +100,7 @@ class RowScan(Generic[RowT]):
                     continue
                 data = b"".join([*pending, buf[:cut]]) if pending else buf[:cut]
                 pending = [buf[cut + 1:]] if cut + 1 < len(buf) else []
-                lines = data.split(b"\n")  # whole lines, each newline-terminated in the file
+                lines = self.lines = data.split(b"\n")  # whole lines, each ending in a newline
                 yield self._lines(lines, lineno, data.isascii())
                 # the rows before it were yielded: stop at that line, for good
                 if self.refused is not None:
@@ -111,6 +114,7 @@ class RowScan(Generic[RowT]):
                 self.end = (base, lineno)
             tail = b"".join(pending)
             if tail.strip():  # the last line without a newline: a whole row counts, a torn one not
+                self.lines = [tail]
                 yield self._slow([tail], lineno, strict=False)
                 if self.refused is not None:
                     raise self.refused[1]
