@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 
 from pytest_echo_bench.analysis.agreement import is_number
 from pytest_echo_bench.analysis.judges import agree_with_humans
@@ -15,6 +14,7 @@ from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.report.judged import HumanFigures, Judging, LabelsRead
 from pytest_echo_bench.report.labels import HumanLabel, Label
 from pytest_echo_bench.results.read import Item, Results
+from pytest_echo_bench.results.specs import recorded_specs
 
 NAMED = 5  # unmatched labels named (the rest counted)
 Key = tuple[str | None, str, str, int]
@@ -85,21 +85,12 @@ def _declared(results: Results, bench: str) -> tuple[list[Model], dict[str, str]
     line names it, under the current directory (None: not found, or not loadable)."""
     from pytest_echo_bench.engine.declared import declared
     from pytest_echo_bench.engine.families import declared_model
-    from pytest_echo_bench.spec.load import load_spec
 
-    root = Path.cwd().resolve()
-    for meta in results.metas:
-        entry = meta.benchmarks.get(bench)
-        for name in ([entry.spec] if entry is not None and entry.spec else []) + meta.spec_files:
-            path = (root / name).resolve()
-            if not path.is_relative_to(root) or not path.is_file():
-                continue
-            try:
-                spec = load_spec(path, calls=False)
-                judges = declared(spec)
-            except (EchoBenchError, OSError, ValueError):
-                continue
-            if spec.benchmark == bench:
-                arms = [m for a in spec.arms.values() if (m := declared_model(a)) is not None]
-                return arms, {n: j.provider for n, j in judges.items()}
+    for spec in recorded_specs(results, bench):
+        try:
+            judges = declared(spec)
+        except (EchoBenchError, OSError, ValueError):
+            continue
+        arms = [m for a in spec.arms.values() if (m := declared_model(a)) is not None]
+        return arms, {n: j.provider for n, j in judges.items()}
     return None

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
-from pytest_echo_bench.errors import EchoBenchError
 from pytest_echo_bench.results.read import Item, Results
+from pytest_echo_bench.results.specs import recorded_specs
 from pytest_echo_bench.spec.pricing import CLASS_NAMES, Price, billed
 
 
@@ -69,19 +68,4 @@ def _billed(row: Item) -> dict[str, int] | None:
 def _prices(results: Results, bench: str) -> dict[str, Price]:
     """The prices of benchmark ``bench``'s spec as its meta lines name it, under the current
     directory ({}: not found, or not loadable)."""
-    from pytest_echo_bench.spec.load import load_spec
-
-    root = Path.cwd().resolve()
-    for meta in results.metas:
-        entry = meta.benchmarks.get(bench)
-        for name in ([entry.spec] if entry is not None and entry.spec else []) + meta.spec_files:
-            path = (root / name).resolve()
-            if not path.is_relative_to(root) or not path.is_file():
-                continue
-            try:
-                spec = load_spec(path, calls=False)
-            except (EchoBenchError, OSError, ValueError):
-                continue
-            if spec.benchmark == bench:
-                return spec.pricing
-    return {}
+    return next((spec.pricing for spec in recorded_specs(results, bench)), {})
