@@ -116,6 +116,9 @@ class WorkerPlugin:
 
     # -- running -----------------------------------------------------------------------------
     def outcome(self, item: BenchItem) -> Outcome:
+        batching = self.calling.runner.batching
+        if batching is not None and self.session is not None and batching.takes(item):
+            batching.feed(self.upcoming.ahead(self.session.items))
         return self.calling.prefetcher.outcome(item, self._upcoming(item))
 
     def _upcoming(self, item: BenchItem) -> list[BenchItem]:

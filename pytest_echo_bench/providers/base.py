@@ -129,6 +129,7 @@ class ProviderInfo:
     no_prompt: str | None = None  # why it takes no ``prompt:`` of its own (None: it takes one)
     describe: Callable[[ArmSpec], str] | None = None  # what it calls, for a message (no base_url)
     system: bool = False  # it sends a request's ``system`` text apart from its prompt
+    batch: bool = False  # it has a batch API (providers.batch)
 
     @property
     def composite(self) -> bool:

@@ -104,6 +104,11 @@ def budget_path(results: str | Path) -> Path:
     return Path(f"{results}.budget")
 
 
+def batches_path(results: str | Path) -> Path:
+    """The batch journal (``store.batchlog``): what this run submitted to providers' batch APIs."""
+    return Path(f"{results}.batches")
+
+
 def summary_path(results: str | Path) -> Path:
     return Path(f"{results}.summary.json")
 

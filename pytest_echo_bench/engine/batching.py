@@ -1,0 +1,425 @@
+"""The batch submitter of one process: the items of batched arms sent through their provider's
+batch API, each request once, whatever stops the run.
+
+Items are fed in ahead of time (``feed``: the ones this process will run); their requests wait,
+grouped by spec and arm, until a batch is full or the run waits on one of them, then go out in
+batches of the arm's ``batch: {size}``, at most ``open`` at once. Before a batch is sent its
+requests are written to the journal (``store.batchlog``); its batch id once the provider accepts
+it; and, once its results are recorded, that they are done. One thread makes every call to the
+providers: it sends, polls (soon at first, then every ``poll_s``), reads an ended batch's results
+and records each answer the moment it is read (``engine.batch_results``).
+
+On a resume, an item whose request an earlier run's batch still holds is not sent: it joins that
+batch, which is polled and read; a submission whose outcome was never recorded is looked up with
+the provider first (``BatchAPI.find``). A stop leaves the open batches running (a resume collects
+them); ``cancel`` cancels them instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from pytest_echo_bench.datasets.prompts import render_for
+from pytest_echo_bench.engine.arms import ArmRuntime
+from pytest_echo_bench.engine.batch_items import (
+    FIRST_POLL_S,
+    BatchObtain,
+    Group,
+    OpenBatch,
+    Pending,
+    custom_id,
+)
+from pytest_echo_bench.engine.batch_results import AGAIN, DONE, Recorder, give_up, settle
+from pytest_echo_bench.engine.calling import CallPath
+from pytest_echo_bench.engine.failures import Failures
+from pytest_echo_bench.engine.obtain import Obtained
+from pytest_echo_bench.engine.outcome import INCOMPLETE, Job, Outcome, utcnow
+from pytest_echo_bench.engine.stop import StopSignal
+from pytest_echo_bench.errors import (
+    ExhaustedError,
+    LocalError,
+    PermanentError,
+    ProviderError,
+    StoreError,
+)
+from pytest_echo_bench.providers.base import Completion, Request
+from pytest_echo_bench.providers.batch import FAILED, BatchAPI, BatchResult
+from pytest_echo_bench.spec.batching import DEFAULT, BatchSpec
+from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.store.batchlog import Journal, JournalState
+
+MAX_SLEEP_S = 1.0  # the thread looks at its work at least this often
+MAX_POLL_ERRORS = 50  # failed polls in a row before a batch is left for a resume
+MAX_BATCH_AGE_S = 26 * 3600.0  # the providers' 24 h window, and time to finalize
+LEFT = "left running on the provider: a resume collects it"
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """The run's batch settings: ``every`` arm that can (``--bench-batch``), ``cancel`` what is
+    open on a stop (``--bench-batch-cancel``), the ``tag`` the batches are labelled with."""
+
+    every: bool = False
+    cancel: bool = False
+    tag: str = ""
+
+
+class Batching:
+    """This process's batches. ``apis`` builds an arm's ``BatchAPI``; ``record`` turns an answer
+    into its item's row (the runner's); ``batchable`` says whether a provider has a batch API."""
+
+    def __init__(self, run: BatchRun, journal: Journal, state: JournalState, stop: StopSignal,
+                 calls: CallPath, failures: Failures, arm: Callable[[Spec, str], ArmRuntime],
+                 apis: Callable[[ArmRuntime], BatchAPI], batchable: Callable[[str], bool]) -> None:
+        self.run, self.journal, self.stop, self.calls = run, journal, stop, calls
+        self.failures, self.arm, self.apis, self.batchable = failures, arm, apis, batchable
+        self.record: Recorder | None = None  # set by the runner that owns it
+        self._holding = state.holding()  # custom id -> an earlier run's open submission
+        self._adopted: dict[str, OpenBatch] = {}  # submission's local name -> adopted batch
+        self._settings: dict[tuple[str, str], BatchSpec | None] = {}
+        self._futures: dict[str, Future[Outcome]] = {}  # node id -> its outcome
+        self._arrived: dict[str, Obtained] = {}
+        self._groups: dict[tuple[str, str], Group] = {}
+        self._inbox: list[Pending] = []
+        self._urgent: set[tuple[str, str]] = set()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._finished = False  # closed once: a second close does nothing
+        self._thread: threading.Thread | None = None
+        self.obtain = BatchObtain(self._take_arrived)
+
+    # -- the items' side (any thread) ------------------------------------------------------------
+    def takes(self, item: Job) -> bool:
+        """Whether ``item``'s arm is batched."""
+        return self.setting(item.spec, item.arm) is not None
+
+    def setting(self, spec: Spec, arm: str) -> BatchSpec | None:
+        key = (str(spec.path), arm)
+        if key not in self._settings:
+            conf = spec.arms[arm]
+            chosen = conf.batch
+            if chosen is None and self.run.every and self.batchable(conf.provider):
+                chosen = DEFAULT
+            self._settings[key] = chosen if isinstance(chosen, BatchSpec) else None
+        return self._settings[key]
+
+    def feed(self, items: Iterable[Job]) -> None:
+        """Items this process will run: their requests gather for the next batches."""
+        for item in items:
+            if self.takes(item):
+                self.future(item)
+
+    def wait(self, item: Job) -> Future[Outcome]:
+        """The outcome of ``item``, whose requests gathered so far are sent now."""
+        future = self.future(item)
+        with self._cond:
+            self._urgent.add((str(item.spec.path), item.arm))
+            self._cond.notify()
+        return future
+
+    def future(self, item: Job) -> Future[Outcome]:
+        with self._cond:
+            known = self._futures.get(item.nodeid)
+            if known is not None:
+                return known
+            future: Future[Outcome] = Future()
+            self._futures[item.nodeid] = future
+            self._inbox.append(self._pending(item, future))
+            self._start()
+            self._cond.notify()
+        return future
+
+    def _pending(self, item: Job, future: Future[Outcome]) -> Pending:
+        prompt = render_for(item.prompters, item.arm, item.example)
+        request = Request(item.example, item.arm, prompt, timeout_s=item.spec.timeout_s,
+                          epoch=item.epoch)
+        cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
+        return Pending(item, cid, request, future)
+
+    def _take_arrived(self, item: Job) -> Obtained | None:
+        with self._cond:
+            return self._arrived.pop(item.nodeid, None)
+
+    def _start(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._loop, name="echo-bench-batches",
+                                            daemon=True)
+            self._thread.start()
+
+    # -- the submitter's thread ------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:  # bounded in time: it ends with the run (``close``)
+            with self._cond:
+                if self._closed:
+                    return
+                self._cond.wait(self._sleep())
+                inbox, self._inbox = self._inbox, []
+                urgent, self._urgent = self._urgent, set()
+            try:
+                self._tick(inbox, urgent)
+            except (StoreError, LocalError) as exc:  # the journal: our own file
+                self._local_failure(exc)
+                return
+
+    def _sleep(self) -> float:
+        if self._inbox or self._urgent or any(
+                g.urgent and g.waiting and len(g.open) < g.conf.open
+                for g in self._groups.values()):
+            return 0.0
+        now = time.monotonic()
+        polls = [ob.next_poll for g in self._groups.values() for ob in g.open]
+        return max(0.0, min([MAX_SLEEP_S, *(t - now for t in polls)]))
+
+    def _tick(self, inbox: list[Pending], urgent: set[tuple[str, str]]) -> None:
+        for p in inbox:
+            self._place(p)
+        for key, group in list(self._groups.items()):
+            group.urgent = group.urgent or key in urgent
+            if not self.stop.is_set():
+                self._send(group)
+            for ob in list(group.open):
+                if time.monotonic() >= ob.next_poll:
+                    self._poll(group, ob)
+
+    def _group(self, item: Job) -> Group:
+        key = (str(item.spec.path), item.arm)
+        group = self._groups.get(key)
+        if group is None:
+            runtime = self.arm(item.spec, item.arm)
+            conf = self.setting(item.spec, item.arm)
+            group = self._groups[key] = Group(runtime, conf or DEFAULT, self.apis(runtime))
+        return group
+
+    def _place(self, p: Pending) -> None:
+        """A new request: answered by the cache, held by an earlier run's batch, or waiting."""
+        try:
+            group = self._group(p.item)
+        except ProviderError as exc:  # the arm cannot be built here (no key, no SDK)
+            self._failed(p, exc)
+            return
+        hit = self.calls.cached(group.runtime, p.request)
+        if hit is not None:
+            self._record(p, Obtained(hit, utcnow(), time.perf_counter(), 0, 0))
+            return
+        sub = self._holding.get(p.cid)
+        if sub is None:
+            group.waiting[p.cid] = p
+            return
+        ob = self._adopted.get(sub.local)
+        if ob is None:
+            ob = self._adopted[sub.local] = OpenBatch(
+                sub.local, sub.tag, sub.at, {}, own=False,
+                batch_ids=None if sub.batch_ids is None else list(sub.batch_ids),
+                opened=time.monotonic())
+            group.open.append(ob)
+        p.tries, p.started, p.t0 = 1, utcnow(), time.perf_counter()
+        ob.members[p.cid] = p
+
+    def _send(self, group: Group) -> None:
+        """Batches of what has gathered: full ones, or all of it once an item of it is waited on."""
+        for _ in range(len(group.waiting)):  # bounded: each batch takes at least one request
+            full = len(group.waiting) >= group.size
+            if not group.waiting or len(group.open) >= group.conf.open or not (
+                    full or group.urgent):
+                break
+            members = [group.waiting.pop(cid) for cid in list(group.waiting)[: group.size]]
+            self._submit(group, members)
+        group.urgent = group.urgent and bool(group.waiting)
+
+    def _submit(self, group: Group, members: list[Pending]) -> None:
+        spec, arm = group.runtime.spec, group.runtime.name
+        local, at = uuid.uuid4().hex[:16], time.time()
+        ob = OpenBatch(local, self.run.tag, at, {p.cid: p for p in members}, own=True,
+                       opened=time.monotonic())
+        self.journal.submit(local, spec.benchmark, arm, self.run.tag, at, list(ob.members))
+        for p in members:
+            p.tries += 1
+            if not p.started:
+                p.started, p.t0 = utcnow(), time.perf_counter()
+        group.open.append(ob)
+        sent = [(p.cid, dataclasses.replace(p.request, attempt=p.tries)) for p in members]
+        try:
+            batch_id = group.api.submit(sent, self.run.tag)
+        except PermanentError as exc:  # refused whole (a 4xx): nothing was accepted
+            self.journal.found(local, [])
+            group.open.remove(ob)
+            for p in members:
+                self._failed(p, exc)
+            self.journal.done(local, None)
+            return
+        except ExhaustedError as exc:
+            self._failed(members[0], exc)  # the run stops; the resume looks the batch up first
+            return
+        except Exception:  # its outcome is unknown (a timeout, a 5xx): looked up before resending
+            ob.next_poll = time.monotonic() + FIRST_POLL_S
+            return
+        self.journal.accepted(local, batch_id)
+        ob.batch_ids = [batch_id]
+        ob.interval = min(FIRST_POLL_S, group.conf.poll_s)
+        ob.next_poll = time.monotonic() + ob.interval
+
+    def _poll(self, group: Group, ob: OpenBatch) -> None:
+        try:
+            if ob.batch_ids is None:
+                found = group.api.find(ob.tag, frozenset(self._ids_of(ob)), ob.since)
+                self.journal.found(ob.local, found)
+                ob.batch_ids = list(found)
+            for bid in ob.batch_ids:
+                if bid not in ob.status or ob.status[bid].state not in ("ended", FAILED):
+                    ob.status[bid] = group.api.status(bid)
+            if ob.ended():
+                self._collect(group, ob)
+                return
+            ob.errors = 0
+        except ExhaustedError as exc:
+            self._stop_on(ob, exc)
+            return
+        except PermanentError as exc:
+            self._lost(group, ob, exc)
+            return
+        except ProviderError:
+            ob.errors += 1
+        self._next_poll(group, ob)
+
+    def _next_poll(self, group: Group, ob: OpenBatch) -> None:
+        now = time.monotonic()
+        if ob.errors >= MAX_POLL_ERRORS or now - ob.opened > MAX_BATCH_AGE_S:
+            self._leave(group, ob, f"batch {_names(ob)} not ended or not reachable; {LEFT}")
+            return
+        ob.interval = min(group.conf.poll_s, ob.interval * 2)
+        ob.next_poll = now + min(ob.interval, group.conf.poll_s)
+
+    def _ids_of(self, ob: OpenBatch) -> set[str]:
+        """Every request of the submission (an adopted one's, as the journal holds them)."""
+        return set(ob.members) | {cid for cid, sub in self._holding.items()
+                                  if sub.local == ob.local}
+
+    def _collect(self, group: Group, ob: OpenBatch) -> None:
+        """Read each ended batch's results: every answer recorded as it is read."""
+        done: list[str] = []
+        assert ob.batch_ids is not None
+        for bid in ob.batch_ids:
+            status = ob.status[bid]
+            if status.state == FAILED:
+                if ob.own:  # refused whole at validation: every request's error row
+                    why = PermanentError(f"batch {bid} failed: {status.error or status.raw}")
+                    for cid, p in list(ob.members.items()):
+                        del ob.members[cid]
+                        self._failed(p, why)
+                        done.append(cid)
+                continue
+            self._read(group, ob, bid, done)
+        for cid, p in list(ob.members.items()):  # no result of its own: it never ran
+            del ob.members[cid]
+            settle(p, BatchResult(cid), "", group.runtime, self.calls, self.failures, self._rec)
+            group.waiting[cid] = p
+            done.append(cid)
+        self.journal.done(ob.local, None if ob.own and not ob.kept else done)
+        group.open.remove(ob)
+        group.urgent = group.urgent or bool(group.waiting)
+
+    def _read(self, group: Group, ob: OpenBatch, bid: str, done: list[str]) -> None:
+        limit = group.api.max_requests + 1
+        for n, result in enumerate(group.api.results(bid)):
+            if n >= limit:  # bounded: a batch holds at most its provider's limit
+                break
+            p = ob.members.pop(result.custom_id, None)
+            if p is None:
+                continue
+            how = settle(p, result, bid, group.runtime, self.calls, self.failures, self._rec)
+            if how == AGAIN:
+                group.waiting[p.cid] = p
+            if how in (DONE, AGAIN):
+                done.append(p.cid)
+            else:
+                ob.kept = True
+
+    def _rec(self, item: Job, obtained: Obtained) -> Outcome:
+        with self._cond:
+            self._arrived[item.nodeid] = obtained
+        assert self.record is not None
+        return self.record(item, obtained)
+
+    def _record(self, p: Pending, obtained: Obtained) -> None:
+        p.future.set_result(self._rec(p.item, obtained))
+
+    def _failed(self, p: Pending, exc: BaseException) -> None:
+        ended = self.failures.outcome(p.item, exc)
+        if isinstance(ended, Outcome):
+            p.future.set_result(ended)
+            return
+        obtained = Obtained(Completion(""), p.started or utcnow(), p.t0 or time.perf_counter(),
+                            max(p.tries, 1), len(p.retries), failed=ended)
+        self._record(p, obtained)
+
+    def _lost(self, group: Group, ob: OpenBatch, exc: PermanentError) -> None:
+        """The provider no longer knows the batch (never billed): its requests are sent again."""
+        moved = list(ob.members)
+        group.waiting.update(ob.members)
+        ob.members.clear()
+        self.journal.done(ob.local, None if ob.own else moved)
+        group.open.remove(ob)
+
+    def _leave(self, group: Group, ob: OpenBatch, message: str) -> None:
+        for p in ob.members.values():
+            give_up(p, message, INCOMPLETE)
+        group.open.remove(ob)
+
+    def _stop_on(self, ob: OpenBatch, exc: ExhaustedError) -> None:
+        first = next(iter(ob.members.values()), None)
+        if first is not None:
+            self._failed(first, exc)
+
+    def _local_failure(self, exc: StoreError | LocalError) -> None:
+        cause = exc if isinstance(exc, LocalError) else LocalError(str(exc))
+        waiting = [p for g in self._groups.values() for p in g.waiting.values()]
+        members = [p for g in self._groups.values() for ob in g.open for p in ob.members.values()]
+        for n, p in enumerate([*waiting, *members]):
+            if n == 0:
+                p.future.set_result(self.failures.local(p.item, cause))
+            else:
+                give_up(p, f"not recorded: {cause}")
+
+    # -- the end ---------------------------------------------------------------------------------
+    def open_batches(self) -> list[str]:
+        """The provider's ids of the batches still open in this process."""
+        return [bid for g in self._groups.values() for ob in g.open for bid in ob.batch_ids or ()]
+
+    def close(self, stopping: bool, grace: float) -> list[str]:
+        """Stop the thread; on a stop, cancel the open batches when asked; end every item still
+        waiting. The batches left open (running, or cancelled), by id."""
+        with self._cond:
+            if self._finished:
+                return []
+            self._closed = self._finished = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(grace)
+        left = self.open_batches()
+        if stopping and self.run.cancel:
+            for group in self._groups.values():
+                for bid in [b for ob in group.open for b in ob.batch_ids or ()]:
+                    try:
+                        group.api.cancel(bid)
+                    except ProviderError:
+                        pass  # a resume reads what it ran, and sends the rest again
+        said = "cancelled on the stop" if stopping and self.run.cancel else LEFT
+        for group in self._groups.values():
+            for p in group.waiting.values():
+                give_up(p, "the run is stopping; not sent in a batch")
+            for ob in group.open:
+                for p in ob.members.values():
+                    give_up(p, f"in batch {_names(ob)}, {said}")
+            group.api.close()
+        return left
+
+
+def _names(ob: OpenBatch) -> str:
+    return ", ".join(ob.batch_ids or ()) or f"(submission {ob.local}, outcome unknown)"
+

@@ -1,0 +1,168 @@
+"""Batched arms: each item's request sent once through the provider's batch API (here the sim's,
+offline), its answer graded and recorded as a live call's, the journal telling what was sent."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.datasets.example import Example
+from pytest_echo_bench.engine.batch_items import custom_id
+from pytest_echo_bench.providers import sim_batch
+from pytest_echo_bench.providers.base import Request
+from pytest_echo_bench.providers.sim import SimProvider
+from pytest_echo_bench.providers.sim_batch import SimBatchAPI
+from pytest_echo_bench.store.batchlog import read_journal
+
+BATCHED = ("  good: {provider: sim, accuracy: 1.0, batch: {size: 4, poll_s: 0.01}}\n"
+           "  live: {provider: sim, accuracy: 0.0}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_bills() -> None:
+    """What the sim billed, counted from each test's start (custom ids repeat across tests)."""
+    sim_batch.BILLED.clear()
+
+
+def billed(rows: list[dict[str, object]]) -> dict[str, int]:
+    return {str(r["task_id"]): sim_batch.BILLED[custom_id("demo", str(r["task_id"]), "good", 1)]
+            for r in rows if r["arm"] == "good"}
+
+
+def test_a_batched_arm_records_every_item_once_with_its_batch(pytester: pytest.Pytester,
+                                                              sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(10, arms=BATCHED))
+    result, _, rows = sweep.run()
+    result.assert_outcomes(passed=10, failed=10)
+    good = [r for r in rows if r["arm"] == "good"]
+    live = [r for r in rows if r["arm"] == "live"]
+    assert sorted(r["task_id"] for r in good) == sorted(f"q{i}" for i in range(10))
+    assert all(r["status"] == "correct" and r["batch_id"].startswith("simbatch_") for r in good)
+    assert len({r["batch_id"] for r in good}) == 3  # 4 + 4 + 2
+    assert all("batch_id" not in r for r in live)  # a live call's row is as it was
+    assert set(billed(rows).values()) == {1}
+    journal = read_journal(sweep.out)
+    assert len(journal.submissions) == 3 and not journal.open()
+
+
+def test_batch_on_or_off_is_not_an_arm_change(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(3, arms="  good: {provider: sim, accuracy: 1.0}"))
+    _, meta_live, _ = sweep.run()
+    sweep.out.unlink()
+    make_spec(pytester, sim_spec(3, arms="  good: {provider: sim, accuracy: 1.0, batch: true}"))
+    _, meta_batch, rows = sweep.run("--bench-batch")
+    assert meta_live is not None and meta_batch is not None
+    assert meta_live["fingerprint"] == meta_batch["fingerprint"]
+    assert len(rows) == 3
+
+
+def test_every_arm_that_can_with_bench_batch(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(3, arms="  good: {provider: sim, accuracy: 1.0}\n"
+                                 "  alone: {provider: sim, batch: false}"))
+    _, _, rows = sweep.run("--bench-batch")
+    assert {r["arm"]: "batch_id" in r for r in rows} == {"good": True, "alone": False}
+
+
+def test_a_provider_without_a_batch_api_is_refused_with_its_line(pytester: pytest.Pytester,
+                                                                  sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2, arms="  r: {provider: reference, batch: true}"))
+    result, _, _ = sweep.run()
+    result.stdout.fnmatch_lines(["*demo.yaml:*arms.r.batch*has no batch API*"])
+
+
+def test_request_errors_go_through_the_classifier(pytester: pytest.Pytester,
+                                                  sweep: Sweep) -> None:
+    # Transient faults go into a later batch; every item ends with its one row.
+    arms = ("  good: {provider: sim, accuracy: 1.0, faults: {transient_rate: 0.4, "
+            "expire_rate: 0.3}, batch: {size: 5, poll_s: 0.01}}")
+    make_spec(pytester, sim_spec(12, arms=arms) + "retries: {attempts: 8}\n")
+    result, _, rows = sweep.run()
+    assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(12))
+    assert all(r["status"] == "correct" for r in rows)
+    assert any(r["retries"] > 0 for r in rows)
+    assert set(billed(rows).values()) == {1}
+
+
+def test_a_quota_stops_the_run_and_the_resume_finishes_it(pytester: pytest.Pytester,
+                                                          sweep: Sweep) -> None:
+    arms = ("  good: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 3}, "
+            "batch: {size: 10, poll_s: 0.01}}")
+    make_spec(pytester, sim_spec(6, arms=arms))
+    result, _, rows = sweep.run()
+    assert result.ret == 2
+    assert len(rows) == 3
+    result.stdout.fnmatch_lines(["*--bench-resume*"])
+    make_spec(pytester, sim_spec(6, arms=arms.replace("exhaustion_after: 3", "transient_rate: 0.0")))
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
+    assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(6))
+    assert set(billed(rows).values()) == {1}
+
+
+STOPS = ("  good: {provider: sim, accuracy: 1.0, faults: {exhaustion_after: 1}, "
+         "batch: {size: 1, open: 1, poll_s: 0.01}}")
+
+
+def stopped(pytester: pytest.Pytester, sweep: Sweep) -> tuple[str, list[str]]:
+    """A sweep of 4 items that a quota stopped after its first row: its run id and the items
+    left, with the spec then fixed for the resume."""
+    make_spec(pytester, sim_spec(4, arms=STOPS))
+    result, meta, rows = sweep.run()
+    assert result.ret == 2 and meta is not None and len(rows) == 1
+    make_spec(pytester, sim_spec(4, arms=STOPS.replace("exhaustion_after: 1",
+                                                       "transient_rate: 0.0")))
+    return str(meta["run_id"]), sorted({f"q{i}" for i in range(4)} - {rows[0]["task_id"]})
+
+
+def submitted(run_id: str, tasks: list[str]) -> tuple[str, list[str]]:
+    """A batch of ``tasks`` the sim holds for the run, as a process that died left it."""
+    sim = SimProvider("good", 1.0, 0.0, 0.0, None, 0.0, "{answer}", "0")
+    ids = [custom_id("demo", task, "good", 1) for task in tasks]
+    reqs = [(cid, Request(Example(task, "x", "4"), "good", "x"))
+            for cid, task in zip(ids, tasks, strict=True)]
+    return SimBatchAPI(sim).submit(reqs, run_id), ids
+
+
+def journal_lines(out: Path, *records: dict[str, object]) -> None:
+    with open(str(out) + ".batches", "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def test_a_resume_reattaches_to_a_batch_left_open(pytester: pytest.Pytester,
+                                                  sweep: Sweep) -> None:
+    """The journal says a batch was accepted and never collected: the resume reads it, and sends
+    none of its requests again."""
+    run_id, left = stopped(pytester, sweep)
+    bid, ids = submitted(run_id, left[:2])
+    journal_lines(sweep.out, {"op": "submit", "local": "l1", "benchmark": "demo", "arm": "good",
+                              "tag": run_id, "at": time.time(), "ids": ids},
+                  {"op": "accepted", "local": "l1", "batch_id": bid})
+    _, _, rows = sweep.run("--bench-resume", str(sweep.out))
+    assert sorted(r["task_id"] for r in rows) == ["q0", "q1", "q2", "q3"]
+    by_task = {r["task_id"]: r["batch_id"] for r in rows}
+    assert by_task[left[0]] == by_task[left[1]] == bid != by_task[left[2]]
+    assert sim_batch.BILLED[ids[0]] == sim_batch.BILLED[ids[1]] == 1
+    assert not read_journal(sweep.out).open()
+
+
+def test_unknown_submission_is_looked_up_before_anything_is_sent(pytester: pytest.Pytester,
+                                                                 sweep: Sweep) -> None:
+    """Submitted, then the process died before the batch id was written: ``find`` finds it."""
+    run_id, left = stopped(pytester, sweep)
+    bid, ids = submitted(run_id, left[:1])
+    journal_lines(sweep.out, {"op": "submit", "local": "l9", "benchmark": "demo", "arm": "good",
+                              "tag": run_id, "at": time.time(), "ids": ids})
+    _, _, rows = sweep.run("--bench-resume", str(sweep.out))
+    assert {r["task_id"]: r["batch_id"] for r in rows}[left[0]] == bid
+    assert sim_batch.BILLED[ids[0]] == 1
+    assert len(rows) == 4 and not read_journal(sweep.out).open()
+
+
+def test_the_offline_demo_needs_no_server(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(5, arms="  a: {provider: sim, batch: true}"))
+    result, _, rows = sweep.run("-p", "no:socket")
+    assert len(rows) == 5
+    assert Path(str(sweep.out) + ".batches").exists()
