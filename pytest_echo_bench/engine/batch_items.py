@@ -80,7 +80,7 @@ class Group:
     api: BatchAPI
     waiting: dict[str, Pending] = field(default_factory=dict)
     open: list[OpenBatch] = field(default_factory=list)
-    urgent: bool = False  # an item of it is waited on: send what has gathered
+    urgent: bool = False  # the run waits on a batched item: send what has gathered
 
     @property
     def size(self) -> int:

@@ -87,7 +87,9 @@ class Batching:
         self._arrived: dict[str, Obtained] = {}
         self._groups: dict[tuple[str, str], Group] = {}
         self._inbox: list[Pending] = []
-        self._urgent: set[tuple[str, str]] = set()
+        # The run waits on a batched item: nothing more is fed until it has its answer, so what
+        # has gathered (of every arm) is sent now.
+        self._urgent = False
         self._cond = threading.Condition()
         self._closed = False
         self._finished = False  # closed once: a second close does nothing
@@ -116,10 +118,10 @@ class Batching:
                 self.future(item)
 
     def wait(self, item: Job) -> Future[Outcome]:
-        """The outcome of ``item``, whose requests gathered so far are sent now."""
+        """The outcome of ``item``; the requests gathered so far are sent now."""
         future = self.future(item)
         with self._cond:
-            self._urgent.add((str(item.spec.path), item.arm))
+            self._urgent = True
             self._cond.notify()
         return future
 
@@ -160,7 +162,7 @@ class Batching:
                     return
                 self._cond.wait(self._sleep())
                 inbox, self._inbox = self._inbox, []
-                urgent, self._urgent = self._urgent, set()
+                urgent, self._urgent = self._urgent, False
             try:
                 self._tick(inbox, urgent)
             except (StoreError, LocalError) as exc:  # the journal: our own file
@@ -176,11 +178,11 @@ class Batching:
         polls = [ob.next_poll for g in self._groups.values() for ob in g.open]
         return max(0.0, min([MAX_SLEEP_S, *(t - now for t in polls)]))
 
-    def _tick(self, inbox: list[Pending], urgent: set[tuple[str, str]]) -> None:
+    def _tick(self, inbox: list[Pending], urgent: bool) -> None:
         for p in inbox:
             self._place(p)
-        for key, group in list(self._groups.items()):
-            group.urgent = group.urgent or key in urgent
+        for group in list(self._groups.values()):
+            group.urgent = group.urgent or urgent
             if not self.stop.is_set():
                 self._send(group)
             for ob in list(group.open):

@@ -87,7 +87,7 @@ class SimProvider(BaseProvider):
 
     def batch_api(self) -> SimBatchAPI:
         """Its batch API: offline, in this process (``providers.sim_batch``)."""
-        return SimBatchAPI(self, self.expire_rate)
+        return SimBatchAPI(self, self.expire_rate, self.latency_s)
 
     def count_call(self) -> None:
         with self._lock:

@@ -1,7 +1,8 @@
 """The simulator's batch API: the lifecycle of a provider's batches, offline and in this process.
 
-A batch is validated, runs, finalizes and ends over its first four status polls; its answers are
-the simulator's own (``SimProvider.answer``), its faults too: a transient fault is a request's
+A batch is validated, runs, finalizes and ends over its first four status polls (or at the
+first a second after it was sent); an arm with ``latency_s`` has its batches take that long. Its
+answers are the simulator's own (``SimProvider.answer``), its faults too: a transient fault is a request's
 ``TransientError``, ``exhaustion_after`` a quota's ``ExhaustedError``, and ``expire_rate`` a
 share of requests that expire unrun (drawn per request and attempt, so a later batch runs them).
 Batches live in a table of this process (a second run in the same process, as a test's resume,
@@ -33,6 +34,7 @@ from pytest_echo_bench.providers.batch import (
 
 MAX_REQUESTS = 100_000  # as Anthropic's limit of requests in one batch
 _ENDS_AT_POLL = 4  # validating, in progress, finalizing, then ended
+_ENDS_AFTER_S = 1.0  # ... or at the first poll a second after it was sent (an offline demo's)
 BILLED: Counter[str] = Counter()  # custom_id -> answers billed
 _BATCHES: dict[str, _Batch] = {}
 _LOCK = threading.Lock()
@@ -63,8 +65,8 @@ class SimBatchAPI:
 
     max_requests = MAX_REQUESTS
 
-    def __init__(self, sim: Answering, expire_rate: float = 0.0) -> None:
-        self.sim, self.expire_rate = sim, expire_rate
+    def __init__(self, sim: Answering, expire_rate: float = 0.0, latency_s: float = 0.0) -> None:
+        self.sim, self.expire_rate, self.latency_s = sim, expire_rate, latency_s
 
     def submit(self, requests: Sequence[tuple[str, Request]], tag: str) -> str:
         if not requests or len(requests) > self.max_requests:
@@ -82,7 +84,10 @@ class SimBatchAPI:
         batch = _find(batch_id)
         with _LOCK:
             batch.polls += 1
-            if batch.results is None and (batch.cancelled or batch.polls >= _ENDS_AT_POLL):
+            age = time.time() - batch.created
+            due = (batch.polls >= _ENDS_AT_POLL and not self.latency_s) or age >= max(
+                _ENDS_AFTER_S, self.latency_s)
+            if batch.results is None and (batch.cancelled or due):
                 batch.results = self._run(batch)
             state = _state(batch)
         total = len(batch.requests)

@@ -166,3 +166,34 @@ def test_the_offline_demo_needs_no_server(pytester: pytest.Pytester, sweep: Swee
     result, _, rows = sweep.run("-p", "no:socket")
     assert len(rows) == 5
     assert Path(str(sweep.out) + ".batches").exists()
+
+
+def test_a_stop_leaves_open_batches_running_and_says_so(pytester: pytest.Pytester,
+                                                        sweep: Sweep) -> None:
+    """A quota on one arm stops the run while the other arm's batch runs on: the summary names
+    it, and the resume collects it without sending its requests again."""
+    arms = ("  slow: {provider: sim, accuracy: 1.0, latency_s: 4, batch: {poll_s: 0.2}}\n"
+            "  quota: {provider: sim, faults: {exhaustion_after: 0}, batch: {poll_s: 0.01}}")
+    make_spec(pytester, sim_spec(3, arms=arms))
+    result, _, rows = sweep.run()
+    assert result.ret == 2 and rows == []
+    result.stdout.fnmatch_lines(["*1 batch(es) left running on the provider: the resume "
+                                 "collects them*", "  simbatch_*: 3 request(s) of demo/slow"])
+    make_spec(pytester, sim_spec(3, arms=arms.replace("exhaustion_after: 0", "transient_rate: 0.0")))
+    _, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
+    assert len(rows) == 6
+    slow = [r for r in rows if r["arm"] == "slow"]
+    assert len({r["batch_id"] for r in slow}) == 1
+    assert all(sim_batch.BILLED[custom_id("demo", r["task_id"], "slow", 1)] == 1 for r in slow)
+
+
+def test_batch_cancel_cancels_them_on_a_stop(pytester: pytest.Pytester, sweep: Sweep) -> None:
+    arms = ("  slow: {provider: sim, accuracy: 1.0, latency_s: 4, batch: {poll_s: 0.2}}\n"
+            "  quota: {provider: sim, faults: {exhaustion_after: 0}, batch: {poll_s: 0.01}}")
+    make_spec(pytester, sim_spec(3, arms=arms))
+    result, _, _ = sweep.run("--bench-batch-cancel")
+    result.stdout.fnmatch_lines(["*1 batch(es) cancelled on the stop*"])
+    make_spec(pytester, sim_spec(3, arms=arms.replace("exhaustion_after: 0", "transient_rate: 0.0")))
+    _, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
+    assert len(rows) == 6  # the cancelled batch ran nothing: its requests sent again, once
+    assert all(n == 1 for n in sim_batch.BILLED.values())
