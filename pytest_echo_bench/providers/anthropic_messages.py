@@ -31,6 +31,8 @@ from pytest_echo_bench.providers.base import (
     option,
     read_key,
 )
+from pytest_echo_bench.providers.batch_anthropic import AnthropicBatch
+from pytest_echo_bench.providers.batch_http import Wire
 from pytest_echo_bench.providers.http_json import (
     WIRE_HINT,
     JSONClient,
@@ -76,11 +78,16 @@ class AnthropicProvider(BaseProvider):
     # with the key, what engine.limiter keeps one adaptive limit for
     endpoint_url: str | None = None
     endpoint_key: str | None = None
+    # what its batch client shares with the live calls: the arm's proxy, CAs, timeout, secrets
+    network: Network = field(default_factory=Network)
+    timeout_s: float = 180.0
+    secrets: Secrets = field(default_factory=Secrets)
 
     def close(self) -> None:
         self.transport.close()
 
-    def complete(self, request: Request) -> Completion:
+    def payload(self, request: Request) -> dict[str, Any]:
+        """The body a call of ``request`` sends, live or as a batch request's ``params``."""
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": request.prompt}],
@@ -89,7 +96,20 @@ class AnthropicProvider(BaseProvider):
         system = request.system or self.system
         if system:
             payload["system"] = system
-        return self.transport.post(payload)
+        return payload
+
+    def complete(self, request: Request) -> Completion:
+        return self.transport.post(self.payload(request))
+
+    def batch_api(self) -> AnthropicBatch:
+        """The arm's Message Batches client: the lean client, with the arm's base_url, key and
+        network (whatever its ``client:``), sending the bodies ``complete`` sends."""
+        client = JSONClient(
+            (self.endpoint_url or BASE_URL).rstrip("/"), _headers(self.endpoint_key),
+            self.timeout_s, self.network,
+            self.secrets | Secrets([self.endpoint_key] if self.endpoint_key else []),
+        )
+        return AnthropicBatch(client, Wire(self.payload, _reply, error_for))
 
 
 def classify_status(
@@ -109,6 +129,17 @@ def classify_status(
     if kind in _TRANSIENT_TYPES or status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
+
+
+def error_for(
+    status: int, body: Any, headers: Mapping[str, str], secrets: Secrets
+) -> ProviderError:
+    """The error a non-2xx reply with ``body`` means, to a live call and to a batch's result."""
+    return classify_status(status, _error_of(body, secrets), headers)
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"anthropic-version": API_VERSION, **({"x-api-key": key} if key else {})}
 
 
 def _error_of(body: Any, secrets: Secrets | None = None) -> Mapping[str, Any]:
@@ -174,13 +205,10 @@ class HTTPTransport:
     secrets: Secrets = field(default_factory=Secrets)
 
     def __post_init__(self) -> None:
-        headers = {
-            "anthropic-version": API_VERSION,
-            **({"x-api-key": self.key} if self.key else {}),
-        }
         secrets = self.secrets | Secrets([self.key] if self.key else [])
         self.client = JSONClient(
-            self.base_url.rstrip("/") + "/v1/messages", headers, self.timeout, self.network, secrets
+            self.base_url.rstrip("/") + "/v1/messages", _headers(self.key), self.timeout,
+            self.network, secrets,
         )
 
     def close(self) -> None:
@@ -189,7 +217,7 @@ class HTTPTransport:
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if not success(status):  # any 2xx, as the SDK takes it
-            raise classify_status(status, _error_of(data, self.client.secrets), headers)
+            raise error_for(status, data, headers, self.client.secrets)
         return _reply(data)
 
 
@@ -233,6 +261,9 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
             params,
             base_url,
             key,
+            network,
+            spec.timeout_s,
+            spec_secrets(spec),
         )
     try:
         import anthropic
@@ -247,9 +278,10 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> AnthropicProvider:
         api_key=key or "unused", base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(anthropic.DefaultHttpxClient, spec.timeout_s)))
     return AnthropicProvider(
-        SDKTransport(made, anthropic, base_url), model, system, params, base_url, key
+        SDKTransport(made, anthropic, base_url), model, system, params, base_url, key, network,
+        spec.timeout_s, spec_secrets(spec),
     )
 
 
 PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent,
-                        system=True)
+                        system=True, batch=True)

@@ -182,21 +182,44 @@ class JSONClient:
 
     def post(self, payload: dict[str, Any]) -> Exchange:
         """The reply's status, headers and parsed body; transport failures are TransientError."""
-        target = self._target
-        if target is None:  # the spec's base_url, refused before anything was sent
-            raise UnavailableError(str(self._refused)) from None
+        target = self._usable()
         try:
             head = self._request_head(target)
         except BadHeader:
-            # Nothing about this prompt is wrong, so the arm cannot run; the message
-            # names the header, never its value (the whole key). ``from None``: a
-            # printed chain would show it again.
-            raise UnavailableError(
-                "a request header was refused before sending (a control character such as a "
-                "newline, or one no HTTP header can carry); check the API key variable"
-            ) from None
+            raise _header_refused() from None
+        reply = self._send(target, head, json.dumps(payload).encode("utf-8"))
+        return Exchange(reply.status, reply.headers, _data(reply, self.secrets))
+
+    def call(
+        self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
+    ) -> Reply:
+        """``method`` on ``path`` under the URL's own (a batch API's files and batches), the reply
+        unparsed; the same headers, proxy, CAs and errors as ``post``. Its head is built per call:
+        these calls are few."""
+        target = self._usable()
+        headers = {**self.headers, "content-type": content_type}
         try:
-            reply = self._connection(target).post(head, json.dumps(payload).encode("utf-8"))
+            head = request_head(
+                target, headers, self._proxy, method, target.path.rstrip("/") + path
+            )
+        except BadHeader:
+            raise _header_refused() from None
+        except BadURL as exc:
+            raise PermanentError(f"the request to {path!r} cannot be sent: {exc}") from None
+        return self._send(target, head, body)
+
+    def parsed(self, reply: Reply) -> Any:
+        """A reply's body as ``post`` reads it (redacted when it is no JSON)."""
+        return _data(reply, self.secrets)
+
+    def _usable(self) -> Target:
+        if self._target is None:  # the spec's base_url, refused before anything was sent
+            raise UnavailableError(str(self._refused)) from None
+        return self._target
+
+    def _send(self, target: Target, head: bytes, body: bytes) -> Reply:
+        try:
+            reply = self._connection(target).post(head, body)
         except UnknownEncoding as exc:  # the server compresses every reply so: retrying cannot help
             raise PermanentError(str(exc)) from None
         # untrusted, expired, another host's: the same on every try
@@ -216,7 +239,16 @@ class JSONClient:
                 hint=PROXY_HINT,
                 status=407,
             )
-        return Exchange(reply.status, reply.headers, _data(reply, self.secrets))
+        return reply
+
+
+def _header_refused() -> UnavailableError:
+    # Nothing about this prompt is wrong, so the arm cannot run; the message names the header,
+    # never its value (the whole key). Raised ``from None``: a printed chain would show it again.
+    return UnavailableError(
+        "a request header was refused before sending (a control character such as a "
+        "newline, or one no HTTP header can carry); check the API key variable"
+    )
 
 
 def _data(reply: Reply, secrets: Secrets) -> Any:
@@ -225,7 +257,7 @@ def _data(reply: Reply, secrets: Secrets) -> Any:
         return {}
     try:
         # an empty 200 read to the close fails here: cut before its first byte
-        return _loads(reply.body)
+        return loads(reply.body)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         if (
             success(reply.status)
@@ -306,7 +338,8 @@ def ends_early(text: str) -> bool:
     return False
 
 
-def _loads(body: bytes) -> Any:
+def loads(body: bytes) -> Any:
+    """A JSON text as a reply's body is read (a count of thousands of digits: infinity)."""
     try:
         return json.loads(body)
     except ValueError as exc:

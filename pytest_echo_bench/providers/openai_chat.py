@@ -33,6 +33,8 @@ from pytest_echo_bench.providers.base import (
     option,
     read_key,
 )
+from pytest_echo_bench.providers.batch_http import Wire
+from pytest_echo_bench.providers.batch_openai import OpenAIBatch
 from pytest_echo_bench.providers.http_json import (
     WIRE_HINT,
     JSONClient,
@@ -86,15 +88,33 @@ class OpenAIProvider(BaseProvider):
     # with the key, what engine.limiter keeps one adaptive limit for
     endpoint_url: str | None = None
     endpoint_key: str | None = None
+    # what its batch client shares with the live calls: the arm's proxy, CAs, timeout, secrets
+    network: Network = field(default_factory=Network)
+    timeout_s: float = 180.0
+    secrets: Secrets = field(default_factory=Secrets)
 
     def close(self) -> None:
         self.transport.close()
 
-    def complete(self, request: Request) -> Completion:
+    def payload(self, request: Request) -> dict[str, Any]:
+        """The body a call of ``request`` sends, live or as a batch's line."""
         system = request.system or self.system
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": request.prompt})
-        return self.transport.post({"model": self.model, "messages": messages, **self.params})
+        return {"model": self.model, "messages": messages, **self.params}
+
+    def complete(self, request: Request) -> Completion:
+        return self.transport.post(self.payload(request))
+
+    def batch_api(self) -> OpenAIBatch:
+        """The arm's Batch API client: the lean client, with the arm's base_url, key and network
+        (whatever its ``client:``), sending the bodies ``complete`` sends."""
+        key = self.endpoint_key or "unused"
+        client = JSONClient(
+            (self.endpoint_url or BASE_URL).rstrip("/"), {"authorization": f"Bearer {key}"},
+            self.timeout_s, self.network, self.secrets | Secrets([key]),
+        )
+        return OpenAIBatch(client, Wire(self.payload, _reply, error_for))
 
 
 def classify_status(
@@ -113,6 +133,13 @@ def classify_status(
     if status in (408, 409, 429) or status >= 500:
         return TransientError(message, retry_after=retry_after(headers), status=status)
     return PermanentError(message, status=status)
+
+
+def error_for(
+    status: int, body: Any, headers: Mapping[str, str], secrets: Secrets
+) -> ProviderError:
+    """The error a non-2xx reply with ``body`` means, as a live call and a batch's line read it."""
+    return classify_status(status, _error_of(body, secrets), headers)
 
 
 def _error_of(body: Any, secrets: Secrets) -> Mapping[str, Any]:
@@ -186,7 +213,7 @@ class HTTPTransport:
     def post(self, payload: dict[str, Any]) -> Completion:
         status, headers, data = self.client.post(payload)
         if not success(status):  # any 2xx, as the SDK takes it
-            raise classify_status(status, _error_of(data, self.client.secrets), headers)
+            raise error_for(status, data, headers, self.client.secrets)
         return _reply(data)
 
 
@@ -218,6 +245,9 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
             params,
             base_url,
             key,
+            network,
+            spec.timeout_s,
+            spec_secrets(spec),
         )
     try:
         import openai
@@ -231,9 +261,10 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> OpenAIProvider:
         api_key=key, base_url=base_url, max_retries=0, timeout=spec.timeout_s,
         http_client=network.sdk_http_client(openai.DefaultHttpxClient, spec.timeout_s)))
     return OpenAIProvider(
-        SDKTransport(made, openai, base_url), model, system, params, base_url, key
+        SDKTransport(made, openai, base_url), model, system, params, base_url, key, network,
+        spec.timeout_s, spec_secrets(spec),
     )
 
 
 PROVIDER = ProviderInfo(build, cacheable=True, base_url=BASE_URL, key_env=(KEY_ENV,), sent=sent,
-                        system=True)
+                        system=True, batch=True)

@@ -123,16 +123,25 @@ def _ascii_host(host: str) -> str:
         raise BadURL("its host name cannot be written in ASCII (IDNA)") from None
 
 
-def request_head(target: Target, headers: dict[str, str], proxy: Proxy | None = None) -> bytes:
+def request_head(
+    target: Target,
+    headers: dict[str, str],
+    proxy: Proxy | None = None,
+    method: str = "POST",
+    path: str | None = None,
+) -> bytes:
     """The request's line and headers up to ``content-length``'s value;
-    checked once, reused per call.
+    checked once, reused per call. ``path`` (None: the target's) must be a request target.
 
     Through a proxy, an http request names its origin in full (RFC 9112's absolute form) and
     carries the proxy's credentials; an https one goes in a tunnel, as if direct.
     """
+    path = target.path if path is None else path
+    if not _TARGET.fullmatch(path) or not TOKEN.fullmatch(method):
+        raise BadURL("the request's method or path holds spaces or control characters")
     via = proxy is not None and not target.tls
-    where = f"http://{target.host_header}{target.path}" if via else target.path
-    lines = [f"POST {where} HTTP/1.1", f"host: {target.host_header}"]
+    where = f"http://{target.host_header}{path}" if via else path
+    lines = [f"{method} {where} HTTP/1.1", f"host: {target.host_header}"]
     if via and proxy is not None and proxy.authorization:
         lines.append(f"proxy-authorization: {proxy.authorization}")
     for name, value in headers.items():
