@@ -47,6 +47,10 @@ class FakeAnthropic(FakeServer):
         super().__init__(answer)
         self.credit_after: int | None = None
         self.served_model: Any = None  # the model replies say served them (else the asked)
+        # The cache's reads and writes of each prompt, as the Messages API reports them apart
+        # from input_tokens (None: the field left out).
+        self.cache_read: int | None = None
+        self.cache_write: int | None = None
 
     def spent(self) -> Fault | None:
         if self.credit_after is not None and self.served >= self.credit_after:
@@ -73,8 +77,14 @@ class FakeAnthropic(FakeServer):
             "model": self.served_model or body.get("model", "local"),
             "content": [{"type": "text", "text": text}],
             "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": len(prompt.split()), "output_tokens": len(text.split())},
+            "usage": {"input_tokens": len(prompt.split()), "output_tokens": len(text.split()),
+                      **self.cache_usage()},
         }
+
+    def cache_usage(self) -> dict[str, int]:
+        names = {"cache_read_input_tokens": self.cache_read,
+                 "cache_creation_input_tokens": self.cache_write}
+        return {name: tokens for name, tokens in names.items() if tokens is not None}
 
     def error_payload(self, error: dict[str, Any]) -> dict[str, Any]:
         return {"type": "error", "error": error}

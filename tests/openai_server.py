@@ -52,6 +52,10 @@ class FakeOpenAI(FakeServer):
         # the model replies say served them (else the asked): any JSON value, as a server may send
         self.served_model: Any = None
         self.fingerprint: Any = None  # the replies' ``system_fingerprint`` (None: left out)
+        # Token classes, as OpenAI details them (None: no details sent): a prompt's tokens read
+        # from the cache, and a reply's spent reasoning, each counted in its side's total.
+        self.cached_tokens: int | None = None
+        self.reasoning_tokens: int | None = None
 
     def spent(self) -> Fault | None:
         if self.quota_after is None or self.served < self.quota_after:
@@ -81,14 +85,26 @@ class FakeOpenAI(FakeServer):
             "model": self.served_model or body.get("model", "local"),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                      "total_tokens": len(prompt.split()) + len(text.split())},
+            "usage": self.usage(len(prompt.split()), len(text.split())),
         }
         if not self.with_usage:
             del reply["usage"]
         if self.fingerprint is not None:
             reply["system_fingerprint"] = self.fingerprint
         return reply
+
+    def usage(self, prompt: int, completion: int) -> dict[str, Any]:
+        cached, reasoning = self.cached_tokens or 0, self.reasoning_tokens or 0
+        prompt, completion = prompt + cached, completion + reasoning
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+        if self.reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {
+                "reasoning_tokens": reasoning, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        return usage
 
     def error_payload(self, error: dict[str, Any]) -> dict[str, Any]:
         return {"error": error}

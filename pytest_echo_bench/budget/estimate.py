@@ -4,13 +4,14 @@ Every item of an arm makes the calls of one *path*: a plain arm one call; a rout
 calls (and a judge's) when it does not escalate, those and the strong arm's when it does, each
 call expanded again when it names a routing arm. ``low`` is the cheapest path with the
 completion tokens the arm was seen to give (the response cache and earlier results files; none
-seen: 0), ``high`` the dearest path with every reply as long as its request allows
-(``budget.worst``). Prompt tokens are estimated from the text as ``ceil(characters / 4)`` (the arm's
-``system`` prompt counted too): about right for English with the OpenAI and Anthropic tokenizers,
-low for text of other scripts. A call whose reply the response cache holds is not sent and costs
-nothing. An arm the spec does not price, or one with no ``max_tokens`` for ``high``, has an unknown
-cost: ``None``, never 0; so has a Python arm (and a routing arm that calls one): the calls it makes
-are its code's, counted here as its one call.
+seen: 0) at the plain input and output prices, ``high`` the dearest path with every reply as long
+as its request allows and every token at the dearest price its side may be billed at (cache
+writes, reasoning: ``budget.worst``). Prompt tokens are estimated from the text as
+``ceil(characters / 4)`` (the arm's ``system`` prompt counted too): about right for English with
+the OpenAI and Anthropic tokenizers, low for text of other scripts. A call whose reply the
+response cache holds is not sent and costs nothing. An arm the spec does not price, or one with no
+``max_tokens`` for ``high``, has an unknown cost: ``None``, never 0; so has a Python arm (and a
+routing arm that calls one): the calls it makes are its code's, counted here as its one call.
 """
 
 from __future__ import annotations
@@ -186,11 +187,15 @@ class ArmEstimate:
     calls_known: bool = True
 
 
-def call_cost(spec: Spec, call: Call, completion: float | None, fed: float | None) -> float | None:
-    """USD of one call with ``completion`` tokens in its reply and ``fed`` in each fed answer."""
+def call_cost(
+    spec: Spec, call: Call, completion: float | None, fed: float | None, high: bool = False
+) -> float | None:
+    """USD of one call with ``completion`` tokens in its reply and ``fed`` in each fed answer: at
+    the plain input and output prices, or (``high``) every token at its dearest class's price."""
     if call.arm not in spec.pricing or completion is None or fed is None:
         return None
-    per_input, per_output = spec.pricing[call.arm]
+    price = spec.pricing[call.arm]
+    per_input, per_output = price.dearest() if high else (price.input, price.output)
     return ((call.tokens + fed * len(call.fed)) * per_input + completion * per_output) / 1e6
 
 
@@ -259,7 +264,7 @@ def _path(
             continue
         reply = max_completion(spec, call.arm) if high else (seen.mean_completion(call.arm) or 0.0)
         fed = _fed(spec, call, seen, high)
-        cost = _add(cost, None if call.arm in opaque else call_cost(spec, call, reply, fed))
+        cost = _add(cost, None if call.arm in opaque else call_cost(spec, call, reply, fed, high))
         completion = None if completion is None or reply is None else completion + reply
         sent += 1
         if into is not None:

@@ -83,15 +83,18 @@ def _add_item(spec: Spec, plan: Panel, est: JudgeEstimate, example: Example, arm
     est.prompt_high = _tokens(est.prompt_high, high, calls)
     est.completion_low += calls * reply_low
     est.completion_high = _tokens(est.completion_high, reply_high, calls)
-    est.cost_low = _plus(est.cost_low, _cost(spec, est.judge, low, reply_low), calls)
-    est.cost_high = _plus(est.cost_high, _cost(spec, est.judge, high, reply_high), calls)
+    est.cost_low = _plus(est.cost_low, _cost(spec, est.judge, low, reply_low, False), calls)
+    est.cost_high = _plus(est.cost_high, _cost(spec, est.judge, high, reply_high, True), calls)
 
 
-def _cost(spec: Spec, judge: str, prompt: int | None, reply: float | None) -> float | None:
-    """USD of one call of ``judge`` (None: unpriced, or a length unknown)."""
+def _cost(spec: Spec, judge: str, prompt: int | None, reply: float | None,
+          high: bool) -> float | None:
+    """USD of one call of ``judge`` (None: unpriced, or a length unknown): at the plain prices,
+    or (``high``) every token at its side's dearest (``Price.dearest``)."""
     if judge not in spec.pricing or prompt is None or reply is None:
         return None
-    per_input, per_output = spec.pricing[judge]
+    price = spec.pricing[judge]
+    per_input, per_output = price.dearest() if high else (price.input, price.output)
     return (prompt * per_input + reply * per_output) / 1e6
 
 

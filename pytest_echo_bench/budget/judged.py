@@ -172,7 +172,7 @@ def unbounded(spec: Spec, name: str, conf: ArmSpec) -> str | None:
     if name not in spec.pricing:
         return f"it has no prices (add pricing: {{{name}: {{input: .., output: ..}}}} to the spec)"
     cap, why = reply_bound(conf)
-    if spec.pricing[name][1] > 0 and cap is None:
+    if spec.pricing[name].dearest()[1] > 0 and cap is None:
         return f"it has an output price but {why} (add max_tokens to judge {name!r})"
     return None
 
@@ -185,7 +185,7 @@ def call_worst(spec: Spec, name: str, conf: ArmSpec, prompt: str) -> float | Non
 
 
 def _cost(spec: Spec, name: str, conf: ArmSpec, tokens: int) -> float:
-    per_input, per_output = spec.pricing[name]
+    per_input, per_output = spec.pricing[name].dearest()
     return (tokens * per_input + (completion_cap(conf) or 0) * per_output) / 1e6
 
 

@@ -153,7 +153,7 @@ def unbounded(spec: Spec, name: str) -> str | None:
     if name not in spec.pricing:
         return "it has no prices (pricing: in the spec)"
     cap, why = reply_bound(arm)
-    if spec.pricing[name][1] > 0 and cap is None:
+    if spec.pricing[name].dearest()[1] > 0 and cap is None:
         return f"it has an output price but {why}"
     return None
 
@@ -204,7 +204,7 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
         # A judge that is itself a routing arm: every call it may make, with a prompt as long as the
         # judge's may be (a byte a token).
         return item_worst(spec, name, prompt + " " * more)
-    per_input, per_output = spec.pricing[name]
+    per_input, per_output = spec.pricing[name].dearest()
     return (
         (input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output
     ) / 1e6

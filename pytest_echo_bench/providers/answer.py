@@ -8,7 +8,11 @@ The rules at the reply boundary (a server's JSON, an SDK's object, a Python arm'
 - usage: a token count is a non-negative integer a JSON reader holds exactly (at most 2**53 - 1;
   ``true`` and ``12.5`` are no counts, ``12.0`` is 12). One value that is no count makes the
   whole usage unknown (None) with a one-line note in the row's ``extra``: a cost from half a
-  usage would be too low without saying so. The answer is kept either way.
+  usage would be too low without saying so. The answer is kept either way. The billed token
+  classes (``cache_read_tokens``, ``cache_write_tokens``, ``reasoning_tokens``: docs/results.md)
+  are kept only when the provider reports them: a ``null`` or an absent one is not reported, a
+  reported 0 is kept; a provider that counts a class apart from its total (Anthropic's input
+  tokens leave the cache's out) has it added in, so ``prompt_tokens`` is always all input billed.
 - cost: never negative, NaN, infinite or above ``store.checks.FIGURE_MAX``; unknown (None) instead.
 
 The limits are the readers' (``store.checks``): a figure the run records, every reader reads back
@@ -29,8 +33,25 @@ from pytest_echo_bench.store.checks import FIGURE_MAX, figure
 NOTE = "usage_note"  # the key of the note in a row's ``extra`` when usage was recorded as unknown
 # the readers' limit; below 2**53, so every JSON reader (a browser too) holds it exactly
 MAX_COUNT = int(FIGURE_MAX)
-OPENAI_USAGE = {"prompt_tokens": "prompt_tokens", "completion_tokens": "completion_tokens"}
-ANTHROPIC_USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+# A usage's names: theirs (a key of the usage object, or a path into it) -> ours.
+UsageNames = Mapping[str | tuple[str, ...], str]
+OPENAI_USAGE: UsageNames = {
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+    ("prompt_tokens_details", "cached_tokens"): "cache_read_tokens",
+    ("completion_tokens_details", "reasoning_tokens"): "reasoning_tokens",
+}
+ANTHROPIC_USAGE: UsageNames = {
+    "input_tokens": "prompt_tokens",
+    "output_tokens": "completion_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
+# The classes billed apart, each a part of its side's total: optional (a null is no report).
+CLASSES = {"cache_read_tokens": "prompt_tokens", "cache_write_tokens": "prompt_tokens",
+           "reasoning_tokens": "completion_tokens"}
+# Anthropic's (and Bedrock's) input count leaves the cache's reads and writes out.
+CACHE_APART = ("cache_read_tokens", "cache_write_tokens")
 
 
 def text_of(content: Any, where: str) -> str:
@@ -70,34 +91,68 @@ def count(value: Any) -> int | None:
     return None
 
 
-def read_usage(raw: Any, names: Mapping[str, str]) -> tuple[dict[str, int] | None, str | None]:
+def read_usage(
+    raw: Any, names: UsageNames, apart: tuple[str, ...] = ()
+) -> tuple[dict[str, int] | None, str | None]:
     """(usage in our names, note): the counts ``names`` maps (theirs -> ours) that ``raw`` holds,
-    or (None, why) when one of them, or ``raw`` itself, is not what a usage is."""
+    or (None, why) when one of them, or ``raw`` itself, is not what a usage is. ``apart``: the
+    classes the provider leaves out of its total, added to their side's total here."""
     if raw is None:
         return None, None
     if not isinstance(raw, Mapping):
         return None, f"usage was {shown(raw)}, not an object: usage recorded as unknown"
     usage: dict[str, int] = {}
     for theirs, ours in names.items():
-        if theirs not in raw:
+        path = (theirs,) if isinstance(theirs, str) else theirs
+        value, where = _at(raw, path)
+        if value is _ABSENT or (value is None and ours in CLASSES):
             continue
-        tokens = count(raw[theirs])
+        tokens = count(value)
         if tokens is None:
-            return (
-                None,
-                f"usage.{theirs} was {shown(raw[theirs])}, not a token count: usage recorded "
-                "as unknown",
-            )
+            return None, f"usage.{where} was {shown(value)}, {_UNKNOWN}"
         usage[ours] = tokens
+    return _added(usage, apart)
+
+
+_ABSENT = object()
+_UNKNOWN = "not a token count: usage recorded as unknown"
+
+
+def _at(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[Any, str]:
+    """The value at ``path`` in ``raw`` (``_ABSENT``: not there, or under a null detail object),
+    and its dotted name; a detail that is neither an object nor null is returned as the value,
+    which is then no count."""
+    value: Any = raw
+    for depth, key in enumerate(path):
+        if value is None and depth:
+            return _ABSENT, ""
+        if not isinstance(value, Mapping):
+            return value, ".".join(path[:depth])
+        if key not in value:
+            return _ABSENT, ""
+        value = value[key]
+    return value, ".".join(path)
+
+
+def _added(
+    usage: dict[str, int], apart: tuple[str, ...]
+) -> tuple[dict[str, int] | None, str | None]:
+    """``usage`` with each class of ``apart`` it holds added to its side's total."""
+    for ours in apart:
+        side = CLASSES[ours]
+        if ours in usage and side in usage:
+            usage[side] += usage[ours]
+            if usage[side] > MAX_COUNT:
+                return None, f"usage.{side} with its {ours} is {usage[side]}, {_UNKNOWN}"
     return usage or None, None
 
 
-def completion(text: str, raw_usage: Any, names: Mapping[str, str], served: Any = None,
-               fingerprint: Any = None) -> Completion:
-    """A Completion of ``text`` with the usage ``raw_usage`` holds, noted when it is unknown, the
-    model the reply says served it (``served``) and its ``system_fingerprint`` (``fingerprint``),
-    each kept only when it is a short text."""
-    usage, note = read_usage(raw_usage, names)
+def completion(text: str, raw_usage: Any, names: UsageNames, served: Any = None,
+               fingerprint: Any = None, apart: tuple[str, ...] = ()) -> Completion:
+    """A Completion of ``text`` with the usage ``raw_usage`` holds (``read_usage``), noted when it
+    is unknown, the model the reply says served it (``served``) and its ``system_fingerprint``
+    (``fingerprint``), each kept only when it is a short text."""
+    usage, note = read_usage(raw_usage, names, apart)
     return Completion(text, usage, extra={NOTE: note} if note else {}, model=served_text(served),
                       fingerprint=served_text(fingerprint))
 

@@ -19,7 +19,12 @@ from pytest_echo_bench.errors import (
     TransientError,
     UnavailableError,
 )
-from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, completion, text_of
+from pytest_echo_bench.providers.answer import (
+    ANTHROPIC_USAGE,
+    CACHE_APART,
+    completion,
+    text_of,
+)
 from pytest_echo_bench.providers.base import (
     BaseProvider,
     Caller,
@@ -161,7 +166,7 @@ def _reply(data: Any) -> Completion:
         raise ArmError(text, hint=WIRE_HINT, fallback=PermanentError(text))
     # Text blocks joined in order; thinking and tool-use blocks are not the answer's text.
     return completion(text_of(content, "content"), data.get("usage"), ANTHROPIC_USAGE,
-                      data.get("model"))
+                      data.get("model"), apart=CACHE_APART)
 
 
 def _sdk_arguments(payload: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pytest_echo_bench.errors import (
     ProviderError,
     TransientError,
 )
+from pytest_echo_bench.providers.answer import ANTHROPIC_USAGE, CACHE_APART, count, read_usage
 from pytest_echo_bench.providers.base import Completion
 from pytest_echo_bench.store.redaction import Secrets, redact
 
@@ -210,20 +211,19 @@ def _result_object(out: str) -> dict[str, Any] | None:
     return None
 
 
+_CACHE = ("cache_read_input_tokens", "cache_creation_input_tokens")
+
+
 def _usage(raw: Any) -> dict[str, int] | None:
-    """The API's token counts under our names; cache reads and writes kept beside them."""
+    """The API's token counts under our names (``answer.ANTHROPIC_USAGE``): the cache's reads and
+    writes kept apart and counted in ``prompt_tokens``, as the Messages API's rows count them."""
     if not isinstance(raw, dict):
         return None
-    names = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
-             "cache_read_input_tokens": "cache_read_input_tokens",
-             "cache_creation_input_tokens": "cache_creation_input_tokens"}
-    usage = {ours: raw[theirs] for theirs, ours in names.items()
-             if isinstance(raw.get(theirs), int) and not isinstance(raw.get(theirs), bool)}
-    for cache in ("cache_read_input_tokens", "cache_creation_input_tokens"):
-        if not usage.get(cache):
-            # rows stay as small as the other providers' when no cache was used
-            usage.pop(cache, None)
-    return usage or None
+    # The CLI reports every count on every call, the cache's as 0 when it was not used: rows stay
+    # as small as they were when no cache was used. A value that is no count is left out.
+    counted = {k: v for k, v in raw.items() if k in ANTHROPIC_USAGE and count(v) is not None
+               and (v or k not in _CACHE)}
+    return read_usage(counted, ANTHROPIC_USAGE, CACHE_APART)[0]
 
 
 def _is_own_message(text: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from pytest_echo_bench.errors import SpecError
 from pytest_echo_bench.spec.batching import BatchSpec, batch_setting
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
+from pytest_echo_bench.spec.pricing import Price, parse_pricing
 from pytest_echo_bench.spec.prompting import Prompting, prompt_keys, prompting
 from pytest_echo_bench.spec.values import (
     MAX_NUMBER,
@@ -106,8 +107,8 @@ class Spec:
     exhaustion_patterns: tuple[str, ...] = ()
     transient_patterns: tuple[str, ...] = ()
     concurrency: int | None = None
-    # arm -> USD per M (input, output)
-    pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # arm or judge -> its prices (spec.pricing)
+    pricing: dict[str, Price] = field(default_factory=dict)
     cost_unit_usd: float | None = None  # the reference call's cost: "cost units" divide by it
     epochs: int = 1  # samples of every (task_id, arm); epochs are numbered 1..epochs
     # ``budget: {usd: X}``: the benchmark's calls never spend more than X
@@ -123,15 +124,12 @@ class Spec:
     # spec: error texts never show them.
     env_names: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
-    def cost(self, arm: str, usage: dict[str, int] | None) -> float | None:
-        """USD of one call of ``arm`` with ``usage``, when the spec prices that arm."""
+    def cost(self, arm: str, usage: dict[str, int] | None, batch: bool = False) -> float | None:
+        """USD of one call of ``arm`` with ``usage`` (a batch call's at the batch price), when
+        the spec prices that arm (``spec.pricing.Price.cost``)."""
         if arm not in self.pricing or not usage:
             return None
-        per_input, per_output = self.pricing[arm]
-        return (
-            usage.get("prompt_tokens", 0) * per_input
-            + usage.get("completion_tokens", 0) * per_output
-        ) / 1e6
+        return self.pricing[arm].cost(usage, batch)
 
     def line_of(self, *keys: Any) -> int | None:
         return nearest_line(self.lines, keys)
@@ -231,7 +229,7 @@ def _build(path: Path, data: Any, lines: dict[KeyPath, int], env: Any) -> Spec:
     errors = mapping(data.get("errors", {}), "errors", fail)
     arms = _arms(data["arms"], lines, fail)
     judges = _judges(data.get("judges", {}), arms, fail)
-    pricing, unit = _pricing(data.get("pricing", {}), {*arms, *judges}, fail)
+    pricing, unit = parse_pricing(data.get("pricing", {}), {*arms, *judges}, fail)
     return Spec(
         path=path,
         benchmark=benchmark,
@@ -334,41 +332,6 @@ def _judges(value: Any, arms: dict[str, ArmSpec], fail: Any) -> dict[str, Any]:
             raise fail(f"judge {name!r} needs a mapping with a 'provider' (openai, anthropic, "
                        "...)", "judges", name)
     return dict(conf)
-
-
-def _pricing(
-    value: Any, priced: set[str], fail: Any
-) -> tuple[dict[str, tuple[float, float]], float | None]:
-    """``{arm or judge: {input, output}}`` in USD per million tokens, and an
-    optional ``unit`` reference call."""
-    conf = mapping(value, "pricing", fail)
-    prices: dict[str, tuple[float, float]] = {}
-    for arm, entry in conf.items():
-        if arm == "unit":
-            continue
-        if arm not in priced:
-            raise fail(f"pricing names arm {arm!r}, which the spec does not have (as an arm or a "
-                       "judge)", "pricing", arm)
-        entry = mapping(entry, f"pricing.{arm}", fail)
-        prices[arm] = (non_negative(entry.get("input", 0.0), f"pricing.{arm}.input", fail),
-                       non_negative(entry.get("output", 0.0), f"pricing.{arm}.output", fail))
-    unit = conf.get("unit")
-    if unit is None:
-        return prices, None
-    unit = mapping(unit, "pricing.unit", fail)
-    ref = unit.get("arm")
-    if not isinstance(ref, str) or ref not in prices:
-        raise fail("pricing.unit.arm must name a priced arm", "pricing", "unit", "arm")
-    tokens = {
-        k: int(non_negative(unit.get(k, 0), f"pricing.unit.{k}", fail))
-        for k in ("prompt_tokens", "completion_tokens")
-    }
-    usd = (
-        tokens["prompt_tokens"] * prices[ref][0] + tokens["completion_tokens"] * prices[ref][1]
-    ) / 1e6
-    if usd <= 0:
-        raise fail("the reference call must cost more than 0", "pricing", "unit")
-    return prices, usd
 
 
 def _decide(value: Any, benchmark: str, arms: dict[str, ArmSpec], fail: Any) -> DecideSpec | None:

@@ -24,6 +24,7 @@ from pytest_echo_bench.budget.worst import MESSAGE_TOKENS, QUOTED_FACTOR, REPLY_
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.spec.load import Spec, load_spec
+from pytest_echo_bench.spec.pricing import Price
 
 TEMPLATE = "Q: {question}\\nRef: {reference}\\nA: {answer}\\nScore?"
 SPEC = """benchmark: judged
@@ -37,7 +38,8 @@ arms:
   a: {{provider: openai, model: m, max_tokens: 50}}
   b: {{provider: openai, model: m, max_tokens: 300}}
 """
-PRICES = {"a": (1.0, 1.0), "b": (1.0, 1.0), "g1": (2.0, 4.0), "g2": (3.0, 5.0)}
+PRICES = {"a": Price(1.0, 1.0), "b": Price(1.0, 1.0), "g1": Price(2.0, 4.0),
+          "g2": Price(3.0, 5.0)}
 ITEM = Example("q", "What is 2+2?", "4", metadata={"reference": "four"})
 
 
@@ -114,7 +116,7 @@ def test_a_judge_without_prices_or_max_tokens_has_no_worst_case(tmp_path: Path) 
     why = unbounded(judged_spec(tmp_path, "graded"), "g1", uncapped)
     assert why is not None and "no max_tokens" in why and "judge 'g1'" in why
     # free output needs no cap: the prompt alone is priced
-    free = judged_spec(tmp_path, "graded", prices={**PRICES, "g1": (2.0, 0.0)})
+    free = judged_spec(tmp_path, "graded", prices={**PRICES, "g1": Price(2.0, 0.0)})
     assert unbounded(free, "g1", uncapped) is None
     assert call_worst(free, "g1", uncapped, "hi") == pytest.approx(
         input_tokens(uncapped, "hi") * 2.0 / 1e6)
@@ -175,7 +177,7 @@ def test_what_a_budget_must_still_hold_counts_the_judges(tmp_path: Path) -> None
     assert None not in judges
     total = arms + sum(j for j in judges if j is not None)
     assert worst_case_usd(spec, items, judges=plan) == pytest.approx(total)
-    unpriced = dataclasses.replace(spec, pricing={"a": (1.0, 1.0), "b": (1.0, 1.0)})
+    unpriced = dataclasses.replace(spec, pricing={"a": Price(1.0, 1.0), "b": Price(1.0, 1.0)})
     assert worst_case_usd(unpriced, items, judges=plan) is None
 
 

@@ -166,10 +166,10 @@ def test_cache_and_reasoning_tokens_are_mapped_both_ways(tmp_path: Path) -> None
     }
     rows = imported(tmp_path, write_log(tmp_path / "a.json", [sample("1", usage)]))
     assert rows["1"]["usage"] == {
-        "prompt_tokens": 10,
+        "prompt_tokens": 60,
         "completion_tokens": 5,
-        "cache_read_input_tokens": 40,
-        "cache_creation_input_tokens": 10,
+        "cache_read_tokens": 40,
+        "cache_write_tokens": 10,
         "reasoning_tokens": 3,
     }
     assert rows["1"]["cost_usd"] == 0.25

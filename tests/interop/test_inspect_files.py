@@ -350,9 +350,11 @@ USAGE = st.none() | st.fixed_dictionaries(
     {"prompt_tokens": st.integers(0, 10**6), "completion_tokens": st.integers(0, 10**6)},
     optional={
         name: st.integers(1, 10**6)
-        for name in ("cache_read_input_tokens", "cache_creation_input_tokens", "reasoning_tokens")
+        for name in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
     },
-)
+).map(lambda u: u and {  # the cache's tokens are parts of prompt_tokens (docs/results.md)
+    **u, "prompt_tokens": u["prompt_tokens"] + sum(
+        u.get(k, 0) for k in ("cache_read_tokens", "cache_write_tokens"))})
 COST = st.none() | st.floats(0, 100, allow_nan=False)
 IDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 
@@ -535,3 +537,16 @@ def test_scorer_picks_the_verdict_and_a_missing_one_is_refused(
         "no sample has a score from scorer 'typo' (its scorers: 'judge', 'match')"
         in capsys.readouterr().err
     )
+
+
+def test_an_older_rows_cache_names_export_as_inspects(tmp_path: Path) -> None:
+    """A claude CLI row of an older version counts the cache apart from prompt_tokens, in names
+    of its own: exported as Inspect counts them (input_tokens full-rate, the cache's beside)."""
+    old = {"prompt_tokens": 11, "completion_tokens": 2, "cache_read_input_tokens": 5000,
+           "cache_creation_input_tokens": 30}
+    run = results(tmp_path / "run.jsonl", [row("q1", "a", "correct", usage=old)])
+    assert main(["export", str(run), "-o", str(tmp_path / "logs")]) == 0
+    (log,) = (tmp_path / "logs").iterdir()
+    usage = json.loads(log.read_text())["samples"][0]["model_usage"]["a"]
+    assert usage == {"input_tokens": 11, "output_tokens": 2, "input_tokens_cache_read": 5000,
+                     "input_tokens_cache_write": 30, "total_tokens": 5043}

@@ -265,10 +265,11 @@ def test_answers_and_their_usage_come_from_the_result_object() -> None:
     }
     done = read("claude", 0, result("4", usage=usage), "")
     assert done.text == "4" and done.cost_usd is None
+    # The cache's reads counted in the input billed, and kept apart to be priced as they are.
     assert done.usage == {
-        "prompt_tokens": 11,
+        "prompt_tokens": 5011,
         "completion_tokens": 2,
-        "cache_read_input_tokens": 5000,
+        "cache_read_tokens": 5000,
     }
 
 

@@ -37,10 +37,11 @@ from pytest_echo_bench.providers import anthropic_messages, openai_chat
 from pytest_echo_bench.providers.answer import MAX_COUNT, NOTE, checked, finite_cost
 from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.spec.load import Spec
+from pytest_echo_bench.spec.pricing import Price
 
 REQUEST = Request(None, "gpt", "2+2")  # type: ignore[arg-type]
 PROFILE = settings(max_examples=150, deadline=None, derandomize=True, database=None)
-PRICED = SimpleNamespace(pricing={"gpt": (2.5, 10.0)})  # what Spec.cost reads
+PRICED = SimpleNamespace(pricing={"gpt": Price(2.5, 10.0)})  # what Spec.cost reads
 
 
 class ByteServer:

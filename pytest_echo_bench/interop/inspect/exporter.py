@@ -347,6 +347,12 @@ def _results(total: int, reduced: Sequence[float]) -> dict[str, Any]:
     }
 
 
+# The cache's counts as rows of older versions name them (claude CLI rows, imported logs):
+# Inspect's names -> theirs, counted apart from prompt_tokens.
+_OLD_CACHE_NAMES = {"input_tokens_cache_read": "cache_read_input_tokens",
+                    "input_tokens_cache_write": "cache_creation_input_tokens"}
+
+
 def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, Any] | None:
     """The row's usage (``ReadRow.usage``: None unless every figure is a count, a 0 being a
     figure the row never had) as Inspect's ``ModelUsage``, in the names
@@ -356,6 +362,14 @@ def _usage(counts: Mapping[str, int] | None, cost: float | None) -> dict[str, An
     usage = {theirs: counts[ours] for theirs, ours in USAGE_NAMES.items() if ours in counts}
     if not usage.keys() & {"input_tokens", "output_tokens"}:
         return None
+    if "input_tokens" in usage:
+        # Inspect's input_tokens are the full-rate ones: ours count the cache's in (a claude CLI
+        # row of an older version, in its own names, counted them apart already).
+        cached = sum(usage.get(k, 0) for k in _OLD_CACHE_NAMES)
+        usage["input_tokens"] = max(usage["input_tokens"] - cached, 0)
+    for theirs, ours in _OLD_CACHE_NAMES.items():
+        if ours in counts and theirs not in usage:
+            usage[theirs] = counts[ours]
     usage = {
         "input_tokens": usage.pop("input_tokens", 0),
         "output_tokens": usage.pop("output_tokens", 0),

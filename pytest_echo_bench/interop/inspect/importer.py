@@ -22,6 +22,7 @@ from typing import Any
 from pytest_echo_bench import __version__
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.interop.inspect.log import NOANSWER, InspectLog, read_log, value_to_float
+from pytest_echo_bench.providers.answer import CACHE_APART
 from pytest_echo_bench.scoring.verdict import Verdict, judge
 from pytest_echo_bench.spec.load import MAX_EPOCHS
 from pytest_echo_bench.store.checks import count, figure
@@ -310,13 +311,13 @@ def _output(sample: dict[str, Any]) -> str:
 
 
 # Inspect's ModelUsage -> our usage. Its input_tokens are the full-rate ones, cache reads and writes
-# excluded (``model/_model_output.py``), as Anthropic's API and our
-# claude CLI rows count prompt_tokens.
+# excluded (``model/_model_output.py``), as Anthropic's API counts them: our prompt_tokens is all
+# input billed, so the cache's are added in (``providers.answer.CACHE_APART``).
 USAGE_NAMES = {
     "input_tokens": "prompt_tokens",
     "output_tokens": "completion_tokens",
-    "input_tokens_cache_read": "cache_read_input_tokens",
-    "input_tokens_cache_write": "cache_creation_input_tokens",
+    "input_tokens_cache_read": "cache_read_tokens",
+    "input_tokens_cache_write": "cache_write_tokens",
     "reasoning_tokens": "reasoning_tokens",
 }
 
@@ -343,11 +344,11 @@ def _usage(sample: dict[str, Any]) -> dict[str, int] | None:
     extra = {
         k: v for k, v in total.items() if v and k not in ("prompt_tokens", "completion_tokens")
     }
-    return {
-        "prompt_tokens": total.get("prompt_tokens", 0),
-        "completion_tokens": total.get("completion_tokens", 0),
-        **extra,
-    }
+    prompt = total.get("prompt_tokens", 0) + sum(extra.get(k, 0) for k in CACHE_APART)
+    if count(prompt) is None:  # past the largest count a reader holds
+        return None
+    return {"prompt_tokens": prompt, "completion_tokens": total.get("completion_tokens", 0),
+            **extra}
 
 
 def _cost(sample: dict[str, Any]) -> float | None:
