@@ -144,6 +144,18 @@ class Batching:
         cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
         return Pending(item, cid, request, future)
 
+    def recorded(self, items: Iterable[Job]) -> None:
+        """Items the results file already records: an earlier run's open batches are done with
+        them (their rows were appended before it stopped)."""
+        done: dict[str, list[str]] = {}
+        for item in items:
+            cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
+            sub = self._holding.pop(cid, None)
+            if sub is not None:
+                done.setdefault(sub.local, []).append(cid)
+        for local, ids in done.items():
+            self.journal.done(local, ids)
+
     def _take_arrived(self, item: Job) -> Obtained | None:
         with self._cond:
             return self._arrived.pop(item.nodeid, None)
