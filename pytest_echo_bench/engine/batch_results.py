@@ -45,7 +45,7 @@ def settle(p: Pending, result: BatchResult, batch_id: str, runtime: ArmRuntime, 
     if result.completion is not None:
         completion = checked(result.completion)
         calls.keep(runtime, p.request, completion)
-        priced(runtime, completion)
+        priced(runtime, completion, batch=True)
         return _recorded(p, record(p.item, _obtained(p, completion, batch_id)))
     if result.error is not None:
         return _errored(p, result.error, batch_id, runtime, failures, record)

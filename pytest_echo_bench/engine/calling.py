@@ -100,12 +100,13 @@ class CallPath:
         return self.failures.text(runtime.spec, failure_text(runtime, exc, repeated))
 
 
-def priced(runtime: ArmRuntime, completion: Completion) -> float | None:
+def priced(runtime: ArmRuntime, completion: Completion, batch: bool = False) -> float | None:
     """The call's cost: the provider's own figure, else the list price of its usage (None:
-    unknown)."""
+    unknown); ``batch``: it was answered in a batch, at the batch price."""
     if completion.cost_usd is None:
         # List price, cached or not: an arm's cost must not depend on what ran before it.
-        completion.cost_usd = finite_cost(runtime.spec.cost(runtime.name, completion.usage))
+        completion.cost_usd = finite_cost(runtime.spec.cost(runtime.name, completion.usage,
+                                                            batch))
     return completion.cost_usd
 
 
