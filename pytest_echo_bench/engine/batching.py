@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from pytest_echo_bench.datasets.prompts import render_for
 from pytest_echo_bench.engine.arms import ArmRuntime
+from pytest_echo_bench.engine.batch_budget import BatchHolds
 from pytest_echo_bench.engine.batch_items import (
     FIRST_POLL_S,
     BatchObtain,
@@ -39,9 +40,10 @@ from pytest_echo_bench.engine.batch_results import AGAIN, DONE, Recorder, give_u
 from pytest_echo_bench.engine.calling import CallPath
 from pytest_echo_bench.engine.failures import Failures
 from pytest_echo_bench.engine.obtain import Obtained
-from pytest_echo_bench.engine.outcome import INCOMPLETE, Job, Outcome, utcnow
+from pytest_echo_bench.engine.outcome import INCOMPLETE, ROW, Job, Outcome, utcnow
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
+    AbortedError,
     ExhaustedError,
     LocalError,
     PermanentError,
@@ -80,6 +82,7 @@ class Batching:
         self.run, self.journal, self.stop, self.calls = run, journal, stop, calls
         self.failures, self.arm, self.apis, self.batchable = failures, arm, apis, batchable
         self.record: Recorder | None = None  # set by the runner that owns it
+        self.holds: BatchHolds | None = None  # the budget's holds, when the run has a budget
         self._holding = state.holding()  # custom id -> an earlier run's open submission
         self._adopted: dict[str, OpenBatch] = {}  # submission's local name -> adopted batch
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
@@ -248,6 +251,9 @@ class Batching:
 
     def _submit(self, group: Group, members: list[Pending]) -> None:
         spec, arm = group.runtime.spec, group.runtime.name
+        members = self._held(members)
+        if not members:
+            return
         local, at = uuid.uuid4().hex[:16], time.time()
         ob = OpenBatch(local, self.run.tag, at, {p.cid: p for p in members}, own=True,
                        opened=time.monotonic())
@@ -277,6 +283,21 @@ class Batching:
         ob.batch_ids = [batch_id]
         ob.interval = min(FIRST_POLL_S, group.conf.poll_s)
         ob.next_poll = time.monotonic() + ob.interval
+
+    def _held(self, members: list[Pending]) -> list[Pending]:
+        """The members whose worst case the budget holds (the others end: a resume with a larger
+        budget sends them)."""
+        if self.holds is None:
+            return members
+        kept = []
+        for p in members:
+            try:
+                self.holds.take(p)
+            except (AbortedError, LocalError) as exc:  # BudgetError, or the ledger's file
+                self._failed(p, exc)
+                continue
+            kept.append(p)
+        return kept
 
     def _poll(self, group: Group, ob: OpenBatch) -> None:
         try:
@@ -331,8 +352,11 @@ class Batching:
             self._read(group, ob, bid, done)
         for cid, p in list(ob.members.items()):  # no result of its own: it never ran
             del ob.members[cid]
-            settle(p, BatchResult(cid), "", group.runtime, self.calls, self.failures, self._rec)
-            group.waiting[cid] = p
+            how = settle(p, BatchResult(cid), "", group.runtime, self.calls, self.failures,
+                         self._rec)
+            self._unhold(p, how)
+            if how == AGAIN:
+                group.waiting[cid] = p
             done.append(cid)
         self.journal.done(ob.local, None if ob.own and not ob.kept else done)
         group.open.remove(ob)
@@ -347,6 +371,7 @@ class Batching:
             if p is None:
                 continue
             how = settle(p, result, bid, group.runtime, self.calls, self.failures, self._rec)
+            self._unhold(p, how)
             if how == AGAIN:
                 group.waiting[p.cid] = p
             if how in (DONE, AGAIN):
@@ -355,10 +380,22 @@ class Batching:
                 ob.kept = True
 
     def _rec(self, item: Job, obtained: Obtained) -> Outcome:
+        if self.holds is not None:  # what the answer cost, before its row says what was charged
+            self.holds.pay(item, obtained.completion.cost_usd if obtained.failed is None else 0.0)
         with self._cond:
             self._arrived[item.nodeid] = obtained
         assert self.record is not None
         return self.record(item, obtained)
+
+    def _unhold(self, p: Pending, how: str) -> None:
+        """A request read without an answer costs nothing; an item ended without a row closes its
+        ticket."""
+        if self.holds is None:
+            return
+        if how == AGAIN:
+            self.holds.pay(p.item, 0.0)
+        elif p.future.done() and p.future.result().kind != ROW:
+            self.holds.end(p)
 
     def _record(self, p: Pending, obtained: Obtained) -> None:
         p.future.set_result(self._rec(p.item, obtained))
@@ -367,6 +404,8 @@ class Batching:
         ended = self.failures.outcome(p.item, exc)
         if isinstance(ended, Outcome):
             p.future.set_result(ended)
+            if self.holds is not None:
+                self.holds.end(p)
             return
         obtained = Obtained(Completion(""), p.started or utcnow(), p.t0 or time.perf_counter(),
                             max(p.tries, 1), len(p.retries), failed=ended)
@@ -427,6 +466,8 @@ class Batching:
         for group in self._groups.values():
             for p in group.waiting.values():
                 give_up(p, "the run is stopping; not sent in a batch")
+                if self.holds is not None:
+                    self.holds.end(p)
             for ob in group.open:
                 for p in ob.members.values():
                     give_up(p, f"in batch {_names(ob)}, {said}")

@@ -16,6 +16,7 @@ from pytest_echo_bench.budget.hold import Budget, Judged
 from pytest_echo_bench.budget.judged import judges_worst
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
+from pytest_echo_bench.engine.batch_budget import BatchHolds
 from pytest_echo_bench.engine.batch_items import ByArm
 from pytest_echo_bench.engine.batching import Batching, BatchRun
 from pytest_echo_bench.engine.calling import CallPath
@@ -86,6 +87,8 @@ class Runner:
                             self.stop, self.calls, self.failures, self.arm, self._batch_api,
                             lambda name: PROVIDERS[name].batch)
         batching.record = lambda item, obtained: self.run(item, arrived=True)
+        if self.budget is not None:
+            batching.holds = BatchHolds(self.budget, lambda item: self._judged(self.budget, item))
         return batching
 
     def _batch_api(self, runtime: ArmRuntime) -> BatchAPI:
@@ -164,7 +167,9 @@ class Runner:
             prompt = render_for(item.prompters, item.arm, item.example)
             pair = (item.spec.benchmark, item.example.id, item.epoch)
             judged = self._judged(self.budget, item)
-            with self.budget.item(item.spec, item.arm, prompt, pair, judged):
+            holds = self.batching.holds if self.batching is not None else None
+            ticket = holds.ticket(item) if arrived and holds is not None else None
+            with self.budget.item(item.spec, item.arm, prompt, pair, judged, ticket):
                 return self._run(item, arrived)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self.failures.local(item, exc)

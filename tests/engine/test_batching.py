@@ -197,3 +197,20 @@ def test_batch_cancel_cancels_them_on_a_stop(pytester: pytest.Pytester, sweep: S
     _, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
     assert len(rows) == 6  # the cancelled batch ran nothing: its requests sent again, once
     assert all(n == 1 for n in sim_batch.BILLED.values())
+
+
+def test_a_budget_holds_batch_requests_at_the_batch_price(pytester: pytest.Pytester,
+                                                           sweep: Sweep) -> None:
+    """Each request's worst case is held at the batch price before its batch is sent; a request
+    that does not fit is not sent; the rows are priced at the batch price."""
+    arms = "  a: {provider: sim, accuracy: 1.0, batch: {size: 2, poll_s: 0.01}}"
+    # The sim reports 2 prompt tokens an item ("2+2=? (i)": 9 characters): at 1000 $/M, 0.002 $
+    # live and 0.001 $ in a batch. Its worst case, 0.0125 $ at the batch price, lets two start.
+    prices = "pricing:\n  a: {input: 1000.0, output: 0.0, batch_discount: 0.5}\n"
+    make_spec(pytester, sim_spec(6, arms=arms) + prices + "budget: {usd: 0.03}\n")
+    result, _, rows = sweep.run()
+    assert 0 < len(rows) < 6  # some fit the budget, at half their live price
+    result.stdout.fnmatch_lines(["*the worst case of all its arms ($0.012500) does not fit*"])
+    assert all(r["cost_usd"] == pytest.approx(0.001) for r in rows)
+    assert all(r["charged_usd"] == pytest.approx(0.001) for r in rows)
+    assert sum(sim_batch.BILLED.values()) == len(rows)  # a request not held was never sent
