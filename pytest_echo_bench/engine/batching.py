@@ -54,9 +54,10 @@ from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.batch import FAILED, BatchAPI, BatchResult
 from pytest_echo_bench.spec.batching import DEFAULT, BatchSpec
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.batchlog import Journal, JournalState
+from pytest_echo_bench.store.batchlog import BatchState, Journal, JournalState
 
 MAX_SLEEP_S = 1.0  # the thread looks at its work at least this often
+PUBLISH_EVERY_S = 1.0  # what the open batches are doing is written at most this often
 MAX_POLL_ERRORS = 50  # failed polls in a row before a batch is left for a resume
 MAX_BATCH_AGE_S = 26 * 3600.0  # the providers' 24 h window, and time to finalize
 LEFT = "left running on the provider: a resume collects it"
@@ -83,6 +84,9 @@ class Batching:
         self.failures, self.arm, self.apis, self.batchable = failures, arm, apis, batchable
         self.record: Recorder | None = None  # set by the runner that owns it
         self.holds: BatchHolds | None = None  # the budget's holds, when the run has a budget
+        # where what it sees of its open batches goes (the progress line, page and summary)
+        self.publish: Callable[[list[BatchState]], None] | None = None
+        self._published = 0.0
         self._holding = state.holding()  # custom id -> an earlier run's open submission
         self._adopted: dict[str, OpenBatch] = {}  # submission's local name -> adopted batch
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
@@ -203,6 +207,22 @@ class Batching:
             for ob in list(group.open):
                 if time.monotonic() >= ob.next_poll:
                     self._poll(group, ob)
+        if time.monotonic() - self._published >= PUBLISH_EVERY_S:
+            self._publish()
+
+    def _publish(self) -> None:
+        """Say what the open batches are doing (a file per process, read by the displays)."""
+        self._published = time.monotonic()
+        if self.publish is None:
+            return
+        states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
+                             st.total, ob.since)
+                  for g in self._groups.values() for ob in g.open
+                  for bid, st in ob.status.items()]
+        try:
+            self.publish(states)
+        except OSError:
+            pass  # a display's file: the batches go on without it
 
     def _group(self, item: Job) -> Group:
         key = (str(item.spec.path), item.arm)
@@ -455,6 +475,7 @@ class Batching:
         if self._thread is not None:
             self._thread.join(grace)
         left = self.open_batches()
+        self._publish()
         if stopping and self.run.cancel:
             for group in self._groups.values():
                 for bid in [b for ob in group.open for b in ob.batch_ids or ()]:

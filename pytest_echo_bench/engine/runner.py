@@ -33,7 +33,7 @@ from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
 from pytest_echo_bench.providers.batch import BatchAPI
 from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.spec.load import ArmSpec, Spec
-from pytest_echo_bench.store.batchlog import Journal, read_journal
+from pytest_echo_bench.store.batchlog import Journal, read_journal, write_states
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.records import row_from_json
 from pytest_echo_bench.store.runrows import RunRows
@@ -87,6 +87,7 @@ class Runner:
                             self.stop, self.calls, self.failures, self.arm, self._batch_api,
                             lambda name: PROVIDERS[name].batch)
         batching.record = lambda item, obtained: self.run(item, arrived=True)
+        batching.publish = lambda states: write_states(writer.path, self.failures.worker, states)
         if self.budget is not None:
             batching.holds = BatchHolds(self.budget, lambda item: self._judged(self.budget, item))
         return batching

@@ -1,10 +1,11 @@
 """The simulator's batch API: the lifecycle of a provider's batches, offline and in this process.
 
 A batch is validated, runs, finalizes and ends over its first four status polls (or at the
-first a second after it was sent); an arm with ``latency_s`` has its batches take that long. Its
-answers are the simulator's own (``SimProvider.answer``), its faults too: a transient fault is a request's
-``TransientError``, ``exhaustion_after`` a quota's ``ExhaustedError``, and ``expire_rate`` a
-share of requests that expire unrun (drawn per request and attempt, so a later batch runs them).
+first a second after it was sent); an arm with ``latency_s`` has its batches take that long.
+Its answers are the simulator's own (``SimProvider.answer``), its faults too: a transient fault
+is a request's ``TransientError``, ``exhaustion_after`` a quota's ``ExhaustedError``, and
+``expire_rate`` a share of requests that expire unrun (drawn per request and attempt, so a later
+batch runs them).
 Batches live in a table of this process (a second run in the same process, as a test's resume,
 re-attaches to them); ``BILLED`` counts what each ``custom_id`` was billed, as a provider would.
 """

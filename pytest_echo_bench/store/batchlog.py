@@ -30,8 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import StoreError
-from pytest_echo_bench.store.files import batches_path, encode_line
+from pytest_echo_bench.store.files import (
+    batch_states_path,
+    batches_path,
+    encode_line,
+    write_atomic,
+)
 
+MAX_STATES_BYTES = 1 << 22  # what a process last saw of its open batches: a few hundred
 MAX_JOURNAL_BYTES = 1 << 30  # 10 million requests' ids; a bigger file is not ours
 _FIX = ("restore the journal, or move it aside to forget those batches (their requests are then "
         "sent again, and may be billed twice)")
@@ -218,3 +224,67 @@ def _cut_torn(fd: int) -> None:
             return
         end = start
     os.ftruncate(fd, 0)
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """What a process last saw of one open batch (for the progress line, page and summary)."""
+
+    batch_id: str
+    benchmark: str
+    arm: str
+    state: str  # providers.batch.STATES
+    done: int
+    total: int
+    since: float  # when it was submitted (epoch seconds)
+
+    def line(self, now: float) -> str:
+        """``batch_1 (demo/gpt): in progress 120/1000, ETA 3m10s``."""
+        word = self.state.replace("_", " ")
+        counted = f" {self.done}/{self.total}" if self.state == "in_progress" else ""
+        eta = ""
+        elapsed = now - self.since
+        if 0 < self.done < self.total and elapsed > 0:
+            left = int((self.total - self.done) * elapsed / self.done)
+            eta = f", ETA {left // 3600}h{left % 3600 // 60:02d}m" if left >= 3600 else (
+                f", ETA {left // 60}m{left % 60:02d}s")
+        return f"{self.batch_id} ({self.benchmark}/{self.arm}): {word}{counted}{eta}"
+
+
+def write_states(results: str | Path, worker: str, states: Sequence[BatchState]) -> None:
+    """Replace what process ``worker`` saw of its open batches (none: all collected)."""
+    data = json.dumps([_as_json(s) for s in states], ensure_ascii=True).encode("ascii")
+    write_atomic(batch_states_path(results, worker), data)
+
+
+def _as_json(state: BatchState) -> dict[str, Any]:
+    return {"batch_id": state.batch_id, "benchmark": state.benchmark, "arm": state.arm,
+            "state": state.state, "done": state.done, "total": state.total, "since": state.since}
+
+
+def read_states(results: str | Path) -> list[BatchState]:
+    """What every process of the run last saw of its open batches. A display's input: a file that
+    is not what ``write_states`` writes is skipped, never an error."""
+    found: list[BatchState] = []
+    prefix = batch_states_path(Path(results).name, "").name[: -len(".json")]
+    try:
+        names = sorted(n for n in os.listdir(Path(results).parent)
+                       if n.startswith(prefix) and n.endswith(".json"))[:1024]
+    except OSError:
+        return found
+    for path in (Path(results).parent / n for n in names):
+        try:
+            with open(path, "rb") as f:
+                records = json.loads(f.read(MAX_STATES_BYTES))
+            found += [_state(r) for r in records]
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
+            continue
+    return found
+
+
+def _state(r: Mapping[str, Any]) -> BatchState:
+    state = BatchState(str(r["batch_id"]), str(r["benchmark"]), str(r["arm"]), str(r["state"]),
+                       int(r["done"]), int(r["total"]), float(r["since"]))
+    if not 0 <= state.done <= state.total or state.since != state.since:
+        raise ValueError("not a batch's state")
+    return state

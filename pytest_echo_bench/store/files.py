@@ -109,6 +109,11 @@ def batches_path(results: str | Path) -> Path:
     return Path(f"{results}.batches")
 
 
+def batch_states_path(results: str | Path, worker: str) -> Path:
+    """What one process last saw of its open batches (``store.batchlog.write_states``)."""
+    return Path(f"{results}.batches.{worker}.json")
+
+
 def summary_path(results: str | Path) -> Path:
     return Path(f"{results}.summary.json")
 

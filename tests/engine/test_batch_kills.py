@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from batch_server import BatchServer, Job
-from conftest import read_rows
 from processes import finish, run, start, wait_for
+
+from conftest import read_rows
 from pytest_echo_bench.engine.batch_items import custom_id
 from pytest_echo_bench.store.batchlog import read_journal
 

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from conftest import Sweep, make_spec, sim_spec
+from pytest_echo_bench.cli.main import main
 from pytest_echo_bench.datasets.example import Example
 from pytest_echo_bench.engine.batch_items import custom_id
 from pytest_echo_bench.providers import sim_batch
 from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.sim import SimProvider
 from pytest_echo_bench.providers.sim_batch import SimBatchAPI
-from pytest_echo_bench.store.batchlog import read_journal
+from pytest_echo_bench.store.batchlog import BatchState, read_journal, read_states
 
 BATCHED = ("  good: {provider: sim, accuracy: 1.0, batch: {size: 4, poll_s: 0.01}}\n"
            "  live: {provider: sim, accuracy: 0.0}")
@@ -26,6 +27,11 @@ BATCHED = ("  good: {provider: sim, accuracy: 1.0, batch: {size: 4, poll_s: 0.01
 def _fresh_bills() -> None:
     """What the sim billed, counted from each test's start (custom ids repeat across tests)."""
     sim_batch.BILLED.clear()
+
+
+def fixed(arms: str, fault: str) -> str:
+    """The arms with ``fault`` taken away (its quota raised), for the resume."""
+    return arms.replace(fault, "transient_rate: 0.0")
 
 
 def billed(rows: list[dict[str, object]]) -> dict[str, int]:
@@ -96,7 +102,7 @@ def test_a_quota_stops_the_run_and_the_resume_finishes_it(pytester: pytest.Pytes
     assert result.ret == 2
     assert len(rows) == 3
     result.stdout.fnmatch_lines(["*--bench-resume*"])
-    make_spec(pytester, sim_spec(6, arms=arms.replace("exhaustion_after: 3", "transient_rate: 0.0")))
+    make_spec(pytester, sim_spec(6, arms=fixed(arms, "exhaustion_after: 3")))
     result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
     assert sorted(r["task_id"] for r in rows) == sorted(f"q{i}" for i in range(6))
     assert set(billed(rows).values()) == {1}
@@ -178,8 +184,8 @@ def test_a_stop_leaves_open_batches_running_and_says_so(pytester: pytest.Pyteste
     result, _, rows = sweep.run()
     assert result.ret == 2 and rows == []
     result.stdout.fnmatch_lines(["*1 batch(es) left running on the provider: the resume "
-                                 "collects them*", "  simbatch_*: 3 request(s) of demo/slow"])
-    make_spec(pytester, sim_spec(3, arms=arms.replace("exhaustion_after: 0", "transient_rate: 0.0")))
+                                 "collects them*", "  simbatch_*: 3 request(s) of demo/slow*"])
+    make_spec(pytester, sim_spec(3, arms=fixed(arms, "exhaustion_after: 0")))
     _, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
     assert len(rows) == 6
     slow = [r for r in rows if r["arm"] == "slow"]
@@ -193,7 +199,7 @@ def test_batch_cancel_cancels_them_on_a_stop(pytester: pytest.Pytester, sweep: S
     make_spec(pytester, sim_spec(3, arms=arms))
     result, _, _ = sweep.run("--bench-batch-cancel")
     result.stdout.fnmatch_lines(["*1 batch(es) cancelled on the stop*"])
-    make_spec(pytester, sim_spec(3, arms=arms.replace("exhaustion_after: 0", "transient_rate: 0.0")))
+    make_spec(pytester, sim_spec(3, arms=fixed(arms, "exhaustion_after: 0")))
     _, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-allow-mismatch")
     assert len(rows) == 6  # the cancelled batch ran nothing: its requests sent again, once
     assert all(n == 1 for n in sim_batch.BILLED.values())
@@ -214,3 +220,22 @@ def test_a_budget_holds_batch_requests_at_the_batch_price(pytester: pytest.Pytes
     assert all(r["cost_usd"] == pytest.approx(0.001) for r in rows)
     assert all(r["charged_usd"] == pytest.approx(0.001) for r in rows)
     assert sum(sim_batch.BILLED.values()) == len(rows)  # a request not held was never sent
+
+
+def test_progress_shows_each_open_batch_and_its_state(pytester: pytest.Pytester,
+                                                      sweep: Sweep) -> None:
+    """The page (``echo-bench progress``) and the summary show each open batch's state."""
+    arms = ("  slow: {provider: sim, accuracy: 1.0, latency_s: 4, batch: {poll_s: 0.2}}\n"
+            "  quota: {provider: sim, faults: {exhaustion_after: 0}, batch: {poll_s: 0.01}}")
+    make_spec(pytester, sim_spec(3, arms=arms))
+    result, _, _ = sweep.run()
+    result.stdout.fnmatch_lines(["*simbatch_*: 3 request(s) of demo/slow (last seen: *)"])
+    page = pytester.path / "page.html"
+    assert main(["progress", str(sweep.out), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "Open batches" in text and "(demo/slow): " in text
+    states = read_states(sweep.out)
+    assert [s.arm for s in states] == ["slow"]
+    assert states[0].state in ("validating", "in_progress", "finalizing")
+    line = BatchState("b1", "demo", "gpt", "in_progress", 25, 100, 1000.0).line(1100.0)
+    assert line == "b1 (demo/gpt): in progress 25/100, ETA 5m00s"
