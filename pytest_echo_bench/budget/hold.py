@@ -79,9 +79,7 @@ class Ticket:
     # what replies reported beyond their calls' worst cases (charged all the same)
     over: float = 0.0
     started: bool = False
-    # its arm's calls go in batches: held at the batch price, and never waited for (the thread
-    # that would wait is the one whose batches free the room)
-    batch: bool = False
+    batch: bool = False  # its arm's calls go in batches: at the batch price, never waited for
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
     # the run's spent, held and pledges when they last changed
     _seen: tuple[float, float, int] | None = None
@@ -444,8 +442,8 @@ class Budget:
 
     def batched(self, spec: Spec, arm: str, prompt: str, pair: Pair,
                 judges: Judged | None = None) -> Ticket:
-        """The ticket of an item whose call goes in a batch: its ``call`` holds from the submit
-        to the result; ``item(..., ticket=)`` then grades on it, or ``end`` closes it."""
+        """A batched item's ticket: ``call`` holds from its submit to its result; ``item(...,
+        ticket=)`` then grades on it, or ``end`` closes it."""
         return Ticket(self, spec, arm, prompt, pair, judges, batch=True)
 
     def end(self, ticket: Ticket) -> None:

@@ -285,16 +285,19 @@ def totals(ests: list[ArmEstimate], judges: list[JudgeEstimate] | None = None) -
     known = all(e.calls_known for e in ests if e.items)
     calls = sum(e.calls_max for e in ests) if known else None
     judge_calls = sum(j.calls for j in judges or ())
-    batched = _sums(_batched(e) for e in ests if e.calls_max)
     return {
         "items": sum(e.items for e in ests),
         "calls_max": None if calls is None else calls + judge_calls,
         "cost_usd": _usd_range(_sums((arms, judged))),
         # every arm that can batch its calls at its batch price, the others (and judges) live
-        "batch_cost_usd": _usd_range(_sums((batched, judged))),
+        "batch_cost_usd": _usd_range(_sums((_batch_total(ests), judged))),
         "split": {"arms": {"calls_max": calls, "cost_usd": _usd_range(arms)},
                   "judges": {"calls": judge_calls, "cost_usd": _usd_range(judged)}},
     }
+
+
+def _batch_total(ests: list[ArmEstimate]) -> Costs:
+    return _sums(_batched(e) for e in ests if e.calls_max)
 
 
 def _batched(est: ArmEstimate) -> Costs:

@@ -18,16 +18,15 @@ them); ``cancel`` cancels them instead.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 from pytest_echo_bench.datasets.prompts import render_for
-from pytest_echo_bench.engine.arms import ArmRuntime
-from pytest_echo_bench.engine.batch_budget import BatchHolds
+from pytest_echo_bench.engine.batch_end import cancel_open, end_group, names
 from pytest_echo_bench.engine.batch_items import (
     FIRST_POLL_S,
     BatchObtain,
@@ -36,12 +35,10 @@ from pytest_echo_bench.engine.batch_items import (
     Pending,
     custom_id,
 )
-from pytest_echo_bench.engine.batch_results import AGAIN, DONE, Recorder, give_up, settle
-from pytest_echo_bench.engine.calling import CallPath
-from pytest_echo_bench.engine.failures import Failures
+from pytest_echo_bench.engine.batch_ports import BatchRun, Earlier, Ports
+from pytest_echo_bench.engine.batch_results import AGAIN, DONE, give_up, settle
 from pytest_echo_bench.engine.obtain import Obtained
 from pytest_echo_bench.engine.outcome import INCOMPLETE, ROW, Job, Outcome, utcnow
-from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import (
     AbortedError,
     ExhaustedError,
@@ -51,10 +48,10 @@ from pytest_echo_bench.errors import (
     StoreError,
 )
 from pytest_echo_bench.providers.base import Completion, Request
-from pytest_echo_bench.providers.batch import FAILED, BatchAPI, BatchResult
+from pytest_echo_bench.providers.batch import FAILED, BatchResult
 from pytest_echo_bench.spec.batching import DEFAULT, BatchSpec
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.batchlog import BatchState, Journal, JournalState
+from pytest_echo_bench.store.batchlog import BatchState, JournalState
 
 MAX_SLEEP_S = 1.0  # the thread looks at its work at least this often
 PUBLISH_EVERY_S = 1.0  # what the open batches are doing is written at most this often
@@ -63,32 +60,14 @@ MAX_BATCH_AGE_S = 26 * 3600.0  # the providers' 24 h window, and time to finaliz
 LEFT = "left running on the provider: a resume collects it"
 
 
-@dataclass(frozen=True)
-class BatchRun:
-    """The run's batch settings: ``every`` arm that can (``--bench-batch``), ``cancel`` what is
-    open on a stop (``--bench-batch-cancel``), the ``tag`` the batches are labelled with."""
-
-    every: bool = False
-    cancel: bool = False
-    tag: str = ""
-
-
 class Batching:
-    """This process's batches. ``apis`` builds an arm's ``BatchAPI``; ``record`` turns an answer
-    into its item's row (the runner's); ``batchable`` says whether a provider has a batch API."""
+    """This process's batches (``ports``: what they reach); ``state``: the journal as the run
+    found it."""
 
-    def __init__(self, run: BatchRun, journal: Journal, state: JournalState, stop: StopSignal,
-                 calls: CallPath, failures: Failures, arm: Callable[[Spec, str], ArmRuntime],
-                 apis: Callable[[ArmRuntime], BatchAPI], batchable: Callable[[str], bool]) -> None:
-        self.run, self.journal, self.stop, self.calls = run, journal, stop, calls
-        self.failures, self.arm, self.apis, self.batchable = failures, arm, apis, batchable
-        self.record: Recorder | None = None  # set by the runner that owns it
-        self.holds: BatchHolds | None = None  # the budget's holds, when the run has a budget
-        # where what it sees of its open batches goes (the progress line, page and summary)
-        self.publish: Callable[[list[BatchState]], None] | None = None
+    def __init__(self, run: BatchRun, ports: Ports, state: JournalState) -> None:
+        self.run, self.ports = run, ports
         self._published = 0.0
-        self._holding = state.holding()  # custom id -> an earlier run's open submission
-        self._adopted: dict[str, OpenBatch] = {}  # submission's local name -> adopted batch
+        self._earlier = Earlier(state.holding())  # an earlier run's open batches
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
         self._futures: dict[str, Future[Outcome]] = {}  # node id -> its outcome
         self._arrived: dict[str, Obtained] = {}
@@ -98,10 +77,13 @@ class Batching:
         # has gathered (of every arm) is sent now.
         self._urgent = False
         self._cond = threading.Condition()
-        self._closed = False
-        self._finished = False  # closed once: a second close does nothing
+        self._closed = False  # once: a second close does nothing, the thread ends
         self._thread: threading.Thread | None = None
-        self.obtain = BatchObtain(self._take_arrived)
+
+    @functools.cached_property
+    def obtain(self) -> BatchObtain:
+        """The ``Obtain`` of its items: the answer their batch brought."""
+        return BatchObtain(self._take_arrived)
 
     # -- the items' side (any thread) ------------------------------------------------------------
     def takes(self, item: Job) -> bool:
@@ -113,7 +95,7 @@ class Batching:
         if key not in self._settings:
             conf = spec.arms[arm]
             chosen = conf.batch
-            if chosen is None and self.run.every and self.batchable(conf.provider):
+            if chosen is None and self.run.every and self.ports.batchable(conf.provider):
                 chosen = DEFAULT
             self._settings[key] = chosen if isinstance(chosen, BatchSpec) else None
         return self._settings[key]
@@ -157,11 +139,11 @@ class Batching:
         done: dict[str, list[str]] = {}
         for item in items:
             cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
-            sub = self._holding.pop(cid, None)
+            sub = self._earlier.holding.pop(cid, None)
             if sub is not None:
                 done.setdefault(sub.local, []).append(cid)
         for local, ids in done.items():
-            self.journal.done(local, ids)
+            self.ports.journal.done(local, ids)
 
     def _take_arrived(self, item: Job) -> Obtained | None:
         with self._cond:
@@ -202,7 +184,7 @@ class Batching:
             self._place(p)
         for group in list(self._groups.values()):
             group.urgent = group.urgent or urgent
-            if not self.stop.is_set():
+            if not self.ports.stop.is_set():
                 self._send(group)
             for ob in list(group.open):
                 if time.monotonic() >= ob.next_poll:
@@ -213,14 +195,14 @@ class Batching:
     def _publish(self) -> None:
         """Say what the open batches are doing (a file per process, read by the displays)."""
         self._published = time.monotonic()
-        if self.publish is None:
+        if self.ports.publish is None:
             return
         states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
                              st.total, ob.since)
                   for g in self._groups.values() for ob in g.open
                   for bid, st in ob.status.items()]
         try:
-            self.publish(states)
+            self.ports.publish(states)
         except OSError:
             pass  # a display's file: the batches go on without it
 
@@ -228,9 +210,9 @@ class Batching:
         key = (str(item.spec.path), item.arm)
         group = self._groups.get(key)
         if group is None:
-            runtime = self.arm(item.spec, item.arm)
+            runtime = self.ports.arm(item.spec, item.arm)
             conf = self.setting(item.spec, item.arm)
-            group = self._groups[key] = Group(runtime, conf or DEFAULT, self.apis(runtime))
+            group = self._groups[key] = Group(runtime, conf or DEFAULT, self.ports.apis(runtime))
         return group
 
     def _place(self, p: Pending) -> None:
@@ -240,17 +222,17 @@ class Batching:
         except ProviderError as exc:  # the arm cannot be built here (no key, no SDK)
             self._failed(p, exc)
             return
-        hit = self.calls.cached(group.runtime, p.request)
+        hit = self.ports.calls.cached(group.runtime, p.request)
         if hit is not None:
             self._record(p, Obtained(hit, utcnow(), time.perf_counter(), 0, 0))
             return
-        sub = self._holding.get(p.cid)
+        sub = self._earlier.holding.get(p.cid)
         if sub is None:
             group.waiting[p.cid] = p
             return
-        ob = self._adopted.get(sub.local)
+        ob = self._earlier.adopted.get(sub.local)
         if ob is None:
-            ob = self._adopted[sub.local] = OpenBatch(
+            ob = self._earlier.adopted[sub.local] = OpenBatch(
                 sub.local, sub.tag, sub.at, {}, own=False,
                 batch_ids=None if sub.batch_ids is None else list(sub.batch_ids),
                 opened=time.monotonic())
@@ -277,7 +259,7 @@ class Batching:
         local, at = uuid.uuid4().hex[:16], time.time()
         ob = OpenBatch(local, self.run.tag, at, {p.cid: p for p in members}, own=True,
                        opened=time.monotonic())
-        self.journal.submit(local, spec.benchmark, arm, self.run.tag, at, list(ob.members))
+        self.ports.journal.submit(local, spec.benchmark, arm, self.run.tag, at, list(ob.members))
         for p in members:
             p.tries += 1
             if not p.started:
@@ -287,11 +269,11 @@ class Batching:
         try:
             batch_id = group.api.submit(sent, self.run.tag)
         except PermanentError as exc:  # refused whole (a 4xx): nothing was accepted
-            self.journal.found(local, [])
+            self.ports.journal.found(local, [])
             group.open.remove(ob)
             for p in members:
                 self._failed(p, exc)
-            self.journal.done(local, None)
+            self.ports.journal.done(local, None)
             return
         except ExhaustedError as exc:
             self._failed(members[0], exc)  # the run stops; the resume looks the batch up first
@@ -299,7 +281,7 @@ class Batching:
         except Exception:  # its outcome is unknown (a timeout, a 5xx): looked up before resending
             ob.next_poll = time.monotonic() + FIRST_POLL_S
             return
-        self.journal.accepted(local, batch_id)
+        self.ports.journal.accepted(local, batch_id)
         ob.batch_ids = [batch_id]
         ob.interval = min(FIRST_POLL_S, group.conf.poll_s)
         ob.next_poll = time.monotonic() + ob.interval
@@ -307,12 +289,12 @@ class Batching:
     def _held(self, members: list[Pending]) -> list[Pending]:
         """The members whose worst case the budget holds (the others end: a resume with a larger
         budget sends them)."""
-        if self.holds is None:
+        if self.ports.holds is None:
             return members
         kept = []
         for p in members:
             try:
-                self.holds.take(p)
+                self.ports.holds.take(p)
             except (AbortedError, LocalError) as exc:  # BudgetError, or the ledger's file
                 self._failed(p, exc)
                 continue
@@ -323,7 +305,7 @@ class Batching:
         try:
             if ob.batch_ids is None:
                 found = group.api.find(ob.tag, frozenset(self._ids_of(ob)), ob.since)
-                self.journal.found(ob.local, found)
+                self.ports.journal.found(ob.local, found)
                 ob.batch_ids = list(found)
             for bid in ob.batch_ids:
                 if bid not in ob.status or ob.status[bid].state not in ("ended", FAILED):
@@ -345,14 +327,14 @@ class Batching:
     def _next_poll(self, group: Group, ob: OpenBatch) -> None:
         now = time.monotonic()
         if ob.errors >= MAX_POLL_ERRORS or now - ob.opened > MAX_BATCH_AGE_S:
-            self._leave(group, ob, f"batch {_names(ob)} not ended or not reachable; {LEFT}")
+            self._leave(group, ob, f"batch {names(ob)} not ended or not reachable; {LEFT}")
             return
         ob.interval = min(group.conf.poll_s, ob.interval * 2)
         ob.next_poll = now + min(ob.interval, group.conf.poll_s)
 
     def _ids_of(self, ob: OpenBatch) -> set[str]:
         """Every request of the submission (an adopted one's, as the journal holds them)."""
-        return set(ob.members) | {cid for cid, sub in self._holding.items()
+        return set(ob.members) | {cid for cid, sub in self._earlier.holding.items()
                                   if sub.local == ob.local}
 
     def _collect(self, group: Group, ob: OpenBatch) -> None:
@@ -372,13 +354,10 @@ class Batching:
             self._read(group, ob, bid, done)
         for cid, p in list(ob.members.items()):  # no result of its own: it never ran
             del ob.members[cid]
-            how = settle(p, BatchResult(cid), "", group.runtime, self.calls, self.failures,
-                         self._rec)
-            self._unhold(p, how)
-            if how == AGAIN:
+            if self._take(group, p, BatchResult(cid), "") == AGAIN:
                 group.waiting[cid] = p
             done.append(cid)
-        self.journal.done(ob.local, None if ob.own and not ob.kept else done)
+        self.ports.journal.done(ob.local, None if ob.own and not ob.kept else done)
         group.open.remove(ob)
         group.urgent = group.urgent or bool(group.waiting)
 
@@ -390,8 +369,7 @@ class Batching:
             p = ob.members.pop(result.custom_id, None)
             if p is None:
                 continue
-            how = settle(p, result, bid, group.runtime, self.calls, self.failures, self._rec)
-            self._unhold(p, how)
+            how = self._take(group, p, result, bid)
             if how == AGAIN:
                 group.waiting[p.cid] = p
             if how in (DONE, AGAIN):
@@ -399,33 +377,41 @@ class Batching:
             else:
                 ob.kept = True
 
+    def _take(self, group: Group, p: Pending, result: BatchResult, bid: str) -> str:
+        """Settle ``p`` with ``result`` (``engine.batch_results``), and the budget's hold on it."""
+        how = settle(p, result, bid, group.runtime, self.ports.calls, self.ports.failures,
+                     self._rec)
+        self._unhold(p, how)
+        return how
+
     def _rec(self, item: Job, obtained: Obtained) -> Outcome:
-        if self.holds is not None:  # what the answer cost, before its row says what was charged
-            self.holds.pay(item, obtained.completion.cost_usd if obtained.failed is None else 0.0)
+        holds = self.ports.holds
+        if holds is not None:  # what the answer cost, before its row says what was charged
+            holds.pay(item, obtained.completion.cost_usd if obtained.failed is None else 0.0)
         with self._cond:
             self._arrived[item.nodeid] = obtained
-        assert self.record is not None
-        return self.record(item, obtained)
+        assert self.ports.record is not None
+        return self.ports.record(item, obtained)
 
     def _unhold(self, p: Pending, how: str) -> None:
         """A request read without an answer costs nothing; an item ended without a row closes its
         ticket."""
-        if self.holds is None:
+        if self.ports.holds is None:
             return
         if how == AGAIN:
-            self.holds.pay(p.item, 0.0)
+            self.ports.holds.pay(p.item, 0.0)
         elif p.future.done() and p.future.result().kind != ROW:
-            self.holds.end(p)
+            self.ports.holds.end(p)
 
     def _record(self, p: Pending, obtained: Obtained) -> None:
         p.future.set_result(self._rec(p.item, obtained))
 
     def _failed(self, p: Pending, exc: BaseException) -> None:
-        ended = self.failures.outcome(p.item, exc)
+        ended = self.ports.failures.outcome(p.item, exc)
         if isinstance(ended, Outcome):
             p.future.set_result(ended)
-            if self.holds is not None:
-                self.holds.end(p)
+            if self.ports.holds is not None:
+                self.ports.holds.end(p)
             return
         obtained = Obtained(Completion(""), p.started or utcnow(), p.t0 or time.perf_counter(),
                             max(p.tries, 1), len(p.retries), failed=ended)
@@ -436,7 +422,7 @@ class Batching:
         moved = list(ob.members)
         group.waiting.update(ob.members)
         ob.members.clear()
-        self.journal.done(ob.local, None if ob.own else moved)
+        self.ports.journal.done(ob.local, None if ob.own else moved)
         group.open.remove(ob)
 
     def _leave(self, group: Group, ob: OpenBatch, message: str) -> None:
@@ -455,7 +441,7 @@ class Batching:
         members = [p for g in self._groups.values() for ob in g.open for p in ob.members.values()]
         for n, p in enumerate([*waiting, *members]):
             if n == 0:
-                p.future.set_result(self.failures.local(p.item, cause))
+                p.future.set_result(self.ports.failures.local(p.item, cause))
             else:
                 give_up(p, f"not recorded: {cause}")
 
@@ -468,34 +454,21 @@ class Batching:
         """Stop the thread; on a stop, cancel the open batches when asked; end every item still
         waiting. The batches left open (running, or cancelled), by id."""
         with self._cond:
-            if self._finished:
+            if self._closed:
                 return []
-            self._closed = self._finished = True
+            self._closed = True
             self._cond.notify()
         if self._thread is not None:
             self._thread.join(grace)
         left = self.open_batches()
         self._publish()
-        if stopping and self.run.cancel:
-            for group in self._groups.values():
-                for bid in [b for ob in group.open for b in ob.batch_ids or ()]:
-                    try:
-                        group.api.cancel(bid)
-                    except ProviderError:
-                        pass  # a resume reads what it ran, and sends the rest again
-        said = "cancelled on the stop" if stopping and self.run.cancel else LEFT
+        cancelled = stopping and self.run.cancel
+        if cancelled:
+            cancel_open(self._groups.values())
+        said = "cancelled on the stop" if cancelled else LEFT
         for group in self._groups.values():
-            for p in group.waiting.values():
-                give_up(p, "the run is stopping; not sent in a batch")
-                if self.holds is not None:
-                    self.holds.end(p)
-            for ob in group.open:
-                for p in ob.members.values():
-                    give_up(p, f"in batch {_names(ob)}, {said}")
-            group.api.close()
+            end_group(group, said, self.ports.holds)
         return left
 
 
-def _names(ob: OpenBatch) -> str:
-    return ", ".join(ob.batch_ids or ()) or f"(submission {ob.local}, outcome unknown)"
 

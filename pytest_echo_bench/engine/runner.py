@@ -18,7 +18,8 @@ from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
 from pytest_echo_bench.engine.batch_budget import BatchHolds
 from pytest_echo_bench.engine.batch_items import ByArm
-from pytest_echo_bench.engine.batching import Batching, BatchRun
+from pytest_echo_bench.engine.batch_ports import BatchRun, Ports
+from pytest_echo_bench.engine.batching import Batching
 from pytest_echo_bench.engine.calling import CallPath
 from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.engine.failures import Failures
@@ -50,7 +51,7 @@ class Runner:
                  recorded: RunRows | None = None, budget: Budget | None = None,
                  limits: Limits | None = None, judge_later: bool = False,
                  batch: BatchRun | None = None) -> None:
-        self.stop, self.cache, self.recorded, self.budget = stop, cache, recorded, budget
+        self.cache, self.recorded, self.budget = cache, recorded, budget
         self.failures = Failures(stop, writer.path, worker, on_stop)
         self.calls = CallPath(stop, self.failures, cache, budget)
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (alone: defaults).
@@ -69,6 +70,11 @@ class Runner:
         self._prompters: dict[str, Mapping[str, Prompter]] = {}
         self._lock = threading.Lock()
 
+    @property
+    def stop(self) -> StopSignal:
+        """The run-wide stop (the call path's)."""
+        return self.calls.stop
+
     def close(self) -> None:
         """Once the calls are done: close what the providers and the cache hold open (sockets,
         SQLite)."""
@@ -83,14 +89,15 @@ class Runner:
             self.cache.close()
 
     def _batching(self, writer: ResultsWriter, batch: BatchRun) -> Batching:
-        batching = Batching(batch, Journal(writer.path, writer.holding), read_journal(writer.path),
-                            self.stop, self.calls, self.failures, self.arm, self._batch_api,
-                            lambda name: PROVIDERS[name].batch)
-        batching.record = lambda item, obtained: self.run(item, arrived=True)
-        batching.publish = lambda states: write_states(writer.path, self.failures.worker, states)
-        if self.budget is not None:
-            batching.holds = BatchHolds(self.budget, lambda item: self._judged(self.budget, item))
-        return batching
+        ports = Ports(Journal(writer.path, writer.holding), self.stop, self.calls, self.failures,
+                      self.arm, self._batch_api, lambda name: PROVIDERS[name].batch,
+                      record=lambda item, obtained: self.run(item, arrived=True),
+                      publish=lambda states: write_states(writer.path, self.failures.worker,
+                                                          states))
+        budget = self.budget
+        if budget is not None:
+            ports.holds = BatchHolds(budget, lambda item: self._judged(budget, item))
+        return Batching(batch, ports, read_journal(writer.path))
 
     def _batch_api(self, runtime: ArmRuntime) -> BatchAPI:
         """The arm's batch API, from a provider of its own (outside the endpoint's limiter: a
@@ -168,7 +175,7 @@ class Runner:
             prompt = render_for(item.prompters, item.arm, item.example)
             pair = (item.spec.benchmark, item.example.id, item.epoch)
             judged = self._judged(self.budget, item)
-            holds = self.batching.holds if self.batching is not None else None
+            holds = self.batching.ports.holds if self.batching is not None else None
             ticket = holds.ticket(item) if arrived and holds is not None else None
             with self.budget.item(item.spec, item.arm, prompt, pair, judged, ticket):
                 return self._run(item, arrived)

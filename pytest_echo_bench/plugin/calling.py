@@ -12,7 +12,7 @@ import pytest
 
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.budget.ledger import Ledger
-from pytest_echo_bench.engine.batching import BatchRun
+from pytest_echo_bench.engine.batch_ports import BatchRun
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
