@@ -239,3 +239,16 @@ def test_progress_shows_each_open_batch_and_its_state(pytester: pytest.Pytester,
     assert states[0].state in ("validating", "in_progress", "finalizing")
     line = BatchState("b1", "demo", "gpt", "in_progress", 25, 100, 1000.0).line(1100.0)
     assert line == "b1 (demo/gpt): in progress 25/100, ETA 5m00s"
+
+
+def test_each_xdist_worker_batches_its_own_items(pytester: pytest.Pytester,
+                                                 sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(12, arms=BATCHED))
+    result, _, rows = sweep.run("-n", "2")
+    assert sorted((r["task_id"], r["arm"]) for r in rows) == sorted(
+        (f"q{i}", arm) for i in range(12) for arm in ("good", "live"))
+    journal = read_journal(sweep.out)
+    sent = [cid for sub in journal.submissions.values() for cid in sub.ids]
+    assert len(sent) == len(set(sent)) == 12  # no request in two batches
+    assert {r["worker"] for r in rows if r["arm"] == "good"} <= {"gw0", "gw1"}
+    assert not journal.open()
