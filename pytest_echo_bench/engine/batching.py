@@ -195,7 +195,7 @@ class Batching:
     def _publish(self) -> None:
         """Say what the open batches are doing (a file per process, read by the displays)."""
         self._published = time.monotonic()
-        if self.ports.publish is None:
+        if self.ports.publish is None or not self._groups:  # no batched item: nothing to say
             return
         states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
                              st.total, ob.since)
