@@ -169,6 +169,9 @@ class Batching:
             except (StoreError, LocalError) as exc:  # the journal: our own file
                 self._local_failure(exc)
                 return
+            except Exception as exc:  # never a silent end: the run stops, resumably
+                self._local_failure(LocalError(f"the batch submitter failed: {exc!r}"))
+                return
 
     def _sleep(self) -> float:
         if self._inbox or self._urgent or any(
