@@ -38,7 +38,7 @@ from pytest_echo_bench.engine.batch_items import (
 from pytest_echo_bench.engine.batch_ports import BatchRun, Earlier, Ports
 from pytest_echo_bench.engine.batch_results import AGAIN, DONE, give_up, settle
 from pytest_echo_bench.engine.obtain import Obtained
-from pytest_echo_bench.engine.outcome import INCOMPLETE, ROW, Job, Outcome, utcnow
+from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, Job, Outcome, utcnow
 from pytest_echo_bench.errors import (
     AbortedError,
     ExhaustedError,
@@ -166,11 +166,10 @@ class Batching:
                 urgent, self._urgent = self._urgent, False
             try:
                 self._tick(inbox, urgent)
-            except (StoreError, LocalError) as exc:  # the journal: our own file
-                self._local_failure(exc)
-                return
             except Exception as exc:  # never a silent end: the run stops, resumably
-                self._local_failure(LocalError(f"the batch submitter failed: {exc!r}"))
+                if not self._closed:  # (a call that outlived the run's end: the run is over)
+                    self._local_failure(exc if isinstance(exc, (StoreError, LocalError)) else
+                                        LocalError(f"the batch submitter failed: {exc!r}"))
                 return
 
     def _sleep(self) -> float:
@@ -279,7 +278,9 @@ class Batching:
             self.ports.journal.done(local, None)
             return
         except ExhaustedError as exc:
-            self._failed(members[0], exc)  # the run stops; the resume looks the batch up first
+            # The run stops; the resume looks the batch up first. The item the stop is said on
+            # has its outcome: it leaves the batch.
+            self._failed(ob.members.pop(members[0].cid), exc)
             return
         except Exception:  # its outcome is unknown (a timeout, a 5xx): looked up before resending
             ob.next_poll = time.monotonic() + FIRST_POLL_S
@@ -434,19 +435,28 @@ class Batching:
         group.open.remove(ob)
 
     def _stop_on(self, ob: OpenBatch, exc: ExhaustedError) -> None:
-        first = next(iter(ob.members.values()), None)
+        first = next(iter(ob.members), None)
         if first is not None:
-            self._failed(first, exc)
+            self._failed(ob.members.pop(first), exc)
 
     def _local_failure(self, exc: StoreError | LocalError) -> None:
+        """The submitter cannot go on: the run stops, resumably, and every item still waiting
+        (gathered, sent, or not yet placed) ends now, so none waits for a thread that is gone."""
         cause = exc if isinstance(exc, LocalError) else LocalError(str(exc))
-        waiting = [p for g in self._groups.values() for p in g.waiting.values()]
-        members = [p for g in self._groups.values() for ob in g.open for p in ob.members.values()]
-        for n, p in enumerate([*waiting, *members]):
-            if n == 0:
-                p.future.set_result(self.ports.failures.local(p.item, cause))
+        with self._cond:
+            held = [*self._inbox, *(p for g in self._groups.values() for p in g.waiting.values()),
+                    *(p for g in self._groups.values() for ob in g.open
+                      for p in ob.members.values())]
+            futures = [f for f in self._futures.values() if not f.done()]
+        first = next(iter(held), None)  # the item the stop is said on
+        for future in futures:
+            if future.done():
+                continue
+            if first is not None:
+                future.set_result(self.ports.failures.local(first.item, cause))
+                first = None
             else:
-                give_up(p, f"not recorded: {cause}")
+                future.set_result(Outcome(ABORTED, message=f"not recorded: {cause}"))
 
     # -- the end ---------------------------------------------------------------------------------
     def open_batches(self) -> list[str]:
