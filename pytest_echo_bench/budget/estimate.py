@@ -185,6 +185,9 @@ class ArmEstimate:
     priced: bool = True
     # False when a Python arm is among its calls: the calls it makes are its code's
     calls_known: bool = True
+    # its provider has a batch API (``batch: true``): the share its prices' ``batch_discount``
+    # takes off (0: none said); None: its calls cannot be batched
+    batch_discount: float | None = None
 
 
 def call_cost(
@@ -234,11 +237,20 @@ def estimate_arm(
             if out.completion_high is None or high[1] is None
             else out.completion_high + int(high[1])
         )
+    out.batch_discount = _batch_discount(spec, arm)
     out.seconds_per_item = seen.mean_seconds(arm)
     if out.seconds_per_item is None and provider_info(spec.arms[arm].provider).routes is not None:
         leaves = [seen.mean_seconds(c) for c in _leaves(spec, arm)]
         out.seconds_per_item = None if None in leaves else sum(x for x in leaves if x is not None)
     return out
+
+
+def _batch_discount(spec: Spec, arm: str) -> float | None:
+    """What a batch takes off ``arm``'s prices, when its provider can batch its calls."""
+    if not provider_info(spec.arms[arm].provider).batch:
+        return None
+    price = spec.pricing.get(arm)
+    return price.batch_discount if price is not None else 0.0
 
 
 def _path(

@@ -79,6 +79,7 @@ class Ticket:
     # what replies reported beyond their calls' worst cases (charged all the same)
     over: float = 0.0
     started: bool = False
+    batch: bool = False  # its arm's calls go in batches: at the batch price, never waited for
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
     # the run's spent, held and pledges when they last changed
     _seen: tuple[float, float, int] | None = None
@@ -94,9 +95,9 @@ class Ticket:
         """Around one real call (of ``judge``, when it is the scorer's judge ``arm``): held before
         it is sent; ``settle(cost)`` once it answers (None: the reply said no usage, so its worst
         case stands as spent, as it does when no reply comes)."""
-        worst = (call_worst(self.spec, arm, prompt) if judge is None
-                 else judge_worst(self.spec, arm, judge, prompt))
-        deadline = time.monotonic() + self.budget.max_wait_s
+        worst = (call_worst(self.spec, arm, prompt, self.batch and arm == self.arm)
+                 if judge is None else judge_worst(self.spec, arm, judge, prompt))
+        deadline = time.monotonic() + (0.0 if self.batch else self.budget.max_wait_s)
         with self._lock:
             self._seen = None
             while (
@@ -197,7 +198,8 @@ class Ticket:
         """The most an item of ``arm`` may cost: its own calls and its judges' (a part without a
         worst case counts 0: it runs unreserved, ``budget_unpriced: allow``)."""
         judges = self.judged(arm) if self.judged is not None else 0.0
-        return (item_worst(self.spec, arm, self.prompt) or 0.0) + (judges or 0.0)
+        own = item_worst(self.spec, arm, self.prompt, self.batch and arm == self.arm)
+        return (own or 0.0) + (judges or 0.0)
 
     def _take_pledge(self, state: LedgerState, key: str) -> bool:
         """Whether an arm started elsewhere pledged this arm's share to the item: now it is held."""
@@ -438,12 +440,24 @@ class Budget:
         arms = self.plan.get(pair, (arm,)) if pair is not None else (arm,)
         return {a: worst(a) for a in dict.fromkeys((*arms, arm))}
 
+    def batched(self, spec: Spec, arm: str, prompt: str, pair: Pair,
+                judges: Judged | None = None) -> Ticket:
+        """A batched item's ticket: ``call`` holds from its submit to its result; ``item(...,
+        ticket=)`` then grades on it, or ``end`` closes it."""
+        return Ticket(self, spec, arm, prompt, pair, judges, batch=True)
+
+    def end(self, ticket: Ticket) -> None:
+        """Close an item's ticket that never reached ``item``: the item ended without a row."""
+        if ticket.started or len(self.plan.get(ticket.pair, ())) > 1:  # type: ignore[arg-type]
+            self.ledger_change(ticket.close)
+
     @contextlib.contextmanager
     def item(self, spec: Spec, arm: str, prompt: str, pair: Pair,
-             judges: Judged | None = None) -> Iterator[None]:
+             judges: Judged | None = None, ticket: Ticket | None = None) -> Iterator[None]:
         """Around one item: its calls (its scorer's judges' too, whose worst case by arm is
-        ``judges``) draw on one ticket, closed (settled) when the item ends."""
-        ticket = Ticket(self, spec, arm, prompt, pair, judges)
+        ``judges``) draw on one ticket (``ticket``: a batched item's, held since its submit),
+        closed (settled) when the item ends."""
+        ticket = ticket or Ticket(self, spec, arm, prompt, pair, judges)
         self._local.ticket = ticket
         try:
             yield

@@ -158,18 +158,22 @@ def unbounded(spec: Spec, name: str) -> str | None:
     return None
 
 
-def call_worst(spec: Spec, name: str, prompt: str) -> float | None:
-    """The most one call of leaf arm ``name`` with ``prompt`` may cost (None: no worst case)."""
-    return _priced(spec, name, prompt)
+def call_worst(spec: Spec, name: str, prompt: str, batch: bool = False) -> float | None:
+    """The most one call of leaf arm ``name`` with ``prompt`` may cost (None: no worst case);
+    ``batch``: sent in a batch, at the batch price."""
+    return _priced(spec, name, prompt, batch=batch)
 
 
-def item_worst(spec: Spec, name: str, prompt: str) -> float | None:
-    """The most an item of arm ``name`` may cost: one call, or every call a routing arm may make."""
+def item_worst(spec: Spec, name: str, prompt: str, batch: bool = False) -> float | None:
+    """The most an item of arm ``name`` may cost: one call (``batch``: at the batch price), or
+    every call a routing arm may make."""
     arm = spec.arms.get(name)
     if arm is None or provider_info(arm.provider).opaque:
         return None
     route = route_of(arm, spec)
-    return call_worst(spec, name, prompt) if route is None else _route_worst(spec, route, prompt)
+    if route is None:
+        return call_worst(spec, name, prompt, batch)
+    return _route_worst(spec, route, prompt)
 
 
 def _route_worst(spec: Spec, route: Route, prompt: str) -> float | None:
@@ -194,7 +198,8 @@ def _cheap_worst(spec: Spec, route: Route, prompt: str) -> float | None:
     return total
 
 
-def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
+def _priced(spec: Spec, name: str, prompt: str, more: int = 0,
+            batch: bool = False) -> float | None:
     """The most a call of leaf arm ``name`` costs with ``prompt`` (and
     ``more`` tokens of it unknown yet)."""
     if unbounded(spec, name) is not None:
@@ -204,7 +209,7 @@ def _priced(spec: Spec, name: str, prompt: str, more: int = 0) -> float | None:
         # A judge that is itself a routing arm: every call it may make, with a prompt as long as the
         # judge's may be (a byte a token).
         return item_worst(spec, name, prompt + " " * more)
-    per_input, per_output = spec.pricing[name].dearest()
+    per_input, per_output = spec.pricing[name].dearest(batch)
     return (
         (input_tokens(arm, prompt) + more) * per_input + (completion_cap(arm) or 0) * per_output
     ) / 1e6

@@ -289,9 +289,22 @@ def totals(ests: list[ArmEstimate], judges: list[JudgeEstimate] | None = None) -
         "items": sum(e.items for e in ests),
         "calls_max": None if calls is None else calls + judge_calls,
         "cost_usd": _usd_range(_sums((arms, judged))),
+        # every arm that can batch its calls at its batch price, the others (and judges) live
+        "batch_cost_usd": _usd_range(_sums((_batch_total(ests), judged))),
         "split": {"arms": {"calls_max": calls, "cost_usd": _usd_range(arms)},
                   "judges": {"calls": judge_calls, "cost_usd": _usd_range(judged)}},
     }
+
+
+def _batch_total(ests: list[ArmEstimate]) -> Costs:
+    return _sums(_batched(e) for e in ests if e.calls_max)
+
+
+def _batched(est: ArmEstimate) -> Costs:
+    """The arm's cost with its calls sent in batches (as it is when it cannot batch them)."""
+    factor = 1.0 - (est.batch_discount or 0.0)
+    return tuple(None if c is None else c * factor  # type: ignore[return-value]
+                 for c in (est.cost_low, est.cost_high))
 
 
 def _sums(costs: Iterable[Costs]) -> Costs:
@@ -323,6 +336,10 @@ def arm_json(est: ArmEstimate) -> dict[str, Any]:
         },
         "priced": est.priced,
         "calls_known": est.calls_known,
+        # at the batch price: present only for an arm whose provider has a batch API
+        **({} if est.batch_discount is None else {"batch_cost_usd": {
+            "low": None if unknown else finite(_batched(est)[0]),
+            "high": None if unknown else finite(_batched(est)[1])}}),
         "seconds_per_item": finite(est.seconds_per_item),
     }
 
@@ -355,6 +372,10 @@ def text_lines(data: dict[str, Any]) -> list[str]:
         f"total{shard}: {data['items']} items, at most {most} calls, "
         f"cost {_range(cost['low'], cost['high'])}, wall time {_duration(data['seconds'])}"
     )
+    batch = data.get("batch_cost_usd")
+    if batch and batch != cost and any("batch_cost_usd" in a for a in data["arms"].values()):
+        lines.append(f"sent in batches (batch: true, --bench-batch): cost "
+                     f"{_range(batch['low'], batch['high'])} against {_range(**cost)} live")
     if data.get("judges"):
         arms, judges = data["split"]["arms"], data["split"]["judges"]
         most = "an unknown number of" if arms["calls_max"] is None else arms["calls_max"]

@@ -33,13 +33,9 @@ class CallPath:
 
     def call(self, runtime: ArmRuntime, request: Request) -> Called:
         """The answer to ``request`` from ``runtime``'s provider, or the classified error."""
-        key = runtime.cache_key(request)
-        hit = self.cache.get(key) if self.cache is not None and key else None
-        if hit is not None:  # checked too: a cache written before these rules may hold any usage
-            # Its served model as stored with it (none for an answer cached without one).
-            completion = checked(Completion(hit.text, hit.usage, cache_hits=1, model=hit.model,
-                                            fingerprint=hit.fingerprint))
-            attempts, retries = 0, 0
+        hit = self.cached(runtime, request)
+        if hit is not None:
+            completion, attempts, retries = hit, 0, 0
         else:
             # A real call: held against the budget until it answers.
             with self._spend(runtime, request) as settle:
@@ -48,12 +44,28 @@ class CallPath:
                 completion, attempts = checked(done.completion), done.attempts
                 retries = len(done.retries)
                 settle(priced(runtime, completion))
-            if self.cache is not None and key:
-                self.cache.put(key, completion.text, completion.usage, completion.model,
-                               completion.fingerprint)
+            self.keep(runtime, request, completion)
         # A cached reply costs nothing against the budget, but has its list price.
         priced(runtime, completion)
         return completion, attempts, retries
+
+    def cached(self, runtime: ArmRuntime, request: Request) -> Completion | None:
+        """The response cache's answer to ``request`` (None: none kept)."""
+        key = runtime.cache_key(request)
+        hit = self.cache.get(key) if self.cache is not None and key else None
+        if hit is None:
+            return None
+        # Checked too: a cache written before these rules may hold any usage. Its served model
+        # as stored with it (none for an answer cached without one).
+        return checked(Completion(hit.text, hit.usage, cache_hits=1, model=hit.model,
+                                  fingerprint=hit.fingerprint))
+
+    def keep(self, runtime: ArmRuntime, request: Request, completion: Completion) -> None:
+        """Keep a provider's answer in the response cache (when the arm's answers are kept)."""
+        key = runtime.cache_key(request)
+        if self.cache is not None and key:
+            self.cache.put(key, completion.text, completion.usage, completion.model,
+                           completion.fingerprint)
 
     def _spend(self, runtime: ArmRuntime, request: Request) -> AbstractContextManager[Settle]:
         """The budget's hold on one real call; a routing or Python arm's own call is the calls it
@@ -88,12 +100,13 @@ class CallPath:
         return self.failures.text(runtime.spec, failure_text(runtime, exc, repeated))
 
 
-def priced(runtime: ArmRuntime, completion: Completion) -> float | None:
+def priced(runtime: ArmRuntime, completion: Completion, batch: bool = False) -> float | None:
     """The call's cost: the provider's own figure, else the list price of its usage (None:
-    unknown)."""
+    unknown); ``batch``: it was answered in a batch, at the batch price."""
     if completion.cost_usd is None:
         # List price, cached or not: an arm's cost must not depend on what ran before it.
-        completion.cost_usd = finite_cost(runtime.spec.cost(runtime.name, completion.usage))
+        completion.cost_usd = finite_cost(runtime.spec.cost(runtime.name, completion.usage,
+                                                            batch))
     return completion.cost_usd
 
 

@@ -28,6 +28,10 @@ def check_spec(spec: Spec) -> None:
             key = "prompt" if arm.prompt.template is not None else "fewshot"
             refused = f"a {arm.provider} arm {info.no_prompt}: it takes no prompt: or fewshot:"
             raise spec.error(refused, "arms", arm.name, key)
+        if arm.batch and not info.batch:
+            able = ", ".join(n for n in PROVIDERS.names() if PROVIDERS[n].batch)
+            raise spec.error(f"a {arm.provider} arm has no batch API (batch: is for {able})",
+                             "arms", arm.name, "batch")
         _build(spec, arm)
     judges = declared(spec)
     for judge in judges.values():  # a scorer's judges, declared as arms are

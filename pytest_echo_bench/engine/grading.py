@@ -128,7 +128,8 @@ class Grading:
             epoch=item.epoch if spec.epochs > 1 else None,
             charged_usd=budget.charged() if budget is not None else None,
             served_model=done.model, served_fingerprint=done.fingerprint,
-            item_sha256=item_digest(item.example), **judge_fields(verdict),
+            item_sha256=item_digest(item.example), batch_id=obtained.batch_id,
+            **judge_fields(verdict),
         )
         try:
             self.writer.append(row.to_line())

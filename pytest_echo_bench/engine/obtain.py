@@ -35,6 +35,7 @@ class Obtained:
     attempts: int
     retries: int
     failed: Verdict | None = None
+    batch_id: str | None = None  # the provider's batch that answered it (None: a live call)
 
 
 class Obtain(Protocol):

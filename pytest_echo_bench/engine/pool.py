@@ -83,6 +83,10 @@ class Prefetcher:
         self._frontier: Job | None = None  # the last item the previous look-ahead window ended with
 
     def outcome(self, item: Job, upcoming: Sequence[Job]) -> Outcome:
+        batching = self.runner.batching
+        if batching is not None and batching.takes(item):
+            # Its batch's answer, recorded by the submitter's thread as the batch is read.
+            return self._await(batching.wait(item))
         if self.concurrency == 1:
             return self._run(item)  # no threads: the simplest path stays the simplest
         inline = self._instant(item)
@@ -107,8 +111,11 @@ class Prefetcher:
                 if window[back] is frontier:
                     start = back + 1
                     break
+        batching = self.runner.batching
         for nxt in window[start:]:
-            if not self._instant(nxt):
+            if batching is not None and batching.takes(nxt):
+                batching.future(nxt)  # gathers for a batch: no thread waits for it
+            elif not self._instant(nxt):
                 self._submit(nxt)
         if window:
             self._frontier = window[-1]
@@ -155,17 +162,21 @@ class Prefetcher:
         outcome.decisions = tuple(self.runner.limits.take_decisions())
         return outcome
 
-    def close(self, stopping: bool) -> None:
+    def close(self, stopping: bool) -> list[str]:
         """Drop calls not yet started; when stopping, give those in flight the grace period.
+        The batches left open on the provider, by id.
 
         One grace period in all: what an item already waited since the stop counts against it.
         """
+        batching = self.runner.batching
+        left = batching.close(stopping, self.grace) if batching is not None else []
         if not stopping:
             self._pool.shutdown(None)
-            return
+            return left
         # a signal reached pytest's thread before any item saw the stop
         if self._stopped_at is None:
             self._stopped_at = time.monotonic()
         # Called again at unconfigure: the grace has been given, once (a second full grace here
         # made Ctrl-C take 11 s with 64 calls held open, past a container's 10 s).
         self._pool.shutdown(max(0.0, self.grace - (time.monotonic() - self._stopped_at)))
+        return left

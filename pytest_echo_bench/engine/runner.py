@@ -16,6 +16,10 @@ from pytest_echo_bench.budget.hold import Budget, Judged
 from pytest_echo_bench.budget.judged import judges_worst
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
+from pytest_echo_bench.engine.batch_budget import BatchHolds
+from pytest_echo_bench.engine.batch_items import ByArm
+from pytest_echo_bench.engine.batch_ports import BatchRun, Ports
+from pytest_echo_bench.engine.batching import Batching
 from pytest_echo_bench.engine.calling import CallPath
 from pytest_echo_bench.engine.declared import declared
 from pytest_echo_bench.engine.failures import Failures
@@ -27,8 +31,10 @@ from pytest_echo_bench.engine.outcome import ABORTED, ROW, Job, Outcome
 from pytest_echo_bench.engine.stop import StopSignal
 from pytest_echo_bench.errors import ExhaustedError, LocalError, PermanentError
 from pytest_echo_bench.providers import PROVIDERS, Completion, Provider, Request
+from pytest_echo_bench.providers.batch import BatchAPI
 from pytest_echo_bench.scoring.registry import takes_judges
 from pytest_echo_bench.spec.load import ArmSpec, Spec
+from pytest_echo_bench.store.batchlog import Journal, read_journal, write_states
 from pytest_echo_bench.store.cache import ResponseCache
 from pytest_echo_bench.store.records import row_from_json
 from pytest_echo_bench.store.runrows import RunRows
@@ -43,13 +49,19 @@ class Runner:
     def __init__(self, writer: ResultsWriter, stop: StopSignal, run_id: str, worker: str,
                  on_stop: Callable[[str], None], cache: ResponseCache | None = None,
                  recorded: RunRows | None = None, budget: Budget | None = None,
-                 limits: Limits | None = None, judge_later: bool = False) -> None:
-        self.stop, self.cache, self.recorded, self.budget = stop, cache, recorded, budget
+                 limits: Limits | None = None, judge_later: bool = False,
+                 batch: BatchRun | None = None) -> None:
+        self.cache, self.recorded, self.budget = cache, recorded, budget
         self.failures = Failures(stop, writer.path, worker, on_stop)
         self.calls = CallPath(stop, self.failures, cache, budget)
         # Per endpoint: the adaptive concurrency limit and the arms' rate limits (alone: defaults).
         self.limits = limits if limits is not None else Limits(stop)
         self.obtainer: Obtain = ItemCall(self.arm, self.calls, self.failures)
+        # The batched arms' items: sent through their provider's batch API (engine.batching).
+        self.batching: Batching | None = None
+        if batch is not None:
+            self.batching = self._batching(writer, batch)
+            self.obtainer = ByArm(self.obtainer, self.batching.obtain, self.batching.takes)
         self.grading = Grading(writer, run_id, worker, self.failures, budget, self.arm, self.judges,
                                judge_later)
         self._arms: dict[tuple[str, str], ArmRuntime] = {}
@@ -57,6 +69,11 @@ class Runner:
         # spec path -> its arms' prompts, from its items
         self._prompters: dict[str, Mapping[str, Prompter]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def stop(self) -> StopSignal:
+        """The run-wide stop (the call path's)."""
+        return self.calls.stop
 
     def close(self) -> None:
         """Once the calls are done: close what the providers and the cache hold open (sockets,
@@ -70,6 +87,29 @@ class Runner:
             provider.close()  # network providers' sockets; the limiter's wrapper passes it on
         if self.cache is not None:
             self.cache.close()
+
+    def _batching(self, writer: ResultsWriter, batch: BatchRun) -> Batching:
+        ports = Ports(Journal(writer.path, writer.holding), self.stop, self.calls, self.failures,
+                      self.arm, self._batch_api, lambda name: PROVIDERS[name].batch,
+                      record=lambda item, obtained: self.run(item, arrived=True),
+                      publish=lambda states: write_states(writer.path, self.failures.worker,
+                                                          states))
+        budget = self.budget
+        if budget is not None:
+            ports.holds = BatchHolds(budget, lambda item: self._judged(budget, item))
+        return Batching(batch, ports, read_journal(writer.path))
+
+    def _batch_api(self, runtime: ArmRuntime) -> BatchAPI:
+        """The arm's batch API, from a provider of its own (outside the endpoint's limiter: a
+        batch is a few calls, whatever it holds)."""
+        conf, spec = runtime.conf, runtime.spec
+        provider = PROVIDERS[conf.provider].build(conf, spec, self.caller_for(spec))
+        make = getattr(provider, "batch_api", None)
+        if make is None:
+            raise PermanentError(f"provider {conf.provider!r} has no batch API; remove "
+                                 f"batch: from arm {conf.name!r}")
+        api: BatchAPI = make()
+        return api
 
     def arm(self, spec: Spec, name: str) -> ArmRuntime:
         key = (str(spec.path), name)
@@ -128,19 +168,22 @@ class Runner:
 
         return call
 
-    def run(self, item: Job) -> Outcome:
-        """Obtain, grade and record one item; never raises for provider trouble."""
+    def run(self, item: Job, arrived: bool = False) -> Outcome:
+        """Obtain, grade and record one item; never raises for provider trouble. ``arrived``: a
+        batched item whose batch brought its answer (recorded even as the run stops: it is paid)."""
         # A spec's items share one mapping.
         self._prompters.setdefault(str(item.spec.path), item.prompters)
         if self.budget is None:
-            return self._run(item)
+            return self._run(item, arrived)
         # The item's calls (its judges' too) draw on one hold on the budget, settled when it ends.
         try:
             prompt = render_for(item.prompters, item.arm, item.example)
             pair = (item.spec.benchmark, item.example.id, item.epoch)
             judged = self._judged(self.budget, item)
-            with self.budget.item(item.spec, item.arm, prompt, pair, judged):
-                return self._run(item)
+            holds = self.batching.ports.holds if self.batching is not None else None
+            ticket = holds.ticket(item) if arrived and holds is not None else None
+            with self.budget.item(item.spec, item.arm, prompt, pair, judged, ticket):
+                return self._run(item, arrived)
         except LocalError as exc:  # the ledger could not be written: stop, as for any file of ours
             return self.failures.local(item, exc)
 
@@ -151,8 +194,8 @@ class Runner:
         return None if plan is None else (
             lambda arm: judges_worst(spec, plan, item.example, arm))
 
-    def _run(self, item: Job) -> Outcome:
-        if self.stop.is_set():
+    def _run(self, item: Job, arrived: bool = False) -> Outcome:
+        if self.stop.is_set() and not arrived:
             said = "the run is stopping (see the stop marker); not attempted"
             return Outcome(ABORTED, message=said)
         found = None

@@ -4,6 +4,7 @@ context (``Calling``), and the items this process runs next, whose calls start e
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from pytest_echo_bench.budget.hold import Budget
 from pytest_echo_bench.budget.ledger import Ledger
+from pytest_echo_bench.engine.batch_ports import BatchRun
 from pytest_echo_bench.engine.limiter import Limits
 from pytest_echo_bench.engine.pool import Prefetcher
 from pytest_echo_bench.engine.runner import Runner
@@ -25,6 +27,7 @@ from pytest_echo_bench.store.writer import ResultsWriter
 
 # How long a stopping run waits for calls in flight before leaving them to resume.
 STOP_GRACE_S = 1.5
+FEED_MAX = 100_000  # items of an xdist worker's queue a batch may gather at once
 
 
 class Calling:
@@ -47,12 +50,14 @@ class Calling:
         limits = Limits(self.stop, ceiling=opts.concurrency, processes=worker_count(config))
         self.runner = Runner(self.writer, self.stop, ctx.run_id, worker_id(config) or "main",
                              request_stop, cache, recorded, self.budget, limits,
-                             judge_later=opts.judge == "later")
+                             judge_later=opts.judge == "later",
+                             batch=BatchRun(opts.batch, opts.batch_cancel, ctx.run_id))
         self.prefetcher = Prefetcher(self.runner, opts.concurrency, STOP_GRACE_S)
 
     def close(self, stopping: bool) -> None:
         """A stopping run gives calls in flight a few seconds to land, then leaves (resume redoes
-        them); then the results file and its lock, the ledger, the providers' and the cache's
+        them; the batches still open are left running, or cancelled, for the resume to collect);
+        then the results file and its lock, the ledger, the providers' and the cache's
         connections. Idempotent."""
         self.prefetcher.close(stopping)
         self.writer.close()
@@ -69,6 +74,22 @@ class Upcoming:
         self.queue, self.lookahead = queue, lookahead
         self._bench: list[BenchItem] | None = None  # serial: session.items' benchmark items
         self._pos = 0  # serial: where in them the next item to run should be
+        self._fed_at: float | None = None  # when the batches were last fed the items ahead
+
+    def ahead(self, items: list[pytest.Item]) -> list[BenchItem]:
+        """The items a batch may gather: serially every benchmark item, once; on an xdist worker
+        its whole queue, at most once a second (a batch waits for its items to gather)."""
+        now = time.monotonic()
+        if self.queue is None:
+            if self._fed_at is not None:
+                return []
+            self._fed_at = now
+            return [it for it in items if isinstance(it, BenchItem)]
+        if self._fed_at is not None and now - self._fed_at < 1.0:
+            return []
+        self._fed_at = now
+        return [it for it in (items[i] for i in self.queue.upcoming(FEED_MAX))
+                if isinstance(it, BenchItem)]
 
     def after(self, items: list[pytest.Item], item: BenchItem) -> list[BenchItem]:
         if self.queue is not None:

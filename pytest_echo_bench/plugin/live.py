@@ -17,6 +17,7 @@ from pytest_echo_bench.analysis.gates import Gate, arm_key
 from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.plugin import budget
+from pytest_echo_bench.plugin.batches import progress_part
 from pytest_echo_bench.plugin.collect import split_name
 from pytest_echo_bench.plugin.payload import Payload
 from pytest_echo_bench.report import decision
@@ -167,6 +168,9 @@ class LiveRun:
         spend = budget.read(self.results) if self.budget else None
         if spend is not None:
             parts.append(spend.text())
+        batches = progress_part(self.results)
+        if batches:
+            parts.append(batches)
         eta = self._eta(done, total)
         if eta:
             parts.append(f"ETA {eta}")

@@ -54,6 +54,8 @@ class BenchOptions:
     seed: int | None = None
     decide: tuple[str, ...] = ()  # --bench-stop-when-decided pairs, as given ("A,B")
     judge: str = "now"  # JUDGE_WHEN: when a judged scorer's judges are asked
+    batch: bool = False  # every arm whose provider has a batch API sends its calls in batches
+    batch_cancel: bool = False  # a stop cancels the batches still open (default: left running)
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -149,6 +151,12 @@ def addoption(parser: pytest.Parser) -> None:
         help="When a scorer that asks a judge model grades: now (default: as the sweep goes) or "
         "later (outputs recorded unjudged, graded by echo-bench judge)",
     )
+    group.addoption("--bench-batch", action="store_true", default=None,
+                    help="Send the calls of every arm whose provider has a batch API (sim, "
+                    "openai, anthropic) through it, unless the arm says batch: false")
+    group.addoption("--bench-batch-cancel", action="store_true", default=None,
+                    help="On a stop (Ctrl-C, a quota), cancel the batches still open "
+                    "(default: left running; the resume collects them)")
     group.addoption(
         "--bench-stop-when-decided",
         metavar="A,B",
@@ -182,6 +190,8 @@ def addoption(parser: pytest.Parser) -> None:
         "bench_budget_usd", "Spend ceiling in US dollars for each run (like --bench-budget-usd)"
     )
     parser.addini("bench_judge", "When judged scorers grade: now or later (default now)")
+    parser.addini("bench_batch", "Send calls through batch APIs (like --bench-batch)",
+                  type="bool", default=False)
     parser.addini(
         "bench_progress_every", "Seconds between per-arm progress lines (default 30; 0: off)"
     )
@@ -261,6 +271,8 @@ def resolve(config: pytest.Config) -> BenchOptions:
         seed=_seed(config),
         decide=tuple(config.getoption("bench_stop_when_decided") or ()),
         judge=_judge_when(config),
+        batch=bool(config.getoption("bench_batch") or config.getini("bench_batch")),
+        batch_cancel=bool(config.getoption("bench_batch_cancel")),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.plugin.batches import left_lines
 from pytest_echo_bench.plugin.counts import Counts
 from pytest_echo_bench.plugin.finish import Finish
 from pytest_echo_bench.plugin.live import LiveRun, end_table
@@ -67,3 +68,5 @@ def _resume(tr: Any, finish: Finish) -> None:
     said = shown(f"echo-bench: stopped early ({stopped}); {then}:", newlines=False)
     tr.write_line(said, bold=True, red=True)
     tr.write_line(f"  {finish.resume_command()}", bold=True)
+    for line in left_lines(finish.ctx.results, finish.opts.batch_cancel):
+        tr.write_line(shown(line), yellow=True)

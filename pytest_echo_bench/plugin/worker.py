@@ -79,9 +79,11 @@ class WorkerPlugin:
             _deselect(config, items, lambda i: isinstance(i, BenchItem) and not shard.owns(i.key))
         if self.ctx.resume_upto is not None:
             recorded = self._recorded()
-            _deselect(
+            dropped = _deselect(
                 config, items, lambda i: isinstance(i, BenchItem) and is_recorded(recorded, i.key)
             )
+            if self.calling.runner.batching is not None:  # a batch's rows cut short by a crash
+                self.calling.runner.batching.recorded(dropped)
         budget = self.calling.budget
         # The arms each item runs: every process collects the same, so all agree.
         if budget is not None:
@@ -116,6 +118,9 @@ class WorkerPlugin:
 
     # -- running -----------------------------------------------------------------------------
     def outcome(self, item: BenchItem) -> Outcome:
+        batching = self.calling.runner.batching
+        if batching is not None and self.session is not None and batching.takes(item):
+            batching.feed(self.upcoming.ahead(self.session.items))
         return self.calling.prefetcher.outcome(item, self._upcoming(item))
 
     def _upcoming(self, item: BenchItem) -> list[BenchItem]:
@@ -211,12 +216,14 @@ class WorkerPlugin:
 
 def _deselect(
     config: pytest.Config, items: list[pytest.Item], drop: Callable[[pytest.Item], bool]
-) -> None:
-    """Remove items the way --lf does: edit the list in place and tell the deselected hook."""
+) -> list[BenchItem]:
+    """Remove items the way --lf does: edit the list in place and tell the deselected hook. The
+    benchmark items removed."""
     dropped = [i for i in items if drop(i)]
     if dropped:
         items[:] = [i for i in items if not drop(i)]
         config.hook.pytest_deselected(items=dropped)
+    return [i for i in dropped if isinstance(i, BenchItem)]
 
 
 def is_recorded(recorded: KeySet, key: Key) -> bool:

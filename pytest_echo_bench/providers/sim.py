@@ -20,6 +20,7 @@ from pytest_echo_bench.providers.base import (
     check_options,
     option,
 )
+from pytest_echo_bench.providers.sim_batch import SimBatchAPI
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 
 _KNOWN = {"accuracy", "latency_s", "faults", "seed", "template", "unparseable_rate"}
@@ -36,6 +37,7 @@ class SimProvider(BaseProvider):
     template: str
     seed: str
     calls: int = 0
+    expire_rate: float = 0.0  # in a batch: the share of requests that expire unrun, per attempt
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -43,9 +45,14 @@ class SimProvider(BaseProvider):
         self.instant = not self.latency_s and not self.transient_rate
 
     def complete(self, request: Request) -> Completion:
-        self._count_call()
+        self.count_call()
         if self.latency_s:
             time.sleep(self.latency_s)
+        return self.answer(request)
+
+    def answer(self, request: Request) -> Completion:
+        """The simulated answer (or fault) to ``request``, without counting or waiting: what a
+        live call returns after its latency, and what a batch (``sim_batch``) holds."""
         ex = request.example
         if (
             self.transient_rate
@@ -78,7 +85,11 @@ class SimProvider(BaseProvider):
             },
         )
 
-    def _count_call(self) -> None:
+    def batch_api(self) -> SimBatchAPI:
+        """Its batch API: offline, in this process (``providers.sim_batch``)."""
+        return SimBatchAPI(self, self.expire_rate, self.latency_s)
+
+    def count_call(self) -> None:
         with self._lock:
             self.calls += 1
             over = self.exhaustion_after is not None and self.calls > self.exhaustion_after
@@ -130,10 +141,10 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> SimProvider:
     if not 0 <= accuracy <= 1:
         raise spec.error("accuracy must be between 0 and 1", "arms", arm.name, "accuracy")
     faults = option(arm, "faults", dict, {}, spec)
-    bad = sorted(set(faults) - {"transient_rate", "exhaustion_after"})
+    bad = sorted(set(faults) - {"transient_rate", "exhaustion_after", "expire_rate"})
     if bad:
         raise spec.error(
-            f"unknown fault {bad[0]!r}; known: transient_rate, exhaustion_after",
+            f"unknown fault {bad[0]!r}; known: transient_rate, exhaustion_after, expire_rate",
             "arms",
             arm.name,
             "faults",
@@ -150,7 +161,16 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> SimProvider:
         unparseable_rate=float(option(arm, "unparseable_rate", (int, float), 0.0, spec)),
         template=str(option(arm, "template", str, "{answer}", spec)),
         seed=str(arm.options.get("seed", "0")),
+        expire_rate=_rate(faults, "expire_rate", arm, spec),
     )
 
 
-PROVIDER = ProviderInfo(build)
+def _rate(faults: dict[str, object], name: str, arm: ArmSpec, spec: Spec) -> float:
+    value = faults.get(name, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise spec.error(f"{name} must be a number from 0 to below 1, got {value!r}",
+                         "arms", arm.name, "faults", name)
+    return float(value)
+
+
+PROVIDER = ProviderInfo(build, batch=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.errors import SpecError
+from pytest_echo_bench.spec.batching import BatchSpec, batch_setting
 from pytest_echo_bench.spec.parse import KeyPath, nearest_line, parse_yaml, read_spec
 from pytest_echo_bench.spec.pricing import Price, parse_pricing
 from pytest_echo_bench.spec.prompting import Prompting, prompt_keys, prompting
@@ -80,6 +81,8 @@ class ArmSpec:
     budget_usd: float | None = None
     # ``prompt:`` and ``fewshot:`` (spec.prompting); None: the item's input as it is
     prompt: Prompting | None = None
+    # ``batch:`` (spec.batching): None when unset (``--bench-batch`` decides), False when off
+    batch: BatchSpec | bool | None = None
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,8 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
             raise fail("an arm needs a 'provider' (sim, openai, python, ...)", "arms", name)
         # Run settings, not what the arm answers: kept out of its options (and its fingerprint).
         # The prompt is the arm's too, but read by the runner, not the provider (spec.prompting).
-        taken = ("provider", "concurrency", "optional", "rate_limit", "budget", *prompt_keys(conf))
+        taken = ("provider", "concurrency", "optional", "rate_limit", "budget", "batch",
+                 *prompt_keys(conf))
         options = {k: v for k, v in conf.items() if k not in taken}
         concurrency = optional_int(
             conf.get("concurrency"), ("arms", name, "concurrency"), fail, MAX_CONCURRENCY
@@ -308,6 +312,7 @@ def _arms(value: Any, lines: dict[KeyPath, int], fail: Any) -> dict[str, ArmSpec
             rate_limit,
             budget,
             prompting(conf, name, fail),
+            batch_setting(conf.get("batch"), name, fail),
         )
     return arms
 

@@ -104,6 +104,16 @@ def budget_path(results: str | Path) -> Path:
     return Path(f"{results}.budget")
 
 
+def batches_path(results: str | Path) -> Path:
+    """The batch journal (``store.batchlog``): what this run submitted to providers' batch APIs."""
+    return Path(f"{results}.batches")
+
+
+def batch_states_path(results: str | Path, worker: str) -> Path:
+    """What one process last saw of its open batches (``store.batchlog.write_states``)."""
+    return Path(f"{results}.batches.{worker}.json")
+
+
 def summary_path(results: str | Path) -> Path:
     return Path(f"{results}.summary.json")
 

@@ -146,6 +146,8 @@ class Row:
     served_model: str | None = None
     served_fingerprint: str | None = None
     item_sha256: str | None = None
+    # The provider's id of the batch that answered it (``engine.batching``); absent for a live call.
+    batch_id: str | None = None
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -164,7 +166,7 @@ class Row:
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
 _LEFT_OUT_WHEN_NONE = ("charged_usd", "score", "judgments", "judge_cost_usd", "served_model",
-                       "served_fingerprint", "item_sha256")
+                       "served_fingerprint", "item_sha256", "batch_id")
 # a line's own "extra" field is one of its extras
 _META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}
 

@@ -78,6 +78,7 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "passed": (bool, _flag), "status": (str, _text), "detail": (str, _text), "output": (str, _text),
     "answer": (str, _text), "target": (str, _text), "subtask": (str, _text),
     "served_model": (str, _text), "served_fingerprint": (str, _text), "item_sha256": (str, _text),
+    "batch_id": (str, _text),
     "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text),
     "run_id": (str, _text),
     # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stay).
@@ -164,6 +165,7 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     served_model: str | None = None  # what the provider said served the arm's call
     served_fingerprint: str | None = None  # its ``system_fingerprint``, where it gives one
     item_sha256: str | None = None  # a digest of the dataset item asked
+    batch_id: str | None = None  # the provider's batch that answered it (None: a live call)
     started_at: str | None = None
     finished_at: str | None = None
     worker: str | None = None

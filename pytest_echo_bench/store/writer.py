@@ -163,6 +163,16 @@ class ResultsWriter:
             if self._meta and here.st_size == 0:
                 self._end = self._write(fd, self._meta, 0)
 
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """The append lock held, the path still naming this run's file: what is written under it
+        (the batch journal) is written under the run's ownership, never beside another run's."""
+        with self._state, self._locked():
+            if self._closed:
+                raise AbortedError("the run has ended; nothing more is written for it")
+            self._check_same(os.fstat(self._open()))
+            yield
+
     def append(self, line: bytes) -> None:
         """Append one complete line; raise StoreError (file intact) if the disk refuses it."""
         # ``_state`` orders appends against close(): the append lock already serialises this

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from pytest_echo_bench.report.page.state import (
     PageFeed,
     ProgressState,
 )
+from pytest_echo_bench.store.batchlog import BatchState, read_states
 from pytest_echo_bench.store.files import write_atomic
 
 MAX_POINTS = 150  # per arm in the chart: a long run must not make a heavy page
@@ -269,7 +270,16 @@ def _recent(state: ProgressState) -> str:
     return f'{title}<table id="recent"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
-def render_progress(state: ProgressState, refresh_s: int = 5) -> str:
+def _batches(batches: Sequence[BatchState], now: float) -> str:
+    """The open batches' states, as their processes last saw them (none: no section)."""
+    if not batches:
+        return ""
+    rows = "".join(f"<li>{_e(b.line(now))}</li>" for b in batches[:50])
+    return f'<h2>Open batches</h2><ul id="batches">{rows}</ul>'
+
+
+def render_progress(state: ProgressState, refresh_s: int = 5,
+                    batches: Sequence[BatchState] = ()) -> str:
     """The whole page: one HTML document with inline CSS and SVG, no script,
     nothing loaded from elsewhere.
 
@@ -289,6 +299,7 @@ def render_progress(state: ProgressState, refresh_s: int = 5) -> str:
         _facts(state),
         _arm_table(state),
         _decide(state),
+        _batches(batches, state.now),
         _chart(state),
         _recent(state),
     ]
@@ -311,7 +322,7 @@ def write_progress(results: Path, out: Path, live: LiveCounters | None = None, r
     """
     feed = feed or PageFeed(results, live.started_at if live is not None else None)
     _updated(feed, live is None)
-    _write_page(out, render_progress(feed.state(live), refresh_s))
+    _write_page(out, render_progress(feed.state(live), refresh_s, read_states(results)))
 
 
 def _updated(feed: PageFeed, strict: bool) -> None:

@@ -1,0 +1,167 @@
+"""Exactly once across crashes: a batched sweep against the loopback batch server, killed with
+SIGKILL at each step of a batch's life, then resumed. Every key is recorded once, with the verdict
+an uninterrupted run gives, and the server bills every request once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from batch_server import BatchServer, Job
+from processes import finish, run, start, wait_for
+
+from conftest import read_rows
+from pytest_echo_bench.engine.batch_items import custom_id
+from pytest_echo_bench.store.batchlog import read_journal
+
+ITEMS = 6
+# The server answers item i's prompt with 4 when i is even: the verdicts an uninterrupted run gives.
+EXPECTED = {f"q{i}": "correct" if i % 2 == 0 else "wrong" for i in range(ITEMS)}
+# A scorer that stops on q1 until ``release`` exists, once ``reached`` says it got there: the
+# process is killed between two rows of one batch (mid-append).
+HELD_SCORER = """
+    import time
+    from pathlib import Path
+    from pytest_echo_bench import scorer
+    from pytest_echo_bench.scoring.verdict import judge
+
+    @scorer("held")
+    def held(output, example, options):
+        if example.id == "q1" and not Path("release").exists():
+            Path("reached").write_text("")
+            deadline = time.monotonic() + 60
+            while not Path("release").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return judge(output.strip(), example.target, output.strip() == example.target)
+"""
+
+
+def answer(prompt: str) -> str:
+    return "4" if int(prompt.rsplit("(", 1)[1].rstrip(")")) % 2 == 0 else "5"
+
+
+@pytest.fixture
+def server() -> Iterator[BatchServer]:
+    with BatchServer(answer=answer) as fake:
+        yield fake
+
+
+def write_spec(where: Path, kind: str, server: BatchServer) -> None:
+    url = server.openai_url if kind == "openai" else server.base_url
+    key = "TEST_OPENAI_KEY" if kind == "openai" else "TEST_ANTHROPIC_KEY"
+    items = "\n".join(f'    - {{id: q{i}, input: "2+2=? ({i})", target: "4"}}'
+                      for i in range(ITEMS))
+    (where / "conftest.py").write_text(_dedent(HELD_SCORER))
+    (where / "demo.yaml").write_text(
+        f"benchmark: demo\ndataset:\n  loader: inline\n  items:\n{items}\nscorer: held\n"
+        f"timeout_s: 10\nretries: {{attempts: 3, backoff_s: 0.01, max_backoff_s: 0.02}}\narms:\n"
+        f"  gpt:\n    provider: {kind}\n    model: m\n    base_url: {url}\n"
+        f"    api_key_env: {key}\n    batch: {{size: 3, poll_s: 0.05}}\n")
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+    return textwrap.dedent(text)
+
+
+def blocking(step: str, server: BatchServer, then: str | None = None) -> tuple[threading.Event,
+                                                                                 threading.Event]:
+    """The server holds its reply at ``step`` (once) until released; ``then``: what it does next."""
+    reached, release = threading.Event(), threading.Event()
+
+    def hook(job: Job | None) -> str | None:
+        if reached.is_set():
+            return None
+        reached.set()
+        release.wait(30)
+        return then
+
+    server.hooks[step] = hook
+    return reached, release
+
+
+ARGS = ("-p", "no:randomly", "--bench-out", "r.jsonl", "--bench-cache", "off", "--bench-order",
+        "file")
+
+
+def killed(where: Path, reached: threading.Event | None) -> None:
+    """Start the sweep, SIGKILL it once ``reached`` is set (or ``reached`` the file exists)."""
+    proc = start(where, *ARGS)
+    try:
+        if reached is not None:
+            assert reached.wait(60), finish(proc, 5)
+        else:
+            wait_for(lambda: (where / "reached").exists())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def resumed(where: Path, server: BatchServer, kind: str) -> None:
+    server.hooks.clear()
+    (where / "release").write_text("")
+    status, output = run(where, "-p", "no:randomly", "--bench-resume", "r.jsonl",
+                         "--bench-cache", "off")
+    assert status == 0, output
+    _, rows = read_rows(where / "r.jsonl")
+    assert sorted(r["task_id"] for r in rows) == sorted(EXPECTED)  # every key once
+    assert {r["task_id"]: r["status"] for r in rows} == EXPECTED
+    ids = [custom_id("demo", task, "gpt", 1) for task in EXPECTED]
+    assert {cid: server.billed[cid] for cid in ids} == dict.fromkeys(ids, 1)
+    assert sum(server.billed.values()) == ITEMS
+    assert not read_journal(where / "r.jsonl").open()
+
+
+KINDS = ["openai", "anthropic"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_uninterrupted(pytester: pytest.Pytester, api_key: None, server: BatchServer,
+                       kind: str) -> None:
+    write_spec(pytester.path, kind, server)
+    (pytester.path / "release").write_text("")
+    status, output = run(pytester.path, *ARGS)
+    assert status == 0, output
+    _, rows = read_rows(pytester.path / "r.jsonl")
+    assert {r["task_id"]: r["status"] for r in rows} == EXPECTED
+    assert all(r["batch_id"] for r in rows) and len(server.jobs) == 2
+    assert sum(server.billed.values()) == ITEMS
+
+
+def test_killed_before_submit(pytester: pytest.Pytester, api_key: None,
+                              server: BatchServer) -> None:
+    """The journal names the batch, the provider never got it (OpenAI's upload held): the resume
+    looks it up, finds nothing, and sends it."""
+    write_spec(pytester.path, "openai", server)
+    reached, release = blocking("upload", server, "reset")
+    killed(pytester.path, reached)
+    release.set()
+    assert read_journal(pytester.path / "r.jsonl").open()
+    resumed(pytester.path, server, "openai")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("step", ["create", "status", "results"])
+def test_killed_at_a_step(pytester: pytest.Pytester, api_key: None, server: BatchServer,
+                          kind: str, step: str) -> None:
+    """Killed after the submit before its record (the reply to the create held), mid-poll or
+    mid-download: the resume finds or re-attaches to the batch, and sends none of it again."""
+    write_spec(pytester.path, kind, server)
+    reached, release = blocking(step, server)
+    killed(pytester.path, reached)
+    release.set()
+    resumed(pytester.path, server, kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_killed_mid_append(pytester: pytest.Pytester, api_key: None, server: BatchServer,
+                           kind: str) -> None:
+    write_spec(pytester.path, kind, server)
+    killed(pytester.path, None)
+    _, rows = read_rows(pytester.path / "r.jsonl")
+    assert len(rows) == 1  # q0 recorded, q1 not: the batch's rows cut in the middle
+    resumed(pytester.path, server, kind)
