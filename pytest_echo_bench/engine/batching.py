@@ -239,6 +239,11 @@ class Batching:
                 batch_ids=None if sub.batch_ids is None else list(sub.batch_ids),
                 opened=time.monotonic())
             group.open.append(ob)
+        elif ob not in group.open:
+            # Collected before this item was placed (the process places its items as it comes
+            # to them, and the batch may end first): its results are read again for this one.
+            ob.next_poll = 0.0
+            group.open.append(ob)
         p.tries, p.started, p.t0 = 1, utcnow(), time.perf_counter()
         ob.members[p.cid] = p
 

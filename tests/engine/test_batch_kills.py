@@ -101,11 +101,11 @@ def killed(where: Path, reached: threading.Event | None) -> None:
         proc.wait(10)
 
 
-def resumed(where: Path, server: BatchServer, kind: str) -> None:
+def resumed(where: Path, server: BatchServer, kind: str, *args: str) -> None:
     server.hooks.clear()
     (where / "release").write_text("")
     status, output = run(where, "-p", "no:randomly", "--bench-resume", "r.jsonl",
-                         "--bench-cache", "off")
+                         "--bench-cache", "off", *args)
     assert status == 0, output
     _, rows = read_rows(where / "r.jsonl")
     assert sorted(r["task_id"] for r in rows) == sorted(EXPECTED)  # every key once
@@ -165,3 +165,16 @@ def test_killed_mid_append(pytester: pytest.Pytester, api_key: None, server: Bat
     _, rows = read_rows(pytester.path / "r.jsonl")
     assert len(rows) == 1  # q0 recorded, q1 not: the batch's rows cut in the middle
     resumed(pytester.path, server, kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_resume_placing_its_items_one_by_one_collects_every_one(
+        pytester: pytest.Pytester, api_key: None, server: BatchServer, kind: str) -> None:
+    """One call in flight: the resume places one item of the earlier batch, which ends and is
+    collected before the next item comes; that one's answer is read again, never waited for in
+    vain."""
+    write_spec(pytester.path, kind, server)
+    reached, release = blocking("status", server)
+    killed(pytester.path, reached)
+    release.set()
+    resumed(pytester.path, server, kind, "--bench-concurrency", "1")
