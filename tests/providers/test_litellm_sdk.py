@@ -43,6 +43,10 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for name in SHARED:
         if (SITE / name).exists():
             (shim / name).symlink_to(SITE / name)
+    # and their metadata: pluggy 1.6 and later read their version from it
+    for found in SITE.glob("*.dist-info"):
+        if found.name.split("-")[0].lower() in SHARED:
+            (shim / found.name).symlink_to(found)
     # the package alone, not the checkout's root: an editable install leaves its egg-info there,
     # whose entry point would register the plugin a second time beside ``-p``
     (shim / "pytest_echo_bench").symlink_to(ROOT / "pytest_echo_bench")
