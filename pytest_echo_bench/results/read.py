@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +68,8 @@ class Item(msgspec.Struct, frozen=True, gc=False):
     served_model: str | None = None
     # (cache_read, cache_write, reasoning) tokens, when the row's usage keeps any class apart
     classes: tuple[int, int, int] | None = None
+    # the call the row records (``_call``): a regraded or merged copy of a row names the same one
+    call: str | None = None
 
 
 @dataclass
@@ -92,15 +96,14 @@ class Results:
     spend: dict[tuple[str, str], ArmSpend] = field(default_factory=dict)
 
 
-def _call(key: Key, row: ReadRow | ReportRow) -> tuple[Key, str, str, str] | None:
-    """What names the call a row records: its key, run and times, which a regraded or merged copy
-    keeps (None: a row without them, counted as it comes). ``key`` is the one the report keeps, its
-    strings shared with the row's ``Item``, and the run id one string for all its rows: a million
-    calls are held."""
+def _call(row: ReadRow | ReportRow) -> str | None:
+    """What names the call a row records, beside its key: its run and times, which a regraded or
+    merged copy keeps (None: a row without them, counted as it comes). One string a row: the
+    report holds a million of them."""
     run, started, finished = row.run_id, row.started_at, row.finished_at
     if run is None or started is None or finished is None:
         return None
-    return key, sys.intern(run), started, finished
+    return f"{run}\0{started}\0{finished}"
 
 
 def load_results(paths: Sequence[Path], fast: bool = True) -> Results:
@@ -110,25 +113,58 @@ def load_results(paths: Sequence[Path], fast: bool = True) -> Results:
     ``fast`` reads the report's columns only (``store.columns.ReportRow``), chunk by chunk; without
     it every line is parsed whole (``store.reader.parse_line``), the reference the fast path is
     tested against: both give equal ``Results``."""
+    with paused_gc():
+        return _load(paths, fast)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a report builds a million objects that hold no cycle:
+    each collection would walk every one of them again, a tenth of the time for nothing."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _load(paths: Sequence[Path], fast: bool) -> Results:
     results = Results()
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
     shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
-    # each call's spend once: a regrade or merge copies its row
-    calls: set[tuple[Key, str, str, str] | None] = set()
+    # each call's spend once (a regrade or merge copies its row): the calls of each key that has
+    # more than one row (a key's first row is always a call not counted yet)
+    calls: dict[Key, set[str]] = {}
     for path in paths:
         results.paths.append(path)
         file = _File(path, results)
         for row in (_scanned if fast else _parsed)(path, file):
             item = _item(row, shared) if type(row) is ReadRow else _fast_item(row, file, shared)
-            key = _add(results, seen, item)
+            key, older = _add(results, seen, item)
             if file.own is not None:
                 file.own.add(key)
-            _count(results, calls, key, item, row)
+            _count(results, _new_call(calls, key, older, item.call), item, row)
         if file.own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
     return results
+
+
+def _new_call(calls: dict[Key, set[str]], key: Key, older: Item | None, call: str | None) -> bool:
+    """Whether a row's call is one not counted yet: a row that does not name its call always is,
+    as is the first row of its key; a later one is if no earlier row of its key named the call."""
+    if call is None or older is None:
+        return True
+    known = calls.get(key)
+    if known is None:  # the key's second row: the first one's call is its older row's
+        known = calls[key] = set() if older.call is None else {older.call}
+    if call in known:
+        return False
+    known.add(call)
+    return True
 
 
 class _File:
@@ -208,22 +244,18 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
                 _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(row.classes(), shared))
+                _shared(row.classes(), shared), _call(row))
 
 
-def _count(results: Results, calls: set[tuple[Key, str, str, str] | None], key: Key, item: Item,
-           row: ReadRow | ReportRow) -> None:
+def _count(results: Results, new_call: bool, item: Item, row: ReadRow | ReportRow) -> None:
     """What the report counts of every row, a replaced one too: its spend, once per call, and
     whether it had a figure it could not use or a verdict that is partly luck."""
-    call = _call(key, row)
-    if call not in calls:  # None (a row that does not name its call) is never added: always counted
+    if new_call:
         arm = (item.benchmark, item.arm)
         spend = results.spend.get(arm)
         if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
             spend = results.spend[arm] = ArmSpend()
         spend.add(row)  # type: ignore[arg-type]
-        if call is not None:
-            calls.add(call)
     if type(row) is ReadRow:
         # the report says how many rows had one (a ``ReportRow`` has none: ``store.columns``)
         if row.unknown and not SHOWN.isdisjoint(row.unknown):
@@ -262,17 +294,18 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
 
 
-def _add(results: Results, seen: dict[Key, Item], item: Item) -> Key:
+def _add(results: Results, seen: dict[Key, Item], item: Item) -> tuple[Key, Item | None]:
+    """The item's key, and the row of that key it replaces (None: the key's first row)."""
     key = (item.benchmark, item.task_id, item.arm, item.epoch)
     older = seen.get(key)
     seen[key] = item
     if older is None:
-        return key
+        return key, None
     results.duplicates += 1
     # a retried error or unjudged row (no grade) is expected to change
     if older.passed != item.passed and older.status not in UNGRADED:
         results.conflicts.append(Conflict(key, older.passed, item.passed))
-    return key
+    return key, older
 
 
 def _item(row: ReadRow, shared: dict[object, object]) -> Item:
@@ -295,7 +328,7 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
                 None,
                 *_judged(row, shared), _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(classes, shared))
+                _shared(classes, shared), _call(row))
 
 
 def _shared(value: T | None, shared: dict[object, object]) -> T | None:
