@@ -4,6 +4,7 @@ calls' time, tokens and cost, the cluster-robust interval over subtasks, the fig
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any, TypedDict
@@ -72,8 +73,47 @@ def score(item: Item) -> float:
     return float(item.passed) if item.score is None else item.score
 
 
-def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], universe: set[str],
-              by_subtask: dict[str | None, list[Item]] | None = None,
+class Columns:
+    """Items read as columns, each column once, when first asked for (``cols("passed")``).
+
+    The figures read a column at a time: ``attrgetter`` over a list runs in C, where a Python
+    expression per row and figure was most of a million-row report's time. A subset (a subtask's
+    items, the graded ones) reads its columns from its parent's by position, never from the items
+    again: that is a list lookup, where each item read is a cache miss."""
+
+    def __init__(self, items: list[Item], parent: tuple[Columns, list[int]] | None = None) -> None:
+        self.items, self._parent = items, parent
+        self._read: dict[str, list[Any]] = {}
+
+    def __call__(self, name: str) -> list[Any]:
+        column = self._read.get(name)
+        if column is None:
+            if self._parent is None:
+                column = list(map(attrgetter(name), self.items))
+            else:
+                whole, at = self._parent
+                column = list(map(whole(name).__getitem__, at))
+            self._read[name] = column
+        return column
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def subset(self, at: list[int]) -> Columns:
+        """The items at positions ``at`` (in that order)."""
+        return Columns(list(map(self.items.__getitem__, at)), (self, at))
+
+    def groups(self, name: str) -> dict[Any, Columns]:
+        """The items by their value of ``name``, in order of first appearance, each group in the
+        items' order."""
+        at: dict[Any, list[int]] = defaultdict(list)
+        for position, value in enumerate(self(name)):
+            at[value].append(position)
+        return {value: self.subset(where) for value, where in at.items()}
+
+
+def arm_stats(bench: str, arm: str, subtask: str | None, items: Columns, universe: set[str],
+              by_subtask: dict[str | None, Columns] | None = None,
               samples: Samples | None = None) -> ArmStats:
     """One arm's figures. With repeats (``samples``) the rate and its interval come from the items'
     scores, and what each call costs (time, tokens, cost, errors) from every sample row.
@@ -81,36 +121,29 @@ def arm_stats(bench: str, arm: str, subtask: str | None, items: list[Item], univ
     An unjudged item (no grade: the judge failed or gave none) is recorded, so it is not among
     those not completed, but it is not one of the n the rate is of: counting it there would grade
     it wrong."""
-    statuses = _column(items, "status")
-    graded = _graded(items, statuses)
+    graded = _graded(items)
     n = len(graded)
-    rows = items if samples is None else samples[0]
-    passed = sum(_column(graded, "passed"))
+    rows = items if samples is None else Columns(samples[0])
+    passed = sum(graded("passed"))
     # fsum: the exact sum of fractional scores (3/3 + 2/3 + 1/3 + 0 is 2, not 1.9999999999999998),
     # so a rate of 6 of 12 samples is 0.5 and a gate at 0.5 holds.
-    total: float = passed if samples is None else math.fsum(map(score, graded))
+    total: float = passed if samples is None else _score_sum(graded)
     # ``mean`` has no verdict per item, so no ``correct``: counting correct samples there read as
     # more correct items than n. What a correct result costs then divides by the correct samples.
     mean = samples is not None and samples[2] == "mean"
     correct = None if mean else passed
-    correct_samples = passed if rows is graded else sum(_column(rows, "passed"))
-    cost, units = _total(_column(rows, "cost_usd")), _total(_column(rows, "cost_units"))
+    correct_samples = passed if rows is graded else sum(rows("passed"))
+    cost, units = _total(rows("cost_usd")), _total(rows("cost_units"))
     divisor = correct_samples if mean else correct
     return ArmStats(
         bench, arm, subtask, n, correct, rate(total, n), wilson(total, n),
-        not_completed=len(universe - set(_column(items, "task_id"))),
+        not_completed=len(universe.difference(items("task_id"))),
         cost_usd=money.figure(cost), cost_units=units,
         cost_per_correct=money.figure(_per(cost, divisor)),
         cost_units_per_correct=_per(units, divisor),
-        **_call_figures(rows, statuses if rows is items else _column(rows, "status")),
-        **_cluster_figures(by_subtask), **_epoch_figures(samples, total, correct_samples),
+        **_call_figures(rows), **_cluster_figures(by_subtask),
+        **_epoch_figures(samples, total, correct_samples),
     )
-
-
-# The figures are read a column at a time (``attrgetter`` over a list runs in C): a Python
-# expression per row and figure was most of a million-row report's time.
-def _column(items: list[Item], name: str) -> list[Any]:
-    return list(map(attrgetter(name), items))
 
 
 def _known(values: list[Any]) -> list[Any]:
@@ -118,9 +151,12 @@ def _known(values: list[Any]) -> list[Any]:
     return values if None not in values else [v for v in values if v is not None]
 
 
-def _graded(items: list[Item], statuses: list[str]) -> list[Item]:
+def _graded(items: Columns) -> Columns:
     """The items a rate is of: all but the unjudged ones."""
-    return items if UNJUDGED not in statuses else [i for i in items if i.status != UNJUDGED]
+    statuses = items("status")
+    if UNJUDGED not in statuses:
+        return items
+    return items.subset([p for p, status in enumerate(statuses) if status != UNJUDGED])
 
 
 class _Calls(TypedDict):
@@ -136,12 +172,12 @@ class _Calls(TypedDict):
     completion_tokens: int | None
 
 
-def _call_figures(rows: list[Item], statuses: list[str]) -> _Calls:
-    """``ArmStats``'s figures of the calls behind ``rows`` (and their ``statuses``): verdicts,
-    times, sub-calls, tokens."""
-    walls = _known(_column(rows, "wall_seconds"))
+def _call_figures(rows: Columns) -> _Calls:
+    """``ArmStats``'s figures of the calls behind ``rows``: verdicts, times, sub-calls, tokens."""
+    statuses = rows("status")
+    walls = _known(rows("wall_seconds"))
     ordered = sorted(walls)  # once: ``percentile`` sorts a sorted list in one pass
-    escalated = _column(rows, "escalated")
+    escalated = rows("escalated")
     # the mean of 1.0 per escalated row and 0.0 per other one that says: their count's ratio
     told = len(escalated) - escalated.count(None)
     prompt_tokens, completion_tokens = _tokens(rows)
@@ -149,7 +185,7 @@ def _call_figures(rows: list[Item], statuses: list[str]) -> _Calls:
                   unjudged=statuses.count(UNJUDGED),
                   wall_mean=_mean(walls), wall_p50=_percentile(ordered, 50),
                   wall_p95=_percentile(ordered, 95),
-                  sub_calls_mean=_mean(_known(_column(rows, "sub_calls"))),
+                  sub_calls_mean=_mean(_known(rows("sub_calls"))),
                   escalation_rate=escalated.count(True) / told if told else None,
                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
@@ -169,12 +205,11 @@ class _Epochs(TypedDict):
     correct_samples: int | None
 
 
-def _cluster_figures(by_subtask: dict[str | None, list[Item]] | None) -> _Clusters:
+def _cluster_figures(by_subtask: dict[str | None, Columns] | None) -> _Clusters:
     """``ArmStats``'s cluster-robust figures: none unless the graded items span two subtasks or
     more."""
     if by_subtask is not None:  # of the graded items only, as the rate
-        by_subtask = {sub: kept for sub, group in by_subtask.items()
-                      if (kept := _graded(group, _column(group, "status")))}
+        by_subtask = {sub: kept for sub, group in by_subtask.items() if len(kept := _graded(group))}
     clustered = _clustered(by_subtask)
     if clustered is None:
         return _Clusters(clusters=None, cluster_se=None, cluster_ci95=None)
@@ -192,9 +227,9 @@ def _epoch_figures(samples: Samples | None, score: float, correct_samples: int) 
                    pass_at=pass_at(sampled), score=score, correct_samples=correct_samples)
 
 
-def _tokens(rows: list[Item]) -> tuple[int | None, int | None]:
+def _tokens(rows: Columns) -> tuple[int | None, int | None]:
     """The prompt and completion tokens of the rows whose usage is known (None: of none)."""
-    usage = _known(_column(rows, "usage"))
+    usage = _known(rows("usage"))
     if not usage:
         return None, None
     return sum(map(itemgetter(0), usage)), sum(map(itemgetter(1), usage))
@@ -204,7 +239,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
-def _clustered(by_subtask: dict[str | None, list[Item]] | None,
+def _clustered(by_subtask: dict[str | None, Columns] | None,
                ) -> tuple[float, float, float] | None:
     """The cluster-robust interval of an overall rate whose items span two or more subtasks.
 
@@ -216,12 +251,17 @@ def _clustered(by_subtask: dict[str | None, list[Item]] | None,
     return cluster_interval([(_score_sum(group), len(group)) for group in by_subtask.values()])
 
 
-def _score_sum(items: list[Item]) -> float:
+def _score_sum(items: Columns) -> float:
     """``fsum`` of the items' scores: the count of passes, exactly, when none has a score."""
-    scores = _column(items, "score")
+    scores = items("score")
     if scores.count(None) == len(scores):
-        return float(sum(_column(items, "passed")))
-    return math.fsum(map(score, items))
+        return float(sum(items("passed")))
+    return math.fsum(map(_scored, items("passed"), scores))
+
+
+def _scored(passed: bool, value: float | None) -> float:
+    """``score`` of an item from its columns."""
+    return float(passed) if value is None else value
 
 
 def _total(values: list[float | None]) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import combinations
+from itertools import combinations, compress
 
 from pytest_echo_bench.analysis.compare import (
     Disagreement,
@@ -25,7 +25,14 @@ from pytest_echo_bench.analysis.stats import wilson
 from pytest_echo_bench.analysis.verdicts import Table, table
 from pytest_echo_bench.budget import money
 from pytest_echo_bench.budget.spend import ArmSpend, RunBudget
-from pytest_echo_bench.report.arm_figures import ArmStats, Samples, arm_stats, rate, score
+from pytest_echo_bench.report.arm_figures import (
+    ArmStats,
+    Columns,
+    Samples,
+    arm_stats,
+    rate,
+    score,
+)
 from pytest_echo_bench.report.judge_checks import add_humans, add_warnings
 from pytest_echo_bench.report.judged import Judging, build_judging, judged
 from pytest_echo_bench.report.labels import HumanLabel
@@ -233,12 +240,13 @@ def _add_benchmark(
     oracle: set[ArmRef] | None,
     reduced: tuple[Reduced, str] | None = None,
 ) -> None:
-    universe = {i.task_id for items in by_arm.values() for i in items}
+    columns = {arm: Columns(items) for arm, items in by_arm.items()}
+    universe = set().union(*(cols("task_id") for cols in columns.values()))
     report.benchmarks.append(Benchmark(bench, tuple(by_arm), len(universe)))
-    _add_arms(report, bench, by_arm, universe, reduced)
+    _add_arms(report, bench, columns, universe, reduced)
     # An arm with no graded row has nothing to compare: with it the oracle and pairs would shrink
     # to 0 items. An unjudged row has no verdict: it is left out as an item the arm did not answer.
-    judged = {arm: [i for i in items if i.status != UNJUDGED] for arm, items in by_arm.items()}
+    judged = {arm: _judged(cols) for arm, cols in columns.items()}
     graded = {arm: items for arm, items in judged.items() if items}
     _add_comparisons(report, bench, graded, oracle, reduced)
     found = frontier(bench, [s for s in report.arms if s.benchmark == bench])
@@ -246,16 +254,27 @@ def _add_benchmark(
         report.frontiers.append(found)
 
 
-def _add_arms(report: Report, bench: str, by_arm: dict[str, list[Item]], universe: set[str],
+def _judged(cols: Columns) -> list[Item]:
+    """The items that have a verdict: all but the unjudged ones."""
+    statuses = cols("status")
+    if UNJUDGED not in statuses:
+        return cols.items
+    return list(compress(cols.items, map(UNJUDGED.__ne__, statuses)))
+
+
+def _add_arms(report: Report, bench: str, columns: dict[str, Columns], universe: set[str],
               reduced: tuple[Reduced, str] | None) -> None:
     """Each arm's figures, overall and per subtask (of the task ids any arm recorded under it)."""
+    subtasks = {arm: cols.groups("subtask") for arm, cols in columns.items()}
     subtask_ids: dict[str, set[str]] = defaultdict(set)
-    for item in (i for items in by_arm.values() for i in items if i.subtask is not None):
-        subtask_ids[str(item.subtask)].add(item.task_id)
-    for arm, items in by_arm.items():
-        by_subtask = _by_subtask(items)
+    for groups in subtasks.values():
+        for sub, group in groups.items():
+            if sub is not None:
+                subtask_ids[sub].update(group("task_id"))
+    for arm, cols in columns.items():
+        by_subtask = subtasks.pop(arm)  # each arm's groups let go once its figures are made
         samples = _samples(reduced, bench, arm)
-        report.arms.append(arm_stats(bench, arm, None, items, universe, by_subtask, samples))
+        report.arms.append(arm_stats(bench, arm, None, cols, universe, by_subtask, samples))
         report.subtasks.extend(arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
@@ -280,13 +299,6 @@ def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],
         scores = {arm: {i.task_id: score(i) for i in items} for arm, items in by_arm.items()}
         pairs = [scored_pair(p, scores[p.a], scores[p.b]) for p in pairs]
     report.pairs.extend(with_holm(pairs))
-
-
-def _by_subtask(items: list[Item]) -> dict[str | None, list[Item]]:
-    groups: dict[str | None, list[Item]] = defaultdict(list)
-    for item in items:
-        groups[item.subtask].append(item)
-    return groups
 
 
 def _samples(
