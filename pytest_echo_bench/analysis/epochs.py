@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from msgspec.structs import replace
 
@@ -79,7 +80,7 @@ class Reduced:
 
 
 def has_epochs(rows: Sequence[Item]) -> bool:
-    return any(r.epoch != 1 for r in rows)
+    return any(map((1).__ne__, map(attrgetter("epoch"), rows)))
 
 
 def reduce_items(rows: Sequence[Item], how: str) -> Reduced:

@@ -8,10 +8,12 @@ time of a million-row report's comparisons.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from operator import and_, or_
+from itertools import repeat
+from operator import and_, attrgetter, or_
 from typing import Protocol
 
 ONE, ZERO = ord("1"), ord("0")
@@ -91,15 +93,20 @@ class Table:
 def table(by_arm: dict[str, Sequence[Graded]]) -> Table:
     """The table of ``by_arm``'s items; an item an arm holds twice counts as its last one
     (as a dict of its verdicts would)."""
-    tasks = sorted({i.task_id for items in by_arm.values() for i in items})
+    ids = {arm: list(map(_TASK, items)) for arm, items in by_arm.items()}
+    tasks = sorted(set().union(*ids.values()))
     index = {t: p for p, t in enumerate(tasks)}
     answered, right = {}, {}
     for arm, items in by_arm.items():
         seen, ok = bytearray(b"0" * len(tasks)), bytearray(b"0" * len(tasks))
-        for item in items:
-            p = index[item.task_id]
-            seen[p] = ONE
-            ok[p] = ONE if item.passed else ZERO
+        # each item's bit set in C (an item's later row sets its bits again, as a dict would)
+        at = list(map(index.__getitem__, ids[arm]))
+        deque(map(seen.__setitem__, at, repeat(ONE)), maxlen=0)
+        deque(map(ok.__setitem__, at, map(_BIT.__getitem__, map(_PASSED, items))), maxlen=0)
         answered[arm] = Bits(int(seen, 2) if tasks else 0)
         right[arm] = Bits(int(ok, 2) if tasks else 0)
     return Table(tasks, index, answered, right)
+
+
+_TASK, _PASSED = attrgetter("task_id"), attrgetter("passed")
+_BIT = {False: ZERO, True: ONE}

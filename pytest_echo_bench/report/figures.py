@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations, compress
+from operator import attrgetter
 
 from pytest_echo_bench.analysis.compare import (
     Disagreement,
@@ -39,7 +40,7 @@ from pytest_echo_bench.report.labels import HumanLabel
 from pytest_echo_bench.report.token_classes import ClassSpend, class_spend
 from pytest_echo_bench.results.conflicts import Conflict
 from pytest_echo_bench.results.ending import Collection
-from pytest_echo_bench.results.read import Item, Results, load_results
+from pytest_echo_bench.results.read import Item, Results, by_arm, load_results
 from pytest_echo_bench.shards.coverage import Coverage, coverage
 from pytest_echo_bench.shards.parts import held_by_shard
 from pytest_echo_bench.store.files import UNJUDGED
@@ -142,9 +143,7 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     order = _arm_order(results)
     oracle = None if oracle_arms is None else _oracle_pairs(ArmNames(order), oracle_arms)
     reduced = reduce_items(results.rows, reduce) if has_epochs(results.rows) else None
-    grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
-    for item in results.rows if reduced is None else reduced.items:
-        grouped[(item.benchmark, item.arm)].append(item)
+    grouped = by_arm(results.rows if reduced is None else reduced.items)
     report = Report(
         duplicates=results.duplicates,
         conflicts=list(results.conflicts),
@@ -164,7 +163,8 @@ def build_report(results: Results, oracle_arms: Sequence[str] | None = None, red
     ]
     if labels is not None or judged(results):
         report.judging = _judging(results, order, labels)
-    report.token_classes = class_spend(results, order)
+    report.token_classes = class_spend(results, order,
+                                       grouped if reduced is None else by_arm(results.rows))
     return report
 
 
@@ -227,7 +227,9 @@ def _arm_order(results: Results) -> dict[str, list[str]]:
     unavailable): a report that drops it reads as if the arm was never run."""
     listed = [(b, a) for meta in results.metas for b, arms in meta.arms.items() for a in arms]
     order: dict[str, list[str]] = {}
-    for bench, arm in listed + [(r.benchmark, r.arm) for r in results.rows]:
+    # each (benchmark, arm) of the rows once, in order of first appearance
+    for bench, arm in listed + list(dict.fromkeys(map(attrgetter("benchmark", "arm"),
+                                                      results.rows))):
         if arm not in order.setdefault(bench, []):
             order[bench].append(arm)
     return order
@@ -278,6 +280,7 @@ def _add_arms(report: Report, bench: str, columns: dict[str, Columns], universe:
         report.subtasks.extend(arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],
                                           samples=_samples(reduced, bench, arm, sub))
                                for sub in sorted(subtask_ids) if sub in by_subtask)
+        cols.forget()
 
 
 def _add_comparisons(report: Report, bench: str, by_arm: dict[str, list[Item]],

@@ -13,7 +13,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, repeat
+from operator import attrgetter, is_
 
 from pytest_echo_bench.analysis.agreement import (
     Estimate,
@@ -145,7 +146,9 @@ class Judging:
 
 def judged(results: Results) -> bool:
     """Whether any row of ``results`` was judged (its grade or judgments recorded)."""
-    return any(i.judged or i.grade is not None for i in results.rows) or any(
+    rows = results.rows
+    return any(map(attrgetter("judged"), rows)) or not all(
+        map(is_, map(attrgetter("grade"), rows), repeat(None))) or any(
         s.judged or s.judge_unknown for s in results.spend.values())
 
 

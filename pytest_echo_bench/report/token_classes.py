@@ -9,8 +9,9 @@ each row's cost, not its prices. Without that spec the tokens are shown and the 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_
 
 from pytest_echo_bench.results.read import Item, Results
 from pytest_echo_bench.results.specs import recorded_specs
@@ -28,18 +29,21 @@ class ClassSpend:
     rows: int  # rows whose usage is known (the tokens are theirs)
 
 
-def class_spend(results: Results, order: dict[str, list[str]]) -> list[ClassSpend]:
+def class_spend(results: Results, order: dict[str, list[str]],
+                grouped: dict[tuple[str, str], list[Item]]) -> list[ClassSpend]:
     """Per arm (in the report's order), its spend per class: only arms with a row that keeps a
-    class apart (so a report of rows without classes is what it was before them)."""
-    grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
-    for item in results.rows:
-        grouped[(item.benchmark, item.arm)].append(item)
+    class apart (so a report of rows without classes is what it was before them). ``grouped``:
+    the rows by (benchmark, arm) (``results.read.by_arm``)."""
     out: list[ClassSpend] = []
     for bench, arms in order.items():
-        classed = [a for a in arms if any(i.classes is not None for i in grouped[(bench, a)])]
+        classed = [a for a in arms if not all(map(is_, map(_CLASSES, grouped.get((bench, a), ())),
+                                                      repeat(None)))]
         prices = _prices(results, bench) if classed else {}
         out += [_spend(bench, a, grouped[(bench, a)], prices.get(a)) for a in classed]
     return out
+
+
+_CLASSES = attrgetter("classes")
 
 
 def _spend(bench: str, arm: str, rows: list[Item], price: Price | None) -> ClassSpend:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -165,6 +167,17 @@ def _new_call(calls: dict[Key, set[str]], key: Key, older: Item | None, call: st
         return False
     known.add(call)
     return True
+
+
+def by_arm(rows: Sequence[Item]) -> dict[tuple[str, str], list[Item]]:
+    """``rows`` by (benchmark, arm), each group in their order."""
+    grouped: dict[tuple[str, str], list[Item]] = defaultdict(list)
+    for item, arm in zip(rows, map(_ARM, rows), strict=True):
+        grouped[arm].append(item)
+    return grouped
+
+
+_ARM = attrgetter("benchmark", "arm")
 
 
 class _File:
