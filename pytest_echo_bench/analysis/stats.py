@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
+from itertools import repeat
+from operator import sub
 from statistics import NormalDist
 
 Z95 = 1.959963984540054
@@ -165,6 +168,9 @@ def t_two_sided_p(t: float, df: int) -> float:
     return min(1.0, _beta_regularized(df / (df + t * t), df / 2, 0.5))
 
 
+# A report asks for the same few (level, df) many times (each pair of arms over the same items);
+# each answer is a hundred steps of a continued fraction.
+@lru_cache(maxsize=256)
 def t_quantile(level: float, df: int) -> float:
     """The two-sided critical value t such that P(|T| >= t) = 1 - ``level``
     (bisection on ``t_two_sided_p``)."""
@@ -190,7 +196,7 @@ def paired_t(
     mean = math.fsum(diffs) / n if n else 0.0
     if n < 2:
         return mean, math.nan, None, 1.0
-    se = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    se = math.sqrt(math.fsum(map(pow, map(sub, diffs, repeat(mean)), repeat(2))) / (n - 1) / n)
     if se == 0:
         return mean, 0.0, (mean, mean), 1.0 if mean == 0 else 0.0
     half = t_quantile(level, n - 1) * se

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, sub, truediv
 
 from pytest_echo_bench.analysis.agreement import (
     Estimate,
@@ -194,8 +194,8 @@ def t_mean(values: Sequence[float]) -> tuple[float | None, tuple[float, float] |
     n = len(values)
     if not n:
         return None, None, None
-    scale = max(abs(v) for v in values) or 1.0
-    mean, se, _, p = paired_t([v / scale for v in values])
+    scale = max(map(abs, values)) or 1.0
+    mean, se, _, p = paired_t(list(map(truediv, values, repeat(scale))))
     if n < 2 or not math.isfinite(se):
         return _finite(mean * scale), None, p
     half = t_quantile(0.95, n - 1) * se
@@ -225,9 +225,10 @@ def _per_item(items: Iterable[Item]) -> dict[str, float]:
 
 def _grade_pair(bench: str, a: str, b: str, ga: dict[str, float],
                 gb: dict[str, float]) -> GradePair:
-    shared = [t for t in ga if t in gb]
+    shared = list(filter(gb.__contains__, ga))
     # halves: a difference of two finite grades stays finite
-    diffs = [ga[t] / 2 - gb[t] / 2 for t in shared]
+    diffs = list(map(sub, map(truediv, map(ga.__getitem__, shared), repeat(2)),
+                     map(truediv, map(gb.__getitem__, shared), repeat(2))))
     mean, ci, p = t_mean(diffs)
     if mean is not None:
         mean = _finite(mean * 2)
