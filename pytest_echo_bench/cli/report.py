@@ -53,6 +53,7 @@ def handle(args: argparse.Namespace) -> int:
     from pytest_echo_bench.report.figures import build_report, load_results
     from pytest_echo_bench.report.formats import render
     from pytest_echo_bench.report.labels import read_labels
+    from pytest_echo_bench.results.read import paused_gc
 
     oracle = _oracle(args.oracle)
     results = load_results(args.files)
@@ -62,8 +63,9 @@ def handle(args: argparse.Namespace) -> int:
                          "row (an empty file?)")
     budgets = [b for b in map(run_budget, args.files) if b is not None]
     labels = None if args.labels is None else (str(args.labels), read_labels(args.labels))
-    report = build_report(results, oracle, args.reduce, ended=_ended(args.files), budgets=budgets,
-                          labels=labels)
+    with paused_gc():  # a million rows' figures make no cycle for a collection to find
+        report = build_report(results, oracle, args.reduce, ended=_ended(args.files),
+                              budgets=budgets, labels=labels)
     names = ArmNames({b.name: b.arms for b in report.benchmarks})
     gates = [gate.bind(names) for gate in args.gate]  # a misspelt or ambiguous name: exit 2
     say(render(report, args.format))

@@ -236,6 +236,19 @@ def test_merge(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert meta is not None and meta["arms"] == {"bbh": ["haiku", "sonnet", "vote_escalate"]}
 
 
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_compare_with_itself(case: Case, here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file compared with itself: every arm paired over its graded items, nothing flipped."""
+    path = copy(case, here)
+    status, out, err = cli(capsys, "compare", str(path), str(path), "--format", "json")
+    assert status == 0, err
+    arms = {(arm["benchmark"], arm["base_arm"]): arm for arm in json.loads(out)["arms"]}
+    assert set(arms) == set(case.arms)
+    for key, arm in arms.items():
+        assert arm["cand_arm"] == key[1] and (arm["regressed"], arm["fixed"]) == (0, 0), key
+        assert arm["diff"] == 0 and arm["base_rate"] == arm["cand_rate"], key
+
+
 # A judged sweep's scorer asks a model: regrade, which calls none, refuses it (its own test).
 REGRADED = [c for c in CASES if c.spec is not None and not c.unjudged]
 

@@ -250,6 +250,13 @@ def readers(path: Path, spec: Path) -> None:
         for rule in ("good>=0.5", "good>=bad-0.1", "good >= bad - 0.1 @95"):
             parse_gate(rule, paired=True).check(rates, paired_intervals(report))
     attempt(lambda: merge([path, path]))
+    compared = path.with_suffix(".compare.json")
+    compared.unlink(missing_ok=True)
+    # the command: a file it cannot read is a message and status 2, never a traceback
+    status = main(["compare", str(path), str(path), "--format", "json", "-o", str(compared)])
+    assert status in (0, 2)
+    if status == 0:
+        assert_figures(json.loads(compared.read_text()))
     attempt(lambda: regrade(path, [spec]))
     attempt(lambda: read_index(path))
     attempt(lambda: read_index(path, retry_errors=True))
