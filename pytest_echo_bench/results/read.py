@@ -21,7 +21,7 @@ from pytest_echo_bench.results.ending import one
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.spec.pricing import CLASS_KEYS
-from pytest_echo_bench.store.columns import ReportRow
+from pytest_echo_bench.store.columns import JudgmentView, ReportRow
 from pytest_echo_bench.store.files import STATUSES, UNGRADED, UNJUDGED
 from pytest_echo_bench.store.keyscan import RowScan
 from pytest_echo_bench.store.metalines import NO_HEAD, check_later_meta
@@ -365,14 +365,20 @@ def _judged(row: ReadRow | ReportRow,
 
 
 def judged_of(record: object) -> Judged | None:
-    """The fields a report reads of one judgment record, by ``Judgment.from_json``'s rules (None:
-    not a judgment); read here directly, a million rows' records being twice as many."""
-    if not isinstance(record, dict):
+    """The fields a report reads of one judgment record (a dict, or its ``JudgmentView``), by
+    ``Judgment.from_json``'s rules (None: not a judgment); read here directly, a million rows'
+    records being twice as many."""
+    if isinstance(record, JudgmentView):
+        judge, model, label, order = record.judge, record.model, record.label, record.order
+        digest, grade = record.prompt_sha256, record.grade
+    elif isinstance(record, dict):
+        judge, model, label, order = (record.get(k) for k in ("judge", "model", "label", "order"))
+        digest, grade = record.get("prompt_sha256"), record.get("grade")
+    else:
         return None
-    judge, model, label, order = (record.get(k) for k in ("judge", "model", "label", "order"))
-    if not isinstance(judge, str) or not isinstance(record.get("prompt_sha256"), str):
+    if not isinstance(judge, str) or not isinstance(digest, str):
         return None
-    return (judge, model if isinstance(model, str) else None, grade_of(record.get("grade")),
+    return (judge, model if isinstance(model, str) else None, grade_of(grade),
             label.lower() if isinstance(label, str) else None,
             order if order in ORDERS else None)
 

@@ -35,6 +35,20 @@ class Flags(msgspec.Struct, gc=False):
     random_guess: Any = None
 
 
+class JudgmentView(msgspec.Struct, gc=False):
+    """What the report reads of one judgment record, each value as the record holds it (None when
+    absent, as ``dict.get`` gives); its reply, prompt and usage are validated, never built. A list
+    of judgments holding anything but records fails to decode, and its chunk goes to the full
+    parser, which skips what is not a record."""
+
+    judge: Any = None
+    model: Any = None
+    grade: Any = None
+    label: Any = None
+    order: Any = None
+    prompt_sha256: Any = None
+
+
 class ReportRow(StatusRow, gc=False):  # type: ignore[misc]
     """The columns of a row the report and compare read (``results.read.Item`` and the spend)."""
 
@@ -56,15 +70,12 @@ class ReportRow(StatusRow, gc=False):  # type: ignore[misc]
     usage: dict[str, Count | None] | None = None
     flags: Flags | None = msgspec.field(default=None, name="extra")
     score: Grade | None = None
-    # any JSON value: ``judgments`` keeps the objects of a list, as ``rows.read_row`` does
-    judged: Any = msgspec.field(default=None, name="judgments")
+    # a list of records: ``judgments`` as ``rows.read_row`` keeps them (the objects of a list)
+    judged: list[JudgmentView] | None = msgspec.field(default=None, name="judgments")
 
     @property
-    def judgments(self) -> tuple[dict[str, Any], ...]:
-        found = self.judged
-        if not isinstance(found, list):
-            return ()
-        return tuple(each for each in found if isinstance(each, dict))
+    def judgments(self) -> tuple[JudgmentView, ...]:
+        return () if self.judged is None else tuple(self.judged)
 
     def cached(self) -> bool:
         return all_cached(self.cache_hits, self.sub_calls)

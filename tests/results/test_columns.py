@@ -72,6 +72,22 @@ def test_our_rows_take_the_fast_path_and_report_the_same(tmp_path: Path) -> None
     assert build_report(got) == build_report(reference)  # type: ignore[arg-type]
 
 
+def test_judged_rows_take_the_fast_path_and_report_the_same(tmp_path: Path) -> None:
+    judgments = [{"judge": j, "model": "m", "prompt_sha256": "ab" * 32, "grade": 7.0 + (j == "x"),
+                  "passed": True, "label": None, "order": None, "reply": "ok [[7]]",
+                  "usage": {"prompt_tokens": 3, "completion_tokens": 1}, "cost_usd": 0.001}
+                 for j in ("x", "y")]
+    rows = [good(n, arm, score=float(n % 10), judgments=judgments, judge_cost_usd=0.002)
+            for n in range(40) for arm in "ac"]
+    path = write(tmp_path / "r.jsonl", [META] + rows)
+    scan = RowScan(path, ReportRow, lambda raw, n, strict: parse_line(raw, path, n, strict))
+    assert sum(len(fast) for fast, _ in scan.batches()) == 80
+    got, reference = both([path])
+    assert got == reference and isinstance(got, Results)
+    assert got.rows[0].judged == (("x", "m", 8.0, None, None), ("y", "m", 7.0, None, None))
+    assert build_report(got) == build_report(reference)  # type: ignore[arg-type]
+
+
 def test_repeated_keys_across_files_keep_the_newest_and_count_each_call_once(
     tmp_path: Path,
 ) -> None:
@@ -90,6 +106,15 @@ def test_repeated_keys_across_files_keep_the_newest_and_count_each_call_once(
     b'{"task_id": "t1", "arm": "a", "cost_usd": -1}',
     b'{"task_id": "t1", "arm": "a", "usage": {"prompt_tokens": 1.5}}',
     b'{"task_id": "t1", "arm": "a", "extra": [1], "judgments": "x", "score": true}',
+    # judgments: records beside what is not one, fields of the wrong type, no prompt digest
+    b'{"task_id": "t1", "arm": "a", "score": 3, "judgments": [{"judge": "j", "prompt_sha256": '
+    b'"d", "grade": 3}, 7, null, [1]]}',
+    b'{"task_id": "t1", "arm": "a", "judgments": [{"judge": 1, "prompt_sha256": "d"}, '
+    b'{"judge": "j", "grade": "7", "label": 5, "order": "ab", "model": ["m"]}]}',
+    b'{"task_id": "t1", "arm": "a", "judge_cost_usd": 0.5, "judgments": [{"judge": "j", '
+    b'"prompt_sha256": "d", "grade": 1e400, "label": "GOOD", "order": "xy", "grade": 2}]}',
+    b'{"task_id": "t1", "arm": "a", "judgments": {"judge": "j", "prompt_sha256": "d"}}',
+    b'{"task_id": "t1", "arm": "a", "judgments": []}',
     b'{"task_id": "t1", "arm": "a", "output": 5, "answer": null, "subtask": 3}',
     b'{"task_id": "bbh/dates/1", "arm": "a", "passed": 1, "detail": "unparseable"}',
     b'{"task_id": "t1", "arm": "a", "task_id": "t2", "epoch": 2}',
