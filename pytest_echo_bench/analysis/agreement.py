@@ -101,16 +101,40 @@ def categories(
 
 def rated_pairs(pairs: Sequence[Sequence[Rating | None]]) -> list[tuple[Rating, Rating]]:
     """The pairs with both ratings present, each checked."""
-    rated = []
+    rated: list[tuple[Rating, Rating]] = []
+    # A panel's million pairs repeat a few: each distinct tuple is checked once (an equal tuple
+    # holds ratings that pass the same checks), then only looked up.
+    checked: dict[tuple[Rating | None, ...], bool] = {}
     for i, pair in enumerate(pairs):
-        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
-            raise ValueError(f"item {i}: a pair of two ratings is needed, got {pair!r}")
-        a, b = pair
-        _check_rating(a, f"item {i}, first rating")
-        _check_rating(b, f"item {i}, second rating")
-        if a is not None and b is not None:
-            rated.append((a, b))
+        known = _known(checked, pair)
+        if known is None:
+            a, b = _checked_pair(pair, i)
+            known = a is not None and b is not None
+            if type(pair) is tuple:
+                checked[pair] = known
+        if known:
+            a, b = pair
+            rated.append((a, b))  # type: ignore[arg-type]
     return rated
+
+
+def _known(checked: dict[tuple[Rating | None, ...], bool], pair: object) -> bool | None:
+    """Whether a tuple equal to ``pair`` was checked and had both ratings (None: not checked)."""
+    if type(pair) is not tuple:
+        return None
+    try:
+        return checked.get(pair)
+    except TypeError:  # a rating that is not hashable: refused by the check
+        return None
+
+
+def _checked_pair(pair: object, i: int) -> tuple[Rating | None, Rating | None]:
+    if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+        raise ValueError(f"item {i}: a pair of two ratings is needed, got {pair!r}")
+    a, b = pair
+    _check_rating(a, f"item {i}, first rating")
+    _check_rating(b, f"item {i}, second rating")
+    return a, b
 
 
 def _kappa_of(indexed: Sequence[tuple[int, int]], weights: Weights) -> float | None:
