@@ -143,12 +143,12 @@ def _load(paths: Sequence[Path], fast: bool) -> Results:
     for path in paths:
         results.paths.append(path)
         file = _File(path, results)
-        for row in (_scanned if fast else _parsed)(path, file):
-            item = _item(row, shared) if type(row) is ReadRow else _fast_item(row, file, shared)
-            key, older = _add(results, seen, item)
-            if file.own is not None:
-                file.own.add(key)
-            _count(results, _new_call(calls, key, older, item.call), item, row)
+        for rows in (_scanned if fast else _parsed)(path, file):
+            for row, item in zip(rows, _items(rows, file, shared), strict=True):
+                key, older = _add(results, seen, item)
+                if file.own is not None:
+                    file.own.add(key)
+                _count(results, _new_call(calls, key, older, item.call), item, row)
         if file.own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
@@ -204,20 +204,21 @@ class _File:
         results.sources.append((str(self.path), meta.run_id, meta.created_at))
 
 
-def _parsed(path: Path, file: _File) -> Iterator[ReadRow]:
-    """Every row of ``path`` parsed whole, in file order (the reference reader)."""
+def _parsed(path: Path, file: _File) -> Iterator[list[ReadRow]]:
+    """Every row of ``path`` parsed whole, in file order, one at a time (the reference reader)."""
     for lineno, record in _records(path):
         if record.get("_meta"):
             # a later one is an end line or a copy of this one (store.metalines)
             if lineno == 1:
                 file.meta(record)
             continue
-        yield read_row(record, file.default)
+        yield [read_row(record, file.default)]
 
 
-def _scanned(path: Path, file: _File) -> Iterator[ReadRow | ReportRow]:
-    """The rows of ``path`` in file order: the report's columns of each (``ReportRow``), or the
-    whole row of a line in a chunk the fast path cannot take, by the same rules as ``_parsed``."""
+def _scanned(path: Path, file: _File) -> Iterator[list[ReadRow] | list[ReportRow]]:
+    """The rows of ``path`` in file order, a chunk at a time: the report's columns of each
+    (``ReportRow``), or the whole row of a line in a chunk the fast path cannot take, by the same
+    rules as ``_parsed``."""
     def parse(raw: bytes, lineno: int, strict: bool) -> dict[str, Any] | None:
         return parse_line(raw, path, lineno, strict)
 
@@ -228,12 +229,32 @@ def _scanned(path: Path, file: _File) -> Iterator[ReadRow | ReportRow]:
                 file.meta(scan.meta)
                 told = True
             # slow rows first: in a batch with both they are line 1 (``keyscan._lines``)
-            yield from (read_row(record, file.default) for record in slow)
-            yield from fast
+            if slow:
+                yield [read_row(record, file.default) for record in slow]
+            if fast:
+                yield fast
     except StoreError:  # a line refused: its own message, naming it
         raise
     except OSError as exc:
         raise StoreError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+
+
+def _items(rows: list[ReadRow] | list[ReportRow], file: _File,
+           shared: dict[object, object]) -> list[Item]:
+    """The items of a chunk's rows, in their order. A chunk read fast has its items made arm by
+    arm: each arm's items then lie together in memory, and the figures, which read an arm's items
+    a column at a time, read them in order (items scattered among every arm's cost a cache miss
+    each: a million rows' figures took half as long again)."""
+    if type(rows[0]) is ReadRow:
+        return [_item(row, shared) for row in rows]  # type: ignore[arg-type]
+    made: list[Item] = [None] * len(rows)  # type: ignore[list-item]
+    arms = list(map(_ROW_ARM, rows))
+    for at in sorted(range(len(rows)), key=arms.__getitem__):
+        made[at] = _fast_item(rows[at], file, shared)  # type: ignore[arg-type]
+    return made
+
+
+_ROW_ARM = attrgetter("arm")
 
 
 def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Item:
