@@ -112,9 +112,8 @@ def rated_pairs(pairs: Sequence[Sequence[Rating | None]]) -> list[tuple[Rating, 
             known = a is not None and b is not None
             if type(pair) is tuple:
                 checked[pair] = known
-        if known:
-            a, b = pair
-            rated.append((a, b))  # type: ignore[arg-type]
+        if known:  # a tuple as it is: one object however many items share it
+            rated.append(pair if type(pair) is tuple else tuple(pair))  # type: ignore[arg-type]
     return rated
 
 
@@ -176,7 +175,10 @@ def _indexed(
     rated = rated_pairs(pairs)
     cats = categories([v for pair in rated for v in pair], scale, ordered=weights == "quadratic")
     position = {c: i for i, c in enumerate(cats)}
-    return [(position[a], position[b]) for a, b in rated]
+    # one (row, column) tuple per distinct pair, shared by the items that have it
+    places: dict[tuple[Rating, Rating], tuple[int, int]] = {}
+    return [places.get(pair) or places.setdefault(pair, (position[pair[0]], position[pair[1]]))
+            for pair in rated]
 
 
 NO_PAIRS = "no item was rated by both raters"
