@@ -37,8 +37,8 @@ from pytest_echo_bench.store.files import UNJUDGED
 
 # One side of a comparison: the rows of one or more files of one sweep, as ``load_results`` reads.
 Sweep = Results
-# An item within an arm: its task id alone at epoch 1 (the row's own interned string, so a million
-# keys cost no tuple each), else (task id, epoch).
+# An item within an arm: its task id alone (the row's own interned string, so a million keys cost
+# no tuple each), or (task id, epoch) when either run's arm has epochs.
 ItemKey = str | tuple[str, int]
 
 
@@ -214,7 +214,6 @@ class _Met:
         return self.pair(self.base.column(name), self.cand.column(name))
 
 
-
 def _meet(found: ArmPairing, met: _Met) -> None:
     """The paired items: in the 2x2 table, or counted apart (changed, unjudged).
 
@@ -239,8 +238,11 @@ def _meet(found: ArmPairing, met: _Met) -> None:
     found.flips = _flips(found.benchmark, met, live, (right_old ^ right_new).to_bytes(
         len(old), "little"))
     if found.graded:
-        grades = met("grade")
-        found.diffs = _grade_diffs(*((list(compress(g, live)) for g in grades) if live else grades))
+        old_grades, new_grades = met("grade")
+        if live is not None:
+            old_grades, new_grades = list(compress(old_grades, live)), list(compress(new_grades,
+                                                                                     live))
+        found.diffs = _grade_diffs(old_grades, new_grades)
     else:  # CAND's verdict - BASE's, each byte of ``1 + new - old`` (0, 1 or 2) looked up
         steps = _bits(repeat(1, len(old))) + right_new - right_old
         found.diffs = array("d", map(_STEPS.__getitem__, steps.to_bytes(len(old), "little")))
