@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, attrgetter, ne, not_, or_, sub
@@ -206,7 +206,7 @@ class _Met:
     def __init__(self, base: ArmRows, cand: ArmRows, hit: bytes, at: list[int]) -> None:
         self.base, self.cand, self.hit, self.at = base, cand, hit, at
 
-    def pair(self, old: list[Any], new: list[Any]) -> tuple[list[Any], list[Any]]:
+    def pair(self, old: Sequence[Any], new: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """BASE's and CAND's values of one field, paired."""
         return list(compress(old, self.hit)), list(map(new.__getitem__, self.at))
 
