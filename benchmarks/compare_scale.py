@@ -5,7 +5,9 @@ Writes BASE as ``report_scale`` writes a sweep (ARMS arms, realistic rows), with
 ``item_sha256`` and ``served_model``; CAND is the same sweep run again: every verdict redrawn with
 probability FLIP (so each arm has thousands of flips), one arm's served model changed, a few
 items' digests changed and a few items missing. Then runs each command in a fresh interpreter
-and prints its wall and CPU time and peak resident memory (``report_scale.run``).
+and prints its wall and CPU time and peak resident memory (``report_scale.run``), after the cost
+of reading the two files alone (``load_results``, the report's reader): what a compare costs
+beyond that is its own (pairing, figures, rendering).
 
 Usage: python benchmarks/compare_scale.py [--rows 1000000] [--arms 15] [--formats text,json]
 """
@@ -13,6 +15,7 @@ Usage: python benchmarks/compare_scale.py [--rows 1000000] [--arms 15] [--format
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -75,6 +78,27 @@ def write_apart(base: Path, cand: Path, rows: int, arms: int) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, check=True)
 
 
+LOAD = """
+import resource, sys, time
+from pathlib import Path
+start = time.perf_counter()
+from pytest_echo_bench.results.read import load_results
+base, cand = load_results([Path(sys.argv[1])]), load_results([Path(sys.argv[2])])
+del base, cand
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, 0, file=sys.stderr)
+"""
+
+
+def load_only(base: Path, cand: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak MB, 0) of reading both files, in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", LOAD, str(base), str(cand)], capture_output=True,
+                          text=True, check=True, cwd=Path(__file__).parent)
+    wall, cpu, peak, status = done.stderr.strip().splitlines()[-1].split()
+    return float(wall), float(cpu), float(peak), int(status)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -82,6 +106,7 @@ def main() -> None:
     parser.add_argument("--formats", default="text,json,html")
     args = parser.parse_args()
     print(machine())
+    print("load average: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as tmp:
         base, cand = Path(tmp) / "base.jsonl", Path(tmp) / "cand.jsonl"
         write_apart(base, cand, args.rows, args.arms)
@@ -97,10 +122,16 @@ def main() -> None:
         cases.append(("compare --gate 'a0 >= base - 0.02 @95 anytime'",
                       ["compare", str(base), str(cand), "-o", out,
                        "--gate", "a0 >= base - 0.02 @95 anytime"]))
-        print(f"| {'run':50} | wall s | CPU s | peak MB | status |\n|---|---|---|---|---|")
+        print(f"| {'run':50} | wall s | CPU s | peak MB | status | CPU s beyond reading |\n"
+              "|---|---|---|---|---|---|")
+        wall, read_cpu, peak, status = load_only(base, cand)
+        print(f"| {'load_results of BASE and CAND':50} | {wall:6.1f} | {read_cpu:5.1f} | "
+              f"{peak:7.0f} | {status} |  |", flush=True)
         for name, argv in cases:
             wall, cpu, peak, status = run(argv)
-            print(f"| {name:50} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {status} |", flush=True)
+            own = f"{cpu - read_cpu:5.1f}" if name.startswith("compare") else ""
+            print(f"| {name:50} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {status} | {own} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ across runs judged on them (exit 1 when one fails)."""
 from __future__ import annotations
 
 import argparse
+from operator import attrgetter
 from pathlib import Path
 
 from pytest_echo_bench.analysis.across import AcrossGate, parse_across_gate
@@ -74,7 +75,9 @@ def handle(args: argparse.Namespace) -> int:
     for side, results, files in (("BASE", base, base_files), ("CAND", cand, cand_files)):
         if not results.rows:
             raise ValueError(f"{side} has no rows: {', '.join(map(str, files))}")
-    _check_pairs(pairs, {i.arm for i in base.rows}, {i.arm for i in cand.rows})
+    if pairs:
+        _check_pairs(pairs, set(map(attrgetter("arm"), base.rows)),
+                     set(map(attrgetter("arm"), cand.rows)))
     paired = pair_runs(base, cand, pairs)
     arms = figures(paired)
     text = _render(args.format, formats.compare_json(paired, arms))
