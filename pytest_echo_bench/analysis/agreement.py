@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from typing import Literal, TypeVar
 
 from pytest_echo_bench.analysis.stats import percentile
@@ -173,7 +174,7 @@ def _indexed(
     if weights not in ("none", "quadratic"):
         raise ValueError(f"weights must be 'none' or 'quadratic', not {weights!r}")
     rated = rated_pairs(pairs)
-    cats = categories([v for pair in rated for v in pair], scale, ordered=weights == "quadratic")
+    cats = categories(chain.from_iterable(rated), scale, ordered=weights == "quadratic")
     position = {c: i for i, c in enumerate(cats)}
     # one (row, column) tuple per distinct pair, shared by the items that have it
     places: dict[tuple[Rating, Rating], tuple[int, int]] = {}

@@ -4,8 +4,11 @@ calls' time, tokens and cost, the cluster-robust interval over subtasks, the fig
 from __future__ import annotations
 
 import math
+from array import array
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter, itemgetter
 from typing import Any, TypedDict
 
@@ -81,7 +84,8 @@ class Columns:
     items, the graded ones) reads its columns from its parent's by position, never from the items
     again: that is a list lookup, where each item read is a cache miss."""
 
-    def __init__(self, items: list[Item], parent: tuple[Columns, list[int]] | None = None) -> None:
+    def __init__(self, items: list[Item],
+                 parent: tuple[Columns, Sequence[int]] | None = None) -> None:
         self.items, self._parent = items, parent
         self._read: dict[str, list[Any]] = {}
 
@@ -103,14 +107,15 @@ class Columns:
         """Let go of the columns read (a million rows' columns are 8 MB each)."""
         self._read.clear()
 
-    def subset(self, at: list[int]) -> Columns:
+    def subset(self, at: Sequence[int]) -> Columns:
         """The items at positions ``at`` (in that order)."""
         return Columns(list(map(self.items.__getitem__, at)), (self, at))
 
     def groups(self, name: str) -> dict[Any, Columns]:
         """The items by their value of ``name``, in order of first appearance, each group in the
         items' order."""
-        at: dict[Any, list[int]] = defaultdict(list)
+        # positions as machine words: a million int objects held by lists were 36 MB
+        at: dict[Any, array[int]] = defaultdict(partial(array, "q"))
         for position, value in enumerate(self(name)):
             at[value].append(position)
         return {value: self.subset(where) for value, where in at.items()}

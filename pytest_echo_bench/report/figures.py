@@ -267,14 +267,13 @@ def _judged(cols: Columns) -> list[Item]:
 def _add_arms(report: Report, bench: str, columns: dict[str, Columns], universe: set[str],
               reduced: tuple[Reduced, str] | None) -> None:
     """Each arm's figures, overall and per subtask (of the task ids any arm recorded under it)."""
-    subtasks = {arm: cols.groups("subtask") for arm, cols in columns.items()}
     subtask_ids: dict[str, set[str]] = defaultdict(set)
-    for groups in subtasks.values():
-        for sub, group in groups.items():
+    for cols in columns.values():
+        for sub, task in set(zip(cols("subtask"), cols("task_id"), strict=True)):
             if sub is not None:
-                subtask_ids[sub].update(group("task_id"))
+                subtask_ids[sub].add(task)
     for arm, cols in columns.items():
-        by_subtask = subtasks.pop(arm)  # each arm's groups let go once its figures are made
+        by_subtask = cols.groups("subtask")  # one arm's groups at a time
         samples = _samples(reduced, bench, arm)
         report.arms.append(arm_stats(bench, arm, None, cols, universe, by_subtask, samples))
         report.subtasks.extend(arm_stats(bench, arm, sub, by_subtask[sub], subtask_ids[sub],

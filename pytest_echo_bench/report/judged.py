@@ -215,10 +215,13 @@ def _grades(bench: str, arm: str, items: list[Item]) -> Grades:
 
 def _per_item(items: Iterable[Item]) -> dict[str, float]:
     """Each item's grade, its epochs' grades averaged (scaled: any finite grades)."""
+    graded = [i for i in items if i.grade is not None]
+    tasks = list(map(attrgetter("task_id"), graded))
+    if len(set(tasks)) == len(tasks):  # a grade an item (no epochs): no list of one per item
+        return dict(zip(tasks, map(attrgetter("grade"), graded), strict=True))
     grades: dict[str, list[float]] = defaultdict(list)
-    for i in items:
-        if i.grade is not None:
-            grades[i.task_id].append(i.grade)
+    for i in graded:
+        grades[i.task_id].append(i.grade)  # type: ignore[arg-type]
     return {t: g[0] if len(g) == 1 else math.fsum(x / len(g) for x in g)
             for t, g in grades.items()}
 
