@@ -1,10 +1,11 @@
 """The run options a sweep records in its meta line, and what a resume takes back from them.
 
 A resume is the run it resumes: a new sweep writes the options that change what is called or
-recorded (``options``: the response cache, the calls in flight, the budget; ``order``: the item
-order and seed) and a resume runs with them unless its own command line gives another value, which
-it then names. The order is the one a resume never overrides (it would reorder what is left): it
-names the flags it ignores. A file written before the record resumes as it always did.
+recorded (``options``: the response cache, the calls in flight, the budget, when judges grade;
+``order``: the item order and seed) and a resume runs with them unless its own command line gives
+another value, which it then names. The order is the one a resume never overrides (it would
+reorder what is left): it names the flags it ignores. A file written before the record resumes as
+it always did.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_echo_bench.plugin.options import MAX_USD, BenchOptions
+from pytest_echo_bench.plugin.options import JUDGE_WHEN, MAX_USD, BenchOptions
 from pytest_echo_bench.plugin.order import DEFAULT_SEED, order_meta
 from pytest_echo_bench.store.meta import FILE, RANDOM, OrderRecord, RunOptions
 from pytest_echo_bench.store.records import Meta
@@ -24,17 +25,18 @@ from pytest_echo_bench.store.records import Meta
 # name in the meta line (and BenchOptions field) -> (the option's dest, its flag)
 OPTIONS = {"cache": ("bench_cache", "--bench-cache"),
            "concurrency": ("bench_concurrency", "--bench-concurrency"),
-           "budget_usd": ("bench_budget_usd", "--bench-budget-usd")}
+           "budget_usd": ("bench_budget_usd", "--bench-budget-usd"),
+           "judge": ("bench_judge", "--bench-judge")}
 # What a resume of a file without a record runs with when its command line
 # says nothing (options.resolve).
-DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None}
+DEFAULTS: dict[str, Any] = {"cache": "", "concurrency": 8, "budget_usd": None, "judge": "now"}
 OFF, DEFAULT_CACHE = "off", "default"
 
 
 def record(opts: BenchOptions) -> RunOptions:
     """The meta line's ``options`` for a new sweep: the cache as "off",
     "default" or an absolute path."""
-    return RunOptions(_cache_text(opts.cache), opts.concurrency, opts.budget_usd)
+    return RunOptions(_cache_text(opts.cache), opts.concurrency, opts.budget_usd, opts.judge)
 
 
 def recorded(meta: Meta | None, where: str) -> RunOptions | None:
@@ -73,17 +75,16 @@ def resumed(config: pytest.Config, opts: BenchOptions,
 def resume_flags(config: pytest.Config, opts: BenchOptions,
                  options: RunOptions | None) -> list[str]:
     """The flags a printed resume command needs to run as this run did: each option whose value a
-    plain resume would not take by itself (from the record, else the default), ``--bench-judge
-    later`` and ``--bench-retry-errors`` when this run was given them. The budget is the
-    controller's to print (a budget stop suggests another)."""
+    plain resume would not take by itself (from the record, else the default; a resume that judged
+    as it went would call the judges a ``later`` run deferred), and ``--bench-retry-errors`` when
+    this run was given it. The budget is the controller's to print (a budget stop suggests
+    another)."""
     flags: list[str] = []
-    for name in ("cache", "concurrency"):
+    for name in ("cache", "concurrency", "judge"):
         value, default = getattr(opts, name), _cache_text("") if name == "cache" else DEFAULTS[name]
         taken = getattr(options, name) if options is not None and name in options.given else default
         if not _same(name, value, taken):
             flags += [OPTIONS[name][1], _said(name, value)]
-    if opts.judge == "later":  # a resume that judged as it went would call the judges after all
-        flags += ["--bench-judge", "later"]
     return flags + (["--bench-retry-errors"] if config.getoption("bench_retry_errors") else [])
 
 
@@ -149,4 +150,6 @@ def _problem(found: RunOptions) -> str | None:
         type(usd) not in (int, float) or not math.isfinite(usd) or not 0 < usd < MAX_USD
     ):
         return f"give budget_usd {usd!r}, not an amount of US dollars above 0"
+    if "judge" in found.given and found.judge not in JUDGE_WHEN:
+        return f"give judge {found.judge!r}, not \"now\" or \"later\""
     return None

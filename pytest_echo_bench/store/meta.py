@@ -157,19 +157,21 @@ class DecideRecord:
         return cls(**known, extra=extra)
 
 
-OPTION_NAMES = ("cache", "concurrency", "budget_usd")
+OPTION_NAMES = ("cache", "concurrency", "budget_usd", "judge")
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """The run options a sweep records (``options``): the response cache ("off", "default" or an
-    absolute path), the calls in flight and the budget. Values as the file has them: a resume takes
+    absolute path), the calls in flight, the budget and when judged scorers grade ("now" or
+    "later"). Values as the file has them: a resume takes
     them back, ``plugin.recorded`` checks them first. ``given``: the names the line has (a budget of
     null is recorded, and differs from none recorded)."""
 
     cache: Any = None
     concurrency: Any = None
     budget_usd: Any = None
+    judge: Any = None
     given: tuple[str, ...] = OPTION_NAMES
     extra: dict[str, Any] = field(default_factory=dict)
 

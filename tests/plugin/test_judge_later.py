@@ -4,6 +4,7 @@ always; the option's value is checked wherever it comes from."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -92,7 +93,7 @@ def test_a_value_other_than_now_or_later_is_refused_naming_where_it_came_from(
     assert said in result.stderr.str()
 
 
-def test_the_resume_command_of_a_deferred_sweep_keeps_judging_deferred(
+def test_a_deferred_sweep_records_it_and_its_resume_keeps_judging_deferred(
         pytester: pytest.Pytester, sweep: Sweep, judge: FakeOpenAI, api_key: None) -> None:
     with FakeOpenAI(answer=lambda prompt: "4") as arms:
         arm = (f"{{provider: openai, model: m, client: http, base_url: '{arms.base_url}', "
@@ -100,8 +101,45 @@ def test_the_resume_command_of_a_deferred_sweep_keeps_judging_deferred(
         text = JUDGED.format(items=inline_items(4), url=judge.base_url)
         make_spec(pytester, text.replace("{provider: sim, accuracy: 1.0}", arm))
         arms.quota_after = 2
-        result, _, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off",
-                                    "--bench-concurrency", "1")
-    assert result.ret == 2 and not judge.requests
-    command = result.stdout.str().split("resume with:")[1].split("\n", 2)[1]
-    assert command.strip().startswith("pytest --bench-resume") and "--bench-judge later" in command
+        result, meta, rows = sweep.run("--bench-judge", "later", "--bench-cache", "off",
+                                       "--bench-concurrency", "1")
+        assert result.ret == 2 and not judge.requests
+        assert meta is not None and meta["options"]["judge"] == "later"
+        command = result.stdout.str().split("resume with:")[1].split("\n", 2)[1]
+        # the meta line holds it: the printed command needs no flag for it
+        assert command.strip().startswith("pytest --bench-resume")
+        assert "--bench-judge" not in command
+        arms.quota_after = None
+        # a resume typed by hand, without the flag: the outputs stay deferred, no judge asked
+        result, _, rows = sweep.run("--bench-resume", str(sweep.out))
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        assert "judging deferred (--bench-judge later)" in result.stdout.str()
+        assert not judge.requests and len(rows) == 8
+        assert {r["status"] for r in rows} == {"unjudged"}
+
+
+def test_a_resume_that_asks_to_judge_now_judges_and_says_it_overrides_the_record(
+        pytester: pytest.Pytester, sweep: Sweep, judge: FakeOpenAI) -> None:
+    make_spec(pytester, JUDGED.format(items=inline_items(3), url=judge.base_url))
+    result, _, _ = sweep.run("--bench-judge", "later")
+    assert result.ret == 0 and not judge.requests
+    result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-retry-errors",
+                                "--bench-judge", "now")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert "--bench-judge now overrides the later this sweep's meta line records" in \
+        result.stdout.str()
+    assert len(judge.requests) == 6  # each deferred row run again and judged
+    assert sorted(r["status"] for r in rows) == ["correct"] * 6 + ["unjudged"] * 6
+
+
+def test_a_meta_line_whose_judge_option_no_run_writes_is_refused_on_resume(
+        pytester: pytest.Pytester, sweep: Sweep) -> None:
+    make_spec(pytester, sim_spec(2))
+    sweep.run("-k", "q0")
+    lines = sweep.out.read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta["options"]["judge"] = "sometime"
+    sweep.out.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "give judge 'sometime', not \"now\" or \"later\"" in result.stderr.str()

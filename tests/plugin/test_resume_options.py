@@ -97,7 +97,8 @@ def test_a_resume_after_kill_9_keeps_the_cache_off_and_the_concurrency(
     assert [r["task_id"] for r in rows if r["cache_hits"]] == []
     # two workers, two calls each (the default would allow 16)
     assert 1 <= server.max_in_flight <= 2 * 2
-    assert read_rows(out)[0]["options"] == {"cache": "off", "concurrency": 2, "budget_usd": None}
+    assert read_rows(out)[0]["options"] == {"cache": "off", "concurrency": 2, "budget_usd": None,
+                                            "judge": "now"}
 
 
 def test_a_resume_keeps_the_recorded_concurrency(
