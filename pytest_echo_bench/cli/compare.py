@@ -71,7 +71,8 @@ def handle(args: argparse.Namespace) -> int:
     pairs = dict(args.pair)
     if len(pairs) != len(args.pair):
         raise ValueError("--pair names one BASE arm twice")
-    base, cand = load_results(base_files), load_results(cand_files)
+    # compare shows no spend: its calls need not be named
+    base, cand = load_results(base_files, spend=False), load_results(cand_files, spend=False)
     for side, results, files in (("BASE", base, base_files), ("CAND", cand, cand_files)):
         if not results.rows:
             raise ValueError(f"{side} has no rows: {', '.join(map(str, files))}")

@@ -108,15 +108,17 @@ def _call(row: ReadRow | ReportRow) -> str | None:
     return f"{run}\0{started}\0{finished}"
 
 
-def load_results(paths: Sequence[Path], fast: bool = True) -> Results:
+def load_results(paths: Sequence[Path], fast: bool = True, spend: bool = True) -> Results:
     """Combine results files in order; a repeated key counts once (its newest row), and
     is noted if its verdict changed.
 
     ``fast`` reads the report's columns only (``store.columns.ReportRow``), chunk by chunk; without
     it every line is parsed whole (``store.reader.parse_line``), the reference the fast path is
-    tested against: both give equal ``Results``."""
+    tested against: both give equal ``Results``. Without ``spend`` (a reader that shows no spend:
+    compare, trend) no call is named and ``Results.spend`` stays empty: a million rows' calls are
+    a second and 110 MB."""
     with paused_gc():
-        return _load(paths, fast)
+        return _load(paths, fast, spend)
 
 
 @contextmanager
@@ -132,7 +134,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _load(paths: Sequence[Path], fast: bool) -> Results:
+def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
     results = Results()
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
@@ -142,13 +144,13 @@ def _load(paths: Sequence[Path], fast: bool) -> Results:
     calls: dict[Key, set[str]] = {}
     for path in paths:
         results.paths.append(path)
-        file = _File(path, results)
+        file = _File(path, results, spend)
         for rows in (_scanned if fast else _parsed)(path, file):
             for row, item in zip(rows, _items(rows, file, shared), strict=True):
                 key, older = _add(results, seen, item)
                 if file.own is not None:
                     file.own.add(key)
-                _count(results, _new_call(calls, key, older, item.call), item, row)
+                _count(results, spend and _new_call(calls, key, older, item.call), item, row)
         if file.own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
@@ -184,8 +186,9 @@ class _File:
     """What a file's meta line tells its rows: the benchmark of a row that names none, and
     whether the file is a shard, whose keys are counted (how it ended depends on how many)."""
 
-    def __init__(self, path: Path, results: Results) -> None:
+    def __init__(self, path: Path, results: Results, calls: bool) -> None:
         self.path, self.results = path, results
+        self.calls = calls  # whether each row's call is named (its spend counted once)
         self.default = ""
         self.own: set[Key] | None = None
 
@@ -246,7 +249,7 @@ def _items(rows: list[ReadRow] | list[ReportRow], file: _File,
     a column at a time, read them in order (items scattered among every arm's cost a cache miss
     each: a million rows' figures took a quarter longer)."""
     if type(rows[0]) is ReadRow:
-        return [_item(row, shared) for row in rows]  # type: ignore[arg-type]
+        return [_item(row, shared, file.calls) for row in rows]  # type: ignore[arg-type]
     made: list[Item] = [None] * len(rows)  # type: ignore[list-item]
     arms = list(map(_ROW_ARM, rows))
     for at in sorted(range(len(rows)), key=arms.__getitem__):
@@ -278,13 +281,14 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
                 _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(row.classes(), shared), _call(row))
+                _shared(row.classes(), shared), _call(row) if file.calls else None)
 
 
-def _count(results: Results, new_call: bool, item: Item, row: ReadRow | ReportRow) -> None:
-    """What the report counts of every row, a replaced one too: its spend, once per call, and
-    whether it had a figure it could not use or a verdict that is partly luck."""
-    if new_call:
+def _count(results: Results, spent: bool, item: Item, row: ReadRow | ReportRow) -> None:
+    """What the report counts of every row, a replaced one too: its spend (``spent``: a call not
+    counted yet, of a read that counts spend), and whether it had a figure it could not use or a
+    verdict that is partly luck."""
+    if spent:
         arm = (item.benchmark, item.arm)
         spend = results.spend.get(arm)
         if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
@@ -342,7 +346,7 @@ def _add(results: Results, seen: dict[Key, Item], item: Item) -> tuple[Key, Item
     return key, older
 
 
-def _item(row: ReadRow, shared: dict[object, object]) -> Item:
+def _item(row: ReadRow, shared: dict[object, object], calls: bool = True) -> Item:
     """The row as an ``Item``: a figure ``store.checks`` refuses (NaN, a string) is None."""
     escalated = row.extra.get("escalated")
     subtask = _subtask(row)
@@ -362,7 +366,7 @@ def _item(row: ReadRow, shared: dict[object, object]) -> Item:
                 None,
                 *_judged(row, shared), _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(classes, shared), _call(row))
+                _shared(classes, shared), _call(row) if calls else None)
 
 
 def _shared(value: T | None, shared: dict[object, object]) -> T | None:

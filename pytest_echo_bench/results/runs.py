@@ -90,7 +90,7 @@ def _run(run_id: str, members: list[tuple[Path, Meta]]) -> Run:
     dated = [(_started(path, meta.created_at), meta.created_at) for path, meta in members]
     started, created = min(dated)  # a run whose files began apart began with its first
     files = tuple(path for path, _ in members)
-    results = load_results(list(files))
+    results = load_results(list(files), spend=False)  # trend shows no spend
     return Run(run_id.removeprefix("file:"), created, started, files, results,
                verdicts(results.rows), _arm_order(results), _partial(results))
 

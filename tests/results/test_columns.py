@@ -6,9 +6,11 @@ are not rows and torn tails."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -60,6 +62,16 @@ def write(path: Path, records: list[object], tail: bytes = b"") -> Path:
 def test_every_older_file_reads_the_same(name: str) -> None:
     fast, reference = both([CORPUS / name])
     assert fast == reference
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*.jsonl")))
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_read_without_spend_is_the_same_read_naming_no_call(name: str, fast: bool) -> None:
+    whole = load_results([CORPUS / name], fast=fast)
+    lean = load_results([CORPUS / name], fast=fast, spend=False)
+    assert lean.spend == {} and all(i.call is None for i in lean.rows)
+    assert lean.rows == [msgspec.structs.replace(i, call=None) for i in whole.rows]
+    assert replace(lean, rows=whole.rows, spend=whole.spend) == whole
 
 
 def test_our_rows_take_the_fast_path_and_report_the_same(tmp_path: Path) -> None:
