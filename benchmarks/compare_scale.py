@@ -6,8 +6,8 @@ Writes BASE as ``report_scale`` writes a sweep (ARMS arms, realistic rows), with
 probability FLIP (so each arm has thousands of flips), one arm's served model changed, a few
 items' digests changed and a few items missing. Then runs each command in a fresh interpreter
 and prints its wall and CPU time and peak resident memory (``report_scale.run``), after the cost
-of reading the two files alone (``load_results``, the report's reader): what a compare costs
-beyond that is its own (pairing, figures, rendering).
+of reading the two files alone (``load_results``, the report's reader, as compare calls it: no
+spend counted): what a compare costs beyond that is its own (pairing, figures, rendering).
 
 Usage: python benchmarks/compare_scale.py [--rows 1000000] [--arms 15] [--formats text,json]
 """
@@ -83,7 +83,8 @@ import resource, sys, time
 from pathlib import Path
 start = time.perf_counter()
 from pytest_echo_bench.results.read import load_results
-base, cand = load_results([Path(sys.argv[1])]), load_results([Path(sys.argv[2])])
+base = load_results([Path(sys.argv[1])], spend=False)
+cand = load_results([Path(sys.argv[2])], spend=False)
 del base, cand
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
