@@ -100,12 +100,13 @@ class Results:
 
 def _call(row: ReadRow | ReportRow) -> str | None:
     """What names the call a row records, beside its key: its run and times, which a regraded or
-    merged copy keeps (None: a row without them, counted as it comes). One string a row: the
-    report holds a million of them."""
+    merged copy keeps (None: a row without them, counted as it comes). One string a row (the
+    report holds a million of them), each part after the first two's lengths: a text may hold any
+    character, so no separator could tell ("r\0x", "s") from ("r", "x\0s")."""
     run, started, finished = row.run_id, row.started_at, row.finished_at
     if run is None or started is None or finished is None:
         return None
-    return f"{run}\0{started}\0{finished}"
+    return f"{len(run)}:{run}{len(started)}:{started}{finished}"
 
 
 def load_results(paths: Sequence[Path], fast: bool = True, spend: bool = True) -> Results:
@@ -160,11 +161,13 @@ def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
 def _new_call(calls: dict[Key, set[str]], key: Key, older: Item | None, call: str | None) -> bool:
     """Whether a row's call is one not counted yet: a row that does not name its call always is,
     as is the first row of its key; a later one is if no earlier row of its key named the call."""
-    if call is None or older is None:
+    if older is None:
         return True
     known = calls.get(key)
-    if known is None:  # the key's second row: the first one's call is its older row's
+    if known is None:  # the key's second row: the first row's call is its older row's
         known = calls[key] = set() if older.call is None else {older.call}
+    if call is None:  # counted as it comes (the set above keeps the first row's call all the same)
+        return True
     if call in known:
         return False
     known.add(call)
