@@ -171,9 +171,9 @@ def _add_benchmark(found: Judging, bench: str, graded: dict[str, list[Item]]) ->
     grades = [_grades(bench, a, items) for a, items in graded.items()
               if any(i.grade is not None for i in items)]
     found.grades += grades
-    per_item = {g.arm: _per_item(graded[g.arm]) for g in grades}
-    found.grade_pairs += [_grade_pair(bench, a, b, per_item[a], per_item[b])
-                          for a, b in combinations(per_item, 2)]
+    halves = {g.arm: _halves(_per_item(graded[g.arm])) for g in grades}
+    found.grade_pairs += [_grade_pair(bench, a, b, halves[a], halves[b])
+                          for a, b in combinations(halves, 2)]
     kinds = Counter(i.judged for items in graded.values() for i in items if i.judged)
     found.judges += _judge_grades(bench, kinds)
     found.agreement += _agreement(bench, kinds)
@@ -226,12 +226,20 @@ def _per_item(items: Iterable[Item]) -> dict[str, float]:
             for t, g in grades.items()}
 
 
+def _halves(grades: dict[str, float]) -> dict[str, float]:
+    """An arm's items' grades halved (a difference of two finite halves stays finite): an arm is
+    paired with every other one, so each is halved once."""
+    return dict(zip(grades, map(truediv, grades.values(), repeat(2)), strict=True))
+
+
 def _grade_pair(bench: str, a: str, b: str, ga: dict[str, float],
                 gb: dict[str, float]) -> GradePair:
-    shared = list(filter(gb.__contains__, ga))
-    # halves: a difference of two finite grades stays finite
-    diffs = list(map(sub, map(truediv, map(ga.__getitem__, shared), repeat(2)),
-                     map(truediv, map(gb.__getitem__, shared), repeat(2))))
+    tasks = list(ga)
+    if len(ga) == len(gb) and tasks == list(gb):  # the same items in the same order: no lookups
+        shared, diffs = tasks, list(map(sub, ga.values(), gb.values()))
+    else:
+        shared = list(filter(gb.__contains__, ga))
+        diffs = list(map(sub, map(ga.__getitem__, shared), map(gb.__getitem__, shared)))
     mean, ci, p = t_mean(diffs)
     if mean is not None:
         mean = _finite(mean * 2)
