@@ -13,6 +13,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from itertools import combinations, repeat
 from operator import attrgetter, is_, sub, truediv
 
@@ -253,7 +254,7 @@ def _doubled(ci: tuple[float, float]) -> tuple[float, float] | None:
 
 
 def _judge_grades(bench: str, kinds: Counter[tuple[Judged, ...]]) -> list[JudgeGrades]:
-    grades: dict[str, list[float]] = defaultdict(list)
+    grades: dict[str, Counter[float]] = defaultdict(Counter)  # a judge's grades, as counts
     ungraded: Counter[str] = Counter()
     models: dict[str, dict[str, None]] = defaultdict(dict)
     for judgments, times in kinds.items():
@@ -262,9 +263,22 @@ def _judge_grades(bench: str, kinds: Counter[tuple[Judged, ...]]) -> list[JudgeG
             if grade is None:
                 ungraded[judge] += times
             else:
-                grades[judge].extend([grade] * times)
-    return [JudgeGrades(bench, judge, tuple(models[judge]), len(grades[judge]),
-                        t_mean(grades[judge])[0], ungraded[judge]) for judge in models]
+                grades[judge][grade] += times
+    return [JudgeGrades(bench, judge, tuple(models[judge]), grades[judge].total(),
+                        mean_of_counts(grades[judge]), ungraded[judge]) for judge in models]
+
+
+def mean_of_counts(counts: Counter[float]) -> float | None:
+    """``t_mean``'s mean of the values ``counts`` holds, each as many times as its count, without
+    listing them (a panel's million grades are a few distinct ones): the same float, since the
+    sum behind it (``math.fsum``) is correctly rounded, and n copies of x sum to exactly n * x
+    (taken here as fractions, rounded once)."""
+    n = counts.total()
+    if not n:
+        return None
+    scale = max(map(abs, counts)) or 1.0
+    total = sum((Fraction(value / scale) * times for value, times in counts.items()), Fraction())
+    return _finite(float(total) / n * scale)
 
 
 def ratings(judgments: Iterable[Judged], words: bool) -> dict[str, Rating]:
