@@ -268,10 +268,11 @@ def _add_arms(report: Report, bench: str, columns: dict[str, Columns], universe:
               reduced: tuple[Reduced, str] | None) -> None:
     """Each arm's figures, overall and per subtask (of the task ids any arm recorded under it)."""
     subtask_ids: dict[str, set[str]] = defaultdict(set)
-    for cols in columns.values():
-        for sub, task in set(zip(cols("subtask"), cols("task_id"), strict=True)):
-            if sub is not None:
-                subtask_ids[sub].add(task)
+    # each (subtask, task id) once, whichever arms have it: a step per item, not per row
+    for sub, task in set().union(*(zip(cols("subtask"), cols("task_id"), strict=True)
+                                   for cols in columns.values())):
+        if sub is not None:
+            subtask_ids[sub].add(task)
     for arm, cols in columns.items():
         by_subtask = cols.groups("subtask")  # one arm's groups at a time
         samples = _samples(reduced, bench, arm)
