@@ -7,10 +7,17 @@ The statistics of the counts are the project's own (``analysis.stats``: microsec
 and counting DuckDB's. It takes one row per key, as the benchmark's files hold (the report keeps
 a key's newest row).
 
+DuckDB's typed reader casts what it can: ``"0.5"`` reads as the cost 0.5, ``1`` as ``passed``,
+``1e400`` as an infinite time, ``-3`` as a cost. The report refuses each of those as its reader
+does (``store.checks``: a figure that is not a finite number in [0, 1e12] is unknown, only ``true``
+passes, a token count is an integer). With ``--checked`` this script reads each value as JSON and
+keeps it only where the report would, by those rules, so that its figures are the report's on any
+file: what the same reading costs DuckDB when it checks what it reads.
+
 DuckDB is a benchmark-only dependency: ``pip install duckdb``. Without it this prints why and
 exits 0; ``report_scale`` then leaves the baseline's row out.
 
-Usage: python benchmarks/report_duckdb.py RESULTS.jsonl
+Usage: python benchmarks/report_duckdb.py RESULTS.jsonl [--checked]
 """
 
 from __future__ import annotations
@@ -36,15 +43,62 @@ PAIRS = """SELECT x.benchmark, x.arm, y.arm, count(*) FILTER (x.passed AND NOT y
   GROUP BY ALL ORDER BY ALL"""
 
 
-def figures(path: str) -> dict[str, list[tuple[object, ...]]]:
-    """The figures of ``path``, as lists of tuples per kind."""
+# --checked: each column read as JSON, each value kept where the report's reader keeps it
+AS_JSON = "{" + ", ".join(f"{name}: 'JSON'" for name in (
+    "_meta", "benchmark", "task_id", "arm", "passed", "status", "subtask", "wall_seconds",
+    "cost_usd", "usage")) + "}"
+NUMBER = "('DOUBLE', 'UBIGINT', 'BIGINT')"
+
+
+def _figure(name: str) -> str:
+    """``store.checks.figure``: a finite number in [0, 1e12], else NULL (unknown)."""
+    return (f"CASE WHEN json_type({name}) IN {NUMBER} AND TRY_CAST({name} AS DOUBLE) BETWEEN 0 "
+            f"AND 1e12 THEN TRY_CAST({name} AS DOUBLE) END")
+
+
+def _count(value: str) -> str:
+    """``store.checks.count``: an integer figure."""
+    number = f"TRY_CAST({value} AS DOUBLE)"
+    return (f"(json_type({value}) IN {NUMBER} AND {number} BETWEEN 0 AND 1e12 "
+            f"AND {number} = floor({number}))")
+
+
+def _text(name: str) -> str:
+    return f"CASE WHEN json_type({name}) = 'VARCHAR' THEN {name}->>'$' END"
+
+
+# ``store.rows._usage``: an object whose every non-null value is a count, else no usage at all
+USAGE_OK = (f"json_type(usage) = 'OBJECT' AND list_bool_and(list_transform(map_values("
+            f"json_transform(usage, '\"MAP(VARCHAR, JSON)\"')), "
+            f"lambda v: json_type(v) = 'NULL' OR {_count('v')}))")
+CHECKED = f"""SELECT _text_benchmark AS benchmark, task_id, arm, passed, status, subtask,
+  wall_seconds, cost_usd, {{'prompt_tokens': CASE WHEN ok THEN pt END,
+  'completion_tokens': CASE WHEN ok THEN ct END}} AS usage FROM (
+  SELECT {_text('benchmark')} AS _text_benchmark, {_text('task_id')} AS task_id,
+    {_text('arm')} AS arm,
+    coalesce(json_type(passed) = 'BOOLEAN' AND TRY_CAST(passed AS BOOLEAN), false) AS passed,
+    {_text('status')} AS status, nullif({_text('subtask')}, '') AS subtask,
+    {_figure('wall_seconds')} AS wall_seconds, {_figure('cost_usd')} AS cost_usd,
+    usage IS NOT NULL AND json_type(usage) <> 'NULL' AND {USAGE_OK} AS ok,
+    coalesce(TRY_CAST(TRY_CAST(usage->>'$.prompt_tokens' AS DOUBLE) AS BIGINT), 0) AS pt,
+    coalesce(TRY_CAST(TRY_CAST(usage->>'$.completion_tokens' AS DOUBLE) AS BIGINT), 0) AS ct
+  FROM read_json('{{path}}', format='newline_delimited', columns={AS_JSON})
+  WHERE _meta IS NULL OR json_type(_meta) = 'NULL' OR TRY_CAST(_meta AS BOOLEAN) IS NOT TRUE)"""
+
+
+def figures(path: str, checked: bool = False) -> dict[str, list[tuple[object, ...]]]:
+    """The figures of ``path``, as lists of tuples per kind; ``checked``: each value read as the
+    report's reader reads it (the module's docstring)."""
     import duckdb
 
     db = duckdb.connect()
-    db.execute(
-        f"CREATE TEMP TABLE r AS SELECT * EXCLUDE (_meta) FROM read_json('{path}', "
-        f"format='newline_delimited', columns={COLUMNS}) WHERE _meta IS NULL"
-    )
+    if checked:
+        db.execute(f"CREATE TEMP TABLE r AS {CHECKED.replace('{path}', path)}")
+    else:
+        db.execute(
+            f"CREATE TEMP TABLE r AS SELECT * EXCLUDE (_meta) FROM read_json('{path}', "
+            f"format='newline_delimited', columns={COLUMNS}) WHERE _meta IS NULL"
+        )
     db.execute("UPDATE r SET passed = coalesce(passed, false) AND status IS DISTINCT FROM "
                "'unjudged'")
     arms = db.execute(ARMS).fetchall()
@@ -67,7 +121,7 @@ def main() -> int:
     except ImportError:
         print("report_duckdb: duckdb is not installed (pip install duckdb): no baseline")
         return 0
-    found = figures(sys.argv[1])
+    found = figures(sys.argv[1], checked="--checked" in sys.argv[2:])
     for kind, rows in found.items():
         print(f"{kind}: {len(rows)}")
         for row in rows[:3]:

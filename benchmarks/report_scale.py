@@ -8,8 +8,10 @@ test's large case). Then runs each report in a fresh interpreter and prints its 
 and peak resident memory (``ru_maxrss``), beside two baseline processes: one that only reads the
 file with ``store.reader.read_records`` (every line and record held at once), and
 ``report_duckdb.py``, the report's core figures computed by DuckDB (``pip install duckdb``; without
-it that row says so). Each row's ratio is its CPU over DuckDB's; the machine and its load average
-(a loaded machine slows the CPU time too: compare rows of one run) come first.
+it that row says so), once as its typed reader casts each value and once ``--checked`` (each value
+kept only where the report's reader keeps it). Each row's ratios are its CPU over each DuckDB
+run's; the machine and its load average (a loaded machine slows the CPU time too: compare rows of
+one run) come first.
 
 With ``--judged`` the same rows are also written judged (each graded 1-10 by two judges: a
 ``score``, two ``judgments`` records and a ``judge_cost_usd``, as ``model_graded`` writes them)
@@ -61,7 +63,7 @@ if sys.argv[1] == "read_records":
     status = 0
 elif sys.argv[1] == "duckdb":
     from report_duckdb import figures
-    found = figures(sys.argv[2])
+    found = figures(sys.argv[2], checked=sys.argv[3:] == ["--checked"])
     status = 0
 else:
     from pytest_echo_bench.cli.main import main
@@ -171,7 +173,9 @@ def main() -> None:
         if importlib.util.find_spec("duckdb") is None:
             print("baseline: DuckDB script: duckdb is not installed (pip install duckdb): left out")
         else:
-            cases.insert(0, ("baseline: DuckDB script (report_duckdb.py)", ["duckdb", str(path)]))
+            cases[:0] = [("baseline: DuckDB script (report_duckdb.py)", ["duckdb", str(path)]),
+                         ("baseline: the same, each value checked (--checked)",
+                          ["duckdb", str(path), "--checked"])]
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
                   for fmt in formats]
         if args.judged:
@@ -187,18 +191,19 @@ def main() -> None:
                 ["report", str(path), "--format", "json", "--gate", interval, "--gate", "a1>=a0"],
             )
         )
-        print(f"| {'run':58} | wall s | CPU s | peak MB | status | CPU / DuckDB's |\n"
-              "|---|---|---|---|---|---|")
-        duckdb_cpu = None
+        print(f"| {'run':58} | wall s | CPU s | peak MB | status | CPU / DuckDB's | "
+              "CPU / checked DuckDB's |\n|---|---|---|---|---|---|---|")
+        bases: dict[str, float] = {}
         for name, argv in cases:
             results = [run(argv) for _ in range(args.repeat)]
             wall, cpu = min(r[0] for r in results), min(r[1] for r in results)
             peak = max(r[2] for r in results)
-            duckdb_cpu = cpu if argv[0] == "duckdb" else duckdb_cpu
-            ratio = f"{cpu / duckdb_cpu:.1f}x" if duckdb_cpu else "-"
+            if argv[0] == "duckdb":
+                bases["checked" if argv[2:] else "typed"] = cpu
+            ratios = " | ".join(f"{cpu / bases[k]:.1f}x" if k in bases else "-"
+                                for k in ("typed", "checked"))
             print(f"| {name:58} | {wall:6.1f} | {cpu:5.1f} | {peak:7.0f} | {results[0][3]} | "
-                  f"{ratio} |", flush=True)
-
+                  f"{ratios} |", flush=True)
 
 if __name__ == "__main__":
     main()
