@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from pytest_echo_bench.budget.hold import Budget, Judged
-from pytest_echo_bench.budget.judged import judges_worst
+from pytest_echo_bench.budget.judged import PAIRWISE, judges_worst
 from pytest_echo_bench.datasets.prompts import Prompter, render_for
 from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime
 from pytest_echo_bench.engine.batch_budget import BatchHolds
@@ -188,8 +188,12 @@ class Runner:
             return self.failures.local(item, exc)
 
     def _judged(self, budget: Budget, item: Job) -> Judged | None:
-        """The worst case of ``item``'s judge calls, by the arm answering (None: no judge)."""
+        """The worst case of ``item``'s judge calls, by the arm answering (None: no judge, or none
+        asked in the sweep: judging deferred by ``--bench-judge later``, or ``pairwise``, which
+        is judged from a results file)."""
         spec = item.spec
+        if self.grading.judge_later or spec.scorer == PAIRWISE:
+            return None
         plan = budget.panel(spec, lambda: declared(spec) if takes_judges(spec.scorer) else {})
         return None if plan is None else (
             lambda arm: judges_worst(spec, plan, item.example, arm))

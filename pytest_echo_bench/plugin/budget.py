@@ -86,9 +86,11 @@ def applies(run_usd: float | None, spec: Spec, arm: str) -> bool:
     )
 
 
-def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
-    """Under a budget every arm, and every judge its scorer asks, needs a worst case before
-    anything is sent: a usage error naming the arm or judge."""
+def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec],
+                    judges_asked: bool = True) -> None:
+    """Under a budget every arm, and every judge its scorer asks in the sweep, needs a worst case
+    before anything is sent: a usage error naming the arm or judge. ``judges_asked`` False: the
+    judges are asked later (``--bench-judge later``), by ``echo-bench judge``, which checks them."""
     for spec in specs.values():
         if spec.budget_unpriced:
             continue
@@ -96,13 +98,15 @@ def refuse_unpriced(run_usd: float | None, specs: Mapping[str, Spec]) -> None:
             why = unbounded(spec, arm) if applies(run_usd, spec, arm) else None
             if why:
                 raise pytest.UsageError(_unpriced(spec, f"arm {arm!r}", why))
-        if any(applies(run_usd, spec, arm) for arm in spec.arms):
+        if judges_asked and any(applies(run_usd, spec, arm) for arm in spec.arms):
             _refuse_judges(spec)
 
 
 def _refuse_judges(spec: Spec) -> None:
-    """The judges ``spec``'s scorer asks each need a worst case: their calls draw on the item's."""
-    plan = judged.panel(spec, declared(spec)) if takes_judges(spec.scorer) else None
+    """The judges ``spec``'s scorer asks each need a worst case: their calls draw on the item's
+    (``pairwise`` asks none in a sweep: it is judged from a results file)."""
+    asked = takes_judges(spec.scorer) and spec.scorer != judged.PAIRWISE
+    plan = judged.panel(spec, declared(spec)) if asked else None
     if plan is None:
         return
     for name in plan.calls:

@@ -183,7 +183,7 @@ def _checked_specs(config: pytest.Config, opts: BenchOptions,
             bind_gates(opts.gates, bench.arms)
         except ValueError as exc:  # "--bench-gate 'RULE': what is wrong"
             raise pytest.UsageError(f"--bench-{exc}") from None
-    budget.refuse_unpriced(opts.budget_usd, bench.by_name)
+    budget.refuse_unpriced(opts.budget_usd, bench.by_name, opts.judge != "later")
     cache = config.stash[SPEC_CACHE]  # the specs ``_fingerprints`` parsed, with their examples
     examples = {id(cache[p]): cache[p] for p in specs
                 if p in cache and cache[p][0].benchmark in bench.loaded}

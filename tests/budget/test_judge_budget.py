@@ -107,3 +107,49 @@ def test_a_judged_sweep_stops_at_its_budget_with_the_judges_spend_counted(
     assert sum(charged) <= budget
     result.stdout.fnmatch_lines(["*budget: spent $0.0160 of $0.0180*"])
     assert "resume with:" in out
+
+
+def test_judges_asked_later_hold_nothing_of_the_sweep_s_budget(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+        judge_server: FakeOpenAI) -> None:
+    """Under ``--bench-judge later`` no judge is asked in the sweep: its items hold only their
+    arms' worst cases (free here), so a budget smaller than one judge call runs every item, each
+    recorded unjudged, and spends nothing."""
+    pytester.makeconftest(GRADED)
+    make_spec(pytester, judged_spec(openai_server, judge_server, 3, "{input: 0, output: 1000}"))
+    result, _, rows = sweep.run("--bench-budget-usd", repr(PER_JUDGE_CALL / 2),
+                                "--bench-judge", "later", "--bench-cache", "off")
+    out = result.stdout.str()
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"unjudged"}, out
+    assert judge_server.requests == [] and len(openai_server.requests) == 6
+    assert "resume with:" not in out
+
+
+@pytest.mark.parametrize("scorer", ["graded", "{name: pairwise, judge: grader, against: a}"])
+def test_a_judge_not_asked_in_the_sweep_needs_no_prices_there(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+        judge_server: FakeOpenAI, scorer: str) -> None:
+    """A judge without prices blocks a budgeted sweep only when the sweep asks it: deferred, or
+    ``pairwise``, it is checked when ``echo-bench judge`` asks it."""
+    pytester.makeconftest(GRADED)
+    spec = judged_spec(openai_server, judge_server, 2, None)
+    make_spec(pytester, spec.replace("scorer: graded\n", f"scorer: {scorer}\n"))
+    later = ["--bench-judge", "later"] if scorer == "graded" else []
+    result, _, rows = sweep.run("--bench-budget-usd", "1", *later)
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"unjudged"}, result.stdout.str()
+    assert judge_server.requests == []
+
+
+def test_a_live_pairwise_item_holds_no_judge_call(
+        pytester: pytest.Pytester, sweep: Sweep, openai_server: FakeOpenAI,
+        judge_server: FakeOpenAI) -> None:
+    """``pairwise`` is judged from a results file (``echo-bench judge``), never in the sweep: its
+    two judge calls per item are not held there either."""
+    spec = judged_spec(openai_server, judge_server, 3, "{input: 0, output: 1000}")
+    make_spec(pytester, spec.replace("scorer: graded\n", "scorer: {name: pairwise, judge: grader, "
+                                                         "against: a}\n"))
+    result, _, rows = sweep.run("--bench-budget-usd", repr(PER_JUDGE_CALL / 2),
+                                "--bench-cache", "off")
+    out = result.stdout.str()
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"unjudged"}, out
+    assert judge_server.requests == []
