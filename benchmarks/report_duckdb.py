@@ -12,12 +12,14 @@ DuckDB's typed reader casts what it can: ``"0.5"`` reads as the cost 0.5, ``1`` 
 does (``store.checks``: a figure that is not a finite number in [0, 1e12] is unknown, only ``true``
 passes, a token count is an integer). With ``--checked`` this script reads each value as JSON and
 keeps it only where the report would, by those rules, so that its figures are the report's on any
-file: what the same reading costs DuckDB when it checks what it reads.
+file: what the same reading costs DuckDB when it checks what it reads. ``--report-columns`` reads
+every column the report reads, so checked, and computes nothing: the least any engine that reads
+as the report does must spend.
 
 DuckDB is a benchmark-only dependency: ``pip install duckdb``. Without it this prints why and
 exits 0; ``report_scale`` then leaves the baseline's row out.
 
-Usage: python benchmarks/report_duckdb.py RESULTS.jsonl [--checked]
+Usage: python benchmarks/report_duckdb.py RESULTS.jsonl [--checked | --report-columns]
 """
 
 from __future__ import annotations
@@ -86,6 +88,38 @@ CHECKED = f"""SELECT _text_benchmark AS benchmark, task_id, arm, passed, status,
   WHERE _meta IS NULL OR json_type(_meta) = 'NULL' OR TRY_CAST(_meta AS BOOLEAN) IS NOT TRUE)"""
 
 
+# ``--report-columns``: every column the report reads of a row (``store.columns.ReportRow``), each
+# checked as above, and nothing computed: what any engine that checks as the report does must
+# spend before its first figure.
+TEXTS = ("benchmark", "task_id", "arm", "status", "detail", "subtask", "answer", "output",
+         "item_sha256", "served_model", "run_id", "started_at", "finished_at")
+FIGURES = ("wall_seconds", "sub_calls", "cost_usd", "cost_units", "judge_cost_usd")
+EVERY = f"""SELECT {", ".join([f"{_text(n)} AS {n}" for n in TEXTS]
+                             + [f"{_figure(n)} AS {n}" for n in FIGURES])},
+  coalesce(json_type(passed) = 'BOOLEAN' AND TRY_CAST(passed AS BOOLEAN), false) AS passed,
+  usage IS NOT NULL AND json_type(usage) <> 'NULL' AND {USAGE_OK} AS usage_ok,
+  usage->>'$.prompt_tokens' AS prompt_tokens, usage->>'$.completion_tokens' AS completion_tokens,
+  CASE WHEN {_count('cache_hits')} THEN TRY_CAST(cache_hits AS DOUBLE) END AS cache_hits,
+  CASE WHEN json_type(epoch) IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(epoch AS BIGINT) END AS epoch,
+  CASE WHEN json_type(extra) = 'OBJECT' THEN extra->>'$.escalated' END AS escalated,
+  CASE WHEN json_type(extra) = 'OBJECT' THEN extra->>'$.random_guess' END AS random_guess,
+  CASE WHEN json_type(score) IN {NUMBER} THEN TRY_CAST(score AS DOUBLE) END AS score,
+  json_type(judgments) AS judgments
+  FROM read_json('{{path}}', format='newline_delimited', columns={{{", ".join(
+      f"{n}: 'JSON'" for n in ("_meta", "passed", "usage", "cache_hits", "epoch", "extra",
+                               "score", "judgments", *TEXTS, *FIGURES))}}})
+  WHERE _meta IS NULL OR json_type(_meta) = 'NULL' OR TRY_CAST(_meta AS BOOLEAN) IS NOT TRUE"""
+
+
+def report_columns(path: str) -> int:
+    """Read every column the report reads, checked; the rows read."""
+    import duckdb
+
+    db = duckdb.connect()
+    db.execute(f"CREATE TEMP TABLE r AS {EVERY.replace('{path}', path)}")
+    return db.execute("SELECT count(*) FROM r").fetchone()[0]  # type: ignore[index]
+
+
 def figures(path: str, checked: bool = False) -> dict[str, list[tuple[object, ...]]]:
     """The figures of ``path``, as lists of tuples per kind; ``checked``: each value read as the
     report's reader reads it (the module's docstring)."""
@@ -120,6 +154,9 @@ def main() -> int:
         import duckdb  # noqa: F401
     except ImportError:
         print("report_duckdb: duckdb is not installed (pip install duckdb): no baseline")
+        return 0
+    if "--report-columns" in sys.argv[2:]:
+        print(f"rows read: {report_columns(sys.argv[1])}")
         return 0
     found = figures(sys.argv[1], checked="--checked" in sys.argv[2:])
     for kind, rows in found.items():

@@ -9,7 +9,8 @@ and peak resident memory (``ru_maxrss``), beside two baseline processes: one tha
 file with ``store.reader.read_records`` (every line and record held at once), and
 ``report_duckdb.py``, the report's core figures computed by DuckDB (``pip install duckdb``; without
 it that row says so), once as its typed reader casts each value and once ``--checked`` (each value
-kept only where the report's reader keeps it). Each row's ratios are its CPU over each DuckDB
+kept only where the report's reader keeps it), and DuckDB reading every column the report reads,
+so checked, computing nothing. Each row's ratios are its CPU over each DuckDB
 run's; the machine and its load average (a loaded machine slows the CPU time too: compare rows of
 one run) come first.
 
@@ -62,8 +63,11 @@ if sys.argv[1] == "read_records":
     meta, records = read_records(__import__("pathlib").Path(sys.argv[2]))
     status = 0
 elif sys.argv[1] == "duckdb":
-    from report_duckdb import figures
-    found = figures(sys.argv[2], checked=sys.argv[3:] == ["--checked"])
+    from report_duckdb import figures, report_columns
+    if sys.argv[3:] == ["--report-columns"]:
+        report_columns(sys.argv[2])
+    else:
+        figures(sys.argv[2], checked=sys.argv[3:] == ["--checked"])
     status = 0
 else:
     from pytest_echo_bench.cli.main import main
@@ -175,7 +179,9 @@ def main() -> None:
         else:
             cases[:0] = [("baseline: DuckDB script (report_duckdb.py)", ["duckdb", str(path)]),
                          ("baseline: the same, each value checked (--checked)",
-                          ["duckdb", str(path), "--checked"])]
+                          ["duckdb", str(path), "--checked"]),
+                         ("DuckDB reading every column the report reads, checked",
+                          ["duckdb", str(path), "--report-columns"])]
         cases += [(f"report --format {fmt}", ["report", str(path), "--format", fmt])
                   for fmt in formats]
         if args.judged:
@@ -198,7 +204,7 @@ def main() -> None:
             results = [run(argv) for _ in range(args.repeat)]
             wall, cpu = min(r[0] for r in results), min(r[1] for r in results)
             peak = max(r[2] for r in results)
-            if argv[0] == "duckdb":
+            if argv[0] == "duckdb" and argv[2:] != ["--report-columns"]:
                 bases["checked" if argv[2:] else "typed"] = cpu
             ratios = " | ".join(f"{cpu / bases[k]:.1f}x" if k in bases else "-"
                                 for k in ("typed", "checked"))

@@ -20,7 +20,7 @@ from pytest_echo_bench.report.figures import build_report, load_results
 
 pytest.importorskip("duckdb")
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-from report_duckdb import figures  # noqa: E402
+from report_duckdb import figures, report_columns  # noqa: E402
 
 META = {"_meta": True, "benchmark": "demo", "benchmarks": {}, "arms": {"demo": ["a", "b"]},
         "schema": 1}
@@ -79,6 +79,7 @@ def test_on_well_formed_rows_the_baseline_gives_the_report_s_figures(tmp_path: P
     assert ours["a"][:2] == (20, 13)
     assert same(ours, duckdb_figures(path, checked=False))
     assert same(ours, duckdb_figures(path, checked=True))
+    assert report_columns(str(path)) == 40
 
 
 def test_the_typed_reader_casts_what_the_report_refuses(tmp_path: Path) -> None:
@@ -90,6 +91,8 @@ def test_the_typed_reader_casts_what_the_report_refuses(tmp_path: Path) -> None:
     assert cast["a"][2] == pytest.approx(0.54) and cast["a"][5] == float("inf")
     assert cast["b"][2] < 0 and ours["b"][2] == pytest.approx(0.04)
     assert same(ours, duckdb_figures(path, checked=True))
+    # every column the report reads, read as checked: no value stops it
+    assert report_columns(str(path)) == len(HOSTILE)
 
 
 ODD = st.one_of(
