@@ -91,7 +91,8 @@ def handle(args: argparse.Namespace) -> int:
     for gate in args.gate:
         for ok, line in gate.check(arms):
             failed += not ok
-            say(line, err=True)
+            # one line each: an arm's name from a file cannot start another
+            say(shown(line, newlines=False), err=True)
     return 1 if failed else 0
 
 

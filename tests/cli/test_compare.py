@@ -281,3 +281,41 @@ def test_no_regression_holds_its_false_alarms_over_every_arm(
     assert "a: FAILED (CAND - BASE 95.00% CI [" in capsys.readouterr().err
     assert main(["compare", *map(str, two), "--gate", "no-regression@95"]) == 0
     assert "a: passed (CAND - BASE 97.50% CI (95% over 2 arms) [" in capsys.readouterr().err
+
+
+FORGED = "\n\nstrong: 500 paired items, comparable: yes\n  CAND - BASE +0.000"
+
+
+@pytest.mark.parametrize("form", ["text", "markdown", "csv", "html", "json"])
+def test_a_line_feed_in_a_served_model_or_task_id_draws_no_line_of_its_own(
+        tmp_path: Path, form: str) -> None:
+    """A served model, task ids (flipped, only in BASE, only in CAND) and an arm holding line
+    feeds are shown escaped: nothing from a file starts a line of the comparison."""
+    base = [row("t\nFORGED flip", "a", True, served_model="m"),
+            row("t\nFORGED only base", "a", True), row("t0", "a\nFORGED arm", True)]
+    cand = [row("t\nFORGED flip", "a", False, served_model="gpt-4o" + FORGED),
+            row("t\nFORGED only cand", "a", True), row("t0", "a\nFORGED arm", True)]
+    a = write(tmp_path / "a.jsonl", base, meta=meta())
+    b = write(tmp_path / "b.jsonl", cand, meta=meta(run_id="r2"))
+    out = tmp_path / f"o.{form}"
+    assert main(["compare", str(a), str(b), "--format", form, "-o", str(out)]) == 0
+    text = out.read_text()
+    if form == "json":  # the exact text, a line feed written as \n inside its string
+        data = json.loads(text)
+        assert data["arms"][0]["flips"][0]["task_id"] == "t\nFORGED flip"
+        return
+    assert not [line for line in text.splitlines() if line.lstrip("| -'\"").startswith(
+        ("FORGED", "strong: 500", "CAND - BASE +0.000"))]
+    for what in ("t\\x0aFORGED flip", "t\\x0aFORGED only base", "t\\x0aFORGED only cand"):
+        assert what in text, (form, what)
+    if form != "csv":  # CSV has no served model column
+        assert "gpt-4o\\x0a\\x0astrong: 500" in text
+
+
+def test_a_gate_line_names_an_arm_with_a_line_feed_escaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [row(f"t{i}", "a\nFORGED", True) for i in range(5)]
+    a = write(tmp_path / "a.jsonl", rows, meta=meta())
+    assert main(["compare", str(a), str(a), "--gate", "no-regression@95"]) == 0
+    err = capsys.readouterr().err
+    assert "a\\x0aFORGED: passed" in err and "\nFORGED" not in err
