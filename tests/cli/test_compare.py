@@ -319,3 +319,57 @@ def test_a_gate_line_names_an_arm_with_a_line_feed_escaped(
     assert main(["compare", str(a), str(a), "--gate", "no-regression@95"]) == 0
     err = capsys.readouterr().err
     assert "a\\x0aFORGED: passed" in err and "\nFORGED" not in err
+
+
+def bench_rows(arms: dict[str, list[str]], n: int = 30) -> list[dict[str, Any]]:
+    return [row(f"t{i}", arm, True, benchmark=bench, item_sha256=f"h{i}")
+            for bench, names in arms.items() for arm in names for i in range(n)]
+
+
+def test_a_gate_takes_benchmark_slash_arm_in_every_run_and_a_bare_arm_when_unambiguous(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two benchmarks in BASE, one of them in CAND: the arm keeps its label ``x/a``; one
+    benchmark: ``demo/a`` names its arm as ``a`` does."""
+    two = write(tmp_path / "two.jsonl", bench_rows({"x": ["a"], "y": ["a"]}), meta=meta("x"))
+    one_x = write(tmp_path / "x.jsonl", bench_rows({"x": ["a"]}), meta=meta("x"))
+    for gate in ("x/a >= base - 0.5 @95", "a >= base - 0.5 @95"):
+        assert main(["compare", str(two), str(one_x), "--gate", gate]) == 0, gate
+        assert "x/a: " in capsys.readouterr().out
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    for gate in ("demo/a >= base - 0.5 @95", "a >= base - 0.5 @95", "no-regression@95"):
+        assert main(["compare", str(demo), str(demo), "--gate", gate]) == 0, gate
+        assert "passed" in capsys.readouterr().err
+    assert main(["compare", str(demo), str(demo), "--gate", "other/a >= base @95"]) == 1
+    assert "no arm 'other/a' is in both runs; paired arms: a, b" in capsys.readouterr().err
+
+
+def test_a_bare_gate_arm_two_benchmarks_share_is_refused_naming_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two = write(tmp_path / "two.jsonl", bench_rows({"x": ["a"], "y": ["a"]}), meta=meta("x"))
+    assert main(["compare", str(two), str(two), "--gate", "a >= base - 0.5 @95"]) == 1
+    assert "'a' names an arm of several benchmarks: give one of x/a, y/a" in (
+        capsys.readouterr().err)
+
+
+def test_a_cand_arm_paired_twice_is_refused_at_the_arguments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--pair", "a=b"]) == 2
+    assert ("--pair: CAND's arm 'b' (benchmark 'demo') would meet 2 BASE arms: 'a' (by --pair), "
+            "'b' (same name)") in capsys.readouterr().err
+    assert main(["compare", str(demo), str(demo), "--pair", "a=b", "--pair", "b=a",
+                 "--gate", "demo/b >= base - 0.5 @95"]) == 0  # a swap pairs each arm once
+    assert "passed" in capsys.readouterr().err
+
+
+def test_pair_takes_benchmark_slash_arm_for_one_benchmark(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write(tmp_path / "b.jsonl", bench_rows({"x": ["old"], "y": ["old"]}), meta=meta("x"))
+    cand = write(tmp_path / "c.jsonl", bench_rows({"x": ["new"], "y": ["old"]}), meta=meta("x"))
+    for pair in ("x/old=x/new", "x/old=new", "old=x/new"):
+        status, data, _ = compare(capsys, str(base), str(cand), "--pair", pair)
+        assert status == 0, pair
+        assert sorted(a["label"] for a in data["arms"]) == ["x/new", "y/old"], pair
+    assert main(["compare", str(base), str(cand), "--pair", "y/old=new"]) == 2
+    assert "--pair y/old=new: CAND has no arm 'new' in benchmark 'y' (its arms: x/new, y/old)" in (
+        capsys.readouterr().err)
