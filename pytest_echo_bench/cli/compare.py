@@ -4,6 +4,7 @@ across runs judged on them (exit 1 when one fails)."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from operator import attrgetter
 from pathlib import Path
@@ -66,13 +67,38 @@ def _sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pytest_echo_bench.store.owner import held
+
+    base_files, cand_files = _sides(args)
+    if args.output is None:
+        return _compare(args, base_files, cand_files)
+    _not_an_input(args.output, base_files + cand_files)
+    # a live run's results file is refused, and no run starts on the output while it is written
+    with held(args.output, "echo-bench compare"):
+        return _compare(args, base_files, cand_files)
+
+
+def _not_an_input(output: Path, inputs: list[Path]) -> None:
+    """``-o`` naming an input (by any name: a symlink, a hard link) would replace a results file
+    with the comparison, tonight's rows gone."""
+    for path in inputs:
+        try:
+            same = os.path.samefile(output, path)
+        except OSError:  # the output does not exist yet (or the input: its reader says so)
+            same = False
+        if same:
+            raise ValueError(f"-o {output}: that is the results file {path}, an input of the "
+                             "comparison; writing there would replace its rows: give another "
+                             "file")
+
+
+def _compare(args: argparse.Namespace, base_files: list[Path], cand_files: list[Path]) -> int:
     from pytest_echo_bench.analysis.across import figures
     from pytest_echo_bench.report import compare as formats
     from pytest_echo_bench.results.across import pair_runs
     from pytest_echo_bench.results.read import load_results
     from pytest_echo_bench.store.files import write_atomic
 
-    base_files, cand_files = _sides(args)
     # compare shows no spend: its calls need not be named
     base, cand = load_results(base_files, spend=False), load_results(cand_files, spend=False)
     for side, results, files in (("BASE", base, base_files), ("CAND", cand, cand_files)):

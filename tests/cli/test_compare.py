@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -373,3 +374,44 @@ def test_pair_takes_benchmark_slash_arm_for_one_benchmark(
     assert main(["compare", str(base), str(cand), "--pair", "y/old=new"]) == 2
     assert "--pair y/old=new: CAND has no arm 'new' in benchmark 'y' (its arms: x/new, y/old)" in (
         capsys.readouterr().err)
+
+
+def test_an_output_that_is_an_input_by_any_name_is_refused_and_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"t0": True, "t1": False})
+    b = run_file(tmp_path / "b.jsonl", {"t0": False, "t1": False}, run_id="r2")
+    (tmp_path / "link.jsonl").symlink_to(b)
+    os.link(a, tmp_path / "hard.jsonl")
+    before = {p: p.read_bytes() for p in (a, b)}
+    for out, named in ((a, a), (b, b), (tmp_path / "link.jsonl", b), (tmp_path / "hard.jsonl", a)):
+        assert main(["compare", str(a), str(b), "--format", "json", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"-o {out}: that is the results file {named}, an input" in err, err
+        assert {p: p.read_bytes() for p in (a, b)} == before
+    assert main(["compare", "--base", str(a), "--cand", str(b), str(b), "-o", str(b)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "hard.jsonl",
+                                                          "link.jsonl"]
+
+
+def test_an_output_that_a_live_run_owns_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The lock a sweep's controller takes on its results file (``store.owner``), held here."""
+    from pytest_echo_bench.store.owner import Ownership
+
+    a = run_file(tmp_path / "a.jsonl", {"t0": True})
+    live = run_file(tmp_path / "live.jsonl", {"t0": True}, run_id="r3")
+    before = live.read_bytes()
+    run = Ownership(live)
+    run.acquire()
+    try:
+        assert main(["compare", str(a), str(a), "-o", str(live)]) == 2
+        err = capsys.readouterr().err
+        assert f"{live} is in use by a run (pid {os.getpid()} on " in err, err
+        assert "then run echo-bench compare again, or write to another file" in err
+        assert live.read_bytes() == before
+    finally:
+        run.release()
+    out = tmp_path / "out.txt"
+    assert main(["compare", str(a), str(a), "-o", str(out)]) == 0
+    assert "paired items" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "live.jsonl", "out.txt"]
