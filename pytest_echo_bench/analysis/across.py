@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pytest_echo_bench.analysis import sequential
-from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
+from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate, percent
 from pytest_echo_bench.analysis.stats import (
     holm,
     mcnemar_exact,
@@ -181,10 +181,11 @@ class AcrossGate:
             return False, f"gate {self.text}: FAILED: {why}"
         ok = ci[1] >= 0.0
         kind = " anytime-valid" if self.anytime else ""
-        family = f" ({self.level:.0%} over {arms} arms)" if arms > 1 else ""
+        family = f" ({percent(self.level)} over {arms} arms)" if arms > 1 else ""
+        each = _each(level, self.level if arms > 1 else None)
         return ok, (f"gate {self.text}: {f.label}: {'passed' if ok else 'FAILED'} (CAND - BASE "
-                    f"{level:.2%}{kind} CI{family} [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper bound "
-                    "must not be below +0.000)")
+                    f"{each}{kind} CI{family} [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper "
+                    "bound must not be below +0.000)")
 
 
 def _full(f: ArmFigures) -> str:
@@ -196,6 +197,16 @@ def _named(arms: list[ArmFigures], name: str) -> list[ArmFigures]:
     a bare CAND arm in whichever benchmarks have it (more than one: the caller refuses)."""
     exact = [f for f in arms if _full(f) == name]
     return exact or [f for f in arms if f.pairing.cand_arm == name]
+
+
+def _each(level: float, family: float | None) -> str:
+    """An arm's Bonferroni level, to two decimals (``97.50%``), more while two would show it as
+    100% or as the family's level (99.99% over two arms is 99.995% each, not "99.99%")."""
+    for digits in range(2, 9):
+        text = f"{level:.{digits}%}"
+        if not text.startswith("100") and (family is None or text != f"{family:.{digits}%}"):
+            return text
+    return percent(level)
 
 
 def parse_across_gate(text: str) -> AcrossGate:

@@ -415,3 +415,23 @@ def test_an_output_that_a_live_run_owns_is_refused(
     assert main(["compare", str(a), str(a), "-o", str(out)]) == 0
     assert "paired items" in out.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "live.jsonl", "out.txt"]
+
+
+@pytest.mark.parametrize(("level", "shown"), [("99.6", "99.6%"), ("99.95", "99.95%"),
+                                              ("99.5", "99.5%"), ("95", "95%")])
+def test_a_gate_names_its_level_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           level: str, shown: str) -> None:
+    """``:.0%`` made every level from 99.5 on "100%"."""
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--gate", f"a >= base - 0.5 @{level}",
+                 "--gate", f"no-regression@{level}"]) == 0
+    err = capsys.readouterr().err
+    assert f"(a - base {shown} CI [" in err, err
+    assert f" CI ({shown} over 2 arms) [" in err and "100" not in err, err
+
+
+def test_bonferroni_levels_keep_the_digits_that_tell_them_from_100(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--gate", "no-regression@99.99"]) == 0
+    assert "b: passed (CAND - BASE 99.995% CI (99.99% over 2 arms) [" in capsys.readouterr().err
