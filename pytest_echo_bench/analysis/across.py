@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pytest_echo_bench.analysis import sequential
-from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate
+from pytest_echo_bench.analysis.gates import Anytime, Gate, parse_gate, percent
 from pytest_echo_bench.analysis.stats import (
     holm,
     mcnemar_exact,
@@ -61,8 +61,13 @@ class ArmFigures:
 
 
 def figures(paired: Paired) -> list[ArmFigures]:
-    """Every paired arm's figures at 95%, with Holm's adjustment over all of them."""
-    several = len({a.benchmark for a in paired.arms}) > 1
+    """Every paired arm's figures at 95%, with Holm's adjustment over all of them.
+
+    An arm is labelled ``BENCHMARK/ARM`` when the runs hold several benchmarks, paired or not: a
+    label (and a gate written for the nightly) does not change with the arms that happen to meet."""
+    benchmarks = {a.benchmark for a in paired.arms}
+    benchmarks.update(b for b, _ in paired.only_base_arms + paired.only_cand_arms)
+    several = len(benchmarks) > 1
     found = [_figures(a, f"{a.benchmark}/{a.cand_arm}" if several else a.cand_arm)
              for a in paired.arms]
     adjusted = holm([f.p_value for f in found])
@@ -135,12 +140,12 @@ class AcrossGate:
             # every arm at once: Bonferroni's levels keep the chance of any false alarm at 1 - level
             each = 1.0 - (1.0 - self.level) / len(arms)
             return [self._no_regression(f, each, len(arms)) for f in arms]
-        target = self.gate.arm
-        found = [f for f in arms if target in (f.label, f.pairing.cand_arm)]
+        found = _named(arms, self.gate.arm)
         if len(found) != 1:
             known = ", ".join(f.label for f in arms) or "none"
-            why = (f"no arm {target!r} is in both runs" if not found else
-                   f"{target!r} names an arm of several benchmarks: give BENCHMARK/ARM")
+            why = (f"no arm {self.gate.arm!r} is in both runs" if not found else
+                   f"{self.gate.arm!r} names an arm of several benchmarks: give one of "
+                   + ", ".join(_full(f) for f in found))
             return [(False, f"gate {self.text}: FAILED: {why}; paired arms: {known}")]
         return [self._relative(found[0])]
 
@@ -176,10 +181,32 @@ class AcrossGate:
             return False, f"gate {self.text}: FAILED: {why}"
         ok = ci[1] >= 0.0
         kind = " anytime-valid" if self.anytime else ""
-        family = f" ({self.level:.0%} over {arms} arms)" if arms > 1 else ""
+        family = f" ({percent(self.level)} over {arms} arms)" if arms > 1 else ""
+        each = _each(level, self.level if arms > 1 else None)
         return ok, (f"gate {self.text}: {f.label}: {'passed' if ok else 'FAILED'} (CAND - BASE "
-                    f"{level:.2%}{kind} CI{family} [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper bound "
-                    "must not be below +0.000)")
+                    f"{each}{kind} CI{family} [{ci[0]:+.3f}, {ci[1]:+.3f}]; the upper "
+                    "bound must not be below +0.000)")
+
+
+def _full(f: ArmFigures) -> str:
+    return f"{f.pairing.benchmark}/{f.pairing.cand_arm}"
+
+
+def _named(arms: list[ArmFigures], name: str) -> list[ArmFigures]:
+    """The paired arms ``name`` picks: ``BENCHMARK/ARM`` in every run (one benchmark or several),
+    a bare CAND arm in whichever benchmarks have it (more than one: the caller refuses)."""
+    exact = [f for f in arms if _full(f) == name]
+    return exact or [f for f in arms if f.pairing.cand_arm == name]
+
+
+def _each(level: float, family: float | None) -> str:
+    """An arm's Bonferroni level, to two decimals (``97.50%``), more while two would show it as
+    100% or as the family's level (99.99% over two arms is 99.995% each, not "99.99%")."""
+    for digits in range(2, 9):
+        text = f"{level:.{digits}%}"
+        if not text.startswith("100") and (family is None or text != f"{family:.{digits}%}"):
+            return text
+    return percent(level)
 
 
 def parse_across_gate(text: str) -> AcrossGate:

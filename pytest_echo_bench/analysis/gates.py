@@ -39,6 +39,12 @@ def _snap(value: float, bound: float) -> float:
     return bound if abs(value - bound) <= TOLERANCE else value
 
 
+def percent(level: float) -> str:
+    """A confidence level as its user wrote it: ``95%``, ``99.6%``, ``99.95%`` (``:.0%`` made
+    every level from 99.5 on "100%")."""
+    return f"{round(level * 100, 8):.10g}%"
+
+
 @dataclass(frozen=True)
 class Anytime:
     """A sweep that stopped early (``why``): its fixed-n intervals are not valid
@@ -59,7 +65,7 @@ class Anytime:
         return None
 
     def refusal(self, a: str, b: str) -> str:
-        levels = sorted({f"{at:.0%}" for _, at in self.pairs.values()})
+        levels = sorted({percent(at) for _, at in self.pairs.values()})
         return (
             f"FAILED: {self.why}: the fixed-n interval is not valid, and {a} vs {b} at this "
             "level has no "
@@ -130,7 +136,7 @@ class Gate:
         # the sweep stopped early: the only valid one
         kind = "" if anytime is None else " anytime-valid"
         return ok, (
-            f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {level:.0%}{kind} CI "
+            f"gate {self.text}: {verdict} ({self.arm} - {other[0]} {percent(level)}{kind} CI "
             f"[{ci[0]:+.3f}, {ci[1]:+.3f}]; "
             f"the {need})"
         )

@@ -1,6 +1,7 @@
 """``echo-bench compare`` in text, markdown, JSON and CSV: one plain record of the comparison
 (``compare_json``), which every format draws. Text from the files (task ids, answers, served
-models) is shown escaped (``store.safe_text``) by the command's print, and cut."""
+models, run ids) is shown escaped (``store.safe_text``), line feeds too, and cut: a task id or a
+served model holding a line feed would otherwise draw lines of its own (a forged arm block)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from pytest_echo_bench.analysis.across import ArmFigures
 from pytest_echo_bench.report.formats.csv import neutralise
 from pytest_echo_bench.results.across import ArmPairing, Flip, Paired, Side
-from pytest_echo_bench.store.safe_text import shown_json
+from pytest_echo_bench.store.safe_text import shown, shown_json
 
 FLIPS_SHOWN = 100  # flips (and unpaired items) the text, markdown and html list; JSON/CSV: all
 ANSWER_SHOWN = 80  # characters of an answer in a text line or table cell
@@ -84,6 +85,19 @@ def compare_json(paired: Paired, arms: list[ArmFigures]) -> dict[str, Any]:
     }
 
 
+def one_line(value: Any) -> Any:
+    """A JSON-like value with every string in it (keys too) escaped, line feeds and tabs too: the
+    text, markdown, CSV and html formats draw it, where a line feed from a file would start a line
+    of its own. (JSON writes a line feed as ``\\n`` inside its string: it keeps the text.)"""
+    if isinstance(value, str):
+        return shown(value, newlines=False)
+    if isinstance(value, dict):
+        return {shown(str(k), newlines=False): one_line(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [one_line(v) for v in value]
+    return value
+
+
 def render_json(data: dict[str, Any]) -> str:
     return json.dumps(shown_json(data), indent=2, sort_keys=False)
 
@@ -153,6 +167,7 @@ def headline(arm: dict[str, Any]) -> str:
 
 
 def render_text(data: dict[str, Any]) -> str:
+    data = one_line(data)
     lines = _sources_lines(data)
     for arm in data["arms"]:
         name = arm["label"] if arm["base_arm"] == arm["cand_arm"] else (
@@ -197,6 +212,7 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(data: dict[str, Any]) -> str:
+    data = one_line(data)
     lines = [f"- {s}" for s in _sources_lines(data)]
     lines += ["", "| arm | n | BASE | CAND | CAND - BASE | p | Holm | right→wrong | wrong→right "
               "| comparable |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -230,6 +246,7 @@ CSV_FIELDS = ["kind", *ARM_FIELDS, "ci95_lo", "ci95_hi", "task_id", "epoch", "ba
 def render_csv(data: dict[str, Any]) -> str:
     """One line per arm (``kind`` arm), per flip (regressed, fixed) and per unpaired item
     (only_base, only_cand, changed), every one listed."""
+    data = one_line(data)
     out = io.StringIO()
     writer = csv.DictWriter(out, CSV_FIELDS, lineterminator="\r\n")
     writer.writeheader()

@@ -9,6 +9,7 @@ from typing import Any
 from pytest_echo_bench.report.compare import (
     FLIPS_SHOWN,
     headline,
+    one_line,
     side_by_side,
     unpaired_lines,
 )
@@ -114,6 +115,7 @@ def _arm(arm: dict[str, Any]) -> str:
 
 def render_html(data: dict[str, Any]) -> str:
     """The whole page; every name, id and answer from the files is escaped."""
+    data = one_line(data)
     sources = "".join(
         f"<li>{side.upper()}: " + "; ".join(
             f"{e(f['path'])} (run {e(f['run_id'])}, {e(f['created_at'])})" for f in data[side])

@@ -19,6 +19,7 @@ from pytest_echo_bench.analysis.decide.monitor import (
     PairFigures,
     Sequential,
 )
+from pytest_echo_bench.analysis.gates import percent
 
 NOTES = {
     STOPPED_EARLY: "this sweep stopped once these comparisons were decided, looking after every "
@@ -101,7 +102,7 @@ def title(seq: Sequential) -> str:
 
 
 def header(seq: Sequential) -> list[str]:
-    level = "" if seq.plan is None else f"{1 - seq.plan.alpha:.0%} "
+    level = "" if seq.plan is None else f"{percent(1 - seq.plan.alpha)} "
     return [
         "benchmark",
         "a",
@@ -144,7 +145,7 @@ def sentence(f: PairFigures) -> str:
     at = f", decided at {f.decided_at} items" if f.decided_at is not None else ""
     return (
         f"decide {f.a} vs {f.b}: {f.verdict}{at}; at {f.n} items anytime-valid p {f.p_anytime:.3g} "
-        f"(Holm {f.p_holm:.3g}), {f.level:.0%} interval of {f.a} - {f.b} {interval_text(f)}"
+        f"(Holm {f.p_holm:.3g}), {percent(f.level)} interval of {f.a} - {f.b} {interval_text(f)}"
         + (f"; {f.note}" if f.note else "")
     )
 

@@ -37,7 +37,11 @@ def read_labels(path: Path) -> list[HumanLabel]:
     except OSError as exc:
         raise ValueError(f"cannot read labels {path}: {exc.strerror or exc}") from None
     labels = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Lines end at LF (or CR LF) only: ``splitlines`` also splits at U+2028, U+2029, U+0085 and
+    # the like, which JSON allows raw inside a string (a task id holding one was refused, named by
+    # the wrong line).
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if line.strip():
             labels.append(_label(line, f"{path}:{lineno}"))
     if not labels:

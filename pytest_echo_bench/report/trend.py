@@ -46,15 +46,16 @@ class Point:
 
 @dataclass(frozen=True)
 class Step:
-    """An arm's run against the run before it on the items both graded."""
+    """An arm's run against the run before it on the items both graded; no p when no item was
+    paired (every item changed, or only one run has it): the step still counts what it saw."""
 
     pairs: ArmPairing
-    p_value: float
-    p_holm: float
+    p_value: float | None
+    p_holm: float | None
 
     @property
     def changed(self) -> bool:
-        return self.p_holm < ALPHA
+        return self.p_holm is not None and self.p_holm < ALPHA
 
     @property
     def direction(self) -> str:
@@ -67,7 +68,7 @@ class Step:
 @dataclass(frozen=True)
 class ArmTrend:
     """One arm over the runs: a point per run (None: not graded in it), and a step per run after
-    the first (None: no item graded in both)."""
+    the first (None: the arm is not in both runs)."""
 
     benchmark: str
     arm: str
@@ -122,16 +123,18 @@ def _point(items: dict[tuple[str, str, int], bool] | None) -> Point | None:
 
 def _steps(refs: list[tuple[str, str]], sweeps: list[Sweep]
            ) -> dict[tuple[str, str], tuple[Step | None, ...]]:
-    """Each arm's steps; the p-values of one step (one pair of runs) Holm-adjusted together."""
+    """Each arm's steps; the p-values of one step (one pair of runs) Holm-adjusted together.
+
+    An arm both runs have is a step even with no item paired (every item's digest changed): its
+    ``item_changed`` count is the news. Only the arms with a paired item are tested, and Holm's
+    family is theirs alone (an untested arm would only widen the others' adjustment)."""
     found: dict[tuple[str, str], list[Step | None]] = {ref: [] for ref in refs}
     for before, after in zip(sweeps, sweeps[1:], strict=False):
-        tested = {}
-        for pairs in pair_runs(before, after).arms:
-            if pairs.n:
-                tested[(pairs.benchmark, pairs.base_arm)] = (
-                    pairs, mcnemar_exact(pairs.regressed, pairs.fixed))
-        adjusted = dict(zip(tested, holm([p for _, p in tested.values()]), strict=True))
+        met = {(a.benchmark, a.base_arm): a for a in pair_runs(before, after).arms}
+        tested = {ref: mcnemar_exact(a.regressed, a.fixed) for ref, a in met.items() if a.n}
+        adjusted = dict(zip(tested, holm(list(tested.values())), strict=True))
         for ref in refs:
-            one = tested.get(ref)
-            found[ref].append(None if one is None else Step(one[0], one[1], adjusted[ref]))
+            one = met.get(ref)
+            found[ref].append(None if one is None else Step(one, tested.get(ref),
+                                                            adjusted.get(ref)))
     return {ref: tuple(steps) for ref, steps in found.items()}

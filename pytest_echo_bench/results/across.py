@@ -128,11 +128,22 @@ class Paired:
     cand_sources: list[tuple[str, str, str]]
 
 
-def pair_runs(base: Sweep, cand: Sweep, pairs: Mapping[str, str] | None = None) -> Paired:
+# BASE's arm -> the CAND arm it meets: a bare arm name (in every benchmark), or (benchmark, arm)
+Pairs = Mapping[str | tuple[str, str], str]
+
+
+def meets(pairs: Pairs, bench: str, arm: str) -> str:
+    """The CAND arm BASE's ``arm`` of ``bench`` meets: as ``pairs`` names it for that benchmark,
+    else for every benchmark, else its own name."""
+    return pairs.get((bench, arm), pairs.get(arm, arm))
+
+
+def pair_runs(base: Sweep, cand: Sweep, pairs: Pairs | None = None) -> Paired:
     """BASE's and CAND's arms paired item by item.
 
-    ``pairs`` maps a BASE arm's name to the CAND arm it meets (every other arm meets CAND's arm of
-    its own name, in every benchmark both runs have). Items meet on (benchmark, task_id, epoch).
+    ``pairs`` maps a BASE arm's name, or its (benchmark, arm), to the CAND arm it meets (every
+    other arm meets CAND's arm of its own name, in every benchmark both runs have). Items meet on
+    (benchmark, task_id, epoch).
     An unjudged row (no verdict) is left unpaired and counted; an item whose ``item_sha256``
     differs between the runs is not paired and is counted as changed; one without a digest on
     either side is paired and counted as unknown. Pure: the caller reads the files.
@@ -142,14 +153,14 @@ def pair_runs(base: Sweep, cand: Sweep, pairs: Mapping[str, str] | None = None) 
     arms: list[ArmPairing] = []
     matched: set[tuple[str, str]] = set()
     for (bench, arm), items in base_arms.items():
-        other = (bench, pairs.get(arm, arm))
+        other = (bench, meets(pairs, bench, arm))
         if other not in cand_arms:
             continue
         matched.add(other)
         found = _pair_arm(bench, arm, other[1], items, cand_arms[other])
         found.arm_changes = arm_changes(base, cand, bench, arm, other[1])
         arms.append(found)
-    only_base = [k for k in base_arms if (k[0], pairs.get(k[1], k[1])) not in cand_arms]
+    only_base = [k for k in base_arms if (k[0], meets(pairs, *k)) not in cand_arms]
     only_cand = [k for k in cand_arms if k not in matched]
     return Paired(arms, only_base, only_cand, base.sources, cand.sources)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -281,3 +282,156 @@ def test_no_regression_holds_its_false_alarms_over_every_arm(
     assert "a: FAILED (CAND - BASE 95.00% CI [" in capsys.readouterr().err
     assert main(["compare", *map(str, two), "--gate", "no-regression@95"]) == 0
     assert "a: passed (CAND - BASE 97.50% CI (95% over 2 arms) [" in capsys.readouterr().err
+
+
+FORGED = "\n\nstrong: 500 paired items, comparable: yes\n  CAND - BASE +0.000"
+
+
+@pytest.mark.parametrize("form", ["text", "markdown", "csv", "html", "json"])
+def test_a_line_feed_in_a_served_model_or_task_id_draws_no_line_of_its_own(
+        tmp_path: Path, form: str) -> None:
+    """A served model, task ids (flipped, only in BASE, only in CAND) and an arm holding line
+    feeds are shown escaped: nothing from a file starts a line of the comparison."""
+    base = [row("t\nFORGED flip", "a", True, served_model="m"),
+            row("t\nFORGED only base", "a", True), row("t0", "a\nFORGED arm", True)]
+    cand = [row("t\nFORGED flip", "a", False, served_model="gpt-4o" + FORGED),
+            row("t\nFORGED only cand", "a", True), row("t0", "a\nFORGED arm", True)]
+    a = write(tmp_path / "a.jsonl", base, meta=meta())
+    b = write(tmp_path / "b.jsonl", cand, meta=meta(run_id="r2"))
+    out = tmp_path / f"o.{form}"
+    assert main(["compare", str(a), str(b), "--format", form, "-o", str(out)]) == 0
+    text = out.read_text()
+    if form == "json":  # the exact text, a line feed written as \n inside its string
+        data = json.loads(text)
+        assert data["arms"][0]["flips"][0]["task_id"] == "t\nFORGED flip"
+        return
+    assert not [line for line in text.splitlines() if line.lstrip("| -'\"").startswith(
+        ("FORGED", "strong: 500", "CAND - BASE +0.000"))]
+    for what in ("t\\x0aFORGED flip", "t\\x0aFORGED only base", "t\\x0aFORGED only cand"):
+        assert what in text, (form, what)
+    if form != "csv":  # CSV has no served model column
+        assert "gpt-4o\\x0a\\x0astrong: 500" in text
+
+
+def test_a_gate_line_names_an_arm_with_a_line_feed_escaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [row(f"t{i}", "a\nFORGED", True) for i in range(5)]
+    a = write(tmp_path / "a.jsonl", rows, meta=meta())
+    assert main(["compare", str(a), str(a), "--gate", "no-regression@95"]) == 0
+    err = capsys.readouterr().err
+    assert "a\\x0aFORGED: passed" in err and "\nFORGED" not in err
+
+
+def bench_rows(arms: dict[str, list[str]], n: int = 30) -> list[dict[str, Any]]:
+    return [row(f"t{i}", arm, True, benchmark=bench, item_sha256=f"h{i}")
+            for bench, names in arms.items() for arm in names for i in range(n)]
+
+
+def test_a_gate_takes_benchmark_slash_arm_in_every_run_and_a_bare_arm_when_unambiguous(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two benchmarks in BASE, one of them in CAND: the arm keeps its label ``x/a``; one
+    benchmark: ``demo/a`` names its arm as ``a`` does."""
+    two = write(tmp_path / "two.jsonl", bench_rows({"x": ["a"], "y": ["a"]}), meta=meta("x"))
+    one_x = write(tmp_path / "x.jsonl", bench_rows({"x": ["a"]}), meta=meta("x"))
+    for gate in ("x/a >= base - 0.5 @95", "a >= base - 0.5 @95"):
+        assert main(["compare", str(two), str(one_x), "--gate", gate]) == 0, gate
+        assert "x/a: " in capsys.readouterr().out
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    for gate in ("demo/a >= base - 0.5 @95", "a >= base - 0.5 @95", "no-regression@95"):
+        assert main(["compare", str(demo), str(demo), "--gate", gate]) == 0, gate
+        assert "passed" in capsys.readouterr().err
+    assert main(["compare", str(demo), str(demo), "--gate", "other/a >= base @95"]) == 1
+    assert "no arm 'other/a' is in both runs; paired arms: a, b" in capsys.readouterr().err
+
+
+def test_a_bare_gate_arm_two_benchmarks_share_is_refused_naming_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two = write(tmp_path / "two.jsonl", bench_rows({"x": ["a"], "y": ["a"]}), meta=meta("x"))
+    assert main(["compare", str(two), str(two), "--gate", "a >= base - 0.5 @95"]) == 1
+    assert "'a' names an arm of several benchmarks: give one of x/a, y/a" in (
+        capsys.readouterr().err)
+
+
+def test_a_cand_arm_paired_twice_is_refused_at_the_arguments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--pair", "a=b"]) == 2
+    assert ("--pair: CAND's arm 'b' (benchmark 'demo') would meet 2 BASE arms: 'a' (by --pair), "
+            "'b' (same name)") in capsys.readouterr().err
+    assert main(["compare", str(demo), str(demo), "--pair", "a=b", "--pair", "b=a",
+                 "--gate", "demo/b >= base - 0.5 @95"]) == 0  # a swap pairs each arm once
+    assert "passed" in capsys.readouterr().err
+
+
+def test_pair_takes_benchmark_slash_arm_for_one_benchmark(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write(tmp_path / "b.jsonl", bench_rows({"x": ["old"], "y": ["old"]}), meta=meta("x"))
+    cand = write(tmp_path / "c.jsonl", bench_rows({"x": ["new"], "y": ["old"]}), meta=meta("x"))
+    for pair in ("x/old=x/new", "x/old=new", "old=x/new"):
+        status, data, _ = compare(capsys, str(base), str(cand), "--pair", pair)
+        assert status == 0, pair
+        assert sorted(a["label"] for a in data["arms"]) == ["x/new", "y/old"], pair
+    assert main(["compare", str(base), str(cand), "--pair", "y/old=new"]) == 2
+    assert "--pair y/old=new: CAND has no arm 'new' in benchmark 'y' (its arms: x/new, y/old)" in (
+        capsys.readouterr().err)
+
+
+def test_an_output_that_is_an_input_by_any_name_is_refused_and_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"t0": True, "t1": False})
+    b = run_file(tmp_path / "b.jsonl", {"t0": False, "t1": False}, run_id="r2")
+    (tmp_path / "link.jsonl").symlink_to(b)
+    os.link(a, tmp_path / "hard.jsonl")
+    before = {p: p.read_bytes() for p in (a, b)}
+    for out, named in ((a, a), (b, b), (tmp_path / "link.jsonl", b), (tmp_path / "hard.jsonl", a)):
+        assert main(["compare", str(a), str(b), "--format", "json", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"-o {out}: that is the results file {named}, an input" in err, err
+        assert {p: p.read_bytes() for p in (a, b)} == before
+    assert main(["compare", "--base", str(a), "--cand", str(b), str(b), "-o", str(b)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "hard.jsonl",
+                                                          "link.jsonl"]
+
+
+def test_an_output_that_a_live_run_owns_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The lock a sweep's controller takes on its results file (``store.owner``), held here."""
+    from pytest_echo_bench.store.owner import Ownership
+
+    a = run_file(tmp_path / "a.jsonl", {"t0": True})
+    live = run_file(tmp_path / "live.jsonl", {"t0": True}, run_id="r3")
+    before = live.read_bytes()
+    run = Ownership(live)
+    run.acquire()
+    try:
+        assert main(["compare", str(a), str(a), "-o", str(live)]) == 2
+        err = capsys.readouterr().err
+        assert f"{live} is in use by a run (pid {os.getpid()} on " in err, err
+        assert "then run echo-bench compare again, or write to another file" in err
+        assert live.read_bytes() == before
+    finally:
+        run.release()
+    out = tmp_path / "out.txt"
+    assert main(["compare", str(a), str(a), "-o", str(out)]) == 0
+    assert "paired items" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "live.jsonl", "out.txt"]
+
+
+@pytest.mark.parametrize(("level", "shown"), [("99.6", "99.6%"), ("99.95", "99.95%"),
+                                              ("99.5", "99.5%"), ("95", "95%")])
+def test_a_gate_names_its_level_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           level: str, shown: str) -> None:
+    """``:.0%`` made every level from 99.5 on "100%"."""
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--gate", f"a >= base - 0.5 @{level}",
+                 "--gate", f"no-regression@{level}"]) == 0
+    err = capsys.readouterr().err
+    assert f"(a - base {shown} CI [" in err, err
+    assert f" CI ({shown} over 2 arms) [" in err and "100" not in err, err
+
+
+def test_bonferroni_levels_keep_the_digits_that_tell_them_from_100(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = write(tmp_path / "demo.jsonl", bench_rows({"demo": ["a", "b"]}), meta=meta())
+    assert main(["compare", str(demo), str(demo), "--gate", "no-regression@99.99"]) == 0
+    assert "b: passed (CAND - BASE 99.995% CI (99.99% over 2 arms) [" in capsys.readouterr().err

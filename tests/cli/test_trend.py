@@ -215,6 +215,28 @@ def test_an_item_whose_digest_changed_or_a_side_left_unjudged_is_not_paired(
     assert "item changed" in capsys.readouterr().out
 
 
+def test_an_arm_whose_every_item_changed_is_a_step_counting_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No item is paired, yet the step is there: ten items changed, no p (nothing tested); the
+    other arm's p is Holm-adjusted over the tested arm alone."""
+    one = [row(f"t{i}", arm, True, run_id="r1", item_sha256=f"old{i}" if arm == "x" else "h")
+           for arm in ("x", "y") for i in range(10)]
+    two = [row(f"t{i}", arm, arm == "x" or i > 5, run_id="r2",
+               item_sha256=f"new{i}" if arm == "x" else "h")
+           for arm in ("x", "y") for i in range(10)]
+    for n, rows in ((1, one), (2, two)):
+        write(tmp_path / f"{n}.jsonl", rows, meta=meta(arms=["x", "y"], run_id=f"r{n}",
+                                                       created_at=f"2026-01-0{n}T00:00:00Z"))
+    arms = trend_json(capsys, tmp_path)["arms"]
+    x, y = arms["x"]["runs"][1], arms["y"]["runs"][1]
+    assert (x["paired"], x["item_changed"], x["p"], x["p_holm"], x["changed"]) == (
+        0, 10, None, None, "no")
+    assert y["p_holm"] == y["p"] == pytest.approx(binomial_p(0, 6))
+    for fmt in ("text", "markdown", "csv", "html"):
+        assert main(["trend", str(tmp_path), "--format", fmt]) == 0, fmt
+        assert capsys.readouterr().out
+
+
 def test_repeats_are_rated_per_item_and_paired_per_epoch(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 3 items x 2 epochs; run 1: t0 1/2, t1 2/2, t2 0/2; run 2: every sample right.
@@ -303,6 +325,18 @@ def test_untrusted_names_are_escaped_in_every_format(
     assert "<script" not in outs["html"] and "&lt;script&gt;" in outs["html"]
     assert "\n'=HYPERLINK()," in outs["csv"]  # a spreadsheet reads it as text, not a formula
     assert "=run1\\|" in outs["markdown"]  # the pipe does not split the cell
+
+
+def test_a_line_feed_in_an_arm_or_run_id_draws_no_line_of_its_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for day in (1, 2):
+        run_file(tmp_path / f"{day}.jsonl", f"r{day}\nFORGED run", f"2026-01-0{day}T00:00:00Z",
+                 {"a\nFORGED arm": [True, day == 1]})
+    for fmt in ("text", "markdown", "csv"):
+        assert main(["trend", str(tmp_path), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "a\\x0aFORGED arm" in out and "r1\\x0aFORGED run" in out, fmt
+        assert not [x for x in out.splitlines() if x.startswith("FORGED")], fmt
 
 
 def test_text_marks_the_changed_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -527,6 +527,16 @@ def test_gates_on_a_large_file(large: Path, capsys: pytest.CaptureFixture[str]) 
     assert "gate B >= A - 0.01 @95: FAILED" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("level", "shown"), [("99.6", "99.6%"), ("99.95", "99.95%")])
+def test_a_gate_names_its_level_as_written(large: Path, capsys: pytest.CaptureFixture[str],
+                                           level: str, shown: str) -> None:
+    """``:.0%`` made every level from 99.5 on "100%"."""
+    from pytest_echo_bench.cli.main import main
+
+    assert main(["report", str(large), "--format", "json", "--gate", f"A >= B - 0.5 @{level}"]) == 0
+    assert f"passed (A - B {shown} CI [" in capsys.readouterr().err
+
+
 def test_three_thousand_items_of_two_independent_70_percent_arms(tmp_path: Path) -> None:
     rng = __import__("random").Random(7)
     records = [row(f"t{i}", arm, rng.random() < 0.7) for i in range(3000) for arm in "AB"]

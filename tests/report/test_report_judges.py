@@ -193,6 +193,21 @@ def test_labels_measure_each_judge_against_people(
     assert "confusion (demo, g1): people's labels (rows) by the judge's (columns)" in text
 
 
+def test_a_task_id_holding_a_unicode_line_separator_is_one_label(tmp_path: Path) -> None:
+    """JSON allows U+2028, U+2029 and U+0085 raw inside a string: they end no line of the file
+    (only LF, or CR LF, does), and a bad line is named by its number counted so."""
+    from pytest_echo_bench.report.labels import read_labels
+
+    ids = ["q\u2028x", "q\u2029x", "q\x85x", "q\x0bx\x0c\x1c"]
+    lines = [json.dumps({"task_id": t, "arm": "j", "label": 1}, ensure_ascii=False) for t in ids]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_bytes(("\r\n".join(lines) + "\n").encode("utf-8"))
+    assert [x.task_id for x in read_labels(labels)] == ids
+    labels.write_bytes(("\n".join([*lines, "not json"]) + "\n").encode("utf-8"))
+    with pytest.raises(ValueError, match=f"^{labels}:5: not a JSON object"):
+        read_labels(labels)
+
+
 @pytest.mark.parametrize(("line", "said"), [
     ("not json", "not a JSON object"),
     ('["t0"]', "not a JSON object"),

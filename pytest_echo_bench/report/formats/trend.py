@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_echo_bench.report.formats.csv import neutralise
 from pytest_echo_bench.report.trend import ALPHA, ArmTrend, Point, Step, Trend
+from pytest_echo_bench.store.safe_text import shown
 
 HEADER = ("arm", "run", "run_id", "created_at", "n", "pass_rate", "ci95_lo", "ci95_hi",
           "paired", "right_to_wrong", "wrong_to_right", "item_changed", "p", "p_holm", "changed")
@@ -47,7 +48,9 @@ def _shown(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}" if value >= 0.001 or value == 0 else f"{value:.1e}"
-    return str(value)
+    # an arm or run id from a file, escaped line feeds too: a cell holding one would start a
+    # forged line of the table
+    return shown(str(value), newlines=False)
 
 
 def _table(trend: Trend) -> list[list[str]]:
@@ -79,8 +82,9 @@ def render_markdown(trend: Trend) -> str:
 
 def _partial(trend: Trend) -> list[str]:
     """A line per run that holds only some shards of its sweep: its rates are of those only."""
-    return [f"run {i + 1} ({r.run_id}) is partial: {r.partial}; merge each run's shards first "
-            "(echo-bench merge)" for i, r in enumerate(trend.runs) if r.partial]
+    return [shown(f"run {i + 1} ({r.run_id}) is partial: {r.partial}", newlines=False)
+            + "; merge each run's shards first (echo-bench merge)"
+            for i, r in enumerate(trend.runs) if r.partial]
 
 
 def _md(cells: Sequence[str]) -> str:
@@ -110,5 +114,6 @@ def render_csv(trend: Trend) -> str:
     writer = csv.DictWriter(out, fieldnames=list(HEADER), lineterminator="\r\n")
     writer.writeheader()
     for line in trend_lines(trend):
-        writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in line.items()})
+        writer.writerow({k: neutralise(shown(v, newlines=False)) if isinstance(v, str) else v
+                         for k, v in line.items()})
     return out.getvalue()

@@ -69,6 +69,11 @@ def _dot(arm: ArmTrend, i: int, runs: int) -> str:
             f'[{p.ci95[0]:.3f}, {p.ci95[1]:.3f}] n={p.n}</title></circle></g>')
 
 
+def _p(value: float | None) -> str:
+    """A step's p, or "-" when no item was paired (nothing was tested)."""
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _rows(trend: Trend, label: str) -> str:
     out = []
     for line in (x for x in trend_lines(trend) if x["arm"] == label):
@@ -78,8 +83,8 @@ def _rows(trend: Trend, label: str) -> str:
         step = "" if line["paired"] is None else (
             f"<td>{line['paired']}</td><td>{line['right_to_wrong']}</td>"
             f"<td>{line['wrong_to_right']}</td><td>{line['item_changed']}</td>"
-            f"<td>{line['p']:.3g}</td>"
-            f"<td>{line['p_holm']:.3g}</td><td class=\"text\">{e(line['changed'])}</td>")
+            f"<td>{_p(line['p'])}</td>"
+            f"<td>{_p(line['p_holm'])}</td><td class=\"text\">{e(line['changed'])}</td>")
         step = step or '<td colspan="7" class="text muted">-</td>'
         out.append(f'<tr class="{mark}"><td>{line["run"]}</td><td class="text">'
                    f'{e(line["run_id"])}</td><td class="text">{e(line["created_at"])}</td>'
