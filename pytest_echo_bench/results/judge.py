@@ -157,9 +157,9 @@ class JudgingPass:
         ownership = Ownership(self.opts.output, rewrite="run echo-bench judge")
         ownership.acquire()
         try:
+            held = read_output(self.opts.output, self.meta, self.opts.retry)  # it may refuse
             # A marker an earlier pass left (its quota stop) would stop this one at once.
             stop_path(self.opts.output).unlink(missing_ok=True)
-            held = read_output(self.opts.output, self.meta, self.opts.retry)
             writer = ResultsWriter(self.opts.output, meta=self.meta, identity=ownership.identity)
             try:
                 writer.start()

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.judge_source import JUDGE_FINGERPRINT, JUDGED_FROM, JudgeError
 from pytest_echo_bench.scoring.verdict import ERROR, UNJUDGED
 from pytest_echo_bench.store.files import row_status
-from pytest_echo_bench.store.reader import read_records
+from pytest_echo_bench.store.reader import parse_line, read_records
 from pytest_echo_bench.store.records import Key, row_key
 from pytest_echo_bench.store.rows import read_row
 from pytest_echo_bench.store.writer import repair
@@ -39,9 +40,11 @@ def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
     held = Held()
     if not out.exists() or out.stat().st_size == 0:
         return held
+    # Checked before the repair: a file that is refused (notes given as -o by mistake) is left
+    # whole, its last line not cut off into OUT.torn.
+    _check_meta(out, _first_line(out), meta)
     repair(out)  # a pass killed mid-append left a torn line: cut it, as a sweep's resume does
-    line, records = read_records(out)
-    _check_meta(out, line, meta)
+    _, records = read_records(out)
     default = str(meta.get("benchmark", ""))
     newest: dict[Key, dict[str, Any]] = {}
     for record in records:
@@ -59,6 +62,17 @@ def _judged_again(data: dict[str, Any]) -> bool:
     """A row a retry judges again: no grade (unjudged), or its scorer failed on a stored output."""
     status = row_status(data)
     return status == UNJUDGED or (status == ERROR and bool(data.get("output")))
+
+
+def _first_line(out: Path) -> dict[str, Any] | None:
+    """The meta line of ``out``, read without changing it (None: its first line is not one)."""
+    try:
+        with out.open("rb") as f:
+            raw = f.readline()
+    except OSError as exc:
+        raise StoreError(f"cannot read {out}: {exc.strerror or exc}") from exc
+    record = parse_line(raw.rstrip(b"\n"), out, 1, strict=False)
+    return record if record is not None and record.get("_meta") is True else None
 
 
 def _check_meta(out: Path, line: dict[str, Any] | None, meta: dict[str, Any]) -> None:
