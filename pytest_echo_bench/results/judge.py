@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.budget.hold import Budget
-from pytest_echo_bench.budget.ledger import Ledger
+from pytest_echo_bench.budget.ledger import Ledger, lost_in
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.prompts import Prompter
 from pytest_echo_bench.engine.declared import declared
@@ -187,7 +187,7 @@ class JudgingPass:
     def _judge_all(self, writer: ResultsWriter, held: Held) -> None:
         todo = [s for s in self.sources.rows if s.key not in held.done and s.key not in held.again]
         self.tally.skipped = len(self.sources.rows) - len(todo)
-        budget = self._budget(held.spent)
+        budget = self._budget(held)
         run_id = str(self.meta.get("run_id", ""))
         cache = ResponseCache(self.opts.cache) if self.opts.cache is not None else None
         limits = Limits(self.stop, ceiling=self.workers)
@@ -311,14 +311,21 @@ class JudgingPass:
             if text not in self.tally.messages:
                 self.tally.messages.append(text)
 
-    def _budget(self, spent: float) -> Budget | None:
-        """The pass's budget: a ledger beside the output, charged with what its rows cost."""
+    def _budget(self, held: Held) -> Budget | None:
+        """The pass's budget: a ledger beside the output, charged with what its rows cost and
+        what the calls an earlier pass into it lost may have cost (``ledger.lost_in``: a pass
+        killed mid-call was billed for calls no row holds, which this pass asks again)."""
         usd = self.opts.budget_usd
         if usd is None:
             return None
         limits = {"run": usd}
-        ledger = Ledger(self.opts.output, limits)
-        ledger.create(limits, {"run": spent}, sweep=str(self.meta.get("run_id", "")))
+        sweep = str(self.meta.get("run_id", ""))
+        out = self.opts.output
+        # An output made anew (none was there) owes nothing to a ledger an old one left.
+        lost = lost_in(out, sweep).get("run", 0.0) if held.resumed else 0.0
+        ledger = Ledger(out, limits)
+        ledger.create(limits, {"run": held.spent + lost}, lost={"run": lost} if lost else {},
+                      sweep=sweep)
         return Budget(ledger)
 
     def _budget_end(self, budget: Budget) -> None:

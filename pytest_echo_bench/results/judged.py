@@ -27,11 +27,12 @@ from pytest_echo_bench.store.writer import repair
 @dataclass
 class Held:
     """What the output already holds: the keys to skip, the keys judged without a grade (judged
-    again only when asked), and what its judge calls cost."""
+    again only when asked), what its judge calls cost, and whether an earlier pass wrote it."""
 
     done: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
     spent: float = 0.0
+    resumed: bool = False
 
 
 def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
@@ -43,6 +44,7 @@ def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
     # Checked before the repair: a file that is refused (notes given as -o by mistake) is left
     # whole, its last line not cut off into OUT.torn.
     _check_meta(out, _first_line(out), meta)
+    held.resumed = True
     repair(out)  # a pass killed mid-append left a torn line: cut it, as a sweep's resume does
     _, records = read_records(out)
     default = str(meta.get("benchmark", ""))

@@ -8,6 +8,7 @@ the arms' server shows that the stage calls no arm, the judge's what each pass a
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -250,6 +251,56 @@ def test_a_pass_killed_mid_way_and_run_again_judges_every_key_once_as_an_unbroke
     fields = ("status", "score", "passed", "answer")
     assert {k: [r[f] for f in fields] for k, r in judged(out).items()} == {
         k: [r[f] for f in fields] for k, r in judged(whole).items()}
+
+
+class BytesJudge(FakeOpenAI):
+    """A judge that bills a token per prompt byte and 8 out: about what the budget holds a call
+    at, so calls lost in a kill cost about what their holds said."""
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = super().reply(body)
+        prompt = len(body["messages"][-1]["content"].encode())
+        reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": 8,
+                          "total_tokens": prompt + 8}
+        return reply
+
+
+def billed(server: FakeOpenAI) -> float:
+    """What every request the judge received bills (those of a killed pass are answered too)."""
+    return sum((len(r["body"]["messages"][-1]["content"].encode()) + 8) * 1000 / 1e6
+               for r in server.requests)
+
+
+def test_a_budgeted_pass_killed_mid_call_and_run_again_spends_no_more_than_the_budget(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with BytesJudge(answer=lambda prompt: "[[9]]") as judge:
+        judge.httpd.handle_error = lambda *a: None  # the killed client's broken pipes
+        spec = deferred(pytester, sweep, arms, judge, extra=PRICED)
+        # the first call answered at once, the rest late: the kill lands with calls in flight
+        judge.fault_for = lambda body: ("hang", 2.0) if judge.served >= 1 else None
+        out = pytester.path / "killed.jsonl"
+        argv = ["judge", str(sweep.out), "--spec", str(spec), "-o", str(out), "--cache", "off",
+                "--budget-usd", "0.3"]
+        proc = subprocess.Popen([sys.executable, "-m", "pytest_echo_bench.cli.main", *argv,
+                                 "-j", "4"], cwd=pytester.path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, env=os.environ)
+        try:
+            wait_for(lambda: rows_in(out) >= 1 and len(judge.requests) >= 3, seconds=60)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        lost = len(judge.requests) - rows_in(out)
+        assert rows_in(out) == 1 and lost >= 2
+        judge.fault_for = None
+        assert main([*argv, "-j", "1"]) == 2  # the calls the kill lost are spent: no room left
+        # The calls the killed pass sent are billed though no row holds them: with the ones this
+        # pass sends again, the judge bills no more than the budget.
+        assert billed(judge) <= 0.3
+        printed = capsys.readouterr().out
+        assert "stopped (budget)" in printed
+        ledger = json.loads(out.with_name(out.name + ".budget").read_text())
+        assert ledger["lost"]["run"] > 0 and ledger["accounts"]["run"]["spent"] <= 0.3
 
 
 VERSUS = """
