@@ -63,7 +63,8 @@ class JudgeOptions:
 @dataclass
 class Tally:
     """What a pass did: rows written (graded, unjudged, scorer failures, carried over), keys
-    skipped as already judged, items left for a re-run, and the judges' spend."""
+    skipped as already judged or carried over, keys whose source changed, items left for a
+    re-run, and the judges' spend."""
 
     total: int = 0
     judged: int = 0
@@ -71,6 +72,8 @@ class Tally:
     failed: int = 0
     carried: int = 0
     skipped: int = 0
+    kept: int = 0  # error rows an earlier pass carried over, their source rows unchanged
+    changed: int = 0  # keys judged again: their source rows changed since (a resumed sweep)
     left: int = 0
     spent: float = 0.0
     # why it stopped early (None: it did not), and what the engine said of it
@@ -185,8 +188,7 @@ class JudgingPass:
         return end_line(WORKER, utcnow(), stopped, ended.decided_text)
 
     def _judge_all(self, writer: ResultsWriter, held: Held) -> None:
-        todo = [s for s in self.sources.rows if s.key not in held.done and s.key not in held.again]
-        self.tally.skipped = len(self.sources.rows) - len(todo)
+        todo = self._todo(held)
         budget = self._budget(held)
         run_id = str(self.meta.get("run_id", ""))
         cache = ResponseCache(self.opts.cache) if self.opts.cache is not None else None
@@ -202,6 +204,23 @@ class JudgingPass:
                 self._budget_end(budget)
                 budget.ledger.close()
         self.tally.left = len(todo) - self.tally.written
+
+    def _todo(self, held: Held) -> list[Stored]:
+        """The rows to judge: those the output does not hold (or holds without a grade, under
+        ``retry``), and those whose source row changed since; the rest are counted as skipped
+        (judged before) or kept (error rows carried over before)."""
+        todo = []
+        for stored in self.sources.rows:
+            if held.changed(stored.key, stored.data):
+                self.tally.changed += 1
+            elif stored.key in held.done or stored.key in held.again:
+                if stored.carried:
+                    self.tally.kept += 1
+                else:
+                    self.tally.skipped += 1
+                continue
+            todo.append(stored)
+        return todo
 
     def _pool(self, todo: list[Stored], one: Callable[[Stored], None]) -> None:
         """Each item on a pool thread, at most ``workers`` in flight (nothing else is queued); none

@@ -3,9 +3,11 @@ from (``judged_from``) and with which judges (``judge_fingerprint``), and whose 
 source rows with their new verdicts.
 
 A pass run again on the same output judges only what the output does not hold yet: the keys it
-holds are skipped (those left unjudged, or whose scorer failed, only with ``retry``). An output
-judged with another judge spec, or from other source runs, is refused: a rubric change is a new
-judging pass, into a new file.
+holds are skipped (those left unjudged, or whose scorer failed, only with ``retry``), unless the
+source row of a key changed since it was judged (a resumed sweep recorded a new one): that key is
+judged again, and its newest row wins for every reader. An output judged with another judge
+spec, or from other source runs, is refused: a rubric change is a new judging pass, into a new
+file.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from pytest_echo_bench.store.records import Key, row_key
 from pytest_echo_bench.store.rows import read_row
 from pytest_echo_bench.store.writer import repair
 
+IDENTITY = ("run_id", "started_at", "finished_at")  # with the output: a source row's identity
+Identity = tuple[str | int, ...]
+
 
 @dataclass
 class Held:
@@ -33,6 +38,14 @@ class Held:
     again: set[Key] = field(default_factory=set)
     spent: float = 0.0
     resumed: bool = False
+    # key -> what identifies the source row its newest row was judged (or carried) from
+    source: dict[Key, Identity] = field(default_factory=dict)
+
+    def changed(self, key: Key, data: dict[str, Any]) -> bool:
+        """Whether the output holds ``key`` from another source row than ``data`` (the sweep was
+        resumed since, e.g. with ``--bench-retry-errors``): that key is judged again."""
+        was = self.source.get(key)
+        return was is not None and was != identity(data)
 
 
 def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
@@ -54,10 +67,19 @@ def read_output(out: Path, meta: dict[str, Any], retry: bool) -> Held:
         cost = read_row(record.data, default).judge_cost_usd
         held.spent += cost or 0.0  # every judge call paid for, a row judged again included
     for key, data in newest.items():
+        held.source[key] = identity(data)
         if _judged_again(data) and retry:
             continue
         (held.again if _judged_again(data) else held.done).add(key)
     return held
+
+
+def identity(data: dict[str, Any]) -> Identity:
+    """What tells one source row of a key from another: the run and the times that recorded it,
+    and its output (a judged row keeps them as its source row had them; an old writer's row with
+    no times is told by its output). The output is kept as its hash: both sides are hashed in
+    this process, and a million outputs are not held twice."""
+    return (*(str(data.get(name)) for name in IDENTITY), hash(str(data.get("output"))))
 
 
 def _judged_again(data: dict[str, Any]) -> bool:

@@ -368,6 +368,41 @@ def test_an_error_row_without_output_is_carried_over_as_it_is(
     assert carried == errors[0] and len(judge.requests) == 7
 
 
+def test_a_key_whose_source_row_changed_since_it_was_judged_is_judged_again(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = make_spec(pytester, spec_text(arms.base_url, judge.base_url))
+    refused = {"message": "backend down", "type": "server_error", "code": None}
+    arms.push("error", (400, refused, {}))
+    sweep.run("--bench-judge", "later", "--bench-cache", "off", "--bench-concurrency", "1")
+    argv = ["judge", str(sweep.out), "--spec", str(spec), "-j", "1"]
+    out = pytester.path / "results.judged.jsonl"
+    assert main(argv) == 0 and len(judge.requests) == 7
+    error = next(k for k, r in judged(out).items() if r["status"] == "error")
+    assert main(argv) == 0 and len(judge.requests) == 7
+    printed = capsys.readouterr().out
+    # the error row was carried over, never judged: it is not counted as judged before
+    assert "7 skipped as already judged, 1 error rows carried over before" in printed
+
+    # the sweep resumed with --bench-retry-errors records new rows, the error key's with an output
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out), "--bench-retry-errors",
+                             "--bench-judge", "later", "--bench-cache", "off")
+    assert result.ret == 0, result.stdout.str()
+    source = {(r["task_id"], r["arm"]): r for r in read_rows(sweep.out)[1]}
+    assert source[error]["output"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "8 judged (8 judged again: their source rows changed since)" in printed
+    # only the error key's output is new to the judge: the response cache answers the others
+    assert "0 skipped as already judged" in printed and len(judge.requests) == 8
+    now = judged(out)  # the newest row of each key: the new source row's, graded
+    assert now[error]["status"] in ("correct", "wrong")
+    assert {k: (r["started_at"], r["output"]) for k, r in now.items()} == {
+        k: (r["started_at"], r["output"]) for k, r in source.items()}
+    assert main(argv) == 0 and len(judge.requests) == 8  # now each key is judged: skipped
+    assert "8 skipped as already judged" in capsys.readouterr().out
+
+
 def test_an_output_another_pass_owns_or_a_source_as_output_is_refused(
         pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
         capsys: pytest.CaptureFixture[str]) -> None:
