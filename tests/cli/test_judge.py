@@ -185,6 +185,30 @@ def test_a_judge_without_its_key_stops_the_pass_at_once_naming_it(
     assert not judge.requests and read_rows(pytester.path / "results.judged.jsonl")[1] == []
 
 
+def test_the_retry_of_unjudged_rows_asks_again_a_judge_whose_reply_held_no_grade(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The response cache is on (its default beside the output), yet a reply that held no grade
+    is not read back from it: the retry asks the judge again and grades the row."""
+    spec = deferred(pytester, sweep, arms, judge)
+    undecided = {"on": True}
+    graded = judge.answer
+    judge.answer = lambda prompt: ("I cannot decide." if undecided["on"] and "(0)" in prompt
+                                   else graded(prompt))
+    argv = ["judge", str(sweep.out), "--spec", str(spec)]
+    assert main(argv) == 0
+    out = pytester.path / "results.judged.jsonl"
+    assert {k for k, r in judged(out).items() if r["status"] == "unjudged"} == {
+        ("q0", "a"), ("q0", "b")}
+    asked = len(judge.requests)
+    undecided["on"] = False
+    assert main([*argv, "--retry-unjudged"]) == 0
+    assert len(judge.requests) == asked + 2  # the two ungraded replies asked anew, no others
+    assert {(k, r["status"]) for k, r in judged(out).items() if k[0] == "q0"} == {
+        (("q0", "a"), "correct"), (("q0", "b"), "correct")}
+    assert "2 judged" in capsys.readouterr().out
+
+
 PRICED = "pricing:\n  grader: {input: 1000, output: 1000}\n"
 
 
