@@ -132,6 +132,8 @@ def test_the_same_answer_is_a_tie_without_asking() -> None:
     ({"judge": "j", "against": "base", "template": "{answer_a} only"}, "no {answer_b}"),
     ({"judge": "j", "against": "base", "template": "{answer_a} {answer_b} {x.y}"},
      "must be a plain name"),
+    ({"judge": "j", "against": "base", "template": "{answer_a:d} {answer_b}"},
+     "template field {answer_a:d}: its format cannot format text"),
     ({"judge": "j", "against": "base", "system": 3}, "system must be text"),
     ({"judge": "j", "against": "base", "grade": {}}, "unknown pairwise option 'grade'"),
 ])
@@ -141,6 +143,9 @@ def test_bad_options_say_why(options: dict[str, Any], why: str) -> None:
 
 def test_good_options_pass_the_check() -> None:
     assert check_options({"judge": "j", "against": "base"}) is None
+    # formats that format their fields' values: text, or a dataset field's number
+    template = "{question:>20} {hint:03d} {answer_a:.200} {answer_b}"
+    assert check_options({"judge": "j", "against": "base", "template": template}) is None
 
 
 VERDICTS = st.lists(st.sampled_from(["[[A]]", "[[B]]", "[[C]]", "[[", "]]", "A", " ", "\n",
