@@ -163,8 +163,9 @@ TEXT_FIELDS = frozenset({"question", "answer", "answer_a", "answer_b", "target"}
 
 def _check_format(name: str, spec: str) -> None:
     """A field's format (``{question:>40}``) must format its value, or every item's prompt fails
-    to render: text for the fields that are always text; text or a number for a dataset's field
-    (a field an item lacks renders as empty text)."""
+    to render: text for the fields that are always text; text or a number for a dataset's field,
+    which may hold numbers (an item whose field does not fit the format is that item's scorer
+    error, as any scorer crash)."""
     samples: tuple[object, ...] = ("text",) if name in TEXT_FIELDS else ("text", 0, 0.5)
     why = ""
     for sample in samples:
