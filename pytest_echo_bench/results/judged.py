@@ -27,6 +27,7 @@ from pytest_echo_bench.store.writer import repair
 
 IDENTITY = ("run_id", "started_at", "finished_at")  # with the output: a source row's identity
 Identity = tuple[str | int, ...]
+MAX_META = 1 << 26  # bytes of a first line read to check it: far above any meta line
 
 
 @dataclass
@@ -92,7 +93,7 @@ def _first_line(out: Path) -> dict[str, Any] | None:
     """The meta line of ``out``, read without changing it (None: its first line is not one)."""
     try:
         with out.open("rb") as f:
-            raw = f.readline()
+            raw = f.readline(MAX_META)  # a big file with no newline given as -o is not read whole
     except OSError as exc:
         raise StoreError(f"cannot read {out}: {exc.strerror or exc}") from exc
     record = parse_line(raw.rstrip(b"\n"), out, 1, strict=False)
