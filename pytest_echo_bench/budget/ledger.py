@@ -391,6 +391,25 @@ class Ledger:
             ) from exc
 
 
+def lost_in(results: str | Path, sweep: str = "") -> dict[str, float]:
+    """Per account, the charges of calls an earlier run of this ``sweep`` lost (a process killed
+    mid-call) in the ledger beside ``results``: those it settled, and the holds it left (the whole
+    run killed) at their sent calls' worst cases. Every holder left is gone: the caller owns the
+    results file now. A ledger another sweep left carries nothing. StoreError when it is unreadable.
+    """
+    ledger = Ledger(results)
+    try:
+        if not ledger.path.exists():
+            return {}
+        state = ledger.change(lambda found: found)
+    finally:
+        ledger.close()
+    if state.sweep and sweep and state.sweep != sweep:
+        return {}
+    state.release_gone(lambda holder: True)
+    return state.lost
+
+
 def _encode(state: LedgerState) -> bytes:
     return json.dumps(state.to_json(), separators=(",", ":")).encode("ascii")
 

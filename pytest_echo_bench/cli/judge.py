@@ -98,10 +98,15 @@ class Progress:
 def _counts(tally: Tally) -> str:
     from pytest_echo_bench.budget.money import usd
 
-    return (f"{tally.written + tally.skipped} of {tally.total} rows: {tally.judged} judged, "
-            f"{tally.unjudged} unjudged, {tally.failed} scorer errors, {tally.carried} error "
-            f"rows carried over, {tally.skipped} skipped as already judged; "
-            f"judge spend ${usd(tally.spent)}")
+    # Keys an earlier pass only carried over are not called judged; keys whose source row
+    # changed since (a resumed sweep) are judged again, and said so.
+    kept = f", {tally.kept} error rows carried over before" if tally.kept else ""
+    changed = (f" ({tally.changed} judged again: their source rows changed since)"
+               if tally.changed else "")
+    return (f"{tally.written + tally.skipped + tally.kept} of {tally.total} rows: "
+            f"{tally.judged} judged{changed}, {tally.unjudged} unjudged, {tally.failed} scorer "
+            f"errors, {tally.carried} error rows carried over, {tally.skipped} skipped as already "
+            f"judged{kept}; judge spend ${usd(tally.spent)}")
 
 
 def _end(args: argparse.Namespace, output: Path, tally: Tally) -> int:

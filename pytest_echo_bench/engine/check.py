@@ -37,6 +37,7 @@ def check_spec(spec: Spec) -> None:
     for judge in judges.values():  # a scorer's judges, declared as arms are
         _build(spec, judge)
     _check_named(spec, judges)
+    _check_against(spec)
 
 
 def _check_named(spec: Spec, judges: dict[str, ArmSpec]) -> None:
@@ -49,6 +50,17 @@ def _check_named(spec: Spec, judges: dict[str, ArmSpec]) -> None:
             known = ", ".join(sorted(judges)) or "none: declare them under judges:"
             raise spec.error(f"scorer judge {name!r} is not a declared judge; declared: {known}",
                              "scorer", "judge")
+
+
+def _check_against(spec: Spec) -> None:
+    """A pairwise scorer's ``against:`` names an arm of the spec: any other name has no stored
+    answer anywhere, so every row would be unjudged, told to run the judging it is running."""
+    against = spec.scorer_options.get("against")
+    if spec.scorer != "pairwise" or not isinstance(against, str) or against in spec.arms:
+        return
+    arms = ", ".join(sorted(spec.arms)) or "none"
+    raise spec.error(f"scorer against {against!r} is not an arm of this spec; its arms: {arms}",
+                     "scorer", "against")
 
 
 def _build(spec: Spec, arm: ArmSpec) -> None:

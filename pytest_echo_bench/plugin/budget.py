@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_echo_bench.budget import holders, judged
-from pytest_echo_bench.budget.ledger import Ledger, LedgerState
+from pytest_echo_bench.budget.ledger import Ledger, LedgerState, lost_in
 from pytest_echo_bench.budget.money import usd
 from pytest_echo_bench.budget.worst import item_worst, unbounded
 from pytest_echo_bench.engine.declared import declared
@@ -163,23 +163,12 @@ def resumed_spend(counted: FileTally, specs: Mapping[str, Spec],
 
 
 def lost_before(results: str | Path, sweep: str = "") -> dict[str, float]:
-    """Per account, the charges of calls an earlier run of this sweep lost (a process killed
-    mid-call): those it settled, and the holds it left (the whole run killed) at their sent calls'
-    worst cases. Every holder left is gone: this run owns the file now. A ledger another sweep left
-    (its results file removed, the ledger not) carries nothing."""
-    ledger = Ledger(results)
+    """Per account, the charges of calls an earlier run of this sweep lost (``ledger.lost_in``),
+    a resume's UsageError when its ledger cannot be read."""
     try:
-        if not ledger.path.exists():
-            return {}
-        state = ledger.change(lambda found: found)
+        return lost_in(results, sweep)
     except StoreError as exc:
         raise pytest.UsageError(f"--bench-resume: {exc}") from exc
-    finally:
-        ledger.close()
-    if state.sweep and sweep and state.sweep != sweep:
-        return {}
-    state.release_gone(lambda holder: True)
-    return state.lost
 
 
 @dataclass(frozen=True)

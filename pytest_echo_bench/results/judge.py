@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_echo_bench.budget.hold import Budget
-from pytest_echo_bench.budget.ledger import Ledger
+from pytest_echo_bench.budget.ledger import Ledger, lost_in
 from pytest_echo_bench.datasets.example import Example, Loaded
 from pytest_echo_bench.datasets.prompts import Prompter
 from pytest_echo_bench.engine.declared import declared
@@ -63,7 +63,8 @@ class JudgeOptions:
 @dataclass
 class Tally:
     """What a pass did: rows written (graded, unjudged, scorer failures, carried over), keys
-    skipped as already judged, items left for a re-run, and the judges' spend."""
+    skipped as already judged or carried over, keys whose source changed, items left for a
+    re-run, and the judges' spend."""
 
     total: int = 0
     judged: int = 0
@@ -71,6 +72,8 @@ class Tally:
     failed: int = 0
     carried: int = 0
     skipped: int = 0
+    kept: int = 0  # error rows an earlier pass carried over, their source rows unchanged
+    changed: int = 0  # keys judged again: their source rows changed since (a resumed sweep)
     left: int = 0
     spent: float = 0.0
     # why it stopped early (None: it did not), and what the engine said of it
@@ -157,9 +160,9 @@ class JudgingPass:
         ownership = Ownership(self.opts.output, rewrite="run echo-bench judge")
         ownership.acquire()
         try:
+            held = read_output(self.opts.output, self.meta, self.opts.retry)  # it may refuse
             # A marker an earlier pass left (its quota stop) would stop this one at once.
             stop_path(self.opts.output).unlink(missing_ok=True)
-            held = read_output(self.opts.output, self.meta, self.opts.retry)
             writer = ResultsWriter(self.opts.output, meta=self.meta, identity=ownership.identity)
             try:
                 writer.start()
@@ -185,9 +188,8 @@ class JudgingPass:
         return end_line(WORKER, utcnow(), stopped, ended.decided_text)
 
     def _judge_all(self, writer: ResultsWriter, held: Held) -> None:
-        todo = [s for s in self.sources.rows if s.key not in held.done and s.key not in held.again]
-        self.tally.skipped = len(self.sources.rows) - len(todo)
-        budget = self._budget(held.spent)
+        todo = self._todo(held)
+        budget = self._budget(held)
         run_id = str(self.meta.get("run_id", ""))
         cache = ResponseCache(self.opts.cache) if self.opts.cache is not None else None
         limits = Limits(self.stop, ceiling=self.workers)
@@ -202,6 +204,23 @@ class JudgingPass:
                 self._budget_end(budget)
                 budget.ledger.close()
         self.tally.left = len(todo) - self.tally.written
+
+    def _todo(self, held: Held) -> list[Stored]:
+        """The rows to judge: those the output does not hold (or holds without a grade, under
+        ``retry``), and those whose source row changed since; the rest are counted as skipped
+        (judged before) or kept (error rows carried over before)."""
+        todo = []
+        for stored in self.sources.rows:
+            if held.changed(stored.key, stored.data):
+                self.tally.changed += 1
+            elif stored.key in held.done or stored.key in held.again:
+                if stored.carried:
+                    self.tally.kept += 1
+                else:
+                    self.tally.skipped += 1
+                continue
+            todo.append(stored)
+        return todo
 
     def _pool(self, todo: list[Stored], one: Callable[[Stored], None]) -> None:
         """Each item on a pool thread, at most ``workers`` in flight (nothing else is queued); none
@@ -311,14 +330,21 @@ class JudgingPass:
             if text not in self.tally.messages:
                 self.tally.messages.append(text)
 
-    def _budget(self, spent: float) -> Budget | None:
-        """The pass's budget: a ledger beside the output, charged with what its rows cost."""
+    def _budget(self, held: Held) -> Budget | None:
+        """The pass's budget: a ledger beside the output, charged with what its rows cost and
+        what the calls an earlier pass into it lost may have cost (``ledger.lost_in``: a pass
+        killed mid-call was billed for calls no row holds, which this pass asks again)."""
         usd = self.opts.budget_usd
         if usd is None:
             return None
         limits = {"run": usd}
-        ledger = Ledger(self.opts.output, limits)
-        ledger.create(limits, {"run": spent}, sweep=str(self.meta.get("run_id", "")))
+        sweep = str(self.meta.get("run_id", ""))
+        out = self.opts.output
+        # An output made anew (none was there) owes nothing to a ledger an old one left.
+        lost = lost_in(out, sweep).get("run", 0.0) if held.resumed else 0.0
+        ledger = Ledger(out, limits)
+        ledger.create(limits, {"run": held.spent + lost}, lost={"run": lost} if lost else {},
+                      sweep=sweep)
         return Budget(ledger)
 
     def _budget_end(self, budget: Budget) -> None:

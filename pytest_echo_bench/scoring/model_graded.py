@@ -152,7 +152,31 @@ def template_fields(template: str) -> set[str]:
         if not name.isidentifier():
             raise OptionError(f"template field {{{name}}} must be a plain name ({{answer}}, "
                               "{question}, {reference}, {target} or a field of the dataset)")
+    for _, name, spec, _ in parsed:
+        if name is not None and spec:
+            _check_format(name, spec)
     return names
+
+
+TEXT_FIELDS = frozenset({"question", "answer", "answer_a", "answer_b", "target"})
+
+
+def _check_format(name: str, spec: str) -> None:
+    """A field's format (``{question:>40}``) must format its value, or every item's prompt fails
+    to render: text for the fields that are always text; text or a number for a dataset's field,
+    which may hold numbers (an item whose field does not fit the format is that item's scorer
+    error, as any scorer crash)."""
+    samples: tuple[object, ...] = ("text",) if name in TEXT_FIELDS else ("text", 0, 0.5)
+    why = ""
+    for sample in samples:
+        try:
+            format(sample, spec)
+            return
+        except (ValueError, TypeError) as exc:
+            why = why or str(exc)
+    kind = "text" if name in TEXT_FIELDS else "text or a number"
+    raise OptionError(f"template field {{{name}:{spec}}}: its format cannot format {kind} "
+                      f"({why}); write {{{name}}}, or a format for text such as {{{name}:>40}}")
 
 
 def render(template: str, example: Example, output: str) -> str:

@@ -8,6 +8,7 @@ the arms' server shows that the stage calls no arm, the judge's what each pass a
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -184,6 +185,30 @@ def test_a_judge_without_its_key_stops_the_pass_at_once_naming_it(
     assert not judge.requests and read_rows(pytester.path / "results.judged.jsonl")[1] == []
 
 
+def test_the_retry_of_unjudged_rows_asks_again_a_judge_whose_reply_held_no_grade(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The response cache is on (its default beside the output), yet a reply that held no grade
+    is not read back from it: the retry asks the judge again and grades the row."""
+    spec = deferred(pytester, sweep, arms, judge)
+    undecided = {"on": True}
+    graded = judge.answer
+    judge.answer = lambda prompt: ("I cannot decide." if undecided["on"] and "(0)" in prompt
+                                   else graded(prompt))
+    argv = ["judge", str(sweep.out), "--spec", str(spec)]
+    assert main(argv) == 0
+    out = pytester.path / "results.judged.jsonl"
+    assert {k for k, r in judged(out).items() if r["status"] == "unjudged"} == {
+        ("q0", "a"), ("q0", "b")}
+    asked = len(judge.requests)
+    undecided["on"] = False
+    assert main([*argv, "--retry-unjudged"]) == 0
+    assert len(judge.requests) == asked + 2  # the two ungraded replies asked anew, no others
+    assert {(k, r["status"]) for k, r in judged(out).items() if k[0] == "q0"} == {
+        (("q0", "a"), "correct"), (("q0", "b"), "correct")}
+    assert "2 judged" in capsys.readouterr().out
+
+
 PRICED = "pricing:\n  grader: {input: 1000, output: 1000}\n"
 
 
@@ -252,6 +277,56 @@ def test_a_pass_killed_mid_way_and_run_again_judges_every_key_once_as_an_unbroke
         k: [r[f] for f in fields] for k, r in judged(whole).items()}
 
 
+class BytesJudge(FakeOpenAI):
+    """A judge that bills a token per prompt byte and 8 out: about what the budget holds a call
+    at, so calls lost in a kill cost about what their holds said."""
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = super().reply(body)
+        prompt = len(body["messages"][-1]["content"].encode())
+        reply["usage"] = {"prompt_tokens": prompt, "completion_tokens": 8,
+                          "total_tokens": prompt + 8}
+        return reply
+
+
+def billed(server: FakeOpenAI) -> float:
+    """What every request the judge received bills (those of a killed pass are answered too)."""
+    return sum((len(r["body"]["messages"][-1]["content"].encode()) + 8) * 1000 / 1e6
+               for r in server.requests)
+
+
+def test_a_budgeted_pass_killed_mid_call_and_run_again_spends_no_more_than_the_budget(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with BytesJudge(answer=lambda prompt: "[[9]]") as judge:
+        judge.httpd.handle_error = lambda *a: None  # the killed client's broken pipes
+        spec = deferred(pytester, sweep, arms, judge, extra=PRICED)
+        # the first call answered at once, the rest late: the kill lands with calls in flight
+        judge.fault_for = lambda body: ("hang", 2.0) if judge.served >= 1 else None
+        out = pytester.path / "killed.jsonl"
+        argv = ["judge", str(sweep.out), "--spec", str(spec), "-o", str(out), "--cache", "off",
+                "--budget-usd", "0.3"]
+        proc = subprocess.Popen([sys.executable, "-m", "pytest_echo_bench.cli.main", *argv,
+                                 "-j", "4"], cwd=pytester.path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, env=os.environ)
+        try:
+            wait_for(lambda: rows_in(out) >= 1 and len(judge.requests) >= 3, seconds=60)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        lost = len(judge.requests) - rows_in(out)
+        assert rows_in(out) == 1 and lost >= 2
+        judge.fault_for = None
+        assert main([*argv, "-j", "1"]) == 2  # the calls the kill lost are spent: no room left
+        # The calls the killed pass sent are billed though no row holds them: with the ones this
+        # pass sends again, the judge bills no more than the budget.
+        assert billed(judge) <= 0.3
+        printed = capsys.readouterr().out
+        assert "stopped (budget)" in printed
+        ledger = json.loads(out.with_name(out.name + ".budget").read_text())
+        assert ledger["lost"]["run"] > 0 and ledger["accounts"]["run"]["spent"] <= 0.3
+
+
 VERSUS = """
     from pytest_echo_bench import Verdict, scorer
 
@@ -315,6 +390,41 @@ def test_an_error_row_without_output_is_carried_over_as_it_is(
     assert "7 judged" in printed and "1 error rows carried over" in printed
     carried = judged(pytester.path / "results.judged.jsonl")[errors[0]["task_id"], errors[0]["arm"]]
     assert carried == errors[0] and len(judge.requests) == 7
+
+
+def test_a_key_whose_source_row_changed_since_it_was_judged_is_judged_again(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI, judge: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = make_spec(pytester, spec_text(arms.base_url, judge.base_url))
+    refused = {"message": "backend down", "type": "server_error", "code": None}
+    arms.push("error", (400, refused, {}))
+    sweep.run("--bench-judge", "later", "--bench-cache", "off", "--bench-concurrency", "1")
+    argv = ["judge", str(sweep.out), "--spec", str(spec), "-j", "1"]
+    out = pytester.path / "results.judged.jsonl"
+    assert main(argv) == 0 and len(judge.requests) == 7
+    error = next(k for k, r in judged(out).items() if r["status"] == "error")
+    assert main(argv) == 0 and len(judge.requests) == 7
+    printed = capsys.readouterr().out
+    # the error row was carried over, never judged: it is not counted as judged before
+    assert "7 skipped as already judged, 1 error rows carried over before" in printed
+
+    # the sweep resumed with --bench-retry-errors records new rows, the error key's with an output
+    result, _, _ = sweep.run("--bench-resume", str(sweep.out), "--bench-retry-errors",
+                             "--bench-judge", "later", "--bench-cache", "off")
+    assert result.ret == 0, result.stdout.str()
+    source = {(r["task_id"], r["arm"]): r for r in read_rows(sweep.out)[1]}
+    assert source[error]["output"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "8 judged (8 judged again: their source rows changed since)" in printed
+    # only the error key's output is new to the judge: the response cache answers the others
+    assert "0 skipped as already judged" in printed and len(judge.requests) == 8
+    now = judged(out)  # the newest row of each key: the new source row's, graded
+    assert now[error]["status"] in ("correct", "wrong")
+    assert {k: (r["started_at"], r["output"]) for k, r in now.items()} == {
+        k: (r["started_at"], r["output"]) for k, r in source.items()}
+    assert main(argv) == 0 and len(judge.requests) == 8  # now each key is judged: skipped
+    assert "8 skipped as already judged" in capsys.readouterr().out
 
 
 def test_an_output_another_pass_owns_or_a_source_as_output_is_refused(

@@ -64,6 +64,21 @@ def test_an_output_of_another_pass_or_none_is_refused(tmp_path: Path, line: dict
     assert out.read_bytes() == before
 
 
+@pytest.mark.parametrize("line", [meta(), {**PASS, "judge_fingerprint": {"demo": "s2"}}])
+def test_a_refused_output_is_not_repaired_first(tmp_path: Path, line: dict[str, Any]) -> None:
+    """A file refused as -o keeps its last line, torn or not: nothing is cut into OUT.torn."""
+    out = write(tmp_path / "run.jsonl", [judged_row("q0", "a", "correct")],
+                tail='{"task_id": "q1", "arm": "a", "pas', meta=line)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nimportant last line")
+    for path in (out, notes):
+        before = path.read_bytes()
+        with pytest.raises(JudgeError, match="give a new -o"):
+            read_output(path, PASS, retry=False)
+        assert path.read_bytes() == before
+        assert not path.with_name(path.name + ".torn").exists()
+
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
                     lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)

@@ -225,7 +225,12 @@ def test_a_template_file_beside_the_spec_is_part_of_the_scorer(
     (("'\\[\\[(\\d+\\.?\\d*)\\]\\]'", "'[[(\\d+'"), "grade.pattern is not a regular expression"),
     (("'\\[\\[(\\d+\\.?\\d*)\\]\\]'", "'\\d+'"), "grade.pattern must have exactly one group"),
     (("judge: grader", "judge: [grader, grader]"), "judge names a judge twice"),
-], ids=["unknown-judge", "no-pass-at", "no-answer", "bad-regex", "no-group", "twice"])
+    (("Question: {question}", "Question: {question:d}"),
+     "template field {question:d}: its format cannot format text"),
+    (("Answer: {answer}", "Answer: {answer:{width}}"),
+     "template field {answer:{width}}: its format cannot format text"),
+], ids=["unknown-judge", "no-pass-at", "no-answer", "bad-regex", "no-group", "twice",
+        "number-format", "nested-format"])
 def test_a_scorer_option_that_cannot_work_is_named_with_file_and_line(
         pytester: pytest.Pytester, sweep: Sweep, server: FakeOpenAI,
         change: tuple[str, str], words: str) -> None:

@@ -132,6 +132,8 @@ def test_the_same_answer_is_a_tie_without_asking() -> None:
     ({"judge": "j", "against": "base", "template": "{answer_a} only"}, "no {answer_b}"),
     ({"judge": "j", "against": "base", "template": "{answer_a} {answer_b} {x.y}"},
      "must be a plain name"),
+    ({"judge": "j", "against": "base", "template": "{answer_a:d} {answer_b}"},
+     "template field {answer_a:d}: its format cannot format text"),
     ({"judge": "j", "against": "base", "system": 3}, "system must be text"),
     ({"judge": "j", "against": "base", "grade": {}}, "unknown pairwise option 'grade'"),
 ])
@@ -141,6 +143,9 @@ def test_bad_options_say_why(options: dict[str, Any], why: str) -> None:
 
 def test_good_options_pass_the_check() -> None:
     assert check_options({"judge": "j", "against": "base"}) is None
+    # formats that format their fields' values: text, or a dataset field's number
+    template = "{question:>20} {hint:03d} {answer_a:.200} {answer_b}"
+    assert check_options({"judge": "j", "against": "base", "template": template}) is None
 
 
 VERDICTS = st.lists(st.sampled_from(["[[A]]", "[[B]]", "[[C]]", "[[", "]]", "A", " ", "\n",
@@ -197,3 +202,23 @@ def test_a_pairwise_comparison_is_judged_from_stored_outputs(
                 ("ab", "A", "judge-1"), ("ba", "B", "judge-1")]
         else:  # tiny-b against itself: the same answer, nothing asked
             assert (row["status"], row["score"], "judgments" in row) == ("wrong", 0.5, False)
+
+
+def test_against_an_arm_the_spec_does_not_have_stops_collection_naming_the_arms(
+        pytester: pytest.Pytester, sweep: Sweep, api_key: None) -> None:
+    """A typo in ``against:`` would leave every row unjudged, telling the user to run the judging
+    that cannot help: the spec is refused at load, naming its file, line and key."""
+    with FakeOpenAI(answer=prefers_tiny_a) as judge:
+        arms = "".join(f"  {m}: {{provider: replay, path: {FIXTURE}/model_answer/{m}.jsonl}}\n"
+                       for m in ("tiny-a", "tiny-b"))
+        spec = make_spec(pytester, (
+            f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {FIXTURE}/question.jsonl\n"
+            f"judges:\n  grader: {{provider: openai, model: judge-1, client: http, base_url: "
+            f"'{judge.base_url}', api_key_env: TEST_OPENAI_KEY}}\n"
+            f"scorer:\n  name: pairwise\n  judge: grader\n  against: tiny-c\narms:\n{arms}"))
+        result, _, rows = sweep.run("--bench-cache", "off")
+        out = result.stdout.str() + result.stderr.str()
+        said = "scorer against 'tiny-c' is not an arm of this spec; its arms: tiny-a, tiny-b"
+        assert result.ret != 0 and rows == [] and said in out, out
+        line = 1 + spec.read_text().splitlines().index("  against: tiny-c")
+        assert f"{spec}:{line} [scorer.against]" in out and not judge.requests
