@@ -30,6 +30,8 @@ class Quotes:
         self.patterns = patterns
         found = [m for p in patterns for m in islice(p.finditer(answer), MATCH_LIMIT)]
         self.graded = bool(found)
+        # The grades the answer holds, as each pattern's group captures them (its claims).
+        self.grades = {m.group(1) or "" for m in found}
         # The answer's grades by their text: the QUOTE_MIN-wide windows ending and starting at
         # each (a grade longer than that: the grade itself), as a reply's windows are cut.
         self.before: dict[str, set[str]] = {}
