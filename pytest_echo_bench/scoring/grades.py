@@ -190,11 +190,19 @@ def _judges(rule: GradeRule, pattern: re.Pattern[str], reply: str,
             left.append(match)
         else:
             own.append(raw)
-    if own or not suspect:
+    if own or not suspect or len({_key(rule, raw) for raw in suspect}) > 1:
+        # Suspect grades of several values: which one is the judge's verdict and which the
+        # answer's claims it mentions cannot be told, and no pick may choose for the answer.
         return own, suspect
-    # Every grade is one the answer holds: those the quote rules leave are the judge's own
+    # Every grade is the one the answer holds: those the quote rules leave are the judge's own
     # (a judge answering "4" to the answer "4" under a bare-number pattern).
     return [m.group(1) or "" for m in left if not quotes.quoted(text, m)], suspect
+
+
+def _key(rule: GradeRule, raw: str) -> float | str:
+    """What a grade says: its value, else its text (a label word without case)."""
+    value = _value(rule, raw)[0]
+    return raw.strip().lower() if value is None else value
 
 
 def _claims(rule: GradeRule, quotes: Quotes) -> tuple[set[str], set[float]]:
