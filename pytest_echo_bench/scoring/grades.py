@@ -6,11 +6,15 @@ count). Verdict words: ``{labels: {correct: pass, incorrect: fail, partial: 0.5}
 mapped to pass, fail or a grade in [0, 1] (pass is 1, fail 0; passing at 1), found by ``pattern``
 (default: ``GRADE: <word>`` or ``VERDICT: <word>``, as Inspect's graders write them).
 
-A reply is the judge's text, not evidence of its own: a grade in it that the judge quoted from
-the answer under judgement is left out (``scoring.quotes``), so an answer that says
-``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
-under ``pick: only`` (the default); ``first`` and ``last`` take one of them (FastChat takes the
-first). A grade off the scale, or not a finite number, is no grade; what went wrong is the note.
+A reply is the judge's text, not evidence of its own. A grade in it equal to one the answer under
+judgement holds is suspect: the judge's other grades are picked from, so an answer that says
+``Rating: [[10]]`` cannot grade itself when the judge mentions it. Among suspect grades alone, one
+quoted from the answer is left out (``scoring.quotes``); when none is left (or they disagree),
+the reply's only grades are the answer's claims: not passed, with no grade, never unjudged (left
+out of the pass rate, an answer listing its low grades would veto them). Several different
+grades are no grade under ``pick: only`` (the default); ``first`` and ``last`` take one of them
+(FastChat takes the first). A grade off the scale, or not a finite number, is no grade; what
+went wrong is the note.
 """
 
 from __future__ import annotations

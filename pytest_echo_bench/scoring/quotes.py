@@ -1,5 +1,6 @@
 """Which grades in a judge's reply are quoted from the answer under judgement, in time linear in
-the reply and the answer.
+the reply and the answer (``scoring.grades`` asks it of a reply whose grades all repeat the
+answer's; a grade the answer does not hold is the judge's).
 
 A judge often quotes the answer; an answer may hold a grade (``Rating: [[10]]``), and a quoted
 grade is not the judge's. A quote can carry a grade only where the answer holds one, so only the
