@@ -202,6 +202,18 @@ def aggregate(judgments: Sequence[Judgment], rule: GradeRule, how: str) -> Verdi
     own; else ``unjudged`` unless every judge graded; else the mean or median grade (passing at
     ``pass_at``) or the majority of passes (more than half)."""
     kept = tuple(judgments)
+    ungraded = _ungraded(kept)
+    if ungraded is not None:
+        return ungraded
+    score, passed = _panel(kept, rule, how)
+    label = ", ".join(f"{j.judge}: {j.label or _shown(j.grade)}" for j in kept)
+    detail = f"graded {_shown(score)} ({label})" if len(kept) > 1 else f"graded {label}"
+    return Verdict(CORRECT if passed else WRONG, _shown(score), detail, score=score,
+                   judgments=kept)
+
+
+def _ungraded(kept: tuple[Judgment, ...]) -> Verdict | None:
+    """The verdict of a panel a judge of which gave no grade (None: every judge graded)."""
     planted = [j for j in kept if j.planted]
     if planted:  # counted as not passed: left out of n, the answer's failures would drop out
         why = "; ".join(f"{j.judge}: {j.note}" for j in planted)
@@ -210,11 +222,7 @@ def aggregate(judgments: Sequence[Judgment], rule: GradeRule, how: str) -> Verdi
     if not kept or missing:
         why = "; ".join(f"{j.judge}: {j.note or 'no grade'}" for j in missing) or "no judge"
         return unjudged(f"unjudged: {why}", kept)
-    score, passed = _panel(kept, rule, how)
-    label = ", ".join(f"{j.judge}: {j.label or _shown(j.grade)}" for j in kept)
-    detail = f"graded {_shown(score)} ({label})" if len(kept) > 1 else f"graded {label}"
-    return Verdict(CORRECT if passed else WRONG, _shown(score), detail, score=score,
-                   judgments=kept)
+    return None
 
 
 def _panel(kept: tuple[Judgment, ...], rule: GradeRule, how: str) -> tuple[float, bool]:
