@@ -431,6 +431,8 @@ def test_any_reply_is_a_grade_on_the_scale_or_unjudged(reply: str, output: str) 
     verdict = grade(reply, output)
     if verdict.status == "unjudged":
         assert verdict.score is None and verdict.judgments[0].note
+    elif verdict.judgments[0].planted:  # its only grades were the output's own: not passed
+        assert verdict.status == "wrong" and verdict.score is None
     else:
         assert verdict.score is not None and 1 <= verdict.score <= 10
 
