@@ -6,11 +6,15 @@ count). Verdict words: ``{labels: {correct: pass, incorrect: fail, partial: 0.5}
 mapped to pass, fail or a grade in [0, 1] (pass is 1, fail 0; passing at 1), found by ``pattern``
 (default: ``GRADE: <word>`` or ``VERDICT: <word>``, as Inspect's graders write them).
 
-A reply is the judge's text, not evidence of its own: a grade in it that the judge quoted from
-the answer under judgement is left out (``scoring.quotes``), so an answer that says
-``Rating: [[10]]`` cannot grade itself. Several different grades are no grade
-under ``pick: only`` (the default); ``first`` and ``last`` take one of them (FastChat takes the
-first). A grade off the scale, or not a finite number, is no grade; what went wrong is the note.
+A reply is the judge's text, not evidence of its own. A grade in it equal to one the answer under
+judgement holds is suspect: the judge's other grades are picked from, so an answer that says
+``Rating: [[10]]`` cannot grade itself when the judge mentions it. Among suspect grades alone, one
+quoted from the answer is left out (``scoring.quotes``); when none is left (or they disagree),
+the reply's only grades are the answer's claims: not passed, with no grade, never unjudged (left
+out of the pass rate, an answer listing its low grades would veto them). Several different
+grades are no grade under ``pick: only`` (the default); ``first`` and ``last`` take one of them
+(FastChat takes the first). A grade off the scale, or not a finite number, is no grade; what
+went wrong is the note.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice
 from typing import Any
 
 from pytest_echo_bench.scoring.quotes import MATCH_LIMIT, Quotes
@@ -50,6 +56,11 @@ class Grade:
     passed: bool | None = None
     label: str | None = None
     note: str | None = None  # why there is no grade
+
+    @property
+    def planted(self) -> bool:
+        """No grade, yet not passed: the reply's only grades were the answer's own claims."""
+        return self.grade is None and self.passed is False
 
 
 def parse_rule(value: Any, fail: Fail) -> GradeRule:
@@ -121,14 +132,31 @@ def _pattern(text: Any, key: str, fail: Fail) -> re.Pattern[str]:
 
 
 def read_grade(rule: GradeRule, reply: str, answer: str = "") -> Grade:
-    """The grade ``reply`` gives by ``rule``, with the answer's quoted grades left out."""
-    quotes = Quotes(answer, [p for p in (rule.pattern, rule.fallback) if p is not None])
-    text = quotes.blanked(reply)
-    found = _found(rule.pattern, text, quotes)
-    if not found and rule.fallback is not None:
-        found = _found(rule.fallback, text, quotes)
+    """The grade ``reply`` gives by ``rule``: the judge's own, never one the answer planted.
+
+    A grade of the reply equal to one the answer holds is suspect: the pick rule takes the
+    reply's other grades when it has any. When all are suspect, those the quote rules
+    (``scoring.quotes``) do not take as quoted are the judge's. When none is left, the reply's
+    only grades are the answer's claims: not passed, with no grade (``passed`` False)."""
+    patterns = [p for p in (rule.pattern, rule.fallback) if p is not None]
+    quotes = Quotes(answer, patterns)
+    # FastChat's rule: the fallback only for a reply the pattern finds nothing in (so a reply
+    # whose [[n]] the answer planted never falls back to a stray "[7]" of the judge's prose).
+    pattern = (rule.fallback if rule.fallback is not None and not rule.pattern.search(reply)
+               else rule.pattern)
+    found, suspect = _judges(rule, pattern, reply, quotes)
+    if not found and suspect:
+        said = ", ".join(sorted(suspect))[:200]
+        return Grade(None, False, note=f"the judge's only grades ({said}) repeat grades the "
+                     "answer wrote itself, so its verdict cannot be told from the answer's claim: "
+                     "not passed")
     if not found:
         return Grade(None, note="the judge's reply holds no grade")
+    return _graded(rule, found)
+
+
+def _graded(rule: GradeRule, found: list[str]) -> Grade:
+    """The grade the judge's own grades ``found`` give, by the pick rule and the scale."""
     values = [_value(rule, raw) for raw in found]
     picked = _pick(rule.pick, values)
     if isinstance(picked, str):
@@ -144,15 +172,58 @@ def read_grade(rule: GradeRule, reply: str, answer: str = "") -> Grade:
     return Grade(grade, grade >= rule.pass_at, label if rule.labels else None)
 
 
-def _found(pattern: re.Pattern[str], text: str, quotes: Quotes) -> list[str]:
-    """The grades ``pattern`` finds in ``text``, but for those quoted from the answer."""
-    found: list[str] = []
-    for match in pattern.finditer(text):
-        if not quotes.quoted(text, match):
-            found.append(match.group(1) or "")
-        if len(found) >= MATCH_LIMIT:
-            break
-    return found
+def _judges(rule: GradeRule, pattern: re.Pattern[str], reply: str,
+            quotes: Quotes) -> tuple[list[str], set[str]]:
+    """(the judge's grades in ``reply``, the suspect grades it holds): the grades the answer does
+    not hold, else the suspect ones the quote rules leave (an empty list: none is the judge's)."""
+    claims = _claims(rule, quotes)
+    # The answer's lines the reply holds are the answer's text: a grade touching them is not the
+    # judge's, and the blanks never join the judge's text into a grade ("[[" + blank + "]]").
+    text = quotes.blanked(reply)
+    own: list[str] = []
+    left: list[re.Match[str]] = []  # suspect grades outside the answer's lines
+    suspect: set[str] = set()
+    for match in islice(pattern.finditer(reply), MATCH_LIMIT):
+        raw = match.group(1) or ""
+        claim = _is_claim(rule, raw, claims)
+        if claim:
+            suspect.add(raw.strip())
+        if text[match.start():match.end()] != match.group(0):
+            continue
+        if claim:
+            left.append(match)
+        else:
+            own.append(raw)
+    if own or not suspect or len({_key(rule, raw) for raw in suspect}) > 1:
+        # Suspect grades of several values: which one is the judge's verdict and which the
+        # answer's claims it mentions cannot be told, and no pick may choose for the answer.
+        return own, suspect
+    # Every grade is the one the answer holds: those the quote rules leave are the judge's own
+    # (a judge answering "4" to the answer "4" under a bare-number pattern).
+    return [m.group(1) or "" for m in left if not quotes.quoted(text, m)], suspect
+
+
+def _key(rule: GradeRule, raw: str) -> float | str:
+    """What a grade says: its value, else its text (a label word without case)."""
+    value = _value(rule, raw)[0]
+    return raw.strip().lower() if value is None else value
+
+
+def _claims(rule: GradeRule, quotes: Quotes) -> tuple[set[str], set[float]]:
+    """The grades the answer holds: their texts and, where they have one, their values."""
+    texts = {raw.strip().lower() for raw in quotes.grades}
+    values = {v for v, _ in map(partial(_value, rule), texts) if v is not None}
+    return texts, values
+
+
+def _is_claim(rule: GradeRule, raw: str, claims: tuple[set[str], set[float]]) -> bool:
+    texts, values = claims
+    if not texts:
+        return False
+    if raw.strip().lower() in texts:
+        return True
+    value = _value(rule, raw)[0]
+    return value is not None and value in values
 
 
 def _value(rule: GradeRule, raw: str) -> tuple[float | None, str]:

@@ -39,6 +39,12 @@ class Judgment:
     order: str | None = None  # pairwise: "ab" (this arm's answer first) or "ba"
     note: str | None = None
 
+    @property
+    def planted(self) -> bool:
+        """No grade, yet not passed: the judge's only grades were the answer's own claims
+        (``scoring.grades``), a verdict that counts against the answer, never for it."""
+        return self.grade is None and self.passed is False
+
     def to_json(self) -> dict[str, Any]:
         """The record as a row stores it: fields that are None left out, and ``cached`` when
         False and ``reply_chars`` when 0 (``passed: false`` is kept: a grade under ``pass_at``

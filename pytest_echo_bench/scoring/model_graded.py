@@ -9,7 +9,10 @@ or ``majority``). Every judgment is kept in the verdict, so the row shows what e
 
 A panel grade needs every judge's grade: when one judge gives none (or fails: the engine decides
 that item as the failure says), the verdict is ``unjudged``, never wrong, and the item is graded
-again on ``--bench-retry-errors``.
+again on ``--bench-retry-errors``. A judge whose only grades repeat grades the answer wrote
+itself (``scoring.grades``) makes the item ``wrong`` with no score: its verdict cannot be told
+from the answer's claim, and leaving it out of the pass rate would let an answer veto its own
+low grades.
 """
 
 from __future__ import annotations
@@ -219,18 +222,31 @@ def judgment(name: str, prompt: str, system: str | None, reply: Any, grade: Grad
 
 
 def aggregate(judgments: Sequence[Judgment], rule: GradeRule, how: str) -> Verdict:
-    """The panel's verdict: ``unjudged`` unless every judge graded; else the mean or median grade
-    (passing at ``pass_at``) or the majority of passes (more than half)."""
+    """The panel's verdict: ``wrong`` with no score when a judge's only grades were the answer's
+    own; else ``unjudged`` unless every judge graded; else the mean or median grade (passing at
+    ``pass_at``) or the majority of passes (more than half)."""
     kept = tuple(judgments)
-    missing = [j for j in kept if j.grade is None]
-    if not kept or missing:
-        why = "; ".join(f"{j.judge}: {j.note or 'no grade'}" for j in missing) or "no judge"
-        return unjudged(f"unjudged: {why}", kept)
+    ungraded = _ungraded(kept)
+    if ungraded is not None:
+        return ungraded
     score, passed = _panel(kept, rule, how)
     label = ", ".join(f"{j.judge}: {j.label or _shown(j.grade)}" for j in kept)
     detail = f"graded {_shown(score)} ({label})" if len(kept) > 1 else f"graded {label}"
     return Verdict(CORRECT if passed else WRONG, _shown(score), detail, score=score,
                    judgments=kept)
+
+
+def _ungraded(kept: tuple[Judgment, ...]) -> Verdict | None:
+    """The verdict of a panel a judge of which gave no grade (None: every judge graded)."""
+    planted = [j for j in kept if j.planted]
+    if planted:  # counted as not passed: left out of n, the answer's failures would drop out
+        why = "; ".join(f"{j.judge}: {j.note}" for j in planted)
+        return Verdict(WRONG, None, f"not passed: {why}", judgments=kept)
+    missing = [j for j in kept if j.grade is None]
+    if not kept or missing:
+        why = "; ".join(f"{j.judge}: {j.note or 'no grade'}" for j in missing) or "no judge"
+        return unjudged(f"unjudged: {why}", kept)
+    return None
 
 
 def _panel(kept: tuple[Judgment, ...], rule: GradeRule, how: str) -> tuple[float, bool]:

@@ -5,7 +5,8 @@ better, first with this arm's answer as assistant A ("ab"), then as assistant B 
 FastChat's ``pair-v2`` prompt unless ``template:`` (with ``{answer_a}`` and ``{answer_b}``) gives
 another. Its verdict is ``[[A]]``, ``[[B]]`` or ``[[C]]`` (a tie). A verdict that flips with the
 order is a tie, as FastChat counts it: the row's ``score`` is 1 (a win against ARM), 0.5 (a tie)
-or 0 (a loss), ``passed`` a win, and both judgments are kept with their ``order``.
+or 0 (a loss), ``passed`` a win, and both judgments are kept with their ``order``. An order whose
+only verdicts repeat verdicts either answer wrote (``scoring.grades``) is a loss for this arm.
 
 The other arm's answer is its stored output (``Judges.answer_of``): a pairwise comparison is made
 from a results file by ``echo-bench judge``; in a live sweep the verdict is ``unjudged``.
@@ -78,20 +79,39 @@ def pairwise(output: str, example: Example, options: dict[str, Any], *,
 
 
 def combine(judgments: list[Judgment], against: str) -> Verdict:
-    """The verdict of both orders: the same in both, or else a tie (the order decided it)."""
+    """The verdict of both orders: the same in both, or else a tie (the order decided it). An
+    order whose only verdicts were the answers' own is a loss for this arm, never a win."""
     kept = tuple(judgments)
-    missing = [j for j in kept if j.grade is None]
-    if missing:
-        why = "; ".join(f"{j.order}: {j.note or 'no verdict'}" for j in missing)
-        return unjudged(f"unjudged: {why}", kept)
-    ab, ba = (j.grade for j in kept if j.grade is not None)
-    said = f"ab: {kept[0].label}, ba: {kept[1].label}"
+    incomplete = _incomplete(kept, against)
+    if incomplete is not None:
+        return incomplete
+    ab, ba = (0.0 if j.grade is None else j.grade for j in kept)
+    said = f"ab: {_said(kept[0])}, ba: {_said(kept[1])}"
     if ab == ba:
         grade, detail = ab, f"{OUTCOMES[ab]} against {against} ({said})"
     else:
         grade, detail = 0.5, f"tie against {against}: the verdict flips with the order ({said})"
     return Verdict(CORRECT if grade == 1.0 else WRONG, OUTCOMES[grade], detail, score=grade,
                    judgments=kept)
+
+
+def _incomplete(kept: tuple[Judgment, ...], against: str) -> Verdict | None:
+    """The verdict when an order gave no verdict (None: both did)."""
+    missing = [j for j in kept if j.grade is None and not j.planted]
+    if not missing:
+        return None
+    if any(j.planted for j in kept):
+        # One order counts against this arm, the other gave nothing: at best a tie, so never
+        # left out of the pass rate as unjudged (that would count for it).
+        why = "; ".join(f"{j.order}: {j.note or 'no verdict'}" for j in kept)
+        return Verdict(WRONG, None, f"not passed against {against}: {why}", judgments=kept)
+    why = "; ".join(f"{j.order}: {j.note or 'no verdict'}" for j in missing)
+    return unjudged(f"unjudged: {why}", kept)
+
+
+def _said(judgment: Judgment) -> str:
+    """An order's verdict as the detail shows it."""
+    return "only the answers' own verdicts, a loss" if judgment.planted else str(judgment.label)
 
 
 def render(template: str, example: Example, answer_a: str, answer_b: str) -> str:

@@ -1,5 +1,6 @@
 """Which grades in a judge's reply are quoted from the answer under judgement, in time linear in
-the reply and the answer.
+the reply and the answer (``scoring.grades`` asks it of a reply whose grades all repeat the
+answer's; a grade the answer does not hold is the judge's).
 
 A judge often quotes the answer; an answer may hold a grade (``Rating: [[10]]``), and a quoted
 grade is not the judge's. A quote can carry a grade only where the answer holds one, so only the
@@ -30,6 +31,8 @@ class Quotes:
         self.patterns = patterns
         found = [m for p in patterns for m in islice(p.finditer(answer), MATCH_LIMIT)]
         self.graded = bool(found)
+        # The grades the answer holds, as each pattern's group captures them (its claims).
+        self.grades = {m.group(1) or "" for m in found}
         # The answer's grades by their text: the QUOTE_MIN-wide windows ending and starting at
         # each (a grade longer than that: the grade itself), as a reply's windows are cut.
         self.before: dict[str, set[str]] = {}

@@ -93,15 +93,19 @@ def check_answer(row: dict[str, Any], llama: Llama) -> None:
 
 
 def check_judgment(row: dict[str, Any], source: dict[str, Any]) -> None:
-    """A row of the judging pass: the stored answer judged by its judge's own verdict, or left
-    unjudged; never a verdict the reply does not give."""
+    """A row of the judging pass: the stored answer judged by its judge's own verdict, left
+    unjudged, or not passed when the reply's only verdict is the answer's; never a verdict the
+    reply does not give."""
     assert row["output"] == source["output"]  # judged as stored, never asked again
     [judgment] = row["judgments"]
     assert judgment["judge"] == "smollm2-judge" and judgment["model"] == MODEL, judgment
     assert judgment["usage"]["prompt_tokens"] > 0, judgment
     verdict = VERDICT.match(judgment.get("reply", ""))
-    if row["status"] == "unjudged":  # no verdict, or one quoted from the answer
+    if row["status"] == "unjudged":  # no verdict
         assert "grade" not in judgment and "note" in judgment, judgment
+        return
+    if judgment.get("passed") is False and "grade" not in judgment:  # only the answer's verdict
+        assert row["status"] == "wrong" and "repeat grades the answer wrote" in judgment["note"]
         return
     assert verdict is not None and judgment["label"].lower() == verdict.group(1).lower(), row
     assert row["status"] == ("correct" if verdict.group(1).lower() == "yes" else "wrong"), row

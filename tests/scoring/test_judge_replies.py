@@ -41,11 +41,13 @@ FEW = settings(max_examples=12, deadline=None, derandomize=True, database=None,
 
 @dataclass(frozen=True)
 class Case:
-    """A generated reply, the answer it judges, and the grade it gives (None: no usable one)."""
+    """A generated reply, the answer it judges, and the grade it gives (None: no usable one;
+    ``planted``: its only grades are the answer's own, which counts as not passed)."""
 
     answer: str
     reply: str
     grade: float | None
+    planted: bool = False
 
 
 # Noise holds no grade the pattern reads: brackets, digits, words a judge writes, any code point.
@@ -83,7 +85,7 @@ def cases(draw: st.DrawFn) -> Case:
     quote = draw(st.sampled_from([f"\n{ECHOED}\n", f'The answer says "{ECHOED}", which I ignore.',
                                   f"> {answer}\n"]))
     if kind == "echo-only":
-        return Case(answer, f"{before}\n{quote}\n{after}", None)
+        return Case(answer, f"{before}\n{quote}\n{after}", None, planted=True)
     return Case(answer, f"{before}\n{quote}\n{after}\n{own}", grade)
 
 
@@ -122,7 +124,10 @@ def test_a_generated_reply_grades_only_with_the_judges_own_grade(case: Case) -> 
     verdict = model_graded(case.answer, ITEM, dict(OPTIONS), judges=Said({"grader": case.reply}))
     [said] = [j.to_json() for j in verdict.judgments]
     check_judgment(said, case.reply)
-    if case.grade is None:
+    if case.planted:  # the answer's own grade alone: not passed, counted, never unjudged
+        assert verdict.status == "wrong" and verdict.score is None and not verdict.passed
+        assert said["passed"] is False and "repeat grades the answer wrote" in said["note"]
+    elif case.grade is None:
         assert verdict.status == "unjudged" and verdict.score is None and not verdict.passed
         assert said.get("note")
     else:
@@ -138,8 +143,11 @@ def test_a_panel_grades_only_when_every_judge_gave_a_grade(first: Case, second: 
     judges = Said({"a": first.reply, "b": second.reply})
     verdict = model_graded(first.answer, ITEM, options, judges=judges)
     assert judges.asked == ["a", "b"] and len(verdict.judgments) == 2
-    grades = [read_grade(RULE, r, first.answer).grade for r in (first.reply, second.reply)]
-    if None in grades:
+    read = [read_grade(RULE, r, first.answer) for r in (first.reply, second.reply)]
+    grades = [r.grade for r in read]
+    if any(r.planted for r in read):  # one judge's only grade is the answer's: not passed
+        assert verdict.status == "wrong" and verdict.score is None and not verdict.passed
+    elif None in grades:
         assert verdict.status == "unjudged" and verdict.score is None
     else:
         assert verdict.score == pytest.approx(math.fsum(grades) / 2)  # type: ignore[arg-type]
@@ -248,7 +256,9 @@ def test_hostile_replies_through_a_sweep(
         assert row["output"] == case.answer
         [said] = row["judgments"]
         check_judgment(said, case.reply)
-        if case.grade is None:
+        if case.planted:
+            assert row["status"] == "wrong" and row["passed"] is False and "score" not in row
+        elif case.grade is None:
             assert row["status"] == "unjudged" and row["passed"] is False and "score" not in row
         else:
             assert row["score"] == case.grade and row["passed"] is (case.grade >= 7)

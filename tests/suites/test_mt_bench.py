@@ -370,8 +370,9 @@ def test_an_answers_grade_echoed_by_the_judge_never_grades_it(prose: str, own: i
     reply = f"The assistant wrote:\n{output}\nThat is not its place.\nRating: [[{given_grade}]]"
     verdict = grade(reply, output)
     # The judge's own "Rating: [[n]]" reads as a quote when the answer holds those very words:
-    # then there is no grade, never the answer's.
-    assert verdict.score == given_grade or (own == given_grade and verdict.score is None)
+    # then there is no grade and the item is not passed (counted), never graded by the answer's.
+    assert verdict.score == given_grade or (own == given_grade and verdict.score is None
+                                           and verdict.status == "wrong")
 
 
 def test_a_ten_megabyte_reply_is_graded_and_kept_bounded() -> None:
@@ -430,6 +431,8 @@ def test_any_reply_is_a_grade_on_the_scale_or_unjudged(reply: str, output: str) 
     verdict = grade(reply, output)
     if verdict.status == "unjudged":
         assert verdict.score is None and verdict.judgments[0].note
+    elif verdict.judgments[0].planted:  # its only grades were the output's own: not passed
+        assert verdict.status == "wrong" and verdict.score is None
     else:
         assert verdict.score is not None and 1 <= verdict.score <= 10
 
