@@ -18,6 +18,8 @@ from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
+from pytest_echo_bench.results import spent
+from pytest_echo_bench.results.spent import Replaced, add, arm_call, call_of, judging_of
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.spec.pricing import CLASS_KEYS
@@ -99,14 +101,9 @@ class Results:
 
 
 def _call(row: ReadRow | ReportRow) -> str | None:
-    """What names the call a row records, beside its key: its run and times, which a regraded or
-    merged copy keeps (None: a row without them, counted as it comes). One string a row (the
-    report holds a million of them), each part after the first two's lengths: a text may hold any
-    character, so no separator could tell ("r\0x", "s") from ("r", "x\0s")."""
-    run, started, finished = row.run_id, row.started_at, row.finished_at
-    if run is None or started is None or finished is None:
-        return None
-    return f"{len(run)}:{run}{len(started)}:{started}{finished}"
+    """What names the calls a row records, beside its key (``spent.call_of``): its run and times,
+    which a regraded or merged copy keeps, and when a judging pass judged it."""
+    return call_of(row.run_id, row.started_at, row.finished_at, row.judged_at)
 
 
 def load_results(paths: Sequence[Path], fast: bool = True, spend: bool = True) -> Results:
@@ -140,38 +137,82 @@ def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
     shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
-    # each call's spend once (a regrade or merge copies its row): the calls of each key that has
-    # more than one row (a key's first row is always a call not counted yet)
-    calls: dict[Key, set[str]] = {}
+    calls = _Calls(results, seen)
     for path in paths:
         results.paths.append(path)
-        file = _File(path, results, spend)
+        file = _File(path, results, calls if spend else None)
         for rows in (_scanned if fast else _parsed)(path, file):
             for row, item in zip(rows, _items(rows, file, shared), strict=True):
                 key, older = _add(results, seen, item)
                 if file.own is not None:
                     file.own.add(key)
-                _count(results, spend and _new_call(calls, key, older, item.call), item, row)
+                _count(results, calls.new(key, older, item) if spend else None, item, row)
         if file.own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
     return results
 
 
-def _new_call(calls: dict[Key, set[str]], key: Key, older: Item | None, call: str | None) -> bool:
-    """Whether a row's call is one not counted yet: a row that does not name its call always is,
-    as is the first row of its key; a later one is if no earlier row of its key named the call."""
-    if older is None:
-        return True
-    known = calls.get(key)
-    if known is None:  # the key's second row: the first row's call is its older row's
-        known = calls[key] = set() if older.call is None else {older.call}
-    if call is None:  # counted as it comes (the set above keeps the first row's call all the same)
-        return True
-    if call in known:
-        return False
+BOTH = (True, True)
+
+
+class _Calls:
+    """Each arm call's spend once, and each judging's (``results.spent``): a regrade or merge
+    copies its row, a key judged again keeps its call and adds a judging. ``known`` holds the
+    calls of each key that has more than one row, or a row a merge dropped and recorded (a key's
+    first row is always a call not counted yet: most keys have no set)."""
+
+    def __init__(self, results: Results, seen: dict[Key, Item]) -> None:
+        self.results, self.seen = results, seen
+        self.known: dict[Key, set[str]] = {}
+
+    def new(self, key: Key, older: Item | None, item: Item) -> tuple[bool, bool]:
+        """Whether a row's call and its judging are ones not counted yet: a row that does not name
+        its call always is, as is the first row of its key; a later one is if no earlier row of
+        its key named it."""
+        known = self.known.get(key)
+        if known is None:
+            if older is None:
+                return BOTH
+            # the key's second row: the first row's calls are its older row's
+            known = self.known[key] = _ids(older)
+        call = item.call
+        if call is None:  # counted as it comes (the set above keeps the first row's all the same)
+            return BOTH
+        return _fresh(known, arm_call(call), judging_of(call, item.judged))
+
+    def replaced(self, rows: list[Replaced], sums: dict[tuple[str, str], ArmSpend]) -> None:
+        """What the rows a merge dropped spent (its meta line's record), each call once, and each
+        arm's sum of those it did not list, counted as it comes."""
+        spend = self.results.spend
+        for row in rows:
+            new = BOTH
+            if row.call is not None:
+                known = self.known.get(row.key)
+                if known is None:
+                    older = self.seen.get(row.key)
+                    known = self.known[row.key] = set() if older is None else _ids(older)
+                new = _fresh(known, row.call, row.judging)
+            add(spend, row, *new)
+        for arm, sums_of in sums.items():
+            spend.setdefault(arm, ArmSpend()).merge(sums_of)
+
+
+def _ids(item: Item) -> set[str]:
+    """The calls ``item`` names: its arm's call and its judging (none when it names none)."""
+    call = item.call
+    return set() if call is None else {arm_call(call), judging_of(call, item.judged)}
+
+
+def _fresh(known: set[str], call: str, judging: str | None) -> tuple[bool, bool]:
+    """Whether ``call`` and ``judging`` are not in ``known`` yet; both are, after."""
+    new_call = call not in known
     known.add(call)
-    return True
+    if judging is None:  # no judgments: nothing of a judging to count
+        return new_call, True
+    new_judging = judging not in known
+    known.add(judging)
+    return new_call, new_judging
 
 
 def by_arm(rows: Sequence[Item]) -> dict[tuple[str, str], list[Item]]:
@@ -189,9 +230,10 @@ class _File:
     """What a file's meta line tells its rows: the benchmark of a row that names none, and
     whether the file is a shard, whose keys are counted (how it ended depends on how many)."""
 
-    def __init__(self, path: Path, results: Results, calls: bool) -> None:
+    def __init__(self, path: Path, results: Results, spend: _Calls | None) -> None:
         self.path, self.results = path, results
-        self.calls = calls  # whether each row's call is named (its spend counted once)
+        self.spend = spend  # each row's call is named (its spend counted once), unless None
+        self.calls = spend is not None
         self.default = ""
         self.own: set[Key] | None = None
 
@@ -207,6 +249,10 @@ class _File:
         results.parts.append(part_of(self.path, meta))
         self.own = set() if own_shard(results.parts[-1]) else None
         self.default = meta.benchmark
+        # what the rows a merge dropped spent, counted before this file's rows (``spent``)
+        dropped, sums = spent.recorded(meta, where)
+        if self.spend is not None:
+            self.spend.replaced(dropped, sums)
         results.sources.append((str(self.path), meta.run_id, meta.created_at))
 
 
@@ -287,16 +333,17 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 _shared(row.classes(), shared), _call(row) if file.calls else None)
 
 
-def _count(results: Results, spent: bool, item: Item, row: ReadRow | ReportRow) -> None:
-    """What the report counts of every row, a replaced one too: its spend (``spent``: a call not
-    counted yet, of a read that counts spend), and whether it had a figure it could not use or a
-    verdict that is partly luck."""
-    if spent:
+def _count(results: Results, new: tuple[bool, bool] | None, item: Item,
+           row: ReadRow | ReportRow) -> None:
+    """What the report counts of every row, a replaced one too: its spend (``new``: whether its
+    call and its judging are ones not counted yet; None: a read that counts no spend), and
+    whether it had a figure it could not use or a verdict that is partly luck."""
+    if new is not None:
         arm = (item.benchmark, item.arm)
         spend = results.spend.get(arm)
         if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
             spend = results.spend[arm] = ArmSpend()
-        spend.add(row)  # type: ignore[arg-type]
+        spend.add(row, *new)  # type: ignore[arg-type]
     if type(row) is ReadRow:
         # the report says how many rows had one (a ``ReportRow`` has none: ``store.columns``)
         if row.unknown and not SHOWN.isdisjoint(row.unknown):
@@ -424,3 +471,20 @@ def _bbh_subtask(task_id: str) -> str | None:
 def _answer(row: ReadRow) -> str | None:
     text = row.answer or row.output
     return text[:ANSWER_CHARS] if text else None
+
+
+def replaced_of(row: ReadRow) -> Replaced:
+    """What a row a merge drops spent, with the calls it names (``spent.Replaced``): a cached
+    call cost nothing."""
+    item = _item(row, {})
+    call = item.call
+    judged = bool(row.judgments)
+    return Replaced((item.benchmark, item.task_id, item.arm, item.epoch),
+                    None if call is None else arm_call(call),
+                    judging_of(call, item.judged) if judged and call is not None else None,
+                    0.0 if row.cached() else row.cost_usd, judged, row.judge_cost_usd)
+
+
+def calls_of(row: ReadRow) -> set[str]:
+    """The calls a row names, its judging's too (none when it names none)."""
+    return _ids(_item(row, {}))
