@@ -16,9 +16,9 @@ import msgspec
 
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.results import spent
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
-from pytest_echo_bench.results import spent
 from pytest_echo_bench.results.spent import Replaced, add, arm_call, call_of, judging_of
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
