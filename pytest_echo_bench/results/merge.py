@@ -136,8 +136,7 @@ def merge(
             merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)], merged.found
         )
         # what the rows it drops spent: the merged file reports the spend of its parts
-        merged.meta = with_replaced(merged.meta, paths, [scan[0] for scan in scans],
-                                    [d for scan in scans for d in scan[5]], kept)
+        merged.meta = with_replaced(merged.meta, paths, scans, kept)
     return merged
 
 

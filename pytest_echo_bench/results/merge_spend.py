@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results import spent
-from pytest_echo_bench.results.merge_scan import Place
+from pytest_echo_bench.results.merge_scan import Place, Scan
 from pytest_echo_bench.results.read import calls_of, replaced_of
 from pytest_echo_bench.results.spent import Replaced
 from pytest_echo_bench.store.reader import parse_line
@@ -26,18 +26,18 @@ from pytest_echo_bench.store.records import Key, Meta
 from pytest_echo_bench.store.rows import ReadRow, read_row
 
 
-def with_replaced(meta: Meta, paths: Sequence[Path], metas: Sequence[Meta | None],
-                  dropped: Sequence[tuple[Key, Place]], kept: dict[Key, Place]) -> Meta:
+def with_replaced(meta: Meta, paths: Sequence[Path], scans: Sequence[Scan],
+                  kept: dict[Key, Place]) -> Meta:
     """The merged meta line with what the rows it drops spent: those its files' meta lines
-    recorded (earlier merges), then those dropped now, in file order."""
+    recorded (earlier merges), then those each file's scan dropped, in file order."""
     rows: list[Replaced] = []
     sums: dict[tuple[str, str], ArmSpend] = {}
-    for path, m in zip(paths, metas, strict=True):
-        listed, unlisted = spent.recorded(m, f"{path}:1")
+    for path, scan in zip(paths, scans, strict=True):
+        listed, unlisted = spent.recorded(scan[0], f"{path}:1")
         rows += listed
         for arm, of_arm in unlisted.items():
             sums.setdefault(arm, ArmSpend()).merge(of_arm)
-    rows += [replaced_of(row) for row in _rows(paths, dropped)]
+    rows += [replaced_of(row) for row in _rows(paths, [d for scan in scans for d in scan[5]])]
     rows = _uncovered(rows, paths, kept)
     extra = {k: v for k, v in meta.extra.items() if k != spent.FIELD}
     if rows or sums:

@@ -80,7 +80,7 @@ def test_two_calls_whose_parts_differ_only_around_a_nul_are_two(tmp_path: Path) 
         assert load_results([path], fast=fast).spend[("demo", "a")].usd == 2.0
 
 
-# --- judgings: a row judged again keeps its call, and adds a judging -------------------------------
+# --- judgings: a row judged again keeps its call, and adds a judging ------------------------------
 
 JUDGED_AT = [None, "2024-01-02T00:00:00.000Z", "2024-01-03T00:00:00.000Z"]
 
