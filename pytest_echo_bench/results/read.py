@@ -165,11 +165,16 @@ class _Calls:
     def __init__(self, results: Results, seen: dict[Key, Item]) -> None:
         self.results, self.seen = results, seen
         self.known: dict[Key, set[str]] = {}
+        # whether a merge's record gave a key calls before its first row: until then a key's
+        # first row needs no look-up (a million rows' look-ups cost a tenth of a second)
+        self.ahead = False
 
     def new(self, key: Key, older: Item | None, item: Item) -> tuple[bool, bool]:
         """Whether a row's call and its judging are ones not counted yet: a row that does not name
         its call always is, as is the first row of its key; a later one is if no earlier row of
         its key named it."""
+        if older is None and not self.ahead:
+            return BOTH
         known = self.known.get(key)
         if known is None:
             if older is None:
@@ -185,6 +190,7 @@ class _Calls:
         """What the rows a merge dropped spent (its meta line's record), each call once, and each
         arm's sum of those it did not list, counted as it comes."""
         spend = self.results.spend
+        self.ahead = self.ahead or bool(rows)
         for row in rows:
             new = BOTH
             if row.call is not None:
@@ -201,15 +207,18 @@ class _Calls:
 def _ids(item: Item) -> set[str]:
     """The calls ``item`` names: its arm's call and its judging (none when it names none)."""
     call = item.call
-    return set() if call is None else {arm_call(call), judging_of(call, item.judged)}
+    if call is None:
+        return set()
+    judging = judging_of(call, item.judged)
+    return {arm_call(call)} if judging is None else {arm_call(call), judging}
 
 
 def _fresh(known: set[str], call: str, judging: str | None) -> tuple[bool, bool]:
     """Whether ``call`` and ``judging`` are not in ``known`` yet; both are, after."""
     new_call = call not in known
     known.add(call)
-    if judging is None:  # no judgments: nothing of a judging to count
-        return new_call, True
+    if judging is None:  # judged with its call, if at all: counted with it
+        return new_call, new_call
     new_judging = judging not in known
     known.add(judging)
     return new_call, new_judging

@@ -54,10 +54,13 @@ def arm_call(call: str) -> str:
     return f"{len(run)}:{run}{len(started)}:{started}{finished}"
 
 
-def judging_of(call: str, judged: object) -> str:
+def judging_of(call: str, judged: tuple[object, ...]) -> str | None:
     """What names a row's judging: its call and when it was judged (``call_of``), and what its
     judges said (``results.read.Judged``): a row an older judging pass graded again says no
-    time, and its new grades tell it apart from its copies."""
+    time, and its new grades tell it apart from its copies. None: a row with no judgment read
+    and no time, whose judging (if any) is counted with its call."""
+    if not judged and not call.startswith("@"):
+        return None
     return f"j{call}{judged!r}"
 
 
@@ -83,7 +86,7 @@ class Replaced:
         return found
 
     def ids(self) -> set[str]:
-        """The calls it names (none when it names none)."""
+        """The calls it names (none when it names none; its judging is its call's when None)."""
         if self.call is None:
             return set()
         return {self.call} if self.judging is None else {self.call, self.judging}
