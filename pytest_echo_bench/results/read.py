@@ -339,7 +339,9 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
                 _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(row.classes(), shared), _call(row) if file.calls else None)
+                _shared(row.classes(), shared),
+                call_of(row.run_id, row.started_at, row.finished_at, row.judged_at)
+                if file.calls else None)
 
 
 def _count(results: Results, new: tuple[bool, bool] | None, item: Item,
