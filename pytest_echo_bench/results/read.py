@@ -72,7 +72,8 @@ class Item(msgspec.Struct, frozen=True, gc=False):
     served_model: str | None = None
     # (cache_read, cache_write, reasoning) tokens, when the row's usage keeps any class apart
     classes: tuple[int, int, int] | None = None
-    # the call the row records (``_call``): a regraded or merged copy of a row names the same one
+    # the calls the row records (``_call``): a regraded or merged copy of a row names the same
+    # ones; a row ``echo-bench judge`` judged again names the same arm call, and a new judging
     call: str | None = None
 
 
@@ -166,7 +167,7 @@ class _Calls:
         self.results, self.seen = results, seen
         self.known: dict[Key, set[str]] = {}
         # whether a merge's record gave a key calls before its first row: until then a key's
-        # first row needs no look-up (a million rows' look-ups cost a tenth of a second)
+        # first row needs no look-up (the report's loop over a million rows)
         self.ahead = False
 
     def new(self, key: Key, older: Item | None, item: Item) -> tuple[bool, bool]:
