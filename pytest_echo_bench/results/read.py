@@ -19,7 +19,7 @@ from pytest_echo_bench.errors import StoreError
 from pytest_echo_bench.results import spent
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
-from pytest_echo_bench.results.spent import Replaced, add, arm_call, call_of, judging_of
+from pytest_echo_bench.results.spent import Calls, Replaced, arm_call, call_of, ids_of, judging_of
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.spec.pricing import CLASS_KEYS
@@ -138,7 +138,7 @@ def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
     shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
-    calls = _Calls(results, seen)
+    calls = Calls(results.spend, seen)
     for path in paths:
         results.paths.append(path)
         file = _File(path, results, calls if spend else None)
@@ -152,77 +152,6 @@ def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
     return results
-
-
-BOTH = (True, True)
-
-
-class _Calls:
-    """Each arm call's spend once, and each judging's (``results.spent``): a regrade or merge
-    copies its row, a key judged again keeps its call and adds a judging. ``known`` holds the
-    calls of each key that has more than one row, or a row a merge dropped and recorded (a key's
-    first row is always a call not counted yet: most keys have no set)."""
-
-    def __init__(self, results: Results, seen: dict[Key, Item]) -> None:
-        self.results, self.seen = results, seen
-        self.known: dict[Key, set[str]] = {}
-        # whether a merge's record gave a key calls before its first row: until then a key's
-        # first row needs no look-up (the report's loop over a million rows)
-        self.ahead = False
-
-    def new(self, key: Key, older: Item | None, item: Item) -> tuple[bool, bool]:
-        """Whether a row's call and its judging are ones not counted yet: a row that does not name
-        its call always is, as is the first row of its key; a later one is if no earlier row of
-        its key named it."""
-        if older is None and not self.ahead:
-            return BOTH
-        known = self.known.get(key)
-        if known is None:
-            if older is None:
-                return BOTH
-            # the key's second row: the first row's calls are its older row's
-            known = self.known[key] = _ids(older)
-        call = item.call
-        if call is None:  # counted as it comes (the set above keeps the first row's all the same)
-            return BOTH
-        return _fresh(known, arm_call(call), judging_of(call, item.judged))
-
-    def replaced(self, rows: list[Replaced], sums: dict[tuple[str, str], ArmSpend]) -> None:
-        """What the rows a merge dropped spent (its meta line's record), each call once, and each
-        arm's sum of those it did not list, counted as it comes."""
-        spend = self.results.spend
-        self.ahead = self.ahead or bool(rows)
-        for row in rows:
-            new = BOTH
-            if row.call is not None:
-                known = self.known.get(row.key)
-                if known is None:
-                    older = self.seen.get(row.key)
-                    known = self.known[row.key] = set() if older is None else _ids(older)
-                new = _fresh(known, row.call, row.judging)
-            add(spend, row, *new)
-        for arm, sums_of in sums.items():
-            spend.setdefault(arm, ArmSpend()).merge(sums_of)
-
-
-def _ids(item: Item) -> set[str]:
-    """The calls ``item`` names: its arm's call and its judging (none when it names none)."""
-    call = item.call
-    if call is None:
-        return set()
-    judging = judging_of(call, item.judged)
-    return {arm_call(call)} if judging is None else {arm_call(call), judging}
-
-
-def _fresh(known: set[str], call: str, judging: str | None) -> tuple[bool, bool]:
-    """Whether ``call`` and ``judging`` are not in ``known`` yet; both are, after."""
-    new_call = call not in known
-    known.add(call)
-    if judging is None:  # judged with its call, if at all: counted with it
-        return new_call, new_call
-    new_judging = judging not in known
-    known.add(judging)
-    return new_call, new_judging
 
 
 def by_arm(rows: Sequence[Item]) -> dict[tuple[str, str], list[Item]]:
@@ -240,7 +169,7 @@ class _File:
     """What a file's meta line tells its rows: the benchmark of a row that names none, and
     whether the file is a shard, whose keys are counted (how it ended depends on how many)."""
 
-    def __init__(self, path: Path, results: Results, spend: _Calls | None) -> None:
+    def __init__(self, path: Path, results: Results, spend: Calls | None) -> None:
         self.path, self.results = path, results
         self.spend = spend  # each row's call is named (its spend counted once), unless None
         self.calls = spend is not None
@@ -499,4 +428,4 @@ def replaced_of(row: ReadRow) -> Replaced:
 
 def calls_of(row: ReadRow) -> set[str]:
     """The calls a row names, its judging's too (none when it names none)."""
-    return _ids(_item(row, {}))
+    return ids_of(_item(row, {}))

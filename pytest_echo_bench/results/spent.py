@@ -11,8 +11,9 @@ counts what its parts spent, and counts it once when read beside one of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
@@ -24,6 +25,17 @@ FIELD = "replaced_spend"  # the merged meta line's record: {"rows": [...], "unli
 # beyond them, each arm's sum, counted as it comes (a file read beside the merge may repeat it).
 LISTED = 5000
 ARM_SUMS = ("usd", "known", "unknown", "judge_usd", "judged", "judge_unknown")
+
+
+class Named(Protocol):
+    """A row as the report holds it (``results.read.Item``): the calls it names (``call_of``) and
+    what its judges said."""
+
+    @property
+    def call(self) -> str | None: ...
+
+    @property
+    def judged(self) -> tuple[Any, ...]: ...
 
 
 def call_of(run: str | None, started: str | None, finished: str | None,
@@ -167,3 +179,75 @@ def _sum(entry: Any, where: str) -> tuple[tuple[str, str], ArmSpend]:
     sums = ArmSpend(*(entry[k] for k in ARM_SUMS))
     sums.usd, sums.judge_usd = float(entry["usd"]), float(entry["judge_usd"])
     return (entry["benchmark"], entry["arm"]), sums
+
+
+BOTH = (True, True)
+
+
+class Calls:
+    """What the report counts of each row's spend (``new``) and of a merge's record
+    (``replaced``): each arm call's once, and each judging's. A regrade or merge copies its row,
+    a key judged again keeps its call and adds a judging. ``known`` holds the calls of each key
+    that has more than one row, or a row a merge dropped and recorded (a key's first row is
+    always a call not counted yet: most keys have no set)."""
+
+    def __init__(self, spend: dict[tuple[str, str], ArmSpend], seen: Mapping[Key, Named]) -> None:
+        self.spend, self.seen = spend, seen
+        self.known: dict[Key, set[str]] = {}
+        # whether a merge's record gave a key calls before its first row: until then a key's
+        # first row needs no look-up (the report's loop over a million rows)
+        self.ahead = False
+
+    def new(self, key: Key, older: Named | None, item: Named) -> tuple[bool, bool]:
+        """Whether a row's call and its judging are ones not counted yet: a row that does not name
+        its call always is, as is the first row of its key; a later one is if no earlier row of
+        its key named it."""
+        if older is None and not self.ahead:
+            return BOTH
+        known = self.known.get(key)
+        if known is None:
+            if older is None:
+                return BOTH
+            # the key's second row: the first row's calls are its older row's
+            known = self.known[key] = ids_of(older)
+        call = item.call
+        if call is None:  # counted as it comes (the set above keeps the first row's all the same)
+            return BOTH
+        return _fresh(known, arm_call(call), judging_of(call, item.judged))
+
+    def replaced(self, rows: list[Replaced], sums: dict[tuple[str, str], ArmSpend]) -> None:
+        """What the rows a merge dropped spent (its meta line's record), each call once, and each
+        arm's sum of those it did not list, counted as it comes."""
+        spend = self.spend
+        self.ahead = self.ahead or bool(rows)
+        for row in rows:
+            new = BOTH
+            if row.call is not None:
+                known = self.known.get(row.key)
+                if known is None:
+                    older = self.seen.get(row.key)
+                    known = self.known[row.key] = set() if older is None else ids_of(older)
+                new = _fresh(known, row.call, row.judging)
+            add(spend, row, *new)
+        for arm, sums_of in sums.items():
+            spend.setdefault(arm, ArmSpend()).merge(sums_of)
+
+
+def ids_of(item: Named) -> set[str]:
+    """The calls ``item`` names: its arm's call and its judging (none when it names none)."""
+    call = item.call
+    if call is None:
+        return set()
+    judging = judging_of(call, item.judged)
+    return {arm_call(call)} if judging is None else {arm_call(call), judging}
+
+
+def _fresh(known: set[str], call: str, judging: str | None) -> tuple[bool, bool]:
+    """Whether ``call`` and ``judging`` are not in ``known`` yet; both are, after."""
+    new_call = call not in known
+    known.add(call)
+    if judging is None:  # judged with its call, if at all: counted with it
+        return new_call, new_call
+    new_judging = judging not in known
+    known.add(judging)
+    return new_call, new_judging
