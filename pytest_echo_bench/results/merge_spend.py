@@ -9,11 +9,13 @@ itself, or with one of its parts) is left out, as is a second record of the same
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import msgspec
 
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
@@ -37,48 +39,87 @@ def with_replaced(meta: Meta, paths: Sequence[Path], scans: Sequence[Scan],
         rows += listed
         for arm, of_arm in unlisted.items():
             sums.setdefault(arm, ArmSpend()).merge(of_arm)
-    rows += [replaced_of(row) for row in _rows(paths, [d for scan in scans for d in scan[5]])]
-    rows = _uncovered(rows, paths, kept)
+    with ExitStack() as stack:
+        lines = _Lines(paths, stack)
+        rows += _dropped(lines, [d for scan in scans for d in scan[5]], kept)
+        rows = _uncovered(rows, lines, kept)
     extra = {k: v for k, v in meta.extra.items() if k != spent.FIELD}
     if rows or sums:
         extra[spent.FIELD] = spent.record(rows, sums)
     return replace(meta, extra=extra)
 
 
-def _uncovered(rows: list[Replaced], paths: Sequence[Path],
-               kept: dict[Key, Place]) -> list[Replaced]:
+def _dropped(lines: _Lines, dropped: Sequence[tuple[Key, Place]],
+             kept: dict[Key, Place]) -> list[Replaced]:
+    """What each dropped row spent, but for a copy of its key's kept row (byte for byte: a file
+    merged with itself, or with a merge of it) that names its call, which the kept row names: only
+    the rows a resume replaced are read whole."""
+    found = []
+    for key, place in dropped:
+        raw = lines.raw(place)
+        if raw != lines.raw(kept[key]) or not _names_call(raw):
+            found.append(replaced_of(lines.row(key, raw, place)))
+    return found
+
+
+class _Call(msgspec.Struct):
+    """What names a row's call (``spent.call_of``), decoded alone: the rest is skipped."""
+
+    run_id: Any = None
+    started_at: Any = None
+    finished_at: Any = None
+
+
+def _names_call(raw: bytes) -> bool:
+    """Whether the row of ``raw`` names its call: a copy of one that does not is counted again."""
+    try:
+        call = msgspec.json.decode(raw, type=_Call)
+    except msgspec.DecodeError:  # not an object: read whole, which says
+        return False
+    return all(isinstance(v, str) for v in (call.run_id, call.started_at, call.finished_at))
+
+
+def _uncovered(rows: list[Replaced], lines: _Lines, kept: dict[Key, Place]) -> list[Replaced]:
     """``rows`` without those whose calls the kept row of their key names, or an earlier record
     names the same (a row naming no call is kept: it is counted as it comes)."""
-    keys = {row.key for row in rows if row.call is not None}
-    named = dict(zip(keys, map(calls_of, _rows(paths, [(k, kept[k]) for k in keys])),
-                     strict=True))
+    named: dict[Key, set[str]] = {}
     found: list[Replaced] = []
     for row in rows:
         ids = row.ids()
-        if ids and ids <= named[row.key]:
-            continue
-        named.setdefault(row.key, set()).update(ids)
+        if ids:
+            known = named.get(row.key)
+            if known is None:
+                place = kept[row.key]
+                known = named[row.key] = calls_of(lines.row(row.key, lines.raw(place), place))
+            if ids <= known:
+                continue
+            known.update(ids)
         found.append(row)
     return found
 
 
-def _rows(paths: Sequence[Path], places: Iterable[tuple[Key, Place]]) -> Iterable[ReadRow]:
-    """The row at each place, read whole (its benchmark is its key's, as the scan found it)."""
-    with ExitStack() as stack:
-        files: dict[int, BinaryIO] = {}
-        for key, (index, offset, _, _) in places:
-            f = files.get(index)
-            if f is None:
-                f = files[index] = stack.enter_context(open(paths[index], "rb"))
-            f.seek(offset)
-            yield read_row(_parsed(f.readline(), paths[index], offset), key[0])
+class _Lines:
+    """The merged files' lines, read by their place (each file opened once)."""
 
+    def __init__(self, paths: Sequence[Path], stack: ExitStack) -> None:
+        self.paths, self.stack = paths, stack
+        self.files: dict[int, BinaryIO] = {}
 
-def _parsed(raw: bytes, path: Path, offset: int) -> dict[str, Any]:
-    try:
-        record = parse_line(raw.rstrip(b"\n"), path, 0, True)
-    except StoreError:
-        record = None
-    if record is None or record.get("_meta"):
-        raise StoreError(f"{path}: changed while it was merged (no row at byte {offset})")
-    return record
+    def raw(self, place: Place) -> bytes:
+        index, offset = place[0], place[1]
+        f = self.files.get(index)
+        if f is None:
+            f = self.files[index] = self.stack.enter_context(open(self.paths[index], "rb"))
+        f.seek(offset)
+        return f.readline().rstrip(b"\n")
+
+    def row(self, key: Key, raw: bytes, place: Place) -> ReadRow:
+        """The row of ``raw``, read whole (its benchmark is its key's, as the scan found it)."""
+        path = self.paths[place[0]]
+        try:
+            record = parse_line(raw, path, 0, True)
+        except StoreError:
+            record = None
+        if record is None or record.get("_meta"):
+            raise StoreError(f"{path}: changed while it was merged (no row at byte {place[1]})")
+        return read_row(record, key[0])
