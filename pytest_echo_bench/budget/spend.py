@@ -40,12 +40,16 @@ class ArmSpend:
     judged: int = 0  # rows whose judges' cost is known
     judge_unknown: int = 0
 
-    def add(self, row: ReadRow) -> None:
-        """Count one row read from a results file."""
-        if row.judgments:
-            self._add_judges(row)
+    def add(self, row: ReadRow, call: bool = True, judging: bool = True) -> None:
+        """Count one row read from a results file: its arm's call (``call``: one not counted yet)
+        and its judging (``judging``: likewise; a row judged again has a judging of its own)."""
+        if judging and row.judgments:
+            self.add_judging(row.judge_cost_usd)
+        if not call:
+            return
+        # ``add_call``'s rule, inline: a million rows each come here
         if row.cached():
-            self.known += 1  # answered from the cache: nothing sent, nothing spent
+            self.known += 1
             return
         cost = row.cost_usd
         if cost is None:
@@ -54,13 +58,33 @@ class ArmSpend:
             self.usd += cost
             self.known += 1
 
-    def _add_judges(self, row: ReadRow) -> None:
-        cost = row.judge_cost_usd  # what was sent: a judgment the cache answered counts 0
+    def add_call(self, cached: bool, cost: float | None) -> None:
+        """Count one arm call: ``cached`` when the response cache answered it (nothing sent,
+        nothing spent), else what it cost (None: not known)."""
+        if cached:
+            self.known += 1
+        elif cost is None:
+            self.unknown += 1
+        else:
+            self.usd += cost
+            self.known += 1
+
+    def add_judging(self, cost: float | None) -> None:
+        """Count one judging: what was sent (a judgment the cache answered counts 0), or None."""
         if cost is None:
             self.judge_unknown += 1
         else:
             self.judge_usd += cost
             self.judged += 1
+
+    def merge(self, other: ArmSpend) -> None:
+        """Add ``other``'s counts to these."""
+        self.usd += other.usd
+        self.known += other.known
+        self.unknown += other.unknown
+        self.judge_usd += other.judge_usd
+        self.judged += other.judged
+        self.judge_unknown += other.judge_unknown
 
 
 def spend_text(usd: float | None, unknown: int | None) -> str:

@@ -279,6 +279,10 @@ class JudgingPass:
             data = regraded(data, stored.row, verdict, stored.example)
             data.pop("judge_cost_usd", None)  # the row's judges are this pass's: so is the cost
             data.update(judge_fields(verdict))
+            # The row keeps its arm call's run id and times: when it was judged names this
+            # judging apart, so a report counts a key judged again (--retry-unjudged) twice and a
+            # copy of this row (a merge) once (``results.spent``).
+            data["judged_at"] = utcnow()
         try:
             writer.append(encode_line(data))
         except StoreError as exc:

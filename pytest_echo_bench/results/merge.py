@@ -22,6 +22,7 @@ from pytest_echo_bench.results.merge_scan import (
     scan_columns,
     scan_records,
 )
+from pytest_echo_bench.results.merge_spend import with_replaced
 from pytest_echo_bench.shards.coverage import (
     Coverage,
     Part,
@@ -134,6 +135,8 @@ def merge(
         merged.meta = _record_conflicts(
             merged.meta, [(p, scan[0]) for p, scan in zip(paths, scans, strict=True)], merged.found
         )
+        # what the rows it drops spent: the merged file reports the spend of its parts
+        merged.meta = with_replaced(merged.meta, paths, scans, kept)
     return merged
 
 

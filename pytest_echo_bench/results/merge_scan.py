@@ -26,8 +26,9 @@ from pytest_echo_bench.store.rows import StatusRow
 # where a key's newest row is: (file index, offset), and its passed and status
 Place = tuple[int, int, bool, str]
 # The file's meta line, its benchmarks' first lines, duplicates, changed
-# verdicts, and its keys (each once).
-Scan = tuple["Meta | None", dict[str, int], int, list[tuple[Key, Place, Place]], int]
+# verdicts, its keys (each once), and the rows its rows replaced (each key's older place).
+Scan = tuple["Meta | None", dict[str, int], int, list[tuple[Key, Place, Place]], int,
+             list[tuple[Key, Place]]]
 # benchmark -> the fingerprint its rows in files without one were recorded with
 Assumed = dict[str, str]
 # each status as one string: a million places share a few
@@ -42,6 +43,8 @@ class _Tally:
     kept: dict[Key, Place]
     names: dict[str, int] = field(default_factory=dict)  # benchmark -> its first row's line
     changed: list[tuple[Key, Place, Place]] = field(default_factory=list)
+    # the rows replaced by a newer one, which merge drops: what they spent is kept (``spent``)
+    dropped: list[tuple[Key, Place]] = field(default_factory=list)
     duplicates: int = 0
     again: int = 0  # rows whose key this file had already
     rows: int = 0
@@ -56,6 +59,7 @@ class _Tally:
 
     def repeated(self, key: Key, older: Place, place: Place) -> None:
         self.duplicates += 1
+        self.dropped.append((key, older))
         self.again += older[0] == self.index
         # a retried error or unjudged row (no grade) is expected to change
         if older[2] != place[2] and older[3] not in UNGRADED:
@@ -63,7 +67,8 @@ class _Tally:
 
     def scan(self, meta: dict[str, Any] | None, path: Path) -> Scan:
         meta_line = Meta.from_json(meta, f"{path}:1") if meta is not None else None
-        return meta_line, self.names, self.duplicates, self.changed, self.rows - self.again
+        return (meta_line, self.names, self.duplicates, self.changed, self.rows - self.again,
+                self.dropped)
 
 
 def only(assumed: Assumed | None) -> str:

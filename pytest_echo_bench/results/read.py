@@ -16,8 +16,10 @@ import msgspec
 
 from pytest_echo_bench.budget.spend import ArmSpend
 from pytest_echo_bench.errors import StoreError
+from pytest_echo_bench.results import spent
 from pytest_echo_bench.results.conflicts import Conflict, recorded
 from pytest_echo_bench.results.ending import one
+from pytest_echo_bench.results.spent import Calls, Replaced, arm_call, call_of, ids_of, judging_of
 from pytest_echo_bench.scoring.judgment import ORDERS, grade_of
 from pytest_echo_bench.shards.coverage import Part, ended, own_shard, part_of
 from pytest_echo_bench.spec.pricing import CLASS_KEYS
@@ -70,7 +72,8 @@ class Item(msgspec.Struct, frozen=True, gc=False):
     served_model: str | None = None
     # (cache_read, cache_write, reasoning) tokens, when the row's usage keeps any class apart
     classes: tuple[int, int, int] | None = None
-    # the call the row records (``_call``): a regraded or merged copy of a row names the same one
+    # the calls the row records (``_call``): a regraded or merged copy of a row names the same
+    # ones; a row ``echo-bench judge`` judged again names the same arm call, and a new judging
     call: str | None = None
 
 
@@ -99,14 +102,9 @@ class Results:
 
 
 def _call(row: ReadRow | ReportRow) -> str | None:
-    """What names the call a row records, beside its key: its run and times, which a regraded or
-    merged copy keeps (None: a row without them, counted as it comes). One string a row (the
-    report holds a million of them), each part after the first two's lengths: a text may hold any
-    character, so no separator could tell ("r\0x", "s") from ("r", "x\0s")."""
-    run, started, finished = row.run_id, row.started_at, row.finished_at
-    if run is None or started is None or finished is None:
-        return None
-    return f"{len(run)}:{run}{len(started)}:{started}{finished}"
+    """What names the calls a row records, beside its key (``spent.call_of``): its run and times,
+    which a regraded or merged copy keeps, and when a judging pass judged it."""
+    return call_of(row.run_id, row.started_at, row.finished_at, row.judged_at)
 
 
 def load_results(paths: Sequence[Path], fast: bool = True, spend: bool = True) -> Results:
@@ -140,38 +138,20 @@ def _load(paths: Sequence[Path], fast: bool, spend: bool) -> Results:
     # a replaced row keeps its key's place: the order of first appearance
     seen: dict[Key, Item] = {}
     shared: dict[object, object] = {}  # judgments and grades held once (``_judged``)
-    # each call's spend once (a regrade or merge copies its row): the calls of each key that has
-    # more than one row (a key's first row is always a call not counted yet)
-    calls: dict[Key, set[str]] = {}
+    calls = Calls(results.spend, seen)
     for path in paths:
         results.paths.append(path)
-        file = _File(path, results, spend)
+        file = _File(path, results, calls if spend else None)
         for rows in (_scanned if fast else _parsed)(path, file):
             for row, item in zip(rows, _items(rows, file, shared), strict=True):
                 key, older = _add(results, seen, item)
                 if file.own is not None:
                     file.own.add(key)
-                _count(results, spend and _new_call(calls, key, older, item.call), item, row)
+                _count(results, calls.new(key, older, item) if spend else None, item, row)
         if file.own is not None:
             results.parts[-1] = ended(results.parts[-1], one(path).stop_text, len(file.own))
     results.rows = list(seen.values())
     return results
-
-
-def _new_call(calls: dict[Key, set[str]], key: Key, older: Item | None, call: str | None) -> bool:
-    """Whether a row's call is one not counted yet: a row that does not name its call always is,
-    as is the first row of its key; a later one is if no earlier row of its key named the call."""
-    if older is None:
-        return True
-    known = calls.get(key)
-    if known is None:  # the key's second row: the first row's call is its older row's
-        known = calls[key] = set() if older.call is None else {older.call}
-    if call is None:  # counted as it comes (the set above keeps the first row's call all the same)
-        return True
-    if call in known:
-        return False
-    known.add(call)
-    return True
 
 
 def by_arm(rows: Sequence[Item]) -> dict[tuple[str, str], list[Item]]:
@@ -189,9 +169,10 @@ class _File:
     """What a file's meta line tells its rows: the benchmark of a row that names none, and
     whether the file is a shard, whose keys are counted (how it ended depends on how many)."""
 
-    def __init__(self, path: Path, results: Results, calls: bool) -> None:
+    def __init__(self, path: Path, results: Results, spend: Calls | None) -> None:
         self.path, self.results = path, results
-        self.calls = calls  # whether each row's call is named (its spend counted once)
+        self.spend = spend  # each row's call is named (its spend counted once), unless None
+        self.calls = spend is not None
         self.default = ""
         self.own: set[Key] | None = None
 
@@ -207,6 +188,10 @@ class _File:
         results.parts.append(part_of(self.path, meta))
         self.own = set() if own_shard(results.parts[-1]) else None
         self.default = meta.benchmark
+        # what the rows a merge dropped spent, counted before this file's rows (``spent``)
+        dropped, sums = spent.recorded(meta, where)
+        if self.spend is not None:
+            self.spend.replaced(dropped, sums)
         results.sources.append((str(self.path), meta.run_id, meta.created_at))
 
 
@@ -284,19 +269,22 @@ def _fast_item(row: ReportRow, file: _File, shared: dict[object, object]) -> Ite
                 text[:ANSWER_CHARS] if text else None, scan_epoch(row.epoch), None, *judged,
                 _shared(row.item_sha256, shared),
                 None if row.served_model is None else sys.intern(row.served_model),
-                _shared(row.classes(), shared), _call(row) if file.calls else None)
+                _shared(row.classes(), shared),
+                call_of(row.run_id, row.started_at, row.finished_at, row.judged_at)
+                if file.calls else None)
 
 
-def _count(results: Results, spent: bool, item: Item, row: ReadRow | ReportRow) -> None:
-    """What the report counts of every row, a replaced one too: its spend (``spent``: a call not
-    counted yet, of a read that counts spend), and whether it had a figure it could not use or a
-    verdict that is partly luck."""
-    if spent:
+def _count(results: Results, new: tuple[bool, bool] | None, item: Item,
+           row: ReadRow | ReportRow) -> None:
+    """What the report counts of every row, a replaced one too: its spend (``new``: whether its
+    call and its judging are ones not counted yet; None: a read that counts no spend), and
+    whether it had a figure it could not use or a verdict that is partly luck."""
+    if new is not None:
         arm = (item.benchmark, item.arm)
         spend = results.spend.get(arm)
         if spend is None:  # not ``setdefault``: an ArmSpend made for every row costs a second
             spend = results.spend[arm] = ArmSpend()
-        spend.add(row)  # type: ignore[arg-type]
+        spend.add(row, *new)  # type: ignore[arg-type]
     if type(row) is ReadRow:
         # the report says how many rows had one (a ``ReportRow`` has none: ``store.columns``)
         if row.unknown and not SHOWN.isdisjoint(row.unknown):
@@ -424,3 +412,20 @@ def _bbh_subtask(task_id: str) -> str | None:
 def _answer(row: ReadRow) -> str | None:
     text = row.answer or row.output
     return text[:ANSWER_CHARS] if text else None
+
+
+def replaced_of(row: ReadRow) -> Replaced:
+    """What a row a merge drops spent, with the calls it names (``spent.Replaced``): a cached
+    call cost nothing."""
+    item = _item(row, {})
+    call = item.call
+    judged = bool(row.judgments)
+    return Replaced((item.benchmark, item.task_id, item.arm, item.epoch),
+                    None if call is None else arm_call(call),
+                    judging_of(call, item.judged) if judged and call is not None else None,
+                    0.0 if row.cached() else row.cost_usd, judged, row.judge_cost_usd)
+
+
+def calls_of(row: ReadRow) -> set[str]:
+    """The calls a row names, its judging's too (none when it names none)."""
+    return ids_of(_item(row, {}))

@@ -61,6 +61,7 @@ class ReportRow(StatusRow, gc=False):  # type: ignore[misc]
     run_id: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    judged_at: str | None = None
     wall_seconds: Figure | None = None
     sub_calls: Figure | None = None
     cost_usd: Figure | None = None

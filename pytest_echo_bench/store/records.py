@@ -148,6 +148,10 @@ class Row:
     item_sha256: str | None = None
     # The provider's id of the batch that answered it (``engine.batching``); absent for a live call.
     batch_id: str | None = None
+    # When ``echo-bench judge`` graded a stored output into this row, which keeps the arm call's
+    # run id and times: it names the judging apart from its call (``results.spent``). Left out
+    # when none: a sweep's row is judged with its call.
+    judged_at: str | None = None
     schema: int = SCHEMA
 
     def to_line(self) -> bytes:
@@ -166,7 +170,7 @@ class Row:
 
 _ROW_FIELDS = tuple(f.name for f in fields(Row))
 _LEFT_OUT_WHEN_NONE = ("charged_usd", "score", "judgments", "judge_cost_usd", "served_model",
-                       "served_fingerprint", "item_sha256", "batch_id")
+                       "served_fingerprint", "item_sha256", "batch_id", "judged_at")
 # a line's own "extra" field is one of its extras
 _META_FIELDS = frozenset(f.name for f in fields(Meta)) - {"extra"}
 

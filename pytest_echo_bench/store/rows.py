@@ -81,6 +81,8 @@ FIELDS: dict[str, tuple[Any, Callable[[object], Any]]] = {
     "batch_id": (str, _text),
     "started_at": (str, _text), "finished_at": (str, _text), "worker": (str, _text),
     "run_id": (str, _text),
+    # when ``echo-bench judge`` graded the row (a copy keeps it): its judging apart from its call
+    "judged_at": (str, _text),
     # Figures: a float or an int as written, read by ``store.checks``'s rules (1.5 sub-calls stay).
     "wall_seconds": (float, _figure), "sub_calls": (float, _figure), "cost_usd": (float, _figure),
     "cost_units": (float, _figure), "charged_usd": (float, _figure),
@@ -170,6 +172,7 @@ class ReadRow(msgspec.Struct, frozen=True, gc=False):
     finished_at: str | None = None
     worker: str | None = None
     run_id: str | None = None
+    judged_at: str | None = None  # when a judging pass graded it (``results.judge``)
     wall_seconds: float | None = None
     sub_calls: float | None = None
     cost_usd: float | None = None

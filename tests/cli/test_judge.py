@@ -456,3 +456,41 @@ def test_a_judged_row_keeps_what_served_the_arm_and_the_items_digest(
     new = judged(pytester.path / "results.judged.jsonl")
     assert {key: [row[name] for name in kept] for key, row in new.items()} == source
     assert {j["model"] for row in new.values() for j in row["judgments"]} == {"judge-1"}
+
+
+def test_a_key_judged_again_counts_its_new_judging_and_a_copy_of_a_judged_row_counts_once(
+        pytester: pytest.Pytester, sweep: Sweep, arms: FakeOpenAI,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The first pass leaves q1 without a grade; --retry-unjudged judges it again. Its new row
+    # keeps the arm call's run id and times: the report must still count the second judging.
+    state = {"grade": False}
+
+    def grader(prompt: str) -> str:
+        if "(1)" in prompt and not state["grade"]:
+            return "I cannot decide."
+        return "[[9]]" if "Answer: 4 " in prompt else "[[2]]"
+
+    with FakeOpenAI(answer=grader) as judge:
+        spec = deferred(pytester, sweep, arms, judge, n=2,
+                        extra="pricing:\n  grader: {input: 1000, output: 1000}\n")
+        assert main(["judge", str(sweep.out), "--spec", str(spec)]) == 0
+        state["grade"] = True
+        assert main(["judge", str(sweep.out), "--spec", str(spec), "--retry-unjudged"]) == 0
+        assert len(judge.requests) == 6  # 4 keys, the 2 of q1 twice
+    out = pytester.path / "results.judged.jsonl"
+    rows = read_rows(out)[1]
+    assert len(rows) == 6 and all(r.get("judged_at") for r in rows)
+    paid = sum(r["judge_cost_usd"] for r in rows)
+    first = sum(r["judge_cost_usd"] for r in rows[:4])
+    assert paid > first > 0
+
+    def judge_usd(*paths: Path) -> float:
+        capsys.readouterr()
+        assert main(["report", *map(str, paths), "--format", "json"]) == 0
+        return float(json.loads(capsys.readouterr().out)["judging"]["total"]["judge_usd"])
+
+    assert judge_usd(out) == pytest.approx(paid)
+    # the same rows again, or merged with themselves: each judging counted once still
+    merged = pytester.path / "merged.jsonl"
+    assert main(["merge", str(out), str(out), "-o", str(merged)]) == 0
+    assert judge_usd(out, out) == judge_usd(merged) == judge_usd(merged, out) == pytest.approx(paid)

@@ -210,7 +210,7 @@ def test_row_line_is_the_asdict_line() -> None:
             del data["epoch"]
         # a run without a budget, a row without judges
         for name in ("charged_usd", "score", "judgments", "judge_cost_usd", "served_model",
-                     "served_fingerprint", "item_sha256", "batch_id"):
+                     "served_fingerprint", "item_sha256", "batch_id", "judged_at"):
             if data[name] is None:
                 del data[name]
         assert r.to_line() == (json.dumps(data, separators=(",", ":")) + "\n").encode()

@@ -39,7 +39,8 @@ def full_row(**changes: object) -> Row:
                   subtask="st", usage={"prompt_tokens": 3, "completion_tokens": 4}, retries=1,
                   cost_usd=0.25, cost_units=2.0, cache_hits=1, extra={"escalated": True}, epoch=2,
                   charged_usd=0.5, served_model="m-1", served_fingerprint="fp_1",
-                  item_sha256="ab" * 32, batch_id="batch_1", score=7.5, judge_cost_usd=0.125,
+                  item_sha256="ab" * 32, batch_id="batch_1", judged_at="2024-01-02T00:00:00.000Z",
+                  score=7.5, judge_cost_usd=0.125,
                   judgments=[{"judge": "j", "prompt_sha256": "ab", "grade": 7.5}])
     return Row(**{**fields, **changes})  # type: ignore[arg-type]
 
