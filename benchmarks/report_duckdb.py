@@ -70,9 +70,9 @@ def _text(name: str) -> str:
 
 
 # ``store.rows._usage``: an object whose every non-null value is a count, else no usage at all
-USAGE_OK = (f"json_type(usage) = 'OBJECT' AND list_bool_and(list_transform(map_values("
+USAGE_OK = (f"json_type(usage) = 'OBJECT' AND coalesce(list_bool_and(list_transform(map_values("
             f"json_transform(usage, '\"MAP(VARCHAR, JSON)\"')), "
-            f"lambda v: json_type(v) = 'NULL' OR {_count('v')}))")
+            f"lambda v: json_type(v) = 'NULL' OR {_count('v')})), true)")  # {}: no count, 0
 CHECKED = f"""SELECT _text_benchmark AS benchmark, task_id, arm, passed, status, subtask,
   wall_seconds, cost_usd, {{'prompt_tokens': CASE WHEN ok THEN pt END,
   'completion_tokens': CASE WHEN ok THEN ct END}} AS usage FROM (
