@@ -137,10 +137,17 @@ def supervise(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, "CHILD_REASON": reason, "CHILD_WINDOW": str(window)},
+            # as from a terminal: a suite run under nohup would hand its ignored SIGHUP on, and
+            # the supervisor rightly leaves an ignored SIGHUP ignored
+            preexec_fn=_hangup_default,
         )
     sup = Supervisor(proc, tmp_path, log, child)
     started.append(sup)
     return sup
+
+
+def _hangup_default() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def resume_of(child: list[str], cwd: Path) -> str:
