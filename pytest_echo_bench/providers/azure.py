@@ -13,6 +13,7 @@ filtered again). ``client: sdk`` goes through the SDK's ``openai.AzureOpenAI``.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -32,6 +33,9 @@ FILTERED = "content_filter"
 _KEYS = ("endpoint", "deployment", "api_version")
 # The innererror code Azure gives a prompt its content filter refused.
 _POLICY = "ResponsibleAIPolicyViolation"
+# The characters Azure allows in a deployment's name. A "/" in one would be sent as %2F by the
+# lean client and as a path separator by the SDK: two different URLs for one arm.
+_DEPLOYMENT = re.compile(r"[A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ class Azure:
 
     @property
     def base_url(self) -> str:
-        """The deployment's address, as the SDK's ``azure_deployment`` builds it."""
+        """``{endpoint}/openai/deployments/{deployment}``, the SDK's ``azure_deployment`` address:
+        the name is one path segment of letters, digits, ``.``, ``_`` and ``-`` (``azure_of``
+        refuses any other), so quoting it changes nothing."""
         return f"{self.endpoint.rstrip('/')}/openai/deployments/{quote(self.deployment, safe='')}"
 
     @property
@@ -86,6 +92,10 @@ def azure_of(arm: ArmSpec, spec: Spec) -> Azure | None:
             raise spec.error(f"azure needs {key} (a text), got {value!r}", "arms", arm.name,
                              "azure")
         values.append(value.strip())
+    if not _DEPLOYMENT.fullmatch(values[1]):
+        raise spec.error(f"azure.deployment must be an Azure deployment name (letters, digits, "
+                         f"'.', '_' and '-'), got {values[1]!r}: copy the deployment's name as "
+                         "the Azure portal shows it", "arms", arm.name, "azure", "deployment")
     if urlsplit(values[0]).scheme not in ("http", "https"):
         raise spec.error(f"azure.endpoint must be an https:// URL, got {values[0]!r}", "arms",
                          arm.name, "azure")

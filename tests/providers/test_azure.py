@@ -129,6 +129,10 @@ def test_a_wrong_key_deployment_or_version_stops_the_arm(
     ("{endpoint: x.openai.azure.com, deployment: d, api_version: v}", "must be an https:// URL"),
     ("{endpoint: 'https://x', deployment: d, api_version: v, region: w}", "unknown azure key"),
     ("https://x.openai.azure.com", "azure must be a mapping"),
+    ("{endpoint: 'https://x', deployment: team/gpt4o, api_version: v}",
+     "azure.deployment must be an Azure deployment name*got 'team/gpt4o'*"),
+    ("{endpoint: 'https://x', deployment: 'gpt 4o?', api_version: v}",
+     "azure.deployment must be an Azure deployment name*got 'gpt 4o?'*"),
 ])
 def test_a_bad_azure_setting_is_a_spec_error_naming_it(
     pytester: pytest.Pytester, sweep: Sweep, azure_value: str, message: str
