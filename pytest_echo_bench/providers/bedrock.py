@@ -10,6 +10,7 @@ dependency (the ``bedrock`` extra), imported when a spec names the provider.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,9 @@ _TRANSIENT = frozenset({"ThrottlingException", "ServiceUnavailableException",
 _CREDENTIALS = frozenset({"AccessDeniedException", "UnrecognizedClientException",
                           "InvalidSignatureException", "ExpiredTokenException",
                           "IncompleteSignatureException", "MissingAuthenticationTokenException"})
+# An AWS region's name (us-east-1, us-gov-west-1, eu-central-2): what goes into the host and the
+# signature, so anything else is a typo or a value read with its line ending.
+_REGION = re.compile(r"[a-z0-9]+(-[a-z0-9]+)+", re.IGNORECASE)
 # ValidationException is a bad request, unless it is about the model id (an arm's setting).
 _BAD_MODEL = ("model identifier is invalid", "on-demand throughput isn", "model is not supported")
 
@@ -279,8 +283,37 @@ def default_url(region: str) -> str:
 
 def describe(arm: ArmSpec) -> str:
     """Where an arm's calls go, for a message."""
-    region = arm.options.get("region") or os.environ.get("AWS_REGION") or "<region>"
+    given = arm.options.get("region")
+    region = (given.strip() if isinstance(given, str) else given) or os.environ.get(
+        "AWS_REGION", "").strip() or "<region>"
     return str(arm.options.get("base_url") or default_url(str(region)))
+
+
+def _region(arm: ArmSpec, spec: Spec, chained: str | None) -> str:
+    """The arm's ``region:``, else AWS_REGION, else the region botocore's chain names
+    (AWS_DEFAULT_REGION, the profile's), stripped of white space around it as the credentials
+    are; a value that is no region's name is refused, naming where it was read."""
+    given = option(arm, "region", str, None, spec)
+    if given is not None and given.strip():
+        region = given.strip()
+        if not _REGION.fullmatch(region):
+            raise spec.error(f"region must be an AWS region such as us-east-1, got {given!r}",
+                             "arms", arm.name, "region")
+        return region
+    where = "AWS_REGION"
+    region = os.environ.get("AWS_REGION", "").strip()
+    if not region and chained:
+        region = chained.strip()
+        where = ("AWS_DEFAULT_REGION" if os.environ.get("AWS_DEFAULT_REGION", "").strip()
+                 else "the profile's region (the AWS config file)")
+    if not region:
+        raise UnavailableError(f"arm {arm.name!r} needs an AWS region: set region: in the arm, "
+                               "or AWS_REGION", misconfigured=True)
+    if not _REGION.fullmatch(region):
+        raise UnavailableError(f"arm {arm.name!r}: {where} holds {region!r}, not an AWS region "
+                               "such as us-east-1: fix it, or set region: in the arm",
+                               misconfigured=True)
+    return region
 
 
 def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BedrockProvider:
@@ -292,10 +325,7 @@ def build(arm: ArmSpec, spec: Spec, caller: Caller) -> BedrockProvider:
     config = inference_config(arm, spec)
     system = option(arm, "system", str, None, spec)
     found, chained = _credentials(arm, spec)
-    region = option(arm, "region", str, None, spec) or os.environ.get("AWS_REGION") or chained
-    if not region:
-        raise UnavailableError(f"arm {arm.name!r} needs an AWS region: set region: in the arm, "
-                               "or AWS_REGION", misconfigured=True)
+    region = _region(arm, spec, chained)
     base = option(arm, "base_url", str, default_url(region), spec).rstrip("/")
     url = f"{base}/model/{quote(model, safe='')}/converse"
     try:

@@ -298,3 +298,47 @@ def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep) ->
     result, _, _ = sweep.run()
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*unknown bedrock option 'max_token'*"])
+
+
+@pytest.mark.parametrize("where, value", [
+    ("AWS_REGION", f"{REGION}\n"), ("AWS_REGION", f"{REGION} "),
+    ("AWS_DEFAULT_REGION", f" {REGION}\r\n"), ("spec", f"'{REGION} '"),
+])
+def test_white_space_around_the_region_is_stripped(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock,
+    monkeypatch: pytest.MonkeyPatch, where: str, value: str,
+) -> None:
+    body = bedrock_spec(server.base_url, n=2)
+    if where == "spec":
+        body = body.replace(f"region: {REGION}", f"region: {value}")
+    else:
+        body = body.replace(f"    region: {REGION}\n", "")
+        monkeypatch.setenv(where, value)
+    make_spec(pytester, body)
+    result, _, rows = sweep.run()
+    # The fake server checks the signature's region: the call is signed for us-east-1.
+    assert result.ret == 0 and [r["status"] for r in rows] == ["correct", "correct"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("where, value, says", [
+    ("AWS_REGION", "us east-1", "*AWS_REGION holds 'us east-1', not an AWS region*"),
+    ("AWS_DEFAULT_REGION", "us-east-1/x",
+     "*AWS_DEFAULT_REGION holds 'us-east-1/x', not an AWS region*set region: in the arm*"),
+    ("spec", "'us-east-1.evil'",
+     "*demo.yaml:*region must be an AWS region such as us-east-1, got 'us-east-1.evil'*"),
+])
+def test_a_region_that_is_no_regions_name_is_refused_naming_where_it_came_from(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock,
+    monkeypatch: pytest.MonkeyPatch, where: str, value: str, says: str,
+) -> None:
+    body = bedrock_spec(server.base_url, n=2)
+    if where == "spec":
+        body = body.replace(f"region: {REGION}", f"region: {value}")
+    else:
+        body = body.replace(f"    region: {REGION}\n", "")
+        monkeypatch.setenv(where, value)
+    make_spec(pytester, body)
+    result, _, rows = sweep.run("-rs")
+    assert result.ret != 0 and rows == [] and server.requests == []
+    result.stdout.fnmatch_lines([says])
