@@ -10,6 +10,7 @@ are read in ``gemini_reply``.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,8 @@ from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.redaction import Secrets
 
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
-KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")  # the first one set is read, as the SDK reads them
+# Read as google-genai reads them: GOOGLE_API_KEY when it is set, else GEMINI_API_KEY.
+KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 # An arm's sampling keys, named as the other providers name them, and their generationConfig names.
 _SAMPLING = {
     "temperature": "temperature",
@@ -197,14 +199,23 @@ def sent(arm: ArmSpec) -> dict[str, Any]:
 
 
 def _key(arm: ArmSpec, key_env: str | None) -> str:
-    """The key in the arm's ``api_key_env``, else in the first of GEMINI_API_KEY, GOOGLE_API_KEY
-    that is set (a missing key names both)."""
+    """The key in the arm's ``api_key_env``, else GOOGLE_API_KEY when it is set, else
+    GEMINI_API_KEY, as the SDK reads them (a missing key names both). Both set to different keys:
+    said once, naming the one used (never a value)."""
     if key_env is not None:
         return read_key(arm.name, key_env)
-    chosen = next((name for name in KEY_ENV if os.environ.get(name, "").strip()), None)
+    values = {name: os.environ.get(name, "").strip() for name in KEY_ENV}
+    chosen = next((name for name in KEY_ENV if values[name]), None)
     if chosen is None:
         raise UnavailableError(f"arm {arm.name!r} needs an API key: set the environment variable "
-                               f"{KEY_ENV[0]} (or {KEY_ENV[1]})")
+                               f"{KEY_ENV[1]} (or {KEY_ENV[0]})")
+    if all(values.values()) and len(set(values.values())) > 1:
+        # A process builds an arm's provider once; pytest's summary shows a warning once, however
+        # many workers gave it.
+        warnings.warn(f"arm {arm.name!r}: GOOGLE_API_KEY and GEMINI_API_KEY are both set, to "
+                      "different keys; GOOGLE_API_KEY is used, as the google-genai SDK does "
+                      "(unset the other, or name one in the arm's api_key_env)", UserWarning,
+                      stacklevel=2)
     return read_key(arm.name, chosen)
 
 

@@ -58,8 +58,8 @@ _TRANSIENT_STATES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "ABORTED"}
 # ErrorInfo reasons of a key Google refused; it answers a wrong key 400 INVALID_ARGUMENT.
 _KEY_REASONS = {"API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED"}
 _KEY_TEXT = re.compile(r"API key (?:not valid|expired)", re.IGNORECASE)
-KEY_HINT = ("the key was refused: check the key in GEMINI_API_KEY (or GOOGLE_API_KEY, or the "
-            "arm's api_key_env), then resume")
+KEY_HINT = ("the key was refused: check the key in GEMINI_API_KEY or GOOGLE_API_KEY (the "
+            "latter when both are set), or the arm's api_key_env, then resume")
 NOT_FOUND_HINT = ("check the model (gemini-2.5-flash, as the API's model list names it) and "
                   "base_url (it ends in the API version, /v1beta), then resume")
 PRECONDITION_HINT = ("the Gemini API refuses this project as it is (a region it is not offered "

@@ -207,6 +207,30 @@ def test_the_default_keys_a_trailing_newline_and_none_shown(
     assert GEMINI_KEY not in sweep.out.read_text() and GEMINI_KEY not in result.stdout.str()
 
 
+def test_both_default_keys_set_the_sdks_choice_is_read_and_said_once(
+    pytester: pytest.Pytester, sweep: Sweep, server: FakeGemini, client: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GOOGLE_API_KEY over GEMINI_API_KEY, as google-genai reads them; neither value shown."""
+    other = "AIzaSy-the-other-projects-key-5d01"
+    monkeypatch.setenv("GOOGLE_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", other)
+    make_spec(pytester, gemini_spec(server.base_url, client).replace(
+        "    api_key_env: TEST_GEMINI_KEY\n", ""))
+    result, _, rows = sweep.run()
+    assert result.ret == 0 and [r["status"] for r in rows] == ["correct"] * 3
+    assert {r["key"] for r in server.requests} == {GEMINI_KEY}
+    out = result.stdout.str()
+    assert out.count("GOOGLE_API_KEY and GEMINI_API_KEY are both set") == 1
+    result.stdout.fnmatch_lines(["*different keys; GOOGLE_API_KEY is used*"])
+    assert GEMINI_KEY not in out and other not in out and other not in sweep.out.read_text()
+    # The same key in both: nothing to say.
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    sweep.out.unlink()
+    result, _, rows = sweep.run()
+    assert len(rows) == 3 and "both set" not in result.stdout.str()
+
+
 def test_a_key_in_the_error_page_is_never_shown(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeGemini, client: str
 ) -> None:
