@@ -12,15 +12,19 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from pytest_echo_bench.engine.breaker import REPEATS, ArmBreaker
 from pytest_echo_bench.engine.fingerprint import call_descriptor
 from pytest_echo_bench.engine.scope import CREDENTIALS_HINT, Classifier
-from pytest_echo_bench.errors import ArmError, PermanentError, UnavailableError
+from pytest_echo_bench.errors import ArmError, EchoBenchError, PermanentError, UnavailableError
 from pytest_echo_bench.providers import Provider, Request, endpoint, provider_info
 from pytest_echo_bench.scoring.registry import IN_PROCESS
 from pytest_echo_bench.spec.load import ArmSpec, Spec
 from pytest_echo_bench.store.cache import cache_key
+from pytest_echo_bench.store.keyscan import RowScan, ScanRow
+from pytest_echo_bench.store.reader import parse_line
+from pytest_echo_bench.store.records import KeySet, row_key
 
 ALLOW = "--bench-allow-mismatch (this arm recorded nothing)"
 ARM, JUDGE = "arm", "judge"  # what a runtime calls for: an item's arm, or a scorer's judge
@@ -94,18 +98,59 @@ class ArmRuntime:
 
 
 def failure_text(runtime: ArmRuntime, exc: ArmError | PermanentError,
-                 repeated: bool = False) -> str:
-    """Which arm, where it calls, what went wrong and what a person should do (not yet redacted)."""
+                 repeated: bool = False, recorded: int | None = 0) -> str:
+    """Which arm, where it calls, what went wrong and what a person should do (not yet redacted);
+    ``recorded``: the rows the results file holds of the arm (None: unknown)."""
     conf = runtime.conf
     hint = (exc.hint if isinstance(exc, ArmError) else "") or _hint(exc.status, conf, repeated)
     why = f"the same error on its first {REPEATS} calls: " if repeated else ""
-    # A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or a
-    # key or a login does not. The arm recorded nothing, so no row is at odds with such a fix.
-    credentials = exc.status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
-    then = "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
     rest = "its other items are not called" if runtime.role == ARM else "it is not called again"
     return (f"{runtime.role} {conf.name!r} cannot work as configured ({endpoint(conf)}): "
-            f"{why}{exc}; {hint}{then}; {rest}")
+            f"{why}{exc}; {hint}{_then(runtime, exc.status, hint, recorded)}; {rest}")
+
+
+def _then(runtime: ArmRuntime, status: int | None, hint: str, recorded: int | None) -> str:
+    """What a change to the arm's settings does to the results file.
+
+    A fix in the spec (a model) changes its fingerprint, which a resume checks; an endpoint or a
+    key or a login does not. An arm that recorded nothing has no row at odds with such a fix; one
+    that did (a deployment or a model withdrawn mid-run) would mix two settings' rows under one
+    name, so it is told to become a new arm instead.
+    """
+    if recorded:
+        rows = f"{recorded} row{'s' if recorded != 1 else ''}"
+        whose = "its" if runtime.role == ARM else "the judged"
+        return (f"; {whose} {rows} recorded in the results file answer the settings as they "
+                f"were: changing the {runtime.role}'s settings makes a new {runtime.role} (rename "
+                "it in the spec, or start a new results file)")
+    if recorded is None:
+        return ("; if the results file holds its rows, changing its settings makes a new "
+                f"{runtime.role} (rename it in the spec, or start a new results file)")
+    credentials = status in (401, 403) or hint == CREDENTIALS_HINT or "log in" in hint
+    return "" if credentials else f"; after changing its settings in the spec, resume with {ALLOW}"
+
+
+def recorded_rows(results: Path, benchmark: str, runtime: ArmRuntime) -> int | None:
+    """The rows ``results`` holds of the runtime's arm in ``benchmark`` (a judge's: every row of
+    the benchmark, which its verdicts grade), resumed ones and this run's; None: unreadable.
+
+    Read when an arm is stopped (once per arm and run), so the count is what every process of
+    the run and every earlier run recorded, not what this process saw."""
+    keys = KeySet()
+    scan = RowScan(results, ScanRow, lambda raw, lineno, strict: parse_line(
+        raw, results, lineno, False))
+    try:
+        for fast, slow in scan.batches():
+            keys.add_rows(fast, benchmark)
+            for record in slow:
+                if not record.get("_meta"):
+                    keys.add(row_key(record, benchmark))
+    except FileNotFoundError:
+        return 0
+    except (OSError, EchoBenchError, KeyError):
+        return None
+    return sum(len(ids) for (bench, arm, _), ids in keys.by_arm.items()
+               if bench == benchmark and (runtime.role == JUDGE or arm == runtime.name))
 
 
 def _hint(status: int | None, arm: ArmSpec, repeated: bool) -> str:

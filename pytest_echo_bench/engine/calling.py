@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 from pytest_echo_bench.budget.hold import Budget, Settle
-from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime, failure_text
+from pytest_echo_bench.engine.arms import JUDGE, ArmRuntime, failure_text, recorded_rows
 from pytest_echo_bench.engine.calls import Attempted, call_with_retries
 from pytest_echo_bench.engine.failures import Failures
 from pytest_echo_bench.engine.stop import StopSignal
@@ -97,7 +98,8 @@ class CallPath:
     def _unusable(self, runtime: ArmRuntime, exc: ArmError | PermanentError,
                   repeated: bool = False) -> str:
         # Redacted whole: the endpoint is a base_url, which may carry a user and password.
-        return self.failures.text(runtime.spec, failure_text(runtime, exc, repeated))
+        recorded = recorded_rows(Path(self.failures.results), runtime.spec.benchmark, runtime)
+        return self.failures.text(runtime.spec, failure_text(runtime, exc, repeated, recorded))
 
 
 def priced(runtime: ArmRuntime, completion: Completion, batch: bool = False) -> float | None:

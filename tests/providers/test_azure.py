@@ -124,6 +124,35 @@ def test_a_wrong_key_deployment_or_version_stops_the_arm(
     result.stdout.fnmatch_lines([f"*{server.base_url}*{says}*"])
 
 
+class WithdrawnAzure(FakeAzure):
+    """Answers its first call, then has no such deployment (one deleted mid-run)."""
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.deployments = ()
+        return super().reply(body)
+
+
+def test_a_deployment_gone_after_the_arm_answered_never_advises_allow_mismatch(
+    pytester: pytest.Pytester, sweep: Sweep, client: str,
+) -> None:
+    """Its settings changed and resumed with --bench-allow-mismatch, the arm would hold the old
+    deployment's rows and the new one's under one name: the stop says to make a new arm."""
+    with WithdrawnAzure(AZURE_KEY) as server:
+        make_spec(pytester, azure_spec(server.base_url, client))
+        result, _, rows = sweep.run("--bench-concurrency", "1")
+        assert result.ret == 2 and len(rows) == 1 and len(server.requests) == 2
+        out = result.stdout.str()
+        result.stdout.fnmatch_lines(["*DeploymentNotFound*its 1 row recorded in the results file"
+                                     "*makes a new arm (rename it in the spec, or start a new "
+                                     "results file)*"])
+        assert "allow-mismatch" not in out and "recorded nothing" not in out
+        # Resumed, the arm fails on this run's first call: the resumed file's row still counts.
+        result, _, rows = sweep.run("--bench-resume", str(sweep.out), "--bench-concurrency", "1")
+        assert result.ret == 2 and len(rows) == 1 and len(server.requests) == 3
+        result.stdout.fnmatch_lines(["*DeploymentNotFound*its 1 row recorded*makes a new arm*"])
+        assert "allow-mismatch" not in result.stdout.str()
+
+
 @pytest.mark.parametrize("azure_value, message", [
     ("{endpoint: 'https://x.openai.azure.com', deployment: d}", "azure needs api_version"),
     ("{endpoint: x.openai.azure.com, deployment: d, api_version: v}", "must be an https:// URL"),
