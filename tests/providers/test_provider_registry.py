@@ -146,7 +146,8 @@ def test_each_provider_declares_what_the_engine_budget_and_cache_read() -> None:
     composite = {name for name in PROVIDERS.names() if provider_info(name).composite}
     assert composite == {"cascade", "oracle", "python"}
     assert provider_info("anthropic").key_env == ("ANTHROPIC_API_KEY",)
-    assert provider_info("gemini").key_env == ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    # in the order they are read: GOOGLE_API_KEY first when both are set, as google-genai reads
+    assert provider_info("gemini").key_env == ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     assert provider_info("no such provider") is UNKNOWN and not UNKNOWN.cacheable
 
 
