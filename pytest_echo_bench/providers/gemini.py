@@ -45,6 +45,9 @@ from pytest_echo_bench.store.redaction import Secrets
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 # Read as google-genai reads them: GOOGLE_API_KEY when it is set, else GEMINI_API_KEY.
 KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+# Set once the choice between them was said: xdist's workers start after the controller has
+# built each arm (its check of the specs) and inherit it, so the run says it once.
+SAID_ENV = "ECHO_BENCH_GEMINI_KEY_SAID"
 # An arm's sampling keys, named as the other providers name them, and their generationConfig names.
 _SAMPLING = {
     "temperature": "temperature",
@@ -209,9 +212,8 @@ def _key(arm: ArmSpec, key_env: str | None) -> str:
     if chosen is None:
         raise UnavailableError(f"arm {arm.name!r} needs an API key: set the environment variable "
                                f"{KEY_ENV[1]} (or {KEY_ENV[0]})")
-    if all(values.values()) and len(set(values.values())) > 1:
-        # A process builds an arm's provider once; pytest's summary shows a warning once, however
-        # many workers gave it.
+    if all(values.values()) and len(set(values.values())) > 1 and os.environ.get(SAID_ENV) != "1":
+        os.environ[SAID_ENV] = "1"
         warnings.warn(f"arm {arm.name!r}: GOOGLE_API_KEY and GEMINI_API_KEY are both set, to "
                       "different keys; GOOGLE_API_KEY is used, as the google-genai SDK does "
                       "(unset the other, or name one in the arm's api_key_env)", UserWarning,

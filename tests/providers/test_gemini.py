@@ -14,6 +14,7 @@ from netparts import Cert, ForwardProxy, forward_proxy, https_url, make_cert, tl
 
 from conftest import Sweep, make_spec, sim_spec
 from pytest_echo_bench.budget.worst import completion_cap
+from pytest_echo_bench.providers import gemini
 from pytest_echo_bench.spec.load import ArmSpec
 
 GEMINI_KEY = "AIzaSy-test-planted-secret-7c2e91"  # the prefix of Google's API keys
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.usefixtures("api_key", "no_network_variables", "gemini_
 @pytest.fixture
 def gemini_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_GEMINI_KEY", GEMINI_KEY)
+    monkeypatch.setenv(gemini.SAID_ENV, "0")  # nothing said yet in this test's runs
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
@@ -224,8 +226,15 @@ def test_both_default_keys_set_the_sdks_choice_is_read_and_said_once(
     assert out.count("GOOGLE_API_KEY and GEMINI_API_KEY are both set") == 1
     result.stdout.fnmatch_lines(["*different keys; GOOGLE_API_KEY is used*"])
     assert GEMINI_KEY not in out and other not in out and other not in sweep.out.read_text()
+    # Under xdist: said once, by the controller that checks the arms before its workers start.
+    monkeypatch.setenv(gemini.SAID_ENV, "0")
+    sweep.out.unlink()
+    result, _, rows = sweep.run("-n", "2", subprocess=True)
+    both = result.stdout.str() + result.stderr.str()
+    assert len(rows) == 3 and both.count("GOOGLE_API_KEY and GEMINI_API_KEY are both set") == 1
     # The same key in both: nothing to say.
     monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv(gemini.SAID_ENV, "0")
     sweep.out.unlink()
     result, _, rows = sweep.run()
     assert len(rows) == 3 and "both set" not in result.stdout.str()
