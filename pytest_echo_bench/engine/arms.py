@@ -119,10 +119,12 @@ def _then(runtime: ArmRuntime, status: int | None, hint: str, recorded: int | No
     """
     if recorded:
         rows = f"{recorded} row{'s' if recorded != 1 else ''}"
-        whose = "its" if runtime.role == ARM else "the judged"
-        return (f"; {whose} {rows} recorded in the results file answer the settings as they "
-                f"were: changing the {runtime.role}'s settings makes a new {runtime.role} (rename "
-                "it in the spec, or start a new results file)")
+        if runtime.role == JUDGE:  # its verdicts are in the rows of every arm it grades
+            return (f"; {rows} of this benchmark in the results file were graded as it was: "
+                    "with its settings changed, start a new results file")
+        return (f"; its {rows} recorded in the results file answer the settings as they were: "
+                "changing the arm's settings makes a new arm (rename it in the spec, or start a "
+                "new results file)")
     if recorded is None:
         return ("; if the results file holds its rows, changing its settings makes a new "
                 f"{runtime.role} (rename it in the spec, or start a new results file)")
