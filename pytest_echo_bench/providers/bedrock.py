@@ -75,7 +75,8 @@ _CREDENTIALS = frozenset({"AccessDeniedException", "UnrecognizedClientException"
                           "IncompleteSignatureException", "MissingAuthenticationTokenException"})
 # An AWS region's name (us-east-1, us-gov-west-1, eu-central-2): what goes into the host and the
 # signature, so anything else is a typo or a value read with its line ending.
-_REGION = re.compile(r"[a-z0-9]+(-[a-z0-9]+)+", re.IGNORECASE)
+# Lower-case only: the signature's scope names the region as written, and AWS's is lower-case.
+_REGION = re.compile(r"[a-z0-9]+(-[a-z0-9]+)+")
 # ValidationException is a bad request, unless it is about the model id (an arm's setting).
 _BAD_MODEL = ("model identifier is invalid", "on-demand throughput isn", "model is not supported")
 
@@ -297,8 +298,9 @@ def _region(arm: ArmSpec, spec: Spec, chained: str | None) -> str:
     if given is not None and given.strip():
         region = given.strip()
         if not _REGION.fullmatch(region):
-            raise spec.error(f"region must be an AWS region such as us-east-1, got {given!r}",
-                             "arms", arm.name, "region")
+            raise spec.error(f"region must be an AWS region such as us-east-1 (lower-case letters "
+                             f"and digits joined by hyphens), got {given!r}", "arms", arm.name,
+                             "region")
         return region
     where = "AWS_REGION"
     region = os.environ.get("AWS_REGION", "").strip()
@@ -311,7 +313,8 @@ def _region(arm: ArmSpec, spec: Spec, chained: str | None) -> str:
                                "or AWS_REGION", misconfigured=True)
     if not _REGION.fullmatch(region):
         raise UnavailableError(f"arm {arm.name!r}: {where} holds {region!r}, not an AWS region "
-                               "such as us-east-1: fix it, or set region: in the arm",
+                               "such as us-east-1 (lower-case letters and digits joined by "
+                               "hyphens): fix it, or set region: in the arm",
                                misconfigured=True)
     return region
 

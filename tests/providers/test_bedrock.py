@@ -326,7 +326,8 @@ def test_white_space_around_the_region_is_stripped(
     ("AWS_DEFAULT_REGION", "us-east-1/x",
      "*AWS_DEFAULT_REGION holds 'us-east-1/x', not an AWS region*set region: in the arm*"),
     ("spec", "'us-east-1.evil'",
-     "*demo.yaml:*region must be an AWS region such as us-east-1, got 'us-east-1.evil'*"),
+     "*demo.yaml:*region must be an AWS region such as us-east-1*got 'us-east-1.evil'*"),
+    ("spec", "US-EAST-1", "*demo.yaml:*region must be an AWS region*got 'US-EAST-1'*"),
 ])
 def test_a_region_that_is_no_regions_name_is_refused_naming_where_it_came_from(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock,
