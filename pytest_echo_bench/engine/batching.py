@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 
 from pytest_echo_bench.datasets.prompts import render_for
-from pytest_echo_bench.engine.batch_end import cancel_open, end_group, names
+from pytest_echo_bench.engine import batch_end
+from pytest_echo_bench.engine.batch_end import cancel_open, end_all, end_group, leave, names
 from pytest_echo_bench.engine.batch_items import (
     FIRST_POLL_S,
     BatchObtain,
@@ -36,9 +37,10 @@ from pytest_echo_bench.engine.batch_items import (
     custom_id,
 )
 from pytest_echo_bench.engine.batch_ports import BatchRun, Earlier, Ports
-from pytest_echo_bench.engine.batch_results import AGAIN, DONE, give_up, settle
+from pytest_echo_bench.engine.batch_results import AGAIN, DONE, settle
+from pytest_echo_bench.engine.calling import priced
 from pytest_echo_bench.engine.obtain import Obtained
-from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, Job, Outcome, utcnow
+from pytest_echo_bench.engine.outcome import ROW, Job, Outcome, utcnow
 from pytest_echo_bench.errors import (
     AbortedError,
     ExhaustedError,
@@ -68,6 +70,7 @@ class Batching:
         self.run, self.ports = run, ports
         self._published = 0.0
         self._earlier = Earlier(state.holding())  # an earlier run's open batches
+        self._told: set[str] = set()  # the status words not documented, said once each
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
         self._futures: dict[str, Future[Outcome]] = {}  # node id -> its outcome
         self._arrived: dict[str, Obtained] = {}
@@ -226,6 +229,8 @@ class Batching:
             return
         hit = self.ports.calls.cached(group.runtime, p.request)
         if hit is not None:
+            # priced as a live hit is: the list price of the call it stands for (the batch's)
+            priced(group.runtime, hit, batch=True)
             self._record(p, Obtained(hit, utcnow(), time.perf_counter(), 0, 0))
             return
         sub = self._earlier.holding.get(p.cid)
@@ -318,7 +323,7 @@ class Batching:
                 ob.batch_ids = list(found)
             for bid in ob.batch_ids:
                 if bid not in ob.status or ob.status[bid].state not in ("ended", FAILED):
-                    ob.status[bid] = group.api.status(bid)
+                    ob.status[bid] = batch_end.tell_unknown(group.api.status(bid), self._told)
             if ob.ended():
                 self._collect(group, ob)
                 return
@@ -327,8 +332,10 @@ class Batching:
             self._stop_on(ob, exc)
             return
         except PermanentError as exc:
-            self._lost(group, ob, exc)
-            return
+            if exc.status == 404:  # the provider does not know the batch: it never ran
+                self._lost(group, ob)
+                return
+            ob.errors += 1  # any other refusal: the batch may still run; polled again, or left
         except ProviderError:
             ob.errors += 1
         self._next_poll(group, ob)
@@ -336,7 +343,7 @@ class Batching:
     def _next_poll(self, group: Group, ob: OpenBatch) -> None:
         now = time.monotonic()
         if ob.errors >= MAX_POLL_ERRORS or now - ob.opened > MAX_BATCH_AGE_S:
-            self._leave(group, ob, f"batch {names(ob)} not ended or not reachable; {LEFT}")
+            leave(group, ob, f"batch {names(ob)} not ended or not reachable; {LEFT}")
             return
         ob.interval = min(group.conf.poll_s, ob.interval * 2)
         ob.next_poll = now + min(ob.interval, group.conf.poll_s)
@@ -349,6 +356,7 @@ class Batching:
     def _collect(self, group: Group, ob: OpenBatch) -> None:
         """Read each ended batch's results: every answer recorded as it is read."""
         done: list[str] = []
+        broken: PermanentError | None = None
         assert ob.batch_ids is not None
         for bid in ob.batch_ids:
             status = ob.status[bid]
@@ -360,9 +368,16 @@ class Batching:
                         self._failed(p, why)
                         done.append(cid)
                 continue
-            self._read(group, ob, bid, done)
+            try:
+                self._read(group, ob, bid, done)
+            except PermanentError as exc:  # (a TransientError: polled and read again)
+                broken = batch_end.unreadable(bid, exc)
         for cid, p in list(ob.members.items()):  # no result of its own: it never ran
             del ob.members[cid]
+            if broken is not None:  # its answer may be in what could not be read: not resent
+                self._failed(p, broken)
+                done.append(cid)
+                continue
             if self._take(group, p, BatchResult(cid), "") == AGAIN:
                 group.waiting[cid] = p
             done.append(cid)
@@ -426,17 +441,13 @@ class Batching:
                             max(p.tries, 1), len(p.retries), failed=ended)
         self._record(p, obtained)
 
-    def _lost(self, group: Group, ob: OpenBatch, exc: PermanentError) -> None:
-        """The provider no longer knows the batch (never billed): its requests are sent again."""
+    def _lost(self, group: Group, ob: OpenBatch) -> None:
+        """The provider says it does not know the batch (a 404: never billed): its requests are
+        sent again."""
         moved = list(ob.members)
         group.waiting.update(ob.members)
         ob.members.clear()
         self.ports.journal.done(ob.local, None if ob.own else moved)
-        group.open.remove(ob)
-
-    def _leave(self, group: Group, ob: OpenBatch, message: str) -> None:
-        for p in ob.members.values():
-            give_up(p, message, INCOMPLETE)
         group.open.remove(ob)
 
     def _stop_on(self, ob: OpenBatch, exc: ExhaustedError) -> None:
@@ -453,15 +464,7 @@ class Batching:
                     *(p for g in self._groups.values() for ob in g.open
                       for p in ob.members.values())]
             futures = [f for f in self._futures.values() if not f.done()]
-        first = next(iter(held), None)  # the item the stop is said on
-        for future in futures:
-            if future.done():
-                continue
-            if first is not None:
-                future.set_result(self.ports.failures.local(first.item, cause))
-                first = None
-            else:
-                future.set_result(Outcome(ABORTED, message=f"not recorded: {cause}"))
+        end_all(held, futures, self.ports.failures, cause)
 
     # -- the end ---------------------------------------------------------------------------------
     def open_batches(self) -> list[str]:
