@@ -226,7 +226,8 @@ class ResultReader:
             more = f" (and {len(self.unreadable) - 1} more)" if len(self.unreadable) > 1 else ""
             raise PermanentError(
                 f"{self.where}: {self.unreadable[0]}{more} of its results names no custom_id (no "
-                "JSON object with a string custom_id): a request not read here may be answered in it"
+                "JSON object with a string custom_id): a request not read here may be answered "
+                "there"
             )
 
 
