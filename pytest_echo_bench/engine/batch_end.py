@@ -4,7 +4,7 @@ and every item still waiting for one ends without a row, saying where its reques
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from pytest_echo_bench.engine.batch_budget import BatchHolds
@@ -14,6 +14,7 @@ from pytest_echo_bench.engine.failures import Failures
 from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, Outcome
 from pytest_echo_bench.errors import LocalError, PermanentError, ProviderError
 from pytest_echo_bench.providers.batch import UNKNOWN, BatchStatus
+from pytest_echo_bench.store.batchlog import BatchState
 
 
 def cancel_open(groups: Iterable[Group]) -> None:
@@ -82,3 +83,17 @@ def end_all(held: list[Pending], futures: list[Future[Outcome]], failures: Failu
             first = None
         else:
             future.set_result(Outcome(ABORTED, message=f"not recorded: {cause}"))
+
+
+def publish(groups: Iterable[Group], to: Callable[[list[BatchState]], None]) -> None:
+    """Say what the open batches are doing (a file per process, read by the displays)."""
+    groups = list(groups)
+    if not groups:  # no batched item: nothing to say
+        return
+    states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
+                         st.total, ob.since)
+              for g in groups for ob in g.open for bid, st in ob.status.items()]
+    try:
+        to(states)
+    except OSError:
+        pass  # a display's file: the batches go on without it

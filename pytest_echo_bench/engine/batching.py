@@ -53,7 +53,7 @@ from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.batch import FAILED, BatchResult
 from pytest_echo_bench.spec.batching import DEFAULT, BatchSpec
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.batchlog import BatchState, JournalState
+from pytest_echo_bench.store.batchlog import JournalState
 
 MAX_SLEEP_S = 1.0  # the thread looks at its work at least this often
 PUBLISH_EVERY_S = 1.0  # what the open batches are doing is written at most this often
@@ -71,6 +71,7 @@ class Batching:
         self._published = 0.0
         self._earlier = Earlier(state.holding())  # an earlier run's open batches
         self._told: set[str] = set()  # the status words not documented, said once each
+        self._adopting: dict[str, bool] = {}  # node id -> held by an earlier run's batch
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
         self._futures: dict[str, Future[Outcome]] = {}  # node id -> its outcome
         self._arrived: dict[str, Obtained] = {}
@@ -90,8 +91,15 @@ class Batching:
 
     # -- the items' side (any thread) ------------------------------------------------------------
     def takes(self, item: Job) -> bool:
-        """Whether ``item``'s arm is batched."""
-        return self.setting(item.spec, item.arm) is not None
+        """Whether ``item``'s arm is batched, or an earlier run's open batch holds its request: it
+        is collected from that batch whatever the arm says now, and never sent again live."""
+        if self.setting(item.spec, item.arm) is not None:
+            return True
+        held = self._adopting.get(item.nodeid)
+        if held is None:  # decided once: the item's path must not change while it runs
+            cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
+            held = self._adopting[item.nodeid] = cid in self._earlier.holding
+        return held
 
     def setting(self, spec: Spec, arm: str) -> BatchSpec | None:
         key = (str(spec.path), arm)
@@ -200,16 +208,8 @@ class Batching:
     def _publish(self) -> None:
         """Say what the open batches are doing (a file per process, read by the displays)."""
         self._published = time.monotonic()
-        if self.ports.publish is None or not self._groups:  # no batched item: nothing to say
-            return
-        states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
-                             st.total, ob.since)
-                  for g in self._groups.values() for ob in g.open
-                  for bid, st in ob.status.items()]
-        try:
-            self.ports.publish(states)
-        except OSError:
-            pass  # a display's file: the batches go on without it
+        if self.ports.publish is not None:
+            batch_end.publish(self._groups.values(), self.ports.publish)
 
     def _group(self, item: Job) -> Group:
         key = (str(item.spec.path), item.arm)

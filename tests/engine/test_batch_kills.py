@@ -8,9 +8,12 @@ import json
 import os
 import signal
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import batch_server
 import pytest
 from batch_server import BatchServer, Job
 from processes import finish, run, start, wait_for
@@ -267,3 +270,48 @@ def test_a_batched_cache_hit_has_the_batch_price(pytester: pytest.Pytester, api_
     first, second = costs
     assert all(cost > 0 and hits == 0 for cost, hits in first.values())
     assert second == {task: (cost, 1) for task, (cost, _) in first.items()}
+
+
+@pytest.fixture
+def live(monkeypatch: pytest.MonkeyPatch, server: BatchServer) -> Counter[str]:
+    """The server answers OpenAI's live chat completions too: the prompts it was asked, counted."""
+    asked: Counter[str] = Counter()
+
+    def completion(h: Any, path: str, query: Any, body: bytes) -> Any:
+        prompt = str(json.loads(body)["messages"][-1]["content"])
+        asked[prompt] += 1
+        return "live", None, (200, {
+            "id": "x", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": answer(prompt)}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+
+    monkeypatch.setitem(batch_server.ROUTES, ("POST", "/v1/chat/completions"), completion)
+    return asked
+
+
+def test_a_resume_with_the_arm_live_collects_the_open_batches(
+        pytester: pytest.Pytester, api_key: None, server: BatchServer,
+        live: Counter[str]) -> None:
+    """Killed mid-poll, resumed with ``batch: false``: the requests an open batch holds are
+    collected from it, none is sent again live; only the others go live."""
+    write_spec(pytester.path, "openai", server)
+    reached, release = blocking("status", server)
+    killed(pytester.path, reached)
+    release.set()
+    held = {cid for sub in read_journal(pytester.path / "r.jsonl").open() for cid in sub.open_ids}
+    assert held
+    spec = pytester.path / "demo.yaml"
+    spec.write_text(spec.read_text().replace("batch: {size: 3, poll_s: 0.05}", "batch: false"))
+    server.hooks.clear()
+    (pytester.path / "release").write_text("")
+    status, output = run(pytester.path, "-p", "no:randomly", "--bench-resume", "r.jsonl",
+                         "--bench-cache", "off")
+    assert status == 0, output
+    _, rows = read_rows(pytester.path / "r.jsonl")
+    assert {r["task_id"]: r["status"] for r in rows} == EXPECTED  # every key once
+    cids = {i: custom_id("demo", f"q{i}", "gpt", 1) for i in range(ITEMS)}
+    sent = [server.billed[cids[i]] + live[f"2+2=? ({i})"] for i in range(ITEMS)]
+    assert sent == [1] * ITEMS  # each request answered once, in a batch or live
+    assert all(server.billed[cid] == 1 for cid in held)
+    assert not read_journal(pytester.path / "r.jsonl").open()
