@@ -250,6 +250,8 @@ class Batching:
             ob.next_poll = 0.0
             group.open.append(ob)
         p.tries, p.started, p.t0 = 1, utcnow(), time.perf_counter()
+        if self.ports.holds is not None:  # sent and paid for by that run: charged once read
+            self.ports.holds.adopt(p)
         ob.members[p.cid] = p
 
     def _send(self, group: Group) -> None:

@@ -19,6 +19,7 @@ from batch_server import BatchServer, Job
 from processes import finish, run, start, wait_for
 
 from conftest import read_rows
+from pytest_echo_bench.budget.ledger import lost_in
 from pytest_echo_bench.engine.batch_items import custom_id
 from pytest_echo_bench.store.batchlog import read_journal
 
@@ -315,3 +316,43 @@ def test_a_resume_with_the_arm_live_collects_the_open_batches(
     assert sent == [1] * ITEMS  # each request answered once, in a batch or live
     assert all(server.billed[cid] == 1 for cid in held)
     assert not read_journal(pytester.path / "r.jsonl").open()
+
+
+@pytest.mark.parametrize("first", [(), ("--bench-budget-usd", "100")])
+def test_answers_collected_on_a_resume_are_charged_once(
+        pytester: pytest.Pytester, api_key: None, server: BatchServer,
+        first: tuple[str, ...]) -> None:
+    """Killed mid-poll (with a budget or without), resumed with one: an answer collected from the
+    earlier run's batch is charged what it cost (its row's ``charged_usd``, the ledger's spend),
+    and a call the killed run's lost holds already counted is not counted again."""
+    write_spec(pytester.path, "openai", server)
+    spec = pytester.path / "demo.yaml"
+    spec.write_text(spec.read_text().replace("    batch:", "    max_tokens: 10\n    batch:")
+                    + "pricing:\n  gpt: {input: 1000, output: 2000, batch_discount: 0.5}\n")
+    reached, release = blocking("status", server)
+    proc = start(pytester.path, *ARGS, *first)
+    try:
+        assert reached.wait(60), finish(proc, 5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    release.set()
+    held = {cid for sub in read_journal(pytester.path / "r.jsonl").open() for cid in sub.open_ids}
+    lost = lost_in(pytester.path / "r.jsonl").get("run", 0.0)  # the killed run's sent calls
+    assert held and (lost > 0) == bool(first)
+    server.hooks.clear()
+    (pytester.path / "release").write_text("")
+    status, output = run(pytester.path, "-p", "no:randomly", "--bench-resume", "r.jsonl",
+                         "--bench-cache", "off", "--bench-budget-usd", "100")
+    assert status == 0, output
+    _, rows = read_rows(pytester.path / "r.jsonl")
+    assert {r["task_id"]: r["status"] for r in rows} == EXPECTED
+    assert all(r["cost_usd"] > 0 and r["charged_usd"] == r["cost_usd"] for r in rows)
+    ledger = json.loads((pytester.path / "r.jsonl.budget").read_text())
+    adopted = sum(r["cost_usd"] for r in rows
+                  if custom_id("demo", str(r["task_id"]), "gpt", 1) in held)
+    others = sum(r["cost_usd"] for r in rows) - adopted
+    # the adopted calls once: at the worst case the killed run's lost holds charged, else cost
+    assert ledger["accounts"]["run"]["spent"] == pytest.approx((lost or adopted) + others)
+    assert ledger["lost"].get("run", 0.0) == pytest.approx(0.0)
+    assert sum(server.billed.values()) == ITEMS
