@@ -44,11 +44,11 @@ def names(ob: OpenBatch) -> str:
     return ", ".join(ob.batch_ids or ()) or f"(submission {ob.local}, outcome unknown)"
 
 
-def tell_unknown(status: BatchStatus, told: set[str]) -> BatchStatus:
+def tell_unknown(status: BatchStatus, ob: OpenBatch) -> BatchStatus:
     """A status word the provider does not document is no end: the batch is polled again; it is
-    said once (each word) on the terminal, so a batch that stays in it is seen."""
-    if status.state == UNKNOWN and status.raw not in told:
-        told.add(status.raw)
+    said once a batch on stderr, so a batch that stays in it is seen."""
+    if status.state == UNKNOWN and not ob.told:
+        ob.told = True
         print(f"echo-bench: batch {status.batch_id} is in a state this version does not know "
               f"({status.raw!r}): polling it on until it ends", file=sys.stderr, flush=True)
     return status

@@ -70,8 +70,6 @@ class Batching:
         self.run, self.ports = run, ports
         self._published = 0.0
         self._earlier = Earlier(state.holding())  # an earlier run's open batches
-        self._told: set[str] = set()  # the status words not documented, said once each
-        self._adopting: dict[str, bool] = {}  # node id -> held by an earlier run's batch
         self._settings: dict[tuple[str, str], BatchSpec | None] = {}
         self._futures: dict[str, Future[Outcome]] = {}  # node id -> its outcome
         self._arrived: dict[str, Obtained] = {}
@@ -95,10 +93,10 @@ class Batching:
         is collected from that batch whatever the arm says now, and never sent again live."""
         if self.setting(item.spec, item.arm) is not None:
             return True
-        held = self._adopting.get(item.nodeid)
+        held = self._earlier.joins.get(item.nodeid)
         if held is None:  # decided once: the item's path must not change while it runs
             cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
-            held = self._adopting[item.nodeid] = cid in self._earlier.holding
+            held = self._earlier.joins[item.nodeid] = cid in self._earlier.holding
         return held
 
     def setting(self, spec: Spec, arm: str) -> BatchSpec | None:
@@ -325,7 +323,7 @@ class Batching:
                 ob.batch_ids = list(found)
             for bid in ob.batch_ids:
                 if bid not in ob.status or ob.status[bid].state not in ("ended", FAILED):
-                    ob.status[bid] = batch_end.tell_unknown(group.api.status(bid), self._told)
+                    ob.status[bid] = batch_end.tell_unknown(group.api.status(bid), ob)
             if ob.ended():
                 self._collect(group, ob)
                 return
