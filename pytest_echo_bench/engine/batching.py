@@ -332,7 +332,9 @@ class Batching:
             self._stop_on(ob, exc)
             return
         except PermanentError as exc:
-            if exc.status == 404:  # the provider does not know the batch: it never ran
+            # the provider does not know the batch: it never ran (a 404 an HTTP provider reads as
+            # a live call's is an ArmError: another account's batch may still run, so polled on)
+            if exc.status == 404:
                 self._lost(group, ob)
                 return
             ob.errors += 1  # any other refusal: the batch may still run; polled again, or left
