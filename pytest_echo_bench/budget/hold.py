@@ -78,6 +78,7 @@ class Ticket:
     exposed: float = 0.0
     # what replies reported beyond their calls' worst cases (charged all the same)
     over: float = 0.0
+    carried: float = 0.0  # of ``spent``, what the ledger had charged already (a lost hold's)
     started: bool = False
     batch: bool = False  # its arm's calls go in batches: at the batch price, never waited for
     _deadline: float = 0.0  # until when the current call may wait for room (``_wait_or_refuse``)
@@ -168,9 +169,7 @@ class Ticket:
             if not state.fits(self.names, short):
                 # A resume runs the whole item again: it needs the item's
                 # worst case, not this call's alone.
-                again = (
-                    self.worst(self.arm) or self.spent + self.in_flight + short
-                )
+                again = self.worst(self.arm) or self.spent + self.in_flight + short
                 return self._wait_or_refuse(
                     state,
                     {n: short for n in self.names},
@@ -323,9 +322,8 @@ class Ticket:
             # a pledge: no process held it
             state.settle(self.names, self.held, self.spent + self.in_flight)
             return
-        state.settle(
-            self.names, self.held, self.spent + self.in_flight, self.budget.holder, self.exposed
-        )
+        state.settle(self.names, self.held, self.spent + self.in_flight - self.carried,
+                     self.budget.holder, self.exposed)
 
 
 def _close(state: LedgerState, benchmark: str) -> None:

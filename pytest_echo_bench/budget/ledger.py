@@ -109,6 +109,18 @@ class LedgerState:
                 entry[0] += held
                 entry[1] += exposed
 
+    def counted_lost(self, names: list[str], worst: float) -> bool:
+        """Whether an earlier run's lost holds (``lost``, carried by a resume and in ``spent``)
+        counted a call of ``worst`` in every account of ``names``: that run sent it and was
+        killed. If so, ``worst`` leaves ``lost``: the call's row now says what it cost."""
+        known = [n for n in names if n in self.accounts]
+        if worst <= EPSILON_USD or not known or any(
+                self.lost.get(n, 0.0) < worst - EPSILON_USD for n in known):
+            return False
+        for name in known:
+            self.lost[name] = max(0.0, self.lost[name] - worst)
+        return True
+
     def settle(self, names: list[str], held: float, spent: float, holder: str | None = None,
                exposed: float = 0.0) -> None:
         """``held`` is released and ``spent`` charged, in every account of ``names``."""

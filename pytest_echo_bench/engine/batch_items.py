@@ -64,6 +64,7 @@ class OpenBatch:
     errors: int = 0  # failed polls in a row
     kept: bool = False  # a result of it was read but not recorded (the run stopping): read again
     opened: float = 0.0  # monotonic, when this process took it on
+    told: bool = False  # a status word not documented was said of it (once a batch)
 
     def ended(self) -> bool:
         return self.batch_ids is not None and all(

@@ -51,7 +51,9 @@ class Ports:
 @dataclass
 class Earlier:
     """An earlier run's open batches: ``holding`` (custom id -> its submission, from the journal)
-    and the ones this process joined (``adopted``, by the journal's name)."""
+    and the ones this process joined (``adopted``, by the journal's name); ``joins``: whether an
+    item (by node id) is held by one of them, decided once per item."""
 
     holding: dict[str, Submission]
     adopted: dict[str, OpenBatch] = field(default_factory=dict)
+    joins: dict[str, bool] = field(default_factory=dict)

@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 
 from pytest_echo_bench.datasets.prompts import render_for
-from pytest_echo_bench.engine.batch_end import cancel_open, end_group, names
+from pytest_echo_bench.engine import batch_end
+from pytest_echo_bench.engine.batch_end import cancel_open, end_all, end_group, leave, names
 from pytest_echo_bench.engine.batch_items import (
     FIRST_POLL_S,
     BatchObtain,
@@ -36,9 +37,10 @@ from pytest_echo_bench.engine.batch_items import (
     custom_id,
 )
 from pytest_echo_bench.engine.batch_ports import BatchRun, Earlier, Ports
-from pytest_echo_bench.engine.batch_results import AGAIN, DONE, give_up, settle
+from pytest_echo_bench.engine.batch_results import AGAIN, DONE, settle
+from pytest_echo_bench.engine.calling import priced
 from pytest_echo_bench.engine.obtain import Obtained
-from pytest_echo_bench.engine.outcome import ABORTED, INCOMPLETE, ROW, Job, Outcome, utcnow
+from pytest_echo_bench.engine.outcome import ROW, Job, Outcome, utcnow
 from pytest_echo_bench.errors import (
     AbortedError,
     ExhaustedError,
@@ -51,7 +53,7 @@ from pytest_echo_bench.providers.base import Completion, Request
 from pytest_echo_bench.providers.batch import FAILED, BatchResult
 from pytest_echo_bench.spec.batching import DEFAULT, BatchSpec
 from pytest_echo_bench.spec.load import Spec
-from pytest_echo_bench.store.batchlog import BatchState, JournalState
+from pytest_echo_bench.store.batchlog import JournalState
 
 MAX_SLEEP_S = 1.0  # the thread looks at its work at least this often
 PUBLISH_EVERY_S = 1.0  # what the open batches are doing is written at most this often
@@ -87,8 +89,15 @@ class Batching:
 
     # -- the items' side (any thread) ------------------------------------------------------------
     def takes(self, item: Job) -> bool:
-        """Whether ``item``'s arm is batched."""
-        return self.setting(item.spec, item.arm) is not None
+        """Whether ``item``'s arm is batched, or an earlier run's open batch holds its request: it
+        is collected from that batch whatever the arm says now, and never sent again live."""
+        if self.setting(item.spec, item.arm) is not None:
+            return True
+        held = self._earlier.joins.get(item.nodeid)
+        if held is None:  # decided once: the item's path must not change while it runs
+            cid = custom_id(item.spec.benchmark, item.example.id, item.arm, item.epoch)
+            held = self._earlier.joins[item.nodeid] = cid in self._earlier.holding
+        return held
 
     def setting(self, spec: Spec, arm: str) -> BatchSpec | None:
         key = (str(spec.path), arm)
@@ -197,16 +206,8 @@ class Batching:
     def _publish(self) -> None:
         """Say what the open batches are doing (a file per process, read by the displays)."""
         self._published = time.monotonic()
-        if self.ports.publish is None or not self._groups:  # no batched item: nothing to say
-            return
-        states = [BatchState(bid, g.runtime.spec.benchmark, g.runtime.name, st.state, st.done,
-                             st.total, ob.since)
-                  for g in self._groups.values() for ob in g.open
-                  for bid, st in ob.status.items()]
-        try:
-            self.ports.publish(states)
-        except OSError:
-            pass  # a display's file: the batches go on without it
+        if self.ports.publish is not None:
+            batch_end.publish(self._groups.values(), self.ports.publish)
 
     def _group(self, item: Job) -> Group:
         key = (str(item.spec.path), item.arm)
@@ -226,6 +227,8 @@ class Batching:
             return
         hit = self.ports.calls.cached(group.runtime, p.request)
         if hit is not None:
+            # priced as a live hit is: the list price of the call it stands for (the batch's)
+            priced(group.runtime, hit, batch=True)
             self._record(p, Obtained(hit, utcnow(), time.perf_counter(), 0, 0))
             return
         sub = self._earlier.holding.get(p.cid)
@@ -245,6 +248,8 @@ class Batching:
             ob.next_poll = 0.0
             group.open.append(ob)
         p.tries, p.started, p.t0 = 1, utcnow(), time.perf_counter()
+        if self.ports.holds is not None:  # sent and paid for by that run: charged once read
+            self.ports.holds.adopt(p)
         ob.members[p.cid] = p
 
     def _send(self, group: Group) -> None:
@@ -318,7 +323,7 @@ class Batching:
                 ob.batch_ids = list(found)
             for bid in ob.batch_ids:
                 if bid not in ob.status or ob.status[bid].state not in ("ended", FAILED):
-                    ob.status[bid] = group.api.status(bid)
+                    ob.status[bid] = batch_end.tell_unknown(group.api.status(bid), ob)
             if ob.ended():
                 self._collect(group, ob)
                 return
@@ -327,8 +332,12 @@ class Batching:
             self._stop_on(ob, exc)
             return
         except PermanentError as exc:
-            self._lost(group, ob, exc)
-            return
+            # the provider does not know the batch: it never ran (a 404 an HTTP provider reads as
+            # a live call's is an ArmError: another account's batch may still run, so polled on)
+            if exc.status == 404:
+                self._lost(group, ob)
+                return
+            ob.errors += 1  # any other refusal: the batch may still run; polled again, or left
         except ProviderError:
             ob.errors += 1
         self._next_poll(group, ob)
@@ -336,7 +345,7 @@ class Batching:
     def _next_poll(self, group: Group, ob: OpenBatch) -> None:
         now = time.monotonic()
         if ob.errors >= MAX_POLL_ERRORS or now - ob.opened > MAX_BATCH_AGE_S:
-            self._leave(group, ob, f"batch {names(ob)} not ended or not reachable; {LEFT}")
+            leave(group, ob, f"batch {names(ob)} not ended or not reachable; {LEFT}")
             return
         ob.interval = min(group.conf.poll_s, ob.interval * 2)
         ob.next_poll = now + min(ob.interval, group.conf.poll_s)
@@ -349,6 +358,7 @@ class Batching:
     def _collect(self, group: Group, ob: OpenBatch) -> None:
         """Read each ended batch's results: every answer recorded as it is read."""
         done: list[str] = []
+        broken: PermanentError | None = None
         assert ob.batch_ids is not None
         for bid in ob.batch_ids:
             status = ob.status[bid]
@@ -360,9 +370,16 @@ class Batching:
                         self._failed(p, why)
                         done.append(cid)
                 continue
-            self._read(group, ob, bid, done)
+            try:
+                self._read(group, ob, bid, done)
+            except PermanentError as exc:  # (a TransientError: polled and read again)
+                broken = batch_end.unreadable(bid, exc)
         for cid, p in list(ob.members.items()):  # no result of its own: it never ran
             del ob.members[cid]
+            if broken is not None:  # its answer may be in what could not be read: not resent
+                self._failed(p, broken)
+                done.append(cid)
+                continue
             if self._take(group, p, BatchResult(cid), "") == AGAIN:
                 group.waiting[cid] = p
             done.append(cid)
@@ -426,17 +443,13 @@ class Batching:
                             max(p.tries, 1), len(p.retries), failed=ended)
         self._record(p, obtained)
 
-    def _lost(self, group: Group, ob: OpenBatch, exc: PermanentError) -> None:
-        """The provider no longer knows the batch (never billed): its requests are sent again."""
+    def _lost(self, group: Group, ob: OpenBatch) -> None:
+        """The provider says it does not know the batch (a 404: never billed): its requests are
+        sent again."""
         moved = list(ob.members)
         group.waiting.update(ob.members)
         ob.members.clear()
         self.ports.journal.done(ob.local, None if ob.own else moved)
-        group.open.remove(ob)
-
-    def _leave(self, group: Group, ob: OpenBatch, message: str) -> None:
-        for p in ob.members.values():
-            give_up(p, message, INCOMPLETE)
         group.open.remove(ob)
 
     def _stop_on(self, ob: OpenBatch, exc: ExhaustedError) -> None:
@@ -453,15 +466,7 @@ class Batching:
                     *(p for g in self._groups.values() for ob in g.open
                       for p in ob.members.values())]
             futures = [f for f in self._futures.values() if not f.done()]
-        first = next(iter(held), None)  # the item the stop is said on
-        for future in futures:
-            if future.done():
-                continue
-            if first is not None:
-                future.set_result(self.ports.failures.local(first.item, cause))
-                first = None
-            else:
-                future.set_result(Outcome(ABORTED, message=f"not recorded: {cause}"))
+        end_all(held, futures, self.ports.failures, cause)
 
     # -- the end ---------------------------------------------------------------------------------
     def open_batches(self) -> list[str]:

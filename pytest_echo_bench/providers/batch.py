@@ -22,7 +22,9 @@ FINALIZING = "finalizing"
 ENDED = "ended"  # its results can be read (some may be errors, expired or cancelled)
 FAILED = "failed"  # the whole batch was refused (its validation failed): no result to read
 CANCELLING = "cancelling"
-STATES = (VALIDATING, IN_PROGRESS, FINALIZING, ENDED, FAILED, CANCELLING)
+# a word the provider's documentation does not have (a new state): not an end, polled again
+UNKNOWN = "unknown"
+STATES = (VALIDATING, IN_PROGRESS, FINALIZING, ENDED, FAILED, CANCELLING, UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)

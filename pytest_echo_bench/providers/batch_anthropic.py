@@ -25,12 +25,12 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pytest_echo_bench.errors import PermanentError
 from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.batch import (
     CANCELLING,
     ENDED,
     IN_PROGRESS,
+    UNKNOWN,
     BatchResult,
     BatchStatus,
 )
@@ -167,18 +167,14 @@ class AnthropicBatch:
 
 def _status(batch_id: str, data: dict[str, Any]) -> BatchStatus:
     raw = data.get("processing_status")
-    state = _STATES.get(raw) if isinstance(raw, str) else None
-    if state is None:
-        raise PermanentError(
-            f"Anthropic batch {batch_id}: its processing_status {raw!r} is none Anthropic "
-            f"documents ({', '.join(_STATES)})"
-        )
+    # A word Anthropic does not document (a state added since): the batch goes on, polled again.
+    state = _STATES.get(raw, UNKNOWN) if isinstance(raw, str) else UNKNOWN
     counts = data.get("request_counts")
     names = ("processing", "succeeded", "errored", "canceled", "expired")
     succeeded, errored = count(counts, "succeeded"), count(counts, "errored")
     return BatchStatus(
         batch_id, state, sum(count(counts, name) for name in names), succeeded + errored,
-        errored, raw,
+        errored, str(raw),
     )
 
 

@@ -14,7 +14,8 @@ becomes that request's ``BatchResult``, its answer parsed or its error classifie
 line: an error row for that request). A line whose ``custom_id`` cannot be read (no JSON, no
 object, no string id) belongs to no request: the lines after it are still read and yielded, then
 the read ends in a ``PermanentError`` naming the batch and the first such line, so the caller
-knows the results are incomplete (the requests it does not hear of were not answered). A second
+knows the results are incomplete (a request it does not hear of may have been answered in a line
+it could not read: the engine gives it an error row, never sends it again unasked). A second
 line for a ``custom_id`` already read is ignored: each request has one outcome.
 """
 
@@ -225,7 +226,8 @@ class ResultReader:
             more = f" (and {len(self.unreadable) - 1} more)" if len(self.unreadable) > 1 else ""
             raise PermanentError(
                 f"{self.where}: {self.unreadable[0]}{more} of its results names no custom_id (no "
-                "JSON object with a string custom_id): the requests not read here were not answered"
+                "JSON object with a string custom_id): a request not read here may be answered "
+                "there"
             )
 
 

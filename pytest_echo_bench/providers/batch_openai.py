@@ -23,7 +23,6 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pytest_echo_bench.errors import PermanentError
 from pytest_echo_bench.providers.base import Request
 from pytest_echo_bench.providers.batch import (
     CANCELLING,
@@ -31,6 +30,7 @@ from pytest_echo_bench.providers.batch import (
     FAILED,
     FINALIZING,
     IN_PROGRESS,
+    UNKNOWN,
     VALIDATING,
     BatchResult,
     BatchStatus,
@@ -176,16 +176,12 @@ def _check_size(requests: int, size: int) -> None:
 
 def _status(batch_id: str, data: dict[str, Any]) -> BatchStatus:
     raw = data.get("status")
-    state = _STATES.get(raw) if isinstance(raw, str) else None
-    if state is None:
-        raise PermanentError(
-            f"OpenAI batch {batch_id}: its status {raw!r} is none OpenAI documents "
-            f"({', '.join(_STATES)})"
-        )
+    # A word OpenAI does not document (a state added since): the batch goes on, polled again.
+    state = _STATES.get(raw, UNKNOWN) if isinstance(raw, str) else UNKNOWN
     counts = data.get("request_counts")
     completed, errored = count(counts, "completed"), count(counts, "failed")
     return BatchStatus(
-        batch_id, state, count(counts, "total"), completed + errored, errored, raw,
+        batch_id, state, count(counts, "total"), completed + errored, errored, str(raw),
         _errors(data.get("errors")) if state == FAILED else None,
     )
 
