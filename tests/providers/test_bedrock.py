@@ -300,6 +300,16 @@ def test_bad_options_are_spec_errors(pytester: pytest.Pytester, sweep: Sweep) ->
     result.stdout.fnmatch_lines(["*unknown bedrock option 'max_token'*"])
 
 
+def region_spec(server: FakeBedrock, monkeypatch: pytest.MonkeyPatch, where: str,
+                value: str) -> str:
+    """The arm's region ``value`` in the spec (``where`` "spec"), or in the variable ``where``."""
+    body = bedrock_spec(server.base_url, n=2)
+    if where == "spec":
+        return body.replace(f"region: {REGION}", f"region: {value}")
+    monkeypatch.setenv(where, value)
+    return body.replace(f"    region: {REGION}\n", "")
+
+
 @pytest.mark.parametrize("where, value", [
     ("AWS_REGION", f"{REGION}\n"), ("AWS_REGION", f"{REGION} "),
     ("AWS_DEFAULT_REGION", f" {REGION}\r\n"), ("spec", f"'{REGION} '"),
@@ -308,13 +318,7 @@ def test_white_space_around_the_region_is_stripped(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock,
     monkeypatch: pytest.MonkeyPatch, where: str, value: str,
 ) -> None:
-    body = bedrock_spec(server.base_url, n=2)
-    if where == "spec":
-        body = body.replace(f"region: {REGION}", f"region: {value}")
-    else:
-        body = body.replace(f"    region: {REGION}\n", "")
-        monkeypatch.setenv(where, value)
-    make_spec(pytester, body)
+    make_spec(pytester, region_spec(server, monkeypatch, where, value))
     result, _, rows = sweep.run()
     # The fake server checks the signature's region: the call is signed for us-east-1.
     assert result.ret == 0 and [r["status"] for r in rows] == ["correct", "correct"]
@@ -333,13 +337,7 @@ def test_a_region_that_is_no_regions_name_is_refused_naming_where_it_came_from(
     pytester: pytest.Pytester, sweep: Sweep, server: FakeBedrock,
     monkeypatch: pytest.MonkeyPatch, where: str, value: str, says: str,
 ) -> None:
-    body = bedrock_spec(server.base_url, n=2)
-    if where == "spec":
-        body = body.replace(f"region: {REGION}", f"region: {value}")
-    else:
-        body = body.replace(f"    region: {REGION}\n", "")
-        monkeypatch.setenv(where, value)
-    make_spec(pytester, body)
+    make_spec(pytester, region_spec(server, monkeypatch, where, value))
     result, _, rows = sweep.run("-rs")
     assert result.ret != 0 and rows == [] and server.requests == []
     result.stdout.fnmatch_lines([says])

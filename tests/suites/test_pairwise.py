@@ -212,16 +212,21 @@ TINY_A = [json.loads(line)["choices"][0]["turns"][0] for line in
           (FIXTURE / "model_answer" / "tiny-a.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+def stored_pair_spec(judge: FakeOpenAI, scorer: str) -> str:
+    """MT-bench's fixture with tiny-a and tiny-b replayed from their stored answers, the judge
+    ``grader`` on ``judge``, and ``scorer`` (its YAML lines)."""
+    arms = "".join(f"  {m}: {{provider: replay, path: {FIXTURE}/model_answer/{m}.jsonl}}\n"
+                   for m in ("tiny-a", "tiny-b"))
+    return (f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {FIXTURE}/question.jsonl\n"
+            f"judges:\n  grader: {{provider: openai, model: judge-1, client: http, base_url: "
+            f"'{judge.base_url}', api_key_env: TEST_OPENAI_KEY}}\n{scorer}arms:\n{arms}")
+
+
 def test_a_pairwise_comparison_is_judged_from_stored_outputs(
         pytester: pytest.Pytester, sweep: Sweep, api_key: None) -> None:
     with FakeOpenAI(answer=prefers_tiny_a) as judge:
-        arms = "".join(f"  {m}: {{provider: replay, path: {FIXTURE}/model_answer/{m}.jsonl}}\n"
-                       for m in ("tiny-a", "tiny-b"))
-        spec = make_spec(pytester, (
-            f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {FIXTURE}/question.jsonl\n"
-            f"judges:\n  grader: {{provider: openai, model: judge-1, client: http, base_url: "
-            f"'{judge.base_url}', api_key_env: TEST_OPENAI_KEY}}\n"
-            f"scorer: {{name: pairwise, judge: grader, against: tiny-b}}\narms:\n{arms}"))
+        spec = make_spec(pytester, stored_pair_spec(
+            judge, "scorer: {name: pairwise, judge: grader, against: tiny-b}\n"))
         result, _, rows = sweep.run("--bench-cache", "off")  # judged live: no other answer there
         assert {r["status"] for r in rows} == {"unjudged"} and not judge.requests
         assert all("echo-bench judge" in r["detail"] for r in rows)
@@ -244,13 +249,8 @@ def test_against_an_arm_the_spec_does_not_have_stops_collection_naming_the_arms(
     """A typo in ``against:`` would leave every row unjudged, telling the user to run the judging
     that cannot help: the spec is refused at load, naming its file, line and key."""
     with FakeOpenAI(answer=prefers_tiny_a) as judge:
-        arms = "".join(f"  {m}: {{provider: replay, path: {FIXTURE}/model_answer/{m}.jsonl}}\n"
-                       for m in ("tiny-a", "tiny-b"))
-        spec = make_spec(pytester, (
-            f"benchmark: mt_bench\ndataset:\n  loader: mt_bench\n  path: {FIXTURE}/question.jsonl\n"
-            f"judges:\n  grader: {{provider: openai, model: judge-1, client: http, base_url: "
-            f"'{judge.base_url}', api_key_env: TEST_OPENAI_KEY}}\n"
-            f"scorer:\n  name: pairwise\n  judge: grader\n  against: tiny-c\narms:\n{arms}"))
+        spec = make_spec(pytester, stored_pair_spec(
+            judge, "scorer:\n  name: pairwise\n  judge: grader\n  against: tiny-c\n"))
         result, _, rows = sweep.run("--bench-cache", "off")
         out = result.stdout.str() + result.stderr.str()
         said = "scorer against 'tiny-c' is not an arm of this spec; its arms: tiny-a, tiny-b"
